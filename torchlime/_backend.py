@@ -1,0 +1,51 @@
+"""The one place that decides between Triton kernels and their torch references.
+
+Triton is used only for CUDA tensors, when ``triton`` imports, when the
+environment variable ``TORCHLIME_DISABLE_TRITON`` is unset (or "0"), and when
+torch's deterministic-algorithms mode is off (the torch reference is the
+deterministic path). Every kernel has a torch reference with the same signature.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def triton_available() -> bool:
+    """True when ``triton`` can be imported."""
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def interpreting() -> bool:
+    """True under ``TRITON_INTERPRET=1`` (kernels run on CPU tensors through the interpreter)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def use_triton(x: torch.Tensor) -> bool:
+    """Whether the Triton kernel should handle tensor ``x``."""
+    if os.environ.get("TORCHLIME_DISABLE_TRITON", "0") not in ("", "0"):
+        return False
+    if torch.are_deterministic_algorithms_enabled():
+        return False
+    if not x.is_cuda:
+        return False
+    return triton_available()
+
+
+def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Mask expansion + baseline blend, see ``perturb.blend_reference`` for the contract."""
+    if use_triton(x):
+        from .kernels import blend as kernel
+
+        if kernel.supports(x, base, labels, masks):
+            return kernel.blend(x, base, labels, masks)
+    from .perturb import blend_reference
+
+    return blend_reference(x, base, labels, masks)

@@ -1,0 +1,76 @@
+"""Argument checks shared by every stage.
+
+Every check raises a ``ValueError`` or ``TypeError`` whose message names the
+argument, what was expected and what came, so a user can fix the call without
+reading the source.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+
+def describe(value: Any) -> str:
+    """A short description of ``value`` for an error message."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}, dtype {value.dtype}, on {value.device}"
+    return f"{type(value).__name__} {value!r}"[:200]
+
+
+def check_tensor(value: Any, name: str) -> torch.Tensor:
+    """Raise ``TypeError`` unless ``value`` is a tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor, got {describe(value)}")
+    return value
+
+
+def check_ndim(value: torch.Tensor, name: str, ndims: Sequence[int], layout: str) -> None:
+    """Raise ``ValueError`` unless ``value.ndim`` is one of ``ndims``."""
+    if value.ndim not in ndims:
+        raise ValueError(
+            f"`{name}` must have {' or '.join(map(str, ndims))} dimensions {layout}, "
+            f"got {value.ndim} dimensions with shape {tuple(value.shape)}"
+        )
+
+
+def check_integer(value: torch.Tensor, name: str) -> None:
+    """Raise ``TypeError`` unless ``value`` has an integer dtype."""
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise TypeError(f"`{name}` must have an integer dtype (e.g. torch.long), got {value.dtype}")
+
+
+def check_same_device(value: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str) -> None:
+    """Raise ``ValueError`` unless ``value`` lives on the same device as ``ref``."""
+    if value.device != ref.device:
+        raise ValueError(
+            f"`{name}` must be on the same device as `{ref_name}` ({ref.device}), got {value.device}"
+        )
+
+
+def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
+    """Raise unless ``value`` is an int (not bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int >= {minimum}, got {describe(value)}")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
+    return value
+
+
+def check_positive_float(value: Any, name: str, allow_zero: bool = False) -> float:
+    """Raise unless ``value`` is a finite real number > 0 (or >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a number, got {describe(value)}")
+    value = float(value)
+    ok = value >= 0 if allow_zero else value > 0
+    if not ok or value != value or value == float("inf"):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"`{name}` must be finite and {bound}, got {value}")
+    return value
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
+    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}")
+    return value

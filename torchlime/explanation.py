@@ -1,0 +1,116 @@
+"""The result of an explanation: coefficients per (input, target, feature) and how to read them."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from ._checks import check_positive_int
+
+_TENSORS = ("coef", "intercept", "score", "local_pred", "target", "features", "n_features",
+            "samples", "outputs", "weights")
+
+
+@dataclass
+class Explanation:
+    """LIME explanations of B inputs for T targets each.
+
+    Attributes:
+        coef: (B, T, F) surrogate coefficients; padded features (f >= F_b) are 0.
+        intercept: (B, T). score: (B, T) weighted R² of each surrogate.
+        local_pred: (B, T) surrogate prediction at the unperturbed input.
+        target: long (B, T) explained output columns.
+        features: long (B, *fshape) feature map, ids 0..F_b-1.
+        n_features: long (B,) F_b of every input.
+        input_shape: shape of one input (without B).
+        samples: bool (B, S, F) masks (only with ``return_samples=True``).
+        outputs: (B, S, T) model scores of the samples (same condition).
+        weights: (B, S) proximity weights (same condition).
+        meta: plain-data description of the run (sampler, kernel, surrogate, N, timings).
+    """
+
+    coef: torch.Tensor
+    intercept: torch.Tensor
+    score: torch.Tensor
+    local_pred: torch.Tensor
+    target: torch.Tensor
+    features: torch.Tensor
+    n_features: torch.Tensor
+    input_shape: tuple[int, ...]
+    samples: Optional[torch.Tensor] = None
+    outputs: Optional[torch.Tensor] = None
+    weights: Optional[torch.Tensor] = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Bool (B, F): features that exist for each input."""
+        f = self.coef.shape[-1]
+        return torch.arange(f, device=self.coef.device) < self.n_features.to(self.coef.device).unsqueeze(1)
+
+    def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
+        """Coefficients painted back onto the inputs.
+
+        Args:
+            target_index: which of the T targets (column of ``target``); None keeps all.
+
+        Returns:
+            (B, T, *input_shape), or (B, *input_shape) with ``target_index``.
+            Broadcast views over the feature map's broadcast dims (e.g. channels).
+        """
+        b, t, f = self.coef.shape
+        lab = self.features.to(self.coef.device).reshape(b, 1, -1).expand(b, t, -1)
+        lab = torch.where(lab < 0, f, lab)  # elements outside every feature get 0
+        coef = torch.nn.functional.pad(self.coef, (0, 1))
+        maps = coef.gather(2, lab).reshape(b, t, *self.features.shape[1:])
+        maps = maps.expand(b, t, *self.input_shape)
+        return maps if target_index is None else maps[:, target_index]
+
+    def top_features(self, k: int, *, by: str = "value") -> tuple[torch.Tensor, torch.Tensor]:
+        """The k features with the largest coefficient (``by="value"``) or |coefficient| (``"abs"``).
+
+        Returns:
+            ``(indices, values)``, each (B, T, k'), k' = min(k, F); padded features rank last.
+        """
+        check_positive_int(k, "k")
+        if by not in ("value", "abs"):
+            raise ValueError(f"`by` must be 'value' or 'abs', got {by!r}")
+        key = self.coef.abs() if by == "abs" else self.coef
+        key = key.masked_fill(~self.valid.unsqueeze(1), float("-inf"))
+        k = min(k, self.coef.shape[-1])
+        _, idx = key.topk(k, dim=-1)
+        return idx, self.coef.gather(-1, idx)
+
+    def to(self, device: Union[str, torch.device]) -> "Explanation":
+        """A copy with every tensor on ``device``."""
+        moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
+        return dataclasses.replace(self, **moved)
+
+    def save(self, path: Union[str, Path]) -> None:
+        """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``)."""
+        data = {name: getattr(self, name) for name in _TENSORS if getattr(self, name) is not None}
+        data = {k: v.detach().cpu() for k, v in data.items()}
+        data["input_shape"] = list(self.input_shape)
+        data["meta"] = _plain(self.meta)
+        torch.save(data, Path(path))
+
+    @classmethod
+    def load(cls, path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> "Explanation":
+        """Read an explanation written by ``save`` without unpickling arbitrary objects."""
+        data = torch.load(Path(path), map_location=map_location, weights_only=True)
+        data["input_shape"] = tuple(data["input_shape"])
+        return cls(**data)
+
+
+def _plain(value: Any) -> Any:
+    """Keep only JSON-like data (str, numbers, bools, None, lists, dicts) for safe loading."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)

@@ -1,0 +1,282 @@
+"""Stage 6: batched weighted linear surrogates.
+
+Every (input, target) pair gets its own weighted linear model over the masks.
+All B·T fits are solved at once: the T targets of one input share one weighted
+Gram matrix, so ridge is one batched Cholesky with T right-hand sides.
+
+Objectives (w = proximity weights, X = masks, y = model outputs):
+
+* ``Ridge``:  min Σ w (y - b - Xβ)² + α ||β||²               (sklearn ``Ridge`` with sample_weight)
+* ``Lasso``:  min (1 / 2Σw) Σ w (y - b - Xβ)² + α ||β||₁      (sklearn ``Lasso`` with sample_weight)
+* ``KLasso``: the support of the last point on the Lasso path with at most K
+  features, refit by weighted least squares (lime's ``lasso_path`` selection).
+
+The intercept b is not penalised (data are centred by their weighted means).
+The score is sklearn's weighted R²; ``local_pred`` is the fit at the all-ones row.
+``torch.linalg.lstsq`` is never used: on CUDA it silently assumes full rank.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+
+import torch
+
+from ._checks import check_positive_float, check_positive_int
+
+
+class Fit(NamedTuple):
+    """Result of a batched surrogate fit (all tensors in the fit dtype)."""
+
+    coef: torch.Tensor  # (B, T, F)
+    intercept: torch.Tensor  # (B, T)
+    score: torch.Tensor  # (B, T)
+    local_pred: torch.Tensor  # (B, T)
+
+
+@contextlib.contextmanager
+def exact_matmul() -> Iterator[None]:
+    """Keep TF32 off while normal equations are accumulated (restores the user's setting)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+class Normal(NamedTuple):
+    """Weighted, centred normal equations of a batch of fits."""
+
+    gram: torch.Tensor  # (B, F, F)  Xcᵀ W Xc
+    rhs: torch.Tensor  # (B, F, T)  Xcᵀ W yc
+    x_mean: torch.Tensor  # (B, F)
+    y_mean: torch.Tensor  # (B, T)
+    weight_sum: torch.Tensor  # (B,)
+
+
+def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> Normal:
+    """Build the weighted centred normal equations.
+
+    Args:
+        x: (B, S, F) design (masks as floats). y: (B, S, T). w: (B, S) >= 0.
+    """
+    with exact_matmul():
+        sw = w.sum(1)
+        wn = (w / sw.unsqueeze(1)).unsqueeze(-1)
+        x_mean = (wn * x).sum(1)
+        y_mean = (wn * y).sum(1)
+        xc = x - x_mean.unsqueeze(1)
+        yc = y - y_mean.unsqueeze(1)
+        xw = xc * w.unsqueeze(-1)
+        gram = xw.transpose(1, 2) @ xc
+        rhs = xw.transpose(1, 2) @ yc
+    return Normal(gram, rhs, x_mean, y_mean, sw)
+
+
+def _finish(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, beta: torch.Tensor,
+            ne: Normal) -> Fit:
+    """Intercept, weighted R² and local prediction from coefficients beta (B, F, T)."""
+    intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
+    with exact_matmul():
+        pred = x @ beta + intercept.unsqueeze(1)  # (B, S, T)
+    wt = w.unsqueeze(-1)
+    ss_res = (wt * (y - pred) ** 2).sum(1)
+    ss_tot = (wt * (y - ne.y_mean.unsqueeze(1)) ** 2).sum(1)
+    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
+    tiny = torch.finfo(y.dtype).tiny
+    score = torch.where(ss_tot > tiny, 1.0 - ss_res / ss_tot.clamp_min(tiny),
+                        (ss_res <= tiny).to(y.dtype))
+    local_pred = intercept + beta.sum(1)  # row of all ones
+    return Fit(beta.transpose(1, 2), intercept, score, local_pred)
+
+
+def _pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Put 1 on the diagonal of padded features so their coefficient solves to 0."""
+    return gram + torch.diag_embed((~valid).to(gram.dtype))
+
+
+def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Solve (gram + αI) β = rhs for a batch; α = 0 uses the eigen pseudo-inverse (rank-safe).
+
+    Args:
+        gram: (..., F, F) symmetric PSD. rhs: (..., F, T).
+    """
+    if alpha > 0:
+        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+        chol = torch.linalg.cholesky(gram + alpha * eye)
+        return torch.cholesky_solve(rhs, chol)
+    evals, evecs = torch.linalg.eigh(gram)
+    tol = evals.amax(-1, keepdim=True).clamp_min(0) * gram.shape[-1] * torch.finfo(gram.dtype).eps
+    inv = torch.where(evals > tol, 1.0 / evals.clamp_min(torch.finfo(gram.dtype).tiny), 0.0)
+    return evecs @ (inv.unsqueeze(-1) * (evecs.transpose(-1, -2) @ rhs))
+
+
+class Surrogate:
+    """Base class: ``surrogate.fit(x, y, w, valid) -> Fit``; ``dtype`` sets the fit precision."""
+
+    dtype: torch.dtype = torch.float32
+
+    def solve(self, x, y, w, valid, ne: Normal) -> torch.Tensor:
+        raise NotImplementedError
+
+    def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
+        """Fit B·T weighted linear models.
+
+        Args:
+            x: (B, S, F) masks (bool or float). y: (B, S, T) outputs. w: (B, S) weights.
+            valid: bool (B, F), features that exist for each input.
+
+        Returns:
+            ``Fit`` with coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T).
+        """
+        x = x.to(self.dtype)
+        y = y.to(self.dtype)
+        w = w.to(self.dtype)
+        ne = normal_equations(x, y, w)
+        beta = self.solve(x, y, w, valid, ne)
+        beta = beta * valid.unsqueeze(-1)
+        return _finish(x, y, w, beta, ne)
+
+
+@dataclass(frozen=True)
+class Ridge(Surrogate):
+    """Weighted ridge regression with an unpenalised intercept (lime: alpha=1).
+
+    ``alpha=0`` gives ordinary weighted least squares via a rank-safe pseudo-inverse.
+    """
+
+    alpha: float = 1.0
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        check_positive_float(self.alpha, "alpha", allow_zero=True)
+
+    def solve(self, x, y, w, valid, ne):
+        return solve_spd(_pad_identity(ne.gram, valid), ne.rhs, self.alpha)
+
+
+def _soft(v: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+    return torch.sign(v) * (v.abs() - thr).clamp_min(0)
+
+
+def fista_lasso(gram: torch.Tensor, rhs: torch.Tensor, lam: torch.Tensor, beta0: torch.Tensor,
+                max_iter: int, tol: float, check_every: int = 25) -> torch.Tensor:
+    """Batched FISTA with adaptive restart for min ½βᵀGβ - cᵀβ + λ||β||₁.
+
+    Args:
+        gram: (B, F, F) normalised Gram (Xcᵀ W Xc / Σw). rhs: (B, F, T).
+        lam: (B, 1, T) or broadcastable penalties. beta0: (B, F, T) warm start.
+        max_iter: iteration cap. tol: stop when max |Δβ| < tol (checked every ``check_every``).
+    """
+    lip = torch.linalg.eigvalsh(gram)[..., -1].clamp_min(1e-12).view(-1, 1, 1)
+    step = 1.0 / lip
+    beta = beta0
+    z = beta0
+    t = torch.ones_like(lam.expand(beta.shape[0], 1, beta.shape[-1]))
+    for it in range(max_iter):
+        grad = gram @ z - rhs
+        new = _soft(z - step * grad, step * lam)
+        delta = new - beta
+        t_new = 0.5 * (1 + torch.sqrt(1 + 4 * t * t))
+        # restart momentum of the fits that went uphill (O'Donoghue & Candès gradient scheme)
+        uphill = ((z - new) * delta).sum(1, keepdim=True) > 0
+        t_new = torch.where(uphill, torch.ones_like(t_new), t_new)
+        mom = torch.where(uphill, torch.zeros_like(t), (t - 1) / t_new)
+        z = new + mom * delta
+        beta, t = new, t_new
+        if (it + 1) % check_every == 0 and bool(delta.abs().amax() < tol):
+            break
+    return beta
+
+
+@dataclass(frozen=True)
+class Lasso(Surrogate):
+    """Weighted Lasso (sklearn's objective), solved by batched FISTA on the Gram matrix.
+
+    captum's default is alpha=0.01 (on probabilities).
+    """
+
+    alpha: float = 0.01
+    max_iter: int = 5000
+    tol: float = 1e-7
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        check_positive_float(self.alpha, "alpha", allow_zero=True)
+        check_positive_int(self.max_iter, "max_iter")
+
+    def solve(self, x, y, w, valid, ne):
+        sw = ne.weight_sum.view(-1, 1, 1)
+        gram = ne.gram / sw
+        rhs = ne.rhs / sw
+        lam = torch.full((1, 1, 1), self.alpha, dtype=gram.dtype, device=gram.device)
+        return fista_lasso(gram, rhs, lam, torch.zeros_like(rhs), self.max_iter, self.tol)
+
+
+@dataclass(frozen=True)
+class KLasso(Surrogate):
+    """K-Lasso: the first ``k`` features to enter the Lasso path, refit by least squares.
+
+    The path runs over ``n_lambdas`` penalties from λ_max (nothing selected) down
+    to ``λ_max · eps``, warm-started, for all fits at once. Features are ranked by
+    the path step at which they enter (ties: larger |β| at the end of the path);
+    the first ``k`` are refit by weighted ridge with ``refit_alpha`` (0: least squares).
+    Fewer than ``k`` are kept only when fewer ever enter the path.
+    """
+
+    k: int = 10
+    refit_alpha: float = 0.0
+    n_lambdas: int = 40
+    eps: float = 1e-4
+    iters_per_lambda: int = 200
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.k, "k")
+        check_positive_float(self.refit_alpha, "refit_alpha", allow_zero=True)
+        check_positive_int(self.n_lambdas, "n_lambdas", minimum=2)
+
+    def select(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
+        """Bool (B, F, T): the chosen support of every fit."""
+        sw = ne.weight_sum.view(-1, 1, 1)
+        gram = ne.gram / sw
+        rhs = ne.rhs / sw
+        lam_max = rhs.abs().amax(1, keepdim=True).clamp_min(1e-30)  # (B, 1, T)
+        ratios = torch.logspace(0, math.log10(self.eps), self.n_lambdas, dtype=gram.dtype)
+        beta = torch.zeros_like(rhs)
+        entry = torch.full_like(rhs, float(self.n_lambdas))  # step at which each feature entered
+        for step, r in enumerate(ratios.tolist()):
+            beta = fista_lasso(gram, rhs, lam_max * r, beta, self.iters_per_lambda, tol=0.0,
+                               check_every=self.iters_per_lambda + 1)
+            entry = torch.where((beta != 0) & (entry == self.n_lambdas), float(step), entry)
+        mag = beta.abs() / beta.abs().amax(1, keepdim=True).clamp_min(1e-30)
+        key = -entry + 0.5 * mag  # earlier entry first, then larger final |β|
+        key = key.masked_fill((entry == self.n_lambdas) | ~valid.unsqueeze(-1), float("-inf"))
+        k = min(self.k, rhs.shape[1])
+        idx = key.topk(k, dim=1).indices
+        chosen = torch.zeros_like(rhs, dtype=torch.bool).scatter_(1, idx, True)
+        return chosen & torch.isfinite(key)
+
+    def solve(self, x, y, w, valid, ne):
+        chosen = self.select(ne, valid)  # (B, F, T)
+        sel = chosen.transpose(1, 2).to(ne.gram.dtype)  # (B, T, F)
+        gram = ne.gram.unsqueeze(1) * sel.unsqueeze(-1) * sel.unsqueeze(-2)
+        gram = gram + torch.diag_embed(1.0 - sel)
+        rhs = (ne.rhs.transpose(1, 2) * sel).unsqueeze(-1)  # (B, T, F, 1)
+        beta = solve_spd(gram, rhs, self.refit_alpha).squeeze(-1) * sel  # (B, T, F)
+        return beta.transpose(1, 2)
+
+
+SURROGATES = {"ridge": Ridge, "lasso": Lasso, "klasso": KLasso}
+
+
+def resolve_surrogate(surrogate: "Surrogate | str") -> Surrogate:
+    """Accept a surrogate object or one of the names in ``SURROGATES``."""
+    if isinstance(surrogate, Surrogate):
+        return surrogate
+    if isinstance(surrogate, str) and surrogate in SURROGATES:
+        return SURROGATES[surrogate]()
+    raise ValueError(f"`surrogate` must be a Surrogate or one of {list(SURROGATES)}, got {surrogate!r}")

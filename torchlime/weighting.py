@@ -1,0 +1,123 @@
+"""Stage 5: proximity weights.
+
+Each perturbed sample gets a weight from its distance to the explained input:
+``w = exp(-d² / (2 width²))``, which is exactly lime's ``sqrt(exp(-d² / width²))``.
+Distances are measured either on the binary masks (lime) or between the
+flattened model inputs (captum's default).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import check_choice, check_positive_float
+
+DISTANCES = ("cosine", "hamming", "euclidean")
+SPACES = ("mask", "input")
+
+
+def mask_distance(masks: torch.Tensor, valid: torch.Tensor, metric: str) -> torch.Tensor:
+    """Distance of every mask row from the all-ones row.
+
+    Args:
+        masks: bool (B, S, F).
+        valid: bool (B, F), the features that exist (padding excluded).
+        metric: "cosine" (1 - sqrt(k/F), sklearn's convention d=1 for an empty row),
+            "hamming" ((F-k)/F) or "euclidean" (sqrt(F-k)), k = kept features.
+
+    Returns:
+        float32 (B, S).
+    """
+    kept = (masks & valid.unsqueeze(1)).sum(-1, dtype=torch.float32)
+    total = valid.sum(-1, dtype=torch.float32).unsqueeze(1)
+    if metric == "cosine":
+        return 1.0 - torch.sqrt(kept / total)
+    if metric == "hamming":
+        return (total - kept) / total
+    return torch.sqrt(total - kept)
+
+
+def input_distance(perturbed: torch.Tensor, original: torch.Tensor, metric: str) -> torch.Tensor:
+    """Distance between flattened perturbed inputs and their originals.
+
+    Args:
+        perturbed: (c, ...) a chunk of model inputs.
+        original: (c, ...) the explained input of each row (broadcastable).
+        metric: "cosine" (1 - cos similarity), "hamming" (fraction of changed
+            elements) or "euclidean" (L2 norm of the difference).
+
+    Returns:
+        float32 (c,).
+    """
+    p = perturbed.reshape(perturbed.shape[0], -1).float()
+    o = original.reshape(original.shape[0], -1).float().expand_as(p)
+    if metric == "cosine":
+        sim = torch.nn.functional.cosine_similarity(p, o, dim=1, eps=1e-12)
+        return 1.0 - sim
+    if metric == "hamming":
+        return (p != o).float().mean(1)
+    return torch.linalg.vector_norm(p - o, dim=1)
+
+
+class Kernel:
+    """Base class: turns distances into weights (B, S)."""
+
+    distance: str = "cosine"
+    space: str = "mask"
+    scale: float = 1.0
+
+    def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ExponentialKernel(Kernel):
+    """``w = exp(-(scale·d)² / (2 width²))`` on a chosen distance.
+
+    Args:
+        width: kernel width (lime image: 0.25; lime text: 25 with scale 100; captum: 1.0).
+        distance: "cosine", "hamming" or "euclidean".
+        space: "mask" (binary interpretable vectors, lime) or "input" (model inputs, captum).
+        scale: multiplies the distance first (lime text multiplies cosine by 100).
+    """
+
+    width: float = 0.25
+    distance: str = "cosine"
+    space: str = "mask"
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_positive_float(self.width, "width")
+        check_positive_float(self.scale, "scale")
+        check_choice(self.distance, "distance", DISTANCES)
+        check_choice(self.space, "space", SPACES)
+
+    def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        d = distances * self.scale
+        return torch.exp(-(d * d) / (2.0 * self.width * self.width))
+
+
+@dataclass(frozen=True)
+class UniformKernel(Kernel):
+    """Every sample weighs 1 (GLIME-style samplers and Kernel-SHAP-style fits)."""
+
+    def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(distances)
+
+
+def resolve_kernel(kernel: "Kernel | str | float") -> Kernel:
+    """Accept a kernel, "lime" / "captum" / "uniform", or a float width for lime's kernel."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    if isinstance(kernel, (int, float)) and not isinstance(kernel, bool):
+        return ExponentialKernel(width=float(kernel))
+    if kernel == "lime":
+        return ExponentialKernel(width=0.25)
+    if kernel == "captum":
+        return ExponentialKernel(width=1.0, space="input")
+    if kernel == "uniform":
+        return UniformKernel()
+    raise ValueError(
+        f"`kernel` must be a Kernel, a float width, or one of ['lime', 'captum', 'uniform'], got {kernel!r}"
+    )
