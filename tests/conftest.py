@@ -1,0 +1,23 @@
+"""Shared fixtures: device / dtype parameters and small deterministic models."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> torch.device:
+    """CPU always; CUDA when available (skips cleanly otherwise)."""
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    return torch.device(request.param)
+
+
+@pytest.fixture
+def cuda() -> torch.device:
+    """Skip unless a CUDA device exists."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    return torch.device("cuda")

@@ -1,0 +1,30 @@
+"""Small deterministic models and feature maps shared by the tests."""
+from __future__ import annotations
+
+import torch
+
+
+class SegmentLinear(torch.nn.Module):
+    """Scores = W · (mean of the input over each feature region), per channel summed.
+
+    Linear in the masks when the baseline is constant per feature, so LIME's
+    ridge must recover ``W`` up to the per-feature contrast.
+    """
+
+    def __init__(self, labels: torch.Tensor, n_features: int, n_out: int = 3, seed: int = 0) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        onehot = torch.nn.functional.one_hot(labels.flatten(), n_features).float()  # (P, F)
+        self.register_buffer("pool", onehot / onehot.sum(0, keepdim=True))
+        self.weight = torch.nn.Parameter(torch.randn(n_features, n_out, generator=g))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        per_pixel = x.mean(1).flatten(1)  # (c, H*W), channels averaged
+        return per_pixel @ self.pool @ self.weight
+
+
+def grid_labels(h: int, w: int, rows: int, cols: int) -> torch.Tensor:
+    """Long (h, w) grid of rows x cols rectangles."""
+    r = torch.arange(h) * rows // h
+    c = torch.arange(w) * cols // w
+    return r.view(-1, 1) * cols + c.view(1, -1)
