@@ -49,3 +49,24 @@ def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torc
     from .perturb import blend_reference
 
     return blend_reference(x, base, labels, masks)
+
+
+def blend_cast(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, *,
+               out_dtype: torch.dtype | None = None, mean=None, std=None,
+               channels_last: bool = False) -> torch.Tensor:
+    """``blend`` with the GPU pipeline's extras fused: cast, per-channel normalisation, layout.
+
+    ``out_dtype`` (default ``x.dtype``), ``mean``/``std`` (per channel = dim 1 of the output;
+    ``(v - mean) / std`` in float32, float64 for float64 inputs) and ``channels_last`` (4-D
+    outputs) as in ``kernels.reference.blend_torch``, which is the fallback.
+    """
+    if use_triton(x):
+        from .kernels import blend as kernel
+
+        if kernel.supports(x, base, labels, masks):
+            return kernel.blend(x, base, labels, masks, out_dtype=out_dtype, mean=mean, std=std,
+                                channels_last=channels_last)
+    from .kernels.reference import blend_torch
+
+    return blend_torch(x, base, labels, masks, out_dtype=out_dtype, mean=mean, std=std,
+                       channels_last=channels_last)
