@@ -1,0 +1,137 @@
+"""Pictures of image explanations (matplotlib is optional: ``pip install torchlime[viz]``).
+
+``image_and_mask`` is tensor-only (the equivalent of lime's ``get_image_and_mask``);
+``plot_image_explanation`` and ``save_image_explanation`` draw a four-panel figure:
+input, segment boundaries, heatmap over the image, top segments.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from ._checks import check_positive_int
+from .explanation import Explanation
+
+
+def boundaries(labels: torch.Tensor) -> torch.Tensor:
+    """Bool (B, H, W): pixels whose right or lower neighbour has another label. labels: (B, [1,] H, W)."""
+    lab = labels.reshape(labels.shape[0], *labels.shape[-2:])
+    edge = torch.zeros_like(lab, dtype=torch.bool)
+    edge[:, :, :-1] |= lab[:, :, :-1] != lab[:, :, 1:]
+    edge[:, :-1, :] |= lab[:, :-1, :] != lab[:, 1:, :]
+    return edge
+
+
+def image_and_mask(images: torch.Tensor, exp: Explanation, *, target_index: int = 0,
+                   positive_only: bool = True, negative_only: bool = False, num_features: int = 5,
+                   hide_rest: bool = False, min_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """lime's ``get_image_and_mask`` for a batch, on the images' device.
+
+    Args:
+        images: (B, C, H, W) the explained images.
+        exp: their explanation (features (B, 1, H, W)).
+        target_index: which explained target (column of ``exp.target``).
+        positive_only / negative_only: keep only features with weight > min_weight
+            (or < -min_weight).
+        num_features: how many of the strongest features to keep.
+        hide_rest: zero the pixels of the features not kept.
+
+    Returns:
+        ``(images_out (B, C, H, W), mask (B, H, W) long)``: mask is 1 for kept
+        positive features, -1 for kept negative ones (when neither flag is set), else 0.
+    """
+    check_positive_int(num_features, "num_features")
+    coef = exp.coef[:, target_index]  # (B, F)
+    key = coef if positive_only else (-coef if negative_only else coef.abs())
+    idx = _top(key, exp.valid, num_features)
+    chosen = torch.zeros_like(coef, dtype=torch.bool).scatter_(1, idx, True)
+    if positive_only:
+        chosen &= coef > min_weight
+    elif negative_only:
+        chosen &= coef < -min_weight
+    else:
+        chosen &= coef.abs() > min_weight
+    sign = torch.where(coef > 0, 1, -1) * chosen
+    labels = exp.features.reshape(coef.shape[0], -1).clamp_min(0).to(coef.device)
+    mask = sign.gather(1, labels).reshape(coef.shape[0], *images.shape[-2:])
+    out = images * (mask != 0).unsqueeze(1) if hide_rest else images.clone()
+    return out, mask.long()
+
+
+def _top(key: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
+    key = key.masked_fill(~valid, float("-inf"))
+    return key.topk(min(k, key.shape[-1]), dim=-1).indices
+
+
+def _to_hwc(image: torch.Tensor) -> Any:
+    img = image.detach().float().cpu()
+    img = (img - img.min()) / (img.max() - img.min()).clamp_min(1e-12) if img.min() < 0 or img.max() > 1 else img
+    return img.permute(1, 2, 0).squeeze(-1).numpy() if img.shape[0] in (1, 3) else img[:3].permute(1, 2, 0).numpy()
+
+
+def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 0, *, target_index: int = 0,
+                           num_features: int = 5, class_names: Optional[list[str]] = None,
+                           truth: Optional[torch.Tensor] = None) -> Any:
+    """A matplotlib figure with four panels for input ``index``.
+
+    Panels: the input; segment boundaries; the coefficient heatmap (red positive,
+    blue negative) over a faded image; the top ``num_features`` positive segments.
+    ``truth`` (H, W) bool, when known, is outlined in the last panel.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    img = _to_hwc(images[index])
+    edges = boundaries(exp.features[index:index + 1])[0].cpu().numpy()
+    heat = exp.heatmap(target_index)[index, 0].detach().float().cpu().numpy()
+    _, mask = image_and_mask(images[index:index + 1], _slice(exp, index),
+                             target_index=target_index, num_features=num_features, hide_rest=True)
+    kept = (mask[0] != 0).cpu().numpy()
+    target = int(exp.target[index, target_index])
+    name = class_names[target] if class_names else str(target)
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
+    axes[0].imshow(img)
+    axes[0].set_title("input")
+    over = img.copy() if img.ndim == 3 else plt.cm.gray(img)[..., :3]
+    over[edges] = (1.0, 1.0, 0.0)
+    axes[1].imshow(over)
+    axes[1].set_title(f"{int(exp.n_features[index])} segments")
+    lim = max(abs(heat).max(), 1e-12)
+    axes[2].imshow(img, alpha=0.35, cmap="gray")
+    im = axes[2].imshow(heat, cmap="bwr", vmin=-lim, vmax=lim, alpha=0.75)
+    fig.colorbar(im, ax=axes[2], fraction=0.046, pad=0.04)
+    axes[2].set_title(f"weights for '{name}' (R² {float(exp.score[index, target_index]):.2f})")
+    shown = (over if img.ndim == 3 else img).copy()
+    shown[~kept] = shown[~kept] * 0.15
+    axes[3].imshow(shown)
+    if truth is not None:
+        axes[3].contour(truth.cpu().numpy().astype(float), levels=[0.5], colors="lime", linewidths=1.2)
+    axes[3].set_title(f"top {num_features} segments" + (" (green: truth)" if truth is not None else ""))
+    for ax in axes:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def _slice(exp: Explanation, index: int) -> Explanation:
+    """The explanation of input ``index`` alone (B = 1)."""
+    keep = slice(index, index + 1)
+    return Explanation(exp.coef[keep], exp.intercept[keep], exp.score[keep], exp.local_pred[keep],
+                       exp.target[keep], exp.features[keep], exp.n_features[keep], exp.input_shape)
+
+
+def save_image_explanation(path: Union[str, Path], images: torch.Tensor, exp: Explanation, index: int = 0,
+                           **kwargs: Any) -> Path:
+    """Draw ``plot_image_explanation`` and write it as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_image_explanation(images, exp, index, **kwargs)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
