@@ -127,3 +127,13 @@ def test_other_arguments(case):
         explain(model, x, f, n_samples=10, masks=torch.ones(2, 10, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"`preset` must be None or one of \['lime'"):
         explain(model, x, f, preset="shap")
+
+
+def test_non_finite_inputs_and_baseline(case):
+    model, x, f = case
+    x2 = x.clone()
+    x2[1, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"`inputs` must be finite, got 1 NaN/inf values \(inputs \[1\]\)"):
+        explain(model, x2, f)
+    with pytest.raises(ValueError, match=r"`baseline` must be finite, got 384 NaN/inf values \(inputs \[0, 1\]\)"):
+        explain(model, x, f, baseline=float("inf"))

@@ -175,6 +175,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     fixed = bool((labels < 0).any())
     labels_k = torch.where(labels < 0, f_max, labels) if fixed else labels
     base = resolve_baseline(opts["baseline"], inputs, labels_k, f_max + 1)
+    _check_finite_values(inputs, "inputs")
+    _check_finite_values(base, "baseline")
 
     gen = resolve_generator(generator, dev)
     if masks is None:
@@ -241,6 +243,15 @@ def _reference_scores(model: Model, inputs: torch.Tensor, output: Any, softmax: 
 
     run_chunks(model, lambda a, b: inputs[a:b], consume, inputs.shape[0], chunk, device, dtype)
     return torch.cat(parts).to(inputs.device)
+
+
+def _check_finite_values(t: torch.Tensor, name: str) -> None:
+    """Raise ValueError if a floating or complex tensor holds NaN or inf (one check at set-up)."""
+    if t.is_floating_point() or t.is_complex():
+        bad = ~torch.isfinite(t)
+        if bool(bad.any()):
+            rows = bad.reshape(t.shape[0], -1).any(1).nonzero().flatten().tolist()
+            raise ValueError(f"`{name}` must be finite, got {int(bad.sum())} NaN/inf values (inputs {rows})")
 
 
 def _check_finite(outputs: torch.Tensor) -> None:

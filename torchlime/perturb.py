@@ -49,9 +49,18 @@ def blend_reference(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor,
         x, base: (1 or c, *shape). labels: long (1 or c, *fshape). masks: bool (c, F).
 
     Returns:
-        (c, *shape): ``where(masks[i, labels], x, base)``.
+        (c, *shape): ``where(masks[i, labels], x, base)``, exactly (no rounding).
+
+    Floating inputs use ``index_select`` of the masks as floats and ``lerp``,
+    which is exact at weights 0 and 1 for finite values and several times
+    faster on CPU than a ``gather`` + ``where`` with broadcasting; other dtypes
+    (token ids, complex spectra) use ``where``.
     """
     c = masks.shape[0]
-    lab = labels.reshape(labels.shape[0], -1).expand(c, -1)
-    keep = masks.gather(1, lab).reshape(c, *labels.shape[1:])
+    lab = labels.reshape(labels.shape[0], -1)
+    if x.is_floating_point() and base.is_floating_point():  # finite: ``explain`` checks once
+        weights = masks.to(x.dtype)
+        keep = weights.index_select(1, lab[0]) if lab.shape[0] == 1 else weights.gather(1, lab)
+        return torch.lerp(base, x, keep.view(c, *labels.shape[1:]))
+    keep = masks.gather(1, lab.expand(c, -1)).view(c, *labels.shape[1:])
     return torch.where(keep, x, base)
