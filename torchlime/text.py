@@ -1,0 +1,285 @@
+"""``explain_tokens``: LIME for token classifiers, batched on the device.
+
+Features are tokens, or words (groups of sub-word tokens from a word-id map).
+Special tokens and padding are never perturbed. Hidden features are replaced
+by a mask id, deleted (the row is re-packed to the left), or re-written by a
+masked LM (``Infiller``). The engine runs ``explain`` on a packed (B, 2, L)
+tensor of ids and attention mask, in chunks of a bounded number of tokens, so
+lime's text preset (N = 5000) never holds more than one chunk of activations.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Callable, Iterable, Optional, Union
+
+import torch
+
+from ._checks import check_choice, check_integer, check_tensor, describe
+from .explain import explain, resolve_generator
+from .explanation import Explanation
+from .features import relabel
+from .forward import eval_mode, model_placement, run_chunks, select_output
+from .presets import UNSET, apply_preset
+from .text_infill import Infiller, joint_fill
+from .text_kernel import HybridKernel, embedding_matrix
+from .text_perturb import (Chunk, TokenModel, default_text_batch_size, make_perturb_fn, pack,
+                           resolve_model_inputs)
+from .text_single import plan_single
+from .weighting import Kernel
+
+MODES = ("replace", "delete", "infill")
+_RESERVED = ("inputs", "features", "baseline", "perturb_fn")
+
+
+class RecordedWeights(Kernel):
+    """Engine kernel that returns weights the perturbation chunks recorded (B·S,)."""
+
+    def __init__(self, buffer: torch.Tensor, source: HybridKernel) -> None:
+        self.buffer, self.source = buffer, source
+
+    def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        return self.buffer.view_as(distances)
+
+    def __repr__(self) -> str:
+        return repr(self.source)
+
+
+def infer_vocab_size(model: Any) -> Optional[int]:
+    """Vocabulary size from the model's input embedding (None when it has none)."""
+    m = embedding_matrix(model) if isinstance(model, torch.nn.Module) else None
+    return None if m is None else int(m.shape[0])
+
+
+def token_features(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   word_ids: Optional[torch.Tensor], special_ids: torch.Tensor) -> torch.Tensor:
+    """Long (B, L) feature ids: the token position, or its word id; -1 for special/padding.
+
+    Args:
+        input_ids, attention_mask: (B, L). word_ids: (B or 1, L) or None, -1 = no word.
+        special_ids: long (k,) ids never perturbed.
+    """
+    batch, length = input_ids.shape
+    base = (torch.arange(length, device=input_ids.device).expand(batch, length) if word_ids is None
+            else word_ids.long().expand(batch, length))
+    perturbable = (attention_mask != 0) & ~torch.isin(input_ids, special_ids) & (base >= 0)
+    return torch.where(perturbable, base, -1)
+
+
+def word_ids_from_encoding(encoding: Any, batch_size: Optional[int] = None) -> torch.Tensor:
+    """A long (B, L) word-id map from a Hugging Face ``BatchEncoding`` (None -> -1).
+
+    Args:
+        encoding: object with ``word_ids(i)`` returning a list of ints / None per row.
+        batch_size: B (default: ``len(encoding["input_ids"])``).
+    """
+    n = batch_size if batch_size is not None else len(encoding["input_ids"])
+    rows = [[-1 if w is None else int(w) for w in encoding.word_ids(i)] for i in range(n)]
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def _check_args(input_ids: Any, attention_mask: Any, word_ids: Any, mode: str, mask_id: Any,
+                pad_id: Any, vocab_size: Optional[int]) -> torch.Tensor:
+    """Validate the text arguments; return the attention mask (given or all ones)."""
+    check_tensor(input_ids, "input_ids")
+    check_integer(input_ids, "input_ids")
+    if input_ids.ndim != 2:
+        raise ValueError(f"`input_ids` must have shape (B, L), got shape {tuple(input_ids.shape)}")
+    check_choice(mode, "mode", MODES)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    check_tensor(attention_mask, "attention_mask")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"`attention_mask` must have the shape of `input_ids` {tuple(input_ids.shape)}, "
+                         f"got {tuple(attention_mask.shape)}")
+    if attention_mask.dtype.is_floating_point or attention_mask.dtype.is_complex:
+        raise TypeError(f"`attention_mask` must be bool or integer (0/1), got {attention_mask.dtype}")
+    if attention_mask.device != input_ids.device:
+        raise ValueError(f"`attention_mask` must be on `input_ids`' device ({input_ids.device}), "
+                         f"got {attention_mask.device}")
+    if word_ids is not None:
+        check_tensor(word_ids, "word_ids")
+        check_integer(word_ids, "word_ids")
+        b, length = input_ids.shape
+        if word_ids.ndim != 2 or word_ids.shape[0] not in (1, b) or word_ids.shape[1] != length:
+            raise ValueError(f"`word_ids` must have shape ({b}, {length}) or (1, {length}), "
+                             f"got {tuple(word_ids.shape)}")
+    if mode != "delete" and mask_id is None:
+        raise ValueError(f"mode={mode!r} needs `mask_id` (the id hidden tokens take, e.g. "
+                         f"tokenizer.mask_token_id), got None")
+    for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"`{name}` must be an int token id, got {describe(value)}")
+    if vocab_size is not None and input_ids.numel():
+        lo, hi = int(input_ids.min()), int(input_ids.max())
+        if lo < 0 or hi >= vocab_size:
+            bad = input_ids[(input_ids < 0) | (input_ids >= vocab_size)].unique()[:10].tolist()
+            raise ValueError(f"`input_ids` must be in [0, {vocab_size}) (the model's vocabulary size), "
+                             f"got ids {bad} (min {lo}, max {hi})")
+        for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
+            if value is not None and not 0 <= value < vocab_size:
+                raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), "
+                                 f"got {value}")
+    return attention_mask
+
+
+def _as_id_tensor(ids: Union[None, int, Iterable[int], torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Special ids as a long tensor (k,) on ``device``."""
+    if ids is None:
+        return torch.empty(0, dtype=torch.long, device=device)
+    if isinstance(ids, torch.Tensor):
+        check_integer(ids, "special_ids")
+        return ids.reshape(-1).long().to(device)
+    if isinstance(ids, int) and not isinstance(ids, bool):
+        ids = [ids]
+    try:
+        return torch.tensor([int(i) for i in ids], dtype=torch.long, device=device)
+    except (TypeError, ValueError):
+        raise TypeError(f"`special_ids` must be None, an int, ints or an integer tensor, "
+                        f"got {describe(ids)}") from None
+
+
+def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
+                   attention_mask: Optional[torch.Tensor] = None, word_ids: Optional[torch.Tensor] = None,
+                   special_ids: Union[None, int, Iterable[int], torch.Tensor] = None, mode: str = "replace",
+                   mask_id: Optional[int] = None, pad_id: int = 0, vocab_size: Optional[int] = None,
+                   model_inputs: str = "auto", infill: Union[None, Infiller, Callable[..., Any]] = None,
+                   kernel: Any = UNSET, generator: Union[None, int, torch.Generator] = None,
+                   batch_size: Optional[int] = None, **kwargs: Any) -> Explanation:
+    """Explain B token sequences with LIME over their tokens or words.
+
+    Args:
+        model: classifier taking ``(input_ids, attention_mask)`` and returning
+            logits / probabilities (c, K) or an object with ``.logits``.
+        input_ids: integer (B, L) token ids (padding anywhere, marked by the mask).
+        attention_mask: (B, L) 1 = token, 0 = padding (default all ones).
+        word_ids: (B or 1, L) word of every token (-1: none), e.g. from
+            ``word_ids_from_encoding``; None makes every token its own feature.
+        special_ids: ids never perturbed (CLS, SEP, ...). Padding never is either.
+        mode: "replace" (hidden tokens -> ``mask_id``), "delete" (dropped, rows
+            re-padded to the left with ``pad_id``) or "infill" (masked-LM proposals).
+        mask_id: id of hidden tokens (replace) / of the MLM's mask token (infill).
+        pad_id: padding id written by "delete".
+        vocab_size: checks the ids; default: the model's input-embedding size, if any.
+        model_inputs: "auto" (positional with a mask, ids alone without),
+            "positional", "keywords" or "ids".
+        infill: an ``Infiller`` or a masked LM (wrapped with default settings).
+        kernel: as in ``explain``, or a ``HybridKernel`` (weights from the perturbed text).
+        generator: seed or ``torch.Generator`` (masks and infill sampling).
+        batch_size: rows per model call (default: 16k tokens on CPU, 64k on CUDA).
+        **kwargs: ``explain`` keywords (target, n_samples, preset, sampler,
+            surrogate, softmax, output, masks, return_samples, progress, ...).
+
+    Returns:
+        ``Explanation`` with coef (B, T, F), features (B, L) (-1 never perturbed),
+        input_shape (L,), meta with the mode and the model rows spent.
+
+    Raises:
+        TypeError / ValueError: naming the argument, expected and got value.
+    """
+    bad = [k for k in kwargs if k in _RESERVED]
+    if bad:
+        raise TypeError(f"explain_tokens() does not take {bad}: features come from the tokens and "
+                        f"hidden tokens from `mode`")
+    if vocab_size is None:
+        vocab_size = infer_vocab_size(model)
+    attn = _check_args(input_ids, attention_mask, word_ids, mode, mask_id, pad_id, vocab_size)
+    dev = input_ids.device
+    special = _as_id_tensor(special_ids, dev)
+    feats = token_features(input_ids, attn, word_ids, special)
+    labels, n_feat = relabel(feats)
+    few = (n_feat < 2).nonzero().flatten().tolist()
+    if few:
+        raise ValueError(f"`input_ids` rows {few} have {n_feat[few].tolist()} perturbable tokens/words "
+                         f"(need at least 2; special tokens and padding are never perturbed)")
+    how = resolve_model_inputs(model_inputs, attention_mask is not None)
+    wrapped = TokenModel(model, how, attn.dtype)
+    packed = pack(input_ids, attn)
+    opts = apply_preset(kwargs.get("preset"), dict(n_samples=kwargs.get("n_samples", UNSET)))
+    n_samples = opts["n_samples"]
+    batch, length = input_ids.shape
+    chunk = batch_size or default_text_batch_size(length, dev, batch * int(n_samples))
+    gen = resolve_generator(generator, dev)
+    fill_gen = gen if isinstance(generator, torch.Generator) else torch.Generator(dev).manual_seed(
+        (0 if generator is None else int(generator)) + 1)
+    exclude = sorted({*special.tolist(), pad_id, *([mask_id] if mask_id is not None else [])})
+    meta: dict[str, Any] = dict(mode=mode, model_rows=batch * (int(n_samples) + 1))  # + reference rows
+
+    fill: Optional[Callable[[Chunk, int, int], torch.Tensor]] = None
+    if mode == "infill":
+        infiller = _resolve_infiller(infill, mask_id, vocab_size)
+        exclude = sorted({*exclude, *map(int, infiller.exclude_ids)})
+        meta.update(infill=infiller.protocol, objective=infiller.objective, strategy=infiller.strategy)
+        if infiller.protocol == "single":
+            if "masks" in kwargs:
+                raise ValueError("`masks` cannot be given with protocol='single' (it draws its own)")
+            if int(n_samples) - 1 < int(n_feat.max()):
+                warnings.warn(f"protocol='single' changes one feature per sample: n_samples={n_samples} "
+                              f"leaves some of the up to {int(n_feat.max())} features unperturbed (their "
+                              f"coefficient is 0); use n_samples > {int(n_feat.max())}", RuntimeWarning,
+                              stacklevel=2)
+            scorer, predicted = _scorer(wrapped, packed, chunk, kwargs) if infiller.objective else (None, None)
+            plan = plan_single(infiller, input_ids.long(), attn.long(), labels, n_feat, int(n_samples),
+                               int(mask_id), exclude, fill_gen, scorer, predicted)  # type: ignore[arg-type]
+            kwargs["masks"] = plan.masks
+            meta["model_rows"] += plan.extra_calls + (batch if infiller.objective else 0)
+            meta["mlm_rows"] = int(n_feat.sum())
+            fill = plan.apply
+        else:
+            meta["mlm_rows"] = 0
+
+            def joint(ch: Chunk, start: int, stop: int) -> torch.Tensor:
+                meta["mlm_rows"] += int((~ch.keep & (ch.attn != 0)).any(1).sum())
+                return joint_fill(infiller, ch.ids, ch.attn, ch.keep, int(mask_id), exclude, fill_gen)
+
+            fill = joint
+
+    record: Optional[Callable[..., None]] = None
+    if isinstance(kernel, HybridKernel):
+        hybrid = kernel
+        buffer = torch.empty(batch * int(n_samples), dtype=torch.float32, device=dev)
+        kernel = RecordedWeights(buffer, hybrid)
+
+        def store(ids: torch.Tensor, a: torch.Tensor, ch: Chunk, start: int, stop: int) -> None:
+            buffer[start:stop] = hybrid.weights(ids, a, input_ids, attn, exclude, ch.rows).to(dev)
+
+        record = store
+
+    perturb_fn = make_perturb_fn(mode, mask_id, pad_id, fill, record)
+    exp = explain(wrapped, packed, labels.unsqueeze(1), kernel=kernel, generator=gen, batch_size=chunk,
+                  perturb_fn=perturb_fn, **kwargs)
+    meta.update(exp.meta)
+    return dataclasses.replace(exp, features=exp.features.reshape(batch, length), input_shape=(length,),
+                               meta=meta)
+
+
+def _resolve_infiller(infill: Any, mask_id: Optional[int], vocab_size: Optional[int]) -> Infiller:
+    """An ``Infiller`` from the argument; checks the mask id against the MLM's vocabulary."""
+    if infill is None:
+        raise ValueError("mode='infill' needs `infill`: an Infiller or a masked language model, got None")
+    infiller = infill if isinstance(infill, Infiller) else Infiller(infill)
+    v = infiller.vocab_size()
+    if v is not None and mask_id is not None and not 0 <= mask_id < v:
+        raise ValueError(f"`mask_id` must be in [0, {v}) (the masked LM's vocabulary size), got {mask_id}")
+    return infiller
+
+
+def _scorer(wrapped: TokenModel, packed: torch.Tensor, chunk: int,
+            kwargs: dict[str, Any]) -> tuple[Callable[..., torch.Tensor], torch.Tensor]:
+    """A chunked model scorer for packed rows, and the predicted class (B,) of the inputs."""
+    m_dev, m_dtype = model_placement(wrapped, packed)
+    output, softmax = kwargs.get("output"), bool(kwargs.get("softmax", False))
+
+    def score(build: Callable[[int, int], torch.Tensor], n_rows: int) -> torch.Tensor:
+        parts: list[torch.Tensor] = []
+
+        def consume(out: Any, x: torch.Tensor, start: int, stop: int) -> None:
+            s = select_output(out, output, stop - start).float()
+            parts.append((s.softmax(1) if softmax else s).to(packed.device))
+
+        with eval_mode(wrapped):
+            run_chunks(wrapped, build, consume, n_rows, chunk, m_dev, m_dtype)
+        return torch.cat(parts)
+
+    predicted = score(lambda a, b: packed[a:b], packed.shape[0]).argmax(1)
+    return score, predicted

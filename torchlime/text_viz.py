@@ -1,0 +1,158 @@
+"""Looking at text explanations: HTML highlighting and a bar chart of the top features.
+
+Every token string goes through ``html.escape(..., quote=True)`` before it is
+placed in the page, so text such as ``<script>`` or a quote in the input is
+shown as text and never becomes markup. Positive weights (supporting the
+explained class) are green, negative ones red; the colour's opacity is
+proportional to |weight| / max |weight|. matplotlib is imported only by
+``plot_top_features``.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Optional, Sequence, Union
+
+import torch
+
+from .explanation import Explanation
+
+_GREEN = (22, 163, 74)
+_RED = (220, 38, 38)
+
+
+def _colour(weight: float, scale: float) -> str:
+    rgb = _GREEN if weight >= 0 else _RED
+    alpha = 0.0 if scale <= 0 else min(abs(weight) / scale, 1.0)
+    return f"rgba({rgb[0]}, {rgb[1]}, {rgb[2]}, {0.08 + 0.72 * alpha:.3f})" if alpha > 0 else "transparent"
+
+
+def legend_html(scale: float) -> str:
+    """A small legend: green supports the target, red opposes it, opacity = |weight|."""
+    return ('<div class="torchlime-legend" style="font:12px sans-serif;margin-top:6px">'
+            f'<span style="background:{_colour(1.0, 1.0)};padding:1px 6px;border-radius:3px">'
+            'supports the target</span> '
+            f'<span style="background:{_colour(-1.0, 1.0)};padding:1px 6px;border-radius:3px">'
+            'against the target</span> '
+            f'<span style="color:#666">opacity: |weight| up to {scale:.3g}</span></div>')
+
+
+def tokens_html(tokens: Sequence[str], weights: Union[Sequence[Optional[float]], torch.Tensor], *,
+                title: Optional[str] = None, legend: bool = True, scale: Optional[float] = None) -> str:
+    """HTML of tokens highlighted by their weights.
+
+    Args:
+        tokens: n strings (escaped here; pass them raw).
+        weights: n floats (None: shown without colour, e.g. special tokens).
+        title: optional heading (escaped). legend: append the colour legend.
+        scale: |weight| that gets full opacity (default: the largest |weight|).
+
+    Returns:
+        A self-contained ``<div>`` string.
+    """
+    if isinstance(weights, torch.Tensor):
+        weights = weights.detach().float().cpu().tolist()
+    if len(tokens) != len(weights):
+        raise ValueError(f"`weights` must have one value per token ({len(tokens)}), got {len(weights)}")
+    known = [abs(float(w)) for w in weights if w is not None]
+    scale = float(scale) if scale is not None else (max(known) if known else 0.0)
+    parts = ['<div class="torchlime-text" style="font:14px/1.9 sans-serif">']
+    if title is not None:
+        parts.append(f"<div style=\"font-weight:bold\">{html.escape(title, quote=True)}</div>")
+    for tok, w in zip(tokens, weights):
+        text = html.escape(str(tok), quote=True)
+        if w is None:
+            parts.append(f'<span style="color:#888;padding:1px 2px">{text}</span> ')
+        else:
+            parts.append(f'<span title="{float(w):+.4g}" style="background:{_colour(float(w), scale)};'
+                         f'padding:1px 2px;border-radius:3px">{text}</span> ')
+    if legend:
+        parts.append(legend_html(scale))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def feature_strings(exp: Explanation, tokens: Sequence[str], index: int = 0,
+                    continuation: str = "##") -> list[str]:
+    """The text of each feature of input ``index``: its tokens joined (F_b strings).
+
+    WordPiece continuation pieces (``continuation`` prefix) are glued to the
+    previous piece; other tokens of one feature are joined with a space.
+    """
+    feats = exp.features[index].reshape(-1).tolist()
+    if len(feats) != len(tokens):
+        raise ValueError(f"`tokens` must have one string per position ({len(feats)}), got {len(tokens)}")
+    out = [""] * int(exp.n_features[index])
+    for tok, f in zip(tokens, feats):
+        if f >= 0:
+            piece = str(tok)
+            if out[f] and continuation and piece.startswith(continuation):
+                out[f] += piece[len(continuation):]
+            else:
+                out[f] = f"{out[f]} {piece}" if out[f] else piece
+    return out
+
+
+def explanation_html(exp: Explanation, tokens: Sequence[str], index: int = 0, target_index: int = 0, *,
+                     merge_words: bool = True, show_fixed: bool = False, continuation: str = "##",
+                     title: Optional[str] = None) -> str:
+    """Highlight input ``index`` of a token/word explanation.
+
+    Args:
+        exp: from ``explain_tokens`` (features (B, L)).
+        tokens: the L token strings of that input (raw, e.g. ``tokenizer.convert_ids_to_tokens``).
+        target_index: which explained target (column of ``exp.target``).
+        merge_words: show each word once (consecutive tokens of one feature joined).
+        show_fixed: also show never-perturbed tokens (special tokens, padding) in grey.
+    """
+    coef = exp.coef[index, target_index].detach().float().cpu()
+    feats = exp.features[index].reshape(-1).tolist()
+    if len(feats) != len(tokens):
+        raise ValueError(f"`tokens` must have one string per position ({len(feats)}), got {len(tokens)}")
+    shown: list[str] = []
+    weights: list[Optional[float]] = []
+    last = None
+    for tok, f in zip(tokens, feats):
+        if f < 0:
+            last = None
+            if show_fixed:
+                shown.append(str(tok))
+                weights.append(None)
+            continue
+        piece = str(tok)
+        if merge_words and f == last:
+            glue = continuation and piece.startswith(continuation)
+            shown[-1] += piece[len(continuation):] if glue else " " + piece
+            continue
+        shown.append(piece)
+        weights.append(float(coef[f]))
+        last = f
+    if title is None:
+        title = f"target {int(exp.target[index, target_index])}"
+    return tokens_html(shown, weights, title=title, scale=float(coef.abs().max()) if coef.numel() else None)
+
+
+def plot_top_features(exp: Explanation, names: Sequence[str], index: int = 0, target_index: int = 0,
+                      k: int = 10, ax: Any = None) -> Any:
+    """Horizontal bar chart of the k features with the largest |coefficient|.
+
+    Args:
+        names: a string per feature of input ``index`` (e.g. ``feature_strings``).
+        ax: a matplotlib Axes (default: a new figure's).
+
+    Returns:
+        The Axes.
+    """
+    import matplotlib.pyplot as plt  # lazy: matplotlib is an optional dependency
+
+    idx, vals = exp.top_features(k, by="abs")
+    idx, vals = idx[index, target_index].tolist(), vals[index, target_index].tolist()
+    n = int(exp.n_features[index])
+    keep = [(i, v) for i, v in zip(idx, vals) if i < n][::-1]  # largest at the top
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 0.35 * max(len(keep), 1) + 1))
+    ax.barh(range(len(keep)), [v for _, v in keep],
+            color=["#16a34a" if v >= 0 else "#dc2626" for _, v in keep])
+    ax.set_yticks(range(len(keep)), [str(names[i]) for i, _ in keep])
+    ax.axvline(0, color="#444", lw=0.8)
+    ax.set_xlabel(f"LIME coefficient (target {int(exp.target[index, target_index])})")
+    return ax
