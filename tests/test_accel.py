@@ -1,0 +1,229 @@
+"""Accelerated: each option's effect, fixed-shape chunking, errors; CUDA variants skip without a GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchlime import explain
+from torchlime.accel import Accelerated, bucket
+
+from helpers import grid_labels
+
+
+class Recorder(torch.nn.Module):
+    """A small conv net that records the batch sizes, dtypes and layouts it receives."""
+
+    def __init__(self, n_out: int = 3) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4, n_out)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+        self.sizes: list[int] = []
+        self.layouts: list[bool] = []
+        self.inner_dtypes: list[torch.dtype] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.sizes.append(x.shape[0])
+        self.layouts.append(x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous())
+        h = self.conv(x)
+        self.inner_dtypes.append(h.dtype)
+        return self.fc(h.relu().mean((2, 3)))
+
+
+def test_bucket_sizes():
+    assert [bucket(n, 48) for n in (1, 2, 3, 5, 17, 33, 48)] == [1, 2, 4, 8, 32, 48, 48]
+    assert [bucket(n, None) for n in (1, 3, 100)] == [1, 4, 128]
+
+
+def test_defaults_only_cast_to_float32():
+    net = Recorder().double()
+    x = torch.rand(5, 3, 8, 8, dtype=torch.float64)
+    fast = Accelerated(net)
+    out = fast(x)
+    assert out.dtype == torch.float32
+    with torch.no_grad():
+        assert torch.equal(out, net(x).float())
+    assert net.sizes == [5, 5] and not any(net.layouts)
+
+
+def test_autocast_bf16_on_cpu():
+    net = Recorder()
+    x = torch.rand(6, 3, 8, 8)
+    out = Accelerated(net, autocast=torch.bfloat16)(x)
+    assert net.inner_dtypes == [torch.bfloat16]
+    assert out.dtype == torch.float32
+    with torch.no_grad():
+        ref = net(x)
+    torch.testing.assert_close(out, ref, atol=5e-2, rtol=5e-2)
+    assert not torch.equal(out, ref)  # it really ran in reduced precision
+
+
+def test_channels_last_converts_weights_and_inputs():
+    net = Recorder()
+    x = torch.rand(4, 3, 8, 8)
+    with torch.no_grad():
+        ref = net(x)
+    fast = Accelerated(net, channels_last=True)
+    assert net.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    out = fast(x)
+    assert net.layouts[-1]
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_chunk_size_splits_and_pads_to_bounded_shapes():
+    net = Recorder()
+    x = torch.rand(21, 3, 8, 8)
+    with torch.no_grad():
+        ref = net(x)
+    net.sizes.clear()
+    out = Accelerated(net, chunk_size=8)(x)
+    assert net.sizes == [8, 8, 8]  # 8 + 8 + 5 padded to 8
+    assert out.shape == (21, 3)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6)
+    net.sizes.clear()
+    Accelerated(net, chunk_size=8)(x[:3])
+    assert net.sizes == [4]  # next power of two
+
+
+def test_chunking_structured_outputs_and_several_arguments():
+    def model(x: torch.Tensor, scale: torch.Tensor, *, mask: torch.Tensor) -> dict:
+        s = x.sum(1, keepdim=True) * scale
+        return {"logits": (s * mask).double(), "ids": torch.arange(x.shape[0]), "extra": (s, s + 1)}
+
+    x, mask = torch.rand(10, 4), torch.rand(10, 1)
+    scale = torch.tensor([2.0])  # not batched: passed whole to every chunk
+    out = Accelerated(model, chunk_size=4)(x, scale, mask=mask)
+    ref = model(x, scale, mask=mask)
+    assert out["logits"].dtype == torch.float32 and out["logits"].shape == (10, 1)
+    torch.testing.assert_close(out["logits"], ref["logits"].float())
+    torch.testing.assert_close(out["extra"][1], ref["extra"][1])
+    assert out["ids"].tolist() == [0, 1, 2, 3] * 2 + [0, 1]  # the model saw chunks of 4
+
+
+def test_unsplittable_output_raises():
+    class Out:
+        pass
+
+    with pytest.raises(TypeError, match="tensors, tuples, lists or dicts.*got Out"):
+        Accelerated(lambda x: Out(), chunk_size=2)(torch.rand(5, 2))
+
+
+def test_explain_with_accelerated_model_matches_plain():
+    net = Recorder()
+    x = torch.rand(2, 3, 8, 8)
+    feats = grid_labels(8, 8, 2, 3).view(1, 1, 8, 8)
+    plain = explain(net, x, feats, n_samples=50, target="all")
+    fast = explain(Accelerated(net, chunk_size=16), x, feats, n_samples=50, target="all", batch_size=40)
+    torch.testing.assert_close(fast.coef, plain.coef, atol=1e-5, rtol=1e-4)
+    net.sizes.clear()
+    explain(Accelerated(net, chunk_size=16), x, feats, n_samples=50, batch_size=40)
+    # reference pass (B=2), then every chunk of 40 split into 16 + 16 + 8: powers of two <= 16 only
+    assert net.sizes[0] == 2 and set(net.sizes[1:]) <= {4, 8, 16}
+
+
+def test_compile_on_cpu_with_inductor():
+    """A real ``torch.compile`` (default inductor backend) of a tiny model, fixed shapes."""
+    torch._dynamo.reset()
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    fast = Accelerated(net, compile=True, chunk_size=8)
+    x = torch.rand(13, 8)
+    with torch.no_grad():
+        ref = net(x)
+    torch.testing.assert_close(fast(x), ref, atol=1e-5, rtol=1e-5)
+    assert fast.extra_repr().startswith("autocast=None, channels_last=False, compile=True")
+
+
+def test_compile_options_dict_is_passed_to_torch_compile(monkeypatch):
+    seen = {}
+
+    def fake_compile(model, **kwargs):
+        seen.update(kwargs)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    net = torch.nn.Linear(4, 2)
+    Accelerated(net, compile={"backend": "aot_eager"}, chunk_size=4)(torch.rand(3, 4))
+    assert seen == {"backend": "aot_eager", "dynamic": False}
+    seen.clear()
+    Accelerated(net, compile=True)
+    assert seen == {}
+
+
+def test_wrapper_is_a_module_that_follows_the_model():
+    net = Recorder()
+    fast = Accelerated(net, autocast=torch.bfloat16)
+    assert list(fast.parameters()) == list(net.parameters())
+    fast.eval()
+    assert not net.training
+    assert hasattr(fast, "compile") and callable(fast.compile)  # nn.Module.compile not shadowed
+
+
+def test_inference_only():
+    net = Recorder()
+    out = Accelerated(net)(torch.rand(2, 3, 8, 8))
+    assert not out.requires_grad
+
+
+def test_errors():
+    net = Recorder()
+    with pytest.raises(TypeError, match="`model` must be an nn.Module or a callable, got int 3"):
+        Accelerated(3)
+    with pytest.raises(TypeError, match="`autocast` must be None, torch.bfloat16 or torch.float16, got str"):
+        Accelerated(net, autocast="bf16")
+    with pytest.raises(ValueError, match="`autocast` must be .*got torch.float32"):
+        Accelerated(net, autocast=torch.float32)
+    with pytest.raises(TypeError, match="`channels_last` must be a bool, got int 1"):
+        Accelerated(net, channels_last=1)
+    with pytest.raises(TypeError, match="`compile` must be a bool or a dict.*got str"):
+        Accelerated(net, compile="max-autotune")
+    with pytest.raises(ValueError, match="`chunk_size` must be >= 1, got 0"):
+        Accelerated(net, chunk_size=0)
+    with pytest.raises(TypeError, match="`chunk_size` must be an int >= 1, got float"):
+        Accelerated(net, chunk_size=2.5)
+    with pytest.raises(TypeError, match="at least one tensor argument"):
+        Accelerated(net)([1, 2])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_graphs_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"`cuda_graphs=True` needs a CUDA device.*is_available\(\) is False"):
+        Accelerated(Recorder(), cuda_graphs=True)
+
+
+# ---- CUDA variants (skipped without a GPU) -------------------------------------------------
+
+def test_cuda_graphs_needs_cuda_weights(cuda):
+    with pytest.raises(ValueError, match=r"weights on a CUDA device, got weights on \['cpu'\]"):
+        Accelerated(Recorder(), cuda_graphs=True)
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_cuda_graphs_match_eager(cuda, compile_):
+    torch._dynamo.reset()
+    net = Recorder().to(cuda)
+    x = torch.rand(37, 3, 8, 8, device=cuda)
+    with torch.no_grad():
+        ref = net(x)
+    fast = Accelerated(net, cuda_graphs=True, compile=compile_, chunk_size=16)
+    first = fast(x)
+    second = fast(x * 1)  # replay with new inputs copied into the static buffers
+    torch.testing.assert_close(first, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(second, ref, atol=1e-5, rtol=1e-5)
+    y = torch.rand(37, 3, 8, 8, device=cuda)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(y), net(y), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="needs CUDA inputs, got inputs on cpu"):
+        fast(x.cpu())
+
+
+def test_cuda_autocast_channels_last(cuda):
+    net = Recorder().to(cuda)
+    x = torch.rand(9, 3, 8, 8, device=cuda)
+    with torch.no_grad():
+        ref = net(x)
+    out = Accelerated(net, autocast=torch.float16, channels_last=True)(x)
+    assert out.dtype == torch.float32 and net.inner_dtypes[-1] == torch.float16
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)

@@ -1,0 +1,182 @@
+"""``ProbeExplainer``: explain a fixed probe batch every k steps of a training loop.
+
+Watching how explanations of a few fixed inputs evolve during training is cheap
+with a batched LIME, as long as the probe leaves training exactly as it was:
+
+* no autograd: the call runs under ``torch.no_grad()`` (the engine's forward passes
+  under ``torch.inference_mode()``), so no parameter's ``.grad`` changes, and the
+  optimizer, which the probe never sees, keeps its state;
+* modes: the model runs in eval mode (no dropout, no BatchNorm statistics updates)
+  and every submodule's train/eval mode is restored afterwards;
+* randomness: masks come from an explicit ``torch.Generator`` (seeded, so every probe
+  uses the same masks and explanations are comparable across steps), and the global
+  RNG states of torch (CPU and every initialised CUDA device), NumPy and ``random``
+  are saved before and restored after the call, so training draws the same numbers;
+* memory: the explanation is moved to the CPU before the call returns, and nothing
+  else is kept, so on CUDA ``torch.cuda.memory_allocated()`` is the same after the
+  call as before it (the first call may create cuBLAS/cuDNN workspaces once).
+
+Training with a probe therefore gives bit-identical weights to training without it
+(with the same seeds), which ``tests/test_training.py`` checks.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from ._checks import check_integer, check_positive_int, check_tensor, describe
+from .explanation import Explanation
+from .forward import eval_mode
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Save the global RNG states (torch CPU, initialised CUDA devices, NumPy, ``random``); restore on exit."""
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    py = random.getstate()
+    try:
+        import numpy as np
+
+        np_state: Any = np.random.get_state()
+    except ImportError:  # numpy is a dependency, but the guard costs nothing
+        np, np_state = None, None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        random.setstate(py)
+        if np is not None:
+            np.random.set_state(np_state)
+
+
+class ProbeExplainer:
+    """Explain ``probe_inputs`` every ``every`` training steps, leaving training untouched.
+
+    Args:
+        model: the model being trained (``nn.Module`` or callable), on any device.
+        probe_inputs: (B, ...) fixed inputs to explain (copied once; later changes to the
+            caller's tensor do not affect the probe).
+        features_or_segments: with ``explain_fn=torchlime.explain`` (the default), the
+            integer feature map (B or 1, ...); with ``explain_fn=explain_image``, the
+            ``segments`` argument (None = torch SLIC, a method name, a callable or a
+            (H, W) / (B, H, W) label tensor). Other ``explain_fn`` receive it as their
+            third positional argument.
+        every: explain at steps 0, every, 2*every, ...
+        stream: run the explanation on a dedicated CUDA stream (CUDA probe inputs only).
+            The side stream first waits for the current stream's queued work (the
+            weights as of this step) and the current stream waits for the side stream
+            before the call returns (so the optimizer cannot update weights the probe
+            is still reading). The call stays synchronous for the host (the result is
+            copied to the CPU); what the separate stream buys is to be measured on a GPU.
+        explain_fn: ``torchlime.explain`` (default), ``torchlime.image.explain_image`` or any
+            callable ``fn(model, probe_inputs, features_or_segments, **kwargs)`` returning an
+            ``Explanation``.
+        **explain_kwargs: passed to ``explain_fn`` on every call (n_samples, target, ...).
+            Without ``generator`` a fresh generator seeded with 0 is used on every call.
+
+    Attributes:
+        history: list of ``(step, explanation)``, explanations on the CPU, in call order.
+
+    Example:
+        >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4
+        >>> probe = ProbeExplainer(net, torch.rand(2, 1, 4, 4), feats, every=10, n_samples=64)
+        >>> [probe.maybe_explain(step) is not None for step in range(12)].count(True)
+        2
+        >>> len(probe.history), probe.history[1][0]
+        (2, 10)
+    """
+
+    def __init__(self, model: Callable[..., Any], probe_inputs: torch.Tensor, features_or_segments: Any, *,
+                 every: int = 100, stream: bool = False,
+                 explain_fn: Optional[Callable[..., Explanation]] = None, **explain_kwargs: Any) -> None:
+        from .explain import explain
+        from .image import explain_image
+
+        if not callable(model):
+            raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
+        check_tensor(probe_inputs, "probe_inputs")
+        if probe_inputs.ndim < 2:
+            raise ValueError(f"`probe_inputs` must be batched with shape (B, ...), "
+                             f"got shape {tuple(probe_inputs.shape)}")
+        check_positive_int(every, "every")
+        if not isinstance(stream, bool):
+            raise TypeError(f"`stream` must be a bool, got {describe(stream)}")
+        if stream and not probe_inputs.is_cuda:
+            raise ValueError(f"`stream=True` needs CUDA `probe_inputs`, got inputs on {probe_inputs.device}")
+        explain_fn = explain if explain_fn is None else explain_fn
+        if not callable(explain_fn):
+            raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
+        if explain_fn is explain:
+            check_tensor(features_or_segments, "features_or_segments")
+            check_integer(features_or_segments, "features_or_segments")
+        self.model = model
+        self.probe_inputs = probe_inputs.detach().clone()
+        self.features = (features_or_segments.detach().clone()
+                         if isinstance(features_or_segments, torch.Tensor) else features_or_segments)
+        self.every = every
+        self.stream = stream
+        self.explain_fn = explain_fn
+        self._as_segments = explain_fn is explain_image
+        self.explain_kwargs = explain_kwargs
+        self.history: list[tuple[int, Explanation]] = []
+        self._side: Optional[torch.cuda.Stream] = None
+
+    def maybe_explain(self, step: int) -> Optional[Explanation]:
+        """Explain the probe when ``step`` is a multiple of ``every``.
+
+        Args:
+            step: the training step (int >= 0).
+
+        Returns:
+            The CPU ``Explanation`` (also appended to ``history``), or None on other steps.
+        """
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"`step` must be an int >= 0, got {describe(step)}")
+        if step < 0:
+            raise ValueError(f"`step` must be >= 0, got {step}")
+        if step % self.every:
+            return None
+        return self.explain(step)
+
+    def explain(self, step: int) -> Explanation:
+        """Explain the probe now (whatever the step) and record it under ``step``.
+
+        Returns:
+            The explanation with every tensor on the CPU: coef (B, T, F), ...
+        """
+        kwargs = dict(self.explain_kwargs)
+        kwargs.setdefault("generator", 0)
+        with preserved_rng(), torch.no_grad(), eval_mode(self.model), self._on_stream():
+            if self._as_segments:
+                exp = self.explain_fn(self.model, self.probe_inputs, segments=self.features, **kwargs)
+            else:
+                exp = self.explain_fn(self.model, self.probe_inputs, self.features, **kwargs)
+            if not isinstance(exp, Explanation):
+                raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
+            cpu = exp.to("cpu")
+            del exp
+        self.history.append((step, cpu))
+        return cpu
+
+    @contextlib.contextmanager
+    def _on_stream(self) -> Iterator[None]:
+        if not self.stream:
+            yield
+            return
+        device = self.probe_inputs.device
+        if self._side is None:
+            self._side = torch.cuda.Stream(device)
+        main = torch.cuda.current_stream(device)
+        self._side.wait_stream(main)
+        try:
+            with torch.cuda.stream(self._side):
+                yield
+        finally:
+            main.wait_stream(self._side)
