@@ -192,8 +192,9 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
 
     m_dev, m_dtype = model_placement(model, inputs)
     n_rows = batch * n_samples
-    chunk = batch_size or default_batch_size(inputs, n_rows)
     with eval_mode(model):
+        chunk = _chunk_size(model, batch_size, m_dev, n_rows, inputs,
+                            lambda c: build_fn(inputs, base, labels_k, masks_k, 0, c))
         reference = _reference_scores(model, inputs, output, softmax, chunk, m_dev, m_dtype)
         targets = resolve_target(opts["target"], reference)
         n_t = targets.shape[1]
@@ -230,6 +231,23 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         samples=masks if return_samples else None, outputs=outputs if return_samples else None,
         weights=weights if return_samples else None, meta=meta,
     )
+
+
+def _chunk_size(model: Model, batch_size: Optional[int], device: torch.device, n_rows: int,
+                inputs: torch.Tensor, make_chunk: Callable[[int], Any]) -> int:
+    """The user's chunk size; else an ``accel.Accelerated`` model's own; else the largest that
+    fits in free CUDA memory (probed once per model and shape, cached); else the CPU rule."""
+    if batch_size is not None:
+        return batch_size
+    fixed = getattr(model, "chunk_size", None)
+    if isinstance(fixed, int) and fixed > 0:
+        return fixed
+    if device.type == "cuda":
+        from .memory import auto_batch_size
+
+        return auto_batch_size(model, make_chunk, device, max_size=min(n_rows, 4096),
+                               identity=getattr(model, "cache_identity", None))
+    return default_batch_size(inputs, n_rows)
 
 
 def _reference_scores(model: Model, inputs: torch.Tensor, output: Any, softmax: bool, chunk: int,

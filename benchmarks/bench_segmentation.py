@@ -1,0 +1,165 @@
+"""Benchmark torchlime's torch SLIC against scikit-image's quickshift (lime's default) and slic.
+
+All methods segment skimage's astronaut resized to 224x224 (RGB in [0, 1]); torch SLIC is
+also timed on a batch of 64 (flips and shifts of the same image). Every time is the median
+of ``--runs`` runs after ``--warmup`` runs, with ``torch.cuda.synchronize()`` on CUDA.
+
+    python benchmarks/bench_segmentation.py --device cpu
+
+writes benchmarks/results/segmentation_<device>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from torchlime.segments import slic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def device_name(device: torch.device) -> str:
+    """GPU name, or the CPU model from /proc/cpuinfo."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the repository, 'unknown' when there is none."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) -> tuple[dict[str, Any], Any]:
+    """Median / min / all wall times of ``fn`` in seconds (and the median process CPU time,
+    which a busy machine inflates less), and its last result."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        result = fn()
+    sync()
+    times, cpu = [], []
+    for _ in range(runs):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        sync()
+        times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return {"median_s": statistics.median(times), "min_s": min(times), "runs_s": times,
+            "median_cpu_s": statistics.median(cpu)}, result
+
+
+def astronaut(size: int = 224) -> torch.Tensor:
+    """(1, 3, size, size) float RGB in [0, 1]."""
+    from skimage import data
+
+    img = torch.from_numpy(data.astronaut()).permute(2, 0, 1)[None].float() / 255.0
+    return F.interpolate(img, size=(size, size), mode="bilinear", antialias=True, align_corners=False).clamp(0, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per method (>= 5)")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--skimage-runs", type=int, default=5, help="timed runs of the scikit-image methods")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.runs < 5 or args.skimage_runs < 5:
+        parser.error("--runs and --skimage-runs must be >= 5")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch.cuda.is_available() is False")
+    from skimage import segmentation
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    device = torch.device(args.device)
+    host = torch.device("cpu")
+    image = astronaut()
+    x = image.to(device)
+    variants = [image.roll((8 * i, 5 * i), (2, 3)) for i in range(args.batch)]
+    batch = torch.cat([v.flip(-1) if i % 2 else v for i, v in enumerate(variants)]).to(device)
+    np_image = image[0].permute(1, 2, 0).double().numpy()
+
+    single, lab1 = timeit(lambda: slic(x), args.runs, args.warmup, device)
+    batched, labb = timeit(lambda: slic(batch), args.runs, args.warmup, device)
+    quick, labq = timeit(lambda: segmentation.quickshift(np_image, kernel_size=4, max_dist=200, ratio=0.2),
+                         args.skimage_runs, 1, host)
+    sk_slic, labs = timeit(lambda: segmentation.slic(np_image, n_segments=100), args.skimage_runs, 1, host)
+
+    per_image = batched["median_s"] / args.batch
+    counts_batch = (labb.flatten(1).amax(1) + 1).cpu()
+    result = {
+        "device": args.device,
+        "device_name": device_name(device),
+        "torch_version": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min_before_after": [load_before[0], os.getloadavg()[0]],
+        "git_commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "image": "skimage.data.astronaut() resized to 224x224 (torch bilinear, antialias)",
+        "runs": args.runs,
+        "timings": {
+            "torch_slic_1x224": single,
+            f"torch_slic_{args.batch}x224": {**batched, "median_per_image_s": per_image},
+            "skimage_quickshift_lime_params": quick,
+            "skimage_slic_n100": sk_slic,
+        },
+        "segments": {
+            "torch_slic_1x224": int(lab1.max()) + 1,
+            f"torch_slic_{args.batch}x224": {"min": int(counts_batch.min()), "max": int(counts_batch.max()),
+                                              "mean": float(counts_batch.float().mean())},
+            "skimage_quickshift_lime_params": int(len(np.unique(labq))),
+            "skimage_slic_n100": int(len(np.unique(labs))),
+        },
+        "ratios_per_image": {
+            "quickshift_over_torch_slic_single": quick["median_s"] / single["median_s"],
+            "quickshift_over_torch_slic_batched": quick["median_s"] / per_image,
+            "skimage_slic_over_torch_slic_single": sk_slic["median_s"] / single["median_s"],
+            "skimage_slic_over_torch_slic_batched": sk_slic["median_s"] / per_image,
+            "torch_single_over_batched_per_image": single["median_s"] / per_image,
+        },
+    }
+    out = args.out or ROOT / "benchmarks" / "results" / f"segmentation_{args.device}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    t = result["timings"]
+    print(f"{result['device_name']} | torch {torch.__version__} | {torch.get_num_threads()} threads")
+    print(f"torch slic 1x224:      {single['median_s'] * 1e3:8.1f} ms   "
+          f"({result['segments']['torch_slic_1x224']} segments)")
+    print(f"torch slic {args.batch}x224:     {batched['median_s'] * 1e3:8.1f} ms = {per_image * 1e3:.1f} ms/image")
+    print(f"skimage quickshift:    {t['skimage_quickshift_lime_params']['median_s'] * 1e3:8.1f} ms   "
+          f"({result['segments']['skimage_quickshift_lime_params']} segments)")
+    print(f"skimage slic n=100:    {t['skimage_slic_n100']['median_s'] * 1e3:8.1f} ms   "
+          f"({result['segments']['skimage_slic_n100']} segments)")
+    print("ratios:", json.dumps({k: round(v, 2) for k, v in result["ratios_per_image"].items()}))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
