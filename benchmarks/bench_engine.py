@@ -4,9 +4,10 @@ The same model (random weights), image, segmentation (lime's quickshift) and N
 for every system; each repetition runs all systems back to back (interleaved),
 and the median of the repetitions is reported. The floor is the bare batched
 forward pass of the same N perturbed images under inference_mode, at the best
-of several batch sizes.
+of several batch sizes and both memory layouts (NCHW and channels-last).
+torchlime_with_torch_slic (its own segmentation) is timed once, after the rest.
 
-    python benchmarks/bench_engine.py --device cpu            # full run (about 20 min on 2 cores)
+    python benchmarks/bench_engine.py --device cpu            # full run (about 25 min on 2 cores)
     python benchmarks/bench_engine.py --device cuda           # on a GPU, lime/captum models on the GPU too
     python benchmarks/bench_engine.py --quick                 # smoke test
 """
@@ -26,8 +27,11 @@ from torchlime.perturb import perturb_chunk
 from torchlime.segments import skimage_segments, slic
 
 
-def floor_fn(model, images, batch, device):
-    """Forward the pre-built perturbed images in chunks of ``batch``."""
+def floor_fn(model, images, batch, device, channels_last=False):
+    """Forward the pre-built perturbed images in chunks of ``batch`` (NCHW or channels-last)."""
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+
     def run():
         with torch.inference_mode():
             for i in range(0, images.shape[0], batch):
@@ -57,7 +61,7 @@ def captum_fn(model, image, segments, n, ppe, device):
     from captum.attr import Lime
 
     mask = segments.view(1, 1, *segments.shape[-2:]).to(device)
-    x = image.to(device)
+    x = image.to(device).contiguous(memory_format=torch.channels_last)  # its fastest layout on CPU
     with torch.no_grad():
         target = int(model(x).argmax())
 
@@ -106,9 +110,9 @@ def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes)
     image = test_image(224)
     segments = skimage_segments(image, "quickshift", **LIME_QUICKSHIFT)
     images = perturbed_batch(image, segments, n)
-    systems = {f"floor_batch{b}": floor_fn(model, images, b, device) for b in floor_batches}
+    systems = {f"floor_{fmt}_batch{b}": floor_fn(model, images, b, device, fmt == "channels_last")
+               for fmt, batches in floor_batches.items() for b in batches}
     systems["torchlime"] = torchlime_fn(model, image, segments, n, device)
-    systems["torchlime_with_torch_slic"] = torchlime_slic_fn(model, image, n, device)
     for b in lime_batches:
         systems[f"lime_batch{b}"] = lime_fn(model, image, segments, n, b, device)
     for p in captum_ppes:
@@ -125,6 +129,7 @@ def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes)
         for key, fn in systems.items():
             times[key].append(timed(fn, device))
             print(f"{name} rep {rep} {key}: {times[key][-1]:.2f} s", flush=True)
+    times["torchlime_with_torch_slic"] = [timed(torchlime_slic_fn(model, image, n, device), device)]
     res = {k: summary(v) for k, v in times.items()}
     floor_key = min((k for k in res if k.startswith("floor")), key=lambda k: res[k]["median"])
     floor = res[floor_key]["median"]
@@ -152,7 +157,8 @@ def main() -> None:
     device = torch.device(args.device)
     n, reps = (40, 1) if args.quick else (args.n, args.reps)
     cpu = device.type == "cpu"
-    floor_batches = (8, 10, 16, 32) if cpu else (64, 128, 256, 512)
+    floor_batches = ({"nchw": (10, 16), "channels_last": (10, 16, 32)} if cpu
+                     else {"nchw": (64, 128, 256, 512), "channels_last": (128, 256, 512)})
     out = header(device)
     out["results"] = [bench_model(m, device, n, reps, floor_batches, (10, 100), (1, 64)) for m in args.models]
     targets = {"resnet18": 1.15, "mobilenet_v3_small": 1.3}

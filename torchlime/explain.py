@@ -175,6 +175,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     fixed = bool((labels < 0).any())
     labels_k = torch.where(labels < 0, f_max, labels) if fixed else labels
     base = resolve_baseline(opts["baseline"], inputs, labels_k, f_max + 1)
+    if inputs.ndim == 4 and not inputs.is_contiguous() and inputs.is_contiguous(memory_format=torch.channels_last):
+        base = base.contiguous(memory_format=torch.channels_last)  # chunks keep the inputs' layout
     _check_finite_values(inputs, "inputs")
     _check_finite_values(base, "baseline")
 
