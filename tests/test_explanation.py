@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from torchlime import Explanation, explain
-from torchlime.viz import boundaries, image_and_mask
+from torchlime.viz import image_and_mask
 
 from helpers import SegmentLinear, grid_labels
 
@@ -72,12 +72,6 @@ def test_image_and_mask_like_lime(exp_and_images):
         assert torch.all(out[b][:, mask[b] == 0] == 0)
     _, both = image_and_mask(x, exp, positive_only=False, num_features=6)
     assert set(both.unique().tolist()) <= {-1, 0, 1}
-
-
-def test_boundaries():
-    lab = torch.tensor([[[0, 0, 1], [0, 0, 1], [2, 2, 1]]])
-    b = boundaries(lab)
-    assert b.tolist() == [[[False, True, False], [True, True, False], [False, True, False]]]
 
 
 def test_picture_is_written(exp_and_images, tmp_path):

@@ -25,7 +25,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"explained {s['n_images']} images x {s['n_samples']} samples on {s['device']} in "
               f"{s['seconds_total']:.2f} s ({s['seconds_per_explanation'] * 1000:.0f} ms per explanation)")
         print(f"model accuracy {s['accuracy']:.2f} | mean weighted R^2 {s['mean_weighted_r2']:.3f} | "
-              f"top-{s['top_k']} segments cover {100 * s['mean_top_k_coverage']:.0f}% of the planted object")
+              f"top-{s['top_k']} segments cover {100 * s['mean_top_k_coverage']:.0f}% of the planted object | "
+              f"top segment on the object in {100 * s['top1_hit_rate']:.0f}% of images")
         for img in s["images"]:
             print(f"  image {img['index']}: true {img['true_class']:<8} predicted {img['predicted']:<8} "
                   f"R^2 {img['weighted_r2']:.2f}  coverage {100 * img['top_k_coverage']:.0f}%")

@@ -23,19 +23,26 @@ from .segments import slic
 HELD_OUT_SEED = 2026  # never used for training (train: 0, validation: 1)
 
 
+def chosen_pixels(exp_features: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """Bool (B, H, W): pixels of the chosen segments. exp_features (B, 1, H, W), top long (B, k)."""
+    lab = exp_features[:, 0]
+    return (lab.unsqueeze(-1) == top.view(top.shape[0], 1, 1, -1)).any(-1)
+
+
 def coverage(exp_features: torch.Tensor, top: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
-    """Fraction of each planted object's pixels inside the chosen segments.
+    """Fraction of each planted object's pixels inside the chosen segments (recall), float (B,).
 
     Args:
         exp_features: long (B, 1, H, W) segment ids. top: long (B, k) chosen ids.
         evidence: bool (B, H, W) planted object.
-
-    Returns:
-        float (B,).
     """
-    lab = exp_features[:, 0]
-    chosen = (lab.unsqueeze(-1) == top.view(top.shape[0], 1, 1, -1)).any(-1)
+    chosen = chosen_pixels(exp_features, top)
     return (chosen & evidence).sum((1, 2)).float() / evidence.sum((1, 2)).clamp_min(1).float()
+
+
+def hits(exp_features: torch.Tensor, top: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
+    """Bool (B,): the single most important segment touches the planted object (pointing game)."""
+    return (chosen_pixels(exp_features, top[:, :1]) & evidence).any(2).any(1)
 
 
 def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int = 1000, n_segments: int = 40,
@@ -62,6 +69,7 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
 
     top, _ = exp.top_features(top_k)
     cov = coverage(exp.features, top[:, 0], evidence)
+    hit = hits(exp.features, top[:, 0], evidence)
     pred = exp.target[:, 0]
     pngs = []
     try:
@@ -78,10 +86,12 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
         seconds_total=seconds, seconds_per_explanation=seconds / n_images,
         mean_weighted_r2=float(exp.score[:, 0].mean()),
         mean_top_k_coverage=float(cov.mean()),
+        top1_hit_rate=float(hit.float().mean()),
         accuracy=float((pred == labels).float().mean()),
         images=[dict(index=i, true_class=CLASS_NAMES[int(labels[i])], predicted=CLASS_NAMES[int(pred[i])],
                      n_segments=int(exp.n_features[i]), weighted_r2=float(exp.score[i, 0]),
-                     top_k_coverage=float(cov[i]), top_segments=top[i, 0].tolist())
+                     top_k_coverage=float(cov[i]), top1_hits_object=bool(hit[i]),
+                     top_segments=top[i, 0].tolist())
                 for i in range(n_images)],
         pictures=pngs,
     )

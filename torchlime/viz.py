@@ -1,6 +1,7 @@
 """Pictures of image explanations (matplotlib is optional: ``pip install torchlime[viz]``).
 
-``image_and_mask`` is tensor-only (the equivalent of lime's ``get_image_and_mask``);
+``image_and_mask`` is tensor-only (the equivalent of lime's ``get_image_and_mask``;
+segment borders come from ``segments.boundaries``);
 ``plot_image_explanation`` and ``save_image_explanation`` draw a four-panel figure:
 input, segment boundaries, heatmap over the image, top segments.
 """
@@ -13,15 +14,7 @@ import torch
 
 from ._checks import check_positive_int
 from .explanation import Explanation
-
-
-def boundaries(labels: torch.Tensor) -> torch.Tensor:
-    """Bool (B, H, W): pixels whose right or lower neighbour has another label. labels: (B, [1,] H, W)."""
-    lab = labels.reshape(labels.shape[0], *labels.shape[-2:])
-    edge = torch.zeros_like(lab, dtype=torch.bool)
-    edge[:, :, :-1] |= lab[:, :, :-1] != lab[:, :, 1:]
-    edge[:, :-1, :] |= lab[:, :-1, :] != lab[:, 1:, :]
-    return edge
+from .segments import boundaries
 
 
 def image_and_mask(images: torch.Tensor, exp: Explanation, *, target_index: int = 0,
@@ -86,7 +79,7 @@ def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 
     import matplotlib.pyplot as plt
 
     img = _to_hwc(images[index])
-    edges = boundaries(exp.features[index:index + 1])[0].cpu().numpy()
+    edges = boundaries(exp.features[index:index + 1, 0])[0].cpu().numpy()
     heat = exp.heatmap(target_index)[index, 0].detach().float().cpu().numpy()
     _, mask = image_and_mask(images[index:index + 1], _slice(exp, index),
                              target_index=target_index, num_features=num_features, hide_rest=True)
