@@ -163,3 +163,118 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# =================================================================================================
+# Triton SLIC (CUDA only), appended section.
+#
+#     python benchmarks/bench_segmentation.py --device cuda
+#
+# first runs the measurements above unchanged, then this section times
+# ``torchlime.segments_gpu.slic_triton`` (SLIC with the Triton assign / update kernels of
+# kernels/slic.py) next to ``segments.slic`` on the same images (re-timed here, same session) and
+# the two kernels alone on the batch, and writes benchmarks/results/segmentation_cuda_triton.json
+# (``<--out stem>_triton.json`` when --out is given). With --device cpu (or without CUDA, Triton,
+# with TORCHLIME_DISABLE_TRITON set or torch's deterministic mode on) it prints why it is skipped
+# and writes nothing.
+# =================================================================================================
+
+
+def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
+    """Time the Triton SLIC path on CUDA; None (skipped) elsewhere."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=None)
+    args, _ = parser.parse_known_args(argv)
+    if args.device != "cuda" or not torch.cuda.is_available():
+        print("triton slic: skipped (CUDA only; run with --device cuda on a GPU)")
+        return None
+    from torchlime import _backend
+    from torchlime.kernels.reference import slic_features
+    from torchlime.segments import boundaries
+    from torchlime.segments_gpu import seed_grid, slic_triton
+
+    device = torch.device("cuda")
+    image = astronaut()
+    x = image.to(device)
+    if not _backend.use_triton(x):
+        print("triton slic: skipped (triton missing, TORCHLIME_DISABLE_TRITON set or deterministic mode on)")
+        return None
+    variants = [image.roll((8 * i, 5 * i), (2, 3)) for i in range(args.batch)]
+    batch = torch.cat([v.flip(-1) if i % 2 else v for i, v in enumerate(variants)]).to(device)
+
+    tri_single, lab1 = timeit(lambda: slic_triton(x), args.runs, args.warmup, device)
+    tri_batched, labb = timeit(lambda: slic_triton(batch), args.runs, args.warmup, device)
+    torch_single, ref1 = timeit(lambda: slic(x), args.runs, args.warmup, device)
+    torch_batched, refb = timeit(lambda: slic(batch), args.runs, args.warmup, device)
+
+    # the two kernels alone, one call each on the batch (SLIC makes n_iter assigns and n_iter updates)
+    import kornia
+
+    step, sh, sw, gh, gw = seed_grid(224, 224, 100)
+    feats = slic_features(kornia.color.rgb_to_lab(batch), 10.0 / step)
+    seeds = ((torch.arange(224, device=device) // sh).view(224, 1) * gw
+             + torch.arange(224, device=device) // sw).to(torch.int32).expand(args.batch, 224, 224)
+    sums, counts = _backend.slic_update(feats, seeds, gh * gw, (sh, sw))
+    centres = (sums / counts.unsqueeze(-1)).view(args.batch, gh, gw, -1)
+    labels, _ = _backend.slic_assign(feats, centres, (sh, sw))
+    k_assign, _ = timeit(lambda: _backend.slic_assign(feats, centres, (sh, sw)), args.runs, args.warmup, device)
+    k_update, _ = timeit(lambda: _backend.slic_update(feats, labels, gh * gw, (sh, sw)), args.runs,
+                         args.warmup, device)
+    k_atomic, _ = timeit(lambda: _backend.slic_update(feats, labels, gh * gw), args.runs, args.warmup, device)
+
+    same_cuts = (boundaries(labb) == boundaries(refb)).float().mean().item()
+    counts_tri = (labb.flatten(1).amax(1) + 1).cpu()
+    result = {
+        "device": "cuda",
+        "device_name": device_name(device),
+        "torch_version": torch.__version__,
+        "triton_version": __import__("triton").__version__,
+        "git_commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "image": "skimage.data.astronaut() resized to 224x224 (torch bilinear, antialias)",
+        "runs": args.runs,
+        "timings": {
+            "triton_slic_1x224": tri_single,
+            f"triton_slic_{args.batch}x224": {**tri_batched,
+                                               "median_per_image_s": tri_batched["median_s"] / args.batch},
+            "torch_slic_1x224": torch_single,
+            f"torch_slic_{args.batch}x224": {**torch_batched,
+                                              "median_per_image_s": torch_batched["median_s"] / args.batch},
+            f"kernel_assign_{args.batch}x224": k_assign,
+            f"kernel_update_cells_{args.batch}x224": k_update,
+            f"kernel_update_atomic_{args.batch}x224": k_atomic,
+        },
+        "segments": {
+            "triton_slic_1x224": int(lab1.max()) + 1,
+            "torch_slic_1x224": int(ref1.max()) + 1,
+            f"triton_slic_{args.batch}x224": {"min": int(counts_tri.min()), "max": int(counts_tri.max()),
+                                               "mean": float(counts_tri.float().mean())},
+        },
+        "boundary_agreement_with_torch_slic": same_cuts,
+        "ratios": {
+            "torch_over_triton_single": torch_single["median_s"] / tri_single["median_s"],
+            "torch_over_triton_batched": torch_batched["median_s"] / tri_batched["median_s"],
+        },
+    }
+    out = (args.out.with_name(args.out.stem + "_triton.json") if args.out
+           else ROOT / "benchmarks" / "results" / "segmentation_cuda_triton.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    t = result["timings"]
+    print(f"triton slic 1x224:     {tri_single['median_s'] * 1e3:8.1f} ms   (torch slic {torch_single['median_s'] * 1e3:.1f} ms)")
+    print(f"triton slic {args.batch}x224:    {tri_batched['median_s'] * 1e3:8.1f} ms   "
+          f"(torch slic {torch_batched['median_s'] * 1e3:.1f} ms)")
+    print(f"kernels on {args.batch}x224: assign {t[f'kernel_assign_{args.batch}x224']['median_s'] * 1e3:.2f} ms, "
+          f"update {t[f'kernel_update_cells_{args.batch}x224']['median_s'] * 1e3:.2f} ms "
+          f"(atomic {t[f'kernel_update_atomic_{args.batch}x224']['median_s'] * 1e3:.2f} ms)")
+    print(f"boundary agreement with torch slic: {same_cuts:.4f}")
+    print(f"wrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    triton_section()

@@ -73,3 +73,177 @@ def blend_torch(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks
             raise ValueError(f"channels_last needs a 4-D output, got {out.dim()}-D")
         out = out.contiguous(memory_format=torch.channels_last)
     return out
+
+
+# ---------------------------------------------------------------------------------------- SLIC
+#
+# Contract of the SLIC kernels (``kernels/slic.py``) and of these references. Every pixel carries
+# a feature vector of D = C + 2 values, built by ``slic_features``: its C colour channels, then
+# ``y * scale`` and ``x * scale`` (row and column index times ``scale = compactness / S``, with
+# S = sqrt(H * W / n_segments) the seeding step). The distance between a pixel and a centre is
+# then a plain squared Euclidean distance over the D features,
+#
+#     d = sum_j (f_j - c_j)^2 = d_colour^2 + (compactness / S)^2 d_xy^2,
+#
+# SLIC's distance (Achanta et al., 2012) in squared form. Centres are (B, gh, gw, D): centre
+# (gy, gx) starts as the mean of seeding cell (gy, gx), the pixels y // sh == gy, x // sw == gx
+# for cells of ``cell = (sh, sw)`` pixels; a centre's flat index is gy * gw + gx.
+
+
+def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
+    """SLIC features of ``colour`` (B, C, H, W): contiguous float32 (B, C + 2, H, W).
+
+    Channels 0..C-1 are ``colour`` (cast to float32), channel C is ``y * scale`` and channel
+    C + 1 is ``x * scale``, with y / x the pixel's row / column index as float32 and ``scale``
+    (``compactness / S`` for SLIC) rounded to float32 before the product.
+    """
+    b, _, h, w = colour.shape
+    s = torch.tensor(scale, dtype=torch.float32, device=colour.device)
+    ys = torch.arange(h, dtype=torch.float32, device=colour.device) * s
+    xs = torch.arange(w, dtype=torch.float32, device=colour.device) * s
+    yx = torch.stack((ys.view(h, 1).expand(h, w), xs.view(1, w).expand(h, w)))
+    return torch.cat((colour.float(), yx.expand(b, 2, h, w)), 1).contiguous()
+
+
+def _cell(cell) -> tuple[int, int]:
+    """``cell`` as two positive Python ints (sh, sw)."""
+    try:
+        sh, sw = cell
+    except (TypeError, ValueError):
+        raise TypeError(f"cell must be a pair of ints (sh, sw), got {cell!r}") from None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (sh, sw)):
+        raise TypeError(f"cell must be a pair of ints (sh, sw), got {cell!r}")
+    if sh < 1 or sw < 1:
+        raise ValueError(f"cell sizes must be >= 1, got {cell!r}")
+    return sh, sw
+
+
+def check_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[int, int]:
+    """Validate ``assign`` arguments; returns ``cell`` as ints. Raises TypeError / ValueError."""
+    if not isinstance(features, torch.Tensor) or not isinstance(centres, torch.Tensor):
+        raise TypeError("features and centres must be tensors")
+    if features.dim() != 4 or centres.dim() != 4:
+        raise ValueError(f"features must be (B, D, H, W) and centres (B, gh, gw, D), got "
+                         f"{tuple(features.shape)} and {tuple(centres.shape)}")
+    if not features.dtype.is_floating_point or centres.dtype != features.dtype:
+        raise TypeError(f"features and centres must share a float dtype, got {features.dtype} "
+                        f"and {centres.dtype}")
+    if features.device != centres.device:
+        raise ValueError(f"features ({features.device}) and centres ({centres.device}) must be on one device")
+    b, d, h, w = features.shape
+    if centres.shape[0] != b or centres.shape[3] != d:
+        raise ValueError(f"centres {tuple(centres.shape)} must be (B, gh, gw, D) with (B, D) = {(b, d)}")
+    sh, sw = _cell(cell)
+    gh, gw = centres.shape[1], centres.shape[2]
+    if h and w and ((h - 1) // sh >= gh or (w - 1) // sw >= gw):
+        raise ValueError(f"a {gh} x {gw} grid of {sh} x {sw} cells does not cover {h} x {w} pixels")
+    return sh, sw
+
+
+def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell=None):
+    """Validate ``update`` arguments; returns ``cell`` as ints (or None)."""
+    if not isinstance(features, torch.Tensor) or not isinstance(labels, torch.Tensor):
+        raise TypeError("features and labels must be tensors")
+    if features.dim() != 4 or not features.dtype.is_floating_point:
+        raise ValueError(f"features must be a float (B, D, H, W) tensor, got {features.dtype} "
+                         f"{tuple(features.shape)}")
+    b, _, h, w = features.shape
+    if labels.dtype not in (torch.int32, torch.int64) or tuple(labels.shape) != (b, h, w):
+        raise ValueError(f"labels must be int32/int64 (B, H, W) = {(b, h, w)}, got {labels.dtype} "
+                         f"{tuple(labels.shape)}")
+    if labels.device != features.device:
+        raise ValueError(f"features ({features.device}) and labels ({labels.device}) must be on one device")
+    if not isinstance(n_centres, int) or isinstance(n_centres, bool) or n_centres < 1:
+        raise ValueError(f"n_centres must be an int >= 1, got {n_centres!r}")
+    if cell is None:
+        return None
+    sh, sw = _cell(cell)
+    if n_centres != -(-h // sh) * -(-w // sw):
+        raise ValueError(f"with cell {(sh, sw)}, n_centres must be ceil(H / sh) * ceil(W / sw) = "
+                         f"{-(-h // sh) * -(-w // sw)}, got {n_centres}")
+    return sh, sw
+
+
+def assign_torch(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch reference of ``kernels.slic.assign``: SLIC's assignment step.
+
+    Args:
+        features: float (B, D, H, W) pixel features (``slic_features``).
+        centres: (B, gh, gw, D) centres, same dtype; the grid must cover the image,
+            ``(H - 1) // sh < gh`` and ``(W - 1) // sw < gw``.
+        cell: (sh, sw) seeding cell size in pixels.
+
+    Returns:
+        labels: int32 (B, H, W), the flat index ``gy * gw + gx`` of the nearest of the (up to 9)
+            centres around the pixel's seeding cell ``(y // sh, x // sw)``; neighbours outside the
+            grid are skipped. Candidates are tried in raster order (gy - 1, gx - 1), (gy - 1, gx),
+            ... (gy + 1, gx + 1) and only a strictly smaller distance replaces the best one, so
+            ties go to the first; a pixel whose distances are all infinite keeps its own cell.
+        dist: (B, H, W) that smallest squared distance ``sum_j (f_j - c_j)^2``, accumulated over
+            j = 0..D-1 in order (the kernel does the same, so under the interpreter both match
+            bit for bit; compiled kernels may fuse the multiply-add).
+    """
+    sh, sw = check_assign(features, centres, cell)
+    b, d, h, w = features.shape
+    gh, gw = centres.shape[1], centres.shape[2]
+    dev = features.device
+    cy = torch.arange(h, device=dev) // sh
+    cx = torch.arange(w, device=dev) // sw
+    flat = centres.reshape(b, gh * gw, d)
+    best = torch.full((b, h, w), float("inf"), dtype=features.dtype, device=dev)
+    labels = (cy.view(h, 1) * gw + cx).to(torch.int32).expand(b, h, w).clone()
+    for k in range(9):
+        ny, nx = cy + (k // 3 - 1), cx + (k % 3 - 1)
+        ok = ((ny >= 0) & (ny < gh)).view(h, 1) & ((nx >= 0) & (nx < gw)).view(1, w)
+        idx = ny.clamp(0, gh - 1).view(h, 1) * gw + nx.clamp(0, gw - 1)  # (H, W)
+        acc = torch.zeros((b, h, w), dtype=features.dtype, device=dev)
+        for j in range(d):
+            diff = features[:, j] - flat[:, :, j][:, idx]
+            acc = acc + diff * diff
+        better = ok & (acc < best)
+        best = torch.where(better, acc, best)
+        labels = torch.where(better, idx.to(torch.int32), labels)
+    return labels, best
+
+
+def update_torch(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
+                 cell=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch reference of ``kernels.slic.update``: per-centre feature sums and pixel counts.
+
+    Args:
+        features: float (B, D, H, W).
+        labels: int32/int64 (B, H, W) centre index of every pixel; labels outside
+            ``[0, n_centres)`` are ignored.
+        n_centres: number of centres per image.
+        cell: None, or the seeding cell size (sh, sw) of ``assign``; then ``n_centres`` must be
+            ``ceil(H / sh) * ceil(W / sw)`` and a pixel only counts for its label if that centre
+            is one of the 3x3 around the pixel's seeding cell (always true for ``assign``'s
+            labels and for the seeding cells themselves). This is the contract of the kernel's
+            deterministic per-centre reduction.
+
+    Returns:
+        sums: (B, n_centres, D) feature sums, dtype of ``features``.
+        counts: int32 (B, n_centres) pixel counts.
+
+    Sums use ``index_add_``: deterministic on CPU, and on CUDA under
+    ``torch.use_deterministic_algorithms(True)``; summation order differs from the kernel's, so
+    compare sums with a tolerance (counts are exact).
+    """
+    cell = check_update(features, labels, n_centres, cell)
+    b, d, h, w = features.shape
+    dev = features.device
+    lab = labels.long()
+    ok = (lab >= 0) & (lab < n_centres)
+    if cell is not None:
+        sh, sw = cell
+        gw = -(-w // sw)
+        safe = lab.clamp(0, n_centres - 1)
+        cy = (torch.arange(h, device=dev) // sh).view(h, 1)
+        cx = (torch.arange(w, device=dev) // sw).view(1, w)
+        ok &= ((safe // gw - cy).abs() <= 1) & ((safe % gw - cx).abs() <= 1)
+    idx = torch.where(ok, lab, n_centres) + torch.arange(b, device=dev).view(b, 1, 1) * (n_centres + 1)
+    src = features.permute(0, 2, 3, 1).reshape(-1, d)
+    sums = torch.zeros(b * (n_centres + 1), d, dtype=features.dtype, device=dev).index_add_(0, idx.view(-1), src)
+    counts = torch.bincount(idx.view(-1), minlength=b * (n_centres + 1))
+    return (sums.view(b, n_centres + 1, d)[:, :n_centres].contiguous(),
+            counts.view(b, n_centres + 1)[:, :n_centres].to(torch.int32))

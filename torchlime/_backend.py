@@ -70,3 +70,40 @@ def blend_cast(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks:
 
     return blend_torch(x, base, labels, masks, out_dtype=out_dtype, mean=mean, std=std,
                        channels_last=channels_last)
+
+
+def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.Tensor, torch.Tensor]:
+    """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``.
+
+    ``kernels.slic.assign`` when ``use_triton(features)`` and it supports the inputs (float32),
+    else the torch reference (same results up to the compiled kernel's fused multiply-adds).
+    """
+    if use_triton(features):
+        from .kernels import slic as kernel
+
+        if kernel.supports_assign(features, centres, cell):
+            return kernel.assign(features, centres, cell)
+    from .kernels.reference import assign_torch
+
+    return assign_torch(features, centres, cell)
+
+
+def slic_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
+                cell=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """SLIC centre update: (per-centre feature sums, int32 pixel counts), see
+    ``kernels.reference.update_torch``.
+
+    ``kernels.slic.update`` when ``use_triton(features)`` and it supports the inputs, else the
+    torch reference. With ``cell`` the kernel is deterministic (per-centre reduction); with
+    ``cell=None`` it adds atomically (float sums order-dependent). The reference is
+    deterministic on CPU and, on CUDA, under ``torch.use_deterministic_algorithms(True)``
+    (which also routes here to it).
+    """
+    if use_triton(features):
+        from .kernels import slic as kernel
+
+        if kernel.supports_update(features, labels, n_centres, cell):
+            return kernel.update(features, labels, n_centres, cell)
+    from .kernels.reference import update_torch
+
+    return update_torch(features, labels, n_centres, cell)
