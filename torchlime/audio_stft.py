@@ -1,0 +1,104 @@
+"""STFT plumbing of waveform explanations: the forward STFT, the ISTFT model
+wrapper and the crossfaded blend of time segments.
+
+The wrapper makes a waveform model take complex STFTs: the engine masks the
+STFT cells with its default blend (``torch.where`` works on complex tensors)
+and the wrapper turns every perturbed STFT back into audio with
+``torch.istft`` (same length as the original) on the model's device, chunk by
+chunk, before calling the model.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .forward import model_placement
+
+
+def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> torch.Tensor:
+    """Complex STFT with a Hann window and centred frames.
+
+    Args:
+        waves: real (..., S).
+
+    Returns:
+        complex (..., n_fft // 2 + 1, S // hop_length + 1) on the waves' device.
+    """
+    window = torch.hann_window(win_length, device=waves.device, dtype=waves.dtype)
+    flat = waves.reshape(-1, waves.shape[-1])
+    spec = torch.stft(flat, n_fft, hop_length, win_length, window=window, center=True, return_complex=True)
+    return spec.reshape(*waves.shape[:-1], *spec.shape[-2:])
+
+
+def istft(spec: torch.Tensor, n_fft: int, hop_length: int, win_length: int, length: int,
+          dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Inverse of ``stft``: complex (..., Fr, Tm) -> real (..., length) in ``dtype``."""
+    window = torch.hann_window(win_length, device=spec.device, dtype=spec.real.dtype)
+    flat = spec.reshape(-1, *spec.shape[-2:])
+    wave = torch.istft(flat, n_fft, hop_length, win_length, window=window, center=True, length=length)
+    return wave.reshape(*spec.shape[:-2], length).to(dtype)
+
+
+class ISTFTModel(nn.Module):
+    """``model(istft(spec))``: a waveform model seen as a model of complex STFTs.
+
+    Args:
+        model: callable on (c, [C,] S) audio.
+        n_fft, hop_length, win_length: the STFT that made the inputs.
+        length: S, the audio length to restore.
+        reference: a waveform tensor; with it, the audio takes the model's floating dtype.
+
+    Input: complex (c, [C,] Fr, Tm). Output: whatever ``model`` returns.
+    """
+
+    def __init__(self, model: Callable[[torch.Tensor], Any], n_fft: int, hop_length: int,
+                 win_length: int, length: int, reference: torch.Tensor) -> None:
+        super().__init__()
+        self.model = model
+        self.n_fft, self.hop_length, self.win_length, self.length = n_fft, hop_length, win_length, length
+        self.audio_dtype = model_placement(model, reference)[1]
+
+    def forward(self, spec: torch.Tensor) -> Any:
+        """complex (c, [C,] Fr, Tm) -> model(audio (c, [C,] S))."""
+        wave = istft(spec, self.n_fft, self.hop_length, self.win_length, self.length, self.audio_dtype)
+        return self.model(wave)
+
+
+def smooth_edges(keep: torch.Tensor, fade: int) -> torch.Tensor:
+    """Moving average of width 2 * fade + 1 along the last dim (edges replicated).
+
+    Turns a 0/1 keep signal (c, S) into linear crossfades of 2 * fade + 1 samples
+    centred on every segment border; cumulative sums, no loop.
+    """
+    width = 2 * fade + 1
+    padded = F.pad(keep.unsqueeze(1), (fade, fade), mode="replicate").squeeze(1)
+    csum = F.pad(padded.double().cumsum(-1), (1, 0))
+    return ((csum[..., width:] - csum[..., :-width]) / width).to(keep.dtype)
+
+
+def crossfade_blend(fade: int) -> Callable[..., torch.Tensor]:
+    """A ``perturb_fn`` for ``explain`` that blends time segments with linear crossfades.
+
+    Args:
+        fade: half-length in samples of every crossfade.
+
+    Returns:
+        ``perturb(inputs, baseline, labels, masks, start, stop)`` giving rows start:stop of
+        ``baseline + keep * (inputs - baseline)`` with ``keep`` the smoothed (c, ..., S) mask.
+    """
+
+    def perturb(inputs: torch.Tensor, baseline: torch.Tensor, labels: torch.Tensor,
+                masks: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        n_samples = masks.shape[1]
+        flat = masks.reshape(-1, masks.shape[-1])[start:stop]  # (c, F)
+        rows = torch.arange(start, stop, device=inputs.device) // n_samples
+        lab = labels[rows if labels.shape[0] > 1 else torch.zeros_like(rows)]
+        keep = flat.gather(1, lab.reshape(lab.shape[0], -1)).to(inputs.dtype)
+        keep = smooth_edges(keep, fade).reshape(lab.shape)
+        x, base = inputs[rows], baseline[rows]
+        return base + keep * (x - base)
+
+    return perturb
