@@ -78,6 +78,8 @@ def run(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tensor, setti
         positive = coef > 0
         flips_pos = flip_curve(model, xa, da, seg, None, ta, keep=positive)
         curve.update(all_positive=flips_pos["k"], n_positive=float(positive.sum(1).float().mean()),
+                     all_positive_by_target={str(t): float(flips_pos["flipped"][ta == t].float().mean())
+                                             for t in ta.unique().tolist()},
                      fidelity=summarise(score), fidelity_correct=summarise(score[curve["flipped"][:, 2]]),
                      fidelity_wrong=summarise(score[~curve["flipped"][:, 2]]))
         out["global"][name] = curve

@@ -77,13 +77,21 @@ def plots(payload: dict[str, Any], out: Path, suffix: str = "") -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     names = [k for k in payload["global"] if k not in ("norm", "random")]
     ks = list(range(1, 21))
-    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
-    for name in names + ["norm", "random"]:
-        ax.plot(ks, payload["global"][name]["rate"], marker="o", ms=3,
-                label={"norm": "largest ||delta|| segments", "random": "random segments"}.get(name, f"LIME: {name}"))
-    ax.set(xlabel="k segments of the perturbation added", ylabel="label-flip rate", xticks=ks[::2], ylim=(-0.02, 1.02),
-           title=f"Global attack, {payload['attack']['success']} adversarial clips")
-    ax.legend()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    label = {"norm": "largest ||delta|| segments", "random": "random segments"}
+    for i, name in enumerate(names + ["norm", "random"]):
+        rec = payload["global"][name]
+        ax.plot(ks, rec["rate"], marker="o", ms=3, color=f"C{i}", label=label.get(name, f"LIME: {name}"))
+        if name != "random":
+            for t, style in (("0", "-"), ("1", "--")):
+                if t in rec.get("rate_by_target", {}):
+                    ax2.plot(ks, rec["rate_by_target"][t], style, color=f"C{i}",
+                             label=f"{label.get(name, name)}: {'voice → no_voice' if t == '0' else 'no_voice → voice'}")
+    for a, title in ((ax, f"Global attack, {payload['attack']['success']} adversarial clips"),
+                     (ax2, "by attack direction")):
+        a.set(xlabel="k segments of the perturbation added", ylabel="label-flip rate", xticks=ks[::2],
+              ylim=(-0.02, 1.02), title=title)
+        a.legend(fontsize=7)
     paths = [out / f"veracity_flip_rate{suffix}.png"]
     fig.savefig(paths[-1], dpi=120)
 
@@ -95,9 +103,11 @@ def plots(payload: dict[str, Any], out: Path, suffix: str = "") -> list[Path]:
             if not rec:
                 continue
             hist = torch.tensor(rec["histogram"], dtype=torch.float32)
-            ax.bar(torch.arange(len(hist)) + i * width, (hist / hist.sum()).tolist(), width, label=name)
+            pos = torch.arange(len(hist)) + (i - (len(names) - 1) / 2) * width
+            ax.bar(pos.tolist(), (hist / hist.sum()).tolist(), width, label=f"{name} (n = {rec['n']})")
+        ax.set_xticks(range(int(k) + 1))
         ax.set(title=f"k = {k} perturbed segments", xlabel="perturbed segments in LIME's top k", ylabel="share")
-    axes[0].legend()
+        ax.legend(fontsize=7)
     paths.append(out / f"veracity_localised{suffix}.png")
     fig.savefig(paths[-1], dpi=120)
 
@@ -130,17 +140,24 @@ def tables(payload: dict[str, Any]) -> str:
     pct = lambda v: "–" if v is None else f"{100 * v:.1f} %"  # noqa: E731
     lines = [f"Global attack: {payload['attack']['success']} of {payload['attack']['clips']} clips adversarial.", "",
              "| segments added (k = 3) | label-flip rate |", "|---|---|"]
-    lines += [f"| LIME top 3, {n} | {pct(g[n]['rate'][2])} |" for n in names]
-    lines += [f"| largest perturbation norm | {pct(g['norm']['rate'][2])} |",
-              f"| random | {pct(g['random']['rate'][2])} |", "",
-              "| all positively weighted segments | label-flip rate | segments (mean) |", "|---|---|---|"]
-    lines += [f"| {n} | {pct(g[n]['all_positive'])} | {g[n]['n_positive']:.1f} |" for n in names]
-    lines += ["", "| localised attack | k | attacks | mean recovered of k | all k recovered |", "|---|---|---|---|---|"]
+    by = lambda r, t: pct(r["rate_by_target"][t][2]) if t in r["rate_by_target"] else "–"  # noqa: E731
+    lines[2:4] = ["| segments added (k = 3) | label-flip rate | voice → no_voice | no_voice → voice |",
+                  "|---|---|---|---|"]
+    rows = [(f"LIME top 3, {n}", g[n]) for n in names] + [("largest perturbation norm", g["norm"]),
+                                                          ("random", g["random"])]
+    lines += [f"| {lab} | {pct(r['rate'][2])} | {by(r, '0')} | {by(r, '1')} |" for lab, r in rows]
+    lines += ["", "| all positively weighted segments | label-flip rate | voice → no_voice | no_voice → voice "
+              "| segments (mean) |", "|---|---|---|---|---|"]
+    lines += [f"| {n} | {pct(g[n]['all_positive'])} | {pct(g[n]['all_positive_by_target'].get('0'))} | "
+              f"{pct(g[n]['all_positive_by_target'].get('1'))} | {g[n]['n_positive']:.1f} |" for n in names]
+    lines += ["", "| localised attack | k | attacks | mean recovered of k (chance k²/20) | all k recovered |",
+              "|---|---|---|---|---|"]
     for n in names:
         for k in ("1", "3", "5"):
             if k in loc[n]:
                 r = loc[n][k]
-                lines.append(f"| {n} | {k} | {r['n']} | {r['mean_recovered']:.2f} | {pct(r['all_recovered'])} |")
+                lines.append(f"| {n} | {k} | {r['n']} | {r['mean_recovered']:.2f} ({int(k) ** 2 / 20:.2f}) | "
+                             f"{pct(r['all_recovered'])} |")
     lines += ["", "| fidelity (weighted R²), median [IQR] (n) | global: top 3 flip | global: no flip "
               "| localised: all k found | localised: not all found |", "|---|---|---|---|---|"]
 
