@@ -9,11 +9,12 @@ inputs built once, outside the timing). Optionally also the waveform path
 front end -> CNN) against its own floor (istft + model on prebuilt STFTs).
 
     python benchmarks/bench_audio_gpu.py                        # CUDA: B=64, N=8192, 10 repetitions
-    python benchmarks/bench_audio_gpu.py --quick                # CPU smoke run (not a speed claim)
+    python benchmarks/bench_audio_gpu.py --quick                # CPU smoke run: B=2, 3 repetitions
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -50,11 +51,11 @@ def main() -> None:
                                                                   "the engine's default on CPU)")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--waveform", action="store_true", help="also time the waveform (STFT/istft) path")
-    parser.add_argument("--quick", action="store_true", help="CPU smoke run: B=2, 1 repetition")
+    parser.add_argument("--quick", action="store_true", help="CPU smoke run: B=2, 3 repetitions, waveform too")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     if args.quick:
-        args.batch, args.reps, args.device, args.waveform = 2, 1, "cpu", True
+        args.batch, args.reps, args.device, args.waveform = 2, 3, "cpu", True
     dev = torch.device(args.device)
     model = load_audio_model(dev)
     waves = audio_data.make_clips(args.batch, seed=99).waves.to(dev)
@@ -93,13 +94,17 @@ def main() -> None:
                    repetitions=args.reps, preset="slime", seconds=results,
                    explanations_per_second={k: v for k, v in rates.items() if k.startswith("explain")},
                    floor_explanations_per_second={k: v for k, v in rates.items() if k.startswith("floor")},
-                   explain_over_floor=results["explain"]["median"] / results["floor"]["median"])
+                   explain_over_floor=results["explain"]["median"] / results["floor"]["median"],
+                   explain_over_floor_min=results["explain"]["min"] / results["floor"]["min"])
     if args.waveform:
         payload["explain_waveform_over_floor"] = (results["explain_waveform"]["median"]
                                                   / results["floor_waveform"]["median"])
+        payload["explain_waveform_over_floor_min"] = (results["explain_waveform"]["min"]
+                                                      / results["floor_waveform"]["min"])
     if dev.type == "cpu":
-        payload["note"] = ("CPU run (shared 2-core machine): proves the script works; "
+        payload["note"] = ("CPU run on a shared 2-core machine (other jobs running): proves the script works; "
                            "the numbers are not a GPU speed claim")
+        payload["load_average"] = list(os.getloadavg())
     name = f"audio_gpu_{'cpu_quick' if args.quick else dev.type}.json"
     print(f"wrote {write(name, payload)}")
     for k, v in results.items():

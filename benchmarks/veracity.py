@@ -77,6 +77,13 @@ def run(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tensor, setti
         curve = flip_curve(model, xa, da, seg, coef.argsort(1, descending=True), ta)
         positive = coef > 0
         flips_pos = flip_curve(model, xa, da, seg, None, ta, keep=positive)
+        # where LIME puts the segment that carries most of the perturbation (1 = top), and its sign
+        main_seg = norm_rank[:, :1]
+        lime_rank = (coef.argsort(1, descending=True).argsort(1).gather(1, main_seg)[:, 0] + 1).float()
+        main_negative = coef.gather(1, main_seg)[:, 0] < 0
+        curve["largest_norm_segment"] = {str(t): dict(mean_lime_rank=float(lime_rank[ta == t].mean()),
+                                                      negative_weight=float(main_negative[ta == t].float().mean()))
+                                         for t in ta.unique().tolist()}
         curve.update(all_positive=flips_pos["k"], n_positive=float(positive.sum(1).float().mean()),
                      all_positive_by_target={str(t): float(flips_pos["flipped"][ta == t].float().mean())
                                              for t in ta.unique().tolist()},
@@ -95,6 +102,19 @@ def run(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tensor, setti
     for v in out["global"].values():
         v.pop("flipped", None)
     return out
+
+
+def source_state() -> dict[str, Any]:
+    """Whether the run's code differs from the recorded commit (files under torchlime/ and benchmarks/)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", "torchlime", "benchmarks/veracity.py",
+                              "benchmarks/veracity_lib.py", "benchmarks/veracity_tune.py"],
+                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    except OSError:
+        return dict(uncommitted_changes=None)
+    return dict(uncommitted_changes=sorted(line[3:] for line in out.splitlines()))
 
 
 def main() -> None:
@@ -128,7 +148,7 @@ def main() -> None:
     payload = dict(header(torch.device("cpu")), benchmark="veracity", clip_seed=args.seed,
                    settings={k: {kk: repr(vv) for kk, vv in v.items()} for k, v in settings.items()},
                    seconds=time.perf_counter() - t0, load_average_start=load_start,
-                   load_average_end=os.getloadavg(), **result)
+                   load_average_end=os.getloadavg(), **source_state(), **result)
     path = write(f"veracity{args.suffix}.json", payload)
     plots(payload, args.out, args.suffix)
     print(tables(payload))

@@ -150,6 +150,13 @@ def tables(payload: dict[str, Any]) -> str:
               "| segments (mean) |", "|---|---|---|---|---|"]
     lines += [f"| {n} | {pct(g[n]['all_positive'])} | {pct(g[n]['all_positive_by_target'].get('0'))} | "
               f"{pct(g[n]['all_positive_by_target'].get('1'))} | {g[n]['n_positive']:.1f} |" for n in names]
+    lines += ["", "| segment with the largest perturbation norm | LIME rank (1-20), voice → no_voice "
+              "| negative weight | LIME rank, no_voice → voice | negative weight |", "|---|---|---|---|---|"]
+    for n in names:
+        m = g[n].get("largest_norm_segment", {})
+        cell = lambda t: (f"{m[t]['mean_lime_rank']:.1f} | {pct(m[t]['negative_weight'])}"  # noqa: E731
+                          if t in m else "– | –")
+        lines.append(f"| {n} | {cell('0')} | {cell('1')} |")
     lines += ["", "| localised attack | k | attacks | mean recovered of k (chance k²/20) | all k recovered |",
               "|---|---|---|---|---|"]
     for n in names:
