@@ -119,7 +119,7 @@ def source_state() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clips", type=int, default=32, help="correctly classified clips to attack")
+    parser.add_argument("--clips", type=int, default=96, help="correctly classified clips to attack")
     parser.add_argument("--seed", type=int, default=2021, help="clip seed (tuning uses another)")
     parser.add_argument("--tune", action="store_true", help="search settings on other clips instead")
     parser.add_argument("--n-samples", type=int, default=None,
