@@ -168,12 +168,9 @@ def _span(t: torch.Tensor) -> int:
     return sum((s - 1) * st for s, st in zip(t.shape[1:], t.stride()[1:]) if s > 0)
 
 
-def _why_not_assign(features, centres, cell):
-    """None when ``assign`` handles these inputs, else the reason."""
-    try:
-        check_assign(features, centres, cell)
-    except (TypeError, ValueError) as err:
-        return str(err)
+def _why_not_images(features: torch.Tensor, other: torch.Tensor):
+    """None when the float32 ``features`` and their companion (centres or labels) fit the kernels'
+    device and 32-bit indexing, else the reason."""
     if features.dtype != torch.float32:
         return f"features must be float32, got {features.dtype}"
     if not _device_ok(features.device):
@@ -181,9 +178,18 @@ def _why_not_assign(features, centres, cell):
     b, _, h, w = features.shape
     if b > _MAX_GRID_Y:
         return f"more than {_MAX_GRID_Y} images"
-    if h * w > _I32 - ASSIGN_BLOCK or max(_span(features), _span(centres)) > _I32:
+    if h * w > _I32 - ASSIGN_BLOCK or max(_span(features), _span(other)) > _I32:
         return "an image spans more than 2**31 elements"
     return None
+
+
+def _why_not_assign(features, centres, cell):
+    """None when ``assign`` handles these inputs, else the reason."""
+    try:
+        check_assign(features, centres, cell)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return _why_not_images(features, centres)
 
 
 def _why_not_update(features, labels, n_centres, cell):
@@ -192,18 +198,10 @@ def _why_not_update(features, labels, n_centres, cell):
         check_update(features, labels, n_centres, cell)
     except (TypeError, ValueError) as err:
         return str(err)
-    if features.dtype != torch.float32:
-        return f"features must be float32, got {features.dtype}"
-    if not _device_ok(features.device):
-        return f"device {features.device} (CUDA, or CPU under TRITON_INTERPRET=1)"
-    b, d, h, w = features.shape
-    if b > _MAX_GRID_Y:
-        return f"more than {_MAX_GRID_Y} images"
-    if h * w > _I32 - ASSIGN_BLOCK or max(_span(features), _span(labels)) > _I32:
-        return "an image spans more than 2**31 elements"
-    if b * n_centres * max(d, 1) > _I32:
+    reason = _why_not_images(features, labels)
+    if reason is None and features.shape[0] * n_centres * max(features.shape[1], 1) > _I32:
         return "more than 2**31 sums"
-    return None
+    return reason
 
 
 def supports_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> bool:

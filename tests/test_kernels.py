@@ -6,21 +6,8 @@ Every kernel test is parametrised over two devices:
   kernels are checked on machines without a GPU.
 * ``cuda``: the compiled kernel on a GPU; skipped when ``torch.cuda.is_available()`` is False.
 
-How ``TRITON_INTERPRET`` is handled: Triton decides at *decoration* time (when
-``torchlime.kernels.blend`` is first imported) whether ``@triton.jit`` builds a compiled or an
-interpreted kernel, and some of its helpers read the variable again at call time, so setting it
-from inside a running test session is fragile (another module may already have imported the
-kernels, and the setting would leak into the rest of the session). This module therefore never
-touches ``os.environ``. Instead:
-
-* If the kernels in this process are already interpreted (the whole run was started with
-  ``TRITON_INTERPRET=1``), the ``interp`` cases run here directly.
-* Otherwise they are skipped here and ``test_interpreter_cases_in_child_process`` runs exactly the
-  selected ``interp`` cases in a child ``python -m pytest`` with ``TRITON_INTERPRET=1`` in its
-  environment, and fails with the child's output if any of them fails (or is skipped).
-
-So ``pytest`` (whole suite, one process) and ``TRITON_INTERPRET=1 pytest tests/test_kernels.py``
-both run every interpreter case exactly once, and no other test module sees the variable.
+The ``interp`` cases run in a child process with ``TRITON_INTERPRET=1`` unless this process
+already interprets the kernels; ``triton_interp.py`` explains why and how.
 
 Interpreter limitation: it converts float32 -> bfloat16 by truncation (round toward zero) where
 compiled Triton and torch round to nearest even, so bf16 results under the interpreter are
@@ -31,7 +18,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +27,7 @@ import torch
 
 pytest.importorskip("triton")
 
+from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 import torchlime  # noqa: E402
 from torchlime import _backend  # noqa: E402
 from torchlime.kernels import blend as K  # noqa: E402
@@ -54,25 +41,11 @@ HAS_CUDA = torch.cuda.is_available()
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
-DEVICES = [
-    pytest.param("interp", id="interp"),
-    pytest.param("cuda", id="cuda", marks=[
-        pytest.mark.cuda,
-        pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device"),
-    ]),
-]
 
-
-@pytest.fixture(params=DEVICES)
+@pytest.fixture(params=KERNEL_DEVICES)
 def device(request) -> str:
     """Tensor device of a kernel case ("cpu" for the interpreter)."""
-    if request.param == "interp":
-        if not INTERPRETED:
-            pytest.skip("runs in the TRITON_INTERPRET=1 child (test_interpreter_cases_in_child_process)")
-        return "cpu"
-    if INTERPRETED:
-        pytest.skip("the cuda cases check the compiled kernel; this process interprets it")
-    return "cuda"
+    return kernel_device(request, INTERPRETED)
 
 
 def _inputs(device, *, c=7, shape=(3, 16, 16), fshape=(1, 16, 16), F=5, x_rows=1, base_rows=1,
@@ -234,23 +207,7 @@ def test_backend_uses_kernel_on_cuda(monkeypatch):
 
 def test_interpreter_cases_in_child_process(request):
     """Runs the selected ``[interp]`` cases in ``python -m pytest`` with TRITON_INTERPRET=1."""
-    if INTERPRETED:
-        pytest.skip("this process already interprets the kernels; the interp cases ran here")
-    nodeids = [item.nodeid for item in request.session.items
-               if getattr(item, "callspec", None) is not None
-               and item.callspec.params.get("device") == "interp"
-               and item.module is request.module]
-    if not nodeids:
-        pytest.skip("no interp cases selected")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env.pop("TORCHLIME_DISABLE_TRITON", None)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *nodeids]
-    proc = subprocess.run(cmd, cwd=request.config.rootpath, env=env, capture_output=True,
-                          text=True, timeout=600)
-    report = proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert proc.returncode == 0, report
-    summary = proc.stdout.strip().splitlines()[-1]
-    assert re.search(rf"\b{len(nodeids)} passed\b", summary) and "skipped" not in summary, report
+    run_interp_cases_in_child(request, INTERPRETED)
 
 
 # ---------------------------------------------------------------- no device needed

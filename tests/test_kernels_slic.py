@@ -17,16 +17,12 @@ atomics): sums within a tolerance, counts exactly.
 """
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-
 import pytest
 import torch
 
 pytest.importorskip("triton")
 
+from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 from torchlime import _backend  # noqa: E402
 from torchlime.kernels import slic as K  # noqa: E402
 from torchlime.kernels.reference import (assign_torch, slic_features,  # noqa: E402
@@ -47,25 +43,11 @@ def one_thread():
     yield
     torch.set_num_threads(threads)
 
-DEVICES = [
-    pytest.param("interp", id="interp"),
-    pytest.param("cuda", id="cuda", marks=[
-        pytest.mark.cuda,
-        pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device"),
-    ]),
-]
 
-
-@pytest.fixture(params=DEVICES)
+@pytest.fixture(params=KERNEL_DEVICES)
 def device(request) -> str:
     """Tensor device of a kernel case ("cpu" for the interpreter)."""
-    if request.param == "interp":
-        if not INTERPRETED:
-            pytest.skip("runs in the TRITON_INTERPRET=1 child (test_interpreter_cases_in_child_process)")
-        return "cpu"
-    if INTERPRETED:
-        pytest.skip("the cuda cases check the compiled kernels; this process interprets them")
-    return "cuda"
+    return kernel_device(request, INTERPRETED)
 
 
 # (B, D, H, W, cell): odd sizes, cells that do not divide the image, 1x1 cells (every pixel a
@@ -301,24 +283,7 @@ def test_slic_triton_on_cuda():
 
 def test_interpreter_cases_in_child_process(request):
     """Runs the selected ``[interp]`` cases in ``python -m pytest`` with TRITON_INTERPRET=1."""
-    if INTERPRETED:
-        pytest.skip("this process already interprets the kernels; the interp cases ran here")
-    nodeids = [item.nodeid for item in request.session.items
-               if getattr(item, "callspec", None) is not None
-               and item.callspec.params.get("device") == "interp"
-               and item.module is request.module]
-    if not nodeids:
-        pytest.skip("no interp cases selected")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env.pop("TORCHLIME_DISABLE_TRITON", None)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *nodeids]
-    proc = subprocess.run(cmd, cwd=request.config.rootpath, env=env, capture_output=True,
-                          text=True, timeout=1800)  # generous: interp CPU time is ~20 s, but a
-    # saturated shared machine has stretched it past 10 minutes of wall time
-    report = proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert proc.returncode == 0, report
-    summary = proc.stdout.strip().splitlines()[-1]
-    assert re.search(rf"\b{len(nodeids)} passed\b", summary) and "skipped" not in summary, report
+    run_interp_cases_in_child(request, INTERPRETED)
 
 
 # ---------------------------------------------------------------- no device needed

@@ -94,6 +94,23 @@ def _connect(seg: torch.Tensor, min_size: int) -> torch.Tensor:
         ca, cb, comp = target.gather(0, ca), target.gather(0, cb), target.gather(0, comp)
 
 
+def check_slic_args(images: torch.Tensor, n_segments: int, compactness: float, n_iter: int,
+                    max_size_factor: float, min_size_factor: float, lab: bool) -> tuple[float, float, float]:
+    """Validates the arguments of ``slic`` / ``slic_triton``; returns ``compactness``,
+    ``max_size_factor`` and ``min_size_factor`` as floats."""
+    _check_images(images)
+    check_positive_int(n_segments, "n_segments")
+    check_positive_int(n_iter, "n_iter")
+    compactness = check_positive_float(compactness, "compactness")
+    max_size_factor = check_positive_float(max_size_factor, "max_size_factor")
+    min_size_factor = check_positive_float(min_size_factor, "min_size_factor", allow_zero=True)
+    if not isinstance(lab, bool):
+        raise TypeError(f"`lab` must be a bool, got {describe(lab)}")
+    if not bool(torch.isfinite(images).all()):
+        raise ValueError("`images` must be finite, got NaN or infinite values")
+    return compactness, max_size_factor, min_size_factor
+
+
 def slic(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0, n_iter: int = 10, *,
          max_size_factor: float = 3.0, min_size_factor: float = 0.25, lab: bool = True) -> torch.Tensor:
     """SLIC superpixels, batched over images, on the images' device.
@@ -116,16 +133,8 @@ def slic(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0,
         long (B, H, W): labels 0..F_b-1 for every image b, each label one
         4-connected region. Deterministic; ``images`` is not modified.
     """
-    _check_images(images)
-    check_positive_int(n_segments, "n_segments")
-    check_positive_int(n_iter, "n_iter")
-    compactness = check_positive_float(compactness, "compactness")
-    max_size_factor = check_positive_float(max_size_factor, "max_size_factor")
-    min_size_factor = check_positive_float(min_size_factor, "min_size_factor", allow_zero=True)
-    if not isinstance(lab, bool):
-        raise TypeError(f"`lab` must be a bool, got {describe(lab)}")
-    if not bool(torch.isfinite(images).all()):
-        raise ValueError("`images` must be finite, got NaN or infinite values")
+    compactness, max_size_factor, min_size_factor = check_slic_args(
+        images, n_segments, compactness, n_iter, max_size_factor, min_size_factor, lab)
     # On CPU, chunks of ~2^18 pixels keep the working set in cache (64 224x224 images at
     # once cost about twice as much per image as 4 at once); CUDA takes the whole batch.
     chunk = max(1, _CPU_CHUNK // images[0, 0].numel()) if images.device.type == "cpu" else images.shape[0]

@@ -26,10 +26,9 @@ import math
 import torch
 
 from . import _backend
-from ._checks import check_positive_float, check_positive_int, describe
 from .features import relabel
 from .kernels.reference import slic_features
-from .segments import _check_images, _connect
+from .segments import _connect, check_slic_args
 
 __all__ = ["slic_triton", "seed_grid"]
 
@@ -58,16 +57,8 @@ def slic_triton(images: torch.Tensor, n_segments: int = 100, compactness: float 
         long (B, H, W): labels 0..F_b-1 per image, each label one 4-connected region.
         Deterministic; ``images`` is not modified.
     """
-    _check_images(images)
-    check_positive_int(n_segments, "n_segments")
-    check_positive_int(n_iter, "n_iter")
-    compactness = check_positive_float(compactness, "compactness")
-    max_size_factor = check_positive_float(max_size_factor, "max_size_factor")
-    min_size_factor = check_positive_float(min_size_factor, "min_size_factor", allow_zero=True)
-    if not isinstance(lab, bool):
-        raise TypeError(f"`lab` must be a bool, got {describe(lab)}")
-    if not bool(torch.isfinite(images).all()):
-        raise ValueError("`images` must be finite, got NaN or infinite values")
+    compactness, max_size_factor, min_size_factor = check_slic_args(
+        images, n_segments, compactness, n_iter, max_size_factor, min_size_factor, lab)
     x = images.float()
     if x.shape[1] == 3 and lab:
         import kornia
