@@ -20,8 +20,9 @@ the model actually reacts to:
 Run with lime's defaults and with the best torchlime settings (``--tune``
 chooses them on separate clips and writes ``veracity_tuning.json``).
 
-    python benchmarks/veracity.py               # ~10 min on 2 CPU cores: results/veracity.json + PNGs
-    python benchmarks/veracity.py --tune        # settings search on other clips
+    python benchmarks/veracity.py               # ~6 min on 2 CPU cores: results/veracity.json + PNGs
+    python benchmarks/veracity_report.py        # the tables of VERACITY.md from the committed results
+    python benchmarks/veracity.py --tune        # settings search on 24 other clips (~1 h on 2 CPU cores)
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, write  # noqa: E402
 from veracity_lib import (ATTACK, SETTINGS, adversarials, explain_many, flip_curve,  # noqa: E402
                           localised_recovery, summarise)
-from veracity_tune import plots, tables, tune  # noqa: E402
+from veracity_report import load, plots, tables  # noqa: E402
+from veracity_tune import tune  # noqa: E402
 
 from torchlime import audio_data  # noqa: E402
 from torchlime.audio_models import load_audio_model  # noqa: E402
@@ -105,12 +107,13 @@ def run(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tensor, setti
 
 
 def source_state() -> dict[str, Any]:
-    """Whether the run's code differs from the recorded commit (files under torchlime/ and benchmarks/)."""
+    """Whether the run's code differs from the recorded commit (torchlime/ and the veracity scripts)."""
     import subprocess
 
     try:
         out = subprocess.run(["git", "status", "--porcelain", "--", "torchlime", "benchmarks/veracity.py",
-                              "benchmarks/veracity_lib.py", "benchmarks/veracity_tune.py"],
+                              "benchmarks/veracity_lib.py", "benchmarks/veracity_tune.py",
+                              "benchmarks/veracity_report.py"],
                              capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]).stdout
     except OSError:
         return dict(uncommitted_changes=None)
@@ -119,7 +122,8 @@ def source_state() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clips", type=int, default=96, help="correctly classified clips to attack")
+    parser.add_argument("--clips", type=int, default=None,
+                        help="correctly classified clips to attack (default 96; 24 for --tune)")
     parser.add_argument("--seed", type=int, default=2021, help="clip seed (tuning uses another)")
     parser.add_argument("--tune", action="store_true", help="search settings on other clips instead")
     parser.add_argument("--n-samples", type=int, default=None,
@@ -134,15 +138,15 @@ def main() -> None:
     t0 = time.perf_counter()
     load_start = os.getloadavg()
     if args.tune:
-        specs, labels = prepare(model, args.clips, seed=args.seed + 1)
+        specs, labels = prepare(model, args.clips or 24, seed=args.seed + 1)
         result = tune(model, specs, labels, seed=0, n_samples=args.n_samples or 2048)
         payload = dict(header(torch.device("cpu")), benchmark="veracity_tuning", clip_seed=args.seed + 1,
                        n_samples=args.n_samples or 2048, load_average_start=load_start,
                        load_average_end=os.getloadavg(),
-                       seconds=time.perf_counter() - t0, **result)
+                       seconds=time.perf_counter() - t0, **source_state(), **result)
         print(f"wrote {write(f'veracity_tuning{args.suffix}.json', payload)}")
         return
-    specs, labels = prepare(model, args.clips, seed=args.seed)
+    specs, labels = prepare(model, args.clips or 96, seed=args.seed)
     settings = {k: dict(v, n_samples=args.n_samples or 8192) for k, v in SETTINGS.items()}
     result = run(model, specs, labels, settings, seed=0)
     payload = dict(header(torch.device("cpu")), benchmark="veracity", clip_seed=args.seed,
@@ -151,7 +155,7 @@ def main() -> None:
                    load_average_end=os.getloadavg(), **source_state(), **result)
     path = write(f"veracity{args.suffix}.json", payload)
     plots(payload, args.out, args.suffix)
-    print(tables(payload))
+    print(tables(payload, load("veracity_tuning.json")))
     print(f"wrote {path} and the figures ({payload['seconds']:.0f} s in all)")
 
 

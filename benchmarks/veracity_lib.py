@@ -1,4 +1,4 @@
-"""Building blocks of ``veracity.py``: the attack, batched flip tests, the settings search and the plots."""
+"""Building blocks of ``veracity.py``: settings, the attack, batched explanations and flip tests."""
 from __future__ import annotations
 
 import time
