@@ -9,7 +9,7 @@ inputs built once, outside the timing). Optionally also the waveform path
 front end -> CNN) against its own floor (istft + model on prebuilt STFTs).
 
     python benchmarks/bench_audio_gpu.py                        # CUDA: B=64, N=8192, 10 repetitions
-    python benchmarks/bench_audio_gpu.py --quick                # CPU smoke run: B=2, 3 repetitions
+    python benchmarks/bench_audio_gpu.py --quick --out /tmp/quick   # CPU smoke run: B=2, 3 repetitions
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header, summary, timed, write  # noqa: E402
+from common import RESULTS, header, summary, timed, write  # noqa: E402
 
 from torchlime import audio_data  # noqa: E402
 from torchlime.audio import explain_spectrogram, explain_waveform  # noqa: E402
@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--waveform", action="store_true", help="also time the waveform (STFT/istft) path")
     parser.add_argument("--quick", action="store_true", help="CPU smoke run: B=2, 3 repetitions, waveform too")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON result "
+                        "(smoke runs: somewhere outside results/)")
     args = parser.parse_args()
     if args.quick:
         args.batch, args.reps, args.device, args.waveform = 2, 3, "cpu", True
@@ -105,8 +107,8 @@ def main() -> None:
         payload["note"] = ("CPU run on a shared 2-core machine (other jobs running): proves the script works; "
                            "the numbers are not a GPU speed claim")
         payload["load_average"] = list(os.getloadavg())
-    name = f"audio_gpu_{'cpu_quick' if args.quick else dev.type}.json"
-    print(f"wrote {write(name, payload)}")
+    name = f"audio_gpu_{dev.type}{'_quick' if args.quick else ''}.json"
+    print(f"wrote {write(name, payload, args.out)}")
     for k, v in results.items():
         print(f"{k:>18}: {v['median']:.3f} s  ({args.batch / v['median']:.2f} explanations/s)")
 

@@ -22,7 +22,6 @@ medians are reported. Target: the best variant <= 0.3 s on an H100.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import traceback
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from common import IMAGENET_MEAN, IMAGENET_STD, RESULTS, header, summary, test_image, timed, vision_model
+from common import IMAGENET_MEAN, IMAGENET_STD, RESULTS, header, summary, test_image, timed, vision_model, write
 
 import torchlime
 from torchlime.accel import Accelerated
@@ -104,13 +103,6 @@ def settings(device: torch.device) -> dict:
     return out
 
 
-def write_json(out_dir: Path, name: str, payload: dict) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / name
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -182,7 +174,7 @@ def main() -> None:
                errors=errors, best_variant=best, target_seconds=0.3,
                best_seconds=results[best]["seconds"]["torchlime"]["median"] if best else None)
     out["meets_target"] = (best is not None and out["best_seconds"] <= 0.3) if not args.quick else None
-    path = write_json(args.out, f"gpu_latency_{device.type}{'_quick' if args.quick else ''}.json", out)
+    path = write(f"gpu_latency_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
     print(f"wrote {path}")
     for name, r in results.items():
         print(f"{name:28s} torchlime {r['seconds']['torchlime']['median']:.3f} s  "

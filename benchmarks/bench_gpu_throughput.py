@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from bench_gpu_latency import VARIANTS, build_model, floor_fn, perturbed_images, settings, write_json
-from common import RESULTS, header, summary, test_image, timed
+from bench_gpu_latency import VARIANTS, build_model, floor_fn, perturbed_images, settings
+from common import RESULTS, header, summary, test_image, timed, write
 
 from torchlime.image import explain_image
 from torchlime.segments import slic
@@ -116,7 +116,7 @@ def main() -> None:
                quick=args.quick, settings=settings(device), segmentation_seconds_torch_slic=summary(seg),
                variants=results, errors=errors, target_ratio=0.9)
     out["meets_target"] = ({k: r["ratio"] >= 0.9 for k, r in results.items()} if not args.quick else None)
-    path = write_json(args.out, f"gpu_throughput_{device.type}{'_quick' if args.quick else ''}.json", out)
+    path = write(f"gpu_throughput_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
     print(f"wrote {path}")
     for name, r in results.items():
         print(f"{name:28s} {r['explanations_per_second']:.2f} explanations/s  "

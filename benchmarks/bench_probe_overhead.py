@@ -28,8 +28,7 @@ from typing import Optional
 
 import torch
 
-from bench_gpu_latency import write_json
-from common import RESULTS, header, summary, sync
+from common import RESULTS, header, summary, sync, write
 
 from torchlime.training import ProbeExplainer
 
@@ -163,7 +162,7 @@ def main() -> None:
         bit_identical_weights_after_training=bit_identical(device, args.batch, dict(probe_args, every=3), 7),
     )
     name = f"probe_overhead_{device.type}{'_quick' if args.quick else ''}.json"
-    path = write_json(args.out, name, out)
+    path = write(name, out, args.out)
     print(f"wrote {path}")
     print(f"training step {step * 1e3:.1f} ms; probe call overhead {per_call * 1e3:.1f} ms "
           f"({per_call / step:.1f} steps); every {args.every} steps: "

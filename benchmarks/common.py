@@ -83,8 +83,9 @@ def vision_model(name: str, device: torch.device) -> torch.nn.Module:
     return getattr(torchvision.models, name)(**kwargs).eval().to(device)
 
 
-def write(name: str, payload: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
+def write(name: str, payload: dict, out: Path = RESULTS) -> Path:
+    """Writes ``payload`` as indented JSON to ``out / name`` (default: ``results/``); returns the path."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
