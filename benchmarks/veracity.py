@@ -22,7 +22,7 @@ chooses them on separate clips and writes ``veracity_tuning.json``).
 
     python benchmarks/veracity.py               # ~6 min on 2 CPU cores: results/veracity.json + PNGs
     python benchmarks/veracity_report.py        # the tables of VERACITY.md from the committed results
-    python benchmarks/veracity.py --tune        # settings search on 24 other clips (~1 h on 2 CPU cores)
+    python benchmarks/veracity.py --tune        # settings search on 24 other clips (~8 min on 2 CPU cores)
 """
 from __future__ import annotations
 
