@@ -3,7 +3,7 @@
 # versions, commit, date) to benchmarks/results/.
 #
 #   bash benchmarks/run_gpu.sh                 # everything, on cuda
-#   bash benchmarks/run_gpu.sh latency throughput   # a subset: segmentation engine latency throughput text
+#   bash benchmarks/run_gpu.sh latency throughput   # a subset: segmentation engine latency throughput text audio
 #
 # A failing benchmark does not stop the others; the script exits non-zero at the end if any failed.
 set -uo pipefail
@@ -23,8 +23,9 @@ declare -A SCRIPTS=(
     [latency]="bench_gpu_latency.py --device $DEVICE"
     [throughput]="bench_gpu_throughput.py --device $DEVICE"
     [text]="bench_text_gpu.py --device $DEVICE"
+    [audio]="bench_audio_gpu.py --device $DEVICE --waveform"
 )
-ORDER=(segmentation engine latency throughput text)
+ORDER=(segmentation engine latency throughput text audio)
 (( $# )) && ORDER=("$@")
 
 failed=()

@@ -157,6 +157,8 @@ def tables(payload: dict[str, Any], tuning: Optional[dict[str, Any]] = None) -> 
     out += _md(["localised attack", "k", "attacks", "mean recovered of k (chance k²/20)", "all k recovered"],
                [[n, k, str(loc[n][k]["n"]), f"{loc[n][k]['mean_recovered']:.2f} ({int(k) ** 2 / 20:.2f})",
                  pct(loc[n][k]["all_recovered"])] for n in names for k in KS if k in loc[n]])
+    out += ["Mean recovered fraction over all localised attacks: " + ", ".join(
+        f"{n} {loc[n]['mean_fraction']:.3f}" for n in names) + ".", ""]
     # Figure 4 in numbers
     rows = []
     for n in names:

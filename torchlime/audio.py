@@ -108,8 +108,8 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
             "time", "freq", "mel" (bands equally spaced on the mel scale), "slic"
             (superpixels), an integer map (Fr, Tm) / (B or 1, [1 or C,] Fr, Tm) or a callable.
         time_segments, freq_segments: slots and bands of the grids.
-        content: hidden segments become "zero", "min", "max", "mean", "noise" or "shuffle"
-            (see ``audio_content``), a number, a tensor or a callable.
+        content: hidden segments become "zero", "min", "max", "mean", "noise", "shuffle" or
+            "blur" (see ``audio_content``), a number, a tensor or a callable.
         sample_rate, hop_length, n_fft: the spectrogram's STFT (for "mel", the plots and the
             sample-rate check against ``model.sample_rate``); bin_freqs: (Fr,) bin frequencies
             in Hz (e.g. a mel spectrogram's centres); fmin / fmax: range of the mel bands.

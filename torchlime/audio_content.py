@@ -21,8 +21,8 @@ blur       the clip smoothed by a Gaussian of ``BLUR_SIGMA`` bins / frames
 Complex STFTs (waveform explanations over time-frequency cells) keep their
 phase for ``min`` / ``max`` / ``mean`` (the statistics are of the magnitude),
 get a uniformly random phase for ``noise``, move whole complex bins for
-``shuffle`` and blur the magnitude (keeping the phase) for ``blur``. A number, a tensor broadcastable to ``x`` or a callable
-``x -> tensor`` is used as given.
+``shuffle`` and blur the magnitude (keeping the phase) for ``blur``. A number,
+a tensor broadcastable to ``x`` or a callable ``x -> tensor`` is used as given.
 """
 from __future__ import annotations
 
