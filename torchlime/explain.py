@@ -145,8 +145,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
         >>> x = torch.rand(2, 1, 4, 4)
-        >>> grid = torch.arange(4).repeat_interleave(2).view(1, 4).expand(4, 4)  # 4 columns pairs
-        >>> feats = (grid + 4 * (torch.arange(4).view(4, 1) // 2)).view(1, 1, 4, 4)
+        >>> feats = torch.arange(16).view(1, 1, 4, 4) // 2  # 8 features: pairs of pixels in a row
         >>> exp = explain(model, x, feats, n_samples=64)
         >>> exp.coef.shape
         torch.Size([2, 1, 8])
