@@ -11,45 +11,23 @@ writes benchmarks/results/segmentation_<device>.json.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from torchlime.segments import slic
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import header, test_image, write  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def device_name(device: torch.device) -> str:
-    """GPU name, or the CPU model from /proc/cpuinfo."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_commit() -> str:
-    """``git rev-parse HEAD`` of the repository, 'unknown' when there is none."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
 
 
 def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) -> tuple[dict[str, Any], Any]:
@@ -68,14 +46,6 @@ def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) 
         cpu.append(time.process_time() - start_cpu)
     return {"median_s": statistics.median(times), "min_s": min(times), "runs_s": times,
             "median_cpu_s": statistics.median(cpu)}, result
-
-
-def astronaut(size: int = 224) -> torch.Tensor:
-    """(1, 3, size, size) float RGB in [0, 1]."""
-    from skimage import data
-
-    img = torch.from_numpy(data.astronaut()).permute(2, 0, 1)[None].float() / 255.0
-    return F.interpolate(img, size=(size, size), mode="bilinear", antialias=True, align_corners=False).clamp(0, 1)
 
 
 def main() -> None:
@@ -99,7 +69,7 @@ def main() -> None:
     load_before = os.getloadavg()
     device = torch.device(args.device)
     host = torch.device("cpu")
-    image = astronaut()
+    image = test_image()
     x = image.to(device)
     variants = [image.roll((8 * i, 5 * i), (2, 3)) for i in range(args.batch)]
     batch = torch.cat([v.flip(-1) if i % 2 else v for i, v in enumerate(variants)]).to(device)
@@ -113,15 +83,16 @@ def main() -> None:
 
     per_image = batched["median_s"] / args.batch
     counts_batch = (labb.flatten(1).amax(1) + 1).cpu()
+    hdr = header(device)
     result = {
         "device": args.device,
-        "device_name": device_name(device),
+        "device_name": hdr["device"],
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "load_average_1min_before_after": [load_before[0], os.getloadavg()[0]],
-        "git_commit": git_commit(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": hdr["commit"],
+        "date": hdr["date"],
         "image": "skimage.data.astronaut() resized to 224x224 (torch bilinear, antialias)",
         "runs": args.runs,
         "timings": {
@@ -146,8 +117,7 @@ def main() -> None:
         },
     }
     out = args.out or ROOT / "benchmarks" / "results" / f"segmentation_{args.device}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write(out.name, result, out.parent)
     t = result["timings"]
     print(f"{result['device_name']} | torch {torch.__version__} | {torch.get_num_threads()} threads")
     print(f"torch slic 1x224:      {single['median_s'] * 1e3:8.1f} ms   "
@@ -198,7 +168,7 @@ def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
     from torchlime.segments_gpu import seed_grid, slic_triton
 
     device = torch.device("cuda")
-    image = astronaut()
+    image = test_image()
     x = image.to(device)
     if not _backend.use_triton(x):
         print("triton slic: skipped (triton missing, TORCHLIME_DISABLE_TRITON set or deterministic mode on)")
@@ -228,13 +198,14 @@ def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
 
     same_cuts = (boundaries(labb) == boundaries(refb)).float().mean().item()
     counts_tri = (labb.flatten(1).amax(1) + 1).cpu()
+    hdr = header(device)
     result = {
         "device": "cuda",
-        "device_name": device_name(device),
+        "device_name": hdr["device"],
         "torch_version": torch.__version__,
         "triton_version": __import__("triton").__version__,
-        "git_commit": git_commit(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": hdr["commit"],
+        "date": hdr["date"],
         "image": "skimage.data.astronaut() resized to 224x224 (torch bilinear, antialias)",
         "runs": args.runs,
         "timings": {
@@ -262,8 +233,7 @@ def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
     }
     out = (args.out.with_name(args.out.stem + "_triton.json") if args.out
            else ROOT / "benchmarks" / "results" / "segmentation_cuda_triton.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write(out.name, result, out.parent)
     t = result["timings"]
     print(f"triton slic 1x224:     {tri_single['median_s'] * 1e3:8.1f} ms   (torch slic {torch_single['median_s'] * 1e3:.1f} ms)")
     print(f"triton slic {args.batch}x224:    {tri_batched['median_s'] * 1e3:8.1f} ms   "

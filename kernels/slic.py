@@ -52,6 +52,16 @@ _I32 = 2 ** 31 - 1
 
 
 @triton.jit
+def _pixel_block(H, W, BLOCK: tl.constexpr):
+    """This program's image ``b`` (grid dim 1) and its BLOCK pixels (grid dim 0): flat index
+    ``n``, ``valid`` (n < H*W), row ``y`` and column ``x``."""
+    b = tl.program_id(1).to(tl.int64)
+    n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    y = n // W
+    return b, n, n < H * W, y, n - y * W
+
+
+@triton.jit
 def _assign_kernel(
     feat_ptr, cent_ptr, lab_ptr, dist_ptr,
     H, W, GH, GW, SH, SW,
@@ -59,11 +69,7 @@ def _assign_kernel(
     cs_b, cs_y, cs_x, cs_d,
     D: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    b = tl.program_id(1).to(tl.int64)
-    n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    valid = n < H * W
-    y = n // W
-    x = n - y * W
+    b, n, valid, y, x = _pixel_block(H, W, BLOCK)
     cy = y // SH
     cx = x // SW
     fptr = feat_ptr + b * fs_b + y * fs_h + x * fs_w
@@ -139,11 +145,7 @@ def _update_atomic_kernel(
     ls_b, ls_h, ls_w,
     D: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    b = tl.program_id(1).to(tl.int64)
-    n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    valid = n < H * W
-    y = n // W
-    x = n - y * W
+    b, n, valid, y, x = _pixel_block(H, W, BLOCK)
     lab = tl.load(lab_ptr + b * ls_b + y * ls_h + x * ls_w, mask=valid, other=-1)
     ok = valid & (lab >= 0) & (lab < NC)
     row = b * NC + lab
