@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_audio_gpu import floor  # noqa: E402
 from common import RESULTS, header, summary, timed, write  # noqa: E402
 
-from torchlime import audio_data  # noqa: E402
+from torchlime.audio import data as audio_data  # noqa: E402
 from torchlime.audio import explain_spectrogram  # noqa: E402
-from torchlime.audio_models import load_audio_model  # noqa: E402
+from torchlime.audio.models import load_audio_model  # noqa: E402
 from torchlime.forward import default_batch_size  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def main() -> None:
             times[name].append(timed(fn, dev))
     seconds = {name: summary(t) for name, t in times.items()}
     med = {name: s["median"] for name, s in seconds.items()}
-    payload = dict(header(dev), benchmark="bench_audio_batch1", model="SpecNet (torchlime/data/audio_cnn.pt)",
+    payload = dict(header(dev), benchmark="bench_audio_batch1", model="SpecNet (torchlime/audio/weights/audio_cnn.pt)",
                    input_shape=list(spec.shape[1:]), n_samples=args.n_samples, chunk=chunk, repetitions=args.reps,
                    quick=args.quick, preset="slime", seconds=seconds,
                    explain_over_floor=med["explain"] / med["floor"],

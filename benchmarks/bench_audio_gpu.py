@@ -24,10 +24,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, summary, timed, write  # noqa: E402
 
-from torchlime import audio_data  # noqa: E402
+from torchlime.audio import data as audio_data  # noqa: E402
 from torchlime.audio import explain_spectrogram, explain_waveform  # noqa: E402
-from torchlime.audio_models import load_audio_model  # noqa: E402
-from torchlime.audio_stft import istft, stft  # noqa: E402
+from torchlime.audio.models import load_audio_model  # noqa: E402
+from torchlime.audio.stft import istft, stft  # noqa: E402
 
 
 def floor(model: Callable, example: torch.Tensor, n_rows: int, chunk: int,
@@ -91,7 +91,7 @@ def main() -> None:
             fn()
             results[name] = summary([timed(fn, dev) for _ in range(args.reps)])
     rates = {k: args.batch / v["median"] for k, v in results.items()}
-    payload = dict(header(dev), benchmark="bench_audio_gpu", model="SpecNet (torchlime/data/audio_cnn.pt)",
+    payload = dict(header(dev), benchmark="bench_audio_gpu", model="SpecNet (torchlime/audio/weights/audio_cnn.pt)",
                    input_shape=list(specs.shape[1:]), batch=args.batch, n_samples=args.n_samples, chunk=chunk,
                    repetitions=args.reps, preset="slime", seconds=results,
                    explanations_per_second={k: v for k, v in rates.items() if k.startswith("explain")},

@@ -22,9 +22,9 @@ import torch
 from common import IMAGENET_MEAN, IMAGENET_STD, header, summary, test_image, timed, vision_model, write
 
 import torchlime
-from torchlime.image import LIME_QUICKSHIFT, Normalized, explain_image
+from torchlime.image._explain import LIME_QUICKSHIFT, Normalized, explain_image
 from torchlime.perturb import perturb_chunk
-from torchlime.segments import skimage_segments, slic
+from torchlime.image.segments import skimage_segments, slic
 
 
 def floor_fn(model, images, batch, device, channels_last=False):

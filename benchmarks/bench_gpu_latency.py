@@ -34,9 +34,9 @@ from common import IMAGENET_MEAN, IMAGENET_STD, RESULTS, header, summary, test_i
 import torchlime
 from torchlime.accel import Accelerated
 from torchlime.features import relabel
-from torchlime.image import Normalized, explain_image
+from torchlime.image._explain import Normalized, explain_image
 from torchlime.perturb import perturb_chunk
-from torchlime.segments import slic
+from torchlime.image.segments import slic
 
 #: name -> Accelerated options (an empty dict: the plain model, no wrapper)
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -32,7 +32,7 @@ from bench_gpu_latency import VARIANTS, build_model, floor_fn, perturbed_images,
 from common import RESULTS, header, summary, test_image, timed, write
 
 from torchlime.image import explain_image
-from torchlime.segments import slic
+from torchlime.image.segments import slic
 
 DEFAULT_VARIANTS = ["fp32", "bf16", "bf16_channels_last"]
 

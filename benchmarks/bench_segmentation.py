@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from torchlime.segments import slic
+from torchlime.image.segments import slic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import header, test_image, write  # noqa: E402
@@ -141,7 +141,7 @@ if __name__ == "__main__":
 #     python benchmarks/bench_segmentation.py --device cuda
 #
 # first runs the measurements above unchanged, then this section times
-# ``torchlime.segments_gpu.slic_triton`` (SLIC with the Triton assign / update kernels of
+# ``torchlime.image._slic_triton.slic_triton`` (SLIC with the Triton assign / update kernels of
 # kernels/slic.py) next to ``segments.slic`` on the same images (re-timed here, same session) and
 # the two kernels alone on the batch, and writes benchmarks/results/segmentation_cuda_triton.json
 # (``<--out stem>_triton.json`` when --out is given). With --device cpu (or without CUDA, Triton,
@@ -164,8 +164,8 @@ def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
         return None
     from torchlime import _backend
     from torchlime.kernels.reference import slic_features
-    from torchlime.segments import boundaries
-    from torchlime.segments_gpu import seed_grid, slic_triton
+    from torchlime.image.segments import boundaries
+    from torchlime.image._slic_triton import seed_grid, slic_triton
 
     device = torch.device("cuda")
     image = test_image()

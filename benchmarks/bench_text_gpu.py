@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import header, summary, timed, write  # noqa: E402
 
 from torchlime.text import explain_tokens  # noqa: E402
-from torchlime.text_infill import Infiller  # noqa: E402
+from torchlime.text.infill import Infiller  # noqa: E402
 
 PAD, CLS, SEP, MASK = 0, 101, 102, 103  # BERT uncased ids
 BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,

@@ -3,8 +3,8 @@
     python benchmarks/text_rationale.py            # a few minutes on 2 CPU cores
     python benchmarks/text_rationale.py --quick    # a smoke run (nothing written)
 
-For held-out synthetic sentences (``torchlime.text_data``, seed 2) and the
-committed CNN (``torchlime/data/text_cnn.pt``), every perturbation strategy
+For held-out synthetic sentences (``torchlime.text.data``, seed 2) and the
+committed CNN (``torchlime/text/weights/text_cnn.pt``), every perturbation strategy
 explains the model's predicted class with the same budget of classifier rows
 per sentence: N + 1 (the engine's reference row included). The single-mask
 objectives spend F·k + 1 of them scoring candidates, so they draw
@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import header, write  # noqa: E402
 
 from torchlime.text import explain_tokens  # noqa: E402
-from torchlime.text_data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset  # noqa: E402
-from torchlime.text_infill import Infiller  # noqa: E402
-from torchlime.text_kernel import HybridKernel  # noqa: E402
-from torchlime.text_models import BigramMLM, load_text_model  # noqa: E402
+from torchlime.text.data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset  # noqa: E402
+from torchlime.text.infill import Infiller  # noqa: E402
+from torchlime.text.kernel import HybridKernel  # noqa: E402
+from torchlime.text.models import BigramMLM, load_text_model  # noqa: E402
 
 
 def roc_auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -121,7 +121,7 @@ def main() -> None:
                   f"± {row['auc_std']:.3f}  |coef| AUC {row['auc_abs_mean']:.3f}  R² {row['r2_mean']:.3f}  "
                   f"{seconds:6.1f}s")
     payload = dict(header(ids.device), benchmark="text_rationale", n_sentences=len(data),
-                   model="TextCNN (torchlime/data/text_cnn.pt)", model_accuracy=accuracy,
+                   model="TextCNN (torchlime/text/weights/text_cnn.pt)", model_accuracy=accuracy,
                    mean_features=float(n_feat.float().mean()), max_features=f_max,
                    rationale_fraction=float(data.rationale.sum() / valid.sum()),
                    mlm="BigramMLM fitted on make_text_dataset(6000, seed=0)", preset="lime_text",

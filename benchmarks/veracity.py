@@ -42,8 +42,8 @@ from veracity_lib import (ATTACK, SETTINGS, adversarials, explain_many, flip_cur
 from veracity_report import load, plots, tables  # noqa: E402
 from veracity_tune import tune  # noqa: E402
 
-from torchlime import audio_data  # noqa: E402
-from torchlime.audio_models import load_audio_model  # noqa: E402
+from torchlime.audio import data as audio_data  # noqa: E402
+from torchlime.audio.models import load_audio_model  # noqa: E402
 
 
 def prepare(model: torch.nn.Module, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

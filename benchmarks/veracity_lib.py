@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from torchlime.audio import explain_spectrogram
-from torchlime.audio_segments import grid
+from torchlime.audio.segments import grid
 from torchlime.sampling import BernoulliSampler, valid_features
 from torchlime.surrogate import Ridge
 from torchlime.weighting import ExponentialKernel, mask_distance

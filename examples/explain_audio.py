@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from torchlime import audio_data
+from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram
-from torchlime.audio_models import load_audio_model
-from torchlime.audio_viz import plot_spectrogram_explanation, save_top_segments_wav
+from torchlime.audio.models import load_audio_model
+from torchlime.audio.viz import plot_spectrogram_explanation, save_top_segments_wav
 
 
 def region_scores(top: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,7 +1,7 @@
 """Train the demo CNN on synthetic images with a planted ground truth.
 
 Generates training images (seed 0) and held-out test images (seed 1) with
-:mod:`torchlime.demo_data`, trains :class:`torchlime.models.DemoNet`
+:mod:`torchlime.image.data`, trains :class:`torchlime.image.models.DemoNet`
 deterministically on the CPU, checks that the model relies on the evidence
 object (and not on the distractors), and writes
 
@@ -10,7 +10,7 @@ object (and not on the distractors), and writes
   sha256 of the weights file.
 
 Usage:
-    python examples/train_demo_model.py [--out torchlime/data] [--epochs N]
+    python examples/train_demo_model.py --out DIR [--epochs N]
 
 Re-running with the same arguments (and the same torch build and thread count)
 reproduces the weights bit for bit; compare ``weights_sha256`` in the JSON.
@@ -30,8 +30,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchlime.demo_data import CLASS_NAMES, Scenes, make_images, make_scenes
-from torchlime.models import METADATA_FILE, WEIGHTS_FILE, DemoNet
+from torchlime.image.data import CLASS_NAMES, Scenes, make_images, make_scenes
+from torchlime.image.models import METADATA_FILE, WEIGHTS_FILE, DemoNet
 
 TRAIN_SEED = 0
 TEST_SEED = 1
@@ -41,8 +41,8 @@ IMAGE_SIZE = 64
 def parse_args() -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    default_out = Path(__file__).resolve().parents[1] / "torchlime" / "data"
-    parser.add_argument("--out", type=Path, default=default_out, help="output folder")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder (the committed weights live in torchlime/image/weights/)")
     parser.add_argument("--epochs", type=int, default=4, help="passes over the training set")
     parser.add_argument("--n-train", type=int, default=20_000, help="training images")
     parser.add_argument("--n-test", type=int, default=2_000, help="held-out test images")
@@ -212,7 +212,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / WEIGHTS_FILE).write_bytes(blob)
     metadata = {
-        "model": "torchlime.models.DemoNet",
+        "model": "torchlime.image.models.DemoNet",
         "class_names": list(CLASS_NAMES),
         "image_size": IMAGE_SIZE,
         "train_seed": TRAIN_SEED,

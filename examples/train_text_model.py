@@ -1,8 +1,8 @@
 """Train the synthetic-sentiment CNN deterministically on CPU and commit its weights.
 
-    python examples/train_text_model.py            # writes torchlime/data/text_cnn.pt + text_vocab.json
+    python examples/train_text_model.py --out DIR  # writes DIR/text_cnn.pt + DIR/text_vocab.json
 
-Data: ``torchlime.text_data.make_text_dataset`` (train seed 0, held-out seed 1).
+Data: ``torchlime.text.data.make_text_dataset`` (train seed 0, held-out seed 1).
 Filler words are randomly masked ([MASK]), deleted or swapped for other filler
 words during training, so that the perturbations LIME applies stay close to
 what the model has seen (the label never depends on filler). The script fails
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from torchlime.text_data import FILLER_IDS, MASK, PAD, VOCAB, make_text_dataset
-from torchlime.text_models import VOCAB_FILE, WEIGHTS, TextCNN
-from torchlime.text_perturb import delete_tokens
+from torchlime.text.data import FILLER_IDS, MASK, PAD, VOCAB, make_text_dataset
+from torchlime.text.models import VOCAB_FILE, WEIGHTS, TextCNN
+from torchlime.text.perturb import delete_tokens
 
 
 def augment(ids: torch.Tensor, attn: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,8 +41,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-train", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--out", type=Path, default=WEIGHTS)
-    parser.add_argument("--vocab-out", type=Path, default=VOCAB_FILE)
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder (the committed weights live in torchlime/text/weights/)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -71,12 +71,13 @@ def main() -> None:
               f"({time.perf_counter() - t0:.0f}s)")
     if acc < 0.95:
         raise SystemExit(f"held-out accuracy {acc:.4f} < 0.95: not saving")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    weights, vocab_out = args.out / WEIGHTS.name, args.out / VOCAB_FILE.name
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    torch.save({"config": model.config, "state_dict": state, "held_out_accuracy": acc}, args.out)
-    args.vocab_out.write_text(json.dumps({"tokens": list(VOCAB), "pad_id": PAD, "mask_id": MASK,
+    torch.save({"config": model.config, "state_dict": state, "held_out_accuracy": acc}, weights)
+    vocab_out.write_text(json.dumps({"tokens": list(VOCAB), "pad_id": PAD, "mask_id": MASK,
                                           "max_length": int(train.input_ids.shape[1])}, indent=0))
-    print(f"saved {args.out} ({args.out.stat().st_size / 1024:.0f} KiB) and {args.vocab_out}")
+    print(f"saved {weights} ({weights.stat().st_size / 1024:.0f} KiB) and {vocab_out}")
 
 
 if __name__ == "__main__":

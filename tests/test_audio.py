@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.audio import AUDIO_PRESETS, explain_spectrogram, explain_waveform, model_sample_rate
-from torchlime.audio_content import CONTENTS, hidden_content
-from torchlime.audio_segments import (bin_frequencies, even_bands, grid, mel_bands, spectrogram_segments)
-from torchlime.audio_stft import ISTFTModel, crossfade_blend, smooth_edges, stft
+from torchlime.audio._explain import AUDIO_PRESETS, explain_spectrogram, explain_waveform, model_sample_rate
+from torchlime.audio._content import CONTENTS, hidden_content
+from torchlime.audio.segments import (bin_frequencies, even_bands, grid, mel_bands, spectrogram_segments)
+from torchlime.audio.stft import ISTFTModel, crossfade_blend, smooth_edges, stft
 
 
 class CellModel(torch.nn.Module):

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio_content import hidden_content
-from torchlime.audio_segments import mel_bands, bin_frequencies, spectrogram_segments
+from torchlime.audio._content import hidden_content
+from torchlime.audio.segments import mel_bands, bin_frequencies, spectrogram_segments
 
 
 def model(x: torch.Tensor) -> torch.Tensor:

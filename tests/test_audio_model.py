@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchlime import audio_data
+from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio_models import SpecNet, WaveformClassifier, audio_model_info, load_audio_model
+from torchlime.audio.models import SpecNet, WaveformClassifier, audio_model_info, load_audio_model
 
-DATA = Path(__file__).resolve().parents[1] / "torchlime" / "data"
+DATA = Path(__file__).resolve().parents[1] / "torchlime" / "audio" / "weights"
 
 
 def test_clips_are_deterministic_with_known_evidence():

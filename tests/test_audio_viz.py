@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio_stft import stft
-from torchlime.audio_viz import plot_spectrogram_explanation, save_top_segments_wav, write_wav
+from torchlime.audio.stft import stft
+from torchlime.audio.viz import plot_spectrogram_explanation, save_top_segments_wav, write_wav
 
 
 def loudness(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchlime.cli import main
-from torchlime.demo import coverage, hits, run_demo
+from torchlime.image.demo import coverage, hits, run_demo
 
 
 def test_coverage():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from torchlime import Explanation, explain
-from torchlime.viz import image_and_mask
+from torchlime.image.viz import image_and_mask
 
 from helpers import SegmentLinear, grid_labels
 
@@ -76,7 +76,7 @@ def test_image_and_mask_like_lime(exp_and_images):
 
 def test_picture_is_written(exp_and_images, tmp_path):
     pytest.importorskip("matplotlib")
-    from torchlime.viz import save_image_explanation
+    from torchlime.image.viz import save_image_explanation
 
     exp, x = exp_and_images
     path = save_image_explanation(tmp_path / "p.png", x, exp, 1, truth=torch.zeros(12, 12, dtype=torch.bool))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.image import LIME_QUICKSHIFT, Normalized, explain_image
-from torchlime.segments import slic
+from torchlime.image._explain import LIME_QUICKSHIFT, Normalized, explain_image
+from torchlime.image.segments import slic
 
 from helpers import grid_labels
 
@@ -60,7 +60,7 @@ def test_segment_forms_are_equivalent():
 
 def test_lime_preset_uses_quickshift_and_top5():
     pytest.importorskip("skimage")
-    from torchlime.segments import skimage_segments
+    from torchlime.image.segments import skimage_segments
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
     x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))

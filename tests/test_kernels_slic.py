@@ -27,8 +27,8 @@ from torchlime import _backend  # noqa: E402
 from torchlime.kernels import slic as K  # noqa: E402
 from torchlime.kernels.reference import (assign_torch, slic_features,  # noqa: E402
                                          update_torch)
-from torchlime.segments import slic  # noqa: E402
-from torchlime.segments_gpu import seed_grid, slic_triton  # noqa: E402
+from torchlime.image.segments import slic  # noqa: E402
+from torchlime.image._slic_triton import seed_grid, slic_triton  # noqa: E402
 
 INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()

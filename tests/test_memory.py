@@ -6,9 +6,9 @@ import gc
 import pytest
 import torch
 
-from torchlime import memory
+from torchlime import chunking as memory
 from torchlime.forward import default_batch_size
-from torchlime.memory import auto_batch_size, clear_cache
+from torchlime.chunking import auto_batch_size, clear_cache
 
 
 class FakeModel(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Tests of torchlime.segments (CPU; CUDA variants skip cleanly without a GPU)."""
+"""Tests of torchlime.image.segments (CPU; CUDA variants skip cleanly without a GPU)."""
 from __future__ import annotations
 
 import sys
@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torchlime import segments
-from torchlime.segments import boundaries, grid, resolve_segments, skimage_segments, slic
+from torchlime.image import segments
+from torchlime.image.segments import boundaries, grid, resolve_segments, skimage_segments, slic
 
 skimage = pytest.importorskip("skimage")
 from skimage import data as skdata  # noqa: E402

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from torchlime.text import explain_tokens
-from torchlime.text_infill import Infiller
-from torchlime.text_kernel import HybridKernel
+from torchlime.text.infill import Infiller
+from torchlime.text.kernel import HybridKernel
 
 from text_helpers import CLS, MASK, SEP, PositionBag, ToyMLM, batch_with_padding
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from torchlime.text import explain_tokens
-from torchlime.text_infill import Infiller, is_trivial, mlm_candidates
-from torchlime.text_kernel import HybridKernel
+from torchlime.text.infill import Infiller, is_trivial, mlm_candidates
+from torchlime.text.kernel import HybridKernel
 
 from text_helpers import CLS, MASK, PAD, SEP, VOCAB, CheatMLM, PositionBag, Recorder, ToyMLM, batch_with_padding
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchlime.text import explain_tokens
-from torchlime.text_viz import explanation_html, feature_strings, plot_top_features, tokens_html
+from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, tokens_html
 
 from text_helpers import CLS, MASK, SEP, PositionBag
 

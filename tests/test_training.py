@@ -127,11 +127,11 @@ def test_probe_is_a_copy_of_the_inputs():
 
 
 def test_explain_image_as_explain_fn():
-    from torchlime import segments
+    from torchlime.image import segments
     from torchlime.image import explain_image
 
     if not hasattr(segments, "resolve_segments"):
-        pytest.skip("torchlime.segments.resolve_segments (used by explain_image) is not there yet")
+        pytest.skip("torchlime.image.segments.resolve_segments (used by explain_image) is not there yet")
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
     images = torch.rand(2, 3, 16, 16)
     seg = grid_labels(16, 16, 2, 2)

@@ -2,20 +2,25 @@
 
 Every stage (masks, perturbation, forward pass, kernel, surrogate fit) runs as
 batched tensor work on the input's device, for many inputs and targets at once.
+The engine's stages are the top-level modules (``features``, ``sampling``,
+``baselines``, ``perturb``, ``forward``, ``weighting``, ``surrogate``), chained by
+``torchlime.explain`` (module ``engine``); modality front doors live in
+``torchlime.image``, ``torchlime.audio`` and ``torchlime.text``.
 """
+from . import _aliases
 from .accel import Accelerated
 from .audio import explain_spectrogram, explain_waveform
-from .explain import explain
+from .chunking import auto_batch_size
+from .engine import explain
 from .explanation import Explanation
 from .image import explain_image
-from .memory import auto_batch_size
-from .text import explain_tokens, word_ids_from_encoding
-from .text_infill import Infiller
-from .text_kernel import HybridKernel
-from .training import ProbeExplainer
 from .sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
 from .surrogate import KLasso, Lasso, Ridge, Surrogate
+from .text import HybridKernel, Infiller, explain_tokens, word_ids_from_encoding
+from .training import ProbeExplainer
 from .weighting import ExponentialKernel, Kernel, UniformKernel
+
+_aliases.install()
 
 __version__ = "0.1.0"
 

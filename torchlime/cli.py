@@ -19,7 +19,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "demo":
-        from .demo import run_demo
+        from .image.demo import run_demo
 
         s = run_demo(args.out, args.device, args.n_images, args.n_samples, top_k=args.top_k)
         print(f"explained {s['n_images']} images x {s['n_samples']} samples on {s['device']} in "

@@ -96,7 +96,7 @@ class ProbeExplainer:
     def __init__(self, model: Callable[..., Any], probe_inputs: torch.Tensor, features_or_segments: Any, *,
                  every: int = 100, stream: bool = False,
                  explain_fn: Optional[Callable[..., Explanation]] = None, **explain_kwargs: Any) -> None:
-        from .explain import explain
+        from .engine import explain
         from .image import explain_image
 
         if not callable(model):

@@ -17,17 +17,17 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ._checks import check_choice, check_ndim, check_positive_float, check_positive_int, check_tensor, describe
-from .audio_content import ContentSpec, hidden_content
-from .audio_segments import (SegmentSpec, bin_frequencies, check_segment_counts, even_bands, grid, mel_bands,
+from .._checks import check_choice, check_ndim, check_positive_float, check_positive_int, check_tensor, describe
+from ._content import ContentSpec, hidden_content
+from .segments import (SegmentSpec, bin_frequencies, check_segment_counts, even_bands, grid, mel_bands,
                              spectrogram_segments)
-from .audio_stft import ISTFTModel, crossfade_blend, stft
-from .explain import explain, resolve_generator
-from .explanation import Explanation
-from .forward import Model
-from .sampling import BernoulliSampler
-from .surrogate import Ridge
-from .weighting import ExponentialKernel, resolve_kernel
+from .stft import ISTFTModel, crossfade_blend, stft
+from ..engine import explain, resolve_generator
+from ..explanation import Explanation
+from ..forward import Model
+from ..sampling import BernoulliSampler
+from ..surrogate import Ridge
+from ..weighting import ExponentialKernel, resolve_kernel
 
 AUDIO_PRESETS: dict[str, dict[str, Any]] = {
     # SLIME / the veracity study: Bernoulli(1/2) masks, cosine distance on the masks,

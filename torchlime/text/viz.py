@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from .explanation import Explanation
+from ..explanation import Explanation
 
 _GREEN = (22, 163, 74)
 _RED = (220, 38, 38)

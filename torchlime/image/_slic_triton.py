@@ -25,9 +25,9 @@ import math
 
 import torch
 
-from . import _backend
-from .features import relabel
-from .kernels.reference import slic_features
+from .. import _backend
+from ..features import relabel
+from ..kernels.reference import slic_features
 from .segments import _connect, check_slic_args
 
 __all__ = ["slic_triton", "seed_grid"]

@@ -9,7 +9,7 @@ image read row by row from the lowest band: ``id = band * time_segments + slot``
 * ``"time"`` / ``"freq"``: time slots only / frequency bands only;
 * ``"mel"``: the grid with frequency bands equally spaced on the mel scale
   (needs the bins' frequencies: ``sample_rate`` and ``n_fft`` or ``bin_freqs``);
-* ``"slic"``: SLIC superpixels of the spectrogram (``torchlime.segments.slic``);
+* ``"slic"``: SLIC superpixels of the spectrogram (``torchlime.image.segments.slic``);
 * an explicit integer tensor, or a callable ``specs -> tensor``.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from ._checks import check_integer, check_positive_int, describe
+from .._checks import check_integer, check_positive_int, describe
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 SEGMENTATIONS = ("grid", "time", "freq", "mel", "slic")
@@ -115,9 +115,9 @@ def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1
     """SLIC superpixels of spectrograms (B, C, Fr, Tm), each min-max scaled to [0, 1] first.
 
     Returns:
-        long (B, Fr, Tm), labels 0..F_b-1 per spectrogram (``torchlime.segments.slic``).
+        long (B, Fr, Tm), labels 0..F_b-1 per spectrogram (``torchlime.image.segments.slic``).
     """
-    from .segments import slic  # imported lazily: the image module is optional for audio
+    from ..image.segments import slic  # imported lazily: the image module is optional for audio
 
     x = specs.float()
     lo = x.amin(dim=(1, 2, 3), keepdim=True)

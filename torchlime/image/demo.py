@@ -1,7 +1,7 @@
 """``torchlime demo``: explain held-out images of the embedded model and check them against the truth.
 
-The embedded classifier (``torchlime.models.DemoNet``, weights in
-``torchlime/data``) sees synthetic images whose class is decided by one
+The embedded classifier (``torchlime.image.models.DemoNet``, weights in
+``torchlime/image/weights``) sees synthetic images whose class is decided by one
 planted object among distractors, so the right explanation is known pixel by
 pixel. The demo explains a batch of held-out images in one call and reports,
 per image, how much of the planted object the top-k segments cover.
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from .demo_data import CLASS_NAMES, make_images
-from .image import explain_image
+from .data import CLASS_NAMES, make_images
+from ._explain import explain_image
 from .models import load_demo_model
 from .segments import slic
 

@@ -12,8 +12,8 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ._checks import check_positive_int
-from .explanation import Explanation
+from .._checks import check_positive_int
+from ..explanation import Explanation
 from .segments import boundaries
 
 

@@ -4,7 +4,7 @@
 129 bins x 63 frames for a 1 s clip at 8 kHz) into "no_voice" / "voice";
 ``WaveformClassifier`` puts the spectrogram front end inside the module so it
 takes raw audio. ``load_audio_model`` loads the weights shipped in
-``torchlime/data/audio_cnn.pt`` (trained by ``examples/train_audio_model.py``)
+``torchlime/audio/weights/audio_cnn.pt`` (trained by ``examples/train_audio_model.py``)
 with ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import nn
 
-from . import audio_data
+from . import data as audio_data
 
 WEIGHTS = "audio_cnn.pt"
 METADATA = "audio_cnn.json"
@@ -80,7 +80,7 @@ class WaveformClassifier(nn.Module):
 
 
 def _data_file(name: str) -> Path:
-    return Path(str(resources.files("torchlime") / "data" / name))
+    return Path(str(resources.files(__package__) / "weights" / name))
 
 
 def audio_model_info() -> dict[str, Any]:

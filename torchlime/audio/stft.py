@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .forward import model_placement
+from ..forward import model_placement
 
 
 def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> torch.Tensor:

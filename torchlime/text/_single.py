@@ -25,8 +25,8 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from .text_infill import Infiller, choose, mlm_candidates
-from .text_perturb import Chunk, pack
+from .infill import Infiller, choose, mlm_candidates
+from .perturb import Chunk, pack
 
 Scorer = Callable[[Callable[[int, int], torch.Tensor], int], torch.Tensor]
 

@@ -31,7 +31,7 @@ from typing import Callable, Optional, Union
 
 import torch
 
-from ._checks import describe
+from .._checks import describe
 
 ContentSpec = Union[str, float, int, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 CONTENTS = ("zero", "min", "max", "mean", "noise", "shuffle", "blur")

@@ -3,7 +3,7 @@
 ``TextCNN`` embeds tokens, runs one width-3 convolution (so it sees each token
 with its neighbours: "not good" differs from "good"), max-pools over the
 attended positions only and classifies. The committed weights
-(``torchlime/data/text_cnn.pt``, trained by ``examples/train_text_model.py``)
+(``torchlime/text/weights/text_cnn.pt``, trained by ``examples/train_text_model.py``)
 load with ``load_text_model``.
 
 ``BigramMLM`` is a masked LM with no training loop: it scores a masked position
@@ -19,7 +19,7 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent / "weights"
 WEIGHTS = DATA_DIR / "text_cnn.pt"
 VOCAB_FILE = DATA_DIR / "text_vocab.json"
 

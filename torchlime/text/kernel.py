@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 from torch import nn
 
-from ._checks import check_positive_float, describe
+from .._checks import check_positive_float, describe
 
 EmbeddingSpec = Union[torch.Tensor, nn.Module]
 

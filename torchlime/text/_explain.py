@@ -15,18 +15,18 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
 
-from ._checks import check_choice, check_integer, check_tensor, describe
-from .explain import explain, resolve_generator
-from .explanation import Explanation
-from .features import relabel
-from .forward import eval_mode, model_placement, run_chunks, select_output
-from .presets import UNSET, apply_preset
-from .text_infill import Infiller, joint_fill
-from .text_kernel import HybridKernel, embedding_matrix
-from .text_perturb import (Chunk, TokenModel, default_text_batch_size, make_perturb_fn, pack,
+from .._checks import check_choice, check_integer, check_tensor, describe
+from ..engine import explain, resolve_generator
+from ..explanation import Explanation
+from ..features import relabel
+from ..forward import eval_mode, model_placement, run_chunks, select_output
+from ..presets import UNSET, apply_preset
+from .infill import Infiller, joint_fill
+from .kernel import HybridKernel, embedding_matrix
+from .perturb import (Chunk, TokenModel, default_text_batch_size, make_perturb_fn, pack,
                            resolve_model_inputs)
-from .text_single import plan_single
-from .weighting import Kernel
+from ._single import plan_single
+from ..weighting import Kernel
 
 MODES = ("replace", "delete", "infill")
 _RESERVED = ("inputs", "features", "baseline", "perturb_fn")

@@ -14,7 +14,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import torch
 from torch import nn
 
-from ._checks import check_choice
+from .._checks import check_choice
 
 MODEL_INPUTS = ("auto", "positional", "keywords", "ids")
 

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._checks import (check_choice, check_integer, check_ndim, check_positive_float,
+from .._checks import (check_choice, check_integer, check_ndim, check_positive_float,
                       check_positive_int, check_same_device, check_tensor, describe)
-from .features import relabel
+from ..features import relabel
 
 SegmentsArg = Union[None, str, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]
 METHODS = ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic")

@@ -5,11 +5,11 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
-from ._checks import check_ndim, check_tensor
-from .explain import explain
-from .explanation import Explanation
-from .forward import Model
-from .presets import UNSET
+from .._checks import check_ndim, check_tensor
+from ..engine import explain
+from ..explanation import Explanation
+from ..forward import Model
+from ..presets import UNSET
 
 #: lime's image segmentation (lime_image.explain_instance's default)
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)

@@ -244,7 +244,7 @@ def _chunk_size(model: Model, batch_size: Optional[int], device: torch.device, n
     if isinstance(fixed, int) and fixed > 0:
         return fixed
     if device.type == "cuda":
-        from .memory import auto_batch_size
+        from .chunking import auto_batch_size
 
         return auto_batch_size(model, make_chunk, device, max_size=min(n_rows, 4096),
                                identity=getattr(model, "cache_identity", None))

@@ -1,0 +1,12 @@
+"""Images: superpixel LIME for image classifiers.
+
+``explain_image`` builds superpixel features (``segments``) and a fill, then calls the
+engine once. Submodules: ``segments`` (SLIC on the device, grids, scikit-image adapters),
+``viz`` (pictures, needs matplotlib), ``data`` and ``models`` (the embedded demo classifier
+and its synthetic images with planted ground truth), ``demo`` (``torchlime demo``).
+"""
+from ._explain import LIME_QUICKSHIFT, explain_image
+from .segments import boundaries, grid, resolve_segments, skimage_segments, slic
+
+__all__ = ["explain_image", "LIME_QUICKSHIFT", "slic", "grid", "skimage_segments", "boundaries",
+           "resolve_segments"]
