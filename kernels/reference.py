@@ -57,9 +57,16 @@ def blend_torch(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks
         (c, *shape): ``where(masks[i, labels[i]], x[i], base[i])`` with the extras applied.
     """
     c = masks.shape[0]
-    lab = labels.long().reshape(labels.shape[0], -1).expand(c, -1)
-    keep = masks.gather(1, lab).reshape(c, *labels.shape[1:])
-    out = torch.where(keep, x, base)
+    lab = labels.long().reshape(labels.shape[0], -1)
+    if x.is_floating_point() and base.is_floating_point():
+        # index_select / gather of the masks as weights, then lerp: exact at weights 0 and 1 for
+        # finite values, and several times faster on CPU than gather + where with broadcasting
+        weights = masks.to(x.dtype)
+        keep = weights.index_select(1, lab[0]) if lab.shape[0] == 1 else weights.gather(1, lab)
+        out = torch.lerp(base, x, keep.view(c, *labels.shape[1:]))
+    else:  # token ids, complex spectra
+        keep = masks.gather(1, lab.expand(c, -1)).view(c, *labels.shape[1:])
+        out = torch.where(keep, x, base)
     if mean is not None or std is not None:
         if out.dim() < 2:
             raise ValueError("mean/std need an output with a channel dim (dim 1)")

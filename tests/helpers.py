@@ -28,3 +28,11 @@ def grid_labels(h: int, w: int, rows: int, cols: int) -> torch.Tensor:
     r = torch.arange(h) * rows // h
     c = torch.arange(w) * cols // w
     return r.view(-1, 1) * cols + c.view(1, -1)
+
+
+def forward_order(batch: int, n_samples: int) -> torch.Tensor:
+    """Long (B, S): the position of sample s of input b in the model's stream of rows (the B
+    unperturbed inputs first, then every input's samples 1..S-1, input by input)."""
+    b = torch.arange(batch).view(-1, 1)
+    s = torch.arange(n_samples).view(1, -1)
+    return torch.where(s == 0, b, batch + b * (n_samples - 1) + s - 1)

@@ -1,11 +1,11 @@
-"""Relabelling of arbitrary integer feature ids and feature means."""
+"""Stage 1 (``torchlime.features``): relabelling arbitrary integer ids, grids, per-feature means."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from torchlime.baselines import feature_mean, resolve_baseline
-from torchlime.features import relabel
+from torchlime.baselines import feature_mean
+from torchlime.features import even_bands, grid, relabel
 
 
 def test_relabel_per_input_contiguous_keeps_order(device):
@@ -27,6 +27,31 @@ def test_relabel_rejects_float():
         relabel(torch.zeros(2, 3))
 
 
+def test_relabel_matches_unique_on_random_ids(device):
+    g = torch.Generator().manual_seed(3)
+    f = torch.randint(-3, 50, (5, 7, 9), generator=g).to(device)
+    labels, n = relabel(f)
+    for b in range(5):
+        ids = f[b][f[b] >= 0].unique()  # sorted
+        expected = torch.full_like(f[b], -1)
+        for rank, v in enumerate(ids.tolist()):
+            expected[f[b] == v] = rank
+        assert torch.equal(labels[b], expected) and int(n[b]) == ids.numel()
+
+
+def test_even_bands_and_grid():
+    assert even_bands(10, 3).tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    g = grid((4, 6), (2, 3))
+    assert g.tolist() == [[0, 0, 1, 1, 2, 2], [0, 0, 1, 1, 2, 2], [3, 3, 4, 4, 5, 5], [3, 3, 4, 4, 5, 5]]
+    bands = torch.tensor([0, 1, 1, 1])
+    assert grid((4, 2), (2, 1), bands=(bands, None)).tolist() == [[0, 0], [1, 1], [1, 1], [1, 1]]
+    assert grid((5,), (5,)).tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match=r"`counts` must be at most the size of each dim \(4, 6\), got \(5, 1\)"):
+        grid((4, 6), (5, 1))
+    with pytest.raises(ValueError, match="`counts` must be >= 1, got 0"):
+        grid((4, 6), (0, 1))
+
+
 def test_feature_mean_per_channel_like_lime():
     g = torch.Generator().manual_seed(0)
     x = torch.rand(2, 3, 4, 4, generator=g)
@@ -37,18 +62,3 @@ def test_feature_mean_per_channel_like_lime():
             for f in range(3):
                 sel = labels[b, 0] == f
                 assert torch.allclose(out[b, c][sel], x[b, c][sel].mean().expand(int(sel.sum())))
-
-
-def test_baseline_specs():
-    x = torch.rand(2, 3, 4, 4)
-    lab = torch.zeros(2, 1, 4, 4, dtype=torch.long)
-    assert torch.equal(resolve_baseline(0.5, x, lab, 1), torch.full_like(x, 0.5))
-    assert resolve_baseline("blur", x, lab, 1).shape == x.shape
-    t = torch.rand(3, 1, 1)
-    assert torch.equal(resolve_baseline(t, x, lab, 1), t.expand_as(x))
-    with pytest.raises(ValueError, match=r"`baseline` of shape \(5,\) does not broadcast"):
-        resolve_baseline(torch.zeros(5), x, lab, 1)
-    with pytest.raises(ValueError, match="`baseline` string must be 'mean', 'blur' or 'zero'"):
-        resolve_baseline("median", x, lab, 1)
-    with pytest.raises(TypeError, match="`baseline` must be a number, tensor"):
-        resolve_baseline(True, x, lab, 1)

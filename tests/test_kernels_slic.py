@@ -1,5 +1,5 @@
 """SLIC kernels (``kernels/slic.py``) against their torch references, the backend routing and
-``segments_gpu.slic_triton``.
+the kernel path of SLIC (``image._slic.iterate_triton``).
 
 Kernel cases are parametrised over two devices, exactly as in ``test_kernels.py``:
 
@@ -27,11 +27,20 @@ from torchlime import _backend  # noqa: E402
 from torchlime.kernels import slic as K  # noqa: E402
 from torchlime.kernels.reference import (assign_torch, slic_features,  # noqa: E402
                                          update_torch)
+from torchlime.image._slic import finish, iterate_triton, seed_grid, to_lab  # noqa: E402
 from torchlime.image.segments import slic  # noqa: E402
-from torchlime.image._slic_triton import seed_grid, slic_triton  # noqa: E402
 
 INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()
+
+
+def slic_triton(images, n_segments=100, compactness=10.0, n_iter=10, max_size_factor=3.0,
+                min_size_factor=0.25, lab=True):
+    """SLIC through the kernel path: ``_backend.slic_assign`` / ``slic_update`` (the kernels where
+    the backend routes to them, their references otherwise) and the shared post-processing."""
+    grid = seed_grid(images.shape[2], images.shape[3], n_segments)
+    clusters = iterate_triton(to_lab(images, lab), grid, compactness, n_iter)
+    return finish(clusters, grid, n_segments, max_size_factor, min_size_factor)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -241,7 +250,7 @@ def test_slic_triton_kernels_vs_references(device, monkeypatch):
 def test_backend_uses_kernels_on_cuda(monkeypatch):
     if INTERPRETED:
         pytest.skip("the cuda cases check the compiled kernels; this process interprets them")
-    monkeypatch.delenv("TORCHLIME_DISABLE_TRITON", raising=False)
+    monkeypatch.delenv("TORCHLIME_BACKEND", raising=False)
     b, d, h, w, cell = CASES["b2_d5_20x20_cell6x7"]
     feats, cents = _inputs("cuda", b, d, h, w, cell)
     calls = []
@@ -254,7 +263,7 @@ def test_backend_uses_kernels_on_cuda(monkeypatch):
     ref = update_torch(feats, labels, cents.shape[1] * cents.shape[2], cell)
     torch.testing.assert_close(sums, ref[0], rtol=1e-5, atol=1e-4)
     assert torch.equal(counts, ref[1]) and calls == [1, 2]
-    monkeypatch.setenv("TORCHLIME_DISABLE_TRITON", "1")  # disabled: references
+    monkeypatch.setenv("TORCHLIME_BACKEND", "torch")  # disabled: references
     _backend.slic_assign(feats, cents, cell)
     assert calls == [1, 2]
 
@@ -470,17 +479,3 @@ def test_slic_triton_sharp_edge():
         for k in labels[b].unique():
             side = left[b][labels[b] == k]
             assert side.all() or not side.any()
-
-
-@pytest.mark.parametrize("call, error, match", [
-    (lambda x: slic_triton(x.numpy()), TypeError, r"`images` must be a torch.Tensor"),
-    (lambda x: slic_triton(x[0]), ValueError, r"`images` must have 4 dimensions"),
-    (lambda x: slic_triton(x, n_segments=0), ValueError, r"`n_segments` must be >= 1"),
-    (lambda x: slic_triton(x, compactness=-1), ValueError, r"`compactness` must be finite and > 0"),
-    (lambda x: slic_triton(x, n_iter=0), ValueError, r"`n_iter` must be >= 1"),
-    (lambda x: slic_triton(x * float("nan")), ValueError, r"`images` must be finite"),
-    (lambda x: slic_triton(x, lab=1), TypeError, r"`lab` must be a bool"),
-])
-def test_slic_triton_errors(call, error, match):
-    with pytest.raises(error, match=match):
-        call(torch.rand(2, 3, 8, 8))

@@ -5,6 +5,8 @@ from typing import Optional
 
 import torch
 
+from helpers import forward_order
+
 CLS, SEP, MASK, PAD = 1, 2, 3, 0
 VOCAB = 40
 
@@ -37,10 +39,11 @@ class Recorder(torch.nn.Module):
         self.calls.append((input_ids.clone(), attention_mask.clone()))
         return self.model(input_ids, attention_mask)
 
-    def perturbed(self, n_reference: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """All rows after the first ``n_reference`` (the engine's reference call)."""
-        ids = torch.cat([c[0] for c in self.calls])[n_reference:]
-        attn = torch.cat([c[1] for c in self.calls])[n_reference:]
+    def perturbed(self, batch: int, n_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The engine's B x S rows (the last ones it saw), in input-major (B·S) order."""
+        order = forward_order(batch, n_samples).flatten()
+        ids = torch.cat([c[0] for c in self.calls])[-batch * n_samples:][order]
+        attn = torch.cat([c[1] for c in self.calls])[-batch * n_samples:][order]
         return ids, attn
 
 

@@ -10,7 +10,6 @@ The engine's stages are the top-level modules (``features``, ``sampling``,
 from . import _aliases
 from .accel import Accelerated
 from .audio import explain_spectrogram, explain_waveform
-from .chunking import auto_batch_size
 from .engine import explain
 from .explanation import Explanation
 from .image import explain_image
@@ -26,7 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "explain", "explain_image", "explain_spectrogram", "explain_waveform", "explain_tokens", "Explanation",
-    "Accelerated", "auto_batch_size", "ProbeExplainer", "Infiller", "HybridKernel", "word_ids_from_encoding",
+    "Accelerated", "ProbeExplainer", "Infiller", "HybridKernel", "word_ids_from_encoding",
     "Sampler", "BernoulliSampler", "UniformCountSampler", "ShapleySampler",
     "Kernel", "ExponentialKernel", "UniformKernel",
     "Surrogate", "Ridge", "Lasso", "KLasso",

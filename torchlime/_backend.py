@@ -1,16 +1,39 @@
-"""The one place that decides between Triton kernels and their torch references.
+"""The one door to ``kernels/``: Triton kernels or their torch references.
 
-Triton is used only for CUDA tensors, when ``triton`` imports, when the
-environment variable ``TORCHLIME_DISABLE_TRITON`` is unset (or "0"), and when
-torch's deterministic-algorithms mode is off (the torch reference is the
-deterministic path). Every kernel has a torch reference with the same signature.
+``TORCHLIME_BACKEND`` chooses, read at every call:
+
+* ``auto`` (default): the Triton kernels for CUDA tensors, when ``triton`` imports and
+  torch's deterministic-algorithms mode is off (the references are the deterministic
+  path); the torch references otherwise;
+* ``torch``: never Triton;
+* ``triton``: always Triton, for CUDA tensors, and for CPU tensors when the kernels
+  run under Triton's interpreter (``TRITON_INTERPRET=1`` set before torchlime's kernels
+  are first imported), so a CPU-only machine runs exactly the product path a GPU runs.
+
+A kernel that does not handle its inputs (a dtype or layout it does not support)
+falls back to its reference in every mode. No other module imports ``kernels/``.
 """
 from __future__ import annotations
 
 import functools
 import os
+from typing import Any, Optional, Sequence
 
 import torch
+
+MODES = ("auto", "torch", "triton")
+
+
+def mode() -> str:
+    """The backend chosen by ``TORCHLIME_BACKEND`` ("auto" when unset).
+
+    Raises:
+        ValueError: for a value other than auto, torch or triton.
+    """
+    value = os.environ.get("TORCHLIME_BACKEND", "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise ValueError(f"TORCHLIME_BACKEND must be one of {list(MODES)}, got {value!r}")
+    return value
 
 
 @functools.lru_cache(maxsize=1)
@@ -18,66 +41,73 @@ def triton_available() -> bool:
     """True when ``triton`` can be imported."""
     try:
         import triton  # noqa: F401
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken install counts as missing
         return False
     return True
 
 
 def interpreting() -> bool:
-    """True under ``TRITON_INTERPRET=1`` (kernels run on CPU tensors through the interpreter)."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    """True when the kernels run under Triton's interpreter (on CPU tensors)."""
+    if not triton_available():
+        return False
+    from .kernels import blend as kernel
+
+    return kernel.interpreted()
 
 
 def use_triton(x: torch.Tensor) -> bool:
-    """Whether the Triton kernel should handle tensor ``x``."""
-    if os.environ.get("TORCHLIME_DISABLE_TRITON", "0") not in ("", "0"):
-        return False
-    if torch.are_deterministic_algorithms_enabled():
-        return False
-    if not x.is_cuda:
-        return False
-    return triton_available()
+    """Whether the Triton kernels handle tensor ``x`` (see the module docstring).
 
-
-def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """Mask expansion + baseline blend, see ``perturb.blend_reference`` for the contract."""
-    if use_triton(x):
-        from .kernels import blend as kernel
-
-        if kernel.supports(x, base, labels, masks):
-            return kernel.blend(x, base, labels, masks)
-    from .perturb import blend_reference
-
-    return blend_reference(x, base, labels, masks)
-
-
-def blend_cast(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, *,
-               out_dtype: torch.dtype | None = None, mean=None, std=None,
-               channels_last: bool = False) -> torch.Tensor:
-    """``blend`` with the GPU pipeline's extras fused: cast, per-channel normalisation, layout.
-
-    ``out_dtype`` (default ``x.dtype``), ``mean``/``std`` (per channel = dim 1 of the output;
-    ``(v - mean) / std`` in float32, float64 for float64 inputs) and ``channels_last`` (4-D
-    outputs) as in ``kernels.reference.blend_torch``, which is the fallback.
+    Raises:
+        RuntimeError: ``TORCHLIME_BACKEND=triton`` for a CPU tensor without the interpreter,
+            or without triton installed.
     """
+    chosen = mode()
+    if chosen == "torch":
+        return False
+    if chosen == "auto":
+        return x.is_cuda and not torch.are_deterministic_algorithms_enabled() and triton_available()
+    if not triton_available():
+        raise RuntimeError("TORCHLIME_BACKEND=triton needs the triton package: pip install triton")
+    if not x.is_cuda and not interpreting():
+        raise RuntimeError(f"TORCHLIME_BACKEND=triton needs CUDA tensors, or TRITON_INTERPRET=1 set before "
+                           f"torchlime is imported to run the kernels on the CPU; got a tensor on {x.device}")
+    return True
+
+
+def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, *,
+          out_dtype: Optional[torch.dtype] = None, mean: Optional[Sequence[float]] = None,
+          std: Optional[Sequence[float]] = None, channels_last: bool = False) -> torch.Tensor:
+    """Mask expansion + baseline blend, with the cast, per-channel normalisation and layout fused.
+
+    ``where(masks[i, labels[i]], x[i], base[i])``, then ``(v - mean) / std`` per channel
+    (dim 1), cast to ``out_dtype``, ``channels_last`` for 4-D results: the contract of
+    ``kernels.reference.blend_torch``.
+
+    Args:
+        x, base: (1 or c, *shape). labels: long (1 or c, *fshape). masks: bool (c, F).
+    """
+    extras: dict[str, Any] = dict(out_dtype=out_dtype, mean=mean, std=std, channels_last=channels_last)
     if use_triton(x):
         from .kernels import blend as kernel
 
         if kernel.supports(x, base, labels, masks):
-            return kernel.blend(x, base, labels, masks, out_dtype=out_dtype, mean=mean, std=std,
-                                channels_last=channels_last)
+            return kernel.blend(x, base, labels, masks, **extras)
     from .kernels.reference import blend_torch
 
-    return blend_torch(x, base, labels, masks, out_dtype=out_dtype, mean=mean, std=std,
-                       channels_last=channels_last)
+    return blend_torch(x, base, labels, masks, **extras)
 
 
-def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.Tensor, torch.Tensor]:
-    """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``.
+def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
+    """SLIC's per-pixel features [colour, y * scale, x * scale]: float32 (B, C + 2, H, W)."""
+    from .kernels.reference import slic_features as features
 
-    ``kernels.slic.assign`` when ``use_triton(features)`` and it supports the inputs (float32),
-    else the torch reference (same results up to the compiled kernel's fused multiply-adds).
-    """
+    return features(colour, scale)
+
+
+def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``."""
     if use_triton(features):
         from .kernels import slic as kernel
 
@@ -89,16 +119,10 @@ def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[to
 
 
 def slic_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-                cell=None) -> tuple[torch.Tensor, torch.Tensor]:
+                cell: Optional[tuple[int, int]] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """SLIC centre update: (per-centre feature sums, int32 pixel counts), see
-    ``kernels.reference.update_torch``.
-
-    ``kernels.slic.update`` when ``use_triton(features)`` and it supports the inputs, else the
-    torch reference. With ``cell`` the kernel is deterministic (per-centre reduction); with
-    ``cell=None`` it adds atomically (float sums order-dependent). The reference is
-    deterministic on CPU and, on CUDA, under ``torch.use_deterministic_algorithms(True)``
-    (which also routes here to it).
-    """
+    ``kernels.reference.update_torch``. With ``cell`` the kernel is a deterministic
+    per-centre reduction."""
     if use_triton(features):
         from .kernels import slic as kernel
 

@@ -74,3 +74,16 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}")
     return value
+
+
+def nonfinite_error(value: torch.Tensor, name: str) -> ValueError:
+    """The error for a batched tensor (B, ...) holding NaN or inf: how many values, which inputs."""
+    bad = ~torch.isfinite(value.reshape(value.shape[0], -1))
+    rows = bad.any(1).nonzero().flatten().tolist()
+    return ValueError(f"`{name}` must be finite, got {int(bad.sum())} NaN/inf values (inputs {rows})")
+
+
+def check_finite(value: torch.Tensor, name: str) -> None:
+    """Raise ``ValueError`` (``nonfinite_error``) if a floating or complex (B, ...) tensor holds NaN/inf."""
+    if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
+        raise nonfinite_error(value, name)

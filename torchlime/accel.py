@@ -14,7 +14,9 @@ this module makes no claim of its own.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Optional, Union
 
@@ -22,6 +24,7 @@ import torch
 from torch import nn
 
 from ._checks import check_positive_int, describe
+from .forward import InputFormat
 
 AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 CompileArg = Union[bool, dict]
@@ -240,6 +243,11 @@ class Accelerated(nn.Module):
         object.__setattr__(self, "_fn", fn)
 
     @property
+    def input_format(self) -> InputFormat:
+        """The chunks this wrapper wants: its autocast dtype and channels-last 4-D inputs."""
+        return InputFormat(self.autocast, self.channels_last)
+
+    @property
     def fixed_shapes(self) -> bool:
         """Whether batches are split / padded to a bounded set of shapes."""
         return self.cuda_graphs or self.chunk_size is not None
@@ -321,3 +329,35 @@ def _slice_pad(args: tuple, kwargs: dict, n: int, start: int, stop: int, size: i
         return part
 
     return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
+
+
+ACCELERATE = (None, "fast")
+_FAST: "weakref.WeakKeyDictionary[Any, Accelerated]" = weakref.WeakKeyDictionary()
+
+
+def accelerate_model(model: Callable[..., Any], accelerate: Optional[str], inputs: torch.Tensor) -> Callable[..., Any]:
+    """The model a front door runs for ``accelerate`` (None or "fast").
+
+    "fast" on CUDA inputs: ``Accelerated(model, autocast=torch.bfloat16, channels_last=True,
+    compile=True)`` (channels-last for 4-D inputs, which converts the model's 4-D weights to
+    channels-last in place, values unchanged), made once per model and reused, so it compiles
+    once. On the CPU the model runs as given (bf16 and compilation rarely pay there).
+
+    Raises:
+        ValueError: for another value of ``accelerate``.
+    """
+    if accelerate is None:
+        return model
+    if accelerate not in ACCELERATE:
+        raise ValueError(f"`accelerate` must be None or 'fast', got {describe(accelerate)}")
+    if not inputs.is_cuda:
+        return model
+    try:
+        fast = _FAST.get(model)
+    except TypeError:  # not weak-referenceable: no reuse
+        fast = None
+    if fast is None:
+        fast = Accelerated(model, autocast=torch.bfloat16, channels_last=inputs.ndim == 4, compile=True)
+        with contextlib.suppress(TypeError):
+            _FAST[model] = fast
+    return fast

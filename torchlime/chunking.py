@@ -1,223 +1,222 @@
-"""``auto_batch_size``: the largest chunk of perturbed inputs that fits in GPU memory.
+"""The chunk-size policy: how many perturbed rows go through the model per call.
 
-On CUDA the chunk size is found by probing: forward passes of growing chunks
-(doubling from ``start``) until one does not fit, then bisection between the last
-chunk that fitted and the first that did not. A chunk "fits" when its forward pass
-raises no out-of-memory error and its peak memory stays under ``fraction`` of the
-memory that was available before it. The answer is cached per (model, per-row input
-shapes and dtypes, device, limits), so the probing runs once per model and shape.
+The best chunk depends on the model, the machine and the torch version (on a 2-core
+CPU a mobilenet runs 1000 images fastest 10 at a time; on a GPU a resnet50 wants
+hundreds), so it is chosen by measurement, not by a byte rule. The first time a
+model meets an input shape on a device, the forward stage runs its first chunks at
+growing sizes (real rows whose outputs are kept: the model sees every row exactly
+once), each size once to warm up and once timed; it stops growing when a size no
+longer lowers the time per row by more than 2 %, and keeps the smallest size within
+2 % of the fastest. The choice is cached per (model, per-row shape and dtype, device,
+``max_memory``), as cuDNN's benchmark mode caches its algorithms; a call with too few
+rows to finish leaves its timings for the next one. Coefficients never depend on the
+chunk (the fit accumulates in fixed blocks of rows).
 
-On CPU no probing is done: the result is ``forward.default_batch_size``'s rule.
+On CUDA every chunk stays within a memory budget: ``max_memory`` bytes, or that
+fraction (0, 1] of the device's total memory; by default half of the memory free when
+the call starts. The peak memory of the measured chunks gives the bytes per row, and
+sizes predicted to exceed the budget are not tried. A real out-of-memory error halves
+the chunk and runs the same rows again (with a warning); finished rows are kept.
 """
 from __future__ import annotations
 
+import contextlib
+import time
+import warnings
 import weakref
-from typing import Any, Callable, Optional, Union
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional, Union
 
 import torch
 
-from ._checks import check_positive_float, check_positive_int, describe
-from .forward import _is_oom, call_model, default_batch_size, eval_mode, model_placement
+from ._checks import describe
 
-#: (id(model), per-row signature, device, max_size, fraction) -> chunk size
-_CACHE: dict[tuple, int] = {}
+MemorySpec = Union[None, int, float]
+GAIN = 0.02          # a larger chunk must be this much faster per row to be worth growing to
+START = {"cpu": 4, "cuda": 16}
+MAX_CHUNK = 4096
+
+_CACHE: dict[tuple, "_Entry"] = {}
+
+
+@dataclass
+class _Entry:
+    """What is known about one (model, row signature, device, max_memory)."""
+
+    per_row: dict[int, float] = field(default_factory=dict)   # size -> seconds per row
+    warmed: set[int] = field(default_factory=set)
+    bytes_per_row: float = 0.0                               # CUDA peak memory of a chunk / its rows
+    ceiling: int = MAX_CHUNK                                  # largest size that ran (halved on OOM)
+    best: Optional[int] = None                                # set once the measurement is done
 
 
 def clear_cache() -> None:
-    """Forget every chunk size found so far (e.g. after freeing or taking GPU memory)."""
+    """Forget every measured chunk size (e.g. after the machine's load changed)."""
     _CACHE.clear()
 
 
-def _on_cuda(device: torch.device) -> bool:
-    """Whether to probe (CUDA device and CUDA available); tests replace it to probe on CPU."""
-    return device.type == "cuda" and torch.cuda.is_available()
-
-
-def _leaves(chunk: Any) -> list[torch.Tensor]:
-    """The tensors of a chunk: a tensor, or a tuple / list / dict of them."""
-    if isinstance(chunk, torch.Tensor):
-        return [chunk]
-    if isinstance(chunk, dict):
-        return [v for v in chunk.values() if isinstance(v, torch.Tensor)]
-    if isinstance(chunk, (tuple, list)):
-        return [v for v in chunk if isinstance(v, torch.Tensor)]
-    return []
-
-
-def _signature(chunk: Any) -> tuple:
-    """Per-row shapes and dtypes of a chunk's tensors (dim 0, the rows, left out)."""
-    leaves = _leaves(chunk)
-    if not leaves:
-        raise TypeError(f"`make_chunk` must return a tensor, or a tuple / list / dict of tensors, "
-                        f"got {describe(chunk)}")
-    return tuple((tuple(t.shape[1:]), t.dtype) for t in leaves)
-
-
-def _available_bytes(device: torch.device) -> Optional[int]:
-    """Memory a chunk may use: free device memory plus the allocator's reusable cache (None off CUDA)."""
-    if device.type != "cuda":
-        return None
-    free, _ = torch.cuda.mem_get_info(device)
-    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return int(free + cached)
-
-
-def _reset_peak(device: torch.device) -> int:
-    """Reset the peak counter; returns the bytes allocated now (0 off CUDA)."""
-    if device.type != "cuda":
-        return 0
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    return torch.cuda.memory_allocated(device)
-
-
-def _peak_bytes(device: torch.device, base: int) -> int:
-    """Peak bytes allocated since ``_reset_peak`` above ``base`` (0 off CUDA)."""
-    if device.type != "cuda":
-        return 0
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - base
-
-
-def _empty_cache() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-
-
-def _fits(model: Any, make_chunk: Callable[[int], Any], n: int, device: torch.device,
-          placement: tuple[torch.device, torch.dtype], fraction: float) -> bool:
-    """One probe: does a forward pass of ``n`` rows run, within ``fraction`` of the available memory?"""
-    available = _available_bytes(device)
-    base = _reset_peak(device)
-    oom = False
-    try:
-        chunk = make_chunk(n)
-        with torch.inference_mode():
-            out = call_model(model, chunk, *placement)
-        del chunk, out
-    except Exception as err:  # noqa: BLE001 - only out-of-memory is a probe result
-        if not _is_oom(err):
-            raise
-        oom = True
-    # outside the except block, so the traceback's tensors are gone before the cache is emptied
-    peak = _peak_bytes(device, base)
-    _empty_cache()
-    if oom:
-        return False
-    return available is None or peak <= fraction * available
-
-
-def _search(fits: Callable[[int], bool], start: int, max_size: int) -> int:
-    """Largest n in [1, max_size] with ``fits(n)``, assuming fits is monotone (True then False).
-
-    Doubling from ``start`` (or halving when ``start`` does not fit) brackets the answer
-    between a size that fits and one that does not; bisection closes the bracket.
+def check_max_memory(max_memory: Any) -> MemorySpec:
+    """Validate ``max_memory``: None, bytes (int >= 1) or a fraction of the device memory in (0, 1].
 
     Raises:
-        torch.OutOfMemoryError: when a single row does not fit.
+        TypeError / ValueError: naming the argument, what was expected and what came.
     """
-    n = min(start, max_size)
-    if fits(n):
-        lo, hi = n, None
-        while lo < max_size:
-            n = min(2 * lo, max_size)
-            if not fits(n):
-                hi = n
-                break
-            lo = n
-        if hi is None:
-            return lo
-    else:
-        hi = n
-        lo = 0
-        while hi > 1:
-            n = hi // 2
-            if fits(n):
-                lo = n
-                break
-            hi = n
-        if lo == 0:
-            raise torch.OutOfMemoryError("auto_batch_size: a chunk of a single row does not fit in "
-                                         "the available device memory")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    if max_memory is None:
+        return None
+    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)):
+        raise TypeError(f"`max_memory` must be None, a number of bytes (int) or a fraction in (0, 1] "
+                        f"(float), got {describe(max_memory)}")
+    if isinstance(max_memory, int) and max_memory < 1:
+        raise ValueError(f"`max_memory` in bytes must be >= 1, got {max_memory}")
+    if isinstance(max_memory, float) and not 0.0 < max_memory <= 1.0:
+        raise ValueError(f"`max_memory` as a fraction must be in (0, 1], got {max_memory}")
+    return max_memory
 
 
-def _forget(key_id: int) -> None:
-    for key in [k for k in _CACHE if k[0] == key_id]:
+def memory_budget(max_memory: MemorySpec, device: torch.device) -> Optional[int]:
+    """Bytes a chunk may take on ``device``: None off CUDA (no budget)."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    if max_memory is None:
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int((free + cached) // 2)
+    if isinstance(max_memory, float):
+        return int(max_memory * total)
+    return int(max_memory)
+
+
+def _forget(owner_id: int) -> None:
+    for key in [k for k in _CACHE if k[0] == owner_id]:
         del _CACHE[key]
 
 
-def auto_batch_size(model: Callable[..., Any], make_chunk: Callable[[int], Any],
-                    device: Union[str, torch.device], *, start: int = 64, max_size: int = 4096,
-                    fraction: float = 0.8, identity: Any = None) -> int:
-    """The largest chunk of rows whose forward pass fits in the device's memory.
+class ChunkPlan:
+    """Chunk sizes for one engine call (see the module docstring).
 
     Args:
-        model: the model (``nn.Module`` or callable) run on chunks, in eval mode under
-            ``torch.inference_mode()`` on its own device and dtype (as ``explain`` runs it).
-        make_chunk: ``make_chunk(n)`` returns a chunk of ``n`` rows: a (n, ...) tensor, or a
-            tuple / dict of (n, ...) tensors (the model's positional / keyword arguments).
-            Building the chunk counts towards the probe's memory, as it does in ``explain``.
-        device: where the chunks run (``torch.device`` or string).
-        start: first size probed (doubling from there, halving if it does not fit).
-        max_size: largest size returned (e.g. the number of rows there are).
-        fraction: a chunk fits when its peak memory is at most ``fraction`` of the free
-            memory (device free + the caching allocator's unused blocks) before it, and it
-            raises no out-of-memory error. Below 1 to leave room for other work.
-        identity: the object whose identity keys the cache (default: ``model``); pass the
-            underlying model when ``model`` is a wrapper made afresh on every call (e.g.
-            ``image.Normalized``), or the cache would miss every time.
-
-    Returns:
-        CUDA: the largest fitting size in [1, max_size], rounded down to a multiple of 8
-        when at least 8 (cached: later calls with the same model, per-row shapes, dtypes,
-        device and limits return at once). Other devices: ``forward.default_batch_size``
-        of one row, bounded by ``max_size`` (no probing).
-
-    Raises:
-        TypeError / ValueError: bad arguments (named, with what was expected and got).
-        torch.OutOfMemoryError: on CUDA, when a single row does not fit.
-
-    Note:
-        Probing resets CUDA's peak-memory statistics (``torch.cuda.reset_peak_memory_stats``)
-        and empties the caching allocator after each probe.
+        model: the model run on the chunks (its ``chunk_size`` attribute, if a positive
+            int, fixes the size; its ``cache_identity``, if any, keys the cache).
+        signature: per-row shapes / dtypes / layout of the chunks (part of the cache key).
+        device: where the model runs.
+        batch_size: a fixed size from the caller (no measurement), or None.
+        max_memory: see ``check_max_memory``.
     """
-    if not callable(model):
-        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
-    if not callable(make_chunk):
-        raise TypeError(f"`make_chunk` must be a callable n -> chunk of n rows, got {describe(make_chunk)}")
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"`device` must be a torch.device or a string, got {describe(device)}")
-    device = torch.device(device)
-    check_positive_int(start, "start")
-    check_positive_int(max_size, "max_size")
-    fraction = check_positive_float(fraction, "fraction")
-    if fraction > 1:
-        raise ValueError(f"`fraction` must be in (0, 1], got {fraction}")
 
-    one_row = make_chunk(1)
-    sig = _signature(one_row)
-    if not _on_cuda(device):
-        return default_batch_size(_leaves(one_row)[0], max_size)
-    owner = model if identity is None else identity
-    key = (id(owner), sig, str(device), max_size, fraction)
-    if key in _CACHE:
-        return _CACHE[key]
-    del one_row
-    placement = model_placement(model, torch.empty(0, device=device, dtype=sig[0][1]))
-    with eval_mode(model):
-        size = _search(lambda n: _fits(model, make_chunk, n, device, placement, fraction), start, max_size)
-    if size >= 8:
-        size -= size % 8
-    _CACHE[key] = size
-    try:  # a later model with the same id() must not inherit this size
-        weakref.finalize(owner, _forget, id(owner))
-    except TypeError:  # not weak-referenceable (e.g. a builtin): id reuse is then possible but harmless
-        pass
-    return size
+    def __init__(self, model: Any, signature: tuple, device: torch.device, batch_size: Optional[int],
+                 max_memory: MemorySpec = None) -> None:
+        self.device = device
+        self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
+        fixed = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
+        self.fixed = fixed if isinstance(fixed, int) and not isinstance(fixed, bool) and fixed > 0 else None
+        self.budget = memory_budget(max_memory, device)
+        owner = getattr(model, "cache_identity", None)
+        owner = model if owner is None else owner
+        key = (id(owner), signature, str(device), max_memory)
+        self.entry = _CACHE.get(key)
+        if self.entry is None:
+            self.entry = _CACHE[key] = _Entry()
+            with contextlib.suppress(TypeError):  # a later model with the same id() must not inherit it
+                weakref.finalize(owner, _forget, id(owner))
+        self.sizes_used: list[int] = []
+        self._peak = 0
+        self._base = 0
+        if self.on_cuda:  # the call's peak memory: tracked across the resets of measured chunks
+            self._base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    # ------------------------------------------------------------------ choosing
+    def _fits(self, size: int) -> bool:
+        e = self.entry
+        if size > e.ceiling:
+            return False
+        return self.budget is None or e.bytes_per_row == 0 or size * e.bytes_per_row <= self.budget
+
+    def _largest_fitting(self, size: int) -> int:
+        while size > 1 and not self._fits(size):
+            size //= 2
+        return size
+
+    def next_size(self, remaining: int) -> tuple[int, str]:
+        """The next chunk's size and its phase: "warm" or "timed" (measuring), or "run"."""
+        e = self.entry
+        if self.fixed is not None:
+            return min(self._largest_fitting(self.fixed), remaining), "run"
+        if e.best is not None:
+            return min(self._largest_fitting(e.best), remaining), "run"
+        size = self._candidate()
+        if size > remaining:  # too few rows left to measure this size: finish with the best so far
+            return min(self._choice(), remaining), "run"
+        return size, ("timed" if size in e.warmed else "warm")
+
+    def _candidate(self) -> int:
+        """The size being measured: the next doubling after the largest timed size."""
+        e = self.entry
+        if not e.per_row:
+            return self._largest_fitting(START["cuda" if self.on_cuda else "cpu"])
+        return max(e.per_row) * 2
+
+    def _choice(self) -> int:
+        """The smallest measured size within GAIN of the fastest per row (the start size if none)."""
+        e = self.entry
+        if not e.per_row:
+            return self._candidate()
+        fastest = min(e.per_row.values())
+        return min(s for s, t in e.per_row.items() if t <= fastest * (1 + GAIN))
+
+    # ------------------------------------------------------------------ observing
+    @contextlib.contextmanager
+    def run(self, size: int, phase: str) -> Iterator[None]:
+        """Wrap one chunk: a "warm" or "timed" chunk records its peak memory (CUDA), a
+        "timed" one its time per row, which decides whether the next size is tried."""
+        measuring = phase != "run"
+        if measuring and self.on_cuda:
+            torch.cuda.synchronize(self.device)
+            self._peak = max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._base)
+            base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        t0 = time.perf_counter()
+        yield
+        self.sizes_used.append(size)
+        if not measuring:
+            return
+        e = self.entry
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device) - base
+            e.bytes_per_row = max(e.bytes_per_row, peak / size)
+        seconds = time.perf_counter() - t0
+        if phase == "warm":
+            e.warmed.add(size)
+            return
+        e.per_row[size] = seconds / size
+        smaller = [t for s, t in e.per_row.items() if s < size]
+        improved = not smaller or e.per_row[size] < min(smaller) * (1 - GAIN)
+        if not improved or 2 * size > MAX_CHUNK or not self._fits(2 * size):
+            e.best = self._choice()
+
+    def out_of_memory(self, size: int) -> None:
+        """After a device out-of-memory error at ``size``: halve (warn), or re-raise at size 1."""
+        if size <= 1:
+            raise
+        half = max(1, size // 2)
+        e = self.entry
+        e.ceiling = min(e.ceiling, half)
+        if self.fixed is not None:
+            self.fixed = half
+        if e.best is not None:
+            e.best = min(e.best, half)
+        warnings.warn(f"out of memory with a chunk of {size} samples; retrying with {half} "
+                      f"(finished samples are kept)", RuntimeWarning, stacklevel=4)
+        torch.cuda.empty_cache()
+
+    def peak_memory(self) -> Optional[int]:
+        """Peak CUDA memory allocated during the call above what it held at the start (None off CUDA)."""
+        if not self.on_cuda:
+            return None
+        return int(max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._base))
+
+    @property
+    def chosen(self) -> Optional[int]:
+        """The size used for most rows of this call (for ``Explanation.meta``)."""
+        return max(set(self.sizes_used), key=self.sizes_used.count) if self.sizes_used else None

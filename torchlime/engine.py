@@ -1,49 +1,63 @@
 """``explain``: the modality-free engine that chains the six stages.
 
-features → sample → perturb → forward → weight → fit, for B inputs and T
-targets each, with one chunked pass of the B·S perturbed inputs through the model.
+features → sample → perturb → forward → weight → fit, for B inputs and T targets
+each, with one chunked pass of the B·S perturbed inputs through the model:
+
+* the forward pass runs the B unperturbed inputs first (sample 0 of every input,
+  whose scores choose the default targets), then every input's samples 1..S-1, in
+  chunks of the size ``chunking`` measured; the model sees each of the B·S rows
+  exactly once, and every chunk, the first included, has the same shape;
+* masks are drawn per chunk from the call's counter-based key and drawn again for
+  the fit, which accumulates the weighted normal equations in fixed blocks of
+  ``FIT_BLOCK`` samples per input: memory is bounded by the chunk and the block, not
+  by S x F, and the coefficients do not depend on the chunk size;
+* the host synchronises three times per call on the default path (the feature
+  counts with the input checks, the finite check of the outputs, none per chunk),
+  plus twice per chunk of the first call that measures the chunk size.
 """
 from __future__ import annotations
 
+import math
 import re
 import time
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from ._checks import check_integer, check_positive_int, check_tensor, describe
-from .baselines import BaselineSpec, resolve_baseline
+from ._checks import check_finite, check_integer, check_positive_int, check_tensor, describe, nonfinite_error
+from .baselines import BaselineSpec, Fill, FillContext, describe_baseline, resolve_baseline, signal_dims
+from .chunking import ChunkPlan, check_max_memory
 from .explanation import Explanation
-from .features import relabel
-from .forward import Model, default_batch_size, eval_mode, model_placement, run_chunks, select_output
-from .perturb import perturb_chunk
-from .presets import UNSET, apply_preset
-from .sampling import Sampler, resolve_sampler, valid_features
-from .surrogate import Surrogate, resolve_surrogate
-from .weighting import Kernel, input_distance, mask_distance, resolve_kernel
+from .features import FeatureMap, relabel
+from .forward import InputFormat, Model, eval_mode, input_format, model_placement, run_rows, select_output
+from .perturb import Chunk, Normalize, PerturbFn, perturb_rows
+from .presets import UNSET, resolve
+from .sampling import Rows, Sampler, make_key, resolve_sampler
+from .surrogate import NormalAccumulator, Surrogate, resolve_surrogate
+from .weighting import Kernel, mask_distance, resolve_kernel
 
 TargetSpec = Union[None, int, str, torch.Tensor, list]
+FIT_BLOCK = 512  # samples per input accumulated at once into the normal equations
+_FIT_ELEMENTS = 1 << 24  # bound on B x FIT_BLOCK x F mask elements held by the fit at once
 
 
-def check_inputs(inputs: Any, features: Any) -> None:
-    """Validate ``inputs`` (B, ...) and ``features`` (B or 1, ... broadcastable)."""
-    check_tensor(inputs, "inputs")
+def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
+    """Validate ``inputs`` (B, ...) and ``features`` (B or 1, ... broadcastable); no host sync."""
+    check_tensor(inputs, name)
     check_tensor(features, "features")
     if inputs.ndim < 2:
-        raise ValueError(f"`inputs` must be batched with shape (B, ...), got shape {tuple(inputs.shape)}")
+        raise ValueError(f"`{name}` must be batched with shape (B, ...), got shape {tuple(inputs.shape)}")
+    if inputs.shape[0] == 0:
+        raise ValueError(f"`{name}` must hold at least one input (B >= 1), got shape {tuple(inputs.shape)}")
     check_integer(features, "features")
     if features.device != inputs.device:
-        raise ValueError(f"`features` must be on the same device as `inputs` ({inputs.device}), "
+        raise ValueError(f"`features` must be on the same device as `{name}` ({inputs.device}), "
                          f"got {features.device}")
     ok = features.ndim == inputs.ndim and features.shape[0] in (1, inputs.shape[0])
     if ok:
-        try:
-            torch.broadcast_shapes(features.shape[1:], inputs.shape[1:])
-            ok = all(f in (1, i) for f, i in zip(features.shape[1:], inputs.shape[1:]))
-        except RuntimeError:
-            ok = False
+        ok = all(f in (1, i) for f, i in zip(features.shape[1:], inputs.shape[1:]))
     if not ok:
-        raise ValueError(f"`features` must have shape (B or 1, ...) broadcastable to `inputs` "
+        raise ValueError(f"`features` must have shape (B or 1, ...) broadcastable to `{name}` "
                          f"{tuple(inputs.shape)}, got {tuple(features.shape)}")
 
 
@@ -66,33 +80,99 @@ def resolve_target(target: TargetSpec, reference: torch.Tensor) -> torch.Tensor:
         if not m or int(m.group(1)) < 1:
             raise ValueError(f"`target` string must be 'all' or 'topK' (e.g. 'top5'), got {target!r}")
         return reference.topk(min(int(m.group(1)), k), dim=1).indices
-    if isinstance(target, bool):
-        raise TypeError(f"`target` must be None, an int, a string, a list or a tensor, got {describe(target)}")
-    if isinstance(target, int):
-        t = torch.full((batch, 1), target, dtype=torch.long, device=dev)
-    elif isinstance(target, (list, tuple)):
-        t = torch.as_tensor(target, dtype=torch.long, device=dev).reshape(1, -1).expand(batch, -1)
-    elif isinstance(target, torch.Tensor):
-        check_integer(target, "target")
-        t = target.to(dev).long()
-        t = t.unsqueeze(1) if t.ndim == 1 else t
-        if t.ndim != 2 or t.shape[0] != batch:
-            raise ValueError(f"`target` tensor must have shape ({batch},) or ({batch}, T), got {tuple(target.shape)}")
-    else:
-        raise TypeError(f"`target` must be None, an int, a string, a list or a tensor, got {describe(target)}")
-    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= k):
+    if isinstance(target, int) and not isinstance(target, bool):
+        if not 0 <= target < k:
+            raise ValueError(f"`target` must be in [0, {k}) for a model with {k} outputs, got {target}")
+        return torch.full((batch, 1), target, dtype=torch.long, device=dev)
+    if isinstance(target, (list, tuple)):
+        bad = [t for t in target if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < k]
+        if bad or not target:
+            raise ValueError(f"`target` list must hold ints in [0, {k}) for a model with {k} outputs, "
+                             f"got {list(target)}")
+        return torch.as_tensor(target, dtype=torch.long, device=dev).reshape(1, -1).expand(batch, -1)
+    t = target.to(dev).long()  # a tensor, checked by ``check_target``
+    t = t.unsqueeze(1) if t.ndim == 1 else t
+    lo, hi = torch.stack((t.min(), t.max())).tolist()
+    if lo < 0 or hi >= k:
         bad = t[(t < 0) | (t >= k)].unique().tolist()
         raise ValueError(f"`target` must be in [0, {k}) for a model with {k} outputs, got {bad}")
     return t
 
 
-def resolve_generator(generator: Union[None, int, torch.Generator], device: torch.device) -> torch.Generator:
-    """An explicit generator; None means seed 0 (explanations are reproducible by default)."""
-    if isinstance(generator, torch.Generator):
-        return generator
-    if generator is None or (isinstance(generator, int) and not isinstance(generator, bool)):
-        return torch.Generator(device=device).manual_seed(0 if generator is None else generator)
-    raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
+def check_target(target: Any, batch: int) -> None:
+    """Check the type and shape of ``target`` before any model call (values are checked later)."""
+    if isinstance(target, str):
+        m = re.fullmatch(r"top(\d+)", target)
+        if target != "all" and (not m or int(m.group(1)) < 1):
+            raise ValueError(f"`target` string must be 'all' or 'topK' (e.g. 'top5'), got {target!r}")
+        return
+    if target is None or (isinstance(target, int) and not isinstance(target, bool)):
+        return
+    if isinstance(target, (list, tuple)):
+        return
+    if isinstance(target, torch.Tensor):
+        check_integer(target, "target")
+        t = target.unsqueeze(1) if target.ndim == 1 else target
+        if t.ndim != 2 or t.shape[0] != batch or t.shape[1] == 0:
+            raise ValueError(f"`target` tensor must have shape ({batch},) or ({batch}, T), got {tuple(target.shape)}")
+        return
+    raise TypeError(f"`target` must be None, an int, a string, a list or a tensor, got {describe(target)}")
+
+
+def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:
+    """Relabel ``features`` and check the inputs, with one host synchronisation.
+
+    Raises:
+        ValueError: an input with fewer than 2 features, or non-finite inputs.
+    """
+    batch = inputs.shape[0]
+    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
+    negative = (labels < 0).any()
+    nonfinite = (~torch.isfinite(inputs)).sum() if inputs.is_floating_point() or inputs.is_complex() \
+        else torch.zeros((), dtype=torch.long, device=inputs.device)
+    f_max, f_min, fixed, n_bad = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite)).tolist()
+    if n_bad:
+        raise nonfinite_error(inputs, name)
+    if f_min < 2:
+        single = (n_feat < 2).nonzero().flatten().tolist()
+        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer "
+                         f"(elements with negative feature ids, such as special tokens and padding, are never "
+                         f"perturbed)")
+    index = torch.where(labels < 0, f_max, labels) if fixed else labels
+    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))
+
+
+def _check_finite_fill(base: torch.Tensor, spec: Any) -> None:
+    """A fill must be finite: numbers checked on the host, tensors and callables on the device
+    (named fills of finite inputs are finite)."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        if not math.isfinite(spec):
+            raise ValueError(f"`baseline` must be finite, got {spec}")
+    elif isinstance(spec, torch.Tensor) or (callable(spec) and not isinstance(spec, Fill)):
+        check_finite(base, "baseline")
+
+
+class _Rows:
+    """Where the forward pass's flat row r comes from: the B unperturbed inputs first
+    (r < B: input r, sample 0), then input b's samples 1..S-1 (input-major)."""
+
+    def __init__(self, batch: int, n_samples: int, device: torch.device) -> None:
+        self.batch, self.n_samples, self.device = batch, n_samples, device
+
+    def input_of(self, r: int) -> int:
+        return r if r < self.batch else (r - self.batch) // (self.n_samples - 1)
+
+    def coords(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """(input (c,), sample (c,), first, last) of rows start:stop; first == last when the
+        rows are samples of one input."""
+        r = torch.arange(start, stop, device=self.device)
+        ref = r < self.batch
+        rest = (r - self.batch).clamp_min(0)
+        b = torch.where(ref, r, rest // (self.n_samples - 1))
+        s = torch.where(ref, 0, rest % (self.n_samples - 1) + 1)
+        first, last = self.input_of(start), self.input_of(stop - 1)
+        single = self.batch == 1 or (start >= self.batch and first == last)
+        return b, s, (first if single else 0), (first if single else -1)
 
 
 def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
@@ -102,7 +182,10 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
             generator: Union[None, int, torch.Generator] = None, return_samples: bool = False,
             preset: Optional[str] = None, output: Any = None, softmax: bool = False,
             progress: bool = False, masks: Optional[torch.Tensor] = None,
-            perturb_fn: Optional[Callable[..., Any]] = None, _preset_extra: Optional[dict] = None) -> Explanation:
+            perturb_fn: Optional[PerturbFn] = None, normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+            max_memory: Union[None, int, float] = None, index: Optional[torch.Tensor] = None,
+            chunk_format: Optional[InputFormat] = None, _modality: str = "any",
+            _input_name: str = "inputs") -> Explanation:
     """Explain B inputs with LIME in one chunked batched pass.
 
     Args:
@@ -115,32 +198,41 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
             any ids (relabelled to 0..F_b-1 per input); inputs may have different F_b;
             negative ids mark elements that are never perturbed.
         target: None (top class), int, (B,) or (B, T) tensor, list, "all" or "topK".
-        n_samples: S, perturbed samples per input (row 0 is the input itself).
-        baseline: value of hidden features: number, tensor, "mean", "blur" or callable.
+        n_samples: S, perturbed samples per input (sample 0 is the input itself).
+        baseline: the fill of hidden features (``torchlime.baselines``): a number, a
+            tensor, a callable, "zero", "mean", "blur", "min", "max", "signal_mean",
+            "noise" or "shuffle".
         sampler: ``Sampler`` or "bernoulli" / "uniform_count" / "shapley".
         kernel: ``Kernel``, a float width, or "lime" / "captum" / "uniform".
         surrogate: ``Surrogate`` or "ridge" / "lasso" / "klasso".
-        batch_size: chunk of perturbed inputs per model call (default: see
-            ``forward.default_batch_size``); halves itself on CUDA out-of-memory.
-        generator: ``torch.Generator`` or int seed; None = seed 0.
+        batch_size: rows per model call; None measures the best (``torchlime.chunking``).
+        generator: ``torch.Generator`` (one number is drawn from it) or int seed; None = seed 0.
         return_samples: keep masks (B, S, F), outputs (B, S, T), weights (B, S).
-        preset: "lime", "lime_text" or "captum" fills keywords not given.
+        preset: a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime")
+            fills the keywords not given.
         output: selector for tuple/dict outputs (key, index or callable).
         softmax: apply softmax to the scores first (explain probabilities of logit models).
-        progress: print a progress line.
-        masks: optional explicit bool masks (B, S, F) instead of sampling.
-        perturb_fn: replaces stage 3: ``perturb_fn(inputs, baseline, labels, masks,
-            start, stop)`` returns the model input of rows start:stop (a tensor, or a
-            tuple / dict of tensors for models with several arguments); default
-            ``perturb.perturb_chunk``. Negative labels have been mapped to an extra,
-            always-True mask column F.
+        progress: show a progress bar.
+        masks: optional explicit bool masks (B, S, F) instead of sampling (held whole).
+        perturb_fn: replaces stage 3 (``perturb.PerturbFn``): builds the model input of a
+            ``perturb.Chunk`` of rows.
+        normalize: ``(mean, std)`` per channel (dim 1): the model sees ``(x - mean) / std``,
+            computed in the same fused pass as the blend.
+        max_memory: CUDA memory budget of a chunk: bytes, or a fraction of the device's
+            memory; None = half of the memory free at the start of the call.
+        index: long (B,) index of every input in a larger data set: masks and random
+            fills depend only on (seed, index), not on the batch (default 0..B-1).
+        chunk_format: dtype and layout of the perturbed chunks (``forward.InputFormat``);
+            None: what the model wants (``forward.input_format``).
 
     Returns:
-        ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T).
+        ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T);
+        ``meta`` records the settings, the chunk size, timings and (CUDA) peak memory.
 
     Raises:
         TypeError / ValueError: bad arguments (names the argument, expected and got),
-            non-finite model outputs, inputs with a single feature.
+            non-finite inputs or model outputs, inputs with a single feature, a model
+            whose output width changes between calls.
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
@@ -150,131 +242,147 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         >>> exp.coef.shape
         torch.Size([2, 1, 8])
     """
-    opts = apply_preset(preset, dict(target=target, n_samples=n_samples, baseline=baseline,
-                                     sampler=sampler, kernel=kernel, surrogate=surrogate), _preset_extra)
+    opts = resolve(preset, dict(target=target, n_samples=n_samples, baseline=baseline, sampler=sampler,
+                                kernel=kernel, surrogate=surrogate), _modality)
     n_samples = check_positive_int(opts["n_samples"], "n_samples", minimum=2)
-    sampler_ = resolve_sampler(opts["sampler"])
-    kernel_ = resolve_kernel(opts["kernel"])
-    surrogate_ = resolve_surrogate(opts["surrogate"])
-    check_inputs(inputs, features)
+    sampler_, kernel_, surrogate_ = (resolve_sampler(opts["sampler"]), resolve_kernel(opts["kernel"]),
+                                     resolve_surrogate(opts["surrogate"]))
+    masks_given = masks is not None
+    check_inputs(inputs, features, _input_name)
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
+    max_memory = check_max_memory(max_memory)
+    batch, dev = inputs.shape[0], inputs.device
+    check_target(opts["target"], batch)
+    if not callable(model):
+        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
+    if index is not None:
+        check_tensor(index, "index")
+        check_integer(index, "index")
+        if index.shape != (batch,):
+            raise ValueError(f"`index` must have shape ({batch},), got {tuple(index.shape)}")
     t0 = time.perf_counter()
 
-    batch = inputs.shape[0]
-    dev = inputs.device
-    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
-    single = (n_feat < 2).nonzero().flatten().tolist()
-    if single:
-        raise ValueError(f"`features` must give every input at least 2 features to explain; "
-                         f"inputs {single} have a single feature")
-    f_max = int(n_feat.max())
-    valid = valid_features(n_feat, f_max)
-    # elements outside every feature (negative ids) index an extra, always-kept mask column
-    fixed = bool((labels < 0).any())
-    labels_k = torch.where(labels < 0, f_max, labels) if fixed else labels
-    base = resolve_baseline(opts["baseline"], inputs, labels_k, f_max + 1)
-    if inputs.ndim == 4 and not inputs.is_contiguous() and inputs.is_contiguous(memory_format=torch.channels_last):
-        base = base.contiguous(memory_format=torch.channels_last)  # chunks keep the inputs' layout
-    _check_finite_values(inputs, "inputs")
-    _check_finite_values(base, "baseline")
-
-    gen = resolve_generator(generator, dev)
-    if masks is None:
-        masks = sampler_(n_feat.to(gen.device), n_samples, f_max, gen).to(dev)
-    else:
+    fmap = prepare_features(inputs, features, _input_name)
+    f_max = fmap.f_max
+    if masks is not None:
         check_tensor(masks, "masks")
         if masks.dtype != torch.bool or masks.shape != (batch, n_samples, f_max):
-            raise ValueError(f"`masks` must be bool with shape ({batch}, {n_samples}, {f_max}), "
-                             f"got {describe(masks)}")
+            raise ValueError(f"`masks` must be bool with shape ({batch}, {n_samples}, {f_max}), got {describe(masks)}")
         masks = masks.to(dev)
-    masks_k = torch.nn.functional.pad(masks, (0, 1), value=True) if fixed else masks
-    build_fn = perturb_fn or perturb_chunk
+    if not masks_given:
+        sampler_ = sampler_.bind(fmap, n_samples)  # designs planned from the feature map (text's single protocol)
+    key = make_key(generator, dev)
+    ids = torch.arange(batch, device=dev) if index is None else index.to(dev).long()
+    ctx = FillContext(fmap.index, f_max + 1, signal_dims(tuple(inputs.shape), tuple(fmap.index.shape)), key, ids)
+    base = resolve_baseline(opts["baseline"], inputs, ctx)
+    _check_finite_fill(base, opts["baseline"])
+    valid = fmap.valid
+
+    def draw(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """Masks (c, F) of rows (input b, sample s)."""
+        if masks is not None:
+            return masks[b, s]
+        return sampler_.masks(Rows(key, ids[b], s, fmap.n_features[b], f_max, b))
+
+    fmt = (chunk_format or input_format(model, inputs)) if perturb_fn is None else None
+    norm = Normalize(*normalize) if normalize is not None else None
+
+    def build_chunk(ch: Chunk) -> Any:
+        if perturb_fn is not None:
+            return perturb_fn(inputs, base, fmap.index, ch)
+        return perturb_rows(inputs, base, fmap.index, ch, fmt=fmt, normalize=norm)
+
+    def chunk_of(b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
+        z = draw(b, s)
+        if fmap.fixed:
+            z = torch.nn.functional.pad(z, (0, 1), value=True)
+        return Chunk(z, b, s, first, last)
+
+    originals = None
+    if kernel_.space == "input":  # the unperturbed inputs as the model sees them
+        every = torch.arange(batch, device=dev)
+        originals = build_chunk(chunk_of(every, torch.zeros_like(every), 0, 0 if batch == 1 else -1))
+    dists = torch.zeros(batch, n_samples, device=dev) if originals is not None else None
 
     m_dev, m_dtype = model_placement(model, inputs)
-    n_rows = batch * n_samples
+    order = _Rows(batch, n_samples, dev)
+    sig = (tuple(inputs.shape[1:]), str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
+           bool(fmt and fmt.channels_last), perturb_fn is None)
+    plan = ChunkPlan(model, sig, m_dev, batch_size, max_memory)
+    state: dict[str, Any] = {}
+
+    def build(start: int, stop: int) -> Any:
+        b, s, first, last = order.coords(start, stop)
+        x = build_chunk(chunk_of(b, s, first, last))
+        if dists is not None:  # before the model sees the chunk (a model may write into its input)
+            dists[b, s] = kernel_.distances(x, originals, b).to(device=dev, dtype=torch.float32)
+        return x
+
+    def consume(out: Any, x: Any, start: int, stop: int) -> None:
+        sc = select_output(out, output, stop - start)
+        width = state.setdefault("width", sc.shape[1])
+        if sc.shape[1] != width:
+            raise ValueError(f"the model's output width changed: expected {width} columns (from its first "
+                             f"call), got {sc.shape[1]} at rows {start}..{stop - 1}; the explained model must "
+                             f"return the same outputs whatever the batch size")
+        sc = (sc.float().softmax(1) if softmax else sc.float()).to(dev)
+        if start < batch:  # unperturbed inputs: full scores, they choose the targets
+            ref = state.setdefault("reference", torch.empty(batch, width, device=dev))
+            ref[start:min(stop, batch)] = sc[:batch - start]
+            if stop >= batch:
+                state["targets"] = resolve_target(opts["target"], ref)
+                state["scores"] = torch.empty(batch, n_samples, state["targets"].shape[1], device=dev)
+                state["scores"][:, 0] = ref.gather(1, state["targets"])
+        if stop > batch:
+            lo = max(start, batch)
+            b, s, _, _ = order.coords(lo, stop)
+            state["scores"][b, s] = sc[lo - start:].gather(1, state["targets"][b])
+
     with eval_mode(model):
-        chunk = _chunk_size(model, batch_size, m_dev, n_rows, inputs,
-                            lambda c: build_fn(inputs, base, labels_k, masks_k, 0, c))
-        reference = _reference_scores(model, inputs, output, softmax, chunk, m_dev, m_dtype)
-        targets = resolve_target(opts["target"], reference)
-        n_t = targets.shape[1]
-        scores = torch.empty(n_rows, n_t, dtype=torch.float32, device=dev)
-        dists = torch.empty(n_rows, dtype=torch.float32, device=dev) if kernel_.space == "input" else None
-
-        def build(start: int, stop: int) -> torch.Tensor:
-            return build_fn(inputs, base, labels_k, masks_k, start, stop)
-
-        def consume(out: Any, x: torch.Tensor, start: int, stop: int) -> None:
-            s = select_output(out, output, stop - start)
-            if softmax:
-                s = s.float().softmax(1)
-            rows = torch.arange(start, stop, device=dev) // n_samples
-            tgt = targets[rows].to(s.device)
-            scores[start:stop] = s.gather(1, tgt).to(device=dev, dtype=torch.float32)
-            if dists is not None:
-                dists[start:stop] = input_distance(x, inputs[rows], kernel_.distance)
-
-        used = run_chunks(model, build, consume, n_rows, chunk, m_dev, m_dtype, progress)
+        run_rows(model, build, consume, batch * n_samples, plan, m_dev, m_dtype, progress)
     t_forward = time.perf_counter()
+    targets, outputs = state["targets"], state["scores"]
+    _check_finite_outputs(outputs)
 
-    outputs = scores.view(batch, n_samples, n_t)
-    _check_finite(outputs)
-    d = dists.view(batch, n_samples) if dists is not None else mask_distance(masks, valid, kernel_.distance)
-    weights = kernel_.weigh(d)
-    fit = surrogate_.fit(masks, outputs, weights, valid)
-    meta = dict(n_samples=n_samples, sampler=repr(sampler_), kernel=repr(kernel_),
-                surrogate=repr(surrogate_), preset=preset, batch_size=used, softmax=softmax,
+    # the fit: masks drawn again in fixed blocks of samples per input, weighted, accumulated
+    acc = NormalAccumulator(batch, f_max, targets.shape[1], outputs[:, 0], surrogate_.dtype)
+    kept_masks, kept_weights = [], []
+    group = max(1, _FIT_ELEMENTS // (FIT_BLOCK * max(f_max, 1)))
+    for s0 in range(0, n_samples, FIT_BLOCK):
+        s1 = min(s0 + FIT_BLOCK, n_samples)
+        s = torch.arange(s0, s1, device=dev)
+        block_m, block_w = [], []
+        for g0 in range(0, batch, group):  # groups of inputs bound the memory; sums are per input
+            g1 = min(g0 + group, batch)
+            b = torch.arange(g0, g1, device=dev)
+            z = draw(b.repeat_interleave(s1 - s0), s.repeat(g1 - g0)).view(g1 - g0, s1 - s0, f_max)
+            d = dists[g0:g1, s0:s1] if dists is not None else mask_distance(z, valid[g0:g1].unsqueeze(1),
+                                                                            kernel_.distance)
+            w = kernel_.weigh(d)
+            acc.add(z, outputs[g0:g1, s0:s1], w, start=g0)
+            if return_samples:
+                block_m.append(z)
+                block_w.append(w)
+        if return_samples:
+            kept_masks.append(torch.cat(block_m))
+            kept_weights.append(torch.cat(block_w))
+    fit = surrogate_.fit_normal(acc.normal(), valid)
+    meta = dict(n_samples=n_samples, sampler=repr(sampler_), kernel=repr(kernel_), surrogate=repr(surrogate_),
+                baseline=describe_baseline(opts["baseline"]), preset=preset, batch_size=plan.chosen,
+                softmax=softmax, model_rows=batch * n_samples, peak_memory=plan.peak_memory(),
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)
     return Explanation(
         coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
-        target=targets, features=labels, n_features=n_feat, input_shape=tuple(inputs.shape[1:]),
-        samples=masks if return_samples else None, outputs=outputs if return_samples else None,
-        weights=weights if return_samples else None, meta=meta,
+        target=targets, features=fmap.labels, n_features=fmap.n_features, input_shape=tuple(inputs.shape[1:]),
+        samples=torch.cat(kept_masks, 1) if return_samples else None,
+        outputs=outputs if return_samples else None,
+        weights=torch.cat(kept_weights, 1) if return_samples else None, meta=meta,
     )
 
 
-def _chunk_size(model: Model, batch_size: Optional[int], device: torch.device, n_rows: int,
-                inputs: torch.Tensor, make_chunk: Callable[[int], Any]) -> int:
-    """The user's chunk size; else an ``accel.Accelerated`` model's own; else the largest that
-    fits in free CUDA memory (probed once per model and shape, cached); else the CPU rule."""
-    if batch_size is not None:
-        return batch_size
-    fixed = getattr(model, "chunk_size", None)
-    if isinstance(fixed, int) and fixed > 0:
-        return fixed
-    if device.type == "cuda":
-        from .chunking import auto_batch_size
-
-        return auto_batch_size(model, make_chunk, device, max_size=min(n_rows, 4096),
-                               identity=getattr(model, "cache_identity", None))
-    return default_batch_size(inputs, n_rows)
-
-
-def _reference_scores(model: Model, inputs: torch.Tensor, output: Any, softmax: bool, chunk: int,
-                      device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """Scores (B, K) of the unperturbed inputs: they pick default targets and check the output shape."""
-    parts: list[torch.Tensor] = []
-
-    def consume(out: Any, x: torch.Tensor, start: int, stop: int) -> None:
-        s = select_output(out, output, stop - start)
-        parts.append(s.float().softmax(1) if softmax else s.float())
-
-    run_chunks(model, lambda a, b: inputs[a:b], consume, inputs.shape[0], chunk, device, dtype)
-    return torch.cat(parts).to(inputs.device)
-
-
-def _check_finite_values(t: torch.Tensor, name: str) -> None:
-    """Raise ValueError if a floating or complex tensor holds NaN or inf (one check at set-up)."""
-    if t.is_floating_point() or t.is_complex():
-        bad = ~torch.isfinite(t)
-        if bool(bad.any()):
-            rows = bad.reshape(t.shape[0], -1).any(1).nonzero().flatten().tolist()
-            raise ValueError(f"`{name}` must be finite, got {int(bad.sum())} NaN/inf values (inputs {rows})")
-
-
-def _check_finite(outputs: torch.Tensor) -> None:
-    """Raise ValueError naming how many samples of which inputs gave NaN/inf scores."""
+def _check_finite_outputs(outputs: torch.Tensor) -> None:
+    """Raise ValueError naming how many samples of which inputs gave NaN/inf scores (one sync)."""
     bad = ~torch.isfinite(outputs).all(-1)  # (B, S)
     if bool(bad.any()):
         per_input = bad.sum(1)

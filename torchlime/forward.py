@@ -1,24 +1,23 @@
 """Stage 4: the chunked batched forward pass.
 
-The (B·S, ...) perturbed batch is never materialised whole: ``run_chunks``
-builds each chunk on demand, runs the model under ``torch.inference_mode()``
-on the model's own device and dtype, and hands the output to a consumer that
-writes into preallocated tensors, so finished chunks are never lost. A CUDA
-out-of-memory error halves the chunk and retries the same rows, with a warning.
+The (B·S, ...) perturbed batch is never materialised whole: ``run_rows`` builds
+each chunk on demand, runs the model under ``torch.inference_mode()`` on the
+model's own device and dtype, and hands the output to a consumer that writes
+into preallocated tensors, so finished chunks are never lost. Chunk sizes come
+from ``chunking.ChunkPlan`` (measured, cached, within the memory budget); a real
+device out-of-memory error halves the chunk and runs the same rows again.
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
-import sys
-import time
-import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import torch
 from torch import nn
 
 from ._checks import describe
+from .chunking import ChunkPlan
 
 Model = Callable[[torch.Tensor], Any]
 OutputSelector = Any  # None, an int/str key, or a callable(output) -> tensor
@@ -106,91 +105,109 @@ def call_model(model: Model, chunk: Any, device: torch.device, dtype: torch.dtyp
     return model(_place(chunk, device, dtype))
 
 
-def _is_oom(err: BaseException) -> bool:
-    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-    return isinstance(err, oom) or "out of memory" in str(err).lower()
+class InputFormat(NamedTuple):
+    """How the perturbed chunks are written: the dtype and layout the model wants.
 
-
-class Progress:
-    """A minimal progress line on stderr (no dependency), updated at most 5 times a second."""
-
-    def __init__(self, total: int, enabled: bool, label: str = "torchlime") -> None:
-        self.total, self.enabled, self.label = total, enabled, label
-        self.start = self.last = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self.last < 0.2 and done < self.total:
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / max(rate, 1e-9)
-        sys.stderr.write(f"\r{self.label}: {done}/{self.total} samples "
-                         f"({100 * done / self.total:5.1f}%, {rate:,.0f}/s, eta {eta:,.1f}s)")
-        if done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-def default_batch_size(inputs: torch.Tensor, n_rows: int) -> int:
-    """Chunk size when the user gives none.
-
-    CPU: about 6 MB of input per chunk (at least 8 rows) for NCHW or other
-    layouts: larger chunks make the allocator fault in fresh pages on every
-    call and run slower per sample on small machines; about 20 MB for
-    channels-last images, whose convolutions keep gaining up to ~32 rows of
-    224x224 (measured in benchmarks/results/engine_cpu.json). CUDA: 256 rows
-    (``explain`` probes free memory instead). Bounded by the total.
+    Attributes:
+        dtype: floating dtype of the chunks (None: the inputs' own).
+        channels_last: 4-D chunks in ``torch.channels_last`` memory format.
     """
-    per_row = max(inputs[0].numel() * inputs.element_size(), 1)
-    if inputs.is_cuda:
-        size = 256
-    else:
-        nhwc = inputs.ndim == 4 and not inputs.is_contiguous() and \
-            inputs.is_contiguous(memory_format=torch.channels_last)
-        size = max(8, ((20 if nhwc else 6) << 20) // per_row)
-    return max(1, min(size, n_rows))
+
+    dtype: Optional[torch.dtype] = None
+    channels_last: bool = False
 
 
-def run_chunks(model: Model, build: Callable[[int, int], torch.Tensor],
-               consume: Callable[[Any, torch.Tensor, int, int], None], n_rows: int,
-               batch_size: int, device: torch.device, dtype: torch.dtype,
-               progress: bool = False) -> int:
-    """Run ``model`` over rows ``0..n_rows`` in chunks.
+def _conv_weights(model: nn.Module) -> list[torch.Tensor]:
+    return [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+
+
+def input_format(model: Model, inputs: torch.Tensor) -> InputFormat:
+    """The chunk format ``model`` wants for floating ``inputs`` (B, ...).
+
+    * a model with an ``input_format`` attribute (``accel.Accelerated``) says so itself;
+    * an ``nn.Module``: its floating dtype, and channels-last 4-D chunks when its
+      convolution weights are channels-last, or, on the CPU, when it has a ``Conv2d``
+      at all (oneDNN runs such convolutions faster on channels-last input; the values
+      are the same either way);
+    * any other callable: the inputs' own dtype and layout.
+    """
+    own = getattr(model, "input_format", None)
+    if isinstance(own, InputFormat):
+        return own
+    if not inputs.is_floating_point() or inputs.ndim != 4:
+        return InputFormat(None, False)
+    if isinstance(model, nn.Module):
+        _, dtype = model_placement(model, inputs)
+        convs = _conv_weights(model)
+        nhwc = any(w.ndim == 4 and not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last)
+                   for w in convs)
+        return InputFormat(dtype if dtype.is_floating_point else None,
+                           nhwc or (bool(convs) and inputs.device.type == "cpu"))
+    nhwc = not inputs.is_contiguous() and inputs.is_contiguous(memory_format=torch.channels_last)
+    return InputFormat(None, nhwc)
+
+
+def progress_bar(total: int, enabled: bool, desc: str = "torchlime") -> Any:
+    """A tqdm bar over ``total`` samples (a no-op object when ``enabled`` is False)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="sample", unit_scale=True, leave=False)
+
+
+def run_rows(model: Model, build: Callable[[int, int], Any], consume: Callable[[Any, Any, int, int], None],
+             n_rows: int, plan: ChunkPlan, device: torch.device, dtype: torch.dtype,
+             progress: bool = False) -> None:
+    """Run ``model`` over rows ``0..n_rows`` in chunks chosen by ``plan``.
 
     Args:
         model: callable on a (c, ...) batch.
         build: ``build(start, stop)`` returns the (stop-start, ...) input chunk (a tensor,
             or a tuple / dict of tensors passed as positional / keyword arguments).
         consume: ``consume(output, chunk, start, stop)`` stores what it needs.
-        n_rows: rows in total. batch_size: initial chunk size.
+        n_rows: rows in total. plan: the chunk sizes.
         device, dtype: where and in which floating dtype the model runs.
-        progress: print a progress line.
+        progress: show a tqdm progress bar.
 
-    Returns:
-        The chunk size that worked last (smaller than ``batch_size`` after an OOM).
+    Raises:
+        torch.OutOfMemoryError: when a chunk of a single row does not fit.
     """
-    bar = Progress(n_rows, progress)
-    start = 0
-    while start < n_rows:
-        stop = min(start + batch_size, n_rows)
-        try:
-            chunk = build(start, stop)
-            with torch.inference_mode():
-                out = call_model(model, chunk, device, dtype)
-            consume(out, chunk, start, stop)
-        except Exception as err:  # noqa: BLE001 - only OOM is handled, the rest re-raised
-            if not _is_oom(err) or batch_size == 1:
-                raise
-            batch_size = max(1, batch_size // 2)
-            warnings.warn(f"out of memory with a chunk of {stop - start} samples; "
-                          f"retrying with {batch_size} (finished samples are kept)",
-                          RuntimeWarning, stacklevel=3)
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            continue
-        start = stop
-        bar.update(start)
-    return batch_size
+    with progress_bar(n_rows, progress) as bar:
+        start = 0
+        while start < n_rows:
+            size, phase = plan.next_size(n_rows - start)
+            stop = start + size
+            chunk = out = None
+            try:
+                with plan.run(size, phase):
+                    chunk = build(start, stop)
+                    with torch.inference_mode():
+                        out = call_model(model, chunk, device, dtype)
+                    consume(out, chunk, start, stop)
+            except torch.OutOfMemoryError:
+                chunk = out = None  # free the failed chunk before retrying smaller
+                plan.out_of_memory(size)
+                continue
+            start = stop
+            bar.update(size)
+
+
+def score(model: Model, build: Callable[[int, int], Any], n_rows: int, *, reference: torch.Tensor,
+          output: OutputSelector = None, softmax: bool = False, batch_size: Optional[int] = None,
+          signature: tuple = ()) -> torch.Tensor:
+    """Float32 scores (n_rows, K) of rows built by ``build(start, stop)``, in chunks (``ChunkPlan``).
+
+    For front doors that must score rows of their own before the explanation (text's
+    neutral / boundary objectives). ``reference``: a tensor on the device the scores go to;
+    ``signature``: per-row shape of the chunks (keys the measured chunk size).
+    """
+    m_dev, m_dtype = model_placement(model, reference)
+    parts: list[torch.Tensor] = []
+
+    def consume(out: Any, x: Any, start: int, stop: int) -> None:
+        s = select_output(out, output, stop - start).float()
+        parts.append((s.softmax(1) if softmax else s).to(reference.device))
+
+    plan = ChunkPlan(model, signature, m_dev, batch_size)
+    with eval_mode(model):
+        run_rows(model, build, consume, n_rows, plan, m_dev, m_dtype)
+    return torch.cat(parts)

@@ -1,66 +1,92 @@
 """Stage 3: perturbed model inputs.
 
-The masks (B, S, F) are expanded through the feature maps and blended with the
-baseline, one chunk of rows of the flattened (B·S) batch at a time:
+The masks of a chunk of rows are expanded through the feature maps and blended
+with the fill (baseline), one chunk of rows at a time:
 
-    x[b, s] = where(Z[b, s, features[b]], inputs[b], baseline[b])
+    x[r] = where(Z[r, index[b_r]], inputs[b_r], baseline[b_r])
 
-There is no Python loop over samples or features: one gather and one ``where``
-per chunk. ``_backend`` may replace this with a fused Triton kernel on CUDA.
+then cast, normalised per channel and laid out as the model wants, all in one pass
+(``_backend.blend``: a fused Triton kernel on CUDA, its torch reference elsewhere).
+There is no Python loop over samples or features.
+
+A front door whose perturbation is not a blend (deleting tokens, crossfades)
+passes a ``PerturbFn`` with the same signature as ``perturb_rows``.
 """
 from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 import torch
 
 from . import _backend
+from .forward import InputFormat
 
 
-def perturb_chunk(inputs: torch.Tensor, baseline: torch.Tensor, labels: torch.Tensor,
-                  masks: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """Build rows ``start:stop`` of the flattened (B·S, ...) perturbed batch.
+class Normalize(NamedTuple):
+    """Per-channel (dim 1) normalisation the model expects: it sees ``(x - mean) / std``."""
+
+    mean: Sequence[float]
+    std: Sequence[float]
+
+
+class Chunk(NamedTuple):
+    """Rows of one chunk and where they come from.
+
+    Attributes:
+        masks: bool (c, F') mask of every row (F' = F, plus one always-kept column for
+            elements outside every feature).
+        rows: long (c,) the explained input of every row.
+        samples: long (c,) the sample index of every row (0: the unperturbed input).
+        first, last: the first and last input of the chunk (host ints; equal when the
+            whole chunk perturbs one input, which then need not be gathered).
+    """
+
+    masks: torch.Tensor
+    rows: torch.Tensor
+    samples: torch.Tensor
+    first: int
+    last: int
+
+
+class PerturbFn(Protocol):
+    """``perturb(inputs, baseline, index, chunk) -> model input of the chunk``."""
+
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor,
+                 chunk: Chunk) -> Any: ...
+
+
+def gather_rows(t: torch.Tensor, chunk: Chunk) -> torch.Tensor:
+    """``t[chunk.rows]``, or the one shared row ``t[first:first+1]`` when the chunk has one input."""
+    if t.shape[0] == 1:
+        return t
+    if chunk.first == chunk.last:
+        return t[chunk.first:chunk.first + 1]
+    return t[chunk.rows]
+
+
+def perturb_rows(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk, *,
+                 fmt: InputFormat = InputFormat(), normalize: Optional[Normalize] = None) -> torch.Tensor:
+    """Build the perturbed model inputs of one chunk.
 
     Args:
-        inputs: (B, *shape) explained inputs.
-        baseline: (B, *shape) what hidden features become.
-        labels: long (B, *fshape), feature ids 0..F_b-1, ``fshape`` broadcastable to ``shape``.
-        masks: bool (B, S, F).
-        start, stop: row range in the flattened B·S order (input-major).
+        inputs: (B, *shape) explained inputs. baseline: (B, *shape) their fill.
+        index: long (B or 1, *fshape) mask column of every element, ``fshape``
+            broadcastable to ``shape``.
+        chunk: the rows (masks, explained input of each row).
+        fmt: dtype and memory layout of the result (default: the inputs').
+        normalize: optional per-channel normalisation applied after the blend.
 
     Returns:
-        (stop - start, *shape) tensor in ``inputs.dtype``.
+        A new (c, *shape) tensor (never a view of ``inputs``).
+
+    Example:
+        >>> x = torch.arange(4.0).view(1, 4); lab = torch.tensor([[0, 0, 1, 1]])
+        >>> ch = Chunk(torch.tensor([[True, False]]), torch.tensor([0]), torch.tensor([1]), 0, 0)
+        >>> perturb_rows(x, torch.zeros(1, 4), lab, ch).tolist()
+        [[0.0, 1.0, 0.0, 0.0]]
     """
-    n_samples = masks.shape[1]
-    flat_masks = masks.reshape(-1, masks.shape[-1])[start:stop]  # (c, F)
-    first, last = start // n_samples, (stop - 1) // n_samples
-    if first == last:  # the whole chunk explains one input: broadcast, don't gather
-        sel = slice(first, first + 1)
-        x, base, lab = inputs[sel], baseline[sel], labels[sel]
-    else:
-        rows = torch.arange(start, stop, device=inputs.device) // n_samples
-        x, base, lab = inputs[rows], baseline[rows], labels[rows]
-    return _backend.blend(x, base, lab, flat_masks)
-
-
-def blend_reference(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor,
-                    masks: torch.Tensor) -> torch.Tensor:
-    """Torch reference of the fused blend.
-
-    Args:
-        x, base: (1 or c, *shape). labels: long (1 or c, *fshape). masks: bool (c, F).
-
-    Returns:
-        (c, *shape): ``where(masks[i, labels], x, base)``, exactly (no rounding).
-
-    Floating inputs use ``index_select`` of the masks as floats and ``lerp``,
-    which is exact at weights 0 and 1 for finite values and several times
-    faster on CPU than a ``gather`` + ``where`` with broadcasting; other dtypes
-    (token ids, complex spectra) use ``where``.
-    """
-    c = masks.shape[0]
-    lab = labels.reshape(labels.shape[0], -1)
-    if x.is_floating_point() and base.is_floating_point():  # finite: ``explain`` checks once
-        weights = masks.to(x.dtype)
-        keep = weights.index_select(1, lab[0]) if lab.shape[0] == 1 else weights.gather(1, lab)
-        return torch.lerp(base, x, keep.view(c, *labels.shape[1:]))
-    keep = masks.gather(1, lab.expand(c, -1)).view(c, *labels.shape[1:])
-    return torch.where(keep, x, base)
+    mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
+    channels_last = fmt.channels_last and inputs.ndim == 4
+    return _backend.blend(gather_rows(inputs, chunk), gather_rows(baseline, chunk), gather_rows(index, chunk),
+                          chunk.masks, out_dtype=fmt.dtype if inputs.is_floating_point() else None,
+                          mean=mean, std=std, channels_last=channels_last)

@@ -1,12 +1,27 @@
-"""Named bundles of defaults that reproduce other LIME implementations.
+"""Named bundles of defaults that reproduce other LIME implementations: one system for every modality.
 
-A preset fills every keyword the caller did not pass; keywords passed
-explicitly always win. ``ENGINE`` holds torchlime's own defaults.
+A preset fills every keyword the caller did not pass; keywords passed explicitly
+always win. Each preset has settings for any modality (``"any"``) and, where the
+reference implementation differs by modality, settings for ``"image"``,
+``"audio"`` or ``"text"`` on top. ``ENGINE`` holds torchlime's own defaults.
+
+=============  ===============================================================
+``lime``       lime's explainer of the modality: ``LimeImageExplainer`` (quickshift
+               superpixels, mean-colour fill, Bernoulli(1/2), cosine kernel 0.25,
+               Ridge(1), N = 1000, top 5 labels); for tokens ``LimeTextExplainer``
+               (remove k ~ U{1..D} words, cosine x 100 with width 25, N = 5000)
+``lime_text``  ``LimeTextExplainer``'s settings, for any modality
+``captum``     captum's ``Lime``: N = 25, fill 0, exp(-d²/2) on the input-space
+               cosine distance, Lasso(alpha=0.01)
+``slime``      SLIME / the audio veracity study: Bernoulli(1/2), cosine kernel 0.25,
+               Ridge(1), N = 8192 (also ``veracity``)
+=============  ===============================================================
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from ._checks import check_choice
 from .sampling import BernoulliSampler, UniformCountSampler
 from .surrogate import Lasso, Ridge
 from .weighting import ExponentialKernel
@@ -20,38 +35,62 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
+MODALITIES = ("any", "image", "audio", "text")
 
 ENGINE: dict[str, Any] = dict(
     target=None, n_samples=1000, baseline=0.0, sampler=BernoulliSampler(0.5),
     kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0),
 )
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # lime.lime_image.LimeImageExplainer: Bernoulli(1/2) masks, hidden superpixels take
-    # their mean colour, cosine distance on the masks, sqrt(exp(-d²/0.25²)), Ridge(alpha=1), top 5 labels
-    "lime": dict(target="top5", n_samples=1000, baseline="mean", sampler=BernoulliSampler(0.5),
-                 kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)),
-    # lime.lime_text.LimeTextExplainer: remove k ~ U{1..D} words, cosine x100, width 25, 5000 samples
-    "lime_text": dict(target=None, n_samples=5000, baseline=0.0, sampler=UniformCountSampler(),
-                      kernel=ExponentialKernel(width=25.0, scale=100.0), surrogate=Ridge(alpha=1.0)),
-    # captum.attr.Lime: 25 samples, baseline 0, exp(-d²/2) on input-space cosine, Lasso(alpha=0.01)
-    "captum": dict(target=None, n_samples=25, baseline=0.0, sampler=BernoulliSampler(0.5),
-                   kernel=ExponentialKernel(width=1.0, space="input"), surrogate=Lasso(alpha=0.01)),
+_LIME_TEXT = dict(target=None, n_samples=5000, baseline=0.0, sampler=UniformCountSampler(),
+                  kernel=ExponentialKernel(width=25.0, scale=100.0), surrogate=Ridge(alpha=1.0))
+_SLIME = dict(n_samples=8192, sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25),
+              surrogate=Ridge(alpha=1.0))
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "lime": {
+        "any": dict(target="top5", n_samples=1000, baseline="mean", sampler=BernoulliSampler(0.5),
+                    kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)),
+        "image": dict(segments="quickshift"),  # quickshift(kernel_size=4, max_dist=200, ratio=0.2)
+        "text": _LIME_TEXT,
+    },
+    "lime_text": {"any": _LIME_TEXT},
+    "captum": {"any": dict(target=None, n_samples=25, baseline=0.0, sampler=BernoulliSampler(0.5),
+                           kernel=ExponentialKernel(width=1.0, space="input"), surrogate=Lasso(alpha=0.01))},
+    "slime": {"any": _SLIME},
+    "veracity": {"any": _SLIME},
 }
 
 
-def apply_preset(preset: Optional[str], given: dict[str, Any],
-                 extra: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, Any]:
-    """Resolve keywords: explicit > preset (+ modality ``extra``) > engine defaults.
+def check_preset(preset: Optional[str]) -> Optional[str]:
+    """Raise ``ValueError`` unless ``preset`` is None or a name in ``PRESETS``."""
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"`preset` must be None or one of {list(PRESETS)}, got {preset!r}")
+    return preset
+
+
+def resolve(preset: Optional[str], given: dict[str, Any], modality: str = "any") -> dict[str, Any]:
+    """Resolve keywords: explicit > preset for the modality > preset for any > engine defaults.
+
+    Args:
+        preset: None or a name in ``PRESETS``.
+        given: keyword -> value, ``UNSET`` where the caller passed nothing.
+        modality: "any", "image", "audio" or "text".
+
+    Returns:
+        ``given`` with every ``UNSET`` replaced (None where no default exists).
 
     Raises:
         ValueError: for an unknown preset name.
+
+    Example:
+        >>> resolve("lime", dict(n_samples=UNSET, baseline=0.5))
+        {'n_samples': 1000, 'baseline': 0.5}
     """
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"`preset` must be None or one of {list(PRESETS)}, got {preset!r}")
+    check_preset(preset)
+    check_choice(modality, "modality", MODALITIES)
     base = dict(ENGINE)
     if preset is not None:
-        base.update(PRESETS[preset])
-        if extra and preset in extra:
-            base.update(extra[preset])
+        base.update(PRESETS[preset]["any"])
+        base.update(PRESETS[preset].get(modality, {}))
     return {k: (base.get(k) if v is UNSET else v) for k, v in given.items()}

@@ -48,48 +48,93 @@ def exact_matmul() -> Iterator[None]:
 
 
 class Normal(NamedTuple):
-    """Weighted, centred normal equations of a batch of fits."""
+    """Weighted, centred normal equations of a batch of fits (float64).
 
-    gram: torch.Tensor  # (B, F, F)  Xcᵀ W Xc
-    rhs: torch.Tensor  # (B, F, T)  Xcᵀ W yc
-    x_mean: torch.Tensor  # (B, F)
-    y_mean: torch.Tensor  # (B, T)
-    weight_sum: torch.Tensor  # (B,)
+    Attributes:
+        gram: (B, F, F) Xcᵀ W Xc. rhs: (B, F, T) Xcᵀ W yc.
+        x_mean: (B, F) and y_mean: (B, T) weighted means. weight_sum: (B,) Σw.
+        ss_tot: (B, T) Σ w (y - ȳ)², the denominator of the weighted R².
+    """
+
+    gram: torch.Tensor
+    rhs: torch.Tensor
+    x_mean: torch.Tensor
+    y_mean: torch.Tensor
+    weight_sum: torch.Tensor
+    ss_tot: torch.Tensor
 
 
-def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> Normal:
-    """Build the weighted centred normal equations.
+class NormalAccumulator:
+    """Weighted sufficient statistics, accumulated block by block of rows.
+
+    Each block's products run in ``dtype`` (float32 by default, TF32 off) on
+    shifted data (masks - 1/2, outputs - the input's own output ``y_shift``), so
+    the sums stay well conditioned; the running sums are float64. Memory is
+    O(B·F·(F + T)), whatever the number of samples.
 
     Args:
-        x: (B, S, F) design (masks as floats). y: (B, S, T). w: (B, S) >= 0.
+        batch, n_features, n_targets: B, F, T.
+        y_shift: (B, T) a typical output per fit (the unperturbed input's).
+        dtype: dtype of the per-block products.
     """
-    with exact_matmul():
-        sw = w.sum(1)
-        wn = (w / sw.unsqueeze(1)).unsqueeze(-1)
-        x_mean = (wn * x).sum(1)
-        y_mean = (wn * y).sum(1)
-        xc = x - x_mean.unsqueeze(1)
-        yc = y - y_mean.unsqueeze(1)
-        xw = xc * w.unsqueeze(-1)
-        gram = xw.transpose(1, 2) @ xc
-        rhs = xw.transpose(1, 2) @ yc
-    return Normal(gram, rhs, x_mean, y_mean, sw)
+
+    def __init__(self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor,
+                 dtype: torch.dtype = torch.float32) -> None:
+        dev = y_shift.device
+        z = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=dev)  # noqa: E731
+        self.dtype = dtype
+        self.y_shift = y_shift.to(dtype)
+        self.sw, self.sx, self.sy = z(batch), z(batch, n_features), z(batch, n_targets)
+        self.sxx, self.sxy, self.syy = z(batch, n_features, n_features), z(batch, n_features, n_targets), \
+            z(batch, n_targets)
+
+    def add(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0) -> None:
+        """Add a block of rows of fits ``start .. start + g - 1``.
+
+        Args:
+            x: (g, r, F) masks (bool or float). y: (g, r, T) outputs. w: (g, r) weights.
+        """
+        g = slice(start, start + x.shape[0])
+        x = x.to(self.dtype) - 0.5
+        y = y.to(self.dtype) - self.y_shift[g].unsqueeze(1)
+        w = w.to(self.dtype)
+        with exact_matmul():
+            xw = x * w.unsqueeze(-1)
+            self.sxx[g] += (xw.transpose(1, 2) @ x).double()
+            self.sxy[g] += (xw.transpose(1, 2) @ y).double()
+        self.sw[g] += w.sum(1).double()
+        self.sx[g] += xw.sum(1).double()
+        self.sy[g] += (w.unsqueeze(-1) * y).sum(1).double()
+        self.syy[g] += (w.unsqueeze(-1) * y * y).sum(1).double()
+
+    def normal(self) -> Normal:
+        """The centred normal equations of everything added (float64)."""
+        sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
+        xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
+        gram = self.sxx - sw.view(-1, 1, 1) * xm.unsqueeze(2) * xm.unsqueeze(1)
+        rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
+        ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
+        return Normal(0.5 * (gram + gram.transpose(1, 2)), rhs, xm + 0.5, ym + self.y_shift.double(),
+                      self.sw, ss_tot)
 
 
-def _finish(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, beta: torch.Tensor,
-            ne: Normal) -> Fit:
-    """Intercept, weighted R² and local prediction from coefficients beta (B, F, T)."""
+def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
+    """The weighted centred normal equations of x (B, S, F), y (B, S, T), w (B, S), in one block."""
+    acc = NormalAccumulator(x.shape[0], x.shape[2], y.shape[2], y[:, 0], dtype)
+    acc.add(x, y, w)
+    return acc.normal()
+
+
+def finish(beta: torch.Tensor, ne: Normal) -> Fit:
+    """Intercept, weighted R² and local prediction from coefficients beta (B, F, T), all from the
+    normal equations (no samples needed): Σw(y - ŷ)² = ss_tot - 2βᵀ(XᵀWy) + βᵀ(XᵀWX)β."""
     intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
-    with exact_matmul():
-        pred = x @ beta + intercept.unsqueeze(1)  # (B, S, T)
-    wt = w.unsqueeze(-1)
-    ss_res = (wt * (y - pred) ** 2).sum(1)
-    ss_tot = (wt * (y - ne.y_mean.unsqueeze(1)) ** 2).sum(1)
+    explained = (beta * ne.rhs).sum(1)
+    quad = (beta * (ne.gram @ beta)).sum(1)
+    ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
     # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
-    tiny = torch.finfo(y.dtype).tiny
-    score = torch.where(ss_tot > tiny, 1.0 - ss_res / ss_tot.clamp_min(tiny),
-                        (ss_res <= tiny).to(y.dtype))
-    local_pred = intercept + beta.sum(1)  # row of all ones
+    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), (ss_res == 0).to(beta.dtype))
+    local_pred = intercept + beta.sum(1)  # the row of all ones
     return Fit(beta.transpose(1, 2), intercept, score, local_pred)
 
 
@@ -106,7 +151,7 @@ def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tens
     """
     if alpha > 0:
         eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-        chol = torch.linalg.cholesky(gram + alpha * eye)
+        chol, _ = torch.linalg.cholesky_ex(gram + alpha * eye)  # SPD by construction; no host sync
         return torch.cholesky_solve(rhs, chol)
     evals, evecs = torch.linalg.eigh(gram)
     tol = evals.amax(-1, keepdim=True).clamp_min(0) * gram.shape[-1] * torch.finfo(gram.dtype).eps
@@ -115,15 +160,26 @@ def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tens
 
 
 class Surrogate:
-    """Base class: ``surrogate.fit(x, y, w, valid) -> Fit``; ``dtype`` sets the fit precision."""
+    """Base class: ``solve(normal, valid) -> beta (B, F, T)`` on the normal equations.
+
+    ``dtype`` is the dtype of the per-block products while the statistics are
+    accumulated and of the returned fit (the solve itself runs in float64).
+    Every surrogate here needs only the weighted normal equations, O(B·F·(F + T))
+    memory, never the samples themselves.
+    """
 
     dtype: torch.dtype = torch.float32
 
-    def solve(self, x, y, w, valid, ne: Normal) -> torch.Tensor:
+    def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def fit_normal(self, ne: Normal, valid: torch.Tensor) -> Fit:
+        """Fit B·T weighted linear models from their normal equations; valid: bool (B, F)."""
+        beta = self.solve(ne, valid) * valid.unsqueeze(-1).to(torch.float64)
+        return Fit(*(t.to(self.dtype) for t in finish(beta, ne)))
+
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
-        """Fit B·T weighted linear models.
+        """Fit B·T weighted linear models on samples held in memory.
 
         Args:
             x: (B, S, F) masks (bool or float). y: (B, S, T) outputs. w: (B, S) weights.
@@ -132,13 +188,7 @@ class Surrogate:
         Returns:
             ``Fit`` with coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T).
         """
-        x = x.to(self.dtype)
-        y = y.to(self.dtype)
-        w = w.to(self.dtype)
-        ne = normal_equations(x, y, w)
-        beta = self.solve(x, y, w, valid, ne)
-        beta = beta * valid.unsqueeze(-1)
-        return _finish(x, y, w, beta, ne)
+        return self.fit_normal(normal_equations(x, y, w, self.dtype), valid)
 
 
 @dataclass(frozen=True)
@@ -154,7 +204,7 @@ class Ridge(Surrogate):
     def __post_init__(self) -> None:
         check_positive_float(self.alpha, "alpha", allow_zero=True)
 
-    def solve(self, x, y, w, valid, ne):
+    def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         return solve_spd(_pad_identity(ne.gram, valid), ne.rhs, self.alpha)
 
 
@@ -208,7 +258,7 @@ class Lasso(Surrogate):
         check_positive_float(self.alpha, "alpha", allow_zero=True)
         check_positive_int(self.max_iter, "max_iter")
 
-    def solve(self, x, y, w, valid, ne):
+    def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         sw = ne.weight_sum.view(-1, 1, 1)
         gram = ne.gram / sw
         rhs = ne.rhs / sw
@@ -260,7 +310,7 @@ class KLasso(Surrogate):
         chosen = torch.zeros_like(rhs, dtype=torch.bool).scatter_(1, idx, True)
         return chosen & torch.isfinite(key)
 
-    def solve(self, x, y, w, valid, ne):
+    def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         chosen = self.select(ne, valid)  # (B, F, T)
         sel = chosen.transpose(1, 2).to(ne.gram.dtype)  # (B, T, F)
         gram = ne.gram.unsqueeze(1) * sel.unsqueeze(-1) * sel.unsqueeze(-2)

@@ -2,12 +2,16 @@
 
 Each perturbed sample gets a weight from its distance to the explained input:
 ``w = exp(-d² / (2 width²))``, which is exactly lime's ``sqrt(exp(-d² / width²))``.
-Distances are measured either on the binary masks (lime) or between the
-flattened model inputs (captum's default).
+Distances are measured either on the binary masks (``space="mask"``, lime), or on
+the perturbed model inputs (``space="input"``, captum's default): the engine then
+calls the kernel's ``distances`` hook on every chunk before the model sees it, so a
+kernel may measure anything about the perturbed input (the hybrid text kernel
+compares the words of the perturbed and the original text).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -21,16 +25,20 @@ def mask_distance(masks: torch.Tensor, valid: torch.Tensor, metric: str) -> torc
     """Distance of every mask row from the all-ones row.
 
     Args:
-        masks: bool (B, S, F).
-        valid: bool (B, F), the features that exist (padding excluded).
+        masks: bool (..., F).
+        valid: bool (..., F) broadcastable to ``masks``: the features that exist.
         metric: "cosine" (1 - sqrt(k/F), sklearn's convention d=1 for an empty row),
             "hamming" ((F-k)/F) or "euclidean" (sqrt(F-k)), k = kept features.
 
     Returns:
-        float32 (B, S).
+        float32 (...,).
+
+    Example:
+        >>> mask_distance(torch.tensor([[True, True], [True, False]]), torch.tensor([True, True]), "hamming")
+        tensor([0.0000, 0.5000])
     """
-    kept = (masks & valid.unsqueeze(1)).sum(-1, dtype=torch.float32)
-    total = valid.sum(-1, dtype=torch.float32).unsqueeze(1)
+    kept = (masks & valid).sum(-1, dtype=torch.float32)
+    total = valid.sum(-1, dtype=torch.float32)
     if metric == "cosine":
         return 1.0 - torch.sqrt(kept / total)
     if metric == "hamming":
@@ -61,13 +69,29 @@ def input_distance(perturbed: torch.Tensor, original: torch.Tensor, metric: str)
 
 
 class Kernel:
-    """Base class: turns distances into weights (B, S)."""
+    """Base class: distances of the samples from their input, and weights from distances.
+
+    ``space="mask"`` kernels get distances from ``mask_distance``; ``space="input"``
+    kernels from ``distances(perturbed, inputs, rows)``, called on every chunk of
+    perturbed model inputs before the model sees it.
+    """
 
     distance: str = "cosine"
     space: str = "mask"
     scale: float = 1.0
 
+    def distances(self, perturbed: Any, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Distances (c,) of a chunk of perturbed model inputs (c, ...) from their originals.
+
+        Args:
+            perturbed: the chunk as the model will see it.
+            inputs: (B, ...) the explained inputs, in the same form.
+            rows: long (c,) the explained input of every row.
+        """
+        return input_distance(perturbed, inputs[rows], self.distance)
+
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        """Weights of distances (any shape), same shape."""
         raise NotImplementedError
 
 

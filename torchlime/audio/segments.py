@@ -19,6 +19,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from .._checks import check_integer, check_positive_int, describe
+from ..features import even_bands, grid
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 SEGMENTATIONS = ("grid", "time", "freq", "mel", "slic")
@@ -45,11 +46,6 @@ def bin_frequencies(n_bins: int, sample_rate: float, n_fft: Optional[int] = None
     """
     n_fft = 2 * (n_bins - 1) if n_fft is None else n_fft
     return torch.arange(n_bins, device=device, dtype=torch.float32) * (float(sample_rate) / n_fft)
-
-
-def even_bands(n: int, k: int, device: Union[str, torch.device, None] = None) -> torch.Tensor:
-    """Split ``n`` positions into ``k`` contiguous bands whose sizes differ by at most 1: long (n,)."""
-    return torch.arange(n, device=device) * k // n
 
 
 def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0,
@@ -81,23 +77,6 @@ def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0,
     return bands
 
 
-def grid(n_freq: int, n_time: int, freq_segments: int, time_segments: int, *,
-         freq_bands: Optional[torch.Tensor] = None,
-         device: Union[str, torch.device, None] = None) -> torch.Tensor:
-    """Time x frequency grid: long (Fr, Tm) with ids ``band * time_segments + slot``.
-
-    Args:
-        n_freq, n_time: Fr bins and Tm frames.
-        freq_segments, time_segments: bands and slots (each at least 1).
-        freq_bands: optional long (Fr,) band of every bin (e.g. from ``mel_bands``);
-            default: ``even_bands(n_freq, freq_segments)``.
-    """
-    check_segment_counts(n_freq, n_time, freq_segments, time_segments)
-    band = even_bands(n_freq, freq_segments, device) if freq_bands is None else freq_bands.to(device)
-    slot = even_bands(n_time, time_segments, device)
-    return band.view(-1, 1) * time_segments + slot.view(1, -1)
-
-
 def check_segment_counts(n_freq: int, n_time: int, freq_segments: int, time_segments: int,
                          what: str = "`specs`") -> None:
     """Raise unless 1 <= time_segments <= Tm frames and 1 <= freq_segments <= Fr bins."""
@@ -117,13 +96,13 @@ def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1
     Returns:
         long (B, Fr, Tm), labels 0..F_b-1 per spectrogram (``torchlime.image.segments.slic``).
     """
-    from ..image.segments import slic  # imported lazily: the image module is optional for audio
+    from ..image.segments import slic_labels
 
     x = specs.float()
     lo = x.amin(dim=(1, 2, 3), keepdim=True)
     hi = x.amax(dim=(1, 2, 3), keepdim=True)
     x = (x - lo) / (hi - lo).clamp_min(1e-12)
-    return slic(x, n_segments=n_segments, compactness=compactness, lab=False)
+    return slic_labels(x, n_segments=n_segments, compactness=compactness, lab=False)
 
 
 def spectrogram_segments(specs: torch.Tensor, segments: SegmentSpec = "grid", *, time_segments: int = 5,
@@ -151,12 +130,10 @@ def spectrogram_segments(specs: torch.Tensor, segments: SegmentSpec = "grid", *,
         segments = segments(specs)
     if isinstance(segments, torch.Tensor):
         return _explicit(segments, specs)
-    if segments == "grid":
-        out = grid(n_freq, n_time, freq_segments, time_segments, device=dev)
-    elif segments == "time":
-        out = grid(n_freq, n_time, 1, time_segments, device=dev)
-    elif segments == "freq":
-        out = grid(n_freq, n_time, freq_segments, 1, device=dev)
+    if segments in ("grid", "time", "freq"):
+        counts = (1 if segments == "time" else freq_segments, 1 if segments == "freq" else time_segments)
+        check_segment_counts(n_freq, n_time, *counts)
+        out = grid((n_freq, n_time), counts, device=dev)
     elif segments == "mel":
         check_segment_counts(n_freq, n_time, freq_segments, time_segments)
         if bin_freqs is not None:
@@ -170,7 +147,7 @@ def spectrogram_segments(specs: torch.Tensor, segments: SegmentSpec = "grid", *,
             raise ValueError("`segments='mel'` needs the bins' frequencies: pass `sample_rate` "
                              "(and `n_fft` if it is not 2 * (Fr - 1)) or `bin_freqs`")
         bands = mel_bands(freqs, freq_segments, fmin, fmax)
-        out = grid(n_freq, n_time, freq_segments, time_segments, freq_bands=bands, device=dev)
+        out = grid((n_freq, n_time), (freq_segments, time_segments), bands=(bands, None), device=dev)
     elif segments == "slic":
         x = specs if specs.ndim == 4 else specs.unsqueeze(1)
         n_seg = n_segments if n_segments is not None else time_segments * freq_segments

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..forward import model_placement
+from ..perturb import Chunk, gather_rows
 
 
 def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> torch.Tensor:
@@ -61,6 +62,11 @@ class ISTFTModel(nn.Module):
         self.n_fft, self.hop_length, self.win_length, self.length = n_fft, hop_length, win_length, length
         self.audio_dtype = model_placement(model, reference)[1]
 
+    @property
+    def cache_identity(self) -> Any:
+        """The wrapped model: keys the measured chunk size (wrappers are made per call)."""
+        return self.model
+
     def forward(self, spec: torch.Tensor) -> Any:
         """complex (c, [C,] Fr, Tm) -> model(audio (c, [C,] S))."""
         wave = istft(spec, self.n_fft, self.hop_length, self.win_length, self.length, self.audio_dtype)
@@ -80,25 +86,21 @@ def smooth_edges(keep: torch.Tensor, fade: int) -> torch.Tensor:
 
 
 def crossfade_blend(fade: int) -> Callable[..., torch.Tensor]:
-    """A ``perturb_fn`` for ``explain`` that blends time segments with linear crossfades.
+    """A ``perturb_fn`` for ``torchlime.explain`` that blends time segments with linear crossfades.
 
     Args:
         fade: half-length in samples of every crossfade.
 
     Returns:
-        ``perturb(inputs, baseline, labels, masks, start, stop)`` giving rows start:stop of
+        ``perturb(inputs, baseline, index, chunk)`` giving the chunk's rows
         ``baseline + keep * (inputs - baseline)`` with ``keep`` the smoothed (c, ..., S) mask.
     """
 
-    def perturb(inputs: torch.Tensor, baseline: torch.Tensor, labels: torch.Tensor,
-                masks: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        n_samples = masks.shape[1]
-        flat = masks.reshape(-1, masks.shape[-1])[start:stop]  # (c, F)
-        rows = torch.arange(start, stop, device=inputs.device) // n_samples
-        lab = labels[rows if labels.shape[0] > 1 else torch.zeros_like(rows)]
-        keep = flat.gather(1, lab.reshape(lab.shape[0], -1)).to(inputs.dtype)
+    def perturb(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> torch.Tensor:
+        lab = gather_rows(index, chunk).expand(chunk.rows.shape[0], *index.shape[1:])
+        keep = chunk.masks.gather(1, lab.reshape(lab.shape[0], -1)).to(inputs.dtype)
         keep = smooth_edges(keep, fade).reshape(lab.shape)
-        x, base = inputs[rows], baseline[rows]
+        x, base = gather_rows(inputs, chunk), gather_rows(baseline, chunk)
         return base + keep * (x - base)
 
     return perturb

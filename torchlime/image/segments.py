@@ -1,104 +1,44 @@
 """Image segmenters: the interpretable features of image explanations.
 
-``slic`` is SLIC (Achanta et al., 2012) in pure torch, batched, on the images' device:
-pixels are laid out seeding cell by cell, so one ``bmm`` scores every pixel against the
-3x3 centres around its cell, and per-(cell, slot) sums folded onto the centre grid update
-the centres. Connectivity is enforced on the device too (union-find over row runs).
+``slic`` is SLIC superpixels on the images' device (``_slic``): the Triton kernels for
+CUDA tensors (the torch implementation under ``TORCHLIME_BACKEND=torch`` or torch's
+deterministic mode), the torch implementation on the CPU; connectivity is enforced on the
+device too. ``grid`` gives rectangles, ``skimage_segments`` wraps scikit-image's
+segmenters (on the host), and ``resolve_segments`` turns any ``segments=`` argument of
+``explain_image`` into labels.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .._checks import (check_choice, check_integer, check_ndim, check_positive_float,
-                      check_positive_int, check_same_device, check_tensor, describe)
+from .. import _backend
+from .._checks import (check_choice, check_integer, check_ndim, check_positive_float, check_positive_int,
+                       check_same_device, check_tensor, describe)
+from ..features import grid as feature_grid
 from ..features import relabel
+from ._slic import finish, iterate_torch, iterate_triton, seed_grid, to_lab
 
 SegmentsArg = Union[None, str, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]
 METHODS = ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic")
-_BIG = 1e30  # distance to a centre outside the grid
-_CPU_CHUNK = 1 << 18  # pixels per chunk of images on CPU
+_CPU_CHUNK = 1 << 18  # pixels per chunk of images of the torch SLIC on CPU (keeps the working set in cache)
 
 
-def _check_images(images: Any) -> None:
-    check_tensor(images, "images")
-    check_ndim(images, "images", (4,), "(B, C, H, W)")
+def check_images(images: Any, name: str = "images") -> None:
+    """Raise unless ``images`` is a non-empty floating tensor (B, C, H, W); no host sync."""
+    check_tensor(images, name)
+    check_ndim(images, name, (4,), "(B, C, H, W)")
     if not images.dtype.is_floating_point:
-        raise TypeError(f"`images` must have a floating dtype (e.g. torch.float32), got {images.dtype}")
+        raise TypeError(f"`{name}` must have a floating dtype (e.g. torch.float32 in [0, 1]), got {images.dtype}")
     if images.numel() == 0:
-        raise ValueError(f"`images` must not be empty, got shape {tuple(images.shape)}")
+        raise ValueError(f"`{name}` must not be empty, got shape {tuple(images.shape)}")
 
 
-def _flatten(parent: torch.Tensor) -> torch.Tensor:
-    """Pointer jumping until every entry points to a root (a fixed point)."""
-    while True:
-        jumped = parent.gather(0, parent)  # gather: much faster than [] indexing on CPU
-        if torch.equal(jumped, parent):
-            return parent
-        parent = jumped
-
-
-def _union(n: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Components of the graph with ``n`` nodes and edges ``a[i] - b[i]``: (n,) the smallest
-    node of each node's component. Every round hooks each root onto the smallest root across
-    its edges and flattens the trees, until nothing hooks (O(log) rounds, a host sync each)."""
-    parent = torch.arange(n, device=a.device)
-    while True:
-        pa, pb = parent.gather(0, a), parent.gather(0, b)
-        hooked = parent.scatter_reduce(0, torch.maximum(pa, pb), torch.minimum(pa, pb), "amin")
-        if torch.equal(hooked, parent):
-            return parent
-        parent = _flatten(hooked)
-
-
-def _connect(seg: torch.Tensor, min_size: int) -> torch.Tensor:
-    """Split labels ``seg`` (B, H, W) into 4-connected components and merge those under
-    ``min_size`` pixels into their largest neighbour (ties: the later one), round by round.
-    Returns long (B, H, W) component ids in raster order. Graph nodes are row runs of equal
-    labels; only vertical edges at a run start are needed (the others join the same runs)."""
-    b, h, w = seg.shape
-    n, dev = b * h * w, seg.device
-    start = torch.ones_like(seg, dtype=torch.bool)
-    start[:, :, 1:] = seg[:, :, 1:] != seg[:, :, :-1]
-    first = start.view(-1).nonzero().squeeze(1)  # (R,) first pixel of every run
-    run = start.view(-1).cumsum(0) - 1  # (N,) run of every pixel
-    nruns = first.numel()
-    edge = (start[:, 1:] | start[:, :-1]).reshape(-1).nonzero().squeeze(1)  # vertical edges (B, H-1, W)
-    upper = edge + edge // max(1, (h - 1) * w) * w  # flat index of the upper pixel
-    same = seg.view(-1).gather(0, upper) == seg.view(-1).gather(0, upper + w)
-    ru, rv = run.gather(0, upper), run.gather(0, upper + w)
-    comp = _union(nruns, ru[same], rv[same])  # (R,) smallest run of every component
-    root = comp == torch.arange(nruns, device=dev)
-    comp = (root.cumsum(0) - 1).gather(0, comp)  # components numbered 0..M-1 in raster order
-    ncomp = int(root.sum())
-    length = torch.diff(first, append=first.new_tensor([n]))
-    size = torch.zeros(ncomp, dtype=torch.long, device=dev).scatter_add_(0, comp, length)
-    # Neighbouring components: across cut vertical edges and between consecutive runs of a row.
-    row = first[1:] % w != 0
-    ca = torch.cat((comp.gather(0, ru[~same]), comp[:-1][row]))
-    cb = torch.cat((comp.gather(0, rv[~same]), comp[1:][row]))
-    ids = torch.arange(ncomp, device=dev)
-    while True:
-        key = size * ncomp + ids  # a strict order: merging only into a larger key makes no cycles
-        src = torch.where(ca != cb, torch.cat((key.gather(0, cb), key.gather(0, ca))).view(2, -1), -1)
-        best = torch.full_like(ids, -1).scatter_reduce_(0, torch.cat((ca, cb)), src.view(-1), "amax")
-        merge = (size > 0) & (size < min_size) & (best > key)
-        if not bool(merge.any()):
-            return comp.gather(0, run).view(b, h, w)
-        target = _flatten(torch.where(merge, best % ncomp, ids))
-        size = torch.zeros_like(size).scatter_add_(0, target, size)
-        ca, cb, comp = target.gather(0, ca), target.gather(0, cb), target.gather(0, comp)
-
-
-def check_slic_args(images: torch.Tensor, n_segments: int, compactness: float, n_iter: int,
-                    max_size_factor: float, min_size_factor: float, lab: bool) -> tuple[float, float, float]:
-    """Validates the arguments of ``slic`` / ``slic_triton``; returns ``compactness``,
-    ``max_size_factor`` and ``min_size_factor`` as floats."""
-    _check_images(images)
+def check_slic_args(n_segments: int, compactness: float, n_iter: int, max_size_factor: float,
+                    min_size_factor: float, lab: bool) -> tuple[float, float, float]:
+    """Validate SLIC's settings; returns ``compactness``, ``max_size_factor`` and ``min_size_factor``."""
     check_positive_int(n_segments, "n_segments")
     check_positive_int(n_iter, "n_iter")
     compactness = check_positive_float(compactness, "compactness")
@@ -106,8 +46,6 @@ def check_slic_args(images: torch.Tensor, n_segments: int, compactness: float, n
     min_size_factor = check_positive_float(min_size_factor, "min_size_factor", allow_zero=True)
     if not isinstance(lab, bool):
         raise TypeError(f"`lab` must be a bool, got {describe(lab)}")
-    if not bool(torch.isfinite(images).all()):
-        raise ValueError("`images` must be finite, got NaN or infinite values")
     return compactness, max_size_factor, min_size_factor
 
 
@@ -132,95 +70,34 @@ def slic(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0,
     Returns:
         long (B, H, W): labels 0..F_b-1 for every image b, each label one
         4-connected region. Deterministic; ``images`` is not modified.
+
+    Raises:
+        TypeError / ValueError: bad arguments, non-finite images.
+
+    Example:
+        >>> slic(torch.rand(2, 3, 32, 32), n_segments=16).shape
+        torch.Size([2, 32, 32])
     """
-    compactness, max_size_factor, min_size_factor = check_slic_args(
-        images, n_segments, compactness, n_iter, max_size_factor, min_size_factor, lab)
-    # On CPU, chunks of ~2^18 pixels keep the working set in cache (64 224x224 images at
-    # once cost about twice as much per image as 4 at once); CUDA takes the whole batch.
-    chunk = max(1, _CPU_CHUNK // images[0, 0].numel()) if images.device.type == "cpu" else images.shape[0]
-    args = (n_segments, compactness, n_iter, max_size_factor, min_size_factor, lab)
-    return torch.cat([_slic(images[i:i + chunk], *args) for i in range(0, images.shape[0], chunk)])
+    check_images(images)
+    args = check_slic_args(n_segments, compactness, n_iter, max_size_factor, min_size_factor, lab)
+    if not bool(torch.isfinite(images).all()):
+        raise ValueError("`images` must be finite, got NaN or infinite values")
+    return slic_labels(images, n_segments, args[0], n_iter, args[1], args[2], lab)
 
 
-@torch.no_grad()
-def _slic(images: torch.Tensor, n_segments: int, compactness: float, n_iter: int,
-          max_size_factor: float, min_size_factor: float, lab: bool) -> torch.Tensor:
-    """``slic`` on a checked batch (B, C, H, W)."""
-    x = images if images.dtype == torch.float64 else images.float()
-    if x.shape[1] == 3 and lab:
-        import kornia
-
-        x = kornia.color.rgb_to_lab(x)
-    b, c, h, w = x.shape
-    dev, dt, d = x.device, x.dtype, c + 2
-    step = math.sqrt(h * w / n_segments)
-    sh, sw = math.ceil(h / min(h, max(1, round(h / step)))), math.ceil(w / min(w, max(1, round(w / step))))
-    gh, gw = math.ceil(h / sh), math.ceil(w / sw)  # seeding cells of sh x sw pixels, none empty
-    ncell, npix, pad = gh * gw, sh * sw, (0, gw * sw - w, 0, gh * sh - h)
-
-    def cells(t: torch.Tensor) -> torch.Tensor:  # (B, K, H, W) -> (B, L, P, K), pixels cell by cell
-        t = F.pad(t, pad).view(t.shape[0], t.shape[1], gh, sh, gw, sw)
-        return t.permute(0, 2, 4, 3, 5, 1).reshape(t.shape[0], ncell, npix, t.shape[1])
-
-    yx = torch.stack(torch.meshgrid(torch.arange(gh * sh, device=dev, dtype=dt),
-                                    torch.arange(gw * sw, device=dev, dtype=dt), indexing="ij"))
-    yx = cells(yx[None, :, :h, :w] * (compactness / step))  # (1, L, P, 2) scaled positions
-    origin = yx[:, :, :1]  # (1, L, 1, 2): the first pixel of every cell
-    col = cells(x)
-    # Distances by one bmm: [-2 c, |c|^2, 1] . [p, 1, |p|^2] = |p - c|^2, positions relative to the cell.
-    pix = torch.cat((col, (yx - origin).expand(b, -1, -1, -1)), -1)
-    pix = torch.cat((pix, torch.ones_like(pix[..., :1]), (pix * pix).sum(-1, keepdim=True)), -1)
-    pix = pix.reshape(b * ncell, npix, d + 2).transpose(1, 2).contiguous()  # (B*L, D+2, P)
-    valid = cells(torch.ones(1, 1, h, w, device=dev, dtype=dt))
-    upd = torch.cat((col, yx.expand(b, -1, -1, -1), valid.expand(b, -1, -1, -1)), -1) * valid  # (B, L, P, D+1)
-    on_cpu = dev.type == "cpu"
-    if on_cpu:  # scatter_add: fast, deterministic on CPU. 8 accumulators ("lanes") per (cell, slot):
-        # neighbouring pixels mostly share a slot, and adding them into one address is latency-bound.
-        upd = upd.permute(3, 0, 1, 2).reshape(d + 1, -1).contiguous()
-        lane = torch.arange(b * ncell, device=dev).view(-1, 1, 1) * 72 + torch.arange(npix, device=dev) % 8
-    else:  # one-hot bmm: no float atomics, so deterministic on CUDA
-        upd = upd.reshape(b * ncell, npix, d + 1)
-    ones = torch.ones(1, 1, gh, gw, device=dev, dtype=dt)
-    absent = (F.unfold(ones, 3, padding=1) == 0).view(1, 9, ncell).transpose(1, 2).unsqueeze(3) * _BIG
-    itype = torch.int32 if dt == torch.float32 else torch.int64
-    nine = torch.arange(9, device=dev, dtype=itype).view(1, 9, 1)
-
-    def cluster_sums(slot: torch.Tensor) -> torch.Tensor:  # (B, D+1, gh, gw): [colour, position, count]
-        if on_cpu:  # per (cell, slot) sums, folded onto the centre grid (fold adds the 3x3 overlaps)
-            idx = (lane + slot * 8).view(1, -1).expand(d + 1, -1)
-            sums = torch.zeros(d + 1, b * ncell * 72, device=dev, dtype=dt).scatter_add_(1, idx, upd)
-            sums = sums.view(d + 1, b, ncell, 9, 8).sum(-1).permute(1, 0, 3, 2)
-        else:
-            sums = torch.bmm((slot == nine).to(dt), upd).view(b, ncell, 9, d + 1).permute(0, 3, 2, 1)
-        return F.fold(sums.reshape(b, (d + 1) * 9, ncell), (gh, gw), 3, padding=1)
-
-    slot = torch.full((b * ncell, 1, npix), 4, dtype=itype, device=dev)  # start: own cell (slot 4)
-    sums = cluster_sums(slot)
-    centres = sums[:, :d] / sums[:, d:]  # (B, D, gh, gw); no cell is empty
-    for it in range(n_iter):
-        if it > 0:  # update; an empty cluster keeps its centre
-            sums = cluster_sums(slot)
-            centres = torch.where(sums[:, d:] > 0, sums[:, :d] / sums[:, d:].clamp_min(1), centres)
-        # Assignment: distances to the 9 centres around each cell, lowest one wins.
-        nb = F.unfold(centres, 3, padding=1).view(b, d, 9, ncell).permute(0, 3, 2, 1)  # (B, L, 9, D)
-        nb = torch.cat((nb[..., :c], nb[..., c:] - origin), -1)
-        nb = torch.cat((-2 * nb, (nb * nb).sum(-1, keepdim=True) + absent, torch.ones_like(nb[..., :1])), -1)
-        dist = torch.bmm(nb.view(b * ncell, 9, d + 2), pix).clamp_min_(0)  # (B*L, 9, P)
-        # First argmin over the 9 slots (a strided argmin is slow on CPU): distances >= 0 order
-        # like their bit patterns, so put the slot in the 4 lowest mantissa bits and take the min.
-        slot = dist.view(itype).bitwise_and_(-16).bitwise_or_(nine).amin(1, keepdim=True).bitwise_and_(15)
-    # Cluster id of every (cell, slot), then back from the cell layout to (B, H, W).
-    cy, cx, k = torch.arange(ncell, device=dev) // gw, torch.arange(ncell, device=dev) % gw, torch.arange(9, device=dev)
-    ids = (cy.view(-1, 1) + k // 3 - 1) * gw + cx.view(-1, 1) + k % 3 - 1  # (L, 9)
-    labels = torch.gather(ids.expand(b, ncell, 9), 2, slot.long().view(b, ncell, npix))  # (B, L, P)
-    labels = labels.view(b, gh, gw, sh, sw).permute(0, 1, 3, 2, 4).reshape(b, gh * sh, gw * sw)[:, :h, :w]
-    segment = h * w / n_segments
-    size = torch.bincount((labels + torch.arange(b, device=dev).view(b, 1, 1) * ncell).view(-1),
-                          minlength=b * ncell).view(b, ncell)
-    oversize = size.gather(1, labels.reshape(b, -1)).view(b, h, w) > int(max_size_factor * segment)
-    cell = (torch.arange(h, device=dev) // sh).view(h, 1) * gw + torch.arange(w, device=dev) // sw
-    labels = labels * (ncell + 1) + torch.where(oversize, cell + 1, 0)
-    return relabel(_connect(labels, int(min_size_factor * segment)))[0]
+def slic_labels(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0, n_iter: int = 10,
+                max_size_factor: float = 3.0, min_size_factor: float = 0.25, lab: bool = True) -> torch.Tensor:
+    """``slic`` on checked arguments (no host synchronisation of its own)."""
+    b, _, h, w = images.shape
+    grid_ = seed_grid(h, w, n_segments)
+    x = to_lab(images, lab)
+    if _backend.use_triton(x):
+        clusters = iterate_triton(x, grid_, compactness, n_iter)
+    else:  # on the CPU, chunks of ~2^18 pixels keep the working set in cache; CUDA takes the batch
+        chunk = max(1, _CPU_CHUNK // (h * w)) if x.device.type == "cpu" else b
+        clusters = torch.cat([iterate_torch(x[i:i + chunk], grid_, compactness, n_iter)
+                              for i in range(0, b, chunk)])
+    return finish(clusters, grid_, n_segments, max_size_factor, min_size_factor)
 
 
 def grid(images_or_shape: Union[torch.Tensor, Sequence[int]], rows: int, cols: int, *,
@@ -249,9 +126,7 @@ def grid(images_or_shape: Union[torch.Tensor, Sequence[int]], rows: int, cols: i
     check_positive_int(cols, "cols")
     if rows > h or cols > w:
         raise ValueError(f"`rows` x `cols` must be at most the image size H x W = {h} x {w}, got {rows} x {cols}")
-    r = torch.arange(h, device=device) * rows // h
-    c = torch.arange(w, device=device) * cols // w
-    return (r.view(h, 1) * cols + c).expand(b, h, w).contiguous()
+    return feature_grid((h, w), (rows, cols), device=device).expand(b, h, w).contiguous()
 
 
 def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs: Any) -> torch.Tensor:
@@ -265,7 +140,7 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
     Returns:
         long (B, H, W) labels 0..F_b-1 per image, on the images' device.
     """
-    _check_images(images)
+    check_images(images)
     check_choice(method, "method", ("quickshift", "felzenszwalb", "slic"))
     try:
         import skimage.segmentation as skseg
@@ -300,23 +175,27 @@ def boundaries(labels: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None) -> torch.Tensor:
+def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *,
+                     n_segments: int = 100) -> torch.Tensor:
     """Turn any accepted ``segments`` argument into labels for ``images`` (B, C, H, W).
 
-    ``segments``: None (torch ``slic(images)``), a name in ``METHODS`` ("grid" is 10 x 10),
-    a callable images -> labels, or an integer tensor (H, W), (B, H, W) or (B, 1, H, W)
-    (a batch of 1 is broadcast) on the images' device. Returns a new long (B, H, W)
-    tensor, not necessarily numbered 0..F-1.
+    ``segments``: None or "slic" (``slic(images, n_segments)``), another name in ``METHODS``
+    ("grid" is 10 x 10; "quickshift" uses lime's parameters), a callable images -> labels, or
+    an integer tensor (H, W), (B, H, W) or (B, 1, H, W) (a batch of 1 is broadcast) on the
+    images' device. Checks ``images`` (but not their values: the engine does, once).
+
+    Returns:
+        A new long (B, H, W) tensor, not necessarily numbered 0..F-1.
     """
-    _check_images(images)
+    check_images(images)
     b, _, h, w = images.shape
     name = "segments"
-    if segments is None:
-        return slic(images)
+    if segments is None or segments == "slic":
+        return slic_labels(images, check_positive_int(n_segments, "n_segments"))
     if isinstance(segments, str):
         check_choice(segments, "segments", METHODS)
-        if segments in ("slic", "grid"):
-            return slic(images) if segments == "slic" else grid(images, 10, 10)
+        if segments == "grid":
+            return grid(images, 10, 10)
         return skimage_segments(images, "slic" if segments == "skimage_slic" else segments)
     if not isinstance(segments, torch.Tensor):
         if not callable(segments):

@@ -3,46 +3,30 @@
 Features are tokens, or words (groups of sub-word tokens from a word-id map).
 Special tokens and padding are never perturbed. Hidden features are replaced
 by a mask id, deleted (the row is re-packed to the left), or re-written by a
-masked LM (``Infiller``). The engine runs ``explain`` on a packed (B, 2, L)
-tensor of ids and attention mask, in chunks of a bounded number of tokens, so
-lime's text preset (N = 5000) never holds more than one chunk of activations.
+masked LM (``Infiller``). The engine runs once on a packed (B, 2, L) tensor of
+ids and attention mask (``perturb.pack``) with the text perturbation as its
+``perturb_fn``, in chunks, so lime's text preset (N = 5000) never holds more
+than one chunk of activations.
 """
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
 
 from .._checks import check_choice, check_integer, check_tensor, describe
-from ..engine import explain, resolve_generator
+from ..engine import explain
 from ..explanation import Explanation
-from ..features import relabel
-from ..forward import eval_mode, model_placement, run_chunks, select_output
-from ..presets import UNSET, apply_preset
+from ..forward import score
+from ..presets import UNSET
+from ._single import SingleSampler
 from .infill import Infiller, joint_fill
 from .kernel import HybridKernel, embedding_matrix
-from .perturb import (Chunk, TokenModel, default_text_batch_size, make_perturb_fn, pack,
-                           resolve_model_inputs)
-from ._single import plan_single
-from ..weighting import Kernel
+from .perturb import TokenChunk, TokenModel, make_perturb_fn, pack, resolve_model_inputs
 
 MODES = ("replace", "delete", "infill")
 _RESERVED = ("inputs", "features", "baseline", "perturb_fn")
-
-
-class RecordedWeights(Kernel):
-    """Engine kernel that returns weights the perturbation chunks recorded (B·S,)."""
-
-    def __init__(self, buffer: torch.Tensor, source: HybridKernel) -> None:
-        self.buffer, self.source = buffer, source
-
-    def weigh(self, distances: torch.Tensor) -> torch.Tensor:
-        return self.buffer.view_as(distances)
-
-    def __repr__(self) -> str:
-        return repr(self.source)
 
 
 def infer_vocab_size(model: Any) -> Optional[int]:
@@ -166,7 +150,7 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
         infill: an ``Infiller`` or a masked LM (wrapped with default settings).
         kernel: as in ``explain``, or a ``HybridKernel`` (weights from the perturbed text).
         generator: seed or ``torch.Generator`` (masks and infill sampling).
-        batch_size: rows per model call (default: 16k tokens on CPU, 64k on CUDA).
+        batch_size: rows per model call (default: measured, see ``torchlime.chunking``).
         **kwargs: ``explain`` keywords (target, n_samples, preset, sampler,
             surrogate, softmax, output, masks, return_samples, progress, ...).
 
@@ -185,70 +169,53 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
         vocab_size = infer_vocab_size(model)
     attn = _check_args(input_ids, attention_mask, word_ids, mode, mask_id, pad_id, vocab_size)
     dev = input_ids.device
+    batch, length = input_ids.shape
     special = _as_id_tensor(special_ids, dev)
     feats = token_features(input_ids, attn, word_ids, special)
-    labels, n_feat = relabel(feats)
-    few = (n_feat < 2).nonzero().flatten().tolist()
-    if few:
-        raise ValueError(f"`input_ids` rows {few} have {n_feat[few].tolist()} perturbable tokens/words "
-                         f"(need at least 2; special tokens and padding are never perturbed)")
-    how = resolve_model_inputs(model_inputs, attention_mask is not None)
-    wrapped = TokenModel(model, how, attn.dtype)
+    wrapped = TokenModel(model, resolve_model_inputs(model_inputs, attention_mask is not None), attn.dtype)
     packed = pack(input_ids, attn)
-    opts = apply_preset(kwargs.get("preset"), dict(n_samples=kwargs.get("n_samples", UNSET)))
-    n_samples = opts["n_samples"]
-    batch, length = input_ids.shape
-    chunk = batch_size or default_text_batch_size(length, dev, batch * int(n_samples))
-    gen = resolve_generator(generator, dev)
-    fill_gen = gen if isinstance(generator, torch.Generator) else torch.Generator(dev).manual_seed(
-        (0 if generator is None else int(generator)) + 1)
     exclude = sorted({*special.tolist(), pad_id, *([mask_id] if mask_id is not None else [])})
-    meta: dict[str, Any] = dict(mode=mode, model_rows=batch * (int(n_samples) + 1))  # + reference rows
-
-    fill: Optional[Callable[[Chunk, int, int], torch.Tensor]] = None
+    meta: dict[str, Any] = dict(mode=mode)
+    extra_rows = 0
+    fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None
     if mode == "infill":
         infiller = _resolve_infiller(infill, mask_id, vocab_size)
         exclude = sorted({*exclude, *map(int, infiller.exclude_ids)})
-        meta.update(infill=infiller.protocol, objective=infiller.objective, strategy=infiller.strategy)
+        fill_gen = generator if isinstance(generator, torch.Generator) else \
+            torch.Generator(dev).manual_seed((0 if generator is None else int(generator)) + 1)
+        meta.update(infill=infiller.protocol, objective=infiller.objective, strategy=infiller.strategy, mlm_rows=0)
         if infiller.protocol == "single":
-            if "masks" in kwargs:
-                raise ValueError("`masks` cannot be given with protocol='single' (it draws its own)")
-            if int(n_samples) - 1 < int(n_feat.max()):
-                warnings.warn(f"protocol='single' changes one feature per sample: n_samples={n_samples} "
-                              f"leaves some of the up to {int(n_feat.max())} features unperturbed (their "
-                              f"coefficient is 0); use n_samples > {int(n_feat.max())}", RuntimeWarning,
-                              stacklevel=2)
-            scorer, predicted = _scorer(wrapped, packed, chunk, kwargs) if infiller.objective else (None, None)
-            plan = plan_single(infiller, input_ids.long(), attn.long(), labels, n_feat, int(n_samples),
-                               int(mask_id), exclude, fill_gen, scorer, predicted)  # type: ignore[arg-type]
-            kwargs["masks"] = plan.masks
-            meta["model_rows"] += plan.extra_calls + (batch if infiller.objective else 0)
-            meta["mlm_rows"] = int(n_feat.sum())
-            fill = plan.apply
-        else:
-            meta["mlm_rows"] = 0
+            given = [k for k in ("masks", "sampler") if k in kwargs]
+            if given:
+                raise ValueError(f"{given} cannot be given with protocol='single' (it plans its own samples)")
+            scorer, predicted = None, None
+            if infiller.objective:
+                def scorer(build: Callable[[int, int], torch.Tensor], n_rows: int) -> torch.Tensor:
+                    return score(wrapped, build, n_rows, reference=packed, output=kwargs.get("output"),
+                                 softmax=bool(kwargs.get("softmax", False)), batch_size=batch_size,
+                                 signature=("tokens", length))
 
-            def joint(ch: Chunk, start: int, stop: int) -> torch.Tensor:
+                predicted = scorer(lambda a, b: packed[a:b], batch).argmax(1)
+                extra_rows += batch
+            single = SingleSampler(infiller, input_ids.long(), attn.long(), int(mask_id), exclude, fill_gen,
+                                   scorer, predicted)  # type: ignore[arg-type]
+            kwargs["sampler"] = single
+            fill = single.apply
+        else:
+            def fill(ch: TokenChunk) -> torch.Tensor:
                 meta["mlm_rows"] += int((~ch.keep & (ch.attn != 0)).any(1).sum())
                 return joint_fill(infiller, ch.ids, ch.attn, ch.keep, int(mask_id), exclude, fill_gen)
 
-            fill = joint
-
-    record: Optional[Callable[..., None]] = None
     if isinstance(kernel, HybridKernel):
-        hybrid = kernel
-        buffer = torch.empty(batch * int(n_samples), dtype=torch.float32, device=dev)
-        kernel = RecordedWeights(buffer, hybrid)
-
-        def store(ids: torch.Tensor, a: torch.Tensor, ch: Chunk, start: int, stop: int) -> None:
-            buffer[start:stop] = hybrid.weights(ids, a, input_ids, attn, exclude, ch.rows).to(dev)
-
-        record = store
-
-    perturb_fn = make_perturb_fn(mode, mask_id, pad_id, fill, record)
-    exp = explain(wrapped, packed, labels.unsqueeze(1), kernel=kernel, generator=gen, batch_size=chunk,
-                  perturb_fn=perturb_fn, **kwargs)
-    meta.update(exp.meta)
+        kernel = dataclasses.replace(kernel, ignore_ids=(*kernel.ignore_ids, *exclude))
+    exp = explain(wrapped, packed, feats.unsqueeze(1), kernel=kernel, generator=generator, batch_size=batch_size,
+                  perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill), _modality="text",
+                  _input_name="input_ids", **kwargs)
+    if mode == "infill" and infiller.protocol == "single":
+        plan = kwargs["sampler"].plan
+        extra_rows += plan.extra_calls
+        meta["mlm_rows"] = int(exp.n_features.sum())  # one MLM row per (input, feature)
+    meta.update(exp.meta, mode=mode, model_rows=exp.meta["model_rows"] + extra_rows)
     return dataclasses.replace(exp, features=exp.features.reshape(batch, length), input_shape=(length,),
                                meta=meta)
 
@@ -262,24 +229,3 @@ def _resolve_infiller(infill: Any, mask_id: Optional[int], vocab_size: Optional[
     if v is not None and mask_id is not None and not 0 <= mask_id < v:
         raise ValueError(f"`mask_id` must be in [0, {v}) (the masked LM's vocabulary size), got {mask_id}")
     return infiller
-
-
-def _scorer(wrapped: TokenModel, packed: torch.Tensor, chunk: int,
-            kwargs: dict[str, Any]) -> tuple[Callable[..., torch.Tensor], torch.Tensor]:
-    """A chunked model scorer for packed rows, and the predicted class (B,) of the inputs."""
-    m_dev, m_dtype = model_placement(wrapped, packed)
-    output, softmax = kwargs.get("output"), bool(kwargs.get("softmax", False))
-
-    def score(build: Callable[[int, int], torch.Tensor], n_rows: int) -> torch.Tensor:
-        parts: list[torch.Tensor] = []
-
-        def consume(out: Any, x: torch.Tensor, start: int, stop: int) -> None:
-            s = select_output(out, output, stop - start).float()
-            parts.append((s.softmax(1) if softmax else s).to(packed.device))
-
-        with eval_mode(wrapped):
-            run_chunks(wrapped, build, consume, n_rows, chunk, m_dev, m_dtype)
-        return torch.cat(parts)
-
-    predicted = score(lambda a, b: packed[a:b], packed.shape[0]).argmax(1)
-    return score, predicted

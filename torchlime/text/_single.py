@@ -20,13 +20,15 @@ and its samples' masks say so (all True), so it never counts as perturbed.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from ..sampling import Rows, Sampler
 from .infill import Infiller, choose, mlm_candidates
-from .perturb import Chunk, pack
+from .perturb import TokenChunk, pack
 
 Scorer = Callable[[Callable[[int, int], torch.Tensor], int], torch.Tensor]
 
@@ -52,10 +54,9 @@ class SinglePlan:
     masks: torch.Tensor
     extra_calls: int = 0
 
-    def apply(self, ch: Chunk, start: int, stop: int) -> torch.Tensor:
-        """Token ids (c, L) of rows ``start:stop`` (flattened B·S order)."""
-        n_samples = self.feature.shape[1]
-        s = torch.arange(start, stop, device=ch.ids.device) % n_samples
+    def apply(self, ch: TokenChunk) -> torch.Tensor:
+        """Token ids (c, L) of a chunk's rows."""
+        s = ch.samples
         f = self.feature[ch.rows, s]  # (c,)
         j = self.choice[ch.rows, s]
         hidden = (self.labels[ch.rows] == f.unsqueeze(1)) & (f.unsqueeze(1) >= 0)
@@ -140,3 +141,48 @@ def _objective(objective: str, word: torch.Tensor, pb: torch.Tensor, pf: torch.T
     word = word.clone()
     word[pb, pf] = lp.masked_fill(~allowed, float("-inf"))
     return word, n_pairs * k
+
+
+class SingleSampler(Sampler):
+    """The single-mask protocol as a sampler: ``bind`` plans every sample from the engine's
+    feature map (``plan_single``); the masks are the plan's, and ``apply`` writes the
+    chosen candidates into a chunk's rows.
+
+    Args:
+        infiller: the ``Infiller``. ids, attn: long (B, L) the explained rows.
+        mask_id, exclude_ids, generator, scorer, predicted: as in ``plan_single``.
+    """
+
+    def __init__(self, infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, mask_id: int,
+                 exclude_ids: Sequence[int], generator: Optional[torch.Generator],
+                 scorer: Optional[Scorer] = None, predicted: Optional[torch.Tensor] = None) -> None:
+        self.args = (infiller, ids, attn)
+        self.mask_id, self.exclude_ids, self.generator = mask_id, exclude_ids, generator
+        self.scorer, self.predicted = scorer, predicted
+        self.plan: Optional[SinglePlan] = None
+
+    def bind(self, features: Any, n_samples: int) -> "SingleSampler":
+        infiller, ids, attn = self.args
+        if n_samples - 1 < features.f_max:
+            warnings.warn(f"protocol='single' changes one feature per sample: n_samples={n_samples} leaves "
+                          f"some of the up to {features.f_max} features unperturbed (their coefficient is 0); "
+                          f"use n_samples > {features.f_max}", RuntimeWarning, stacklevel=4)
+        labels = features.labels.reshape(ids.shape)
+        self.plan = plan_single(infiller, ids, attn, labels, features.n_features, n_samples, self.mask_id,
+                                self.exclude_ids, self.generator, self.scorer, self.predicted)
+        return self
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        return self._plan().masks[rows.positions, rows.samples]
+
+    def apply(self, ch: TokenChunk) -> torch.Tensor:
+        """Token ids (c, L) of a chunk's rows (see ``SinglePlan.apply``)."""
+        return self._plan().apply(ch)
+
+    def _plan(self) -> SinglePlan:
+        if self.plan is None:
+            raise RuntimeError("SingleSampler.bind() must run first (the engine binds every sampler)")
+        return self.plan
+
+    def __repr__(self) -> str:
+        return f"SingleSampler(protocol='single', objective={self.args[0].objective!r})"

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .._checks import check_positive_float, describe
+from ..weighting import Kernel
 
 EmbeddingSpec = Union[torch.Tensor, nn.Module]
 
@@ -113,11 +114,12 @@ def mean_embedding_cosine(ids: torch.Tensor, valid: torch.Tensor, ref_ids: torch
 
 
 @dataclass(frozen=True, eq=False)
-class HybridKernel:
+class HybridKernel(Kernel):
     """Weights from bag-of-words and embedding similarity between perturbed and original text.
 
-    Pass it as ``kernel=`` to ``explain_tokens`` (which computes the weights from
-    every perturbed chunk and hands them to the surrogate fit).
+    Pass it as ``kernel=`` to ``explain_tokens``: it is an input-space kernel, so the
+    engine calls ``distances`` on every chunk of perturbed (packed) token rows before
+    the model sees it; the distance is ``1 - w`` and the weight ``w``.
 
     Args:
         embedding: (V, D) matrix, an ``nn.Embedding``, or a model whose input
@@ -130,6 +132,7 @@ class HybridKernel:
     embedding: EmbeddingSpec
     alpha: float = 0.5
     ignore_ids: Sequence[int] = ()
+    space = "input"  # a class attribute, not a field
 
     def __post_init__(self) -> None:
         a = check_positive_float(self.alpha, "alpha", allow_zero=True)
@@ -174,6 +177,14 @@ class HybridKernel:
             empty = (v.sum(1) == 0) | (pick(rv).sum(1) == 0)
             w = w + (1.0 - self.alpha) * sim.to(ids.device).masked_fill(empty, 0.0)
         return w.clamp_min(0.0)
+
+    def distances(self, perturbed: torch.Tensor, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``1 - w`` for packed token rows: perturbed (c, 2, L), originals (B, 2, L), rows (c,)."""
+        w = self.weights(perturbed[:, 0], perturbed[:, 1], inputs[:, 0], inputs[:, 1], rows=rows)
+        return 1.0 - w
+
+    def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        return (1.0 - distances).clamp_min(0.0)
 
     def __repr__(self) -> str:
         return f"HybridKernel(alpha={self.alpha}, embedding={tuple(self.matrix.shape)})"

@@ -15,13 +15,9 @@ import torch
 from torch import nn
 
 from .._checks import check_choice
+from ..perturb import Chunk
 
 MODEL_INPUTS = ("auto", "positional", "keywords", "ids")
-
-#: Tokens per chunk of perturbed rows when the caller gives no ``batch_size``:
-#: rows = budget // L. Bounds activation memory whatever N is (lime scores all
-#: N strings in one call).
-TOKENS_PER_CHUNK = {"cpu": 1 << 14, "cuda": 1 << 16}
 
 
 def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -60,35 +56,38 @@ class TokenModel(nn.Module):
         self.how = how
         self.mask_dtype = mask_dtype
 
+    @property
+    def cache_identity(self) -> Any:
+        """The wrapped model: keys the measured chunk size (wrappers are made per call)."""
+        return self.model
+
     def forward(self, packed: torch.Tensor) -> Any:
         return call_token_model(self.model, packed[:, 0], packed[:, 1].to(self.mask_dtype), self.how)
 
 
-class Chunk(NamedTuple):
-    """Rows ``start:stop`` of the flattened (B·S) batch, unpacked."""
+class TokenChunk(NamedTuple):
+    """The rows of one chunk, unpacked."""
 
     rows: torch.Tensor  # long (c,): explained input of each row
+    samples: torch.Tensor  # long (c,): sample index of each row
     ids: torch.Tensor  # long (c, L): original token ids of that input
     attn: torch.Tensor  # long (c, L): original attention mask
     keep: torch.Tensor  # bool (c, L): token kept by the row's mask (fixed tokens always True)
 
 
-def chunk_view(inputs: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, start: int,
-               stop: int) -> Chunk:
-    """Expand masks (B, S, F') through token labels for rows ``start:stop``.
+def chunk_view(inputs: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> TokenChunk:
+    """Expand a chunk's masks (c, F') through the token features.
 
     Args:
         inputs: long (B, 2, L) packed ids and mask.
-        labels: long (B, 1, L) feature of every token (fixed tokens point at an
-            always-True column, as the engine hands them to ``perturb_fn``).
-        masks: bool (B, S, F').
+        index: long (B, 1, L) mask column of every token (fixed tokens point at an
+            always-True column, as the engine hands them to a ``perturb_fn``).
+        chunk: the engine's chunk of rows.
     """
-    n_samples = masks.shape[1]
-    rows = torch.arange(start, stop, device=inputs.device) // n_samples
-    flat = masks.reshape(-1, masks.shape[-1])[start:stop]
-    lab = labels.reshape(labels.shape[0], -1)[rows]
-    keep = flat.gather(1, lab)
-    return Chunk(rows, inputs[rows, 0], inputs[rows, 1], keep)
+    rows = chunk.rows
+    lab = index.reshape(index.shape[0], -1)[rows]
+    keep = chunk.masks.gather(1, lab)
+    return TokenChunk(rows, chunk.samples, inputs[rows, 0], inputs[rows, 1], keep)
 
 
 def replace_tokens(ids: torch.Tensor, keep: torch.Tensor, mask_id: int) -> torch.Tensor:
@@ -121,12 +120,6 @@ def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor,
     return out, present.to(attn.dtype)
 
 
-def default_text_batch_size(seq_len: int, device: torch.device, n_rows: int) -> int:
-    """Rows per model call: a fixed token budget divided by the sequence length."""
-    budget = TOKENS_PER_CHUNK["cuda" if device.type == "cuda" else "cpu"]
-    return max(1, min(n_rows, budget // max(seq_len, 1)))
-
-
 def resolve_model_inputs(model_inputs: str, has_mask: bool) -> str:
     """Turn "auto" into "positional" (a mask was given) or "ids" (none was)."""
     check_choice(model_inputs, "model_inputs", MODEL_INPUTS)
@@ -136,33 +129,26 @@ def resolve_model_inputs(model_inputs: str, has_mask: bool) -> str:
 
 
 def make_perturb_fn(mode: str, mask_id: Optional[int], pad_id: int,
-                    fill: Optional[Callable[[Chunk, int, int], torch.Tensor]] = None,
-                    record: Optional[Callable[[torch.Tensor, torch.Tensor, Chunk, int, int], None]] = None,
-                    ) -> Callable[..., torch.Tensor]:
+                    fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None) -> Callable[..., torch.Tensor]:
     """The engine's ``perturb_fn`` for a text mode.
 
     Args:
         mode: "replace", "delete" or "infill".
-        fill: for "infill": ``fill(chunk, start, stop)`` returns the new ids (c, L).
-        record: optional ``record(ids, attn, chunk, start, stop)`` called with every
-            perturbed chunk (the hybrid kernel stores its weights this way).
+        fill: for "infill": ``fill(token_chunk)`` returns the new ids (c, L).
 
     Returns:
-        ``perturb_fn(inputs, baseline, labels, masks, start, stop) -> (c, 2, L)``.
+        ``perturb_fn(inputs, baseline, index, chunk) -> (c, 2, L)`` packed rows.
     """
 
-    def perturb(inputs: torch.Tensor, baseline: torch.Tensor, labels: torch.Tensor,
-                masks: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        ch = chunk_view(inputs, labels, masks, start, stop)
+    def perturb(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> torch.Tensor:
+        ch = chunk_view(inputs, index, chunk)
         attn = ch.attn
         if mode == "replace":
             ids = replace_tokens(ch.ids, ch.keep, int(mask_id))  # type: ignore[arg-type]
         elif mode == "delete":
             ids, attn = delete_tokens(ch.ids, ch.attn, ch.keep, pad_id)
         else:
-            ids = fill(ch, start, stop)  # type: ignore[misc]
-        if record is not None:
-            record(ids, attn, ch, start, stop)
+            ids = fill(ch)  # type: ignore[misc]
         return pack(ids, attn)
 
     return perturb

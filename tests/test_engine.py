@@ -234,8 +234,9 @@ def test_fixed_elements_never_change():
     f[..., :2, :] = -1
     seen = []
     exp = explain(lambda v: (seen.append(v.clone()), model(v))[1], x, f, n_samples=20, batch_size=20)
-    perturbed = torch.cat(seen[1:])  # seen[0] is the reference pass
-    assert torch.equal(perturbed[:20, :, :2], x[0:1, :, :2].expand(20, -1, -1, -1))
-    assert torch.equal(perturbed[20:, :, :2], x[1:2, :, :2].expand(20, -1, -1, -1))
+    rows = torch.cat(seen)  # the 2 unperturbed inputs, then 19 samples of input 0, then 19 of input 1
+    owner = torch.tensor([0, 1] + [0] * 19 + [1] * 19)
+    assert rows.shape[0] == 40 and torch.equal(rows[:, :, :2], x[owner][:, :, :2])
+    assert not torch.equal(rows[:, :, 2:], x[owner][:, :, 2:])
     assert exp.n_features.tolist() == [12, 12]
     assert (exp.heatmap(0)[:, :, :2] == 0).all()

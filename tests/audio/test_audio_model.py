@@ -11,7 +11,7 @@ from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.audio.models import SpecNet, WaveformClassifier, audio_model_info, load_audio_model
 
-DATA = Path(__file__).resolve().parents[1] / "torchlime" / "audio" / "weights"
+DATA = Path(__file__).resolve().parents[2] / "torchlime" / "audio" / "weights"
 
 
 def test_clips_are_deterministic_with_known_evidence():

@@ -30,7 +30,7 @@ def test_infill_never_returns_the_original_token(strategy, protocol):
     rec = Recorder(PositionBag())
     exp = run(rec, ids, attn, Infiller(mlm, strategy=strategy, protocol=protocol, synonym_threshold=None),
               n_samples=60)
-    seen, seen_attn = rec.perturbed(3)
+    seen, seen_attn = rec.perturbed(3, 60)
     rows = torch.arange(3).repeat_interleave(60)
     lab = exp.features[rows]  # (B·S, L)
     masks = exp.samples.reshape(180, -1)
@@ -54,7 +54,7 @@ def test_single_protocol_round_robin_over_words():
                          return_samples=True, model_inputs="positional")
     hidden_feature = (~exp.samples[0, 1:]).float().argmax(-1)
     assert hidden_feature.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2]
-    seen, _ = rec.perturbed(1)
+    seen, _ = rec.perturbed(1, 10)
     diff = seen != ids
     assert bool((diff[0] == 0).all())
     assert torch.equal(diff[1:, 1], diff[1:, 2]) and torch.equal(diff[1:, 4], diff[1:, 5])  # whole words
@@ -76,7 +76,7 @@ def test_neutral_and_boundary_objectives():
                              mask_id=MASK, n_samples=21, return_samples=True,
                              infill=Infiller(mlm, protocol="single", objective=objective, top_k=3,
                                              synonym_threshold=None))
-        assert exp.meta["model_rows"] == 1 + 21 + 5 * 3 + 1
+        assert exp.meta["model_rows"] == 1 + 21 + 5 * 3  # prediction, the 21 samples, 3 candidates x 5 words
         seen[objective] = torch.cat([c[0] for c in rec.calls])[-20:]  # the 20 perturbed samples
     assert bool((seen["boundary"] == 9).any(1).all())  # every sample flips the label
     assert not bool((seen["neutral"] == 9).any())  # none does
@@ -101,7 +101,7 @@ def test_synonym_guard():
     # and through explain_tokens, with the MLM's own embedding found automatically
     rec = Recorder(PositionBag())
     run(rec, ids, attn, Infiller(mlm, synonym_threshold=0.9), n_samples=40)
-    seen, _ = rec.perturbed(1)
+    seen, _ = rec.perturbed(1, 40)
     assert not bool((seen[:, 1:3] == 21).any())
 
 
@@ -137,7 +137,7 @@ def test_hybrid_kernel_weights_reach_the_fit():
     kernel = HybridKernel(mlm, alpha=0.5)
     rec = Recorder(PositionBag())
     exp = run(rec, ids, attn, Infiller(mlm, synonym_threshold=None), n_samples=30, kernel=kernel)
-    seen, seen_attn = rec.perturbed(3)
+    seen, seen_attn = rec.perturbed(3, 30)
     rows = torch.arange(3).repeat_interleave(30)
     want = kernel.weights(seen, seen_attn, ids[rows], attn[rows], ignore_ids=[CLS, SEP, MASK, PAD])
     torch.testing.assert_close(exp.weights.reshape(-1), want)

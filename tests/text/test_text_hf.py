@@ -55,7 +55,7 @@ def test_bert_classifier_with_bert_mlm(models, mode):
     assert exp.coef.shape == (2, 3, 10) and bool(torch.isfinite(exp.coef).all())
     assert exp.n_features.tolist() == [10, 7]
     if mode == "infill":
-        seen, _ = rec.perturbed(2)
+        seen, _ = rec.perturbed(2, 64)
         rows = torch.arange(2).repeat_interleave(64)
         lab = exp.features[rows]
         hidden = (lab >= 0) & ~exp.samples.reshape(128, -1).gather(1, lab.clamp_min(0))

@@ -54,11 +54,12 @@ def test_row_without_perturbable_tokens(case):
     model, ids, attn = case
     ids = ids.clone()
     ids[1, 1:6] = CLS  # row 1: only special tokens and padding left
-    with pytest.raises(ValueError, match=r"`input_ids` rows \[1\] have \[0\] perturbable tokens/words"):
+    with pytest.raises(ValueError, match=r"at least 2 features to explain; `input_ids` rows \[1\] have fewer "
+                                         r"\(.*special tokens and padding, are never perturbed\)"):
         explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK)
     attn = attn.clone()
     attn[2] = 0
-    with pytest.raises(ValueError, match=r"rows \[1, 2\] have \[0, 0\] perturbable"):
+    with pytest.raises(ValueError, match=r"`input_ids` rows \[1, 2\] have fewer"):
         explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK)
 
 

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio._content import hidden_content
 from torchlime.audio.segments import mel_bands, bin_frequencies, spectrogram_segments
 
 
@@ -28,7 +27,7 @@ def test_spectrogram_dimensions_dtype_and_finite():
         explain_spectrogram(model, torch.ones(1, 16, 10, dtype=torch.long))
     bad = torch.rand(3, 16, 10)
     bad[1, 2, 3] = float("nan")
-    with pytest.raises(ValueError, match=r"`specs` must be finite; clips \[1\] hold NaN or inf"):
+    with pytest.raises(ValueError, match=r"`specs` must be finite, got 1 NaN/inf values \(inputs \[1\]\)"):
         explain_spectrogram(model, bad)
     with pytest.raises(TypeError, match="`specs` must be a torch.Tensor"):
         explain_spectrogram(model, [[1.0]])
@@ -58,13 +57,13 @@ def test_segment_and_content_arguments():
         explain_spectrogram(model, specs, segments="bands")
     with pytest.raises(ValueError, match=r"`segments='mel'` needs the bins' frequencies"):
         explain_spectrogram(model, specs, segments="mel")
-    with pytest.raises(ValueError, match=r"`content` must be one of \['zero', 'min', 'max', 'mean', 'noise', "
-                                         r"'shuffle', 'blur'\], a number, a tensor or a callable, got 'pink'"):
-        explain_spectrogram(model, specs, content="pink")
-    with pytest.raises(ValueError, match=r"`content` tensor of shape \(3,\) does not broadcast"):
-        hidden_content(specs, torch.zeros(3))
-    with pytest.raises(TypeError, match=r"audio explanations take `content=`"):
-        explain_spectrogram(model, specs, baseline=0.0)
+    with pytest.raises(ValueError, match=r"`baseline` string must be one of \['zero', 'mean', 'blur', 'min', "
+                                         r"'max', 'signal_mean', 'noise', 'shuffle'\], got 'pink'"):
+        explain_spectrogram(model, specs, baseline="pink")
+    with pytest.raises(ValueError, match=r"`baseline` of shape \(3,\) does not broadcast"):
+        explain_spectrogram(model, specs, baseline=torch.zeros(3))
+    with pytest.warns(DeprecationWarning, match=r"`content=` is now `baseline=`"):
+        explain_spectrogram(model, specs, content="mean", n_samples=8)
 
 
 def test_waveform_errors():
@@ -81,7 +80,7 @@ def test_waveform_errors():
         explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256, time_segments=20)
     bad = waves.clone()
     bad[0, 5] = float("inf")
-    with pytest.raises(ValueError, match=r"`waves` must be finite; clips \[0\] hold NaN or inf"):
+    with pytest.raises(ValueError, match=r"`waves` must be finite, got 1 NaN/inf values \(inputs \[0\]\)"):
         explain_waveform(model, bad, sample_rate=8000)
     with pytest.raises(ValueError, match=r"`sample_rate` \(8000.0 Hz\) disagrees with the model's sample_rate "
                                          r"\(16000 Hz\)"):
