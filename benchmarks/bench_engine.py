@@ -18,13 +18,12 @@ import statistics
 import warnings
 
 import torch
-
 from common import IMAGENET_MEAN, IMAGENET_STD, header, summary, test_image, timed, vision_model, write
 
 import torchlime
 from torchlime.image._explain import LIME_QUICKSHIFT, Normalized, explain_image
-from torchlime.perturb import perturb_chunk
 from torchlime.image.segments import skimage_segments, slic
+from torchlime.perturb import perturb_chunk
 
 
 def floor_fn(model, images, batch, device, channels_last=False):

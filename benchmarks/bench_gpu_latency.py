@@ -28,15 +28,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-
 from common import IMAGENET_MEAN, IMAGENET_STD, RESULTS, header, summary, test_image, timed, vision_model, write
 
 import torchlime
 from torchlime.accel import Accelerated
 from torchlime.features import relabel
 from torchlime.image._explain import Normalized, explain_image
-from torchlime.perturb import perturb_chunk
 from torchlime.image.segments import slic
+from torchlime.perturb import perturb_chunk
 
 #: name -> Accelerated options (an empty dict: the plain model, no wrapper)
 VARIANTS: dict[str, dict[str, Any]] = {

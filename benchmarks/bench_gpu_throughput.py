@@ -27,7 +27,6 @@ import traceback
 from pathlib import Path
 
 import torch
-
 from bench_gpu_latency import VARIANTS, build_model, floor_fn, perturbed_images, settings
 from common import RESULTS, header, summary, test_image, timed, write
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-
 from common import RESULTS, header, summary, sync, write
 
 from torchlime.training import ProbeExplainer

@@ -163,9 +163,9 @@ def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
         print("triton slic: skipped (CUDA only; run with --device cuda on a GPU)")
         return None
     from torchlime import _backend
-    from torchlime.kernels.reference import slic_features
-    from torchlime.image.segments import boundaries
     from torchlime.image._slic_triton import seed_grid, slic_triton
+    from torchlime.image.segments import boundaries
+    from torchlime.kernels.reference import slic_features
 
     device = torch.device("cuda")
     image = test_image()

@@ -37,8 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, write  # noqa: E402
-from veracity_lib import (ATTACK, SETTINGS, adversarials, explain_many, flip_curve,  # noqa: E402
-                          localised_recovery, summarise)
+from veracity_lib import ATTACK, SETTINGS, adversarials, explain_many, flip_curve, localised_recovery, summarise  # noqa: E402
 from veracity_report import load, plots, tables  # noqa: E402
 from veracity_tune import tune  # noqa: E402
 

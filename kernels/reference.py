@@ -147,8 +147,8 @@ def check_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[i
     return sh, sw
 
 
-def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell=None):
-    """Validate ``update`` arguments; returns ``cell`` as ints (or None)."""
+def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell) -> tuple[int, int]:
+    """Validate ``update`` arguments; returns ``cell`` as ints."""
     if not isinstance(features, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise TypeError("features and labels must be tensors")
     if features.dim() != 4 or not features.dtype.is_floating_point:
@@ -162,8 +162,6 @@ def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, c
         raise ValueError(f"features ({features.device}) and labels ({labels.device}) must be on one device")
     if not isinstance(n_centres, int) or isinstance(n_centres, bool) or n_centres < 1:
         raise ValueError(f"n_centres must be an int >= 1, got {n_centres!r}")
-    if cell is None:
-        return None
     sh, sw = _cell(cell)
     if n_centres != -(-h // sh) * -(-w // sw):
         raise ValueError(f"with cell {(sh, sw)}, n_centres must be ceil(H / sh) * ceil(W / sw) = "
@@ -214,7 +212,7 @@ def assign_torch(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[t
 
 
 def update_torch(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-                 cell=None) -> tuple[torch.Tensor, torch.Tensor]:
+                 cell) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch reference of ``kernels.slic.update``: per-centre feature sums and pixel counts.
 
     Args:
@@ -222,7 +220,7 @@ def update_torch(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
         labels: int32/int64 (B, H, W) centre index of every pixel; labels outside
             ``[0, n_centres)`` are ignored.
         n_centres: number of centres per image.
-        cell: None, or the seeding cell size (sh, sw) of ``assign``; then ``n_centres`` must be
+        cell: the seeding cell size (sh, sw) of ``assign``: ``n_centres`` must be
             ``ceil(H / sh) * ceil(W / sw)`` and a pixel only counts for its label if that centre
             is one of the 3x3 around the pixel's seeding cell (always true for ``assign``'s
             labels and for the seeding cells themselves). This is the contract of the kernel's
@@ -241,16 +239,16 @@ def update_torch(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
     dev = features.device
     lab = labels.long()
     ok = (lab >= 0) & (lab < n_centres)
-    if cell is not None:
-        sh, sw = cell
-        gw = -(-w // sw)
-        safe = lab.clamp(0, n_centres - 1)
-        cy = (torch.arange(h, device=dev) // sh).view(h, 1)
-        cx = (torch.arange(w, device=dev) // sw).view(1, w)
-        ok &= ((safe // gw - cy).abs() <= 1) & ((safe % gw - cx).abs() <= 1)
+    sh, sw = cell
+    gw = -(-w // sw)
+    safe = lab.clamp(0, n_centres - 1)
+    cy = (torch.arange(h, device=dev) // sh).view(h, 1)
+    cx = (torch.arange(w, device=dev) // sw).view(1, w)
+    ok &= ((safe // gw - cy).abs() <= 1) & ((safe % gw - cx).abs() <= 1)
     idx = torch.where(ok, lab, n_centres) + torch.arange(b, device=dev).view(b, 1, 1) * (n_centres + 1)
     src = features.permute(0, 2, 3, 1).reshape(-1, d)
     sums = torch.zeros(b * (n_centres + 1), d, dtype=features.dtype, device=dev).index_add_(0, idx.view(-1), src)
-    counts = torch.bincount(idx.view(-1), minlength=b * (n_centres + 1))
+    counts = torch.zeros(b * (n_centres + 1), dtype=torch.long, device=dev).scatter_add_(
+        0, idx.view(-1), torch.ones_like(idx.view(-1)))
     return (sums.view(b, n_centres + 1, d)[:, :n_centres].contiguous(),
             counts.view(b, n_centres + 1)[:, :n_centres].to(torch.int32))

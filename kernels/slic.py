@@ -12,19 +12,14 @@ the torch references ``assign_torch`` and ``update_torch``, which have the same 
   cache), accumulates ``(f_j - c_j)^2`` over j = 0..D-1 in order and keeps a strictly smaller
   distance; out-of-grid neighbours are skipped.
 
-* ``update(features, labels, n_centres, cell=None) -> (sums, counts)``:
-
-  - with ``cell = (sh, sw)`` (what SLIC uses): a deterministic per-centre reduction. One program
-    per (centre, image), grid ``(n_centres, B)``, walks the window of the 3x3 seeding cells
-    around its centre (the only pixels ``assign`` can give it) in blocks of ``UPDATE_BLOCK``
+* ``update(features, labels, n_centres, cell) -> (sums, counts)``: a deterministic per-centre
+    reduction. One program per (centre, image), grid ``(n_centres, B)``, walks the window of the
+    3x3 seeding cells around its centre (the only pixels ``assign`` can give it) in blocks of
+    ``UPDATE_BLOCK``
     pixels, accumulates the features of the pixels labelled with it per lane and reduces the
     lanes at the end. No atomics: the result does not depend on scheduling, batch size or the
-    other images. Every pixel is read by up to 9 programs (mostly from L2).
-  - with ``cell=None`` (any labels): one program per (block of pixels, image) adds every pixel
-    into its centre with ``tl.atomic_add``. Float atomics make the sums depend on the order the
-    hardware applies them in (run-to-run differences of a few ulps); counts are exact.
-
-  Either way the summation order differs from ``update_torch``'s: compare sums with a tolerance.
+    other images. Every pixel is read by up to 9 programs (mostly from L2). The summation order
+    differs from ``update_torch``'s: compare sums with a tolerance (counts are exact).
 
 Kernels take float32 features / centres and int32 / int64 labels through their strides, and run
 on CUDA tensors (CPU tensors when this module is imported under ``TRITON_INTERPRET=1``).
@@ -44,7 +39,7 @@ from .reference import assign_torch, check_assign, check_update, slic_features, 
 __all__ = ["ASSIGN_BLOCK", "UPDATE_BLOCK", "assign", "update", "supports_assign", "supports_update",
            "assign_torch", "update_torch", "slic_features", "interpreted"]
 
-ASSIGN_BLOCK = 256    # pixels per assign / atomic-update program
+ASSIGN_BLOCK = 256    # pixels per assign program
 UPDATE_BLOCK = 256    # window pixels per step of a per-centre update program
 NUM_WARPS = 4
 _MAX_GRID_Y = 65535   # CUDA limit of grid dim 1 (images)
@@ -101,7 +96,7 @@ def _update_cells_kernel(
     H, W, GW, SH, SW, NC,
     fs_b, fs_d, fs_h, fs_w,
     ls_b, ls_h, ls_w,
-    D: tl.constexpr, DP: tl.constexpr, BLOCK: tl.constexpr,
+    D: tl.constexpr, DP: tl.constexpr, BLOCK: tl.constexpr, WINDOW: tl.constexpr,
 ):
     k = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
@@ -120,7 +115,7 @@ def _update_cells_kernel(
     lbase = lab_ptr + b * ls_b
     acc = tl.zeros((BLOCK, DP), tl.float32)
     cnt = tl.zeros((BLOCK,), tl.int32)
-    for start in range(0, n, BLOCK):
+    for start in range(0, WINDOW, BLOCK):  # a compile-time bound (the largest window), masked by n
         i = start + tl.arange(0, BLOCK)
         inw = i < n
         r = i // ww
@@ -135,25 +130,6 @@ def _update_cells_kernel(
     row = b * NC + k
     tl.store(sum_ptr + row * D + dd, tl.sum(acc, axis=0), mask=dmask)
     tl.store(cnt_ptr + row, tl.sum(cnt, axis=0))
-
-
-@triton.jit
-def _update_atomic_kernel(
-    feat_ptr, lab_ptr, sum_ptr, cnt_ptr,
-    H, W, NC,
-    fs_b, fs_d, fs_h, fs_w,
-    ls_b, ls_h, ls_w,
-    D: tl.constexpr, BLOCK: tl.constexpr,
-):
-    b, n, valid, y, x = _pixel_block(H, W, BLOCK)
-    lab = tl.load(lab_ptr + b * ls_b + y * ls_h + x * ls_w, mask=valid, other=-1)
-    ok = valid & (lab >= 0) & (lab < NC)
-    row = b * NC + lab
-    fptr = feat_ptr + b * fs_b + y * fs_h + x * fs_w
-    for j in tl.static_range(D):
-        f = tl.load(fptr + j * fs_d, mask=ok, other=0.0)
-        tl.atomic_add(sum_ptr + row * D + j, f, mask=ok, sem="relaxed")
-    tl.atomic_add(cnt_ptr + row, tl.full((BLOCK,), 1, tl.int32), mask=ok, sem="relaxed")
 
 
 def interpreted() -> bool:
@@ -212,7 +188,7 @@ def supports_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> bool
     return _why_not_assign(features, centres, cell) is None
 
 
-def supports_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell=None) -> bool:
+def supports_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell) -> bool:
     """Whether ``update`` handles these inputs (else use ``update_torch``); as ``supports_assign``."""
     return _why_not_update(features, labels, n_centres, cell) is None
 
@@ -253,16 +229,15 @@ def assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.T
 
 
 def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-           cell=None) -> tuple[torch.Tensor, torch.Tensor]:
+           cell) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-centre feature sums and pixel counts, see ``reference.update_torch`` for the contract.
 
     Args:
         features: float32 (B, D, H, W), any strides.
         labels: int32 / int64 (B, H, W), any strides; labels outside ``[0, n_centres)`` are ignored.
         n_centres: centres per image.
-        cell: (sh, sw) for the deterministic per-centre reduction (labels must come from
-            ``assign`` with this cell, or be the seeding cells); None for atomic adds (any labels,
-            order-dependent float sums).
+        cell: (sh, sw) the seeding cell size; a pixel counts only for centres among the 3x3
+            around its seeding cell (always true for ``assign``'s labels and the seeding cells).
 
     Returns:
         float32 sums (B, n_centres, D) and int32 counts (B, n_centres), contiguous.
@@ -279,23 +254,14 @@ def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
     if b == 0 or d == 0 or h * w == 0:
         return (torch.zeros((b, n_centres, d), dtype=torch.float32, device=dev),
                 torch.zeros((b, n_centres), dtype=torch.int32, device=dev))
-    if cell is not None:
-        sh, sw = int(cell[0]), int(cell[1])
-        sums = torch.empty((b, n_centres, d), dtype=torch.float32, device=dev)
-        counts = torch.empty((b, n_centres), dtype=torch.int32, device=dev)
-        _update_cells_kernel[(n_centres, b)](
-            features, labels, sums, counts,
-            h, w, -(-w // sw), sh, sw, n_centres,
-            *features.stride(), *labels.stride(),
-            D=d, DP=triton.next_power_of_2(d), BLOCK=UPDATE_BLOCK, num_warps=NUM_WARPS,
-        )
-    else:
-        sums = torch.zeros((b, n_centres, d), dtype=torch.float32, device=dev)
-        counts = torch.zeros((b, n_centres), dtype=torch.int32, device=dev)
-        _update_atomic_kernel[(triton.cdiv(h * w, ASSIGN_BLOCK), b)](
-            features, labels, sums, counts,
-            h, w, n_centres,
-            *features.stride(), *labels.stride(),
-            D=d, BLOCK=ASSIGN_BLOCK, num_warps=NUM_WARPS,
-        )
+    sh, sw = int(cell[0]), int(cell[1])
+    sums = torch.empty((b, n_centres, d), dtype=torch.float32, device=dev)
+    counts = torch.empty((b, n_centres), dtype=torch.int32, device=dev)
+    window = triton.cdiv(min(3 * sh, h) * min(3 * sw, w), UPDATE_BLOCK) * UPDATE_BLOCK
+    _update_cells_kernel[(n_centres, b)](
+        features, labels, sums, counts,
+        h, w, -(-w // sw), sh, sw, n_centres,
+        *features.stride(), *labels.stride(),
+        D=d, DP=triton.next_power_of_2(d), BLOCK=UPDATE_BLOCK, WINDOW=window, num_warps=NUM_WARPS,
+    )
     return sums, counts

@@ -15,6 +15,12 @@ def device(request) -> torch.device:
     return torch.device(request.param)
 
 
+@pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
+def dtype(request) -> torch.dtype:
+    """The floating dtypes every stage supports; float32 is the default everywhere."""
+    return request.param
+
+
 @pytest.fixture
 def cuda() -> torch.device:
     """Skip unless a CUDA device exists."""

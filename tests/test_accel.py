@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import grid_labels
 
 from torchlime import explain
 from torchlime.accel import Accelerated, bucket
-
-from helpers import grid_labels
 
 
 class Recorder(torch.nn.Module):

@@ -4,11 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from torchlime import BernoulliSampler, ExponentialKernel, Ridge, explain
-
 from helpers import SegmentLinear, grid_labels
 from reference import reference_lime
+
+from torchlime import BernoulliSampler, ExponentialKernel, Ridge, explain
 
 
 def setup(b=2, f_rows=3, f_cols=4, n_out=3, seed=0, device="cpu"):
@@ -46,8 +45,14 @@ def test_same_seed_same_result_any_chunk_size():
         torch.testing.assert_close(r.coef, runs[0].coef, atol=1e-5, rtol=1e-5)
     other = explain(model, x, feats, n_samples=90, generator=8)
     assert not torch.allclose(other.coef, runs[0].coef)
-    again = explain(model, x, feats, n_samples=90, generator=torch.Generator().manual_seed(7))
+    again = explain(model, x, feats, n_samples=90, generator=7)
     torch.testing.assert_close(again.coef, runs[0].coef)
+    gen = [explain(model, x, feats, n_samples=90, generator=torch.Generator().manual_seed(7)) for _ in range(2)]
+    torch.testing.assert_close(gen[0].coef, gen[1].coef)  # the same generator state, the same masks
+    g = torch.Generator().manual_seed(7)
+    first = explain(model, x, feats, n_samples=90, generator=g)
+    second = explain(model, x, feats, n_samples=90, generator=g)
+    assert not torch.allclose(first.coef, second.coef)  # one generator object advances
 
 
 def test_default_is_reproducible():

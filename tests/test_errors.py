@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import SegmentLinear, grid_labels
 
 from torchlime import explain
-
-from helpers import SegmentLinear, grid_labels
 
 
 @pytest.fixture
@@ -39,7 +38,8 @@ def test_features_on_another_device(case):
 
 def test_non_integer_features(case):
     model, x, f = case
-    with pytest.raises(TypeError, match=r"`features` must have an integer dtype \(e.g. torch.long\), got torch.float32"):
+    with pytest.raises(TypeError, match=r"`features` must have an integer dtype \(e.g. torch.long\), "
+                                        r"got torch.float32"):
         explain(model, x, f.float())
 
 

@@ -12,8 +12,8 @@ Kernel cases are parametrised over two devices, exactly as in ``test_kernels.py`
 Exactness: under the interpreter ``assign`` matches ``assign_torch`` bit for bit (same per-feature
 accumulation order); compiled kernels may fuse multiply-adds, so on CUDA distances are compared
 with a tolerance and labels only where the reference's best and second-best distances differ
-clearly. ``update`` sums in another order than ``update_torch`` (lanes + tree reduction, or float
-atomics): sums within a tolerance, counts exactly.
+clearly. ``update`` sums in another order than ``update_torch`` (lanes + a tree reduction): sums
+within a tolerance, counts exactly.
 """
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ import torch
 pytest.importorskip("triton")
 
 from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
+
 from torchlime import _backend  # noqa: E402
-from torchlime.kernels import slic as K  # noqa: E402
-from torchlime.kernels.reference import (assign_torch, slic_features,  # noqa: E402
-                                         update_torch)
 from torchlime.image._slic import finish, iterate_triton, seed_grid, to_lab  # noqa: E402
 from torchlime.image.segments import slic  # noqa: E402
+from torchlime.kernels import slic as K  # noqa: E402
+from torchlime.kernels.reference import assign_torch, slic_features, update_torch  # noqa: E402
 
 INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()
@@ -170,18 +170,17 @@ def test_assign_larger_grid_than_needed(device):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("mode", ["cells", "atomic"])
-def test_update_matches_reference(device, case, mode):
-    """Centre sums of assign's labels: per-centre windows (cell given) or atomics (cell None)."""
+def test_update_matches_reference(device, case):
+    """Centre sums of assign's labels, per-centre windows."""
     b, d, h, w, cell = CASES[case]
     feats, cents = _inputs(device, b, d, h, w, cell)
     gh, gw = _grid(h, w, cell)
     labels, _ = assign_torch(feats, cents, cell)  # = K.assign's (test_assign_*); cheaper here
-    sums, counts = _check_update(feats, labels, gh * gw, cell if mode == "cells" else None)
+    sums, counts = _check_update(feats, labels, gh * gw, cell)
     assert int(counts.sum()) == b * h * w
     # the seeding cells themselves (what SLIC starts from), as int64 labels broadcast over the batch
     seeds = ((torch.arange(h) // cell[0]).view(h, 1) * gw + torch.arange(w) // cell[1]).to(device)
-    _, counts = _check_update(feats, seeds.expand(b, h, w), gh * gw, cell if mode == "cells" else None)
+    _, counts = _check_update(feats, seeds.expand(b, h, w), gh * gw, cell)
     assert bool((counts > 0).all())
 
 
@@ -194,17 +193,8 @@ def test_update_cells_ignores_labels_outside_the_window(device):
     labels = torch.randint(-1, gh * gw + 1, (b, h, w), generator=torch.Generator().manual_seed(1))
     labels = labels.to(device)
     _, counts = _check_update(feats, labels, gh * gw, cell)
-    _, all_counts = _check_update(feats, labels, gh * gw, None)  # atomics: every in-range label
-    assert int(counts.sum()) < int(all_counts.sum()) < b * h * w
-
-
-def test_update_atomic_any_labels(device):
-    """Without ``cell``: arbitrary labels, int32, out-of-range ones ignored, strided features."""
-    feats, _ = _inputs(device, 2, 5, 13, 17, (4, 4), strided=True)
-    labels = torch.randint(-2, 9, (2, 13, 17), generator=torch.Generator().manual_seed(2))
-    labels = labels.to(device=device, dtype=torch.int32)
-    _, counts = _check_update(feats, labels, 7, None)
-    assert int(counts.sum()) == int(((labels >= 0) & (labels < 7)).sum())
+    in_range = int(((labels >= 0) & (labels < gh * gw)).sum())
+    assert int(counts.sum()) < in_range < b * h * w
 
 
 def test_update_cells_deterministic_and_batch_invariant(device):
@@ -358,13 +348,13 @@ def test_assign_torch_ties_and_overflow():
 def test_update_torch_matches_loops():
     feats, _ = _inputs("cpu", 2, 3, 5, 7, (2, 3))
     labels = torch.randint(-1, 7, (2, 5, 7), generator=torch.Generator().manual_seed(6))
-    sums, counts = update_torch(feats, labels, 6)
-    exp_s, exp_c = torch.zeros(2, 6, 3, dtype=torch.float64), torch.zeros(2, 6, dtype=torch.long)
+    sums, counts = update_torch(feats, labels, 9, (2, 3))  # a 3 x 3 grid of 2 x 3 cells
+    exp_s, exp_c = torch.zeros(2, 9, 3, dtype=torch.float64), torch.zeros(2, 9, dtype=torch.long)
     for i in range(2):
         for y in range(5):
             for x in range(7):
                 k = int(labels[i, y, x])
-                if 0 <= k < 6:
+                if 0 <= k < 9 and abs(k // 3 - y // 2) <= 1 and abs(k % 3 - x // 3) <= 1:
                     exp_s[i, k] += feats[i, :, y, x].double()
                     exp_c[i, k] += 1
     assert torch.equal(counts.long(), exp_c)
@@ -395,9 +385,9 @@ def test_slic_features_layout():
     (lambda f, c: assign_torch(f, c[:, :2], (4, 4)), ValueError, r"does not cover"),
     (lambda f, c: assign_torch(f, c[..., :2], (4, 4)), ValueError, r"must be \(B, gh, gw, D\)"),
     (lambda f, c: assign_torch(f, c.double(), (4, 4)), TypeError, r"share a float dtype"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 9, 9, dtype=torch.long), 9), ValueError, r"labels must be"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 9, 9), 9), ValueError, r"labels must be"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 0), ValueError, r"n_centres"),
+    (lambda f, c: update_torch(f, torch.zeros(2, 9, 9, dtype=torch.long), 9, (4, 4)), ValueError, r"labels must be"),
+    (lambda f, c: update_torch(f, torch.zeros(2, 9, 9), 9, (4, 4)), ValueError, r"labels must be"),
+    (lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 0, (4, 4)), ValueError, r"n_centres"),
     (lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 8, (4, 4)), ValueError,
      r"n_centres must be ceil\(H / sh\) \* ceil\(W / sw\) = 9"),
 ])
@@ -413,7 +403,7 @@ def test_supports():
     assert K.supports_assign(feats, cents, (4, 4)) == INTERPRETED  # CPU only when interpreted
     assert K.supports_update(feats, labels, 9, (4, 4)) == INTERPRETED
     assert not K.supports_assign(feats.double(), cents.double(), (4, 4))  # float32 only
-    assert not K.supports_update(feats.half(), labels, 9)
+    assert not K.supports_update(feats.half(), labels, 9, (4, 4))
     assert not K.supports_assign(feats, cents, (1, 1))  # grid does not cover the image
     assert not K.supports_update(feats, labels, 8, (4, 4))
     with pytest.raises(ValueError):
@@ -435,10 +425,9 @@ def test_backend_uses_references_on_cpu(monkeypatch):
     labels, dist = _backend.slic_assign(feats, cents, cell)
     ref = assign_torch(feats, cents, cell)
     assert torch.equal(labels, ref[0]) and torch.equal(dist, ref[1])
-    for c in (cell, None):
-        out = _backend.slic_update(feats, labels, cents.shape[1] * cents.shape[2], c)
-        ref = update_torch(feats, labels, cents.shape[1] * cents.shape[2], c)
-        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    out = _backend.slic_update(feats, labels, cents.shape[1] * cents.shape[2], cell)
+    ref = update_torch(feats, labels, cents.shape[1] * cents.shape[2], cell)
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
 def test_seed_grid_like_slic():

@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.sampling import (BernoulliSampler, ShapleySampler, UniformCountSampler,
-                                resolve_sampler, valid_features)
+from torchlime.sampling import BernoulliSampler, ShapleySampler, UniformCountSampler, resolve_sampler, valid_features
 
 SAMPLERS = [BernoulliSampler(), UniformCountSampler(), ShapleySampler()]
 

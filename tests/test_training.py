@@ -6,11 +6,10 @@ import random
 import numpy as np
 import pytest
 import torch
+from helpers import grid_labels
 
 from torchlime import Explanation, explain
 from torchlime.training import ProbeExplainer, preserved_rng
-
-from helpers import grid_labels
 
 FEATS = grid_labels(6, 6, 2, 3).view(1, 1, 6, 6)
 
@@ -127,8 +126,7 @@ def test_probe_is_a_copy_of_the_inputs():
 
 
 def test_explain_image_as_explain_fn():
-    from torchlime.image import segments
-    from torchlime.image import explain_image
+    from torchlime.image import explain_image, segments
 
     if not hasattr(segments, "resolve_segments"):
         pytest.skip("torchlime.image.segments.resolve_segments (used by explain_image) is not there yet")

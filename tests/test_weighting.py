@@ -6,8 +6,7 @@ import pytest
 import torch
 from sklearn.metrics import pairwise_distances
 
-from torchlime.weighting import (ExponentialKernel, UniformKernel, input_distance, mask_distance,
-                                 resolve_kernel)
+from torchlime.weighting import ExponentialKernel, UniformKernel, input_distance, mask_distance, resolve_kernel
 
 
 @pytest.mark.parametrize("metric", ["cosine", "hamming", "euclidean"])

@@ -119,10 +119,9 @@ def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, 
 
 
 def slic_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-                cell: Optional[tuple[int, int]] = None) -> tuple[torch.Tensor, torch.Tensor]:
+                cell: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
     """SLIC centre update: (per-centre feature sums, int32 pixel counts), see
-    ``kernels.reference.update_torch``. With ``cell`` the kernel is a deterministic
-    per-centre reduction."""
+    ``kernels.reference.update_torch``; the kernel is a deterministic per-centre reduction."""
     if use_triton(features):
         from .kernels import slic as kernel
 

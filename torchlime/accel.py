@@ -332,7 +332,7 @@ def _slice_pad(args: tuple, kwargs: dict, n: int, start: int, stop: int, size: i
 
 
 ACCELERATE = (None, "fast")
-_FAST: "weakref.WeakKeyDictionary[Any, Accelerated]" = weakref.WeakKeyDictionary()
+_FAST: weakref.WeakKeyDictionary[Any, Accelerated] = weakref.WeakKeyDictionary()
 
 
 def accelerate_model(model: Callable[..., Any], accelerate: Optional[str], inputs: torch.Tensor) -> Callable[..., Any]:

@@ -36,7 +36,7 @@ GAIN = 0.02          # a larger chunk must be this much faster per row to be wor
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 
-_CACHE: dict[tuple, "_Entry"] = {}
+_CACHE: dict[tuple, _Entry] = {}
 
 
 @dataclass

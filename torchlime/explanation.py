@@ -84,7 +84,7 @@ class Explanation:
         _, idx = key.topk(k, dim=-1)
         return idx, self.coef.gather(-1, idx)
 
-    def to(self, device: Union[str, torch.device]) -> "Explanation":
+    def to(self, device: Union[str, torch.device]) -> Explanation:
         """A copy with every tensor on ``device``."""
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
         return dataclasses.replace(self, **moved)
@@ -98,7 +98,7 @@ class Explanation:
         torch.save(data, Path(path))
 
     @classmethod
-    def load(cls, path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> "Explanation":
+    def load(cls, path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Explanation:
         """Read an explanation written by ``save`` without unpickling arbitrary objects."""
         data = torch.load(Path(path), map_location=map_location, weights_only=True)
         data["input_shape"] = tuple(data["input_shape"])

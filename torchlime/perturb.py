@@ -65,7 +65,7 @@ def gather_rows(t: torch.Tensor, chunk: Chunk) -> torch.Tensor:
 
 
 def perturb_rows(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk, *,
-                 fmt: InputFormat = InputFormat(), normalize: Optional[Normalize] = None) -> torch.Tensor:
+                 fmt: Optional[InputFormat] = None, normalize: Optional[Normalize] = None) -> torch.Tensor:
     """Build the perturbed model inputs of one chunk.
 
     Args:
@@ -85,6 +85,7 @@ def perturb_rows(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tens
         >>> perturb_rows(x, torch.zeros(1, 4), lab, ch).tolist()
         [[0.0, 1.0, 0.0, 0.0]]
     """
+    fmt = fmt or InputFormat()
     mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
     channels_last = fmt.channels_last and inputs.ndim == 4
     return _backend.blend(gather_rows(inputs, chunk), gather_rows(baseline, chunk), gather_rows(index, chunk),

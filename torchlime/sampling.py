@@ -41,33 +41,36 @@ def mix32(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
+def _splitmix64(seed: int) -> int:
+    """SplitMix64 of ``seed``: a well-mixed 64-bit number (pure Python: no tensor, no device)."""
+    z = (seed + 0x9E3779B97F4A7C15) % (1 << 64)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % (1 << 64)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % (1 << 64)
+    return z ^ (z >> 31)
+
+
 def make_key(generator: Union[None, int, torch.Generator], device: torch.device) -> torch.Tensor:
     """The 64-bit key of a call's masks, as a long (2,) tensor of 32-bit words on ``device``.
 
     Args:
-        generator: a ``torch.Generator``, from which one 62-bit number is drawn (on the
-            generator's device; a CUDA generator's number stays on the GPU, no host
-            synchronisation), so two calls with the same generator object differ; an int
-            seed, which is the same as ``torch.Generator().manual_seed(seed)``; or None
-            (seed 0).
+        generator: an int seed (mixed by SplitMix64, on the host), None (seed 0), or a
+            ``torch.Generator``, from which one 62-bit number is drawn on the generator's
+            device (a CUDA generator's number stays on the GPU: no host synchronisation),
+            so two calls with the same generator object differ.
 
     Raises:
         TypeError: for anything else.
 
     Example:
-        >>> torch.equal(make_key(7, torch.device("cpu")),
-        ...             make_key(torch.Generator().manual_seed(7), torch.device("cpu")))
+        >>> make_key(7, torch.device("cpu")).tolist() == make_key(7, torch.device("cpu")).tolist()
         True
     """
     if generator is None or (isinstance(generator, int) and not isinstance(generator, bool)):
-        generator = torch.Generator().manual_seed(0 if generator is None else generator)
+        value = _splitmix64(0 if generator is None else generator % (1 << 64))
+        return torch.tensor([value & _M32, value >> 32], dtype=torch.long, device=device)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
-    seed = torch.randint(0, 2 ** 62, (1,), generator=generator, device=generator.device)
-    if seed.device.type == "cpu":  # a host number: no device synchronisation
-        value = int(seed)
-        return torch.tensor([value & _M32, value >> 32], dtype=torch.long, device=device)
-    seed = seed.to(device)
+    seed = torch.randint(0, 2 ** 62, (1,), generator=generator, device=generator.device).to(device)
     return torch.cat((seed & _M32, seed >> 32))
 
 
@@ -126,7 +129,7 @@ class Sampler:
     def sample(self, rows: Rows) -> torch.Tensor:
         raise NotImplementedError
 
-    def bind(self, features: Any, n_samples: int) -> "Sampler":
+    def bind(self, features: Any, n_samples: int) -> Sampler:
         """The sampler for one call, given its ``features.FeatureMap`` and S (default: itself).
 
         A design planned from the data (e.g. text's single-mask protocol) overrides it.
@@ -217,7 +220,7 @@ SAMPLERS = {
 }
 
 
-def resolve_sampler(sampler: "Sampler | str") -> Sampler:
+def resolve_sampler(sampler: Sampler | str) -> Sampler:
     """Accept a sampler object or one of the names in ``SAMPLERS``."""
     if isinstance(sampler, Sampler):
         return sampler

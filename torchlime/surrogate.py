@@ -323,7 +323,7 @@ class KLasso(Surrogate):
 SURROGATES = {"ridge": Ridge, "lasso": Lasso, "klasso": KLasso}
 
 
-def resolve_surrogate(surrogate: "Surrogate | str") -> Surrogate:
+def resolve_surrogate(surrogate: Surrogate | str) -> Surrogate:
     """Accept a surrogate object or one of the names in ``SURROGATES``."""
     if isinstance(surrogate, Surrogate):
         return surrogate

@@ -130,7 +130,7 @@ class UniformKernel(Kernel):
         return torch.ones_like(distances)
 
 
-def resolve_kernel(kernel: "Kernel | str | float") -> Kernel:
+def resolve_kernel(kernel: Kernel | str | float) -> Kernel:
     """Accept a kernel, "lime" / "captum" / "uniform", or a float width for lime's kernel."""
     if isinstance(kernel, Kernel):
         return kernel

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio.segments import mel_bands, bin_frequencies, spectrogram_segments
+from torchlime.audio.segments import bin_frequencies, mel_bands, spectrogram_segments
 
 
 def model(x: torch.Tensor) -> torch.Tensor:

@@ -4,8 +4,7 @@ from __future__ import annotations
 import torch
 
 from torchlime.text import explain_tokens
-from torchlime.text.data import (CLS, MASK, NEG_IDS, NOT_ID, PAD, POS_IDS, SEP, VOCAB, decode, encode,
-                                 make_text_dataset)
+from torchlime.text.data import CLS, MASK, NEG_IDS, NOT_ID, PAD, POS_IDS, SEP, VOCAB, decode, encode, make_text_dataset
 from torchlime.text.models import BigramMLM, load_text_model
 
 

@@ -19,15 +19,14 @@ from typing import Any, Optional
 
 import torch
 
-from .._checks import (check_choice, check_finite, check_ndim, check_positive_float, check_positive_int,
-                       check_tensor)
+from .._checks import check_choice, check_finite, check_ndim, check_positive_float, check_positive_int, check_tensor
 from ..baselines import BaselineSpec, Blur
 from ..engine import explain
 from ..explanation import Explanation
+from ..features import even_bands, grid
 from ..forward import Model
 from ..weighting import resolve_kernel
-from .segments import (SegmentSpec, bin_frequencies, check_segment_counts, even_bands, grid, mel_bands,
-                       spectrogram_segments)
+from .segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
 from .stft import ISTFTModel, crossfade_blend, stft
 
 BLUR_SIGMA = 2.0  # bins / frames (samples for waveforms) of the audio "blur" fill

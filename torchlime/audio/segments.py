@@ -19,7 +19,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from .._checks import check_integer, check_positive_int, describe
-from ..features import even_bands, grid
+from ..features import grid
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 SEGMENTATIONS = ("grid", "time", "freq", "mel", "slic")

@@ -16,9 +16,9 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from ..explanation import Explanation
 from .segments import bin_frequencies
 from .stft import istft, stft
-from ..explanation import Explanation
 
 
 def _axes(meta: dict[str, Any], n_freq: int, n_time: int, sample_rate: Optional[float],

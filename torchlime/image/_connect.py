@@ -15,8 +15,8 @@ import math
 
 import torch
 
-UNION_BLOCK = 4   # union-find rounds between convergence checks
-MERGE_BLOCK = 2   # merging rounds between convergence checks
+UNION_BLOCK = 6   # union-find rounds between convergence checks
+MERGE_BLOCK = 4   # merging rounds between convergence checks
 
 
 def _jump(parent: torch.Tensor, times: int) -> torch.Tensor:
@@ -29,17 +29,17 @@ def _jump(parent: torch.Tensor, times: int) -> torch.Tensor:
 def _components(n: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Components of the graph with ``n`` nodes and edges ``a[i] - b[i]``: (n,) the smallest node of
     each node's component, fully flattened. Hooks only roots (so no link is lost), jumps pointers
-    twice a round, and stops after the first block of rounds that changed nothing."""
+    twice a round, and stops after the first block whose last round changed nothing."""
     parent = torch.arange(n, device=a.device)
     while True:
-        before = parent
         for _ in range(UNION_BLOCK):
+            before = parent
             pa, pb = parent.gather(0, a), parent.gather(0, b)
             hi, lo = torch.maximum(pa, pb), torch.minimum(pa, pb)
             root = parent.gather(0, hi) == hi
             parent = parent.scatter_reduce(0, torch.where(root, hi, 0), torch.where(root, lo, 0), "amin")
             parent = _jump(parent, 2)
-        if torch.equal(parent, before):  # unchanged: every edge joins one root, all flattened
+        if torch.equal(parent, before):  # the last round changed nothing: every edge joins one root
             return parent
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from .data import CLASS_NAMES, make_images
 from ._explain import explain_image
+from .data import CLASS_NAMES, make_images
 from .models import load_demo_model
 from .segments import slic
 

@@ -15,8 +15,16 @@ import numpy as np
 import torch
 
 from .. import _backend
-from .._checks import (check_choice, check_integer, check_ndim, check_positive_float, check_positive_int,
-                       check_same_device, check_tensor, describe)
+from .._checks import (
+    check_choice,
+    check_integer,
+    check_ndim,
+    check_positive_float,
+    check_positive_int,
+    check_same_device,
+    check_tensor,
+    describe,
+)
 from ..features import grid as feature_grid
 from ..features import relabel
 from ._slic import finish, iterate_torch, iterate_triton, seed_grid, to_lab

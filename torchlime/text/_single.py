@@ -161,7 +161,7 @@ class SingleSampler(Sampler):
         self.scorer, self.predicted = scorer, predicted
         self.plan: Optional[SinglePlan] = None
 
-    def bind(self, features: Any, n_samples: int) -> "SingleSampler":
+    def bind(self, features: Any, n_samples: int) -> SingleSampler:
         infiller, ids, attn = self.args
         if n_samples - 1 < features.f_max:
             warnings.warn(f"protocol='single' changes one feature per sample: n_samples={n_samples} leaves "

@@ -91,7 +91,7 @@ class BigramMLM(nn.Module):
 
     @classmethod
     def from_corpus(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab_size: int,
-                    mask_id: int, smoothing: float = 0.1) -> "BigramMLM":
+                    mask_id: int, smoothing: float = 0.1) -> BigramMLM:
         """Count bigrams of attended neighbours in a corpus (n, L) with add-``smoothing``."""
         a, b = input_ids[:, :-1], input_ids[:, 1:]
         both = (attention_mask[:, :-1] != 0) & (attention_mask[:, 1:] != 0)

@@ -1,0 +1,153 @@
+"""The chunk-size policy (``torchlime.chunking``): measured on real rows, cached, bounded, and
+coefficients that never depend on it. Timings come from a fake clock, so the tests are exact."""
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import grid_labels
+
+from torchlime import Accelerated, chunking, explain
+
+
+class Clocked(torch.nn.Module):
+    """A model whose calls cost ``cost(n)`` seconds on a fake clock; records every size it sees."""
+
+    def __init__(self, clock: list, cost=lambda n: 0.002 + 1e-4 * n + (n > 64) * 1e-4 * n) -> None:
+        super().__init__()
+        self.clock, self.cost = clock, cost
+        self.lin = torch.nn.Linear(16, 3)
+        self.sizes: list[int] = []
+
+    def forward(self, x):
+        self.sizes.append(x.shape[0])
+        self.clock[0] += self.cost(x.shape[0])
+        return self.lin(x.flatten(1))
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [0.0]
+    chunking.clear_cache()
+    monkeypatch.setattr(chunking.time, "perf_counter", lambda: now[0])
+    yield now
+    chunking.clear_cache()
+
+
+def data(b=2):
+    return torch.rand(b, 1, 4, 4, generator=torch.Generator().manual_seed(0)), grid_labels(4, 4, 2, 4).view(1, 1, 4, 4)
+
+
+def test_measures_then_keeps_the_fastest_size(clock):
+    model = Clocked(clock)
+    x, f = data()
+    exp = explain(model, x, f, n_samples=1000)
+    # each size warms up once and is timed once, doubling while the time per row drops by > 2 %
+    assert model.sizes[:10] == [4, 4, 8, 8, 16, 16, 32, 32, 64, 64]
+    assert model.sizes[10:12] == [128, 128] and set(model.sizes[12:-1]) == {64}
+    assert sum(model.sizes) == 2 * 1000  # every row exactly once, the unperturbed inputs included
+    assert exp.meta["batch_size"] == 64
+    model.sizes.clear()
+    explain(model, x, f, n_samples=1000)  # cached: no measurement
+    assert set(model.sizes[:-1]) == {64}
+
+
+def test_smallest_size_within_two_percent_of_the_fastest(clock):
+    model = Clocked(clock, cost=lambda n: 1e-3 * n + (0.0 if n >= 16 else 5e-3))  # flat from 16 on
+    x, f = data()
+    explain(model, x, f, n_samples=500)
+    assert chunking._CACHE[next(iter(chunking._CACHE))].best == 16
+
+
+def test_measurement_carries_over_calls_with_few_rows(clock):
+    model = Clocked(clock)
+    x, f = data(1)
+    for _ in range(4):
+        explain(model, x, f, n_samples=40)
+    entry = next(iter(chunking._CACHE.values()))
+    assert set(entry.per_row) >= {4, 8, 16} and sum(model.sizes) == 160
+
+
+def test_coefficients_do_not_depend_on_the_chunk(clock):
+    model = Clocked(clock)
+    x, f = data(3)
+    runs = [explain(model, x, f, n_samples=700, batch_size=b, return_samples=True) for b in (1, 7, 64, 2100)]
+    runs.append(explain(model, x, f, n_samples=700, return_samples=True))  # the measured sizes
+    for r in runs[1:]:  # the same masks; outputs and coefficients up to the model's own batch effects
+        assert torch.equal(r.samples, runs[0].samples)
+        torch.testing.assert_close(r.outputs, runs[0].outputs, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(r.coef, runs[0].coef, rtol=1e-5, atol=1e-6)
+
+
+def test_fixed_sizes_are_kept(clock):
+    model = Clocked(clock)
+    x, f = data()
+    explain(model, x, f, n_samples=100, batch_size=30)
+    assert model.sizes == [30] * 6 + [20]
+    inner = Clocked(clock)
+    explain(Accelerated(inner, chunk_size=16), x, f, n_samples=100)
+    assert set(inner.sizes) <= {16, 8}
+
+
+class Fails(torch.nn.Module):
+    """Raises ``error`` for chunks larger than ``limit`` rows."""
+
+    def __init__(self, limit: int, error: Exception) -> None:
+        super().__init__()
+        self.limit, self.error = limit, error
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(16, 3)
+        self.sizes: list[int] = []
+
+    def forward(self, x):
+        self.sizes.append(x.shape[0])
+        if x.shape[0] > self.limit:
+            raise self.error
+        return self.lin(x.flatten(1))
+
+
+def test_device_out_of_memory_halves_and_keeps_finished_rows():
+    x, f = data()
+    plain = explain(Fails(10_000, RuntimeError()), x, f, n_samples=200, batch_size=64)
+    model = Fails(20, torch.OutOfMemoryError("fake: out of memory"))
+    with pytest.warns(RuntimeWarning) as record:
+        exp = explain(model, x, f, n_samples=200, batch_size=64)
+    assert [str(w.message) for w in record][:2] == [
+        "out of memory with a chunk of 64 samples; retrying with 32 (finished samples are kept)",
+        "out of memory with a chunk of 32 samples; retrying with 16 (finished samples are kept)"]
+    assert model.sizes[:3] == [64, 32, 16] and sum(s for s in model.sizes if s <= 20) == 400
+    torch.testing.assert_close(exp.coef, plain.coef)
+
+
+def test_other_errors_are_never_taken_for_out_of_memory():
+    x, f = data()
+    model = Fails(0, RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate ... "
+                                  "out of memory"))
+    with pytest.raises(RuntimeError, match="DefaultCPUAllocator"):
+        explain(model, x, f, n_samples=50, batch_size=8)
+    assert model.sizes == [8]  # re-raised at once, no halving
+
+
+@pytest.mark.parametrize("value, error, match", [
+    ("half", TypeError, r"`max_memory` must be None, a number of bytes \(int\) or a fraction in \(0, 1\] "
+                        r"\(float\), got str 'half'"),
+    (0, ValueError, r"`max_memory` in bytes must be >= 1, got 0"),
+    (1.5, ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 1.5"),
+    (True, TypeError, r"`max_memory` must be None"),
+])
+def test_max_memory_errors(value, error, match):
+    x, f = data()
+    with pytest.raises(error, match=match):
+        explain(torch.nn.Flatten(), x, f, max_memory=value)
+
+
+@pytest.mark.cuda
+def test_peak_memory_within_the_budget_on_cuda(cuda):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(64, 10)).to(cuda)
+    images = torch.rand(4, 3, 128, 128, device=cuda)
+    chunking.clear_cache()
+    cap = 2 << 30
+    exp = explain(model, images, grid_labels(128, 128, 8, 8).view(1, 1, 128, 128).to(cuda), n_samples=2000,
+                  max_memory=cap)
+    assert 0 < exp.meta["peak_memory"] <= cap

@@ -1,0 +1,128 @@
+"""Host synchronisations per call, counted on the CPU so that CI keeps the count.
+
+A ``TorchDispatchMode`` counts the operations that make the host wait for the device on
+CUDA (scalar reads, ``nonzero``, ``unique``, ``bincount``, ``equal``, boolean indexing,
+copies to the host) and ``tolist`` / ``numpy`` / ``cpu`` / ``item`` calls are counted at the
+Python level. Limits: 6 per ``explain_image`` call with the default SLIC, 3 with a grid or
+given segments, none per chunk (the count does not grow with the number of chunks). The
+first call on a model and input shape measures the chunk size (which synchronises per
+measured chunk), so every count is taken on a second call.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import pytest
+import torch
+from helpers import grid_labels
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchlime import explain
+from torchlime.image import explain_image
+from torchlime.image.data import make_images
+from torchlime.image.models import load_demo_model
+
+aten = torch.ops.aten
+SYNCING = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.nonzero.default,
+           aten.equal.default, aten.masked_select.default, aten.bincount.default, aten._unique2.default,
+           aten.unique_dim.default, aten.unique_consecutive.default, aten._unique.default,
+           aten.repeat_interleave.Tensor}
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts the dispatched operations that synchronise the host with a CUDA device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in SYNCING:
+            self.ops.append(str(func))
+        elif func is aten.index.Tensor and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])):
+            self.ops.append("index with a bool mask")
+        elif func is aten._to_copy.default and kwargs.get("device") is not None \
+                and torch.device(kwargs["device"]).type == "cpu" and args[0].device.type != "cpu":
+            self.ops.append("copy to the host")
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def count_syncs() -> Iterator[list[str]]:
+    """Yields the list of synchronising operations seen inside the block."""
+    counter = SyncCounter()
+    patched = {}
+    for name in ("tolist", "numpy", "item", "cpu"):
+        original = getattr(torch.Tensor, name)
+
+        def wrapper(self, *a, _name=name, _original=original, **k):
+            counter.ops.append(f"Tensor.{_name}")
+            return _original(self, *a, **k)
+
+        patched[name] = original
+        setattr(torch.Tensor, name, wrapper)
+    try:
+        with counter:
+            yield counter.ops
+    finally:
+        for name, original in patched.items():
+            setattr(torch.Tensor, name, original)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    torch.manual_seed(0)
+    images, _, _ = make_images(4, seed=2026)
+    return load_demo_model(), images
+
+
+def test_counter_sees_syncs():
+    x = torch.arange(6)
+    with count_syncs() as ops:
+        int(x.sum())
+        x.nonzero()
+        x.tolist()
+        x[x > 2]
+        x + 1  # no sync
+    assert len(ops) == 4, ops
+
+
+def test_explain_image_default_slic(demo):
+    model, images = demo
+    explain_image(model, images, n_samples=200)  # measures the chunk size for this model and shape
+    with count_syncs() as ops:
+        explain_image(model, images, n_samples=200)
+    assert len(ops) <= 6, ops
+
+
+@pytest.mark.parametrize("segments", ["grid", "given"])
+def test_explain_image_grid_or_given_segments(demo, segments):
+    model, images = demo
+    seg = "grid" if segments == "grid" else grid_labels(64, 64, 6, 6)
+    explain_image(model, images, segments=seg, n_samples=200)
+    with count_syncs() as ops:
+        explain_image(model, images, segments=seg, n_samples=200)
+    assert len(ops) <= 3, ops
+
+
+def test_no_sync_per_chunk(demo):
+    model, images = demo
+    seg = grid_labels(64, 64, 6, 6)
+    counts = []
+    for chunk in (400, 16):  # 2 chunks vs 50 chunks
+        with count_syncs() as ops:
+            explain_image(model, images[:2], segments=seg, n_samples=200, batch_size=chunk)
+        counts.append(len(ops))
+    assert counts[0] == counts[1] <= 3, counts
+
+
+def test_modality_free_engine_with_a_function_model():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    x, feats = torch.rand(3, 1, 4, 4), torch.arange(16).view(1, 1, 4, 4) // 2
+    explain(model, x, feats, n_samples=300)
+    with count_syncs() as ops:
+        explain(model, x, feats, n_samples=300)
+    assert len(ops) <= 2, ops

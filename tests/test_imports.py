@@ -1,0 +1,108 @@
+"""The house rules, read from the source: no import circles, ``_backend`` is the only door to
+``kernels/``, front doors use the engine and import none of its internals, small modules."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "torchlime"
+KERNELS = PKG.parent / "kernels"
+FRONT_DOORS = ("torchlime.image._explain", "torchlime.audio._explain", "torchlime.text._explain")
+#: engine internals a front door must not reach for (it builds features, with ``features.grid`` if it
+#: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
+INTERNALS = ("torchlime.features.relabel", "torchlime.features.FeatureMap", "torchlime.sampling",
+             "torchlime.chunking", "torchlime.surrogate", "torchlime._backend")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """Every torchlime module ``name`` imports, at module level or inside functions."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {t for t in found if t.startswith("torchlime")}
+
+
+GRAPH = {name: imports(name, path) for name, path in modules().items()}
+
+
+def edges(name: str) -> set[str]:
+    """Imported modules that exist (``from .x import name`` counts as importing ``x``)."""
+    return {t for t in GRAPH[name] if t in GRAPH and t != name and not name.startswith(t + ".")}
+
+
+def test_no_import_circles():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in edges(node):
+            if nxt in ("torchlime",) or nxt.endswith("__init__"):
+                continue
+            if state.get(nxt) == 1:
+                raise AssertionError(f"import circle: {' -> '.join(stack[stack.index(nxt):] + [nxt])}")
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in GRAPH:
+        if name not in state and name != "torchlime":
+            visit(name)
+
+
+def test_only_the_backend_imports_kernels():
+    offenders = [n for n, targets in GRAPH.items() if any(t.startswith("torchlime.kernels") for t in targets)
+                 and n != "torchlime._backend"]
+    assert offenders == []
+
+
+def test_front_doors_import_no_engine_internals():
+    for door in FRONT_DOORS:
+        bad = sorted(t for t in GRAPH[door] if t.startswith(INTERNALS))
+        assert bad == [], f"{door} imports {bad}"
+        assert "torchlime.engine.explain" in GRAPH[door]
+
+
+def test_kernels_import_only_torch_triton_and_each_other():
+    for path in KERNELS.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                assert node.module.split(".")[0] in ("torch", "triton", "__future__", "typing"), (path, node.module)
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_modules_are_small(name):
+    assert len(modules()[name].read_text().splitlines()) <= 400
+
+
+@pytest.mark.parametrize("sub", ["torchlime.image", "torchlime.audio", "torchlime.text"])
+def test_subpackages_declare_all(sub):
+    import importlib
+
+    module = importlib.import_module(sub)
+    assert module.__all__ and all(hasattr(module, n) for n in module.__all__)
