@@ -1,29 +1,58 @@
 """torchlime vs lime vs captum vs the bare forward-pass floor, one image, N=1000.
 
-The same model (random weights), image, segmentation (lime's quickshift) and N
-for every system; each repetition runs all systems back to back (interleaved),
-and the median of the repetitions is reported. The floor is the bare batched
-forward pass of the same N perturbed images under inference_mode, at the best
-of several batch sizes and both memory layouts (NCHW and channels-last).
-torchlime_with_torch_slic (its own segmentation) is timed once, after the rest.
+The same model (random weights, ImageNet normalisation), image, segmentation (lime's
+quickshift) and N for every system; each repetition runs all systems back to back
+(interleaved), and the median of the repetitions is reported. The floor is the bare
+batched forward pass of the same N perturbed images under inference_mode, at the best of
+several batch sizes and both memory layouts (NCHW and channels-last). With
+``--previous-tree DIR`` (a checkout of an earlier commit, e.g. from ``git archive``) that
+version of torchlime runs in a worker process, interleaved with the others, so the two
+versions are compared within one run. torchlime_with_torch_slic (its own segmentation)
+is timed once, after the rest.
 
     python benchmarks/bench_engine.py --device cpu            # full run (about 25 min on 2 cores)
-    python benchmarks/bench_engine.py --device cuda           # on a GPU, lime/captum models on the GPU too
-    python benchmarks/bench_engine.py --quick                 # smoke test
+    python benchmarks/bench_engine.py --previous-tree /tmp/old --previous-commit 68ecdbf
+    python benchmarks/bench_engine.py --quick --out /tmp/quick  # smoke test
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import torch
-from common import IMAGENET_MEAN, IMAGENET_STD, header, summary, test_image, timed, vision_model, write
+from common import Normalize, common_args, header, perturbed_images, summary, test_image, timed, vision_model, write
 
-import torchlime
-from torchlime.image._explain import LIME_QUICKSHIFT, Normalized, explain_image
+from torchlime.image import explain_image
 from torchlime.image.segments import skimage_segments, slic
-from torchlime.perturb import perturb_chunk
+
+MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
+
+# The worker that runs another version of torchlime: reads "run N" lines, answers seconds.
+WORKER = r"""
+import sys, time, torch
+sys.path.insert(0, sys.argv[1])
+import torchvision
+from torchlime.image import explain_image
+torch.manual_seed(0)
+name, image, seg = sys.argv[2], torch.load(sys.argv[3]), torch.load(sys.argv[4])
+kw = dict(aux_logits=False, init_weights=False) if name == "inception_v3" else {}
+model = getattr(torchvision.models, name)(weights=None, **kw).eval()
+norm = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+for line in sys.stdin:
+    n = int(line.split()[1])
+    t0 = time.perf_counter()
+    exp = explain_image(model, image, segments=seg, preset="lime", softmax=True, n_samples=n, normalize=norm)
+    exp.coef.sum().item()
+    print(time.perf_counter() - t0, flush=True)
+"""
 
 
 def floor_fn(model, images, batch, device, channels_last=False):
@@ -72,102 +101,125 @@ def captum_fn(model, image, segments, n, ppe, device):
     return run
 
 
-def torchlime_fn(model, image, segments, n, device, batch_size=None):
-    x = image.to(device)
-    seg = segments.to(device)
+def torchlime_fn(model, image, segments, n, device):
+    """The user's call: lime's settings, the model normalised by ``normalize=`` (fused)."""
+    x, seg = image.to(device), None if segments is None else segments.to(device)
 
     def run():
-        exp = explain_image(model, x, segments=seg, preset="lime", softmax=True, n_samples=n,
-                            batch_size=batch_size)
+        exp = explain_image(model, x, segments=seg if seg is not None else "slic", preset="lime", softmax=True,
+                            n_samples=n, normalize=MEAN_STD)
         exp.coef.sum().item()  # wait for the result
     return run
 
 
-def torchlime_slic_fn(model, image, n, device):
-    x = image.to(device)
+class Previous:
+    """Another torchlime version (a source tree) in a worker process, timed inside the worker."""
 
-    def run():
-        exp = explain_image(model, x, preset="lime", segments="slic", softmax=True, n_samples=n)
-        exp.coef.sum().item()
-    return run
+    def __init__(self, tree: Path, name: str, image: torch.Tensor, segments: torch.Tensor) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        paths = [Path(self.tmp.name) / f for f in ("worker.py", "image.pt", "seg.pt")]
+        paths[0].write_text(WORKER)
+        torch.save(image, paths[1])
+        torch.save(segments, paths[2])
+        env = dict(os.environ, PYTHONPATH="")
+        self.proc = subprocess.Popen([sys.executable, str(paths[0]), str(tree), name, str(paths[1]), str(paths[2])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                     cwd=self.tmp.name)
+
+    def fn(self, n: int):
+        def run():
+            self.proc.stdin.write(f"run {n}\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the previous-version worker stopped")
+            return float(line)
+        return run
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.tmp.cleanup()
 
 
-def perturbed_batch(image, segments, n):
-    """The N perturbed images torchlime builds (lime's masks and mean-colour baseline)."""
-    from torchlime.baselines import feature_mean
-    from torchlime.features import relabel
-
-    labels, nf = relabel(segments.view(1, 1, *segments.shape[-2:]))
-    f = int(nf.max())
-    masks = torchlime.BernoulliSampler()(nf, n, f, torch.Generator().manual_seed(0))
-    base = feature_mean(image, labels, f)
-    return perturb_chunk(image, base, labels, masks, 0, n)
-
-
-def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes):
-    model = Normalized(vision_model(name, device), IMAGENET_MEAN, IMAGENET_STD).to(device).eval()
-    image = test_image(224)
+def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes, previous_tree, size):
+    net = vision_model(name, device)
+    model = Normalize(net).to(device).eval()  # what the floor and the anchors run
+    image = test_image(size)
     segments = skimage_segments(image, "quickshift", **LIME_QUICKSHIFT)
-    images = perturbed_batch(image, segments, n)
+    images = perturbed_images(image, segments, n)
     systems = {f"floor_{fmt}_batch{b}": floor_fn(model, images, b, device, fmt == "channels_last")
                for fmt, batches in floor_batches.items() for b in batches}
-    systems["torchlime"] = torchlime_fn(model, image, segments, n, device)
+    systems["torchlime"] = torchlime_fn(net, image, segments, n, device)
+    previous = Previous(previous_tree, name, image, segments) if previous_tree else None
+    if previous:
+        systems["torchlime_previous"] = previous.fn(n)
     for b in lime_batches:
         systems[f"lime_batch{b}"] = lime_fn(model, image, segments, n, b, device)
     for p in captum_ppes:
         systems[f"captum_ppe{p}"] = captum_fn(model, image, segments, n, p, device)
-    # warm-up: every system once on few samples, and the forward at every batch size
+    # warm-up: the forward at every batch size, every system once (torchlime: its chunk measurement)
     for key, fn in systems.items():
-        if key.startswith("floor"):
+        if key.startswith(("floor", "torchlime")):
             fn()
-    for warm in (torchlime_fn(model, image, segments, 20, device), lime_fn(model, image, segments, 20, 10, device),
-                 captum_fn(model, image, segments, 20, 1, device), torchlime_slic_fn(model, image, 20, device)):
+    for warm in (lime_fn(model, image, segments, 20, 10, device), captum_fn(model, image, segments, 20, 1, device),
+                 torchlime_fn(net, image, None, 20, device)):
         warm()
     times = {k: [] for k in systems}
     for rep in range(reps):
-        for key, fn in systems.items():
-            times[key].append(timed(fn, device))
+        for key, fn in systems.items():  # the previous version is timed inside its worker
+            times[key].append(fn() if key == "torchlime_previous" else timed(fn, device))
             print(f"{name} rep {rep} {key}: {times[key][-1]:.2f} s", flush=True)
-    times["torchlime_with_torch_slic"] = [timed(torchlime_slic_fn(model, image, n, device), device)]
+    if previous:
+        previous.close()
+    times["torchlime_with_torch_slic"] = [timed(torchlime_fn(net, image, None, n, device), device)]
     res = {k: summary(v) for k, v in times.items()}
     floor_key = min((k for k in res if k.startswith("floor")), key=lambda k: res[k]["median"])
     floor = res[floor_key]["median"]
     tl = res["torchlime"]["median"]
     ratios = dict(floor_system=floor_key, torchlime_over_floor=tl / floor,
                   torchlime_slic_over_floor=res["torchlime_with_torch_slic"]["median"] / floor)
+    if previous:
+        ratios["torchlime_previous_over_floor"] = res["torchlime_previous"]["median"] / floor
+        ratios["torchlime_over_previous"] = tl / res["torchlime_previous"]["median"]
     for k in res:
         if k.startswith(("lime", "captum")):
             ratios[f"{k}_over_torchlime"] = res[k]["median"] / tl
     seg_times = [timed(lambda: skimage_segments(image, "quickshift", **LIME_QUICKSHIFT), device) for _ in range(3)]
     slic_times = [timed(lambda: slic(image.to(device)), device) for _ in range(3)]
-    return dict(model=name, n_samples=n, repetitions=reps, n_segments=int(segments.max()) + 1,
+    return dict(model=name, n_samples=n, repetitions=reps, n_segments=int(segments.unique().numel()),
                 seconds=res, ratios=ratios, segmentation_seconds=dict(
                     quickshift_lime_params=statistics.median(seg_times), torch_slic=statistics.median(slic_times)))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu")
+    ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v3_small"])
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="smoke test: N=40, 1 repetition")
+    ap.add_argument("--previous-tree", type=Path, help="a source tree of an earlier torchlime to compare with")
+    ap.add_argument("--previous-commit", default=None, help="the commit that tree comes from (recorded)")
     args = ap.parse_args()
     device = torch.device(args.device)
-    n, reps = (40, 1) if args.quick else (args.n, args.reps)
+    n, reps, size = (24, 1, 64) if args.quick else (args.n, args.reps, 224)
+    models = ["mobilenet_v3_small"] if args.quick else args.models
     cpu = device.type == "cpu"
     floor_batches = ({"nchw": (10, 16), "channels_last": (10, 16, 32)} if cpu
                      else {"nchw": (64, 128, 256, 512), "channels_last": (128, 256, 512)})
+    lime_batches, captum_ppes = ((10,), (1,)) if args.quick else ((10, 100), (1, 64))
     out = header(device)
-    out["results"] = [bench_model(m, device, n, reps, floor_batches, (10, 100), (1, 64)) for m in args.models]
+    out["previous_commit"] = args.previous_commit if args.previous_tree else None
+    out["results"] = [bench_model(m, device, n, reps, floor_batches, lime_batches, captum_ppes, args.previous_tree,
+                                  size) for m in models]
     targets = {"resnet18": 1.15, "mobilenet_v3_small": 1.3}
     for r in out["results"]:
         r["target_torchlime_over_floor"] = targets.get(r["model"])
-        r["faster_than_every_lime_and_captum"] = all(v > 1 for k, v in r["ratios"].items() if k.endswith("_over_torchlime"))
-    path = write(f"engine_{device.type}{'_quick' if args.quick else ''}.json", out)
+        r["faster_than_every_lime_and_captum"] = all(
+            v > 1 for k, v in r["ratios"].items() if k.endswith("_over_torchlime"))
+    path = write(f"engine_{device.type}.json", out, args.out)
     print(f"wrote {path}")
     for r in out["results"]:
-        print(r["model"], {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r["ratios"].items()})
+        print(r["model"], json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r["ratios"].items()}))
 
 
 if __name__ == "__main__":

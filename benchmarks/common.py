@@ -83,6 +83,51 @@ def vision_model(name: str, device: torch.device) -> torch.nn.Module:
     return getattr(torchvision.models, name)(**kwargs).eval().to(device)
 
 
+class Normalize(torch.nn.Module):
+    """``model((x - mean) / std)``: what a model trained on normalised images sees. The anchors
+    (lime, captum) and the forward floors run this wrapper; torchlime gets ``normalize=`` instead,
+    which it fuses into the perturbation pass (the user's way)."""
+
+    def __init__(self, model: torch.nn.Module, mean=IMAGENET_MEAN, std=IMAGENET_STD) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model((x - self.mean.to(x)) / self.std.to(x))
+
+
+def perturbed_images(image: torch.Tensor, segments: torch.Tensor, n: int, seed: int = 0,
+                     fill: str = "mean") -> torch.Tensor:
+    """The N perturbed images of one (1, C, H, W) image, built beforehand for a forward floor:
+    Bernoulli(1/2) masks over the segments (row 0 all kept), hidden segments filled with their
+    mean colour (lime's ``hide_color=None``) or zero. Plain torch, independent of torchlime."""
+    seg = segments.reshape(-1).long()
+    ids, inverse = seg.unique(return_inverse=True)
+    f = ids.numel()
+    g = torch.Generator().manual_seed(seed)
+    masks = torch.rand(n, f, generator=g) < 0.5
+    masks[0] = True
+    flat = image.reshape(image.shape[1], -1)
+    if fill == "mean":
+        sums = torch.zeros(image.shape[1], f).index_add_(1, inverse, flat)
+        base = (sums / torch.bincount(inverse, minlength=f).clamp_min(1))[:, inverse]
+    else:
+        base = torch.zeros_like(flat)
+    keep = masks[:, inverse].unsqueeze(1)  # (N, 1, H*W)
+    return torch.where(keep, flat, base).view(n, *image.shape[1:])
+
+
+def common_args(parser, default_device: str = "cpu"):
+    """``--device``, ``--out FOLDER`` (default ``results/``) and ``--quick`` for every benchmark."""
+    parser.add_argument("--device", default=default_device)
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="folder the JSON result is written into (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: a tiny run, not a result")
+    return parser
+
+
 def write(name: str, payload: dict, out: Path = RESULTS) -> Path:
     """Writes ``payload`` as indented JSON to ``out / name`` (default: ``results/``); returns the path."""
     out.mkdir(parents=True, exist_ok=True)

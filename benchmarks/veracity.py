@@ -127,9 +127,12 @@ def main() -> None:
     parser.add_argument("--tune", action="store_true", help="search settings on other clips instead")
     parser.add_argument("--n-samples", type=int, default=None,
                         help="N per explanation (default 8192 as in the study; 2048 for --tune)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the figures")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON and the figures")
     parser.add_argument("--suffix", default="", help="appended to the result file names (smoke runs)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 6 clips, N = 128 (not a result)")
     args = parser.parse_args()
+    if args.quick:
+        args.clips, args.n_samples, args.suffix = args.clips or 6, args.n_samples or 128, args.suffix or "_quick"
     torch.manual_seed(0)
     model = load_audio_model()
     for p in model.parameters():
@@ -143,7 +146,7 @@ def main() -> None:
                        n_samples=args.n_samples or 2048, load_average_start=load_start,
                        load_average_end=os.getloadavg(),
                        seconds=time.perf_counter() - t0, **source_state(), **result)
-        print(f"wrote {write(f'veracity_tuning{args.suffix}.json', payload)}")
+        print(f"wrote {write(f'veracity_tuning{args.suffix}.json', payload, args.out)}")
         return
     specs, labels = prepare(model, args.clips or 96, seed=args.seed)
     settings = {k: dict(v, n_samples=args.n_samples or 8192) for k, v in SETTINGS.items()}
@@ -152,7 +155,7 @@ def main() -> None:
                    settings={k: {kk: repr(vv) for kk, vv in v.items()} for k, v in settings.items()},
                    seconds=time.perf_counter() - t0, load_average_start=load_start,
                    load_average_end=os.getloadavg(), **source_state(), **result)
-    path = write(f"veracity{args.suffix}.json", payload)
+    path = write(f"veracity{args.suffix}.json", payload, args.out)
     plots(payload, args.out, args.suffix)
     print(tables(payload, load("veracity_tuning.json")))
     print(f"wrote {path} and the figures ({payload['seconds']:.0f} s in all)")

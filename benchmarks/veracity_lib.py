@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from torchlime.audio import explain_spectrogram
-from torchlime.audio.segments import grid
+from torchlime.features import grid
 from torchlime.sampling import BernoulliSampler, valid_features
 from torchlime.surrogate import Ridge
 from torchlime.weighting import ExponentialKernel, mask_distance
@@ -22,11 +22,13 @@ LIME_DEFAULT = dict(sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(widt
 TORCHLIME_BEST = dict(sampler=BernoulliSampler(0.75), kernel=ExponentialKernel(width=0.1), surrogate=Ridge(1.0),
                       content="blur", output="prob", n_samples=N_SAMPLES)
 SETTINGS = {"lime_default": LIME_DEFAULT, "torchlime_best": TORCHLIME_BEST}
+#: the study's names of hidden content -> explain_spectrogram's fills ("mean": each clip's mean level)
+FILLS = {"mean": "signal_mean"}
 
 
 def segment_map(specs: torch.Tensor) -> torch.Tensor:
     """The study's 5 time x 4 frequency grid over (Fr, Tm): long (Fr, Tm), ids 0..19."""
-    return grid(specs.shape[-2], specs.shape[-1], 4, 5, device=specs.device)
+    return grid(specs.shape[-2:], (4, 5), device=specs.device)
 
 
 def predict(model: torch.nn.Module, x: torch.Tensor, chunk: int = 256) -> torch.Tensor:
@@ -148,7 +150,8 @@ def explain_many(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, 
     """
     kw = {k: cfg[k] for k in ("sampler", "kernel", "surrogate", "n_samples")}
     prob = cfg["output"] == "prob" and not return_samples
-    return explain_spectrogram(model, x, content=cfg["content"], target=target, softmax=prob,
+    fill = FILLS.get(cfg["content"], cfg["content"])
+    return explain_spectrogram(model, x, baseline=fill, target=target, softmax=prob,
                                output=None if prob else margin, generator=seed,
                                return_samples=return_samples, **kw)
 

@@ -18,7 +18,7 @@ from torchlime.sampling import BernoulliSampler, ShapleySampler, UniformCountSam
 from torchlime.surrogate import Ridge
 from torchlime.weighting import ExponentialKernel, UniformKernel
 
-CONTENTS = ("zero", "mean", "noise", "shuffle", "blur")  # "min" is within 0.004 of "zero" on log1p spectrograms
+CONTENTS = ("zero", "mean", "noise", "shuffle", "blur")  # "min" is within 0.004 of "zero" on log1p spectra
 SAMPLERS = (BernoulliSampler(0.75), UniformCountSampler(), ShapleySampler())
 KERNELS = (ExponentialKernel(width=0.25), ExponentialKernel(width=0.1), UniformKernel())
 OUTPUTS = ("prob", "margin")

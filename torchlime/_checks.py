@@ -87,3 +87,19 @@ def check_finite(value: torch.Tensor, name: str) -> None:
     """Raise ``ValueError`` (``nonfinite_error``) if a floating or complex (B, ...) tensor holds NaN/inf."""
     if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
         raise nonfinite_error(value, name)
+
+
+def require(module: str, extra: str, purpose: str) -> Any:
+    """Import an optional dependency, or raise ``ImportError`` naming the extra that installs it.
+
+    Example:
+        >>> require("math", "viz", "pictures").sqrt(4.0)
+        2.0
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{purpose} needs the optional package `{module.split('.')[0]}`: "
+                          f"pip install 'torchlime[{extra}]'") from err

@@ -8,7 +8,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_positive_int, describe
 
 _TENSORS = ("coef", "intercept", "score", "local_pred", "target", "features", "n_features",
             "samples", "outputs", "weights")
@@ -62,6 +62,12 @@ class Explanation:
             Broadcast views over the feature map's broadcast dims (e.g. channels).
         """
         b, t, f = self.coef.shape
+        if target_index is not None:
+            if isinstance(target_index, bool) or not isinstance(target_index, int):
+                raise TypeError(f"`target_index` must be None or an int, got {describe(target_index)}")
+            if not -t <= target_index < t:
+                raise IndexError(f"`target_index` must be in [0, {t}) for an explanation of {t} target(s) "
+                                 f"per input, got {target_index}")
         lab = self.features.to(self.coef.device).reshape(b, 1, -1).expand(b, t, -1)
         lab = torch.where(lab < 0, f, lab)  # elements outside every feature get 0
         coef = torch.nn.functional.pad(self.coef, (0, 1))
@@ -99,10 +105,35 @@ class Explanation:
 
     @classmethod
     def load(cls, path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Explanation:
-        """Read an explanation written by ``save`` without unpickling arbitrary objects."""
+        """Read an explanation written by ``save`` without unpickling arbitrary objects.
+
+        Raises:
+            ValueError: when the file holds no explanation (another object, missing fields).
+        """
         data = torch.load(Path(path), map_location=map_location, weights_only=True)
+        required = {"coef", "intercept", "score", "local_pred", "target", "features", "n_features", "input_shape"}
+        if not isinstance(data, dict) or not required <= set(data):
+            found = sorted(map(str, data)) if isinstance(data, dict) else describe(data)
+            raise ValueError(f"`path` must be a file written by Explanation.save, with the fields "
+                             f"{sorted(required)}; {path} holds {found}")
         data["input_shape"] = tuple(data["input_shape"])
-        return cls(**data)
+        return cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
+
+    def __repr__(self) -> str:
+        """A short summary: inputs, targets, features, samples, surrogate and fit quality (no tensor dumps)."""
+        b, t, _ = self.coef.shape
+        nf = self.n_features.tolist()
+        feats = f"{nf[0]}" if len(set(nf)) == 1 else f"{min(nf)}-{max(nf)}"
+        score = self.score.float()
+        targets = self.target[:4].tolist()
+        lines = [f"Explanation of {b} input(s) of shape {tuple(self.input_shape)}: {t} target(s) and {feats} "
+                 f"features each",
+                 f"  targets: {targets}{' ...' if b > 4 else ''}",
+                 f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
+                 f"  weighted R²: median {float(score.median()):.3f}, min {float(score.min()):.3f}"]
+        if self.samples is not None:
+            lines.append(f"  samples kept: masks {tuple(self.samples.shape)}, outputs {tuple(self.outputs.shape)}")
+        return "\n".join(lines)
 
 
 def _plain(value: Any) -> Any:

@@ -77,11 +77,16 @@ class ProbeExplainer:
         explain_fn: ``torchlime.explain`` (default), ``torchlime.image.explain_image`` or any
             callable ``fn(model, probe_inputs, features_or_segments, **kwargs)`` returning an
             ``Explanation``.
+        max_history: the most explanations ``history`` keeps (the oldest go first), so a long
+            training run does not grow without bound; None keeps every one.
+        sink: optional ``sink(step, explanation)`` called with every explanation (e.g. to save
+            it to disk or log it), whatever ``max_history`` keeps.
         **explain_kwargs: passed to ``explain_fn`` on every call (n_samples, target, ...).
             Without ``generator`` a fresh generator seeded with 0 is used on every call.
 
     Attributes:
-        history: list of ``(step, explanation)``, explanations on the CPU, in call order.
+        history: list of ``(step, explanation)``, explanations on the CPU, in call order (the
+            last ``max_history``).
 
     Example:
         >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
@@ -95,7 +100,8 @@ class ProbeExplainer:
 
     def __init__(self, model: Callable[..., Any], probe_inputs: torch.Tensor, features_or_segments: Any, *,
                  every: int = 100, stream: bool = False,
-                 explain_fn: Optional[Callable[..., Explanation]] = None, **explain_kwargs: Any) -> None:
+                 explain_fn: Optional[Callable[..., Explanation]] = None, max_history: Optional[int] = 256,
+                 sink: Optional[Callable[[int, Explanation], Any]] = None, **explain_kwargs: Any) -> None:
         from .engine import explain
         from .image import explain_image
 
@@ -106,6 +112,10 @@ class ProbeExplainer:
             raise ValueError(f"`probe_inputs` must be batched with shape (B, ...), "
                              f"got shape {tuple(probe_inputs.shape)}")
         check_positive_int(every, "every")
+        if max_history is not None:
+            check_positive_int(max_history, "max_history")
+        if sink is not None and not callable(sink):
+            raise TypeError(f"`sink` must be None or a callable (step, explanation), got {describe(sink)}")
         if not isinstance(stream, bool):
             raise TypeError(f"`stream` must be a bool, got {describe(stream)}")
         if stream and not probe_inputs.is_cuda:
@@ -126,6 +136,7 @@ class ProbeExplainer:
         self._as_segments = explain_fn is explain_image
         self.explain_kwargs = explain_kwargs
         self.history: list[tuple[int, Explanation]] = []
+        self.max_history, self.sink = max_history, sink
         self._side: Optional[torch.cuda.Stream] = None
 
     def maybe_explain(self, step: int) -> Optional[Explanation]:
@@ -163,6 +174,10 @@ class ProbeExplainer:
             cpu = exp.to("cpu")
             del exp
         self.history.append((step, cpu))
+        if self.max_history is not None and len(self.history) > self.max_history:
+            del self.history[:len(self.history) - self.max_history]
+        if self.sink is not None:
+            self.sink(step, cpu)
         return cpu
 
     @contextlib.contextmanager

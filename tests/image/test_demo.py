@@ -38,8 +38,11 @@ def test_cli_demo(tmp_path, capsys):
     assert "summary.json" in out and "explained 2 images" in out
 
 
-def test_cli_rejects_missing_cuda(tmp_path):
+def test_cli_rejects_missing_cuda(tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    with pytest.raises(ValueError, match="`--device cuda` was asked for"):
-        main(["demo", "--out", str(tmp_path), "--device", "cuda"])
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--out", str(tmp_path / "out"), "--device", "cuda"])
+    assert info.value.code == 2 and not (tmp_path / "out").exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--device cuda: torch.cuda.is_available() is False" in err

@@ -268,7 +268,8 @@ def test_skimage_adapters_contiguous(small: torch.Tensor, method: str, channels:
 
 def test_skimage_missing_says_how_to_install(small: torch.Tensor, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "skimage.segmentation", None)
-    with pytest.raises(ImportError, match=r"pip install scikit-image"):
+    with pytest.raises(ImportError, match=r"skimage_segments needs the optional package `skimage`: "
+                                          r"pip install 'torchlime\[image\]'"):
         skimage_segments(small)
 
 

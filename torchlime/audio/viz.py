@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from .._checks import require
 from ..explanation import Explanation
 from .segments import bin_frequencies
 from .stft import istft, stft
@@ -77,7 +78,7 @@ def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, 
     Returns:
         The matplotlib ``Figure``.
     """
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "viz", "plot_spectrogram_explanation")
     from matplotlib.collections import LineCollection
 
     meta = explanation.meta.get("audio", {})

@@ -51,7 +51,6 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("`--device cuda` was asked for, but torch.cuda.is_available() is False")
     dev = torch.device(device)
-    out.mkdir(parents=True, exist_ok=True)
     model = load_demo_model(dev)
     images, labels, evidence = make_images(n_images, seed=HELD_OUT_SEED)
     images, labels, evidence = images.to(dev), labels.to(dev), evidence.to(dev)
@@ -61,12 +60,17 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
         torch.cuda.synchronize()
     t0 = time.perf_counter()
     segments = slic(images, n_segments=n_segments)
+    fewest = int(segments.flatten(1).amax(1).min()) + 1
+    if top_k > fewest:
+        raise ValueError(f"--top-k must be at most the number of segments of every image ({fewest} with "
+                         f"--n-segments {n_segments}), got {top_k}")
     exp = explain_image(model, images, segments=segments, n_samples=n_samples, baseline="mean",
                         softmax=True, generator=seed)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
 
+    out.mkdir(parents=True, exist_ok=True)
     top, _ = exp.top_features(top_k)
     cov = coverage(exp.features, top[:, 0], evidence)
     hit = hits(exp.features, top[:, 0], evidence)

@@ -24,6 +24,7 @@ from .._checks import (
     check_same_device,
     check_tensor,
     describe,
+    require,
 )
 from ..features import grid as feature_grid
 from ..features import relabel
@@ -150,10 +151,7 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
     """
     check_images(images)
     check_choice(method, "method", ("quickshift", "felzenszwalb", "slic"))
-    try:
-        import skimage.segmentation as skseg
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("skimage_segments needs scikit-image: pip install scikit-image") from err
+    skseg = require("skimage.segmentation", "image", "skimage_segments")
     arr = images.detach().to("cpu", torch.float64).permute(0, 2, 3, 1).numpy()
     c = arr.shape[-1]
     if method == "quickshift":

@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_positive_int, require
 from ..explanation import Explanation
 from .segments import boundaries
 
@@ -73,37 +73,48 @@ def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 
     blue negative) over a faded image; the top ``num_features`` positive segments.
     ``truth`` (H, W) bool, when known, is outlined in the last panel.
     """
-    import matplotlib
+    plt = require("matplotlib.pyplot", "viz", "plot_image_explanation")
+    from matplotlib.patches import Patch
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    img = _to_hwc(images[index])
-    edges = boundaries(exp.features[index:index + 1, 0])[0].cpu().numpy()
-    heat = exp.heatmap(target_index)[index, 0].detach().float().cpu().numpy()
+    # drawn at a few times the resolution of small images, so borders are thin lines
+    k = max(1, 256 // max(images.shape[-2:]))
+    up = lambda t: t.repeat_interleave(k, -2).repeat_interleave(k, -1)  # noqa: E731
+    img = _to_hwc(up(images[index]))
+    labels = up(exp.features[index:index + 1, 0].cpu())
+    edges = boundaries(labels)[0]
+    halo = torch.nn.functional.max_pool2d(edges[None, None].float(), 3, 1, 1)[0, 0].bool().numpy()
+    edges = edges.numpy()
+    heat = up(exp.heatmap(target_index)[index, 0].detach().float().cpu()).numpy()
     _, mask = image_and_mask(images[index:index + 1], _slice(exp, index),
                              target_index=target_index, num_features=num_features, hide_rest=True)
-    kept = (mask[0] != 0).cpu().numpy()
+    kept = up(mask[0] != 0).cpu().numpy()
     target = int(exp.target[index, target_index])
     name = class_names[target] if class_names else str(target)
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.9))
     axes[0].imshow(img)
     axes[0].set_title("input")
-    over = img.copy() if img.ndim == 3 else plt.cm.gray(img)[..., :3]
-    over[edges] = (1.0, 1.0, 0.0)
+    over = (img.copy() if img.ndim == 3 else plt.cm.gray(img)[..., :3]).copy()
+    over[halo] = (0.0, 0.0, 0.0)  # borders: white on a black halo, visible on any image
+    over[edges] = (1.0, 1.0, 1.0)
     axes[1].imshow(over)
     axes[1].set_title(f"{int(exp.n_features[index])} segments")
     lim = max(abs(heat).max(), 1e-12)
     axes[2].imshow(img, alpha=0.35, cmap="gray")
     im = axes[2].imshow(heat, cmap="bwr", vmin=-lim, vmax=lim, alpha=0.75)
-    fig.colorbar(im, ax=axes[2], fraction=0.046, pad=0.04)
-    axes[2].set_title(f"weights for '{name}' (R² {float(exp.score[index, target_index]):.2f})")
-    shown = (over if img.ndim == 3 else img).copy()
+    bar = fig.colorbar(im, ax=axes[2], fraction=0.046, pad=0.04)
+    bar.set_label(f"weight for '{name}'")
+    axes[2].set_title(f"weights (R² {float(exp.score[index, target_index]):.2f})")
+    axes[2].legend(handles=[Patch(color="#d62728", label=f"raises '{name}'"),
+                            Patch(color="#1f77b4", label=f"lowers '{name}'")],
+                   loc="lower center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
+    shown = over.copy()
     shown[~kept] = shown[~kept] * 0.15
     axes[3].imshow(shown)
     if truth is not None:
-        axes[3].contour(truth.cpu().numpy().astype(float), levels=[0.5], colors="lime", linewidths=1.2)
+        axes[3].contour(up(truth.cpu()).numpy().astype(float), levels=[0.5], colors="lime", linewidths=1.2)
     axes[3].set_title(f"top {num_features} segments" + (" (green: truth)" if truth is not None else ""))
+    if exp.meta.get("unreliable"):
+        fig.suptitle(f"unreliable fit: {exp.meta['unreliable']}", color="#d62728", fontsize=10)
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()
@@ -120,7 +131,7 @@ def _slice(exp: Explanation, index: int) -> Explanation:
 def save_image_explanation(path: Union[str, Path], images: torch.Tensor, exp: Explanation, index: int = 0,
                            **kwargs: Any) -> Path:
     """Draw ``plot_image_explanation`` and write it as a PNG."""
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "viz", "save_image_explanation")
 
     fig = plot_image_explanation(images, exp, index, **kwargs)
     path = Path(path)

@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
+from .._checks import require
 from ..explanation import Explanation
 
 _GREEN = (22, 163, 74)
@@ -142,7 +143,7 @@ def plot_top_features(exp: Explanation, names: Sequence[str], index: int = 0, ta
     Returns:
         The Axes.
     """
-    import matplotlib.pyplot as plt  # lazy: matplotlib is an optional dependency
+    plt = require("matplotlib.pyplot", "viz", "plot_top_features")
 
     idx, vals = exp.top_features(k, by="abs")
     idx, vals = idx[index, target_index].tolist(), vals[index, target_index].tolist()

@@ -1,0 +1,41 @@
+"""The command line: usage errors are one line with exit code 2 (no traceback), no empty output
+folder is left behind, ``--version``."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import torchlime
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torchlime.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def test_version():
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"torchlime {torchlime.__version__}"
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "the following arguments are required: command"),
+    (("demo", "--n-images", "0"), "argument --n-images: expected an integer >= 1, got 0"),
+    (("demo", "--n-samples", "many"), "argument --n-samples: expected an integer, got 'many'"),
+    (("demo", "--device", "tpu"), "argument --device: invalid choice: 'tpu'"),
+    (("explode",), "invalid choice: 'explode'"),
+])
+def test_usage_errors_are_one_line(args, message):
+    proc = run(*args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_top_k_above_the_segments_is_refused_and_leaves_no_folder(tmp_path):
+    out = tmp_path / "demo"
+    proc = run("demo", "--out", str(out), "--n-images", "1", "--n-samples", "8", "--top-k", "500")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "--top-k must be at most the number of segments of every image" in proc.stderr
+    assert not out.exists()
