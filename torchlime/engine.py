@@ -11,33 +11,35 @@ each, with one chunked pass of the B·S perturbed inputs through the model:
   the fit, which accumulates the weighted normal equations in fixed blocks of
   ``FIT_BLOCK`` samples per input: memory is bounded by the chunk and the block, not
   by S x F, and the coefficients do not depend on the chunk size;
-* the host synchronises three times per call on the default path (the feature
-  counts with the input checks, the finite check of the outputs, none per chunk),
-  plus twice per chunk of the first call that measures the chunk size.
+* the host synchronises twice per call (the feature counts with the input checks,
+  and the finite check of the outputs with the quality flags of ``torchlime.quality``)
+  and never per chunk, except around the chunks the first call on a model and input
+  shape times to choose the chunk size.
 """
 from __future__ import annotations
 
 import math
-import re
 import time
+import warnings
 from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from ._checks import check_finite, check_integer, check_positive_int, check_tensor, describe, nonfinite_error
+from ._checks import check_finite, check_integer, check_positive_int, check_tensor, describe
 from .baselines import BaselineSpec, Fill, FillContext, describe_baseline, resolve_baseline, signal_dims
 from .chunking import ChunkPlan, check_max_memory
 from .explanation import Explanation
-from .features import FeatureMap, relabel
+from .features import prepare_features
 from .forward import InputFormat, Model, eval_mode, input_format, model_placement, run_rows, select_output
 from .perturb import Chunk, Normalize, PerturbFn, perturb_rows
 from .presets import UNSET, resolve
+from .quality import UnreliableExplanationWarning, assess, report
 from .sampling import Rows, Sampler, make_key, resolve_sampler
 from .surrogate import NormalAccumulator, Surrogate, resolve_surrogate
+from .targets import TargetSpec, check_target, resolve_target
 from .weighting import Kernel, mask_distance, resolve_kernel
 
-TargetSpec = Union[None, int, str, torch.Tensor, list]
-FIT_BLOCK = 512  # samples per input accumulated at once into the normal equations
+FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
 _FIT_ELEMENTS = 1 << 24  # bound on B x FIT_BLOCK x F mask elements held by the fit at once
 
 
@@ -59,87 +61,6 @@ def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
     if not ok:
         raise ValueError(f"`features` must have shape (B or 1, ...) broadcastable to `{name}` "
                          f"{tuple(inputs.shape)}, got {tuple(features.shape)}")
-
-
-def resolve_target(target: TargetSpec, reference: torch.Tensor) -> torch.Tensor:
-    """Turn a target specification into long (B, T) output columns.
-
-    Args:
-        target: None (top class), an int, ``"all"``, ``"topK"`` (e.g. "top5"), a list of
-            ints shared by all inputs, or a long tensor (B,) or (B, T).
-        reference: (B, K) model scores of the unperturbed inputs.
-    """
-    batch, k = reference.shape
-    dev = reference.device
-    if target is None:
-        return reference.argmax(1, keepdim=True)
-    if isinstance(target, str):
-        if target == "all":
-            return torch.arange(k, device=dev).expand(batch, k)
-        m = re.fullmatch(r"top(\d+)", target)
-        if not m or int(m.group(1)) < 1:
-            raise ValueError(f"`target` string must be 'all' or 'topK' (e.g. 'top5'), got {target!r}")
-        return reference.topk(min(int(m.group(1)), k), dim=1).indices
-    if isinstance(target, int) and not isinstance(target, bool):
-        if not 0 <= target < k:
-            raise ValueError(f"`target` must be in [0, {k}) for a model with {k} outputs, got {target}")
-        return torch.full((batch, 1), target, dtype=torch.long, device=dev)
-    if isinstance(target, (list, tuple)):
-        bad = [t for t in target if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < k]
-        if bad or not target:
-            raise ValueError(f"`target` list must hold ints in [0, {k}) for a model with {k} outputs, "
-                             f"got {list(target)}")
-        return torch.as_tensor(target, dtype=torch.long, device=dev).reshape(1, -1).expand(batch, -1)
-    t = target.to(dev).long()  # a tensor, checked by ``check_target``
-    t = t.unsqueeze(1) if t.ndim == 1 else t
-    lo, hi = torch.stack((t.min(), t.max())).tolist()
-    if lo < 0 or hi >= k:
-        bad = t[(t < 0) | (t >= k)].unique().tolist()
-        raise ValueError(f"`target` must be in [0, {k}) for a model with {k} outputs, got {bad}")
-    return t
-
-
-def check_target(target: Any, batch: int) -> None:
-    """Check the type and shape of ``target`` before any model call (values are checked later)."""
-    if isinstance(target, str):
-        m = re.fullmatch(r"top(\d+)", target)
-        if target != "all" and (not m or int(m.group(1)) < 1):
-            raise ValueError(f"`target` string must be 'all' or 'topK' (e.g. 'top5'), got {target!r}")
-        return
-    if target is None or (isinstance(target, int) and not isinstance(target, bool)):
-        return
-    if isinstance(target, (list, tuple)):
-        return
-    if isinstance(target, torch.Tensor):
-        check_integer(target, "target")
-        t = target.unsqueeze(1) if target.ndim == 1 else target
-        if t.ndim != 2 or t.shape[0] != batch or t.shape[1] == 0:
-            raise ValueError(f"`target` tensor must have shape ({batch},) or ({batch}, T), got {tuple(target.shape)}")
-        return
-    raise TypeError(f"`target` must be None, an int, a string, a list or a tensor, got {describe(target)}")
-
-
-def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:
-    """Relabel ``features`` and check the inputs, with one host synchronisation.
-
-    Raises:
-        ValueError: an input with fewer than 2 features, or non-finite inputs.
-    """
-    batch = inputs.shape[0]
-    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
-    negative = (labels < 0).any()
-    nonfinite = (~torch.isfinite(inputs)).sum() if inputs.is_floating_point() or inputs.is_complex() \
-        else torch.zeros((), dtype=torch.long, device=inputs.device)
-    f_max, f_min, fixed, n_bad = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite)).tolist()
-    if n_bad:
-        raise nonfinite_error(inputs, name)
-    if f_min < 2:
-        single = (n_feat < 2).nonzero().flatten().tolist()
-        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer "
-                         f"(elements with negative feature ids, such as special tokens and padding, are never "
-                         f"perturbed)")
-    index = torch.where(labels < 0, f_max, labels) if fixed else labels
-    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))
 
 
 def _check_finite_fill(base: torch.Tensor, spec: Any) -> None:
@@ -343,7 +264,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         run_rows(model, build, consume, batch * n_samples, plan, m_dev, m_dtype, progress)
     t_forward = time.perf_counter()
     targets, outputs = state["targets"], state["scores"]
-    _check_finite_outputs(outputs)
+    nonfinite = (~torch.isfinite(outputs)).sum()  # read with the quality flags, after the fit
 
     # the fit: masks drawn again in fixed blocks of samples per input, weighted, accumulated
     acc = NormalAccumulator(batch, f_max, targets.shape[1], outputs[:, 0], surrogate_.dtype)
@@ -367,10 +288,20 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         if return_samples:
             kept_masks.append(torch.cat(block_m))
             kept_weights.append(torch.cat(block_w))
-    fit = surrogate_.fit_normal(acc.normal(), valid)
+    normal = acc.normal()
+    fit = surrogate_.fit_normal(normal, valid)
+    flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
+    n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
+    if n_bad:
+        _raise_nonfinite_outputs(outputs)
+    quality, unreliable = report(flags, counts)
+    if unreliable:
+        warnings.warn(f"unreliable explanation: {unreliable} (see torchlime.quality)", UnreliableExplanationWarning,
+                      stacklevel=2 if _input_name == "inputs" else 3)
     meta = dict(n_samples=n_samples, sampler=repr(sampler_), kernel=repr(kernel_), surrogate=repr(surrogate_),
                 baseline=describe_baseline(opts["baseline"]), preset=preset, batch_size=plan.chosen,
                 softmax=softmax, model_rows=batch * n_samples, peak_memory=plan.peak_memory(),
+                quality=quality, unreliable=unreliable,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)
     return Explanation(
         coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
@@ -381,8 +312,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     )
 
 
-def _check_finite_outputs(outputs: torch.Tensor) -> None:
-    """Raise ValueError naming how many samples of which inputs gave NaN/inf scores (one sync)."""
+def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
+    """Raise ValueError naming how many samples of which inputs gave NaN/inf scores."""
     bad = ~torch.isfinite(outputs).all(-1)  # (B, S)
     if bool(bad.any()):
         per_input = bad.sum(1)

@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
-from ._checks import check_integer, check_positive_int, check_tensor
+from ._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
 
 Device = Union[str, torch.device, None]
 
@@ -128,3 +128,26 @@ class FeatureMap(NamedTuple):
     def valid(self) -> torch.Tensor:
         """Bool (B, F): True where feature f exists for input b (f < F_b)."""
         return torch.arange(self.f_max, device=self.n_features.device) < self.n_features.unsqueeze(1)
+
+
+def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:
+    """Relabel ``features`` and check the inputs, with one host synchronisation.
+
+    Raises:
+        ValueError: an input with fewer than 2 features, or non-finite inputs.
+    """
+    batch = inputs.shape[0]
+    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
+    negative = (labels < 0).any()
+    nonfinite = (~torch.isfinite(inputs)).sum() if inputs.is_floating_point() or inputs.is_complex() \
+        else torch.zeros((), dtype=torch.long, device=inputs.device)
+    f_max, f_min, fixed, n_bad = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite)).tolist()
+    if n_bad:
+        raise nonfinite_error(inputs, name)
+    if f_min < 2:
+        single = (n_feat < 2).nonzero().flatten().tolist()
+        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer "
+                         f"(elements with negative feature ids, such as special tokens and padding, are never "
+                         f"perturbed)")
+    index = torch.where(labels < 0, f_max, labels) if fixed else labels
+    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))

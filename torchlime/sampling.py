@@ -112,6 +112,19 @@ class Rows:
             h = mix32(h.unsqueeze(1) ^ cols)
         return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
 
+    def bits(self, stream: int, width: int) -> torch.Tensor:
+        """Fair coin flips, bool (c, width): bit j % 32 of the hash of (row, j // 32, stream).
+
+        A 32-bit hash gives 32 independent fair bits, so Bernoulli(1/2) masks cost one hash
+        per 32 features instead of one per feature.
+        """
+        words = -(-width // 32)
+        h = self._row_hash(stream)
+        cols = mix32(torch.arange(words, device=h.device, dtype=torch.long) * _GOLDEN & _M32)
+        hw = mix32(h.unsqueeze(1) ^ cols)  # (c, words)
+        shifts = torch.arange(32, device=h.device, dtype=torch.long)
+        return ((hw.unsqueeze(2) >> shifts) & 1).bool().view(h.shape[0], words * 32)[:, :width]
+
     @property
     def valid(self) -> torch.Tensor:
         """Bool (c, F): features that exist for each row's input."""
@@ -175,6 +188,8 @@ class BernoulliSampler(Sampler):
             raise ValueError(f"`p` must be in (0, 1), got {self.p}")
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        if self.p == 0.5:  # one hash per 32 features
+            return rows.bits(3, rows.f_max)
         return rows.uniform(0, rows.f_max) < self.p
 
 

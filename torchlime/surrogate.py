@@ -54,6 +54,7 @@ class Normal(NamedTuple):
         gram: (B, F, F) Xcᵀ W Xc. rhs: (B, F, T) Xcᵀ W yc.
         x_mean: (B, F) and y_mean: (B, T) weighted means. weight_sum: (B,) Σw.
         ss_tot: (B, T) Σ w (y - ȳ)², the denominator of the weighted R².
+        weight_sq_sum: (B,) Σw² (with Σw, Kish's effective sample size).
     """
 
     gram: torch.Tensor
@@ -62,6 +63,7 @@ class Normal(NamedTuple):
     y_mean: torch.Tensor
     weight_sum: torch.Tensor
     ss_tot: torch.Tensor
+    weight_sq_sum: torch.Tensor
 
 
 class NormalAccumulator:
@@ -84,7 +86,7 @@ class NormalAccumulator:
         z = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=dev)  # noqa: E731
         self.dtype = dtype
         self.y_shift = y_shift.to(dtype)
-        self.sw, self.sx, self.sy = z(batch), z(batch, n_features), z(batch, n_targets)
+        self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
         self.sxx, self.sxy, self.syy = z(batch, n_features, n_features), z(batch, n_features, n_targets), \
             z(batch, n_targets)
 
@@ -103,6 +105,7 @@ class NormalAccumulator:
             self.sxx[g] += (xw.transpose(1, 2) @ x).double()
             self.sxy[g] += (xw.transpose(1, 2) @ y).double()
         self.sw[g] += w.sum(1).double()
+        self.sw2[g] += (w * w).sum(1).double()
         self.sx[g] += xw.sum(1).double()
         self.sy[g] += (w.unsqueeze(-1) * y).sum(1).double()
         self.syy[g] += (w.unsqueeze(-1) * y * y).sum(1).double()
@@ -115,7 +118,7 @@ class NormalAccumulator:
         rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
         return Normal(0.5 * (gram + gram.transpose(1, 2)), rhs, xm + 0.5, ym + self.y_shift.double(),
-                      self.sw, ss_tot)
+                      self.sw, ss_tot, self.sw2)
 
 
 def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
