@@ -27,3 +27,15 @@ def cuda() -> torch.device:
     if not torch.cuda.is_available():
         pytest.skip("CUDA is not available")
     return torch.device("cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that needs CUDA carries the ``cuda`` marker (``pytest -m cuda`` runs them all):
+    tests using the ``cuda`` fixture, the ``cuda`` case of the ``device`` fixtures, and tests
+    skipped without a CUDA device."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        needs = "cuda" in item.fixturenames or params.get("device") == "cuda" or any(
+            "CUDA" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+        if needs and not item.get_closest_marker("cuda"):
+            item.add_marker(pytest.mark.cuda)

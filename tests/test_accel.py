@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime import explain
 from torchlime.accel import Accelerated, bucket
+
+from helpers import grid_labels
 
 
 class Recorder(torch.nn.Module):
@@ -226,3 +227,26 @@ def test_cuda_autocast_channels_last(cuda):
     out = Accelerated(net, autocast=torch.float16, channels_last=True)(x)
     assert out.dtype == torch.float32 and net.inner_dtypes[-1] == torch.float16
     torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+
+
+def test_accelerate_fast_on_cpu_runs_the_model_as_given():
+    from torchlime.accel import accelerate_model
+
+    net = torch.nn.Linear(4, 2)
+    assert accelerate_model(net, "fast", torch.rand(2, 4)) is net
+    assert accelerate_model(net, None, torch.rand(2, 4)) is net
+    with pytest.raises(ValueError, match=r"`accelerate` must be None or 'fast', got str 'turbo'"):
+        explain(net, torch.rand(2, 4), torch.arange(4).view(1, 4), accelerate="turbo")
+
+
+@pytest.mark.cuda
+def test_accelerate_fast_on_cuda(cuda):
+    from torchlime.image import explain_image
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(8, 3)).to(cuda)
+    images = torch.rand(2, 3, 32, 32, device=cuda)
+    plain = explain_image(net, images, segments="grid", n_samples=256, target=0)
+    fast = explain_image(net, images, segments="grid", n_samples=256, target=0, accelerate="fast")
+    torch.testing.assert_close(fast.coef, plain.coef, atol=2e-2, rtol=5e-2)  # bf16 scores

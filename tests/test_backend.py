@@ -16,12 +16,12 @@ from torchlime import _backend
 
 pytest.importorskip("triton")
 
-from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
-
 from torchlime.audio import explain_spectrogram  # noqa: E402
 from torchlime.image import explain_image  # noqa: E402
 from torchlime.kernels import blend as KB  # noqa: E402
 from torchlime.kernels import slic as KS  # noqa: E402
+
+from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
 INTERPRETED = KB.interpreted()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime import Accelerated, chunking, explain
+
+from helpers import grid_labels
 
 
 class Clocked(torch.nn.Module):

@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import SegmentLinear, grid_labels
-from reference import reference_lime
 
 from torchlime import BernoulliSampler, ExponentialKernel, Ridge, explain
+
+from helpers import SegmentLinear, grid_labels
+from reference import reference_lime
 
 
 def setup(b=2, f_rows=3, f_cols=4, n_out=3, seed=0, device="cpu"):

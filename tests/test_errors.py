@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import SegmentLinear, grid_labels
 
 from torchlime import explain
+
+from helpers import SegmentLinear, grid_labels
 
 
 @pytest.fixture

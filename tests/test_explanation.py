@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import SegmentLinear, grid_labels
 
 from torchlime import Explanation, explain
 from torchlime.image.viz import image_and_mask
+
+from helpers import SegmentLinear, grid_labels
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ Nothing of the caller's is touched, every fault is named (argument, expected, go
 bounded by the chunk, not by samples x features."""
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 import textwrap

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime import Accelerated, chunking, explain
 from torchlime.forward import InputFormat, call_model, eval_mode, input_format, run_rows, score, select_output
+
+from helpers import grid_labels
 
 
 def test_select_output_forms():

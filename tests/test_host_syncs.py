@@ -15,13 +15,14 @@ from typing import Iterator
 
 import pytest
 import torch
-from helpers import grid_labels
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchlime import explain
 from torchlime.image import explain_image
 from torchlime.image.data import make_images
 from torchlime.image.models import load_demo_model
+
+from helpers import grid_labels
 
 aten = torch.ops.aten
 SYNCING = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.nonzero.default,

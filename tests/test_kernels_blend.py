@@ -27,12 +27,12 @@ import torch
 
 pytest.importorskip("triton")
 
-from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
-
 import torchlime  # noqa: E402
 from torchlime import _backend  # noqa: E402
 from torchlime.kernels import blend as K  # noqa: E402
 from torchlime.kernels.reference import blend_torch  # noqa: E402
+
+from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 INTERPRETED = K.interpreted()

@@ -22,13 +22,13 @@ import torch
 
 pytest.importorskip("triton")
 
-from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
-
 from torchlime import _backend  # noqa: E402
 from torchlime.image._slic import finish, iterate_triton, seed_grid, to_lab  # noqa: E402
 from torchlime.image.segments import slic  # noqa: E402
 from torchlime.kernels import slic as K  # noqa: E402
 from torchlime.kernels.reference import assign_torch, slic_features, update_torch  # noqa: E402
+
+from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
 INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()

@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime import Ridge, explain
+
+from helpers import grid_labels
 
 lime_image = pytest.importorskip("lime.lime_image")
 

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime import explain
 from torchlime.presets import ENGINE, PRESETS, UNSET, resolve
 from torchlime.sampling import UniformCountSampler
 from torchlime.surrogate import Lasso
+
+from helpers import grid_labels
 
 
 def test_explicit_beats_modality_beats_any_beats_engine():

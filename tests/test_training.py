@@ -6,10 +6,11 @@ import random
 import numpy as np
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime import Explanation, explain
 from torchlime.training import ProbeExplainer, preserved_rng
+
+from helpers import grid_labels
 
 FEATS = grid_labels(6, 6, 2, 3).view(1, 1, 6, 6)
 

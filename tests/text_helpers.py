@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+
 from helpers import forward_order
 
 CLS, SEP, MASK, PAD = 1, 2, 3, 0

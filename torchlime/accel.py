@@ -336,28 +336,39 @@ _FAST: weakref.WeakKeyDictionary[Any, Accelerated] = weakref.WeakKeyDictionary()
 
 
 def accelerate_model(model: Callable[..., Any], accelerate: Optional[str], inputs: torch.Tensor) -> Callable[..., Any]:
-    """The model a front door runs for ``accelerate`` (None or "fast").
+    """The model the engine runs for ``accelerate`` (None or "fast").
 
     "fast" on CUDA inputs: ``Accelerated(model, autocast=torch.bfloat16, channels_last=True,
-    compile=True)`` (channels-last for 4-D inputs, which converts the model's 4-D weights to
-    channels-last in place, values unchanged), made once per model and reused, so it compiles
-    once. On the CPU the model runs as given (bf16 and compilation rarely pay there).
+    compile=True)`` (channels-last for 4-D floating inputs, which converts the model's 4-D
+    weights to channels-last in place, values unchanged), made once per model and reused, so it
+    compiles once. A front door's per-call wrapper (one with ``cache_identity`` and ``model``,
+    e.g. the inverse-STFT or token wrapper) gets its inner model accelerated instead. On the CPU
+    the model runs as given (bf16 and compilation rarely pay there).
 
     Raises:
         ValueError: for another value of ``accelerate``.
     """
     if accelerate is None:
         return model
-    if accelerate not in ACCELERATE:
+    if not isinstance(accelerate, str) or accelerate not in ACCELERATE:
         raise ValueError(f"`accelerate` must be None or 'fast', got {describe(accelerate)}")
     if not inputs.is_cuda:
         return model
+    inner = getattr(model, "cache_identity", None)
+    if inner is not None and getattr(model, "model", None) is inner:
+        model.model = _fast(inner, image_like=False)
+        return model
+    return _fast(model, image_like=inputs.ndim == 4 and inputs.is_floating_point())
+
+
+def _fast(model: Callable[..., Any], image_like: bool) -> Accelerated:
+    """The cached ``Accelerated`` "fast" wrapper of ``model``."""
     try:
         fast = _FAST.get(model)
     except TypeError:  # not weak-referenceable: no reuse
         fast = None
     if fast is None:
-        fast = Accelerated(model, autocast=torch.bfloat16, channels_last=inputs.ndim == 4, compile=True)
+        fast = Accelerated(model, autocast=torch.bfloat16, channels_last=image_like, compile=True)
         with contextlib.suppress(TypeError):
             _FAST[model] = fast
     return fast

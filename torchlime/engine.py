@@ -21,17 +21,19 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
 from ._checks import check_finite, check_integer, check_positive_int, check_tensor, describe
+from .accel import accelerate_model
 from .baselines import BaselineSpec, Fill, FillContext, describe_baseline, resolve_baseline, signal_dims
 from .chunking import ChunkPlan, check_max_memory
 from .explanation import Explanation
 from .features import prepare_features
 from .forward import InputFormat, Model, eval_mode, input_format, model_placement, run_rows, select_output
 from .perturb import Chunk, Normalize, PerturbFn, perturb_rows
+from .perturbation import Perturbation
 from .presets import UNSET, resolve
 from .quality import UnreliableExplanationWarning, assess, report
 from .sampling import Rows, Sampler, make_key, resolve_sampler
@@ -105,7 +107,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
             progress: bool = False, masks: Optional[torch.Tensor] = None,
             perturb_fn: Optional[PerturbFn] = None, normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
             max_memory: Union[None, int, float] = None, index: Optional[torch.Tensor] = None,
-            chunk_format: Optional[InputFormat] = None, _modality: str = "any",
+            chunk_format: Optional[InputFormat] = None, accelerate: Optional[str] = None,
+            _adapter: Optional[Callable[[Model], Model]] = None, _modality: str = "any",
             _input_name: str = "inputs") -> Explanation:
     """Explain B inputs with LIME in one chunked batched pass.
 
@@ -145,6 +148,10 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
             fills depend only on (seed, index), not on the batch (default 0..B-1).
         chunk_format: dtype and layout of the perturbed chunks (``forward.InputFormat``);
             None: what the model wants (``forward.input_format``).
+        accelerate: None (the model runs as given) or "fast": on CUDA, bf16 autocast,
+            channels-last 4-D inputs and ``torch.compile`` (``accel.accelerate_model``), made
+            once per model; the first chunk (with the unperturbed inputs) has the shape of the
+            others, so one compiled graph serves the whole call.
 
     Returns:
         ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T);
@@ -177,6 +184,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     check_target(opts["target"], batch)
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
+    model = accelerate_model(model if _adapter is None else _adapter(model), accelerate, inputs)
     if index is not None:
         check_tensor(index, "index")
         check_integer(index, "index")
@@ -303,8 +311,10 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
                 softmax=softmax, model_rows=batch * n_samples, peak_memory=plan.peak_memory(),
                 quality=quality, unreliable=unreliable,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)
+    perturbation = Perturbation(inputs, fmap.index, fmap.n_features, f_max, fmap.fixed, build_chunk, _adapter,
+                                reusable=getattr(sampler_, "reusable", True))
     return Explanation(
-        coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
+        perturbation=perturbation, coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
         target=targets, features=fmap.labels, n_features=fmap.n_features, input_shape=tuple(inputs.shape[1:]),
         samples=torch.cat(kept_masks, 1) if return_samples else None,
         outputs=outputs if return_samples else None,

@@ -29,7 +29,10 @@ class Explanation:
         samples: bool (B, S, F) masks (only with ``return_samples=True``).
         outputs: (B, S, T) model scores of the samples (same condition).
         weights: (B, S) proximity weights (same condition).
-        meta: plain-data description of the run (sampler, kernel, surrogate, N, timings).
+        meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
+            quality flags).
+        perturbation: how the inputs were perturbed (``perturbation.Perturbation``), for
+            metrics that perturb them again; not saved, and dropped by ``to``.
     """
 
     coef: torch.Tensor
@@ -44,6 +47,7 @@ class Explanation:
     outputs: Optional[torch.Tensor] = None
     weights: Optional[torch.Tensor] = None
     meta: dict[str, Any] = field(default_factory=dict)
+    perturbation: Optional[Any] = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -93,7 +97,7 @@ class Explanation:
     def to(self, device: Union[str, torch.device]) -> Explanation:
         """A copy with every tensor on ``device``."""
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
-        return dataclasses.replace(self, **moved)
+        return dataclasses.replace(self, perturbation=None, **moved)
 
     def save(self, path: Union[str, Path]) -> None:
         """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``)."""

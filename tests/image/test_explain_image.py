@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import grid_labels
 
 from torchlime.image import LIME_QUICKSHIFT, explain_image
 from torchlime.image.segments import slic
+
+from helpers import grid_labels
 
 
 class SquareDetector(torch.nn.Module):

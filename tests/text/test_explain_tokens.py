@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from reference import cosine_distance_to_ones, weighted_ridge
-from text_helpers import CLS, MASK, PAD, SEP, PositionBag, Recorder, batch_with_padding
 
 from torchlime import Ridge
 from torchlime.text import explain_tokens, token_features, word_ids_from_encoding
 from torchlime.text.perturb import delete_tokens
+
+from reference import cosine_distance_to_ones, weighted_ridge
+from text_helpers import CLS, MASK, PAD, SEP, PositionBag, Recorder, batch_with_padding
 
 
 def perturb_reference(ids: list[int], attn: list[int], feats: list[int], mask: np.ndarray, mode: str,

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from text_helpers import CLS, MASK, SEP, PositionBag, ToyMLM, batch_with_padding
 
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller
 from torchlime.text.kernel import HybridKernel
+
+from text_helpers import CLS, MASK, SEP, PositionBag, ToyMLM, batch_with_padding
 
 
 @pytest.fixture

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from text_helpers import Recorder
 
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller
 from torchlime.text.kernel import HybridKernel
+
+from text_helpers import Recorder
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,11 +6,12 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-from text_helpers import CLS, MASK, PAD, SEP, VOCAB, CheatMLM, PositionBag, Recorder, ToyMLM, batch_with_padding
 
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller, is_trivial, mlm_candidates
 from torchlime.text.kernel import HybridKernel
+
+from text_helpers import CLS, MASK, PAD, SEP, VOCAB, CheatMLM, PositionBag, Recorder, ToyMLM, batch_with_padding
 
 SPECIAL = [CLS, SEP]
 

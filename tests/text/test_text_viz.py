@@ -5,10 +5,11 @@ import html.parser
 
 import pytest
 import torch
-from text_helpers import CLS, MASK, SEP, PositionBag
 
 from torchlime.text import explain_tokens
 from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, tokens_html
+
+from text_helpers import CLS, MASK, SEP, PositionBag
 
 
 class Tags(html.parser.HTMLParser):

@@ -14,6 +14,7 @@ then calls the engine once:
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Optional
 
@@ -218,10 +219,11 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
     bands = mel_bands(bin_frequencies(n_freq, sample_rate, n_fft, waves.device), freq_segments) \
         if freq_scale == "mel" else None
     feats = grid((n_freq, n_frames), (freq_segments, time_segments), bands=(bands, None), device=waves.device)
-    wrapped = ISTFTModel(model, n_fft, hop, win, n_samp, waves)
+    adapter = functools.partial(ISTFTModel, n_fft=n_fft, hop_length=hop, win_length=win, length=n_samp,
+                                reference=waves)
     meta.update(time_segments=time_segments, freq_segments=freq_segments, n_fft=n_fft, hop_length=hop,
                 win_length=win, freq_scale=freq_scale)
-    exp = explain(wrapped, spec, feats.view(*lead, n_freq, n_frames), baseline=fill, _modality="audio",
+    exp = explain(model, spec, feats.view(*lead, n_freq, n_frames), baseline=fill, _adapter=adapter, _modality="audio",
                   _input_name="waves", **kwargs)
     exp.meta["audio"] = meta
     return exp

@@ -5,7 +5,6 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
-from ..accel import accelerate_model
 from ..engine import explain
 from ..explanation import Explanation
 from ..forward import InputFormat, Model
@@ -62,6 +61,6 @@ def explain_image(model: Model, images: torch.Tensor, *,
     segments = resolve(preset, dict(segments=segments), "image")["segments"]
     labels = resolve_segments(images, segments, n_segments=n_segments)
     fmt = None if channels_last is None else InputFormat(None, bool(channels_last))
-    model = accelerate_model(model, accelerate, images)
     return explain(model, images, labels.view(labels.shape[0], 1, *labels.shape[-2:]), preset=preset,
-                   normalize=normalize, chunk_format=fmt, _modality="image", _input_name="images", **kwargs)
+                   normalize=normalize, chunk_format=fmt, accelerate=accelerate, _modality="image",
+                   _input_name="images", **kwargs)

@@ -11,6 +11,7 @@ than one chunk of activations.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
@@ -172,7 +173,9 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
     batch, length = input_ids.shape
     special = _as_id_tensor(special_ids, dev)
     feats = token_features(input_ids, attn, word_ids, special)
-    wrapped = TokenModel(model, resolve_model_inputs(model_inputs, attention_mask is not None), attn.dtype)
+    how = resolve_model_inputs(model_inputs, attention_mask is not None)
+    adapter = functools.partial(TokenModel, how=how, mask_dtype=attn.dtype)
+    wrapped = adapter(model)
     packed = pack(input_ids, attn)
     exclude = sorted({*special.tolist(), pad_id, *([mask_id] if mask_id is not None else [])})
     meta: dict[str, Any] = dict(mode=mode)
@@ -208,8 +211,8 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
 
     if isinstance(kernel, HybridKernel):
         kernel = dataclasses.replace(kernel, ignore_ids=(*kernel.ignore_ids, *exclude))
-    exp = explain(wrapped, packed, feats.unsqueeze(1), kernel=kernel, generator=generator, batch_size=batch_size,
-                  perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill), _modality="text",
+    exp = explain(model, packed, feats.unsqueeze(1), _adapter=adapter, kernel=kernel, generator=generator,
+                  batch_size=batch_size, perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill), _modality="text",
                   _input_name="input_ids", **kwargs)
     if mode == "infill" and infiller.protocol == "single":
         plan = kwargs["sampler"].plan

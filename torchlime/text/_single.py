@@ -153,6 +153,8 @@ class SingleSampler(Sampler):
         mask_id, exclude_ids, generator, scorer, predicted: as in ``plan_single``.
     """
 
+    reusable = False  # the samples' perturbations are planned: other masks cannot be built
+
     def __init__(self, infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, mask_id: int,
                  exclude_ids: Sequence[int], generator: Optional[torch.Generator],
                  scorer: Optional[Scorer] = None, predicted: Optional[torch.Tensor] = None) -> None:

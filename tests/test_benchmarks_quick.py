@@ -1,0 +1,87 @@
+"""Smoke tests of the GPU-side benchmark scripts: each runs end to end on the CPU with ``--quick``.
+
+Every script is run as a user runs it (``python benchmarks/NAME.py --quick --device cpu --out DIR``
+from the repository root, in a child process) and must exit 0 and write a JSON result into DIR
+that starts with ``common.header`` (a ``device`` key). ``benchmarks/gpu/run.sh`` is run in quick
+mode for one cheap part. Quick runs are tiny (resnet18 at 64x64, N=16 and the like): they prove
+that the scripts work on the current package, not how fast anything is.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 600  # generous: a shared 2-core machine can be slow; each script takes seconds alone
+
+pytestmark = pytest.mark.slow
+
+#: script -> (JSON it writes in quick mode on the CPU, packages it needs beyond the package's own)
+SCRIPTS = {
+    "bench_gpu_latency.py": ("gpu_latency_cpu_quick.json", ("torchvision", "skimage")),
+    "bench_gpu_throughput.py": ("gpu_throughput_cpu_quick.json", ("torchvision", "skimage")),
+    "bench_segmentation.py": ("segmentation_cpu_quick.json", ("skimage",)),
+    "bench_audio_gpu.py": ("audio_gpu_cpu_quick.json", ()),
+    "bench_audio_batch1.py": ("audio_batch1_cpu_quick.json", ()),
+    "bench_text_gpu.py": ("text_gpu_cpu_quick.json", ()),
+    "bench_probe_overhead.py": ("probe_overhead_cpu_quick.json", ()),
+    "text_rationale.py": ("text_rationale_quick.json", ()),
+}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("TORCHLIME_BACKEND", None)  # the scripts' own choice, not the caller's
+    return env
+
+
+def _check_result(path: Path, output: str) -> dict:
+    assert path.is_file(), f"{path.name} was not written; output:\n{output[-4000:]}"
+    result = json.loads(path.read_text())
+    assert result.get("device"), f"{path.name} has no `device` (common.header) entry"
+    assert result.get("device_type") == "cpu"
+    return result
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_script_runs_quick_on_cpu(script: str, tmp_path: Path) -> None:
+    name, needs = SCRIPTS[script]
+    for module in needs:
+        pytest.importorskip(module)
+    out = tmp_path / "results"  # a folder that does not exist yet: the script makes it
+    proc = subprocess.run([sys.executable, f"benchmarks/{script}", "--quick", "--device", "cpu", "--out", str(out)],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{output[-4000:]}"
+    result = _check_result(out / name, output)
+    assert result.get("quick") is True or result.get("note"), f"{name} does not say it is a smoke run"
+    assert sorted(p.name for p in out.iterdir()) == [name], "a quick run writes exactly its one JSON into --out"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_run_sh_quick_part_on_cpu(tmp_path: Path) -> None:
+    env = _env()
+    env.update(QUICK="1", DEVICE="cpu", WHEELS=str(tmp_path / "no-wheels"))
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", "benchmarks/gpu/run.sh", str(out), "probe"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"run.sh exited {proc.returncode}:\n{output[-4000:]}"
+    _check_result(out / "probe_overhead_cpu_quick.json", output)
+    log = (out / "probe.log").read_text()
+    assert "--quick" in log and "probe: " in log and "ok" in log.splitlines()[-1]
+    assert (out / "environment.txt").is_file()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_run_sh_rejects_unknown_part(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", "benchmarks/gpu/run.sh", str(tmp_path), "--quick", "no-such-part"], cwd=ROOT,
+                          env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "unknown part 'no-such-part'" in proc.stderr
