@@ -32,7 +32,7 @@ from .chunking import ChunkPlan, check_max_memory
 from .explanation import Explanation
 from .features import prepare_features
 from .forward import InputFormat, Model, eval_mode, input_format, model_placement, run_rows, select_output
-from .perturb import Chunk, Normalize, PerturbFn, perturb_rows
+from .perturb import Chunk, Normalize, PerturbFn
 from .perturbation import Perturbation
 from .presets import UNSET, resolve
 from .quality import UnreliableExplanationWarning, assess, report
@@ -217,10 +217,9 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     fmt = (chunk_format or input_format(model, inputs)) if perturb_fn is None else None
     norm = Normalize(*normalize) if normalize is not None else None
 
-    def build_chunk(ch: Chunk) -> Any:
-        if perturb_fn is not None:
-            return perturb_fn(inputs, base, fmap.index, ch)
-        return perturb_rows(inputs, base, fmap.index, ch, fmt=fmt, normalize=norm)
+    perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, f_max, fmap.fixed, perturb_fn, fmt,
+                                norm, _adapter, reusable=getattr(sampler_, "reusable", True))
+    build_chunk = perturbation.build
 
     def chunk_of(b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
         z = draw(b, s)
@@ -311,8 +310,6 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
                 softmax=softmax, model_rows=batch * n_samples, peak_memory=plan.peak_memory(),
                 quality=quality, unreliable=unreliable,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)
-    perturbation = Perturbation(inputs, fmap.index, fmap.n_features, f_max, fmap.fixed, build_chunk, _adapter,
-                                reusable=getattr(sampler_, "reusable", True))
     return Explanation(
         perturbation=perturbation, coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
         target=targets, features=fmap.labels, n_features=fmap.n_features, input_shape=tuple(inputs.shape[1:]),

@@ -9,12 +9,14 @@ front door's wrapper, if any).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
 
-from .perturb import Chunk
+from .forward import InputFormat
+from .perturb import Chunk, Normalize, perturb_rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,23 +26,38 @@ class Perturbation:
     Attributes:
         inputs: (B, ...) the inputs as the engine saw them (packed token ids for text, the complex
             STFT for time-frequency waveform features).
+        baseline: (B, ...) the fill of hidden features.
         index: long (B or 1, *fshape) the mask column of every element.
         n_features: long (B,) F_b. f_max: F. fixed: whether a column for never-perturbed
             elements is appended to the masks.
-        build: builds the model input of a ``perturb.Chunk``.
+        perturb_fn: the front door's perturbation (None: the fused blend, with ``fmt`` and
+            ``normalize``).
         adapter: turns a model into the one the engine ran (None: the model itself).
         reusable: False when the perturbation depends on the call's own samples (text's
             single-mask protocol), so other masks cannot be built.
     """
 
     inputs: torch.Tensor
+    baseline: torch.Tensor
     index: torch.Tensor
     n_features: torch.Tensor
     f_max: int
     fixed: bool
-    build: Callable[[Chunk], Any]
+    perturb_fn: Optional[Callable[..., Any]] = None
+    fmt: Optional[InputFormat] = None
+    normalize: Optional[Normalize] = None
     adapter: Optional[Callable[[Any], Any]] = None
     reusable: bool = True
+
+    def build(self, chunk: Chunk) -> Any:
+        """The model input of a chunk of rows (the engine's stage 3)."""
+        if self.perturb_fn is not None:
+            return self.perturb_fn(self.inputs, self.baseline, self.index, chunk)
+        return perturb_rows(self.inputs, self.baseline, self.index, chunk, fmt=self.fmt, normalize=self.normalize)
+
+    def with_baseline(self, baseline: torch.Tensor) -> Perturbation:
+        """The same perturbation with another fill (B, ...) (broadcast to the inputs)."""
+        return dataclasses.replace(self, baseline=torch.broadcast_to(baseline, self.inputs.shape).to(self.inputs))
 
     def adapt(self, model: Any) -> Any:
         """The model the engine ran, made from ``model`` (the user's)."""
