@@ -3,68 +3,79 @@
 The study's code explained each clip with N = 8192 model calls of batch size 1. This script
 times, in one interleaved run on one clip of the embedded SpecNet, N = 8192, preset "slime":
 
-* ``explain``: torchlime's whole explanation (masks, perturbation, chunked forward, weights, fit);
-* ``floor``: the bare forward pass over the same 8192 prebuilt rows in torchlime's chunks;
+* ``explain``: torchlime's whole explanation (masks, perturbation, chunked forward, weights, fit)
+  at the chunk size torchlime measures (or ``--chunk``);
+* ``floor``: the bare forward pass over the same 8192 prebuilt rows, at the fastest of a few
+  chunk sizes (torchlime's among them);
 * ``floor_batch1``: the same 8192 rows as 8192 model calls of one row each, the model work alone
   of the study's set-up (its perturbation and fitting would come on top, so this is a lower bound
   on that set-up's time).
 
-    python benchmarks/bench_audio_batch1.py                       # results/audio_batch1_<device>.json
-    python benchmarks/bench_audio_batch1.py --quick --out /tmp/q  # smoke run: N = 512, 1 repetition
+    python benchmarks/bench_audio_batch1.py                                # results/audio_batch1_<device>.json
+    python benchmarks/bench_audio_batch1.py --device cuda
+    python benchmarks/bench_audio_batch1.py --quick --out /tmp/quick       # smoke run: N = 64, 1 repetition
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from pathlib import Path
 
 import torch
+from bench_audio_gpu import MODEL, floor, floor_sizes, measured_floor
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_audio_gpu import floor  # noqa: E402
-from common import RESULTS, header, summary, timed, write  # noqa: E402
+from torchlime.audio import data as audio_data
+from torchlime.audio import explain_spectrogram
+from torchlime.audio.models import load_audio_model
 
-from torchlime.audio import data as audio_data  # noqa: E402
-from torchlime.audio import explain_spectrogram  # noqa: E402
-from torchlime.audio.models import load_audio_model  # noqa: E402
-from torchlime.forward import default_batch_size  # noqa: E402
+from common import common_args, device_arg, header, load_average, smoke_threads, summary, timed, warm_up, write
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n-samples", type=int, default=8192)
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON result")
-    parser.add_argument("--quick", action="store_true", help="smoke run: N = 512, 1 repetition")
-    args = parser.parse_args()
-    if args.quick:
-        args.n_samples, args.reps = 512, 1
-    dev = torch.device(args.device)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]),
+                         default_device="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's; quick on CPU: 1)")
+    parser.add_argument("--n-samples", type=int, default=None, help="default 8192; quick: 64")
+    parser.add_argument("--reps", type=int, default=None, help="default 5; quick: 1")
+    parser.add_argument("--chunk", type=int, default=None, help="rows per model call for torchlime and the floor "
+                        "(default: torchlime measures its own; the floor takes the fastest of a few)")
+    args = parser.parse_args(argv)
+    for key, (small, full) in dict(n_samples=(64, 8192), reps=(1, 5)).items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if args.quick else full)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    dev = device_arg(args.device)
+    smoke_threads(args, dev)
     model = load_audio_model(dev)
     spec = audio_data.log_spectrogram(audio_data.make_clips(1, seed=99).waves).to(dev)  # (1, Fr, Tm)
-    chunk = 4096 if dev.type == "cuda" else default_batch_size(spec, args.n_samples)
+    store: dict = {}
 
     def explain() -> None:
-        explain_spectrogram(model, spec, preset="slime", n_samples=args.n_samples, batch_size=chunk)
+        exp = explain_spectrogram(model, spec, preset="slime", n_samples=args.n_samples, batch_size=args.chunk)
+        exp.coef.sum().item()
+        store["meta"] = exp.meta
 
-    fns = {"explain": explain, "floor": floor(model, spec[0], args.n_samples, chunk),
-           "floor_batch1": floor(model, spec[0], args.n_samples, 1)}
-    for fn in fns.values():
-        fn()  # warm-up
+    chunk = warm_up(explain, store)
+    sizes = [args.chunk] if args.chunk else [*floor_sizes(dev, args.quick), chunk]
+    floor_fn, floor_info = measured_floor(model, spec[0], args.n_samples, sizes, dev)
+    fns = {"explain": explain, "floor": floor_fn, "floor_batch1": floor(model, spec[0], args.n_samples, 1)}
+    fns["floor_batch1"]()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(args.reps):  # interleaved, so load changes hit every variant alike
         for name, fn in fns.items():
             times[name].append(timed(fn, dev))
     seconds = {name: summary(t) for name, t in times.items()}
     med = {name: s["median"] for name, s in seconds.items()}
-    payload = dict(header(dev), benchmark="bench_audio_batch1", model="SpecNet (torchlime/audio/weights/audio_cnn.pt)",
-                   input_shape=list(spec.shape[1:]), n_samples=args.n_samples, chunk=chunk, repetitions=args.reps,
-                   quick=args.quick, preset="slime", seconds=seconds,
+    payload = dict(header(dev), benchmark="bench_audio_batch1", model=MODEL, input_shape=list(spec.shape[1:]),
+                   n_samples=args.n_samples, torchlime_chunk=chunk, floor_chunk=floor_info,
+                   repetitions=args.reps, quick=args.quick, preset="slime", seconds=seconds,
                    explain_over_floor=med["explain"] / med["floor"],
                    floor_batch1_over_explain=med["floor_batch1"] / med["explain"],
-                   load_average=list(os.getloadavg()))
+                   load_average=load_average(),
+                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
     name = f"audio_batch1_{dev.type}{'_quick' if args.quick else ''}.json"
     print(f"wrote {write(name, payload, args.out)}")
     for k, v in med.items():

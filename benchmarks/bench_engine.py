@@ -27,10 +27,11 @@ import warnings
 from pathlib import Path
 
 import torch
-from common import Normalize, common_args, header, perturbed_images, summary, test_image, timed, vision_model, write
 
 from torchlime.image import explain_image
 from torchlime.image.segments import skimage_segments, slic
+
+from common import Normalize, common_args, header, perturbed_images, summary, test_image, timed, vision_model, write
 
 MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import torch
+
 from common import common_args, header, write
 
 CHILD = r"""

@@ -10,8 +10,15 @@ trained with SGD. Each repetition times, back to back (interleaved):
 
 Reported: medians, overhead per probe call (with_probe - plain) and the amortised
 overhead per step for a probe every ``--every`` steps. Timings are synchronised
-on CUDA. The weights after training with and without the probe are checked
-bit-identical (same seed) as a side result.
+on CUDA.
+
+Side result, reproducibility: the weights after ``--check-steps`` training steps (same
+seed) are compared for two plain runs (plain vs plain: is training itself
+reproducible here?) and for a plain run against a run with a probe every 3 steps
+(plain vs probe), once with torch's default algorithms and once under
+``torch.use_deterministic_algorithms(True)``. "Bit-identical with and without the
+probe" means something only where plain vs plain is bit-identical too (on a GPU,
+non-deterministic kernels can make two plain runs differ).
 
     python benchmarks/bench_probe_overhead.py --threads 1       # CPU, writes results/probe_overhead_cpu.json
     python benchmarks/bench_probe_overhead.py --device cuda
@@ -23,13 +30,15 @@ import argparse
 import os
 import statistics
 import time
-from pathlib import Path
-from typing import Optional
+import traceback
+from typing import Any, Optional
 
 import torch
-from common import RESULTS, header, summary, sync, write
 
+from torchlime.features import grid
 from torchlime.training import ProbeExplainer
+
+from common import common_args, device_arg, header, load_average, smoke_threads, summary, sync, write
 
 
 def make_model(device: torch.device) -> torch.nn.Module:
@@ -42,8 +51,7 @@ def make_model(device: torch.device) -> torch.nn.Module:
 
 def grid_features(size: int, cells: int, device: torch.device) -> torch.Tensor:
     """(1, 1, size, size) long map of cells x cells squares."""
-    idx = torch.arange(size, device=device) * cells // size
-    return (idx.view(-1, 1) * cells + idx.view(1, -1)).view(1, 1, size, size)
+    return grid((size, size), (cells, cells), device=device).view(1, 1, size, size)
 
 
 class Trainer:
@@ -78,39 +86,63 @@ def timed(fn, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def bit_identical(device: torch.device, batch: int, probe_args: dict, steps: int) -> bool:
-    """Train ``steps`` steps with and without the probe (same seed); compare every weight and buffer."""
-    states = []
-    for with_probe in (False, True):
-        torch.manual_seed(123)
-        tr = Trainer(device, batch, probe_args if with_probe else None)
-        torch.manual_seed(123)
-        for s in range(steps):
-            tr.step()
-            if tr.probe is not None:
-                tr.probe.maybe_explain(s)
-        states.append([t.detach().clone() for t in tr.model.state_dict().values()])
-    return all(torch.equal(a, b) for a, b in zip(*states))
+def final_weights(device: torch.device, batch: int, probe_args: Optional[dict], steps: int) -> list[torch.Tensor]:
+    """Every weight and buffer after ``steps`` training steps from seed 123 (with a probe if ``probe_args``)."""
+    torch.manual_seed(123)
+    tr = Trainer(device, batch, probe_args)
+    torch.manual_seed(123)
+    for s in range(steps):
+        tr.step()
+        if tr.probe is not None:
+            tr.probe.maybe_explain(s)
+    return [t.detach().clone() for t in tr.model.state_dict().values()]
+
+
+def compare(a: list[torch.Tensor], b: list[torch.Tensor]) -> dict[str, Any]:
+    """Bit identity of two weight lists, and the largest absolute difference."""
+    diff = max(float((x.double() - y.double()).abs().max()) if x.numel() else 0.0 for x, y in zip(a, b))
+    return dict(bit_identical=all(torch.equal(x, y) for x, y in zip(a, b)), max_abs_difference=diff)
+
+
+def reproducibility(device: torch.device, batch: int, probe_args: dict, steps: int) -> dict[str, Any]:
+    """Plain vs plain and plain vs probe, with torch's default algorithms and with deterministic ones."""
+    out: dict[str, Any] = {}
+    before = torch.are_deterministic_algorithms_enabled()
+    for deterministic in (False, True):
+        key = "deterministic_algorithms" if deterministic else "default_algorithms"
+        try:
+            torch.use_deterministic_algorithms(deterministic)
+            plain_a = final_weights(device, batch, None, steps)
+            plain_b = final_weights(device, batch, None, steps)
+            probed = final_weights(device, batch, probe_args, steps)
+            out[key] = dict(plain_vs_plain=compare(plain_a, plain_b), plain_vs_probe=compare(plain_a, probed))
+        except Exception as err:  # noqa: BLE001 - e.g. an op without a deterministic implementation
+            traceback.print_exc()
+            out[key] = dict(error=f"{type(err).__name__}: {err}")
+        finally:
+            torch.use_deterministic_algorithms(before)
+    return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu")
+    ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cpu")
     ap.add_argument("--batch", type=int, default=64, help="training batch size")
     ap.add_argument("--probe-images", type=int, default=4)
-    ap.add_argument("--n", type=int, default=1000, help="LIME samples per probe image")
+    ap.add_argument("--n", type=int, default=None, help="LIME samples per probe image (default 1000; quick: 16)")
     ap.add_argument("--every", type=int, default=100, help="probe period used for the amortised figure")
-    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=None, help="default 15; quick: 1")
+    ap.add_argument("--check-steps", type=int, default=None, help="training steps of the reproducibility check "
+                    "(default 7; quick: 4)")
     ap.add_argument("--threads", type=int, default=None,
-                    help="torch CPU threads (default: torch's); 1 is steadier on a loaded machine")
-    ap.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON result")
-    ap.add_argument("--quick", action="store_true", help="smoke test: N=50, 2 repetitions")
+                    help="torch CPU threads (default: torch's; quick on CPU: 1); 1 is steadier on a loaded machine")
     args = ap.parse_args()
-    if args.quick:
-        args.n, args.reps = 50, 2
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
+    for key, (small, full) in dict(n=(16, 1000), reps=(1, 15), check_steps=(4, 7)).items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if args.quick else full)
+    if args.device.startswith("cuda"):  # cuBLAS reads it at its first use; deterministic algorithms need it
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    device = device_arg(args.device)
+    smoke_threads(args, device)
     probe_args = dict(images=args.probe_images, n=args.n, every=1)  # every=1: each timed call explains
 
     torch.manual_seed(0)
@@ -146,10 +178,13 @@ def main() -> None:
     step = res["plain"]["median"]
     per_call = res["with_probe"]["median"] - step
     paired = [w - p for w, p in zip(times["with_probe"], times["plain"])]
+    repro = reproducibility(device, args.batch, dict(probe_args, every=3), args.check_steps)
+    default = repro["default_algorithms"]
     out = header(device)
     out.update(
         benchmark="probe_overhead", quick=args.quick, torch_threads=torch.get_num_threads(),
-        load_average_1_5_15=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        load_average_1_5_15=load_average(),
+        cublas_workspace_config=os.environ.get("CUBLAS_WORKSPACE_CONFIG") if device.type == "cuda" else None,
         setup=dict(model="small CNN (2 conv-BN-ReLU, 10 classes)", train_batch=args.batch, image="3x32x32",
                    probe_images=args.probe_images, n_samples=args.n, features="4x4 grid (16)",
                    target="top1", repetitions=args.reps),
@@ -158,15 +193,25 @@ def main() -> None:
         overhead_per_probe_call_seconds_paired_median=statistics.median(paired),
         overhead_per_probe_call_in_training_steps=per_call / step,
         amortised_overhead_fraction=dict(every=args.every, fraction=per_call / (args.every * step)),
-        bit_identical_weights_after_training=bit_identical(device, args.batch, dict(probe_args, every=3), 7),
+        reproducibility=dict(steps=args.check_steps, probe_every=3, seed=123, **repro),
+        # with torch's default algorithms, as before; meaningful only where plain vs plain is identical too
+        bit_identical_weights_after_training=default.get("plain_vs_probe", {}).get("bit_identical"),
+        plain_runs_bit_identical=default.get("plain_vs_plain", {}).get("bit_identical"),
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
     )
     name = f"probe_overhead_{device.type}{'_quick' if args.quick else ''}.json"
     path = write(name, out, args.out)
     print(f"wrote {path}")
     print(f"training step {step * 1e3:.1f} ms; probe call overhead {per_call * 1e3:.1f} ms "
           f"({per_call / step:.1f} steps); every {args.every} steps: "
-          f"{100 * per_call / (args.every * step):.2f}% of training time; "
-          f"bit-identical: {out['bit_identical_weights_after_training']}")
+          f"{100 * per_call / (args.every * step):.2f}% of training time")
+    for key, r in repro.items():
+        if "error" in r:
+            print(f"{key}: FAILED {r['error']}")
+        else:
+            print(f"{key}: plain vs plain bit-identical {r['plain_vs_plain']['bit_identical']} "
+                  f"(max diff {r['plain_vs_plain']['max_abs_difference']:.3g}); plain vs probe bit-identical "
+                  f"{r['plain_vs_probe']['bit_identical']} (max diff {r['plain_vs_probe']['max_abs_difference']:.3g})")
 
 
 if __name__ == "__main__":

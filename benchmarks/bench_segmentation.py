@@ -1,39 +1,64 @@
-"""Benchmark torchlime's torch SLIC against scikit-image's quickshift (lime's default) and slic.
+"""Segmentation speed: torchlime's SLIC (torch and Triton paths) against scikit-image's slic and quickshift.
 
-All methods segment skimage's astronaut resized to 224x224 (RGB in [0, 1]); torch SLIC is
-also timed on a batch of 64 (flips and shifts of the same image). Every time is the median
-of ``--runs`` runs after ``--warmup`` runs, with ``torch.cuda.synchronize()`` on CUDA.
+All methods segment scikit-image's astronaut resized to ``--size`` (224; RGB in [0, 1]), one
+image and a batch (``--batch`` rolls and flips of it; scikit-image's methods segment one image
+at a time, so their batch time would be ``batch`` times the single one):
 
-    python benchmarks/bench_segmentation.py --device cpu
+* ``torch_slic``: ``torchlime.image.segments.slic`` with ``TORCHLIME_BACKEND=torch`` (the torch
+  implementation, on the images' device);
+* ``triton_slic``: the same call with ``TORCHLIME_BACKEND=auto``, which on CUDA runs SLIC's
+  assignment and update steps as Triton kernels (CUDA only: on the CPU ``auto`` is the torch
+  path, so this entry is recorded as skipped; also skipped without triton or under torch's
+  deterministic mode, where ``auto`` picks the torch path; with ``TRITON_INTERPRET=1`` on the
+  CPU the kernels run in Triton's interpreter, which checks the labels but says nothing of speed);
+* ``skimage_quickshift`` (lime's parameters, ``torchlime.image.LIME_QUICKSHIFT``) and
+  ``skimage_slic`` (n_segments=100) on the host.
 
-writes benchmarks/results/segmentation_<device>.json.
+The torch and Triton labels are compared image by image: the adjusted Rand index (sklearn,
+if installed) and whether the label maps are identical. Every time is the median of
+``--runs`` runs after ``--warmup`` runs, synchronised on CUDA.
+
+    python benchmarks/bench_segmentation.py --device cuda                 # results/segmentation_cuda.json
+    python benchmarks/bench_segmentation.py --device cpu --threads 2      # results/segmentation_cpu.json
+    python benchmarks/bench_segmentation.py --device cpu --quick --out /tmp/quick   # smoke test
 """
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
+from torchlime.image import LIME_QUICKSHIFT
 from torchlime.image.segments import slic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header, test_image, write  # noqa: E402
+from common import common_args, device_arg, header, load_average, optional_module, smoke_threads, test_image, write
 
-ROOT = Path(__file__).resolve().parents[1]
+
+@contextlib.contextmanager
+def backend(mode: str) -> Iterator[None]:
+    """``TORCHLIME_BACKEND=mode`` for the calls inside (torchlime reads it at every call)."""
+    old = os.environ.get("TORCHLIME_BACKEND")
+    os.environ["TORCHLIME_BACKEND"] = mode
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TORCHLIME_BACKEND", None)
+        else:
+            os.environ["TORCHLIME_BACKEND"] = old
 
 
 def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) -> tuple[dict[str, Any], Any]:
     """Median / min / all wall times of ``fn`` in seconds (and the median process CPU time,
     which a busy machine inflates less), and its last result."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    result = None
     for _ in range(warmup):
         result = fn()
     sync()
@@ -48,203 +73,129 @@ def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) 
             "median_cpu_s": statistics.median(cpu)}, result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--runs", type=int, default=7, help="timed runs per method (>= 5)")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--skimage-runs", type=int, default=5, help="timed runs of the scikit-image methods")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
-    if args.runs < 5 or args.skimage_runs < 5:
-        parser.error("--runs and --skimage-runs must be >= 5")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: torch.cuda.is_available() is False")
-    from skimage import segmentation
+def agreement(a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
+    """How alike two (B, H, W) label maps are, image by image: adjusted Rand index (sklearn) and identity."""
+    a, b = a.cpu(), b.cpu()
+    identical = [bool(torch.equal(x, y)) for x, y in zip(a, b)]
+    out: dict[str, Any] = dict(identical_images=sum(identical), images=len(identical))
+    metrics, why = optional_module("sklearn.metrics")
+    if metrics is None:
+        out["adjusted_rand_index"] = f"skipped: scikit-learn is not installed ({why})"
+        return out
+    ari = [float(metrics.adjusted_rand_score(x.flatten().numpy(), y.flatten().numpy())) for x, y in zip(a, b)]
+    out["adjusted_rand_index"] = dict(mean=statistics.fmean(ari), min=min(ari), per_image=ari)
+    return out
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
-    device = torch.device(args.device)
+
+def counts(labels: torch.Tensor) -> dict[str, float]:
+    c = (labels.flatten(1).amax(1) + 1).cpu().float()
+    return {"min": int(c.min()), "max": int(c.max()), "mean": float(c.mean())}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cpu")
+    parser.add_argument("--size", type=int, default=None, help="image side (default 224; quick: 64)")
+    parser.add_argument("--batch", type=int, default=None, help="images in the batch (default 64; quick: 2)")
+    parser.add_argument("--n-segments", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=None, help="timed runs per method (default 7; quick: 1)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 2; quick: 1)")
+    parser.add_argument("--skimage-runs", type=int, default=None, help="timed runs of scikit-image's methods "
+                        "(default 5; quick: 1)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    args = parser.parse_args(argv)
+    if args.batch is not None and args.batch < 2:
+        parser.error("--batch must be >= 2 (one image is timed on its own)")
+    defaults = dict(size=(64, 224), batch=(2, 64), runs=(1, 7), warmup=(1, 2), skimage_runs=(1, 5))
+    for key, (small, full) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if args.quick else full)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = device_arg(args.device)
+    smoke_threads(args, device)
+    load_before = load_average()
     host = torch.device("cpu")
-    image = test_image()
+    image = test_image(args.size)
     x = image.to(device)
     variants = [image.roll((8 * i, 5 * i), (2, 3)) for i in range(args.batch)]
     batch = torch.cat([v.flip(-1) if i % 2 else v for i, v in enumerate(variants)]).to(device)
     np_image = image[0].permute(1, 2, 0).double().numpy()
+    nseg = args.n_segments
+    b, s = args.batch, args.size
 
-    single, lab1 = timeit(lambda: slic(x), args.runs, args.warmup, device)
-    batched, labb = timeit(lambda: slic(batch), args.runs, args.warmup, device)
-    quick, labq = timeit(lambda: segmentation.quickshift(np_image, kernel_size=4, max_dist=200, ratio=0.2),
-                         args.skimage_runs, 1, host)
-    sk_slic, labs = timeit(lambda: segmentation.slic(np_image, n_segments=100), args.skimage_runs, 1, host)
+    timings: dict[str, Any] = {}
+    segments: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    labels: dict[str, torch.Tensor] = {}
+    with backend("torch"):
+        timings[f"torch_slic_1x{s}"], lab1 = timeit(lambda: slic(x, nseg), args.runs, args.warmup, device)
+        timings[f"torch_slic_{b}x{s}"], labb = timeit(lambda: slic(batch, nseg), args.runs, args.warmup, device)
+    labels["torch"] = torch.cat([lab1, labb])
+    segments[f"torch_slic_1x{s}"], segments[f"torch_slic_{b}x{s}"] = counts(lab1), counts(labb)
 
-    per_image = batched["median_s"] / args.batch
-    counts_batch = (labb.flatten(1).amax(1) + 1).cpu()
-    hdr = header(device)
-    result = {
-        "device": args.device,
-        "device_name": hdr["device"],
-        "torch_version": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1min_before_after": [load_before[0], os.getloadavg()[0]],
-        "git_commit": hdr["commit"],
-        "date": hdr["date"],
-        "image": "skimage.data.astronaut() resized to 224x224 (torch bilinear, antialias)",
-        "runs": args.runs,
-        "timings": {
-            "torch_slic_1x224": single,
-            f"torch_slic_{args.batch}x224": {**batched, "median_per_image_s": per_image},
-            "skimage_quickshift_lime_params": quick,
-            "skimage_slic_n100": sk_slic,
-        },
-        "segments": {
-            "torch_slic_1x224": int(lab1.max()) + 1,
-            f"torch_slic_{args.batch}x224": {"min": int(counts_batch.min()), "max": int(counts_batch.max()),
-                                              "mean": float(counts_batch.float().mean())},
-            "skimage_quickshift_lime_params": int(len(np.unique(labq))),
-            "skimage_slic_n100": int(len(np.unique(labs))),
-        },
-        "ratios_per_image": {
-            "quickshift_over_torch_slic_single": quick["median_s"] / single["median_s"],
-            "quickshift_over_torch_slic_batched": quick["median_s"] / per_image,
-            "skimage_slic_over_torch_slic_single": sk_slic["median_s"] / single["median_s"],
-            "skimage_slic_over_torch_slic_batched": sk_slic["median_s"] / per_image,
-            "torch_single_over_batched_per_image": single["median_s"] / per_image,
-        },
-    }
-    out = args.out or ROOT / "benchmarks" / "results" / f"segmentation_{args.device}.json"
-    out = write(out.name, result, out.parent)
-    t = result["timings"]
-    print(f"{result['device_name']} | torch {torch.__version__} | {torch.get_num_threads()} threads")
-    print(f"torch slic 1x224:      {single['median_s'] * 1e3:8.1f} ms   "
-          f"({result['segments']['torch_slic_1x224']} segments)")
-    print(f"torch slic {args.batch}x224:     {batched['median_s'] * 1e3:8.1f} ms = {per_image * 1e3:.1f} ms/image")
-    print(f"skimage quickshift:    {t['skimage_quickshift_lime_params']['median_s'] * 1e3:8.1f} ms   "
-          f"({result['segments']['skimage_quickshift_lime_params']} segments)")
-    print(f"skimage slic n=100:    {t['skimage_slic_n100']['median_s'] * 1e3:8.1f} ms   "
-          f"({result['segments']['skimage_slic_n100']} segments)")
-    print("ratios:", json.dumps({k: round(v, 2) for k, v in result["ratios_per_image"].items()}))
-    print(f"wrote {out}")
+    triton, why = optional_module("triton")
+    interpreted = device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and triton is not None
+    if device.type != "cuda" and not interpreted:
+        skipped["triton_slic"] = ("CUDA only: with TORCHLIME_BACKEND=auto, CPU tensors take the torch path "
+                                  "(TRITON_INTERPRET=1 runs the kernels interpreted on the CPU: a check, not a speed)")
+    elif triton is None:
+        skipped["triton_slic"] = f"triton is not installed ({why})"
+    elif torch.are_deterministic_algorithms_enabled():
+        skipped["triton_slic"] = "torch's deterministic mode is on: TORCHLIME_BACKEND=auto takes the torch path"
+    else:
+        with backend("triton" if interpreted else "auto"):
+            timings[f"triton_slic_1x{s}"], tri1 = timeit(lambda: slic(x, nseg), args.runs, args.warmup, device)
+            timings[f"triton_slic_{b}x{s}"], trib = timeit(lambda: slic(batch, nseg), args.runs, args.warmup,
+                                                          device)
+        labels["triton"] = torch.cat([tri1, trib])
+        segments[f"triton_slic_1x{s}"], segments[f"triton_slic_{b}x{s}"] = counts(tri1), counts(trib)
+
+    skimage, why = optional_module("skimage.segmentation")
+    if skimage is None:
+        skipped["skimage"] = f"scikit-image is not installed ({why})"
+    else:
+        timings[f"skimage_quickshift_1x{s}"], labq = timeit(
+            lambda: skimage.quickshift(np_image, **LIME_QUICKSHIFT), args.skimage_runs, 1, host)
+        timings[f"skimage_slic_1x{s}"], labs = timeit(
+            lambda: skimage.slic(np_image, n_segments=nseg), args.skimage_runs, 1, host)
+        segments[f"skimage_quickshift_1x{s}"] = int(len(np.unique(labq)))
+        segments[f"skimage_slic_1x{s}"] = int(len(np.unique(labs)))
+
+    per_image = {k: v["median_s"] / (b if f"_{b}x{s}" in k else 1) for k, v in timings.items()}
+    ratios = {}
+    torch1 = timings[f"torch_slic_1x{s}"]["median_s"]
+    for k, v in per_image.items():
+        if not k.startswith(f"torch_slic_1x{s}"):
+            ratios[f"{k}_per_image_over_torch_slic_1x{s}"] = v / torch1
+
+    out = header(device)
+    out.update(
+        benchmark="segmentation", quick=args.quick, torch_threads=torch.get_num_threads(), cpu_count=os.cpu_count(),
+        load_average_before_after=[load_before, load_average()],
+        triton_version=getattr(triton, "__version__", None), triton_interpreted=interpreted,
+        image=f"skimage.data.astronaut() resized to {s}x{s} (torch bilinear, antialias)", batch=b,
+        n_segments=nseg, runs=args.runs, skimage_runs=args.skimage_runs, timings=timings,
+        median_seconds_per_image=per_image, ratios=ratios, segments=segments, skipped=skipped,
+        torch_vs_triton_labels=(agreement(labels["torch"], labels["triton"]) if "triton" in labels
+                                else "skipped: no Triton run"),
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+    path = write(f"segmentation_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
+    print(f"{out['device']} | torch {torch.__version__} | {torch.get_num_threads()} threads")
+    for k, v in timings.items():
+        print(f"{k:28s} {v['median_s'] * 1e3:9.2f} ms   ({per_image[k] * 1e3:.2f} ms per image)")
+    for k, why in skipped.items():
+        print(f"{k}: skipped ({why})")
+    agree = out["torch_vs_triton_labels"]
+    if isinstance(agree, dict):
+        ari = agree["adjusted_rand_index"]
+        ari = f"mean {ari['mean']:.4f}, min {ari['min']:.4f}" if isinstance(ari, dict) else ari
+        print(f"torch vs triton labels: {agree['identical_images']}/{agree['images']} identical; "
+              f"adjusted Rand index {ari}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
     main()
-
-
-# =================================================================================================
-# Triton SLIC (CUDA only), appended section.
-#
-#     python benchmarks/bench_segmentation.py --device cuda
-#
-# first runs the measurements above unchanged, then this section times
-# ``torchlime.image._slic_triton.slic_triton`` (SLIC with the Triton assign / update kernels of
-# kernels/slic.py) next to ``segments.slic`` on the same images (re-timed here, same session) and
-# the two kernels alone on the batch, and writes benchmarks/results/segmentation_cuda_triton.json
-# (``<--out stem>_triton.json`` when --out is given). With --device cpu (or without CUDA, Triton,
-# with TORCHLIME_DISABLE_TRITON set or torch's deterministic mode on) it prints why it is skipped
-# and writes nothing.
-# =================================================================================================
-
-
-def triton_section(argv: list[str] | None = None) -> dict[str, Any] | None:
-    """Time the Triton SLIC path on CUDA; None (skipped) elsewhere."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--out", type=Path, default=None)
-    args, _ = parser.parse_known_args(argv)
-    if args.device != "cuda" or not torch.cuda.is_available():
-        print("triton slic: skipped (CUDA only; run with --device cuda on a GPU)")
-        return None
-    from torchlime import _backend
-    from torchlime.image._slic_triton import seed_grid, slic_triton
-    from torchlime.image.segments import boundaries
-    from torchlime.kernels.reference import slic_features
-
-    device = torch.device("cuda")
-    image = test_image()
-    x = image.to(device)
-    if not _backend.use_triton(x):
-        print("triton slic: skipped (triton missing, TORCHLIME_DISABLE_TRITON set or deterministic mode on)")
-        return None
-    variants = [image.roll((8 * i, 5 * i), (2, 3)) for i in range(args.batch)]
-    batch = torch.cat([v.flip(-1) if i % 2 else v for i, v in enumerate(variants)]).to(device)
-
-    tri_single, lab1 = timeit(lambda: slic_triton(x), args.runs, args.warmup, device)
-    tri_batched, labb = timeit(lambda: slic_triton(batch), args.runs, args.warmup, device)
-    torch_single, ref1 = timeit(lambda: slic(x), args.runs, args.warmup, device)
-    torch_batched, refb = timeit(lambda: slic(batch), args.runs, args.warmup, device)
-
-    # the two kernels alone, one call each on the batch (SLIC makes n_iter assigns and n_iter updates)
-    import kornia
-
-    step, sh, sw, gh, gw = seed_grid(224, 224, 100)
-    feats = slic_features(kornia.color.rgb_to_lab(batch), 10.0 / step)
-    seeds = ((torch.arange(224, device=device) // sh).view(224, 1) * gw
-             + torch.arange(224, device=device) // sw).to(torch.int32).expand(args.batch, 224, 224)
-    sums, counts = _backend.slic_update(feats, seeds, gh * gw, (sh, sw))
-    centres = (sums / counts.unsqueeze(-1)).view(args.batch, gh, gw, -1)
-    labels, _ = _backend.slic_assign(feats, centres, (sh, sw))
-    k_assign, _ = timeit(lambda: _backend.slic_assign(feats, centres, (sh, sw)), args.runs, args.warmup, device)
-    k_update, _ = timeit(lambda: _backend.slic_update(feats, labels, gh * gw, (sh, sw)), args.runs,
-                         args.warmup, device)
-    k_atomic, _ = timeit(lambda: _backend.slic_update(feats, labels, gh * gw), args.runs, args.warmup, device)
-
-    same_cuts = (boundaries(labb) == boundaries(refb)).float().mean().item()
-    counts_tri = (labb.flatten(1).amax(1) + 1).cpu()
-    hdr = header(device)
-    result = {
-        "device": "cuda",
-        "device_name": hdr["device"],
-        "torch_version": torch.__version__,
-        "triton_version": __import__("triton").__version__,
-        "git_commit": hdr["commit"],
-        "date": hdr["date"],
-        "image": "skimage.data.astronaut() resized to 224x224 (torch bilinear, antialias)",
-        "runs": args.runs,
-        "timings": {
-            "triton_slic_1x224": tri_single,
-            f"triton_slic_{args.batch}x224": {**tri_batched,
-                                               "median_per_image_s": tri_batched["median_s"] / args.batch},
-            "torch_slic_1x224": torch_single,
-            f"torch_slic_{args.batch}x224": {**torch_batched,
-                                              "median_per_image_s": torch_batched["median_s"] / args.batch},
-            f"kernel_assign_{args.batch}x224": k_assign,
-            f"kernel_update_cells_{args.batch}x224": k_update,
-            f"kernel_update_atomic_{args.batch}x224": k_atomic,
-        },
-        "segments": {
-            "triton_slic_1x224": int(lab1.max()) + 1,
-            "torch_slic_1x224": int(ref1.max()) + 1,
-            f"triton_slic_{args.batch}x224": {"min": int(counts_tri.min()), "max": int(counts_tri.max()),
-                                               "mean": float(counts_tri.float().mean())},
-        },
-        "boundary_agreement_with_torch_slic": same_cuts,
-        "ratios": {
-            "torch_over_triton_single": torch_single["median_s"] / tri_single["median_s"],
-            "torch_over_triton_batched": torch_batched["median_s"] / tri_batched["median_s"],
-        },
-    }
-    out = (args.out.with_name(args.out.stem + "_triton.json") if args.out
-           else ROOT / "benchmarks" / "results" / "segmentation_cuda_triton.json")
-    out = write(out.name, result, out.parent)
-    t = result["timings"]
-    print(f"triton slic 1x224:     {tri_single['median_s'] * 1e3:8.1f} ms   (torch slic {torch_single['median_s'] * 1e3:.1f} ms)")
-    print(f"triton slic {args.batch}x224:    {tri_batched['median_s'] * 1e3:8.1f} ms   "
-          f"(torch slic {torch_batched['median_s'] * 1e3:.1f} ms)")
-    print(f"kernels on {args.batch}x224: assign {t[f'kernel_assign_{args.batch}x224']['median_s'] * 1e3:.2f} ms, "
-          f"update {t[f'kernel_update_cells_{args.batch}x224']['median_s'] * 1e3:.2f} ms "
-          f"(atomic {t[f'kernel_update_atomic_{args.batch}x224']['median_s'] * 1e3:.2f} ms)")
-    print(f"boundary agreement with torch slic: {same_cuts:.4f}")
-    print(f"wrote {out}")
-    return result
-
-
-if __name__ == "__main__":
-    triton_section()

@@ -4,30 +4,28 @@ A transformer classifier is built from a config with random weights (speed
 does not depend on them): ``transformers.BertForSequenceClassification`` of
 BERT-base size when transformers is installed, else a pure-torch encoder of the
 same size. B inputs of L = 128 tokens are explained with ``explain_tokens``
-(lime's text preset, N = 5000 samples each); the floor is the bare chunked
-forward pass of the same B·N rows at the same chunk size under
-``inference_mode``. Reported: median seconds, explanations per second and
-explain / floor.
+(lime's text preset, N = 5000 samples each) at the chunk size torchlime measures (or
+``--chunk``); the floor is the bare chunked forward pass of the same B·N rows (prebuilt, on
+the device) under ``inference_mode`` at the fastest of a few chunk sizes (torchlime's among
+them). Reported: median seconds, explanations per second, explain / floor and the peak CUDA
+memory of each mode's call.
 
     python benchmarks/bench_text_gpu.py                      # CUDA, BERT-base, bf16, N=5000
     python benchmarks/bench_text_gpu.py --modes replace delete infill
-    python benchmarks/bench_text_gpu.py --quick              # tiny config on CPU: proves it runs, not a speed
+    python benchmarks/bench_text_gpu.py --device cpu --quick --out /tmp/quick   # tiny config: proves it runs
 """
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header, summary, timed, write  # noqa: E402
+from torchlime.text import explain_tokens
+from torchlime.text.infill import Infiller
 
-from torchlime.text import explain_tokens  # noqa: E402
-from torchlime.text.infill import Infiller  # noqa: E402
+from common import best_chunk, common_args, device_arg, header, smoke_threads, summary, timed, warm_up, write
 
 PAD, CLS, SEP, MASK = 0, 101, 102, 103  # BERT uncased ids
 BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -80,57 +78,81 @@ def inputs(batch: int, length: int, vocab: int, device: torch.device) -> tuple[t
     return ids.to(device), torch.ones_like(ids).to(device)
 
 
-def floor_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int) -> Callable[[], None]:
-    """The bare forward pass of B·N rows (the inputs repeated) in chunks."""
-    rows = ids.repeat_interleave(n, 0)
-    mask = attn.repeat_interleave(n, 0)
+def floor_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int,
+             rows: int | None = None) -> Callable[[], None]:
+    """The bare forward pass of B·N rows (the inputs repeated, built beforehand) in chunks
+    (the first ``rows`` of them when given)."""
+    total = ids.shape[0] * n if rows is None else rows
+    all_ids = ids.repeat_interleave(n, 0)[:total]
+    mask = attn.repeat_interleave(n, 0)[:total]
 
     def run() -> None:
         with torch.inference_mode():
-            for i in range(0, rows.shape[0], chunk):
-                model(input_ids=rows[i:i + chunk], attention_mask=mask[i:i + chunk])  # timed() syncs
+            for i in range(0, total, chunk):
+                model(input_ids=all_ids[i:i + chunk], attention_mask=mask[i:i + chunk])  # timed() syncs
     return run
 
 
-def explain_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int, mode: str,
-               mlm: Any) -> Callable[[], None]:
+def explain_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int | None, mode: str,
+               mlm: Any, store: dict | None = None) -> Callable[[], None]:
+    store = {} if store is None else store
+
     def run() -> None:
         infill = Infiller(mlm, mlm_inputs="keywords", synonym_threshold=0.9) if mode == "infill" else None
         exp = explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode=mode, mask_id=MASK,
                              pad_id=PAD, model_inputs="keywords", preset="lime_text", n_samples=n,
                              batch_size=chunk, infill=infill)
         exp.coef.sum().item()
+        store["meta"] = exp.meta
     return run
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--n", type=int, default=5000)
-    ap.add_argument("--batch", type=int, default=4, help="inputs explained together (B)")
-    ap.add_argument("--length", type=int, default=128)
-    ap.add_argument("--chunk", type=int, default=None, help="rows per model call (default: explain_tokens')")
-    ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default=None)
-    ap.add_argument("--modes", nargs="+", default=["replace", "delete"])
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="tiny config, N=100, B=2, 1 rep, all modes")
-    args = ap.parse_args()
-    device = torch.device(args.device)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cuda")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)")
+    ap.add_argument("--n", type=int, default=None, help="samples per input (default 5000; quick: 32)")
+    ap.add_argument("--batch", type=int, default=None, help="inputs explained together (default 4; quick: 2)")
+    ap.add_argument("--length", type=int, default=None, help="tokens per input (default 128; quick: 32)")
+    ap.add_argument("--chunk", type=int, default=None, help="rows per model call for torchlime and the floor "
+                    "(default: torchlime measures its own; the floor takes the fastest of a few)")
+    ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default=None, help="default: bf16 on CUDA, else fp32")
+    ap.add_argument("--modes", nargs="+", default=None, choices=["replace", "delete", "infill"],
+                    help="default: replace delete; quick: all three")
+    ap.add_argument("--reps", type=int, default=None, help="default 3; quick: 1")
+    args = ap.parse_args(argv)
+    defaults = dict(n=(32, 5000), batch=(2, 4), length=(32, 128), reps=(1, 3),
+                    modes=(["replace", "delete", "infill"], ["replace", "delete"]))
+    for key, (small, full) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if args.quick else full)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = device_arg(args.device)
+    smoke_threads(args, device)
     cfg = TINY if args.quick else BASE
-    if args.quick:
-        args.n, args.batch, args.reps, args.modes = 100, 2, 1, ["replace", "delete", "infill"]
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
         args.dtype or ("bf16" if device.type == "cuda" else "fp32")]
     model, impl = build(cfg, False, device, dtype)
     mlm = build(cfg, True, device, dtype)[0] if "infill" in args.modes else None
     ids, attn = inputs(args.batch, args.length, cfg["vocab_size"], device)
-    chunk = args.chunk or max(1, (1 << (16 if device.type == "cuda" else 14)) // args.length)
-    systems = {"floor": floor_fn(model, ids, attn, args.n, chunk)}
-    for mode in args.modes:
-        systems[f"explain_{mode}"] = explain_fn(model, ids, attn, args.n, chunk, mode, mlm)
-    for mode in args.modes:  # warm-up (kernels, allocator) on few samples
-        explain_fn(model, ids, attn, 16, chunk, mode, mlm)()
-    floor_fn(model, ids, attn, 16, chunk)()
+    stores: dict[str, dict] = {mode: {} for mode in args.modes}
+    systems: dict[str, Callable[[], None]] = {}
+    chunks = {}
+    for mode in args.modes:  # warm-up: kernels, allocator, torchlime's chunk-size measurement
+        fn = explain_fn(model, ids, attn, args.n, args.chunk, mode, mlm, stores[mode])
+        chunks[mode] = warm_up(fn, stores[mode], least=2, most=4)
+        systems[f"explain_{mode}"] = fn
+    if args.chunk:
+        sizes = [args.chunk]
+    else:
+        sizes = [16, 64] if args.quick else ([256, 512, 1024, 2048] if device.type == "cuda" else [32, 128, 512])
+        sizes = [*sizes, *chunks.values()]
+    probe = min(args.batch * args.n, 2 * max(sizes))
+    chunk, tried = best_chunk(lambda b: floor_fn(model, ids, attn, args.n, b, rows=probe), sizes, device, repeats=1)
+    systems = {"floor": floor_fn(model, ids, attn, args.n, chunk), **systems}
     times: dict[str, list[float]] = {k: [] for k in systems}
     for rep in range(args.reps):
         for key, fn in systems.items():  # interleaved repetitions
@@ -139,15 +161,16 @@ def main() -> None:
     res = {k: summary(v) for k, v in times.items()}
     floor = res["floor"]["median"]
     out = header(device)
-    out.update(benchmark="bench_text_gpu", model=impl, config=cfg, dtype=str(dtype), n_samples=args.n,
-               batch=args.batch, length=args.length, chunk=chunk, repetitions=args.reps, preset="lime_text",
-               note=("CPU smoke run with a tiny config: proves the script works; the numbers are not a "
-                     "speed claim") if args.quick else "", seconds=res,
+    out.update(benchmark="bench_text_gpu", quick=args.quick, model=impl, config=cfg, dtype=str(dtype),
+               n_samples=args.n, batch=args.batch, length=args.length, torchlime_chunks=chunks,
+               floor_chunk=dict(chunk=chunk, candidates_seconds=tried), repetitions=args.reps, preset="lime_text",
+               note=("smoke run with a tiny config: proves the script runs, not a measurement") if args.quick else "",
+               seconds=res, peak_memory_bytes={m: st["meta"].get("peak_memory") for m, st in stores.items()},
                explanations_per_second={k: args.batch / v["median"] for k, v in res.items() if k != "floor"},
                floor_rows_per_second=args.batch * args.n / floor,
                ratio_to_floor={k: v["median"] / floor for k, v in res.items() if k != "floor"})
     name = f"text_gpu_{device.type}{'_quick' if args.quick else ''}.json"
-    print("wrote", write(name, out))
+    print("wrote", write(name, out, args.out))
     for k, v in out["ratio_to_floor"].items():
         print(f"{k}: {out['explanations_per_second'][k]:.2f} explanations/s, {v:.2f}x the forward floor")
 

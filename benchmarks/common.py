@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -102,21 +103,135 @@ def perturbed_images(image: torch.Tensor, segments: torch.Tensor, n: int, seed: 
                      fill: str = "mean") -> torch.Tensor:
     """The N perturbed images of one (1, C, H, W) image, built beforehand for a forward floor:
     Bernoulli(1/2) masks over the segments (row 0 all kept), hidden segments filled with their
-    mean colour (lime's ``hide_color=None``) or zero. Plain torch, independent of torchlime."""
-    seg = segments.reshape(-1).long()
+    mean colour (lime's ``hide_color=None``) or zero. Plain torch, independent of torchlime.
+    The masks are drawn on the CPU (the same for every device); the images are built on the
+    image's device."""
+    dev = image.device
+    seg = segments.reshape(-1).long().to(dev)
     ids, inverse = seg.unique(return_inverse=True)
     f = ids.numel()
     g = torch.Generator().manual_seed(seed)
     masks = torch.rand(n, f, generator=g) < 0.5
     masks[0] = True
+    masks = masks.to(dev)
     flat = image.reshape(image.shape[1], -1)
     if fill == "mean":
-        sums = torch.zeros(image.shape[1], f).index_add_(1, inverse, flat)
+        sums = torch.zeros(image.shape[1], f, dtype=flat.dtype, device=dev).index_add_(1, inverse, flat)
         base = (sums / torch.bincount(inverse, minlength=f).clamp_min(1))[:, inverse]
     else:
         base = torch.zeros_like(flat)
     keep = masks[:, inverse].unsqueeze(1)  # (N, 1, H*W)
     return torch.where(keep, flat, base).view(n, *image.shape[1:])
+
+
+def normalized(images: torch.Tensor, mean=IMAGENET_MEAN, std=IMAGENET_STD) -> torch.Tensor:
+    """``(images - mean) / std`` per channel (dim 1): what a model sees behind ``normalize=``."""
+    m = torch.tensor(mean, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
+    return (images - m) / s
+
+
+def formatted(rows: torch.Tensor, model) -> torch.Tensor:
+    """``rows`` in the dtype and memory layout torchlime writes its chunks in for ``model``
+    (``torchlime.forward.input_format``: an ``Accelerated`` wrapper's autocast dtype and
+    channels-last, a module's floating dtype, channels-last 4-D input for conv nets on the CPU),
+    so a floor forwards what torchlime forwards."""
+    from torchlime.forward import input_format
+
+    fmt = input_format(model, rows[:1])
+    out = rows.to(fmt.dtype) if fmt.dtype is not None else rows
+    if fmt.channels_last and out.ndim == 4:
+        out = out.contiguous(memory_format=torch.channels_last)
+    return out
+
+
+def forward_rows(model: Callable, rows: torch.Tensor, chunk: int, total: int | None = None,
+                 softmax: bool = False) -> Callable[[], None]:
+    """A function that forwards ``total`` rows (default: all of ``rows``) through ``model`` in chunks
+    of ``chunk`` under ``torch.inference_mode()``, cycling over the prebuilt ``rows``: a forward floor."""
+    total = rows.shape[0] if total is None else total
+
+    def run() -> None:
+        with torch.inference_mode():
+            done = 0
+            while done < total:
+                start = done % rows.shape[0]
+                part = rows[start:start + min(chunk, total - done)]
+                out = model(part)
+                if softmax:
+                    out.float().softmax(1)
+                done += part.shape[0]
+    return run
+
+
+def best_chunk(make: Callable[[int], Callable[[], object]], sizes, device: torch.device,
+               repeats: int = 2) -> tuple[int, dict[int, float]]:
+    """The fastest of a few chunk sizes: ``make(size)`` gives the function to time; each size runs
+    once to warm up, then ``repeats`` times; returns (best size, {size: min seconds})."""
+    seconds = {}
+    for size in sorted(set(int(s) for s in sizes)):
+        fn = make(size)
+        fn()
+        seconds[size] = min(timed(fn, device) for _ in range(repeats))
+    return min(seconds, key=seconds.get), seconds
+
+
+def warm_up(explain: Callable[[], None], store: dict, least: int = 3, most: int = 8) -> int:
+    """Call ``explain`` until the chunk size torchlime measures has settled (the same size in two
+    calls in a row, at least ``least`` calls: this also covers compilation, cuDNN autotuning and
+    graph capture); returns that size."""
+    sizes: list[int] = []
+    for _ in range(most):
+        explain()
+        sizes.append(store["meta"]["batch_size"])
+        if len(sizes) >= max(least, 2) and sizes[-1] == sizes[-2]:
+            break
+    return sizes[-1]
+
+
+def goal(description: str, value: float | None, limit: float, kind: str = "<=", quick: bool = False) -> dict:
+    """A goal stored next to a figure: what it asks, the figure, and whether this run is within it
+    (None for smoke runs and missing figures: a quick run is not a measurement)."""
+    within = None
+    if value is not None and not quick:
+        within = bool(value <= limit) if kind == "<=" else bool(value >= limit)
+    return dict(goal=description, limit=limit, kind=kind, value=value, within_goal=within)
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):
+        return None
+
+
+def optional_module(name: str):
+    """``(module, None)`` or ``(None, why)`` for a package a benchmark can do without (lime, captum)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name), None
+    except Exception as err:  # noqa: BLE001 - a broken install counts as missing
+        return None, f"{type(err).__name__}: {err}"
+
+
+def smoke_threads(args, device: torch.device) -> None:
+    """One torch thread for smoke runs on the CPU (unless ``args.threads`` says otherwise): on a
+    small shared machine two spinning threads can make a tiny run many times slower."""
+    threads = getattr(args, "threads", None)
+    if threads:
+        torch.set_num_threads(threads)
+    elif getattr(args, "quick", False) and device.type == "cpu":
+        torch.set_num_threads(1)
+
+
+def device_arg(value: str) -> torch.device:
+    """``--device`` as a torch.device, with a clear error when CUDA is asked for and missing."""
+    device = torch.device(value)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {value}: torch.cuda.is_available() is False (use --device cpu for a smoke run)")
+    return device
 
 
 def common_args(parser, default_device: str = "cpu"):

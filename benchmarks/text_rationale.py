@@ -1,7 +1,8 @@
 """Token-level ROC-AUC of text explanations against the planted rationale.
 
-    python benchmarks/text_rationale.py            # a few minutes on 2 CPU cores
-    python benchmarks/text_rationale.py --quick    # a smoke run (nothing written)
+    python benchmarks/text_rationale.py                              # a few minutes on 2 CPU cores
+    python benchmarks/text_rationale.py --device cuda                # results/text_rationale_cuda.json
+    python benchmarks/text_rationale.py --quick --out /tmp/quick     # smoke run: 8 sentences, N=200
 
 For held-out synthetic sentences (``torchlime.text.data``, seed 2) and the
 committed CNN (``torchlime/text/weights/text_cnn.pt``), every perturbation strategy
@@ -15,26 +16,24 @@ scores (the surrogate coefficients for the predicted class, signed, and their
 absolute values) against the rationale mask, over the perturbable tokens; the
 table reports the mean over sentences (LIME-LLM's metric, arXiv 2601.11746).
 The masked LM for infill is ``BigramMLM`` fitted on the training corpus
-(seed 0). Results: benchmarks/results/text_rationale.json.
+(seed 0). Results: benchmarks/results/text_rationale.json (CPU; other devices add
+``_<device>`` to the name, smoke runs ``_quick``).
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header, write  # noqa: E402
+from torchlime.text import explain_tokens
+from torchlime.text.data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset
+from torchlime.text.infill import Infiller
+from torchlime.text.kernel import HybridKernel
+from torchlime.text.models import BigramMLM, load_text_model
 
-from torchlime.text import explain_tokens  # noqa: E402
-from torchlime.text.data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset  # noqa: E402
-from torchlime.text.infill import Infiller  # noqa: E402
-from torchlime.text.kernel import HybridKernel  # noqa: E402
-from torchlime.text.models import BigramMLM, load_text_model  # noqa: E402
+from common import common_args, device_arg, header, smoke_threads, write
 
 
 def roc_auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -54,25 +53,29 @@ def roc_auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-sentences", type=int, default=100)
-    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 300])
+    parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cpu")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's; quick on CPU: 1)")
+    parser.add_argument("--n-sentences", type=int, default=None, help="default 100; quick: 8")
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="default 100 300; quick: 200")
     parser.add_argument("--top-k", type=int, default=3, help="candidates per feature for the objectives")
-    parser.add_argument("--quick", action="store_true", help="20 sentences, budget 200")
-    parser.add_argument("--out", default="text_rationale.json")
     args = parser.parse_args()
-    if args.quick:
-        args.n_sentences, args.budgets = 20, [200]
+    for key, (small, full) in dict(n_sentences=(8, 100), budgets=([200], [100, 300])).items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if args.quick else full)
+    device = device_arg(args.device)
+    smoke_threads(args, device)
 
-    model, vocab = load_text_model()
+    model, vocab = load_text_model(map_location=device)
     assert tuple(vocab) == VOCAB
     data = make_text_dataset(args.n_sentences, seed=2)
     corpus = make_text_dataset(6000, seed=0)
-    mlm = BigramMLM.from_corpus(corpus.input_ids, corpus.attention_mask, len(VOCAB), MASK)
-    ids, attn = data.input_ids, data.attention_mask
+    mlm = BigramMLM.from_corpus(corpus.input_ids, corpus.attention_mask, len(VOCAB), MASK).to(device)
+    ids, attn = data.input_ids.to(device), data.attention_mask.to(device)
+    rationale = data.rationale.to(device)
     with torch.inference_mode():
         pred = model(ids, attn).argmax(1)
-    accuracy = float((pred == data.labels).float().mean())
+    accuracy = float((pred == data.labels.to(device)).float().mean())
     common = dict(attention_mask=attn, special_ids=[CLS, SEP], pad_id=PAD, mask_id=MASK,
                   preset="lime_text", generator=0)
     n_feat = ((attn != 0) & (ids != CLS) & (ids != SEP)).sum(1)
@@ -108,8 +111,8 @@ def main() -> None:
             exp = explain_tokens(model, ids, **common, **kw)
             seconds = time.perf_counter() - t0
             token_coef = exp.heatmap(0)  # (n, L): each token's feature coefficient
-            auc = roc_auc(token_coef, data.rationale, valid)
-            auc_abs = roc_auc(token_coef.abs(), data.rationale, valid)
+            auc = roc_auc(token_coef, rationale, valid)
+            auc_abs = roc_auc(token_coef.abs(), rationale, valid)
             rows = exp.meta["model_rows"] / len(data)
             row = dict(method=name, budget=budget, n_samples=kw["n_samples"], model_rows_per_sentence=rows,
                        mlm_rows_per_sentence=exp.meta.get("mlm_rows", 0) / len(data),
@@ -123,11 +126,12 @@ def main() -> None:
     payload = dict(header(ids.device), benchmark="text_rationale", n_sentences=len(data),
                    model="TextCNN (torchlime/text/weights/text_cnn.pt)", model_accuracy=accuracy,
                    mean_features=float(n_feat.float().mean()), max_features=f_max,
-                   rationale_fraction=float(data.rationale.sum() / valid.sum()),
+                   rationale_fraction=float(rationale.sum() / valid.sum()),
                    mlm="BigramMLM fitted on make_text_dataset(6000, seed=0)", preset="lime_text",
-                   objective_top_k=args.top_k, results=results)
-    if not args.quick:
-        print("wrote", write(args.out, payload))
+                   objective_top_k=args.top_k, quick=args.quick, results=results,
+                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+    name = "text_rationale" + ("" if device.type == "cpu" else f"_{device.type}") + ("_quick" if args.quick else "")
+    print("wrote", write(f"{name}.json", payload, args.out))
 
 
 if __name__ == "__main__":

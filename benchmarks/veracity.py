@@ -36,13 +36,13 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from torchlime.audio import data as audio_data  # noqa: E402
+from torchlime.audio.models import load_audio_model  # noqa: E402
+
 from common import RESULTS, header, write  # noqa: E402
 from veracity_lib import ATTACK, SETTINGS, adversarials, explain_many, flip_curve, localised_recovery, summarise  # noqa: E402
 from veracity_report import load, plots, tables  # noqa: E402
 from veracity_tune import tune  # noqa: E402
-
-from torchlime.audio import data as audio_data  # noqa: E402
-from torchlime.audio.models import load_audio_model  # noqa: E402
 
 
 def prepare(model: torch.nn.Module, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Run the CUDA tests and the GPU benchmarks in parts; every JSON and one log per part go into OUTDIR.
+#
+#   bash benchmarks/gpu/run.sh OUTDIR [--quick] [PART...]
+#   QUICK=1 bash benchmarks/gpu/run.sh OUTDIR [PART...]     # the same as --quick
+#
+# Parts (no PART: all of them, in this order); each is meant to finish in under 9 minutes on an H100
+# (estimated, not yet timed on one; TIMEOUT bounds each command):
+#   tests             python3 -m pytest -q -m cuda, then the kernel tests (tests/test_kernels_*.py and
+#                     tests/test_backend.py: their Triton-interpreter cases, the CUDA ones ran just before)
+#   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", lime and captum
+#   latency_compiled  bench_gpu_latency.py --tag compiled: the torch.compile variants (compilation is slow)
+#   throughput        bench_gpu_throughput.py
+#   segmentation      bench_segmentation.py
+#   audio             bench_audio_gpu.py --waveform, bench_audio_batch1.py
+#   text              bench_text_gpu.py, text_rationale.py
+#   probe             bench_probe_overhead.py
+#
+# Quick mode (--quick or QUICK=1) forwards --quick to every benchmark: tiny models, few samples, a
+# smoke test whose figures are not results. It runs on a machine without a GPU too (DEVICE=cpu is
+# then the default).
+#
+# The machine needs python3 with torch (and torchvision, triton for the GPU paths); nothing is
+# installed from the network and the package is not installed: the wheels that benchmarks/gpu/prepare.sh
+# collected into benchmarks/gpu/wheels/ (a git-ignored folder: bring it along) are installed offline
+# into $SITE, skipping those whose distribution is already installed, and the repository goes on
+# PYTHONPATH. Without a wheels folder that step is skipped. torchlime.kernels maps to kernels/ only in
+# an installed package, so the link torchlime/kernels -> ../kernels is made when it is missing.
+#
+# Environment: DEVICE (default cuda; in quick mode cuda if available, else cpu), QUICK=1, WHEELS
+# (default benchmarks/gpu/wheels), SITE (default /tmp/site), FORCE_WHEELS=1 (install every wheel,
+# even over installed ones), TIMEOUT (seconds per command, default none).
+#
+# A failing part does not stop the others; the script exits non-zero at the end if any failed.
+set -uo pipefail
+
+usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+(( $# )) || usage
+case $1 in -*) usage ;; esac
+OUTDIR=$1
+shift
+QUICK=${QUICK:-0}
+PARTS=()
+for arg in "$@"; do
+    case $arg in
+        --quick) QUICK=1 ;;
+        -h|--help) usage ;;
+        -*) echo "run.sh: unknown option $arg" >&2; usage ;;
+        *) PARTS+=("$arg") ;;
+    esac
+done
+ALL=(tests latency latency_compiled throughput segmentation audio text probe)
+(( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
+for part in "${PARTS[@]}"; do
+    [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
+done
+
+mkdir -p "$OUTDIR" || exit 2
+OUTDIR=$(cd "$OUTDIR" && pwd)  # relative to where run.sh was called from
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO" || exit 2
+WHEELS=${WHEELS:-$REPO/benchmarks/gpu/wheels}
+SITE=${SITE:-/tmp/site}
+failed=()
+
+# --- offline wheels (what prepare.sh collected) --------------------------------------------------
+path_prefix=$REPO
+shopt -s nullglob
+wheels=("$WHEELS"/*.whl)
+shopt -u nullglob
+if (( ${#wheels[@]} )); then
+    missing=()
+    for whl in "${wheels[@]}"; do
+        dist=$(basename "$whl")
+        dist=${dist%%-*}
+        if [[ ${FORCE_WHEELS:-0} == 1 ]] || ! python3 -c 'import importlib.metadata as m, sys; m.version(sys.argv[1])' \
+                "$dist" >/dev/null 2>&1; then
+            missing+=("$whl")
+        else
+            echo "wheels: $dist is already installed, kept"
+        fi
+    done
+    if (( ${#missing[@]} )); then
+        echo "wheels: installing ${#missing[@]} into $SITE: ${missing[*]##*/}"
+        if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+                "${missing[@]}"; then
+            path_prefix=$SITE:$REPO
+        else
+            echo "run.sh: installing the wheels failed" >&2
+            failed+=("wheels")
+        fi
+    fi
+else
+    echo "wheels: no $WHEELS/*.whl, nothing installed (run benchmarks/gpu/prepare.sh where the index is reachable)"
+fi
+export PYTHONPATH=$path_prefix${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+
+# --- torchlime.kernels outside an installed package -----------------------------------------------
+if [[ ! -e torchlime/kernels ]] && ! python3 -c "import torchlime.kernels" >/dev/null 2>&1; then
+    ln -s ../kernels torchlime/kernels && echo "linked torchlime/kernels -> ../kernels"
+fi
+
+# --- device ----------------------------------------------------------------------------------------
+has_cuda() { python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())" >/dev/null 2>&1; }
+if [[ -z ${DEVICE:-} ]]; then
+    if [[ $QUICK == 1 ]] && ! has_cuda; then DEVICE=cpu; else DEVICE=cuda; fi
+fi
+if [[ $DEVICE == cuda* ]] && ! has_cuda; then
+    echo "run.sh: torch.cuda.is_available() is False; these benchmarks need a GPU (smoke test: --quick)" >&2
+    exit 2
+fi
+Q=()
+[[ $QUICK == 1 ]] && Q=(--quick)
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  device: $DEVICE  quick: $QUICK  parts: ${PARTS[*]}"
+    echo "commit: $(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
+    python3 - <<'EOF'
+import importlib
+import sys
+
+import torch
+
+print("python", sys.version.split()[0], "| torch", torch.__version__, "|",
+      torch.cuda.get_device_name() if torch.cuda.is_available() else "no cuda")
+for name in ("triton", "torchvision", "kornia", "captum", "lime", "sklearn", "skimage", "transformers"):
+    try:
+        print(name, getattr(importlib.import_module(name), "__version__", "(no __version__)"))
+    except Exception as err:  # a missing package is reported, not fatal
+        print(f"{name}: not importable ({type(err).__name__}: {err})")
+EOF
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv
+} 2>&1 | tee "$OUTDIR/environment.txt"
+
+# --- parts -----------------------------------------------------------------------------------------
+EAGER=(default fast bf16 channels_last bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs)
+COMPILED=(compile bf16_channels_last_compile bf16_channels_last_compile_cuda_graphs)
+if [[ $DEVICE != cuda* ]]; then  # CUDA graphs need CUDA
+    EAGER=(default fast bf16_channels_last)
+    COMPILED=(compile bf16_channels_last_compile)
+fi
+B=benchmarks
+DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for eval
+
+commands() {  # one command per line, for part $1
+    case $1 in
+        tests)
+            echo "python3 -m pytest -q -p no:cacheprovider -m cuda tests"
+            echo "python3 -m pytest -q -p no:cacheprovider -m 'not cuda' tests/test_kernels_blend.py tests/test_kernels_slic.py tests/test_backend.py" ;;
+        latency) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${EAGER[*]}" ;;
+        latency_compiled) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${COMPILED[*]} --no-anchors --tag compiled" ;;
+        throughput) echo "python3 $B/bench_gpu_throughput.py $DEV" ;;
+        segmentation) echo "python3 $B/bench_segmentation.py $DEV" ;;
+        audio)
+            echo "python3 $B/bench_audio_gpu.py $DEV --waveform"
+            echo "python3 $B/bench_audio_batch1.py $DEV" ;;
+        text)
+            echo "python3 $B/bench_text_gpu.py $DEV"
+            echo "python3 $B/text_rationale.py $DEV" ;;
+        probe) echo "python3 $B/bench_probe_overhead.py $DEV" ;;
+    esac
+}
+
+for part in "${PARTS[@]}"; do
+    log=$OUTDIR/$part.log
+    : > "$log"
+    start=$(date +%s)
+    ok=1
+    while IFS= read -r cmd; do
+        echo "=== $part: $cmd" | tee -a "$log"
+        if [[ -n ${TIMEOUT:-} ]]; then
+            eval "timeout -k 30 $TIMEOUT $cmd" </dev/null 2>&1 | tee -a "$log"
+        else
+            eval "$cmd" </dev/null 2>&1 | tee -a "$log"
+        fi
+        status=${PIPESTATUS[0]}
+        if (( status != 0 )); then
+            echo "=== $part: exit status $status" | tee -a "$log"
+            ok=0
+        fi
+    done < <(commands "$part")
+    echo "=== $part: $(( $(date +%s) - start )) s, $( (( ok )) && echo ok || echo FAILED)" | tee -a "$log"
+    (( ok )) || failed+=("$part")
+done
+
+if (( ${#failed[@]} )); then
+    echo "run.sh: failed: ${failed[*]} (logs in $OUTDIR)" >&2
+    exit 1
+fi
+echo "run.sh: all done; results and logs in $OUTDIR"
