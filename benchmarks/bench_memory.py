@@ -2,7 +2,8 @@
 
 A linear model over 64 features (so the model itself costs nothing), N samples, one
 explanation per child process; the growth of the process's peak resident set size
-(``ru_maxrss``) during the call is reported with the seconds it took. With
+(``ru_maxrss``) during the call and the process's whole peak (torch included) are reported
+with the seconds the call took. With
 ``--previous-tree DIR`` an earlier torchlime (a source tree) runs the same calls for the
 sizes it can hold, for comparison.
 
@@ -35,7 +36,9 @@ t0 = time.perf_counter()
 exp = explain(model, x, torch.arange(f).view(1, f), n_samples=n, batch_size=batch)
 seconds = time.perf_counter() - t0
 grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start
-print(json.dumps(dict(peak_growth_mib=grew / 1024, seconds=seconds, min_r2=float(exp.score.min()))))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps(dict(peak_growth_mib=grew / 1024, peak_rss_mib=peak / 1024, seconds=seconds,
+                      min_r2=float(exp.score.min()))))
 """
 
 

@@ -26,23 +26,22 @@ from typing import Any, Callable, Optional, Sequence, Union
 import torch
 
 from ._checks import check_finite, check_integer, check_positive_int, check_tensor, describe
+from ._run import RowOrder, Run
 from .accel import accelerate_model
+from .adaptive import NSamples, resolve_n_samples
 from .baselines import BaselineSpec, Fill, FillContext, describe_baseline, resolve_baseline, signal_dims
 from .chunking import ChunkPlan, check_max_memory
 from .explanation import Explanation
 from .features import prepare_features
-from .forward import InputFormat, Model, eval_mode, input_format, model_placement, run_rows, select_output
-from .perturb import Chunk, Normalize, PerturbFn
+from .forward import InputFormat, Model, input_format, model_placement
+from .perturb import Normalize, PerturbFn
 from .perturbation import Perturbation
 from .presets import UNSET, resolve
 from .quality import UnreliableExplanationWarning, assess, report
 from .sampling import Rows, Sampler, make_key, resolve_sampler
-from .surrogate import NormalAccumulator, Surrogate, resolve_surrogate
-from .targets import TargetSpec, check_target, resolve_target
-from .weighting import Kernel, mask_distance, resolve_kernel
-
-FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
-_FIT_ELEMENTS = 1 << 24  # bound on B x FIT_BLOCK x F mask elements held by the fit at once
+from .surrogate import Ridge, Surrogate, resolve_surrogate
+from .targets import TargetSpec, check_target
+from .weighting import Kernel, resolve_kernel
 
 
 def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
@@ -75,31 +74,8 @@ def _check_finite_fill(base: torch.Tensor, spec: Any) -> None:
         check_finite(base, "baseline")
 
 
-class _Rows:
-    """Where the forward pass's flat row r comes from: the B unperturbed inputs first
-    (r < B: input r, sample 0), then input b's samples 1..S-1 (input-major)."""
-
-    def __init__(self, batch: int, n_samples: int, device: torch.device) -> None:
-        self.batch, self.n_samples, self.device = batch, n_samples, device
-
-    def input_of(self, r: int) -> int:
-        return r if r < self.batch else (r - self.batch) // (self.n_samples - 1)
-
-    def coords(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-        """(input (c,), sample (c,), first, last) of rows start:stop; first == last when the
-        rows are samples of one input."""
-        r = torch.arange(start, stop, device=self.device)
-        ref = r < self.batch
-        rest = (r - self.batch).clamp_min(0)
-        b = torch.where(ref, r, rest // (self.n_samples - 1))
-        s = torch.where(ref, 0, rest % (self.n_samples - 1) + 1)
-        first, last = self.input_of(start), self.input_of(stop - 1)
-        single = self.batch == 1 or (start >= self.batch and first == last)
-        return b, s, (first if single else 0), (first if single else -1)
-
-
 def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
-            target: TargetSpec = UNSET, n_samples: int = UNSET, baseline: BaselineSpec = UNSET,
+            target: TargetSpec = UNSET, n_samples: NSamples = UNSET, baseline: BaselineSpec = UNSET,
             sampler: Union[Sampler, str] = UNSET, kernel: Union[Kernel, str, float] = UNSET,
             surrogate: Union[Surrogate, str] = UNSET, batch_size: Optional[int] = None,
             generator: Union[None, int, torch.Generator] = None, return_samples: bool = False,
@@ -122,7 +98,9 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
             any ids (relabelled to 0..F_b-1 per input); inputs may have different F_b;
             negative ids mark elements that are never perturbed.
         target: None (top class), int, (B,) or (B, T) tensor, list, "all" or "topK".
-        n_samples: S, perturbed samples per input (sample 0 is the input itself).
+        n_samples: S, perturbed samples per input (sample 0 is the input itself); "auto" (or
+            an ``adaptive.Adaptive``): rounds of doubling samples until each input's top-k
+            features are stable (``meta["samples_used"]``).
         baseline: the fill of hidden features (``torchlime.baselines``): a number, a
             tensor, a callable, "zero", "mean", "blur", "min", "max", "signal_mean",
             "noise" or "shuffle".
@@ -172,7 +150,10 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     """
     opts = resolve(preset, dict(target=target, n_samples=n_samples, baseline=baseline, sampler=sampler,
                                 kernel=kernel, surrogate=surrogate), _modality)
-    n_samples = check_positive_int(opts["n_samples"], "n_samples", minimum=2)
+    n_samples, adaptive = resolve_n_samples(opts["n_samples"])
+    if adaptive is not None and (return_samples or masks is not None):
+        raise ValueError("`n_samples='auto'` draws its own samples in rounds: it cannot return or take `masks` "
+                         "(pass an int n_samples)")
     sampler_, kernel_, surrogate_ = (resolve_sampler(opts["sampler"]), resolve_kernel(opts["kernel"]),
                                      resolve_surrogate(opts["surrogate"]))
     masks_given = masks is not None
@@ -216,106 +197,61 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
 
     fmt = (chunk_format or input_format(model, inputs)) if perturb_fn is None else None
     norm = Normalize(*normalize) if normalize is not None else None
-
     perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, f_max, fmap.fixed, perturb_fn, fmt,
                                 norm, _adapter, reusable=getattr(sampler_, "reusable", True))
-    build_chunk = perturbation.build
-
-    def chunk_of(b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
-        z = draw(b, s)
-        if fmap.fixed:
-            z = torch.nn.functional.pad(z, (0, 1), value=True)
-        return Chunk(z, b, s, first, last)
-
-    originals = None
-    if kernel_.space == "input":  # the unperturbed inputs as the model sees them
-        every = torch.arange(batch, device=dev)
-        originals = build_chunk(chunk_of(every, torch.zeros_like(every), 0, 0 if batch == 1 else -1))
-    dists = torch.zeros(batch, n_samples, device=dev) if originals is not None else None
-
     m_dev, m_dtype = model_placement(model, inputs)
-    order = _Rows(batch, n_samples, dev)
     sig = (tuple(inputs.shape[1:]), str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
            bool(fmt and fmt.channels_last), perturb_fn is None)
     plan = ChunkPlan(model, sig, m_dev, batch_size, max_memory)
-    state: dict[str, Any] = {}
-
-    def build(start: int, stop: int) -> Any:
-        b, s, first, last = order.coords(start, stop)
-        x = build_chunk(chunk_of(b, s, first, last))
-        if dists is not None:  # before the model sees the chunk (a model may write into its input)
-            dists[b, s] = kernel_.distances(x, originals, b).to(device=dev, dtype=torch.float32)
-        return x
-
-    def consume(out: Any, x: Any, start: int, stop: int) -> None:
-        sc = select_output(out, output, stop - start)
-        width = state.setdefault("width", sc.shape[1])
-        if sc.shape[1] != width:
-            raise ValueError(f"the model's output width changed: expected {width} columns (from its first "
-                             f"call), got {sc.shape[1]} at rows {start}..{stop - 1}; the explained model must "
-                             f"return the same outputs whatever the batch size")
-        sc = (sc.float().softmax(1) if softmax else sc.float()).to(dev)
-        if start < batch:  # unperturbed inputs: full scores, they choose the targets
-            ref = state.setdefault("reference", torch.empty(batch, width, device=dev))
-            ref[start:min(stop, batch)] = sc[:batch - start]
-            if stop >= batch:
-                state["targets"] = resolve_target(opts["target"], ref)
-                state["scores"] = torch.empty(batch, n_samples, state["targets"].shape[1], device=dev)
-                state["scores"][:, 0] = ref.gather(1, state["targets"])
-        if stop > batch:
-            lo = max(start, batch)
-            b, s, _, _ = order.coords(lo, stop)
-            state["scores"][b, s] = sc[lo - start:].gather(1, state["targets"][b])
-
-    with eval_mode(model):
-        run_rows(model, build, consume, batch * n_samples, plan, m_dev, m_dtype, progress)
+    run = Run(model=model, fmap=fmap, draw=draw, perturbation=perturbation, kernel=kernel_, plan=plan,
+              placement=(m_dev, m_dtype), n_cap=n_samples, target_spec=opts["target"], output=output, softmax=softmax,
+              progress=progress, fit_dtype=surrogate_.dtype, keep=return_samples)
+    everyone = range(batch)
+    first = min(adaptive.start, n_samples) if adaptive else n_samples
+    run.forward(RowOrder(everyone, 0, first, dev))
+    run.accumulate(everyone, 0, first)
+    used = [first] * batch  # samples per input (host ints)
+    if adaptive:  # rounds: double the samples of the inputs whose top-k is not stable yet
+        active, s_cur = list(everyone), first
+        alpha = getattr(surrogate_, "alpha", 0.0) if isinstance(surrogate_, Ridge) else 0.0
+        while s_cur < n_samples:
+            normal = run.acc.normal()
+            settled = adaptive.stable(normal, surrogate_.fit_normal(normal, valid), valid, alpha).tolist()
+            active = [a for a in active if not settled[a]]
+            if not active:
+                break
+            s_next = min(2 * s_cur, n_samples)
+            run.forward(RowOrder(active, s_cur, s_next, dev))
+            run.accumulate(active, s_cur, s_next)
+            for a in active:
+                used[a] = s_next
+            s_cur = s_next
     t_forward = time.perf_counter()
-    targets, outputs = state["targets"], state["scores"]
-    nonfinite = (~torch.isfinite(outputs)).sum()  # read with the quality flags, after the fit
+    targets, outputs = run.targets, run.scores
+    drawn = torch.arange(n_samples, device=dev) < torch.tensor(used, device=dev).unsqueeze(1)  # (B, S)
+    nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
 
-    # the fit: masks drawn again in fixed blocks of samples per input, weighted, accumulated
-    acc = NormalAccumulator(batch, f_max, targets.shape[1], outputs[:, 0], surrogate_.dtype)
-    kept_masks, kept_weights = [], []
-    group = max(1, _FIT_ELEMENTS // (FIT_BLOCK * max(f_max, 1)))
-    for s0 in range(0, n_samples, FIT_BLOCK):
-        s1 = min(s0 + FIT_BLOCK, n_samples)
-        s = torch.arange(s0, s1, device=dev)
-        block_m, block_w = [], []
-        for g0 in range(0, batch, group):  # groups of inputs bound the memory; sums are per input
-            g1 = min(g0 + group, batch)
-            b = torch.arange(g0, g1, device=dev)
-            z = draw(b.repeat_interleave(s1 - s0), s.repeat(g1 - g0)).view(g1 - g0, s1 - s0, f_max)
-            d = dists[g0:g1, s0:s1] if dists is not None else mask_distance(z, valid[g0:g1].unsqueeze(1),
-                                                                            kernel_.distance)
-            w = kernel_.weigh(d)
-            acc.add(z, outputs[g0:g1, s0:s1], w, start=g0)
-            if return_samples:
-                block_m.append(z)
-                block_w.append(w)
-        if return_samples:
-            kept_masks.append(torch.cat(block_m))
-            kept_weights.append(torch.cat(block_w))
-    normal = acc.normal()
+    normal = run.acc.normal()
     fit = surrogate_.fit_normal(normal, valid)
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
     if n_bad:
-        _raise_nonfinite_outputs(outputs)
+        _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
     quality, unreliable = report(flags, counts)
     if unreliable:
         warnings.warn(f"unreliable explanation: {unreliable} (see torchlime.quality)", UnreliableExplanationWarning,
                       stacklevel=2 if _input_name == "inputs" else 3)
-    meta = dict(n_samples=n_samples, sampler=repr(sampler_), kernel=repr(kernel_), surrogate=repr(surrogate_),
-                baseline=describe_baseline(opts["baseline"]), preset=preset, batch_size=plan.chosen,
-                softmax=softmax, model_rows=batch * n_samples, peak_memory=plan.peak_memory(),
-                quality=quality, unreliable=unreliable,
+    meta = dict(n_samples=n_samples if adaptive is None else repr(adaptive), sampler=repr(sampler_),
+                kernel=repr(kernel_), surrogate=repr(surrogate_), baseline=describe_baseline(opts["baseline"]),
+                preset=preset, batch_size=plan.chosen, softmax=softmax, model_rows=sum(used),
+                samples_used=used, peak_memory=plan.peak_memory(), quality=quality, unreliable=unreliable,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)
     return Explanation(
         perturbation=perturbation, coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
         target=targets, features=fmap.labels, n_features=fmap.n_features, input_shape=tuple(inputs.shape[1:]),
-        samples=torch.cat(kept_masks, 1) if return_samples else None,
+        samples=torch.cat(run.kept_masks, 1) if return_samples else None,
         outputs=outputs if return_samples else None,
-        weights=torch.cat(kept_weights, 1) if return_samples else None, meta=meta,
+        weights=torch.cat(run.kept_weights, 1) if return_samples else None, meta=meta,
     )
 
 

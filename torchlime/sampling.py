@@ -95,6 +95,12 @@ class Rows:
     f_max: int
     positions: Optional[torch.Tensor] = None
 
+    def input_hash(self, stream: int) -> torch.Tensor:
+        """A 32-bit hash (c,) of the key, each row's input and ``stream`` (not of the sample)."""
+        h = mix32(self.key[0] ^ (self.inputs & _M32))
+        h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
+        return mix32((h + stream * _GOLDEN) & _M32)
+
     def _row_hash(self, stream: int) -> torch.Tensor:
         h = mix32(self.key[0] ^ (self.inputs & _M32))
         h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))

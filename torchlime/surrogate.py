@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Optional
 
 import torch
 
@@ -90,25 +90,27 @@ class NormalAccumulator:
         self.sxx, self.sxy, self.syy = z(batch, n_features, n_features), z(batch, n_features, n_targets), \
             z(batch, n_targets)
 
-    def add(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0) -> None:
-        """Add a block of rows of fits ``start .. start + g - 1``.
+    def add(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0,
+            rows: Optional[torch.Tensor] = None) -> None:
+        """Add a block of rows to the fits ``start .. start + g - 1``, or to the fits ``rows``.
 
         Args:
             x: (g, r, F) masks (bool or float). y: (g, r, T) outputs. w: (g, r) weights.
+            rows: optional long (g,) the fit of each of the g blocks (distinct).
         """
-        g = slice(start, start + x.shape[0])
+        g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
         x = x.to(self.dtype) - 0.5
         y = y.to(self.dtype) - self.y_shift[g].unsqueeze(1)
         w = w.to(self.dtype)
         with exact_matmul():
             xw = x * w.unsqueeze(-1)
-            self.sxx[g] += (xw.transpose(1, 2) @ x).double()
-            self.sxy[g] += (xw.transpose(1, 2) @ y).double()
-        self.sw[g] += w.sum(1).double()
-        self.sw2[g] += (w * w).sum(1).double()
-        self.sx[g] += xw.sum(1).double()
-        self.sy[g] += (w.unsqueeze(-1) * y).sum(1).double()
-        self.syy[g] += (w.unsqueeze(-1) * y * y).sum(1).double()
+            self.sxx.index_add_(0, g, (xw.transpose(1, 2) @ x).double())
+            self.sxy.index_add_(0, g, (xw.transpose(1, 2) @ y).double())
+        self.sw.index_add_(0, g, w.sum(1).double())
+        self.sw2.index_add_(0, g, (w * w).sum(1).double())
+        self.sx.index_add_(0, g, xw.sum(1).double())
+        self.sy.index_add_(0, g, (w.unsqueeze(-1) * y).sum(1).double())
+        self.syy.index_add_(0, g, (w.unsqueeze(-1) * y * y).sum(1).double())
 
     def normal(self) -> Normal:
         """The centred normal equations of everything added (float64)."""

@@ -1,0 +1,151 @@
+"""Samples needed for a stable explanation: i.i.d. Bernoulli masks vs the efficient designs.
+
+For every model and input, a reference explanation at N = 20 000 (Bernoulli(1/2), its own
+seed) gives the reference top-5 features. Each design then explains the same inputs with
+another seed at N = 32, 64, ..., 8192; the samples an input needs is the smallest N from
+which its top-5 set has a Jaccard index >= 0.9 with the reference (for 5-sets: the same set)
+at every larger N of the grid. ``n_samples="auto"`` runs once per input, and its samples used
+and Jaccard are recorded. Models: a planted sparse linear model over image segments, the
+embedded demo CNN (images), the embedded SpecNet (spectrograms), the embedded TextCNN
+(tokens) and a torchvision resnet18 with random weights at 64 x 64 (a real architecture).
+
+    python benchmarks/bench_sample_efficiency.py                  # about an hour on 2 CPU cores
+    python benchmarks/bench_sample_efficiency.py --quick --out /tmp/quick
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+
+import torch
+
+from torchlime import explain
+from torchlime.adaptive import Adaptive
+from torchlime.designs import AntitheticSampler, SobolSampler, StratifiedSampler
+from torchlime.features import grid
+from torchlime.image.segments import slic
+from torchlime.quality import UnreliableExplanationWarning
+from torchlime.sampling import BernoulliSampler
+
+from common import common_args, header, vision_model, write
+
+DESIGNS = {"bernoulli": BernoulliSampler(), "stratified": StratifiedSampler(), "antithetic": AntitheticSampler(),
+           "sobol": SobolSampler()}
+TOP_K, THRESHOLD = 5, 0.9
+
+
+def cases(n_inputs: int) -> dict:
+    """(model, inputs, features, explain keywords) of every model."""
+    from torchlime.audio.data import log_spectrogram, make_clips
+    from torchlime.audio.models import load_audio_model
+    from torchlime.image.data import make_images
+    from torchlime.image.models import load_demo_model
+    from torchlime.text.data import CLS, SEP, make_text_dataset
+    from torchlime.text.models import load_text_model
+
+    images, _, _ = make_images(n_inputs, seed=2026)
+    seg = slic(images, n_segments=40)
+    g = torch.Generator().manual_seed(0)
+    weights = torch.zeros(40, 2)
+    hot = torch.randperm(40, generator=g)[:8]
+    weights[hot, 1] = torch.randn(8, generator=g).abs() + 0.5  # a sparse linear model over 8 of 40 segments
+    grid16 = grid((64, 64), (8, 8)).expand(n_inputs, 1, 64, 64)
+
+    def planted(x):
+        means = torch.zeros(x.shape[0], 64, dtype=x.dtype).scatter_add_(
+            1, grid16[:1, 0].reshape(1, -1).expand(x.shape[0], -1), x.mean(1).reshape(x.shape[0], -1)) / 64
+        return means[:, :40] @ weights
+
+    specs = log_spectrogram(make_clips(n_inputs, seed=7).waves)
+    text_model, _ = load_text_model()
+    text = make_text_dataset(n_inputs, seed=3)
+    feats_text = torch.where((text.attention_mask != 0) & (text.input_ids != CLS) & (text.input_ids != SEP),
+                             torch.arange(text.input_ids.shape[1]), -1)
+
+    def text_call(packed_ids):
+        return text_model(packed_ids, (packed_ids != 0).long())
+
+    resnet = vision_model("resnet18", torch.device("cpu"))
+    return {
+        "planted_linear": (planted, images, grid16, {}),
+        "demo_cnn": (load_demo_model(), images, seg.unsqueeze(1), dict(baseline="mean")),
+        "spectrogram_cnn": (load_audio_model(), specs, grid(specs.shape[-2:], (4, 5)).view(1, *specs.shape[-2:]),
+                            {}),
+        "text_cnn": (text_call, text.input_ids, feats_text, dict(baseline=0)),
+        "resnet18_64px": (resnet, images, seg.unsqueeze(1), dict(baseline="mean")),
+    }
+
+
+def top_sets(exp) -> list[set]:
+    idx, _ = exp.top_features(TOP_K)
+    return [set(row.tolist()) for row in idx[:, 0]]
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / max(len(a | b), 1)
+
+
+def run(name, model, x, f, kw, grid_n, n_ref, log) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableExplanationWarning)
+        t0 = time.perf_counter()
+        ref = top_sets(explain(model, x, f, n_samples=n_ref, generator=12345, **kw))
+        out = dict(model=name, inputs=x.shape[0], n_reference=n_ref, reference_seconds=time.perf_counter() - t0,
+                   designs={})
+        for design, sampler in DESIGNS.items():
+            jac = {n: [jaccard(s, r) for s, r in zip(top_sets(explain(model, x, f, n_samples=n, sampler=sampler,
+                                                                      generator=1, **kw)), ref)] for n in grid_n}
+            needed = []
+            for i in range(x.shape[0]):
+                ok = [all(jac[m][i] >= THRESHOLD for m in grid_n if m >= n) for n in grid_n]
+                needed.append(next((n for n, good in zip(grid_n, ok) if good), None))
+            found = [n for n in needed if n is not None]
+            out["designs"][design] = dict(
+                mean_jaccard={str(n): statistics.mean(v) for n, v in jac.items()}, samples_needed=needed,
+                median_needed=statistics.median(found) if found else None, unresolved=needed.count(None))
+            log(f"{name} {design}: median samples needed {out['designs'][design]['median_needed']} "
+                f"({needed.count(None)} inputs above the grid)")
+        for design in ("bernoulli", "sobol"):
+            auto = explain(model, x, f, n_samples=Adaptive(start=64, cap=grid_n[-1]), sampler=DESIGNS[design],
+                           generator=1, **kw)
+            jac = [jaccard(s, r) for s, r in zip(top_sets(auto), ref)]
+            out[f"auto_{design}"] = dict(samples_used=auto.meta["samples_used"], jaccard=jac,
+                                         mean_samples=statistics.mean(auto.meta["samples_used"]),
+                                         fraction_at_threshold=sum(j >= THRESHOLD for j in jac) / len(jac))
+            log(f"{name} auto ({design}): mean samples {out[f'auto_{design}']['mean_samples']:.0f}, "
+                f"top-5 equal to the reference for {100 * out[f'auto_{design}']['fraction_at_threshold']:.0f}%")
+    base = out["designs"]["bernoulli"]["median_needed"]
+    best = min((d for d in out["designs"] if d != "bernoulli"),
+               key=lambda d: out["designs"][d]["median_needed"] or float("inf"))
+    out["best_design"] = best
+    out["bernoulli_over_best"] = (base / out["designs"][best]["median_needed"]
+                                  if base and out["designs"][best]["median_needed"] else None)
+    return out
+
+
+def main() -> None:
+    ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    ap.add_argument("--inputs", type=int, default=50)
+    ap.add_argument("--reference", type=int, default=20000)
+    ap.add_argument("--models", nargs="+", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    n_inputs, n_ref = (3, 2000) if args.quick else (args.inputs, args.reference)
+    grid_n = [32, 64, 128] if args.quick else [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    all_cases = cases(n_inputs)
+    names = args.models or (["planted_linear", "demo_cnn"] if args.quick else list(all_cases))
+    out = dict(header(torch.device("cpu")), benchmark="bench_sample_efficiency", top_k=TOP_K, threshold=THRESHOLD,
+               grid=grid_n, results=[])
+    for name in names:
+        model, x, f, kw = all_cases[name]
+        out["results"].append(run(name, model, x, f, kw, grid_n, n_ref, print))
+    path = write("sample_efficiency_cpu.json", out, args.out)
+    print(f"wrote {path}")
+    print(json.dumps({r["model"]: r["bernoulli_over_best"] for r in out["results"]}))
+
+
+if __name__ == "__main__":
+    main()

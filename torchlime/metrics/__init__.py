@@ -1,0 +1,31 @@
+"""Explanation-quality metrics, batched over inputs and targets, on the inputs' device.
+
+Every metric that perturbs inputs hides features exactly as the explanation did (its recorded
+``explanation.perturbation``: the same fill, fused normalisation, token deletion or
+replacement, inverse STFT) and runs all rows of all inputs and targets through the model in
+one chunked pass (``torchlime.chunking``). Explanations without a record (loaded from a file,
+moved with ``to``) are perturbed as a blend of ``inputs`` and ``baseline=`` (default 0).
+
+* perturbation curves (``curves``): ``deletion``, ``insertion`` (AUC), ``region_perturbation``
+  (MoRF / LeRF, AOPC);
+* hiding tests (``faithfulness``): ``label_flip``, ``faithfulness_correlation``;
+* captum's definitions (``fidelity``, ``sensitivity``): ``infidelity``, ``max_sensitivity``;
+* stability across seeds (``stability``): ``jaccard_topk``, ``kendall_w``;
+* ground truth (``agreement``): ``gold_recall``, ``token_roc_auc``, ``feature_mask``;
+* a picture (``viz``, matplotlib): ``plot_curves``.
+
+Results are (B, T) tensors (per input and target) or (B,).
+"""
+from .agreement import feature_mask, gold_recall, token_roc_auc
+from .curves import Curves, deletion, insertion, region_perturbation
+from .faithfulness import faithfulness_correlation, label_flip
+from .fidelity import infidelity
+from .sensitivity import max_sensitivity
+from .stability import jaccard_topk, kendall_w
+from .viz import plot_curves
+
+__all__ = [
+    "deletion", "insertion", "region_perturbation", "Curves", "label_flip", "faithfulness_correlation",
+    "infidelity", "max_sensitivity", "jaccard_topk", "kendall_w", "gold_recall", "token_roc_auc",
+    "feature_mask", "plot_curves",
+]

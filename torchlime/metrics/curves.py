@@ -1,0 +1,197 @@
+"""Deletion, insertion and region-perturbation (MoRF / LeRF) curves of explanations.
+
+For every input b and target t, the features are ordered by the explanation's coefficient
+``coef[b, t]`` (each target its own order; ties: lower feature index first; padded features
+never move) and changed a number at a time:
+
+* deletion: start from the input, hide the top n features (the explanation's fill);
+* insertion: start from everything hidden, reveal the top n features;
+* region perturbation: deletion in the order of decreasing ("morf", most relevant first) or
+  increasing ("lerf", least relevant first) coefficient.
+
+Step j changes n_bj features: n_bj = j for j = 0..F_b with ``steps=None`` (one feature per
+step; inputs with fewer features than F = max F_b repeat their last point, with zero width),
+or n_bj = round(j F_b / steps) (halves up) for j = 0..steps. The curve y_btj is the model's
+score of target t (softmax probabilities with ``softmax=True``) after step j, at the fraction
+x_bj = n_bj / F_b of features changed. The rows of all inputs, targets and steps go through the
+model in one chunked pass, perturbed exactly as the explanation perturbed its inputs.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Union
+
+import torch
+
+from .._checks import check_choice
+from ..baselines import BaselineSpec
+from ..forward import Model, OutputSelector
+from ._common import check_bool, check_optional_int, feature_ranks, trapezoid
+from ._perturbation import check_run_options, perturbed, score_masks
+
+
+class Curves(NamedTuple):
+    """Scores along a deletion / insertion / region-perturbation path.
+
+    Attributes:
+        score: (B, T) the curve's summary (AUC, or AOPC for ``region_perturbation``).
+        curves: (B, T, P) target scores after each step (P = steps + 1, or F + 1).
+        x: (B, P) fraction of features changed at each step.
+    """
+
+    score: torch.Tensor
+    curves: torch.Tensor
+    x: torch.Tensor
+
+
+def feature_curves(model: Model, inputs: torch.Tensor, explanation: Any, *, reveal: bool, descending: bool,
+                   baseline: Optional[BaselineSpec], steps: Optional[int], batch_size: Optional[int],
+                   output: OutputSelector, softmax: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Curves (B, T, P), fractions x (B, P) and the last step L_b (B,) of every input.
+
+    ``reveal``: insertion (features shown in order) instead of deletion (hidden in order);
+    ``descending``: order by decreasing coefficient (else increasing).
+    """
+    steps = check_optional_int(steps, "steps")
+    check_run_options(batch_size, softmax)
+    setup = perturbed(model, inputs, explanation, baseline)
+    p = setup.perturbation
+    dev = p.inputs.device
+    coef, target = explanation.coef.to(dev), explanation.target.to(dev)
+    nf = p.n_features.to(dev)
+    valid = torch.arange(p.f_max, device=dev) < nf.unsqueeze(1)
+    ranks = feature_ranks(coef, valid, descending)  # (B, T, F)
+    n_points = (p.f_max if steps is None else steps) + 1
+    j = torch.arange(n_points, device=dev).unsqueeze(0)
+    if steps is None:
+        changed = torch.minimum(j, nf.unsqueeze(1))  # (B, P)
+        last = nf
+    else:
+        changed = (2 * j * nf.unsqueeze(1) + steps) // (2 * steps)  # round(j F_b / steps), halves up
+        last = torch.full_like(nf, steps)
+    per_input = coef.shape[1] * n_points
+
+    def masks_of(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        first = ranks[b, s // n_points] < changed[b, s % n_points].unsqueeze(1)  # the top n features
+        return first if reveal else ~first
+
+    def take(scores: torch.Tensor, b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return scores.gather(1, target[b, s // n_points].unsqueeze(1))
+
+    out = score_masks(setup, per_input, masks_of, take, 1, output=output, softmax=softmax, batch_size=batch_size)
+    curves = out.view(coef.shape[0], coef.shape[1], n_points)
+    return curves, changed.float() / nf.unsqueeze(1).float(), last
+
+
+def _auc(model: Model, inputs: torch.Tensor, explanation: Any, reveal: bool, baseline: Optional[BaselineSpec],
+         steps: Optional[int], batch_size: Optional[int], output: OutputSelector, softmax: bool,
+         return_curves: bool) -> Union[torch.Tensor, Curves]:
+    check_bool(return_curves, "return_curves")
+    curves, x, _ = feature_curves(model, inputs, explanation, reveal=reveal, descending=True, baseline=baseline,
+                                  steps=steps, batch_size=batch_size, output=output, softmax=softmax)
+    auc = trapezoid(curves, x.unsqueeze(1))
+    return Curves(auc, curves, x) if return_curves else auc
+
+
+def deletion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline: Optional[BaselineSpec] = None,
+             steps: Optional[int] = None, batch_size: Optional[int] = None, output: OutputSelector = None,
+             softmax: bool = False, return_curves: bool = False) -> Union[torch.Tensor, Curves]:
+    """Deletion AUC: hide features in order of decreasing coefficient; the area under the target score.
+
+    ``AUC_bt = Σ_j (x_b,j+1 - x_bj) (y_btj + y_bt,j+1) / 2`` over x in [0, 1] (the trapezoid;
+    the width is 1, so it is the mean height): the raw target score, not normalised by
+    anything else. Lower is better (the score falls fast when the top features go).
+    See the module docstring for the steps and the curves.
+
+    Args:
+        model: the model the explanation explained (the user's; the front door's wrapper is
+            applied from the recorded perturbation).
+        inputs: (B, ...) the explained inputs.
+        explanation: their ``Explanation``.
+        baseline: None (the explanation's own fill) or a fill (``torchlime.baselines``; text
+            perturbations, which delete or replace tokens, ignore it). An explanation without its
+            perturbation (loaded from a file) is perturbed as the plain blend
+            ``where(kept, inputs, baseline)`` over ``explanation.features`` (default fill 0), with
+            the model called on it directly: no fused normalisation, token packing or inverse STFT.
+        steps: None (one feature per step) or the number of evenly spaced steps.
+        batch_size: rows per model call (None: measured, ``torchlime.chunking``).
+        output, softmax: as in ``torchlime.explain``.
+        return_curves: also return the curves and the x positions.
+
+    Returns:
+        (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
+
+    Raises:
+        TypeError / ValueError: bad arguments (named), inputs of another batch size, a
+            perturbation that cannot be reused.
+
+    Example:
+        >>> import torchlime
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> x, feats = torch.rand(3, 8), torch.arange(8).view(1, 8) // 2
+        >>> exp = torchlime.explain(model, x, feats, n_samples=64)
+        >>> deletion(model, x, exp).shape
+        torch.Size([3, 1])
+        >>> deletion(model, x, exp, steps=2, return_curves=True).curves.shape
+        torch.Size([3, 1, 3])
+    """
+    return _auc(model, inputs, explanation, False, baseline, steps, batch_size, output, softmax, return_curves)
+
+
+def insertion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline: Optional[BaselineSpec] = None,
+              steps: Optional[int] = None, batch_size: Optional[int] = None, output: OutputSelector = None,
+              softmax: bool = False, return_curves: bool = False) -> Union[torch.Tensor, Curves]:
+    """Insertion AUC: reveal features in order of decreasing coefficient, starting from all hidden.
+
+    Same arguments, curves and area as ``deletion`` (``AUC_bt = Σ_j (x_b,j+1 - x_bj)
+    (y_btj + y_bt,j+1) / 2``, the raw target score); higher is better.
+
+    Raises:
+        TypeError / ValueError: as ``deletion``.
+
+    Example:
+        >>> import torchlime
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> x, feats = torch.rand(3, 8), torch.arange(8).view(1, 8) // 2
+        >>> exp = torchlime.explain(model, x, feats, n_samples=64)
+        >>> insertion(model, x, exp, baseline=0.5).shape
+        torch.Size([3, 1])
+    """
+    return _auc(model, inputs, explanation, True, baseline, steps, batch_size, output, softmax, return_curves)
+
+
+def region_perturbation(model: Model, inputs: torch.Tensor, explanation: Any, *, order: str = "morf",
+                        steps: Optional[int] = None, baseline: Optional[BaselineSpec] = None,
+                        batch_size: Optional[int] = None, output: OutputSelector = None,
+                        softmax: bool = False) -> Curves:
+    """Region perturbation (Samek et al. 2017): hide features most- or least-relevant first; AOPC.
+
+    ``AOPC_bt = 1 / (L_b + 1) Σ_{k=0..L_b} (y_bt0 - y_btk)``: the mean drop of the target score
+    over the L_b + 1 points of the curve (k = 0 adds 0), L_b = F_b with ``steps=None`` (one
+    feature per step), else ``steps``. With "morf" a large AOPC is good (the score falls fast);
+    with "lerf" a small one is.
+
+    Args:
+        order: "morf" (decreasing coefficient) or "lerf" (increasing coefficient).
+        The others: as in ``deletion``.
+
+    Returns:
+        ``Curves(score=AOPC (B, T), curves (B, T, P), x (B, P))``.
+
+    Raises:
+        TypeError / ValueError: as ``deletion``, and an unknown ``order``.
+
+    Example:
+        >>> import torchlime
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> x, feats = torch.rand(3, 8), torch.arange(8).view(1, 8) // 2
+        >>> exp = torchlime.explain(model, x, feats, n_samples=64)
+        >>> region_perturbation(model, x, exp, order="lerf").score.shape
+        torch.Size([3, 1])
+    """
+    check_choice(order, "order", ("morf", "lerf"))
+    curves, x, last = feature_curves(model, inputs, explanation, reveal=False, descending=order == "morf",
+                                     baseline=baseline, steps=steps, batch_size=batch_size, output=output,
+                                     softmax=softmax)
+    points = torch.arange(curves.shape[-1], device=curves.device) <= last.unsqueeze(1)  # (B, P)
+    drops = (curves[..., :1] - curves) * points.unsqueeze(1)
+    return Curves(drops.sum(-1) / (last.unsqueeze(1) + 1).float(), curves, x)

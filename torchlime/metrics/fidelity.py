@@ -1,0 +1,157 @@
+"""Infidelity (Yeh et al. 2019), as ``captum.metrics.infidelity`` computes it.
+
+The attribution of target t is the explanation's coefficients painted on the inputs
+(``explanation.heatmap(t)``, every element carrying its feature's coefficient, 0 outside every
+feature). For perturbations I_bk (k = 1..n) of input b the model sees x_b - I_bk, and
+
+    a_btk = Σ_e heatmap_bt[e] I_bk[e]          d_btk = f_t(x_b) - f_t(x_b - I_bk)
+
+    infidelity_bt = 1/n Σ_k (a_btk - d_btk)²                                   (normalize=False)
+
+    β_bt = Σ_k a_btk d_btk / Σ_k a_btk²  (1 / Σ a² replaced by 1 when Σ a² = 0)
+    infidelity_bt = 1/n Σ_k (β_bt a_btk - d_btk)²                             (normalize=True)
+
+which is captum 0.7+'s ``infidelity(forward_func, perturb_func, inputs, attributions,
+target=t, n_perturb_samples=n, normalize=...)`` with a ``perturb_func`` returning the
+perturbations I and the perturbed inputs x - I (tested on the same perturbations). The
+normalised form makes the value invariant to a rescaling of the coefficients (captum's
+``normalize=True``, the paper's official implementation).
+
+A LIME coefficient is the effect of hiding a whole feature, and the heatmap repeats it on every
+element of the feature: a_btk weighs each feature by the perturbation summed over its elements,
+exactly as captum treats any attribution map it is given.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import torch
+
+from .._checks import check_positive_float, check_positive_int, check_tensor, describe
+from ..forward import Model, OutputSelector
+from ..perturb import Chunk, perturb_rows
+from ..sampling import Rows, make_key
+from ._common import check_bool, check_explanation
+from ._perturbation import check_run_options, score_rows
+
+_NOISE_STREAM = 17  # random streams of the Gaussian perturbations (17 and 18)
+
+
+def gaussian(key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int, stream: int) -> torch.Tensor:
+    """Standard normal float32 (c, width) of rows (input b, perturbation k): Box-Muller of two hashed uniforms."""
+    rows = Rows(key, b, k, torch.zeros_like(b), width)
+    u1 = 1.0 - rows.uniform(stream, width)  # (0, 1]
+    u2 = rows.uniform(stream + 1, width)
+    return (-2.0 * u1.log()).sqrt() * torch.cos(2 * torch.pi * u2)
+
+
+def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_perturb: int = 16,
+               noise_scale: float = 0.1, perturbations: Optional[torch.Tensor] = None, normalize: bool = False,
+               generator: Union[None, int, torch.Generator] = None, batch_size: Optional[int] = None,
+               output: OutputSelector = None, softmax: bool = False) -> torch.Tensor:
+    """Infidelity of the painted coefficients under input perturbations (formula in the module docstring).
+
+    Args:
+        model: the model, called on real inputs (B, ...) as given; an explanation made with
+            ``normalize=`` applies its normalisation first, as it did.
+        inputs: real (B, *shape) the explained inputs (``shape`` = ``explanation.input_shape``;
+            token ids and time-frequency waveform explanations, whose coefficients are not painted
+            on the model's inputs, are refused).
+        explanation: their ``Explanation``.
+        n_perturb: n, perturbations per input.
+        noise_scale: σ of the default perturbations I ~ N(0, σ²), i.i.d. per element, drawn on the
+            device from a hash of (seed, input, perturbation, element).
+        perturbations: explicit I, (B, n, *shape) (then ``n_perturb`` and ``noise_scale`` are unused).
+        normalize: captum's ``normalize`` (the optimal rescaling β).
+        generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
+        batch_size, output, softmax: as in ``torchlime.explain``.
+
+    Returns:
+        float32 (B, T).
+
+    Raises:
+        TypeError / ValueError: bad arguments (named), inputs that do not fit the explanation.
+
+    Example:
+        >>> import torchlime
+        >>> _ = torch.manual_seed(0)
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> x, feats = torch.rand(2, 8), torch.arange(8).view(1, 8)
+        >>> exp = torchlime.explain(model, x, feats, n_samples=500)
+        >>> infidelity(model, x, exp, n_perturb=8).shape
+        torch.Size([2, 1])
+    """
+    exp = check_explanation(explanation)
+    if not callable(model):
+        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
+    check_tensor(inputs, "inputs")
+    check_bool(normalize, "normalize")
+    check_run_options(batch_size, softmax)
+    b, n_targets, f = exp.coef.shape
+    if not inputs.is_floating_point() or tuple(inputs.shape) != (b, *exp.input_shape):
+        raise ValueError(f"`inputs` must be real floating ({b}, {', '.join(map(str, exp.input_shape))}): the inputs "
+                         f"the coefficients are painted on, got {describe(inputs)}")
+    p = exp.perturbation
+    if p is not None and p.adapter is not None:
+        raise ValueError("`explanation` explains a wrapped model (token ids, time-frequency cells): infidelity "
+                         "perturbs the model's own real inputs, which its coefficients are not painted on")
+    dev, shape = inputs.device, tuple(inputs.shape[1:])
+    width = inputs[0].numel()
+    if perturbations is not None:
+        check_tensor(perturbations, "perturbations")
+        if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or \
+                tuple(perturbations.shape[2:]) != shape:
+            raise ValueError(f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), "
+                             f"got {tuple(perturbations.shape)}")
+        n = perturbations.shape[1]
+        flat = perturbations.to(device=dev, dtype=inputs.dtype).reshape(b * n, width)
+    else:
+        n = check_positive_int(n_perturb, "n_perturb")
+        scale = check_positive_float(noise_scale, "noise_scale")
+        key = make_key(generator, dev)
+    coef, target = exp.coef.to(dev), exp.target.to(dev)
+    labels = exp.features.to(dev).expand(b, *shape).reshape(b, width)
+    labels = torch.where(labels < 0, f, labels)  # elements outside every feature paint 0
+    index = torch.zeros((1,) * inputs.ndim, dtype=torch.long, device=dev)
+
+    def noise(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows start:stop (B unperturbed rows first, then input-major): their input and I (c, E)."""
+        r = torch.arange(start, stop, device=dev)
+        pert = r >= b
+        bb = torch.where(pert, (r - b).clamp_min(0) // n, r)
+        kk = (r - b).clamp_min(0) % n
+        if perturbations is not None:
+            i = flat[(r - b).clamp_min(0)]
+        else:
+            i = (gaussian(key, bb, kk, width, _NOISE_STREAM) * scale).to(inputs.dtype)
+        return bb, i * pert.unsqueeze(1)
+
+    def build(start: int, stop: int) -> torch.Tensor:
+        bb, i = noise(start, stop)
+        x = inputs.reshape(b, width)[bb] - i
+        x = x.view(-1, *shape)
+        if p is None or (p.fmt is None and p.normalize is None):
+            return x
+        c = x.shape[0]
+        ones = torch.ones(c, 1, dtype=torch.bool, device=dev)
+        return perturb_rows(x, x, index, Chunk(ones, torch.arange(c, device=dev), bb, 0, -1), fmt=p.fmt,
+                            normalize=p.normalize)
+
+    def take(scores: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        bb, i = noise(start, stop)
+        painted = torch.zeros(i.shape[0], f + 1, dtype=torch.float64, device=dev)
+        painted.scatter_add_(1, labels[bb], i.double())  # Σ_e over each feature's elements
+        a = (coef[bb].double() * painted[:, None, :f]).sum(-1)
+        return torch.cat((scores.gather(1, target[bb]), a.float()), 1)
+
+    sig = ("infidelity", shape, str(inputs.dtype))
+    out = score_rows(model, build, take, b * (n + 1), 2 * n_targets, reference=inputs, signature=sig,
+                     output=output, softmax=softmax, batch_size=batch_size).double()
+    base, rest = out[:b, :n_targets], out[b:].view(b, n, 2 * n_targets)
+    d = base.unsqueeze(1) - rest[..., :n_targets]  # (B, n, T)
+    a = rest[..., n_targets:]
+    if normalize:
+        aa, ad, dd = (a * a).sum(1), (a * d).sum(1), (d * d).sum(1)
+        beta = ad / torch.where(aa == 0, torch.ones_like(aa), aa)
+        return ((beta * beta * aa - 2 * beta * ad + dd) / n).float()
+    return ((a - d) ** 2).sum(1).div(n).float()

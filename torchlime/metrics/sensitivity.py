@@ -1,0 +1,117 @@
+"""Max-sensitivity (Yeh et al. 2019), as ``captum.metrics.sensitivity_max`` computes it.
+
+For perturbations δ_bk (k = 1..n) of input b, with e(x) the explanation of x:
+
+    sensitivity_b = max_k ‖e(x_b + δ_bk) - e(x_b)‖ / ‖e(x_b)‖      (‖e(x_b)‖ = 0 counts as 1)
+
+the norm taken over the flattened explanation (``norm_ord="fro"``: the 2-norm, captum's
+default). The explanation function is called on the B inputs, then on the B·n perturbed
+inputs in input-major order (row i is perturbation i % n of input i // n, captum's
+``repeat_interleave``), all at once (``batch_size=None``, captum's
+``max_examples_per_batch=None``) or ``batch_size`` rows at a time.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+import torch
+
+from .._checks import check_positive_float, check_positive_int, check_tensor, describe
+from ..explanation import Explanation
+from ..sampling import Rows, make_key
+
+_UNIFORM_STREAM = 19  # random stream of the default perturbations
+
+
+def max_sensitivity(explain_fn: Callable[[torch.Tensor], Any], inputs: torch.Tensor, *, radius: float = 0.02,
+                    n_perturb: int = 10, perturbations: Optional[torch.Tensor] = None,
+                    norm_ord: Union[str, float] = "fro", batch_size: Optional[int] = None,
+                    generator: Union[None, int, torch.Generator] = None) -> torch.Tensor:
+    """Largest relative change of an explanation under small input perturbations (module docstring).
+
+    Args:
+        explain_fn: ``explain_fn(x (c, ...)) ->`` an ``Explanation`` (its coefficients are
+            compared per target: fix the targets and the feature map, e.g. ``target="all"`` and
+            an explicit ``features``) or a tensor (c, ...) of attributions.
+        inputs: real (B, ...) inputs.
+        radius: r of the default perturbations δ ~ U[-r, r], i.i.d. per element (captum's
+            ``perturb_radius``), drawn on the device from a hash of (seed, input, perturbation,
+            element).
+        n_perturb: n, perturbations per input (captum's ``n_perturb_samples``).
+        perturbations: explicit δ, (B, n, ...) (then ``radius`` and ``n_perturb`` are unused).
+        norm_ord: "fro" (2-norm) or a number p (the p-norm), as captum's ``norm_ord``.
+        batch_size: perturbed inputs per ``explain_fn`` call (None: all B·n at once). torchlime's
+            masks depend on an input's position in its batch (unless ``index=`` is given), so a
+            LIME ``explain_fn`` gives the same values for the same ``batch_size`` only.
+        generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
+
+    Returns:
+        float (B, T) for explanations, (B,) for tensors.
+
+    Raises:
+        TypeError / ValueError: bad arguments (named), an ``explain_fn`` whose results do not
+            match (type, shape) from call to call.
+
+    Example:
+        >>> f = lambda x: 2 * x  # an "explanation" proportional to the input
+        >>> x = torch.ones(2, 4)
+        >>> max_sensitivity(f, x, perturbations=torch.full((2, 3, 4), 0.5)).tolist()
+        [0.5, 0.5]
+    """
+    if not callable(explain_fn):
+        raise TypeError(f"`explain_fn` must be a callable from inputs to an Explanation or a tensor, "
+                        f"got {describe(explain_fn)}")
+    check_tensor(inputs, "inputs")
+    if not inputs.is_floating_point() or inputs.ndim < 2:
+        raise ValueError(f"`inputs` must be real floating and batched (B, ...), got {describe(inputs)}")
+    if batch_size is not None:
+        check_positive_int(batch_size, "batch_size")
+    if norm_ord != "fro":
+        check_positive_float(norm_ord, "norm_ord")
+    b, shape, dev = inputs.shape[0], tuple(inputs.shape[1:]), inputs.device
+    width = inputs[0].numel()
+    if perturbations is not None:
+        check_tensor(perturbations, "perturbations")
+        if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or \
+                tuple(perturbations.shape[2:]) != shape:
+            raise ValueError(f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), "
+                             f"got {tuple(perturbations.shape)}")
+        n = perturbations.shape[1]
+        flat = perturbations.to(device=dev, dtype=inputs.dtype).reshape(b * n, *shape)
+    else:
+        n = check_positive_int(n_perturb, "n_perturb")
+        r = check_positive_float(radius, "radius")
+        key = make_key(generator, dev)
+    ord_ = 2.0 if norm_ord == "fro" else float(norm_ord)
+    reference = _attribution(explain_fn(inputs), b, None)
+    norm0 = torch.linalg.vector_norm(reference, ord=ord_, dim=-1)
+    norm0 = torch.where(norm0 == 0, torch.ones_like(norm0), norm0)
+    step = b * n if batch_size is None else batch_size
+    parts = []
+    for start in range(0, b * n, step):  # explain_fn calls, each on many inputs
+        rows = torch.arange(start, min(start + step, b * n), device=dev)
+        bb = rows // n
+        if perturbations is not None:
+            delta = flat[start:start + rows.shape[0]]
+        else:
+            u = Rows(key, bb, rows % n, torch.zeros_like(bb), width).uniform(_UNIFORM_STREAM, width)
+            delta = ((2 * u - 1) * r).to(inputs.dtype).view(-1, *shape)
+        e = _attribution(explain_fn(inputs[bb] + delta), rows.shape[0], reference)
+        parts.append(torch.linalg.vector_norm(e - reference[bb], ord=ord_, dim=-1) / norm0[bb])
+    return torch.cat(parts).view(b, n, *norm0.shape[1:]).amax(1)
+
+
+def _attribution(result: Any, rows: int, reference: Optional[torch.Tensor]) -> torch.Tensor:
+    """(rows, T, F) coefficients of an Explanation or (rows, E) flattened attributions, checked."""
+    if isinstance(result, Explanation):
+        out = result.coef
+    elif isinstance(result, torch.Tensor):
+        out = result.reshape(result.shape[0], -1) if result.ndim else result
+    else:
+        raise TypeError(f"`explain_fn` must return an Explanation or a tensor, got {describe(result)}")
+    if out.ndim < 2 or out.shape[0] != rows:
+        raise ValueError(f"`explain_fn` must return one explanation per input ({rows} rows), got {describe(out)}")
+    if reference is not None and out.shape[1:] != reference.shape[1:]:
+        raise ValueError(f"`explain_fn` must return explanations of one shape {tuple(reference.shape[1:])} for "
+                         f"every input (fix the targets and the feature map), got {tuple(out.shape[1:])}")
+    return out

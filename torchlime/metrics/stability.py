@@ -1,0 +1,114 @@
+"""Stability of explanations across seeds (or samplers, kernels, ...): top-k overlap and concordance.
+
+Both take a list of m >= 2 explanations of the same inputs and targets (e.g. the same call
+with ``generator=0, 1, ...``) and compare them per input and target, over the valid features.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from .._checks import check_positive_int, describe
+from ..explanation import Explanation
+from ._common import average_ranks, check_by, check_explanation, ranking_key, top_k_mask
+
+
+def _stack(explanations: Any) -> list[Explanation]:
+    """The explanations, checked: a list of >= 2 with the same shape, feature counts and targets."""
+    if not isinstance(explanations, (list, tuple)) or len(explanations) < 2:
+        raise ValueError(f"`explanations` must be a list of at least 2 explanations of the same inputs, "
+                         f"got {describe(explanations)}")
+    exps = [check_explanation(e, f"explanations[{i}]") for i, e in enumerate(explanations)]
+    first = exps[0]
+    dev = first.coef.device
+    for i, e in enumerate(exps[1:], 1):
+        same = e.coef.shape == first.coef.shape and torch.equal(e.n_features.to(dev), first.n_features.to(dev)) \
+            and torch.equal(e.target.to(dev), first.target.to(dev))
+        if not same:
+            raise ValueError(f"`explanations` must explain the same inputs, features and targets: explanations[{i}] "
+                             f"has coef {tuple(e.coef.shape)}, targets {e.target.tolist()[:4]} and "
+                             f"{e.n_features.tolist()[:8]} features, explanations[0] {tuple(first.coef.shape)}, "
+                             f"{first.target.tolist()[:4]} and {first.n_features.tolist()[:8]}")
+    return exps
+
+
+def jaccard_topk(explanations: Sequence[Explanation], k: int, *, by: str = "value") -> torch.Tensor:
+    """Mean pairwise Jaccard index of the top-k feature sets.
+
+    ``J_bt = 2 / (m (m - 1)) Σ_{i<j} |K_ibt ∩ K_jbt| / |K_ibt ∪ K_jbt|`` where K_ibt is the set
+    of the min(k, F_b) features of largest coefficient (``by="abs"``: magnitude; ties: lower
+    feature index first) of target t of input b in explanation i. 1: the same top k every time.
+
+    Args:
+        explanations: m >= 2 explanations of the same inputs and targets.
+        k: size of the top sets. by: "value" or "abs".
+
+    Returns:
+        float32 (B, T).
+
+    Raises:
+        TypeError / ValueError: bad arguments (named), explanations of different inputs.
+
+    Example:
+        >>> import torchlime
+        >>> _ = torch.manual_seed(0)
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> x, feats = torch.rand(2, 8), torch.arange(8).view(1, 8)
+        >>> exps = [torchlime.explain(model, x, feats, n_samples=200, generator=s) for s in range(3)]
+        >>> jaccard_topk(exps, 3).shape
+        torch.Size([2, 1])
+    """
+    exps = _stack(explanations)
+    k = check_positive_int(k, "k")
+    by = check_by(by)
+    dev = exps[0].coef.device
+    valid = exps[0].valid
+    sets = torch.stack([top_k_mask(ranking_key(e, by).to(dev), valid, k) for e in exps]).float()  # (m, B, T, F)
+    inter = torch.einsum("ibtf,jbtf->ijbt", sets, sets)
+    size = sets.sum(-1)
+    union = size.unsqueeze(1) + size.unsqueeze(0) - inter
+    m = len(exps)
+    pairs = torch.triu(torch.ones(m, m, dtype=torch.bool, device=dev), diagonal=1)
+    return (inter / union)[pairs].mean(0)
+
+
+def kendall_w(explanations: Sequence[Explanation]) -> torch.Tensor:
+    """Kendall's coefficient of concordance W of the m explanations' feature rankings.
+
+    With r_ibtf the rank (1..F_b, ties averaged) of feature f's coefficient among input b's
+    valid features in explanation i, R_btf = Σ_i r_ibtf, n = F_b:
+
+        W_bt = 12 Σ_f (R_btf - m (n + 1) / 2)² / (m² (n³ - n) - m Σ_i T_ibt)
+
+    with the tie correction T_ibt = Σ (t³ - t) over the groups of t tied coefficients. 1: the
+    same ranking every time; 0: no agreement. NaN when every explanation ties every feature.
+
+    Args:
+        explanations: m >= 2 explanations of the same inputs and targets.
+
+    Returns:
+        float32 (B, T).
+
+    Raises:
+        TypeError / ValueError: explanations of different inputs.
+
+    Example:
+        >>> import torchlime
+        >>> _ = torch.manual_seed(0)
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> x, feats = torch.rand(2, 8), torch.arange(8).view(1, 8)
+        >>> exps = [torchlime.explain(model, x, feats, n_samples=500, generator=s) for s in range(3)]
+        >>> bool((kendall_w(exps) > 0.9).all())
+        True
+    """
+    exps = _stack(explanations)
+    dev = exps[0].coef.device
+    valid = exps[0].valid.unsqueeze(1)  # (B, 1, F)
+    ranks, ties = zip(*(average_ranks(e.coef.to(dev), valid) for e in exps))
+    m = len(exps)
+    total = torch.stack(ranks).sum(0)  # (B, T, F)
+    n = exps[0].n_features.to(dev).double().view(-1, 1)
+    s = (((total - m * (n.unsqueeze(-1) + 1) / 2) ** 2) * valid).sum(-1)
+    denom = m * m * (n ** 3 - n) - m * torch.stack(ties).sum(0)
+    return (12 * s / denom).float()
