@@ -19,7 +19,7 @@ from .perturb import Chunk
 from .perturbation import Perturbation
 from .surrogate import NormalAccumulator
 from .targets import resolve_target
-from .weighting import Kernel, mask_distance
+from .weighting import Kernel
 
 FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
 _FIT_ELEMENTS = 1 << 24  # bound on inputs x FIT_BLOCK x F mask elements held by the fit at once
@@ -83,6 +83,7 @@ class Run:
         self.originals = None
         self.dists = None
         self._reference: Optional[torch.Tensor] = None
+        self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
             every = torch.arange(self.batch, device=self.device)
             self.originals = perturbation.build(self.chunk(every, torch.zeros_like(every), 0,
@@ -152,9 +153,11 @@ class Run:
                 b = idx_all[g0:g0 + group]
                 n = b.shape[0]
                 z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
-                d = self.dists[b, s0:s1] if self.dists is not None else \
-                    mask_distance(z, valid[b].unsqueeze(1), self.kernel.distance)
-                w = self.kernel.weigh(d)
+                if self.dists is None:
+                    w = self.kernel.weigh_masks(z, valid[b])
+                else:
+                    d = self.dists[b, s0:s1]
+                    w = self.kernel.weigh(d if self.scale is None else d / self.scale[b].unsqueeze(1))
                 self.acc.add(z, self.scores[b, s0:s1], w, rows=b)
                 if self.keep:
                     block_m.append(z)

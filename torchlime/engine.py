@@ -182,6 +182,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         masks = masks.to(dev)
     if not masks_given:
         sampler_ = sampler_.bind(fmap, n_samples)  # designs planned from the feature map (text's single protocol)
+    kernel_ = kernel_.bind(fmap, n_samples)
     key = make_key(generator, dev)
     ids = torch.arange(batch, device=dev) if index is None else index.to(dev).long()
     ctx = FillContext(fmap.index, f_max + 1, signal_dims(tuple(inputs.shape), tuple(fmap.index.shape)), key, ids)
@@ -209,6 +210,11 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     everyone = range(batch)
     first = min(adaptive.start, n_samples) if adaptive else n_samples
     run.forward(RowOrder(everyone, 0, first, dev))
+    if run.dists is not None:  # kernels normalised by all S distances of an input (e.g. max-normalised)
+        run.scale = kernel_.normaliser(run.dists, torch.ones_like(run.dists, dtype=torch.bool))
+        if run.scale is not None and adaptive is not None:
+            raise ValueError(f"`kernel` {kernel_!r} normalises by all of an input's distances: it needs an int "
+                             f"n_samples, not 'auto'")
     run.accumulate(everyone, 0, first)
     used = [first] * batch  # samples per input (host ints)
     if adaptive:  # rounds: double the samples of the inputs whose top-k is not stable yet
@@ -216,7 +222,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         alpha = getattr(surrogate_, "alpha", 0.0) if isinstance(surrogate_, Ridge) else 0.0
         while s_cur < n_samples:
             normal = run.acc.normal()
-            settled = adaptive.stable(normal, surrogate_.fit_normal(normal, valid), valid, alpha).tolist()
+            fit = surrogate_.fit_normal(normal, valid, anchors=run.scores[:, :2])
+            settled = adaptive.stable(normal, fit, valid, alpha).tolist()
             active = [a for a in active if not settled[a]]
             if not active:
                 break
@@ -232,7 +239,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
 
     normal = run.acc.normal()
-    fit = surrogate_.fit_normal(normal, valid)
+    fit = surrogate_.fit_normal(normal, valid, anchors=run.scores[:, :2])
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
     if n_bad:
@@ -248,6 +255,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)
     return Explanation(
         perturbation=perturbation, coef=fit.coef, intercept=fit.intercept, score=fit.score, local_pred=fit.local_pred,
+        coef_std=fit.coef_std,
         target=targets, features=fmap.labels, n_features=fmap.n_features, input_shape=tuple(inputs.shape[1:]),
         samples=torch.cat(run.kept_masks, 1) if return_samples else None,
         outputs=outputs if return_samples else None,

@@ -11,7 +11,7 @@ import torch
 from ._checks import check_positive_int, describe
 
 _TENSORS = ("coef", "intercept", "score", "local_pred", "target", "features", "n_features",
-            "samples", "outputs", "weights")
+            "samples", "outputs", "weights", "coef_std")
 
 
 @dataclass
@@ -29,6 +29,8 @@ class Explanation:
         samples: bool (B, S, F) masks (only with ``return_samples=True``).
         outputs: (B, S, T) model scores of the samples (same condition).
         weights: (B, S) proximity weights (same condition).
+        coef_std: (B, T, F) posterior standard deviation of the coefficients (Bayesian
+            surrogates such as BayLIME), else None.
         meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
             quality flags).
         perturbation: how the inputs were perturbed (``perturbation.Perturbation``), for
@@ -46,6 +48,7 @@ class Explanation:
     samples: Optional[torch.Tensor] = None
     outputs: Optional[torch.Tensor] = None
     weights: Optional[torch.Tensor] = None
+    coef_std: Optional[torch.Tensor] = None
     meta: dict[str, Any] = field(default_factory=dict)
     perturbation: Optional[Any] = field(default=None, repr=False, compare=False)
 

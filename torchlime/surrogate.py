@@ -34,6 +34,7 @@ class Fit(NamedTuple):
     intercept: torch.Tensor  # (B, T)
     score: torch.Tensor  # (B, T)
     local_pred: torch.Tensor  # (B, T)
+    coef_std: Optional[torch.Tensor] = None  # (B, T, F) posterior standard deviation (Bayesian surrogates)
 
 
 @contextlib.contextmanager
@@ -55,6 +56,9 @@ class Normal(NamedTuple):
         x_mean: (B, F) and y_mean: (B, T) weighted means. weight_sum: (B,) Σw.
         ss_tot: (B, T) Σ w (y - ȳ)², the denominator of the weighted R².
         weight_sq_sum: (B,) Σw² (with Σw, Kish's effective sample size).
+        raw: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)`` of the shifted data
+            x' = x - 1/2, y' = y - ``y_shift`` (for fits without a free intercept, e.g. KernelSHAP).
+        y_shift: (B, T) the outputs of the unperturbed inputs (sample 0).
     """
 
     gram: torch.Tensor
@@ -64,6 +68,8 @@ class Normal(NamedTuple):
     weight_sum: torch.Tensor
     ss_tot: torch.Tensor
     weight_sq_sum: torch.Tensor
+    raw: Optional[tuple] = None
+    y_shift: Optional[torch.Tensor] = None
 
 
 class NormalAccumulator:
@@ -120,7 +126,8 @@ class NormalAccumulator:
         rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
         return Normal(0.5 * (gram + gram.transpose(1, 2)), rhs, xm + 0.5, ym + self.y_shift.double(),
-                      self.sw, ss_tot, self.sw2)
+                      self.sw, ss_tot, self.sw2, (self.sxx, self.sxy, self.sx, self.sy, self.syy),
+                      self.y_shift.double())
 
 
 def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
@@ -178,10 +185,17 @@ class Surrogate:
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def fit_normal(self, ne: Normal, valid: torch.Tensor) -> Fit:
-        """Fit B·T weighted linear models from their normal equations; valid: bool (B, F)."""
+    def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
+        """Fit B·T weighted linear models from their normal equations.
+
+        Args:
+            ne: the normal equations. valid: bool (B, F).
+            anchors: (B, 2, T) the outputs of samples 0 and 1 (the unperturbed input, and the
+                sample a design may reserve, e.g. KernelSHAP's all-hidden coalition); most
+                surrogates ignore them.
+        """
         beta = self.solve(ne, valid) * valid.unsqueeze(-1).to(torch.float64)
-        return Fit(*(t.to(self.dtype) for t in finish(beta, ne)))
+        return Fit(*(None if t is None else t.to(self.dtype) for t in finish(beta, ne)))
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
         """Fit B·T weighted linear models on samples held in memory.

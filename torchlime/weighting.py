@@ -11,7 +11,7 @@ compares the words of the perturbed and the original text).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -93,6 +93,21 @@ class Kernel:
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
         """Weights of distances (any shape), same shape."""
         raise NotImplementedError
+
+    def weigh_masks(self, masks: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Weights (g, r) of mask-space samples: masks bool (g, r, F), valid (g, F). Default:
+        ``weigh(mask_distance(...))``; a kernel that needs the coalition itself overrides it."""
+        return self.weigh(mask_distance(masks, valid.unsqueeze(1), self.distance))
+
+    def normaliser(self, distances: torch.Tensor, drawn: torch.Tensor) -> Optional[torch.Tensor]:
+        """For input-space kernels: a per-input divisor (B,) of the distances (B, S), computed once
+        all S distances are known (``drawn`` bool (B, S) marks the samples drawn), or None (the
+        default: no normalisation). A kernel that uses it keeps the S distances per input."""
+        return None
+
+    def bind(self, features: Any, n_samples: int) -> Kernel:
+        """The kernel for one call, given its feature map and S (default: itself)."""
+        return self
 
 
 @dataclass(frozen=True)
