@@ -28,7 +28,7 @@ def test_errors():
     with pytest.raises(ValueError, match=r"`preset` must be None or one of \['lime', 'lime_text', 'captum', "
                                          r"'slime', 'veracity'\], got 'shap'"):
         resolve("shap", {})
-    with pytest.raises(ValueError, match=r"`modality` must be one of \['any', 'image', 'audio', 'text'\]"):
+    with pytest.raises(ValueError, match=r"`modality` must be one of \['any', 'image', 'audio', 'text', 'tabular'\]"):
         resolve(None, {}, "video")
 
 

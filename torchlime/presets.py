@@ -35,7 +35,7 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
-MODALITIES = ("any", "image", "audio", "text")
+MODALITIES = ("any", "image", "audio", "text", "tabular")
 
 ENGINE: dict[str, Any] = dict(
     target=None, n_samples=1000, baseline=0.0, sampler=BernoulliSampler(0.5),
