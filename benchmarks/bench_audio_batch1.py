@@ -26,7 +26,18 @@ from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram
 from torchlime.audio.models import load_audio_model
 
-from common import common_args, device_arg, header, load_average, smoke_threads, summary, timed, warm_up, write
+from common import (
+    common_args,
+    device_arg,
+    header,
+    load_average,
+    size_defaults,
+    smoke_threads,
+    summary,
+    timed,
+    warm_up,
+    write,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,9 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk", type=int, default=None, help="rows per model call for torchlime and the floor "
                         "(default: torchlime measures its own; the floor takes the fastest of a few)")
     args = parser.parse_args(argv)
-    for key, (small, full) in dict(n_samples=(64, 8192), reps=(1, 5)).items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, dict(n_samples=(64, 8192), reps=(1, 5)))
     return args
 
 

@@ -30,6 +30,7 @@ from common import (
     forward_rows,
     header,
     load_average,
+    size_defaults,
     smoke_threads,
     summary,
     timed,
@@ -74,9 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 10; quick: 1)")
     parser.add_argument("--waveform", action="store_true", help="also time the waveform (STFT/istft) path")
     args = parser.parse_args(argv)
-    for key, (small, full) in dict(batch=(2, 64), n_samples=(64, 8192), reps=(1, 10)).items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, dict(batch=(2, 64), n_samples=(64, 8192), reps=(1, 10)))
     args.waveform = args.waveform or args.quick
     return args
 

@@ -58,6 +58,7 @@ from common import (
     normalized,
     optional_module,
     perturbed_images,
+    size_defaults,
     smoke_threads,
     summary,
     test_image,
@@ -219,9 +220,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     defaults = dict(model=("resnet18", "inception_v3"), size=(64, 299), n=(16, 1000), reps=(1, 10),
                     chunk_sizes=([8, 16], [64, 128, 256, 512, 1000]), compile_chunk=(8, 256),
                     variants=(QUICK_VARIANTS, list(VARIANTS)))
-    for key, (small, full) in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if quick else full)
+    size_defaults(args, defaults, quick=quick)
     if quick:
         args.anchor_reps = min(args.anchor_reps, 1)
         args.lime_batches = [b for b in args.lime_batches if b <= args.n] or [args.n]

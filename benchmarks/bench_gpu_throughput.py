@@ -45,6 +45,7 @@ from common import (
     header,
     normalized,
     perturbed_images,
+    size_defaults,
     smoke_threads,
     summary,
     test_image,
@@ -85,9 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     defaults = dict(model=("resnet18", "resnet50"), size=(64, 224), images=(2, 32), n=(16, 1000), reps=(1, 5),
                     chunk_sizes=([8, 16], [256, 512, 1024, 2048]))
-    for key, (small, full) in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, defaults)
     if args.quick:
         args.compile_chunk = min(args.compile_chunk, 16)
     return args

@@ -38,7 +38,7 @@ import torch
 from torchlime.features import grid
 from torchlime.training import ProbeExplainer
 
-from common import common_args, device_arg, header, load_average, smoke_threads, summary, sync, write
+from common import common_args, device_arg, header, load_average, size_defaults, smoke_threads, summary, sync, write
 
 
 def make_model(device: torch.device) -> torch.nn.Module:
@@ -136,9 +136,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="torch CPU threads (default: torch's; quick on CPU: 1); 1 is steadier on a loaded machine")
     args = ap.parse_args()
-    for key, (small, full) in dict(n=(16, 1000), reps=(1, 15), check_steps=(4, 7)).items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, dict(n=(16, 1000), reps=(1, 15), check_steps=(4, 7)))
     if args.device.startswith("cuda"):  # cuBLAS reads it at its first use; deterministic algorithms need it
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     device = device_arg(args.device)

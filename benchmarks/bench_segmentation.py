@@ -37,7 +37,17 @@ import torch
 from torchlime.image import LIME_QUICKSHIFT
 from torchlime.image.segments import slic
 
-from common import common_args, device_arg, header, load_average, optional_module, smoke_threads, test_image, write
+from common import (
+    common_args,
+    device_arg,
+    header,
+    load_average,
+    optional_module,
+    size_defaults,
+    smoke_threads,
+    test_image,
+    write,
+)
 
 
 @contextlib.contextmanager
@@ -106,9 +116,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.batch is not None and args.batch < 2:
         parser.error("--batch must be >= 2 (one image is timed on its own)")
     defaults = dict(size=(64, 224), batch=(2, 64), runs=(1, 7), warmup=(1, 2), skimage_runs=(1, 5))
-    for key, (small, full) in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, defaults)
     return args
 
 

@@ -25,7 +25,18 @@ from torch import nn
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller
 
-from common import best_chunk, common_args, device_arg, header, smoke_threads, summary, timed, warm_up, write
+from common import (
+    best_chunk,
+    common_args,
+    device_arg,
+    header,
+    size_defaults,
+    smoke_threads,
+    summary,
+    timed,
+    warm_up,
+    write,
+)
 
 PAD, CLS, SEP, MASK = 0, 101, 102, 103  # BERT uncased ids
 BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -122,9 +133,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     defaults = dict(n=(32, 5000), batch=(2, 4), length=(32, 128), reps=(1, 3),
                     modes=(["replace", "delete", "infill"], ["replace", "delete"]))
-    for key, (small, full) in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, defaults)
     return args
 
 

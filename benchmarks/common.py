@@ -243,6 +243,16 @@ def common_args(parser, default_device: str = "cpu"):
     return parser
 
 
+def size_defaults(args, defaults: dict, quick: bool | None = None):
+    """Fill every option left at None with its (quick, full) default: ``defaults`` maps an option
+    name to the pair; ``quick`` defaults to ``args.quick``. Returns ``args``."""
+    quick = args.quick if quick is None else quick
+    for key, (small, full) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if quick else full)
+    return args
+
+
 def write(name: str, payload: dict, out: Path = RESULTS) -> Path:
     """Writes ``payload`` as indented JSON to ``out / name`` (default: ``results/``); returns the path."""
     out.mkdir(parents=True, exist_ok=True)

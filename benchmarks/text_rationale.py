@@ -33,7 +33,7 @@ from torchlime.text.infill import Infiller
 from torchlime.text.kernel import HybridKernel
 from torchlime.text.models import BigramMLM, load_text_model
 
-from common import common_args, device_arg, header, smoke_threads, write
+from common import common_args, device_arg, header, size_defaults, smoke_threads, write
 
 
 def roc_auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -60,9 +60,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="default 100 300; quick: 200")
     parser.add_argument("--top-k", type=int, default=3, help="candidates per feature for the objectives")
     args = parser.parse_args()
-    for key, (small, full) in dict(n_sentences=(8, 100), budgets=([200], [100, 300])).items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if args.quick else full)
+    size_defaults(args, dict(n_sentences=(8, 100), budgets=([200], [100, 300])))
     device = device_arg(args.device)
     smoke_threads(args, device)
 

@@ -127,3 +127,28 @@ def test_modality_free_engine_with_a_function_model():
     with count_syncs() as ops:
         explain(model, x, feats, n_samples=300)
     assert len(ops) <= 2, ops
+
+
+@pytest.mark.cuda
+def test_no_stream_synchronisation_per_chunk_on_cuda(cuda, monkeypatch):
+    """On a GPU, torch's own sync detector raises on any synchronisation: none may happen while the
+    chunks are built, run and stored (after the first call, which measures the chunk size)."""
+    from torchlime import _run
+
+    model = load_demo_model(cuda)
+    images = make_images(4, seed=2026)[0].to(cuda)
+    seg = grid_labels(64, 64, 6, 6).to(cuda)
+    explain_image(model, images, segments=seg, n_samples=256)
+    real, calls = _run.run_rows, []
+
+    def strict(*args, **kwargs):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            calls.append(1)
+            return real(*args, **kwargs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(_run, "run_rows", strict)
+    explain_image(model, images, segments=seg, n_samples=256)
+    assert calls == [1]

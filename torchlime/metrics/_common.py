@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from .._checks import check_positive_int, describe
+from .._checks import check_positive_int, check_tensor, describe
 from ..explanation import Explanation
 
 FeatureSet = Union[torch.Tensor, Sequence[Sequence[int]]]
@@ -149,3 +149,20 @@ def feature_set(value: Any, explanation: Explanation, name: str) -> torch.Tensor
                              f"features), got {bad}")
         out[row, ids] = True
     return out.to(dev)
+
+
+def given_perturbations(perturbations: Any, inputs: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """Check explicit perturbations (B, n, *shape) of ``inputs`` (B, *shape); return n and them as
+    (B·n, *shape) in the inputs' device and dtype.
+
+    Raises:
+        TypeError / ValueError: not a tensor, or of the wrong shape (named).
+    """
+    check_tensor(perturbations, "perturbations")
+    b, shape = inputs.shape[0], tuple(inputs.shape[1:])
+    if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or \
+            tuple(perturbations.shape[2:]) != shape:
+        raise ValueError(f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), "
+                         f"got {tuple(perturbations.shape)}")
+    n = perturbations.shape[1]
+    return n, perturbations.to(device=inputs.device, dtype=inputs.dtype).reshape(b * n, *shape)

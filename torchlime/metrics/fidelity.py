@@ -31,7 +31,7 @@ from .._checks import check_positive_float, check_positive_int, check_tensor, de
 from ..forward import Model, OutputSelector
 from ..perturb import Chunk, perturb_rows
 from ..sampling import Rows, make_key
-from ._common import check_bool, check_explanation
+from ._common import check_bool, check_explanation, given_perturbations
 from ._perturbation import check_run_options, score_rows
 
 _NOISE_STREAM = 17  # random streams of the Gaussian perturbations (17 and 18)
@@ -98,13 +98,8 @@ def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_pertur
     dev, shape = inputs.device, tuple(inputs.shape[1:])
     width = inputs[0].numel()
     if perturbations is not None:
-        check_tensor(perturbations, "perturbations")
-        if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or \
-                tuple(perturbations.shape[2:]) != shape:
-            raise ValueError(f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), "
-                             f"got {tuple(perturbations.shape)}")
-        n = perturbations.shape[1]
-        flat = perturbations.to(device=dev, dtype=inputs.dtype).reshape(b * n, width)
+        n, flat = given_perturbations(perturbations, inputs)
+        flat = flat.reshape(b * n, width)
     else:
         n = check_positive_int(n_perturb, "n_perturb")
         scale = check_positive_float(noise_scale, "noise_scale")

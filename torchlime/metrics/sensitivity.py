@@ -19,6 +19,7 @@ import torch
 from .._checks import check_positive_float, check_positive_int, check_tensor, describe
 from ..explanation import Explanation
 from ..sampling import Rows, make_key
+from ._common import given_perturbations
 
 _UNIFORM_STREAM = 19  # random stream of the default perturbations
 
@@ -71,13 +72,7 @@ def max_sensitivity(explain_fn: Callable[[torch.Tensor], Any], inputs: torch.Ten
     b, shape, dev = inputs.shape[0], tuple(inputs.shape[1:]), inputs.device
     width = inputs[0].numel()
     if perturbations is not None:
-        check_tensor(perturbations, "perturbations")
-        if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or \
-                tuple(perturbations.shape[2:]) != shape:
-            raise ValueError(f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), "
-                             f"got {tuple(perturbations.shape)}")
-        n = perturbations.shape[1]
-        flat = perturbations.to(device=dev, dtype=inputs.dtype).reshape(b * n, *shape)
+        n, flat = given_perturbations(perturbations, inputs)
     else:
         n = check_positive_int(n_perturb, "n_perturb")
         r = check_positive_float(radius, "radius")
