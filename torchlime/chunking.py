@@ -5,8 +5,8 @@ CPU a mobilenet runs 1000 images fastest 10 at a time; on a GPU a resnet50 wants
 hundreds), so it is chosen by measurement, not by a byte rule. The first time a
 model meets an input shape on a device, the forward stage runs its first chunks at
 growing sizes (real rows whose outputs are kept: the model sees every row exactly
-once), each size once to warm up and once timed; it stops growing when a size no
-longer lowers the time per row by more than 2 %, and keeps the smallest size within
+once), each size once to warm up and once timed; it stops growing when two doublings in a row no
+longer lower the time per row by more than 2 %, and keeps the smallest size within
 2 % of the fastest. The choice is cached per (model, per-row shape and dtype, device,
 ``max_memory``), as cuDNN's benchmark mode caches its algorithms; a call with too few
 rows to finish leaves its timings for the next one. Coefficients never depend on the
@@ -33,6 +33,7 @@ from ._checks import describe
 
 MemorySpec = Union[None, int, float]
 GAIN = 0.02          # a larger chunk must be this much faster per row to be worth growing to
+PATIENCE = 2         # doublings in a row without that gain before the search stops
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 
@@ -190,9 +191,13 @@ class ChunkPlan:
             e.warmed.add(size)
             return
         e.per_row[size] = seconds / size
-        smaller = [t for s, t in e.per_row.items() if s < size]
-        improved = not smaller or e.per_row[size] < min(smaller) * (1 - GAIN)
-        if not improved or 2 * size > MAX_CHUNK or not self._fits(2 * size):
+        # stop growing after PATIENCE doublings in a row that did not lower the time per row by GAIN
+        # (one noisy timing on a busy machine does not end the search)
+        sizes = sorted(e.per_row)
+        recent = sizes[-PATIENCE:] if len(sizes) > PATIENCE else []
+        stalled = bool(recent) and all(e.per_row[s] >= min(e.per_row[t] for t in sizes if t < s) * (1 - GAIN)
+                                       for s in recent)
+        if stalled or 2 * size > MAX_CHUNK or not self._fits(2 * size):
             e.best = self._choice()
 
     def out_of_memory(self, size: int) -> None:
