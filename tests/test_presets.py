@@ -26,7 +26,7 @@ def test_explicit_beats_modality_beats_any_beats_engine():
 
 def test_errors():
     with pytest.raises(ValueError, match=r"`preset` must be None or one of \['lime', 'lime_text', 'captum', "
-                                         r"'slime', 'veracity'\], got 'shap'"):
+                                         r"'slime', 'veracity', 'kernel_shap'\], got 'shap'"):
         resolve("shap", {})
     with pytest.raises(ValueError, match=r"`modality` must be one of \['any', 'image', 'audio', 'text', 'tabular'\]"):
         resolve(None, {}, "video")

@@ -4,7 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.sampling import BernoulliSampler, ShapleySampler, UniformCountSampler, resolve_sampler, valid_features
+from torchlime.designs import SobolSampler
+from torchlime.registry import resolve_sampler
+from torchlime.sampling import BernoulliSampler, ShapleySampler, UniformCountSampler, valid_features
 
 SAMPLERS = [BernoulliSampler(), UniformCountSampler(), ShapleySampler()]
 
@@ -61,5 +63,6 @@ def test_validation():
     with pytest.raises(ValueError, match=r"`p` must be in \(0, 1\), got 1.5"):
         BernoulliSampler(p=1.5)
     with pytest.raises(ValueError, match="`sampler` must be a Sampler or one of"):
-        resolve_sampler("sobol")
+        resolve_sampler("halton")
     assert isinstance(resolve_sampler("uniform_count"), UniformCountSampler)
+    assert isinstance(resolve_sampler("sobol"), SobolSampler)

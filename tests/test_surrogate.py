@@ -8,7 +8,8 @@ from sklearn.linear_model import Lasso as SkLasso
 from sklearn.linear_model import LinearRegression
 from sklearn.linear_model import Ridge as SkRidge
 
-from torchlime.surrogate import KLasso, Lasso, Ridge, resolve_surrogate
+from torchlime.registry import resolve_surrogate
+from torchlime.surrogate import KLasso, Lasso, Ridge
 
 F64 = torch.float64
 

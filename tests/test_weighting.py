@@ -6,7 +6,8 @@ import pytest
 import torch
 from sklearn.metrics import pairwise_distances
 
-from torchlime.weighting import ExponentialKernel, UniformKernel, input_distance, mask_distance, resolve_kernel
+from torchlime.registry import resolve_kernel
+from torchlime.weighting import ExponentialKernel, UniformKernel, input_distance, mask_distance
 
 
 @pytest.mark.parametrize("metric", ["cosine", "hamming", "euclidean"])

@@ -38,10 +38,11 @@ from .perturb import Normalize, PerturbFn
 from .perturbation import Perturbation
 from .presets import UNSET, resolve
 from .quality import UnreliableExplanationWarning, assess, report
-from .sampling import Rows, Sampler, make_key, resolve_sampler
-from .surrogate import Ridge, Surrogate, resolve_surrogate
+from .registry import resolve_kernel, resolve_sampler, resolve_surrogate
+from .sampling import Rows, Sampler, make_key
+from .surrogate import Ridge, Surrogate
 from .targets import TargetSpec, check_target
-from .weighting import Kernel, resolve_kernel
+from .weighting import Kernel
 
 
 def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
@@ -180,6 +181,9 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         if masks.dtype != torch.bool or masks.shape != (batch, n_samples, f_max):
             raise ValueError(f"`masks` must be bool with shape ({batch}, {n_samples}, {f_max}), got {describe(masks)}")
         masks = masks.to(dev)
+    if adaptive is not None and not getattr(sampler_, "adaptive", True):
+        raise ValueError(f"`sampler` {sampler_!r} plans all of its samples at once: it needs an int n_samples, "
+                         f"not 'auto'")
     if not masks_given:
         sampler_ = sampler_.bind(fmap, n_samples)  # designs planned from the feature map (text's single protocol)
     kernel_ = kernel_.bind(fmap, n_samples)

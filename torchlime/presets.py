@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from ._checks import check_choice
 from .sampling import BernoulliSampler, UniformCountSampler
+from .shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
 from .surrogate import Lasso, Ridge
 from .weighting import ExponentialKernel
 
@@ -53,12 +54,20 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                     kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)),
         "image": dict(segments="quickshift"),  # quickshift(kernel_size=4, max_dist=200, ratio=0.2)
         "text": _LIME_TEXT,
+        # LimeTabularExplainer: N = 5000, Ridge(1); the top class (lime's labels=(1,): pass target=1).
+        # Its sampler, kernel (euclidean on the scaled rows, width 0.75·sqrt(D)) and values come
+        # from torchlime.tabular.explain_tabular, which builds them from the training data.
+        "tabular": dict(target=None, n_samples=5000, surrogate=Ridge(alpha=1.0)),
     },
     "lime_text": {"any": _LIME_TEXT},
     "captum": {"any": dict(target=None, n_samples=25, baseline=0.0, sampler=BernoulliSampler(0.5),
                            kernel=ExponentialKernel(width=1.0, space="input"), surrogate=Lasso(alpha=0.01))},
     "slime": {"any": _SLIME},
     "veracity": {"any": _SLIME},
+    # KernelSHAP (torchlime.shap): Shapley-kernel coalitions (all of them when 2^F <= N), Shapley kernel weights,
+    # least squares with phi_0 = f(baseline) and phi_0 + sum(phi) = f(x) imposed exactly; the fill is the reference
+    "kernel_shap": {"any": dict(target=None, n_samples=2048, baseline=0.0, sampler=KernelShapSampler(),
+                                kernel=ShapleyKernel(), surrogate=KernelShapRegression())},
 }
 
 

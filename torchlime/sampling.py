@@ -234,22 +234,6 @@ def _random_subset(rows: Rows, k: torch.Tensor) -> torch.Tensor:
     return rank < k.unsqueeze(-1)
 
 
-SAMPLERS = {
-    "bernoulli": BernoulliSampler,
-    "uniform_count": UniformCountSampler,
-    "shapley": ShapleySampler,
-}
-
-
-def resolve_sampler(sampler: Sampler | str) -> Sampler:
-    """Accept a sampler object or one of the names in ``SAMPLERS``."""
-    if isinstance(sampler, Sampler):
-        return sampler
-    if isinstance(sampler, str) and sampler in SAMPLERS:
-        return SAMPLERS[sampler]()
-    raise ValueError(f"`sampler` must be a Sampler or one of {list(SAMPLERS)}, got {sampler!r}")
-
-
 def valid_features(n_features: torch.Tensor, f_max: int) -> torch.Tensor:
     """Bool (B, F): True where feature f exists for input b (f < F_b)."""
     return torch.arange(f_max, device=n_features.device) < n_features.unsqueeze(1)

@@ -59,6 +59,7 @@ class Normal(NamedTuple):
         raw: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)`` of the shifted data
             x' = x - 1/2, y' = y - ``y_shift`` (for fits without a free intercept, e.g. KernelSHAP).
         y_shift: (B, T) the outputs of the unperturbed inputs (sample 0).
+        n_samples: (B,) float64 number of samples accumulated per fit (lime's lasso-path stopping rule).
     """
 
     gram: torch.Tensor
@@ -70,6 +71,7 @@ class Normal(NamedTuple):
     weight_sq_sum: torch.Tensor
     raw: Optional[tuple] = None
     y_shift: Optional[torch.Tensor] = None
+    n_samples: Optional[torch.Tensor] = None
 
 
 class NormalAccumulator:
@@ -93,6 +95,7 @@ class NormalAccumulator:
         self.dtype = dtype
         self.y_shift = y_shift.to(dtype)
         self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
+        self.n = z(batch)
         self.sxx, self.sxy, self.syy = z(batch, n_features, n_features), z(batch, n_features, n_targets), \
             z(batch, n_targets)
 
@@ -114,6 +117,7 @@ class NormalAccumulator:
             self.sxy.index_add_(0, g, (xw.transpose(1, 2) @ y).double())
         self.sw.index_add_(0, g, w.sum(1).double())
         self.sw2.index_add_(0, g, (w * w).sum(1).double())
+        self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
         self.sx.index_add_(0, g, xw.sum(1).double())
         self.sy.index_add_(0, g, (w.unsqueeze(-1) * y).sum(1).double())
         self.syy.index_add_(0, g, (w.unsqueeze(-1) * y * y).sum(1).double())
@@ -127,7 +131,7 @@ class NormalAccumulator:
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
         return Normal(0.5 * (gram + gram.transpose(1, 2)), rhs, xm + 0.5, ym + self.y_shift.double(),
                       self.sw, ss_tot, self.sw2, (self.sxx, self.sxy, self.sx, self.sy, self.syy),
-                      self.y_shift.double())
+                      self.y_shift.double(), self.n)
 
 
 def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
@@ -337,15 +341,3 @@ class KLasso(Surrogate):
         rhs = (ne.rhs.transpose(1, 2) * sel).unsqueeze(-1)  # (B, T, F, 1)
         beta = solve_spd(gram, rhs, self.refit_alpha).squeeze(-1) * sel  # (B, T, F)
         return beta.transpose(1, 2)
-
-
-SURROGATES = {"ridge": Ridge, "lasso": Lasso, "klasso": KLasso}
-
-
-def resolve_surrogate(surrogate: Surrogate | str) -> Surrogate:
-    """Accept a surrogate object or one of the names in ``SURROGATES``."""
-    if isinstance(surrogate, Surrogate):
-        return surrogate
-    if isinstance(surrogate, str) and surrogate in SURROGATES:
-        return SURROGATES[surrogate]()
-    raise ValueError(f"`surrogate` must be a Surrogate or one of {list(SURROGATES)}, got {surrogate!r}")

@@ -143,20 +143,3 @@ class UniformKernel(Kernel):
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
         return torch.ones_like(distances)
-
-
-def resolve_kernel(kernel: Kernel | str | float) -> Kernel:
-    """Accept a kernel, "lime" / "captum" / "uniform", or a float width for lime's kernel."""
-    if isinstance(kernel, Kernel):
-        return kernel
-    if isinstance(kernel, (int, float)) and not isinstance(kernel, bool):
-        return ExponentialKernel(width=float(kernel))
-    if kernel == "lime":
-        return ExponentialKernel(width=0.25)
-    if kernel == "captum":
-        return ExponentialKernel(width=1.0, space="input")
-    if kernel == "uniform":
-        return UniformKernel()
-    raise ValueError(
-        f"`kernel` must be a Kernel, a float width, or one of ['lime', 'captum', 'uniform'], got {kernel!r}"
-    )

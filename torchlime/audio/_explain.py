@@ -26,7 +26,7 @@ from ..engine import explain
 from ..explanation import Explanation
 from ..features import even_bands, grid
 from ..forward import Model
-from ..weighting import resolve_kernel
+from ..registry import resolve_kernel
 from .segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
 from .stft import ISTFTModel, crossfade_blend, stft
 

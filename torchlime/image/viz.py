@@ -139,3 +139,67 @@ def save_image_explanation(path: Union[str, Path], images: torch.Tensor, exp: Ex
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_coefficients_with_uncertainty(exp: Explanation, index: int = 0, target_index: int = 0, *,
+                                       z: float = 1.96, feature_names: Optional[list[str]] = None,
+                                       ax: Any = None) -> Any:
+    """Coefficients of one (input, target) with error bars ``coef +- z * coef_std`` (95 % for z = 1.96).
+
+    For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
+    feature of input ``index`` (its F_b features), whiskers from coef - z std to coef + z std; bars whose
+    interval excludes 0 are solid, the others faded. Any modality's explanation works.
+
+    Args:
+        exp: an explanation with ``coef_std`` (B, T, F).
+        index: which input. target_index: which explained target (column of ``exp.target``).
+        z: half-width of the intervals in standard deviations.
+        feature_names: labels of the F_b features (default: their ids).
+        ax: a matplotlib axes to draw into (default: a new figure).
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        ValueError: ``exp`` without ``coef_std``, an index out of range, or a wrong number of names.
+
+    Example:
+        >>> import matplotlib; matplotlib.use("Agg")
+        >>> from torchlime import explain
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        >>> exp = explain(model, torch.rand(1, 1, 8), torch.arange(8).view(1, 1, 8), surrogate="bayes", n_samples=100)
+        >>> fig = plot_coefficients_with_uncertainty(exp, 0)
+        >>> len(fig.axes[0].patches)  # one bar per feature
+        8
+    """
+    from .._checks import check_positive_float
+
+    plt = require("matplotlib.pyplot", "viz", "plot_coefficients_with_uncertainty")
+    check_positive_float(z, "z")
+    if exp.coef_std is None:
+        raise ValueError("`exp` must carry posterior standard deviations (coef_std), as explanations with "
+                         "surrogate='bayes' do; got an explanation with coef_std=None")
+    b, t, _ = exp.coef.shape
+    if not -b <= index < b or not -t <= target_index < t:
+        raise ValueError(f"`index` must be in [0, {b}) and `target_index` in [0, {t}), got {index} and {target_index}")
+    n = int(exp.n_features[index])
+    coef = exp.coef[index, target_index, :n].detach().double().cpu()
+    half = z * exp.coef_std[index, target_index, :n].detach().double().cpu()
+    names = [str(i) for i in range(n)] if feature_names is None else [str(s) for s in feature_names]
+    if len(names) != n:
+        raise ValueError(f"`feature_names` must name the {n} features of input {index}, got {len(names)} names")
+    sure = ((coef - half > 0) | (coef + half < 0)).tolist()
+    colours = [("#d62728" if c > 0 else "#1f77b4") for c in coef.tolist()]
+    fig = ax.figure if ax is not None else plt.subplots(figsize=(max(4.0, 0.35 * n + 2), 3.2))[0]
+    ax = ax if ax is not None else fig.axes[0]
+    bars = ax.bar(range(n), coef.numpy(), color=colours, yerr=half.numpy(), capsize=2, ecolor="black")
+    for bar, solid in zip(bars, sure):
+        bar.set_alpha(1.0 if solid else 0.35)
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(n))
+    ax.set_xticklabels(names, rotation=90 if n > 12 else 0, fontsize=8)
+    ax.set_xlabel("feature")
+    ax.set_ylabel(f"weight (± {z:g} std)")
+    ax.set_title(f"input {index}, target {int(exp.target[index, target_index])}: solid = interval excludes 0")
+    fig.tight_layout()
+    return fig

@@ -154,6 +154,7 @@ class SingleSampler(Sampler):
     """
 
     reusable = False  # the samples' perturbations are planned: other masks cannot be built
+    adaptive = False  # and planned for all S samples at once, not in rounds
 
     def __init__(self, infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, mask_id: int,
                  exclude_ids: Sequence[int], generator: Optional[torch.Generator],
