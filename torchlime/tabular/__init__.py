@@ -1,0 +1,18 @@
+"""Tabular data: lime's ``LimeTabularExplainer``, batched on the device.
+
+``explain_tabular`` explains (B, D) rows of a tabular model: every column is a feature,
+"the value stays in the instance's bin (quartile, decile or entropy) or category";
+samples are drawn as lime draws them from the training statistics (``fit_stats``), weighted
+by lime's kernel on the scaled rows, and fitted by the engine in one batched call.
+``conditions`` writes the explanation as lime does ("1.60 < petal length <= 4.35").
+"""
+from ._conditions import bin_condition, conditions
+from ._discretize import DISCRETIZERS, entropy_bins, quantile_bins
+from ._explain import explain_tabular
+from ._kernel import ScaledEuclideanKernel, default_width
+from ._sample import TabularPerturbation, TabularSampler, keep_probability
+from ._stats import TabularStats, fit_stats
+
+__all__ = ["explain_tabular", "conditions", "bin_condition", "fit_stats", "TabularStats", "TabularSampler",
+           "TabularPerturbation", "ScaledEuclideanKernel", "keep_probability", "default_width", "quantile_bins",
+           "entropy_bins", "DISCRETIZERS"]

@@ -1,0 +1,107 @@
+"""Readable tabular explanations: every column's condition on the instance, ranked by weight.
+
+A column's interpretable feature is "the value stays in the instance's level", so its
+condition is that level, written as lime writes it (``discretize.BaseDiscretizer.names``):
+
+    "petal length <= 1.60"              the first bin (x <= q_1)
+    "1.60 < petal length <= 4.35"       a middle bin (q_k < x <= q_{k+1})
+    "petal length > 5.10"               the last bin
+    "color=red"                          a categorical column (``categorical_names``)
+
+``conditions`` returns, per input, the (condition, weight) pairs of one target ranked by
+|weight| (lime's ``as_list`` order).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from .._checks import check_positive_int, describe
+from ..explanation import Explanation
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def bin_condition(name: str, boundaries: Sequence[float], level: int, precision: int = 2) -> str:
+    """lime's name of bin ``level`` of a column cut at ``boundaries``.
+
+    Example:
+        >>> [bin_condition("petal length", [1.6, 4.35, 5.1], k) for k in (0, 1, 3)]
+        ['petal length <= 1.60', '1.60 < petal length <= 4.35', 'petal length > 5.10']
+    """
+    q = [f"{b:.{precision}f}" for b in boundaries]
+    if level == 0:
+        return f"{name} <= {q[0]}"
+    if level >= len(q):
+        return f"{name} > {q[-1]}"
+    return f"{q[level - 1]} < {name} <= {q[level]}"
+
+
+def conditions(exp: Explanation, feature_names: Optional[Sequence[str]] = None, *,
+               categorical_names: Optional[Mapping[int, Sequence[str]]] = None, k: Optional[int] = None,
+               target_index: int = 0, precision: int = 2) -> list[list[tuple[str, float]]]:
+    """Per input, the (condition, weight) pairs of one target, ranked by |weight|.
+
+    Args:
+        exp: an explanation from ``explain_tabular``.
+        feature_names: D column names (default: the call's ``feature_names``, else "0".."D-1").
+        categorical_names: column -> names of its values (value v is ``names[int(v)]``), as lime's.
+        k: keep the k largest (default: every column).
+        target_index: which of the T explained targets (a column of ``exp.target``).
+        precision: decimals of the bin boundaries (lime: 2).
+
+    Returns:
+        B lists of ``(condition, weight)``, weights as Python floats.
+
+    Raises:
+        ValueError: an explanation without tabular metadata, names of the wrong length, a bad
+            ``target_index``.
+
+    Example:
+        >>> from torchlime.tabular import explain_tabular
+        >>> t = torch.linspace(0, 1, 101)
+        >>> train = torch.stack((t, t.flip(0), 2 * t), 1)  # quartiles of "a": 0.25, 0.5, 0.75
+        >>> model = lambda x: torch.stack((4 * x[:, 0], -4 * x[:, 0]), 1).softmax(1)
+        >>> exp = explain_tabular(model, train[:2], training_data=train, n_samples=300)
+        >>> conditions(exp, ["a", "b", "c"], k=1)[0]  # doctest: +ELLIPSIS
+        [('a <= 0.25', ...)]
+    """
+    tab = exp.meta.get("tabular")
+    if not isinstance(tab, dict):
+        raise ValueError("`exp` must come from torchlime.tabular.explain_tabular (its meta['tabular'] holds the "
+                         f"bins), got meta keys {sorted(exp.meta)}")
+    b, t, d = exp.coef.shape
+    names = list(feature_names) if feature_names is not None else tab.get("feature_names") or [str(i) for i in
+                                                                                            range(d)]
+    if len(names) != d:
+        raise ValueError(f"`feature_names` must hold {d} names (one per column), got {len(names)}")
+    if isinstance(target_index, bool) or not isinstance(target_index, int) or not -t <= target_index < t:
+        raise ValueError(f"`target_index` must be an int in [0, {t}), got {describe(target_index)}")
+    if k is not None:
+        check_positive_int(k, "k")
+    cats = {f: j for j, f in enumerate(tab["categorical"])}  # column -> its place in meta's "instances"
+    coef = exp.coef[:, target_index].double().cpu().tolist()
+    out = []
+    for i in range(b):
+        rows = []
+        for f in range(d):
+            level = tab["levels"][i][f]
+            if f in cats:
+                value = tab["instances"][i][cats[f]]
+                label = _category_name(categorical_names, f, value)
+                rows.append((f"{names[f]}={label}", coef[i][f]))
+            else:
+                rows.append((bin_condition(names[f], tab["boundaries"][f], level, precision), coef[i][f]))
+        rows.sort(key=lambda r: -abs(r[1]))
+        out.append(rows[:k] if k is not None else rows)
+    return out
+
+
+def _category_name(categorical_names: Optional[Mapping[int, Sequence[str]]], column: int, value: Any) -> str:
+    if categorical_names is not None and column in categorical_names:
+        names = categorical_names[column]
+        idx = int(value)
+        if float(value).is_integer() and 0 <= idx < len(names):
+            return str(names[idx])
+    return _number(value)

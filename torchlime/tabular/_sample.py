@@ -1,0 +1,185 @@
+"""lime's tabular neighbourhood as a sampler (the binary rows) and a ``perturb_fn`` (the values).
+
+lime draws a value for every column, then marks whether it lands in the instance's level
+(bin or category). The same joint law, factored "mask first, value given the mask", fits the
+engine's stages: with ``P_b,f`` the probability that column f of a sample of input b lands
+in the instance's level,
+
+    Z[b, s, f] ~ Bernoulli(P_b,f)                                  (``TabularSampler``)
+    value | Z  ~ the column's law restricted to the instance's level (Z = 1)
+                 or to the other levels (Z = 0)                      (``TabularPerturbation``)
+
+* discretised sampling (lime's default): levels are drawn by training frequency ``freq``;
+  ``P = freq[level of x]``; a bin's value is a normal with the bin's training mean and std,
+  truncated to the bin's range (lime's ``undiscretize``); a category is its value;
+* Gaussian sampling (``discretize_continuous=False``): ``value = c + scale · z``, z ~ N(0, 1),
+  c the training mean (lime) or the instance (``sample_around_instance``); ``P`` is the
+  normal mass of the instance's bin ``Φ(b) - Φ(a)``; categorical columns as above.
+
+Values are drawn by inverse CDF from counter-based uniforms (``Rows``: a hash of the seed, the
+input's index, the sample and the column), so every row is the same whatever the chunking,
+the device or the other inputs, and the values always agree with the masks they are given
+(masks from any sampler, or a metric's, are valid). Sample 0 is the input itself.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..perturb import Chunk
+from ..sampling import Rows, Sampler, make_key
+from ._stats import TabularStats
+
+_MASK, _LEVEL, _VALUE = 101, 102, 103  # hash streams (the engine's samplers use 0..3)
+_TINY = 1e-300
+
+
+def _ndtr(x: torch.Tensor) -> torch.Tensor:
+    return torch.special.ndtr(x)
+
+
+def truncated_normal(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Standard normal values truncated to [a, b], by inverse CDF of uniforms u in [0, 1).
+
+    ``z = Φ⁻¹(Φ(a) + u (Φ(b) - Φ(a)))``, computed in the lower tail (by symmetry when a > 0)
+    so that far tails keep their precision; results are clamped to [a, b].
+
+    Example:
+        >>> z = truncated_normal(torch.rand(1000, dtype=torch.float64), torch.tensor(1.0), torch.tensor(2.0))
+        >>> bool(((z >= 1) & (z <= 2)).all())
+        True
+    """
+    flip = a > 0
+    lo, hi = torch.where(flip, -b, a), torch.where(flip, -a, b)
+    cl, ch = _ndtr(lo), _ndtr(hi)
+    c = (cl + u * (ch - cl)).clamp(_TINY, 1.0 - 2.0 ** -53)
+    z = torch.maximum(torch.minimum(torch.special.ndtri(c), hi), lo)
+    return torch.where(flip, -z, z)
+
+
+def outside_normal(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Standard normal values outside [a, b] (both tails, by their masses), from uniforms u.
+
+    Where [a, b] holds all the mass, the values fall inside it (``truncated_normal``).
+    """
+    left, right = _ndtr(a), _ndtr(-b)
+    t = u * (left + right)
+    zl = torch.minimum(torch.special.ndtri(t.clamp_min(_TINY)), a)
+    zr = torch.maximum(-torch.special.ndtri((t - left).clamp_min(_TINY)), b)
+    z = torch.where(t < left, zl, zr)
+    return torch.where(left + right > 0, z, truncated_normal(u, a, b))
+
+
+def normal_mass(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``Φ(b) - Φ(a)``, computed in the lower tail."""
+    return torch.where(a > 0, _ndtr(-a) - _ndtr(-b), _ndtr(b) - _ndtr(a))
+
+
+def instance_bounds(stats: TabularStats, levels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, D) lower and upper boundary of every instance's bin (±inf at the ends; unused for categories)."""
+    q = stats.boundaries
+    d, width = q.shape
+    inf = torch.full((d, 1), math.inf, dtype=q.dtype, device=q.device)
+    lower = torch.cat((-inf, q), 1).gather(1, levels.T.clamp(0, width)).T  # q_{k-1}, -inf for k = 0
+    upper = torch.cat((q, inf), 1).gather(1, levels.T.clamp(0, width)).T  # q_k, +inf past the last
+    return lower, upper
+
+
+def keep_probability(stats: TabularStats, levels: torch.Tensor, centre: Optional[torch.Tensor]) -> torch.Tensor:
+    """P (B, D): probability that a sampled value falls in the instance's level.
+
+    Args:
+        levels: long (B, D) the instances' levels (``TabularStats.levels``).
+        centre: None for discretised sampling, else (B or 1, D) the Gaussian's centre.
+    """
+    freq = stats.freq.T.gather(0, levels.clamp_min(0)).masked_fill(levels < 0, 0.0)  # unseen: never drawn
+    if centre is None:
+        return freq
+    lower, upper = instance_bounds(stats, levels)
+    mass = normal_mass((lower - centre) / stats.scale, (upper - centre) / stats.scale)
+    return torch.where(stats.categorical, freq, mass)
+
+
+class TabularSampler(Sampler):
+    """Masks ``Z[b, s, f] ~ Bernoulli(keep[b, f])``: does column f stay in input b's level.
+
+    Args:
+        keep: (B, D) probabilities (``keep_probability``).
+    """
+
+    def __init__(self, keep: torch.Tensor) -> None:
+        self.keep = keep
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        pos = rows.inputs if rows.positions is None else rows.positions
+        return rows.uniform(_MASK, rows.f_max).double() < self.keep[pos, :rows.f_max]
+
+    def __repr__(self) -> str:
+        return f"TabularSampler(inputs={self.keep.shape[0]}, columns={self.keep.shape[1]})"
+
+
+@dataclass(frozen=True, eq=False)
+class TabularPerturbation:
+    """The engine's ``perturb_fn`` for tabular rows: the values of a chunk given its masks.
+
+    Attributes:
+        stats: the training statistics. levels: long (B, D) the instances' levels.
+        centre: None (discretised sampling) or (B or 1, D) the Gaussian's centre.
+        seed: the call's int seed. ids: long (B,) every input's index (its randomness).
+        given: optional (B, S, D) explicit sample rows (e.g. lime's own), used instead.
+    """
+
+    stats: TabularStats
+    levels: torch.Tensor
+    centre: Optional[torch.Tensor]
+    seed: int
+    ids: torch.Tensor
+    given: Optional[torch.Tensor] = None
+
+    def __call__(self, inputs: torch.Tensor, baseline: Any, index: Any, chunk: Chunk) -> torch.Tensor:
+        """Rows (c, D) in the inputs' dtype: perturbed values, the input itself for sample 0."""
+        b, s, d = chunk.rows, chunk.samples, self.stats.n_columns
+        keep = chunk.masks[:, :d]
+        original = inputs[b]
+        if self.given is not None:
+            return self.given[b, s].to(inputs.dtype)
+        rows = Rows(make_key(self.seed, inputs.device), self.ids[b], s, torch.full_like(b, d), d)
+        out = self.values(rows, b, keep, original.double())
+        exact = (s == 0) & keep.all(1)
+        return torch.where(exact.unsqueeze(1), original, out.to(inputs.dtype))
+
+    def values(self, rows: Rows, b: torch.Tensor, keep: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
+        """Float64 (c, D) values of rows of inputs b with masks keep (c, D)."""
+        st = self.stats
+        lev = self.levels[b]  # (c, D)
+        u = rows.uniform(_VALUE, st.n_columns).double() + 2.0 ** -25  # 24-bit uniforms, centred in their cells
+        level = torch.where(keep, lev, self._other_level(rows, lev))
+        at = level.clamp_min(0).T  # (D, c)
+        pick = lambda t: t.gather(1, at).T  # noqa: E731  per-(row, column) entry of a (D, V) table
+        category = torch.where(level >= 0, pick(st.values.nan_to_num(0.0)), original)
+        if self.centre is None:  # a bin's value: normal truncated to the bin's range
+            lo, hi, mu, sd = pick(st.level_lo), pick(st.level_hi), pick(st.level_mean), pick(st.level_std)
+            z = truncated_normal(u, (lo - mu) / sd, (hi - mu) / sd)
+            numeric = torch.minimum(torch.maximum(mu + sd * z, lo), hi)
+        else:  # Gaussian around the centre, inside or outside the instance's bin
+            lower, upper = instance_bounds(st, lev)
+            c = self.centre.expand_as(self.levels)[b]
+            a, bb = (lower - c) / st.scale, (upper - c) / st.scale
+            z = torch.where(keep, truncated_normal(u, a, bb), outside_normal(u, a, bb))
+            numeric = c + st.scale * z
+        return torch.where(st.categorical, category, numeric)
+
+    def _other_level(self, rows: Rows, lev: torch.Tensor) -> torch.Tensor:
+        """Long (c, D): a level other than the instance's, drawn by training frequency (the
+        instance's own where no other has mass)."""
+        freq = self.stats.freq.unsqueeze(0).expand(lev.shape[0], -1, -1)  # (c, D, V)
+        levels_ = torch.arange(freq.shape[2], device=lev.device)
+        freq = freq.masked_fill(levels_ == lev.unsqueeze(-1), 0.0)
+        cum = freq.cumsum(-1)
+        total = cum[..., -1]
+        t = rows.uniform(_LEVEL, lev.shape[1]).double() * total
+        drawn = (cum <= t.unsqueeze(-1)).sum(-1).clamp_max(freq.shape[2] - 1)
+        return torch.where(total > 0, drawn, lev)

@@ -1,0 +1,188 @@
+"""Training statistics of tabular data, as lime's ``LimeTabularExplainer`` keeps them.
+
+Every column gets *levels*: the bins of a continuous column (``_discretize``), or the sorted
+distinct values of a categorical one. Per column: mean and scale (the standard deviation,
+``StandardScaler``'s, 1 for constant columns), per level the training frequency, and for
+bins the training mean, standard deviation (+1e-11, as lime) and range ``[lo, hi]`` of the
+values inside (lime's ``undiscretize``: the lowest bin starts at the column's minimum, the
+highest ends at its maximum).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import torch
+
+from .._checks import check_choice, check_finite, describe
+from ._discretize import DISCRETIZERS, entropy_bins, quantile_bins
+
+
+@dataclass(frozen=True, eq=False)
+class TabularStats:
+    """What an explanation needs of the training data (all on one device, float64).
+
+    Attributes:
+        mean, scale: (D,) column mean and standard deviation (constant columns: 1).
+        categorical: bool (D,) categorical columns.
+        boundaries: (D, Q) bin boundaries of continuous columns, +inf padded (categorical rows: +inf).
+        values: (D, V) the distinct values of categorical columns, NaN padded (continuous rows: NaN).
+        n_levels: long (D,) bins (continuous) or distinct values (categorical) per column.
+        freq: (D, V) training frequency of every level (0 beyond ``n_levels``).
+        level_mean, level_std, level_lo, level_hi: (D, V) of the training values in every bin.
+        discretizer: the discretizer's name. n_rows: N.
+    """
+
+    mean: torch.Tensor
+    scale: torch.Tensor
+    categorical: torch.Tensor
+    boundaries: torch.Tensor
+    values: torch.Tensor
+    n_levels: torch.Tensor
+    freq: torch.Tensor
+    level_mean: torch.Tensor
+    level_std: torch.Tensor
+    level_lo: torch.Tensor
+    level_hi: torch.Tensor
+    discretizer: str
+    n_rows: int
+
+    @property
+    def n_columns(self) -> int:
+        return int(self.mean.shape[0])
+
+    def levels(self, x: torch.Tensor) -> torch.Tensor:
+        """Long (..., D) level of every value of x (..., D): its bin, or its category's index
+        (-1: a category unseen in training)."""
+        x = x.to(self.mean)
+        flat = x.reshape(-1, self.n_columns)
+        bins = torch.searchsorted(self.boundaries, flat.T.contiguous()).T  # (M, D): #boundaries < x
+        hit = flat.unsqueeze(-1) == self.values.unsqueeze(0)  # (M, D, V); NaN padding never matches
+        cat = torch.where(hit.any(-1), hit.long().argmax(-1), -1)
+        return torch.where(self.categorical, cat, bins).reshape(x.shape)
+
+    def to(self, device: torch.device) -> TabularStats:
+        """The same statistics on ``device``."""
+        moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in vars(self).items()}
+        return TabularStats(**moved)
+
+    def __repr__(self) -> str:
+        return (f"TabularStats({self.n_rows} rows, {self.n_columns} columns, "
+                f"{int(self.categorical.sum())} categorical, discretizer={self.discretizer!r})")
+
+
+def as_float64(value: Any, name: str, device: Optional[torch.device] = None) -> torch.Tensor:
+    """A float64 tensor (on ``device``) from a tensor or an array of real numbers.
+
+    Raises:
+        TypeError: anything else (names the argument and what came).
+    """
+    if isinstance(value, torch.Tensor):
+        t = value
+    else:
+        try:
+            t = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"`{name}` must be a tensor or an array of numbers, got {describe(value)}") from None
+    if t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"`{name}` must hold real numbers, got dtype {t.dtype}")
+    return t.to(device=t.device if device is None else device, dtype=torch.float64)
+
+
+def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
+    """Sorted distinct column indices, each in [0, D).
+
+    Raises:
+        TypeError: an index that is not an int. ValueError: an index out of range.
+    """
+    cats: list[int] = []
+    for c in list(categorical_features or []):
+        if isinstance(c, bool) or not isinstance(c, int):
+            raise TypeError(f"`categorical_features` must hold int column indices, got {describe(c)}")
+        cats.append(c)
+    bad = [c for c in cats if not 0 <= c < n_columns]
+    if bad:
+        raise ValueError(f"`categorical_features` must hold column indices in [0, {n_columns}) (the data has "
+                         f"{n_columns} columns), got {bad}")
+    return sorted(set(cats))
+
+
+def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] = None,
+              discretizer: str = "quartile", training_labels: Optional[torch.Tensor] = None) -> TabularStats:
+    """Training statistics (``TabularStats``) of tabular data, on its device.
+
+    Args:
+        training_data: (N, D) finite training rows (tensor or array; statistics on its device).
+        categorical_features: indices of categorical columns (values compared exactly).
+        discretizer: "quartile", "decile" or "entropy" (bins of the continuous columns).
+        training_labels: (N,) class labels, needed by "entropy".
+
+    Returns:
+        ``TabularStats``: means, scales, levels, frequencies and bin statistics.
+
+    Raises:
+        TypeError / ValueError: data that is not (N, D) real and finite, categorical indices out
+            of range, an unknown discretizer, "entropy" without labels, labels of the wrong length.
+
+    Example:
+        >>> stats = fit_stats(torch.arange(8.0).view(8, 1).repeat(1, 2), categorical_features=[1])
+        >>> stats.boundaries[0].tolist(), stats.n_levels.tolist(), stats.freq[0].tolist()
+        ([1.75, 3.5, 5.25], [4, 8], [0.25, 0.25, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0])
+    """
+    check_choice(discretizer, "discretizer", DISCRETIZERS)
+    data = as_float64(training_data, "training_data")
+    if data.ndim != 2 or data.shape[0] == 0:
+        raise ValueError(f"`training_data` must have shape (N, D) with N >= 1 rows, got shape {tuple(data.shape)}")
+    check_finite(data, "training_data")
+    n, d = data.shape
+    dev = data.device
+    categorical = torch.zeros(d, dtype=torch.bool, device=dev)
+    categorical[check_categorical(categorical_features, d)] = True
+    if discretizer == "entropy":
+        if training_labels is None:
+            raise ValueError("discretizer='entropy' needs `training_labels` (the class of every training row, "
+                             "lime's EntropyDiscretizer grows a tree on them), got None")
+        labels = torch.as_tensor(training_labels, device=dev).reshape(-1)
+        if labels.shape[0] != n:
+            raise ValueError(f"`training_labels` must have one label per training row ({n}), "
+                             f"got shape {tuple(labels.shape)}")
+        bounds, n_bounds = entropy_bins(data, labels)
+    else:
+        bounds, n_bounds = quantile_bins(data, discretizer)
+    bounds = bounds.masked_fill(categorical.unsqueeze(1), math.inf)
+    mean = data.mean(0)
+    var = data.var(0, correction=0)
+    eps = torch.finfo(torch.float64).eps  # StandardScaler's test of a constant column, then scale 1
+    constant = var <= n * eps * var + (n * mean * eps) ** 2
+    scale = torch.where(constant, torch.ones_like(var), var.sqrt())
+
+    # categorical columns: their distinct values (a short loop over those columns only)
+    cat_cols = categorical.nonzero().flatten().tolist()
+    distinct = [torch.unique(data[:, f]) for f in cat_cols]
+    n_levels = torch.where(categorical, 0, n_bounds + 1)
+    for f, v in zip(cat_cols, distinct):
+        n_levels[f] = v.numel()
+    width = int(n_levels.max())
+    values = torch.full((d, width), math.nan, dtype=torch.float64, device=dev)
+    for f, v in zip(cat_cols, distinct):
+        values[f, :v.numel()] = v
+    empty = torch.zeros(d, width, dtype=torch.float64, device=dev)
+    stats = TabularStats(mean, scale, categorical, bounds, values, n_levels, *[empty] * 5, discretizer, n)
+    level = stats.levels(data)  # (N, D), never -1 on the training data
+    ones = torch.ones_like(data)
+    count = torch.zeros(d, width, dtype=torch.float64, device=dev).scatter_add_(1, level.T, ones.T)
+    total = torch.zeros_like(count).scatter_add_(1, level.T, data.T)
+    level_mean = torch.where(count > 0, total / count.clamp_min(1), 0.0)
+    dev2 = (data - level_mean.gather(1, level.T).T) ** 2
+    bin_var = torch.zeros_like(count).scatter_add_(1, level.T, dev2.T) / count.clamp_min(1)
+    level_std = bin_var.sqrt() + 1e-11  # lime's std of a bin, +1e-11
+    # bin k spans (q_k, q_{k+1}]; lime's range: [min, q_1], [q_1, q_2], ..., [q_m, max]
+    k = torch.arange(width, device=dev)
+    q = torch.cat((bounds, torch.full((d, 1), math.inf, dtype=torch.float64, device=dev)), 1)
+    last = q.shape[1] - 1
+    lo = torch.where(k == 0, data.min(0).values.unsqueeze(1), q.gather(1, (k - 1).clamp(0, last).expand(d, -1)))
+    hi = torch.where(k.unsqueeze(0) >= n_bounds.unsqueeze(1), data.max(0).values.unsqueeze(1),
+                     q.gather(1, k.clamp_max(last).expand(d, -1)))
+    return TabularStats(mean, scale, categorical, bounds, values, n_levels, count / n, level_mean, level_std,
+                        lo, hi, discretizer, n)
