@@ -1,0 +1,12 @@
+"""Explaining whole data sets: ``explain_dataset`` writes shards, ``load_results`` reads them.
+
+``explain_dataset(model, data, out, ...)`` streams a ``Dataset`` or ``DataLoader`` through an
+explainer (``torchlime.image.explain_image`` by default) and writes the explanations to the
+folder ``out`` as safetensors shards plus ``index.json``; it resumes after an interruption
+and splits the shards over the ranks of a ``torchrun`` job. ``load_results(out)`` returns a
+``LazyResults`` that reads shards on access (``len``, slices, iteration by shard).
+"""
+from ._explain import explain_dataset
+from ._results import LazyResults, Results, load_results
+
+__all__ = ["explain_dataset", "load_results", "LazyResults", "Results"]

@@ -1,0 +1,251 @@
+"""``explain_dataset``: explain a whole data set in shards, resumably, on one process or many.
+
+Every input's explanation depends only on the seed and its global index (the engine's
+``index=``: masks and random fills are hashes of (seed, index, sample, feature)), so the
+results do not depend on the batch size, the sharding, the number of processes or
+interruptions. The data are read in batches (``_data``), explained by ``explain_fn``, gathered
+per shard and written as safetensors files with an ``index.json`` (``_store``); ``load_results``
+reads them back (``_results``); under ``torchrun`` shard k goes to rank k % world_size
+(``_distributed``).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import torch
+from tqdm.auto import tqdm
+
+from .._checks import check_positive_int, describe
+from ..chunking import check_max_memory
+from ..explanation import Explanation
+from ..image import explain_image
+from ._data import Source
+from ._describe import describe_model, describe_value, fingerprint
+from ._distributed import Context, context, place
+from ._store import OPTIONAL, REQUIRED, Store, clean_temporary, collect, environment, hook, shard_range
+
+_PADDED = ("coef", "coef_std")
+
+
+def _check(model: Any, out: Any, explain_fn: Any, batch_size: Any, shard_size: Any, generator: Any, progress: Any,
+           model_batch_size: Any, explain_kwargs: dict[str, Any]) -> None:
+    if not callable(model):
+        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"`out` must be a folder path (str or os.PathLike), got {describe(out)}")
+    if not callable(explain_fn):
+        raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(shard_size, "shard_size")
+    if isinstance(generator, bool) or not isinstance(generator, int):
+        raise TypeError(f"`generator` must be an int seed (every input's masks derive from the seed and its index, "
+                        f"so a torch.Generator's state cannot be used), got {describe(generator)}")
+    if generator < 0:
+        raise ValueError(f"`generator` must be an int seed >= 0, got {generator}")
+    if not isinstance(progress, bool):
+        raise TypeError(f"`progress` must be a bool, got {describe(progress)}")
+    if model_batch_size is not None:
+        check_positive_int(model_batch_size, "model_batch_size")
+    if "index" in explain_kwargs:
+        raise ValueError("`index` must not be given: explain_dataset passes each input's global index itself")
+
+
+def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
+                    explain_fn: Callable[..., Explanation] = explain_image, batch_size: int = 32,
+                    shard_size: int = 1024, generator: int = 0, progress: bool = True,
+                    max_memory: Union[None, int, float] = None, device: Union[None, str, torch.device] = None,
+                    model_batch_size: Optional[int] = None, **explain_kwargs: Any) -> Path:
+    """Explain every input of a data set and write the results to ``out`` in shards (resumable).
+
+    Each batch goes through ``explain_fn(model, inputs, index=global_index, generator=seed,
+    max_memory=max_memory, **explain_kwargs)``; results are gathered per shard of ``shard_size``
+    inputs and written atomically as ``out/shard-KKKKKK.safetensors``, with ``out/index.json``
+    (layout: ``torchlime.dataset._store``). Calling again with the same arguments resumes: finished
+    shards are kept, only missing ones are computed, and the result is the same as one
+    uninterrupted run. Under ``torchrun`` every rank explains the shards ``k % world_size ==
+    rank`` on its own device and rank 0 writes the final index; read with ``load_results``.
+
+    Args:
+        model: the explained model (an ``nn.Module`` is moved to ``device`` if it is elsewhere).
+        data: a map-style ``Dataset`` (or tensor, list) yielding inputs or (inputs, labels)
+            tuples, read in batches of ``batch_size`` without shuffling (global index: the
+            dataset index); a ``DataLoader`` (its batching is kept; global index: the dataset
+            index with a sequential sampler, else the input's position in the loader's order,
+            which must be the same on every run); an ``IterableDataset`` (position in its order).
+            A shuffling or distributed sampler is refused. See ``torchlime.dataset._data``.
+        out: the result folder (created; an existing one of the same run is resumed).
+        explain_fn: ``torchlime.image.explain_image`` (default), ``torchlime.explain`` (pass
+            ``features=``), ``explain_spectrogram``, ... or any ``fn(model, inputs, *, index,
+            generator, max_memory, **explain_kwargs) -> Explanation``.
+        batch_size: inputs per ``explain_fn`` call for a Dataset (a DataLoader keeps its own).
+        shard_size: inputs per shard file (the last shard fewer).
+        generator: int seed of every mask and random fill.
+        progress: a tqdm bar of explanations per second (under torchrun: rank 0's, over its shards).
+        max_memory: CUDA memory budget of a chunk (bytes, or a fraction of the device), passed on.
+        device: where to explain; None: ``cuda:LOCAL_RANK`` under torchrun with CUDA, else the
+            model's device.
+        model_batch_size: rows per model call (the engine's ``batch_size``); None measures it.
+        **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, ...);
+            ``target="label"`` explains the label each input comes with. They are recorded in
+            ``index.json`` as plain data, and a resumed run with other ones is refused.
+
+    Returns:
+        The folder ``out`` as a ``Path``.
+
+    Raises:
+        TypeError / ValueError: bad arguments (named, with what was expected and what came);
+            ``out`` holds a run with other arguments or a data set of another length.
+
+    Example:
+        >>> import tempfile, torchlime
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        >>> images = torch.rand(10, 1, 4, 4)                     # any Dataset, DataLoader or tensor
+        >>> feats = torch.arange(16).view(1, 1, 4, 4) // 2       # 8 features: pairs of pixels
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     _ = explain_dataset(model, images, out, explain_fn=torchlime.explain, features=feats,
+        ...                         n_samples=64, batch_size=4, shard_size=8, progress=False)
+        ...     res = torchlime.dataset.load_results(out)
+        ...     print(len(res), sorted(p.name for p in Path(out).iterdir()), res.coef.shape)
+        10 ['index.json', 'shard-000000.safetensors', 'shard-000001.safetensors'] torch.Size([10, 1, 8])
+    """
+    _check(model, out, explain_fn, batch_size, shard_size, generator, progress, model_batch_size, explain_kwargs)
+    max_memory = check_max_memory(max_memory)
+    source = Source(data, batch_size)
+    ctx = context(model, device)
+    try:
+        model = place(model, ctx.device)
+        arguments = {"model": describe_model(model), "explain_fn": describe_value(explain_fn), "generator": generator,
+                     "shard_size": shard_size, "explain_kwargs": describe_value(explain_kwargs)}
+        store = Store(Path(out), arguments, fingerprint(arguments), shard_size, source.n_inputs,
+                      environment(ctx.device, ctx.world))
+        error: Optional[BaseException] = None
+        if ctx.rank == 0:
+            try:
+                store.open()
+            except (ValueError, OSError) as err:
+                error = err
+        ctx.raise_together(error)
+        if ctx.rank != 0:
+            store.follow()
+        error = None
+        try:
+            if not store.complete:
+                _explain_shards(model, source, store, ctx, explain_fn, generator, max_memory, model_batch_size,
+                                progress, explain_kwargs)
+        except Exception as err:  # noqa: BLE001 - shared with the other ranks, then raised
+            error = err
+        ctx.raise_together(error)
+        ctx.barrier()
+        if ctx.rank == 0:
+            store.entries = collect(store.out, store.fingerprint, shard_size, store.n_inputs)
+            store.complete = store.n_shards is not None and len(store.entries) == store.n_shards
+            store.write_index()
+        ctx.barrier()
+    finally:
+        ctx.close()
+    return Path(out)
+
+
+def _explain_shards(model: Any, source: Source, store: Store, ctx: Context, explain_fn: Callable[..., Explanation],
+                    generator: int, max_memory: Any, model_batch_size: Optional[int], progress: bool,
+                    explain_kwargs: dict[str, Any]) -> None:
+    """This rank's missing shards: read, explain, gather per shard, write."""
+    size = store.shard_size
+    clean_temporary(store.out, ctx.owns)
+    done = collect(store.out, store.fingerprint, size, store.n_inputs, ctx.owns)
+    if ctx.world == 1 and done.keys() != store.entries.keys():  # adopt shards renamed before the index caught up
+        store.entries = done
+        store.write_index()
+
+    def wanted(k: int) -> bool:
+        return ctx.owns(k) and k not in done and (store.n_shards is None or k < store.n_shards)
+
+    todo = [k for k in range(store.n_shards or 0) if wanted(k)]
+    total = None if store.n_shards is None else sum(_expected(k, store) for k in todo)
+    written = 0
+    pending: dict[int, list[dict[str, torch.Tensor]]] = {}
+    by_label = isinstance(explain_kwargs.get("target"), str) and explain_kwargs["target"] == "label"
+    bar = tqdm(total=total, unit="expl", desc="explain_dataset", disable=not progress or ctx.rank != 0,
+               dynamic_ncols=True)
+    try:
+        for pos, inputs, labels in source.batches(todo, wanted, size):
+            kwargs = dict(explain_kwargs)
+            if by_label:
+                if labels is None:
+                    raise ValueError("`target='label'` needs data that yield (inputs, labels), got inputs alone")
+                kwargs["target"] = labels.to(ctx.device).long()
+            if model_batch_size is not None:
+                kwargs["batch_size"] = model_batch_size
+            exp = explain_fn(model, inputs.to(ctx.device), index=pos.to(ctx.device), generator=generator,
+                             max_memory=max_memory, **kwargs)
+            rows = _rows(exp, pos, labels)
+            shard_of = pos // size
+            for k in shard_of.unique().tolist():
+                sel = shard_of == k
+                pending.setdefault(k, []).append({name: t[sel] for name, t in rows.items()})
+                if _count(pending[k]) == _expected(k, store):  # full (N unknown: shard_size), or the last
+                    _write(store, ctx, k, pending.pop(k))
+                    written += 1
+            bar.update(pos.shape[0])
+            bar.set_postfix(shards_written=written, refresh=False)
+    finally:
+        bar.close()
+    if store.n_inputs is None:  # data of unknown length: now read to the end
+        store.n_inputs = source.seen
+    elif source.dataset is None and source.seen != store.n_inputs:
+        raise ValueError(f"`data` must yield the {store.n_inputs} inputs of the run stored in `out` "
+                         f"{str(store.out)!r}, got {source.seen}")
+    for k in sorted(pending):
+        if _count(pending[k]) != _expected(k, store):
+            raise ValueError(f"`data` yielded {_count(pending[k])} inputs of shard {k}, expected {_expected(k, store)}")
+        _write(store, ctx, k, pending.pop(k))
+
+
+def _count(parts: list[dict[str, torch.Tensor]]) -> int:
+    return sum(p["index"].shape[0] for p in parts)
+
+
+def _expected(k: int, store: Store) -> int:
+    start, stop = shard_range(k, store.shard_size, store.n_inputs)
+    return stop - start
+
+
+def _rows(exp: Any, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The stored fields of one explained batch, on the CPU."""
+    if not isinstance(exp, Explanation):
+        raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
+    b = pos.shape[0]
+    if exp.coef.shape[0] != b:
+        raise ValueError(f"`explain_fn` must return an Explanation of the {b} inputs it was given, got coef of "
+                         f"shape {tuple(exp.coef.shape)}")
+    rows = {"index": pos, **{name: getattr(exp, name).detach().cpu() for name in REQUIRED[1:]}}
+    rows["target"], rows["n_features"] = rows["target"].long(), rows["n_features"].long()
+    used = exp.meta.get("samples_used")
+    if isinstance(used, (list, tuple)) and len(used) == b:
+        rows["samples_used"] = torch.tensor(used, dtype=torch.long)
+    if exp.coef_std is not None:
+        rows["coef_std"] = exp.coef_std.detach().cpu()
+    if labels is not None:
+        rows["label"] = labels.detach().cpu()
+    return rows
+
+
+def _write(store: Store, ctx: Context, k: int, parts: list[dict[str, torch.Tensor]]) -> None:
+    """Stack a shard's rows (padding coefficients to the shard's widest F) in index order, and write it."""
+    width = max(p["coef"].shape[-1] for p in parts)
+    tensors = {}
+    for name in REQUIRED + OPTIONAL:
+        if name not in parts[0]:
+            continue
+        ts = [p[name] for p in parts]
+        if name in _PADDED:
+            ts = [torch.nn.functional.pad(t, (0, width - t.shape[-1])) for t in ts]
+        tensors[name] = torch.cat(ts)
+    order = tensors["index"].argsort()
+    tensors = {name: t[order].contiguous() for name, t in tensors.items()}
+    store.write_shard(k, tensors)
+    if ctx.world == 1:  # one writer: keep the index current (ranks of a distributed run: rank 0 at the end)
+        hook("before_index", k)
+        store.write_index()

@@ -1,0 +1,220 @@
+"""Reading a result folder of ``explain_dataset``: ``load_results``, ``LazyResults`` and ``Results``.
+
+``load_results(out)`` reads only ``index.json`` and the shards' headers; tensors are read from
+the shard files when asked for (safetensors reads just the rows a slice needs), so a folder
+larger than memory can be walked shard by shard.
+"""
+from __future__ import annotations
+
+import bisect
+import operator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+import torch
+from safetensors import safe_open
+
+from .._checks import describe
+from ._store import OPTIONAL, REQUIRED, collect, read_index
+
+_PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
+
+
+@dataclass
+class Results:
+    """Explanations of n inputs of a data set (a slice of a result folder, all in memory).
+
+    Attributes:
+        index: long (n,) global index of each input in the data set.
+        coef: (n, T, F) coefficients; F is the largest feature count of the folder, and
+            coefficients of features f >= ``n_features[i]`` are 0 padding (see ``valid``).
+        intercept, score, local_pred: (n, T) surrogate intercept, weighted R², prediction at the input.
+        target: long (n, T) explained output columns.
+        n_features: long (n,) F_b of each input.
+        samples_used: long (n,) samples each input got (n_samples="auto" varies it), or None.
+        label: (n, ...) the labels the data yielded with the inputs, or None.
+        coef_std: (n, T, F) posterior standard deviations (Bayesian surrogates), or None.
+    """
+
+    index: torch.Tensor
+    coef: torch.Tensor
+    intercept: torch.Tensor
+    score: torch.Tensor
+    local_pred: torch.Tensor
+    target: torch.Tensor
+    n_features: torch.Tensor
+    samples_used: Optional[torch.Tensor] = None
+    label: Optional[torch.Tensor] = None
+    coef_std: Optional[torch.Tensor] = None
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Bool (n, F): features that exist for each input (False on padding)."""
+        return torch.arange(self.coef.shape[-1]) < self.n_features.unsqueeze(1)
+
+    def __len__(self) -> int:
+        return self.index.shape[0]
+
+    def __repr__(self) -> str:
+        n, t, f = self.coef.shape
+        return f"Results of {n} input(s): {t} target(s), up to {f} features (coef {tuple(self.coef.shape)})"
+
+
+class LazyResults:
+    """A result folder, read on access (what ``load_results`` returns).
+
+    Positions ``0 .. len - 1`` run over the finished inputs in the order of their global
+    index; when the run is complete, position i is global index i.
+
+    * ``len(res)``: finished inputs; ``res.complete``: every shard is there; ``res.n_inputs``: N
+      of the data set (None while unknown); ``res.info``: the index (arguments, versions, shards).
+    * ``res.index``: long (n,) global indices (from the index, no file read).
+    * ``res[a:b]``, ``res[i]`` (int: one input): a ``Results`` read from just those rows.
+    * ``for part in res``: one ``Results`` per shard, in order (memory: one shard at a time).
+    * ``res.coef``, ``res.score``, ``res.target``, ``res.intercept``, ``res.local_pred``,
+      ``res.n_features``, ``res.field(name)``: one field of every input, stacked (read again at
+      every access); ``res.load()``: everything (``res[:]``).
+    """
+
+    def __init__(self, out: Union[str, Path], info: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        self.out, self.info = Path(out), info
+        self.entries = sorted(entries, key=lambda e: e["shard"])
+        sizes = [e["stop"] - e["start"] for e in self.entries]
+        self._offsets = [0]
+        for n in sizes:
+            self._offsets.append(self._offsets[-1] + n)
+        self.n_features_max = max((e["n_features_max"] for e in self.entries), default=0)
+        self.n_targets = max((e["n_targets"] for e in self.entries), default=0)
+
+    @property
+    def n_inputs(self) -> Optional[int]:
+        """N, the inputs of the data set (None while a run over data of unknown length is unfinished)."""
+        return self.info.get("n_inputs")
+
+    @property
+    def complete(self) -> bool:
+        """True when every shard of the data set is finished."""
+        n_shards = self.info.get("n_shards")
+        return n_shards is not None and len(self.entries) == n_shards
+
+    @property
+    def index(self) -> torch.Tensor:
+        """Long (n,) global index of every finished input."""
+        parts = [torch.arange(e["start"], e["stop"]) for e in self.entries]
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return self._offsets[-1]
+
+    def field(self, name: str) -> torch.Tensor:
+        """One stored field of every finished input, stacked: e.g. ``"coef"`` (n, T, F_max), ``"score"`` (n, T)."""
+        allowed = REQUIRED + OPTIONAL
+        if name not in allowed:
+            raise ValueError(f"`name` must be one of {list(allowed)}, got {name!r}")
+        return self._read(0, len(self), (name,))[name]
+
+    coef = property(lambda self: self.field("coef"), doc="(n, T, F_max) coefficients, zero-padded.")
+    intercept = property(lambda self: self.field("intercept"), doc="(n, T) intercepts.")
+    score = property(lambda self: self.field("score"), doc="(n, T) weighted R².")
+    local_pred = property(lambda self: self.field("local_pred"), doc="(n, T) predictions at the inputs.")
+    target = property(lambda self: self.field("target"), doc="long (n, T) explained columns.")
+    n_features = property(lambda self: self.field("n_features"), doc="long (n,) F_b of each input.")
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Bool (n, F_max): features that exist for each input."""
+        return torch.arange(self.n_features_max) < self.n_features.unsqueeze(1)
+
+    def load(self) -> Results:
+        """Every finished input in memory (``self[:]``)."""
+        return self[:]
+
+    def __getitem__(self, key: Union[int, slice]) -> Results:
+        n = len(self)
+        if not isinstance(key, (slice, bool)) and hasattr(key, "__index__"):  # int, NumPy or 0-dim tensor ints
+            key = operator.index(key)
+            if not -n <= key < n:
+                raise IndexError(f"`key` must be in [-{n}, {n}) for results of {n} inputs, got {key}")
+            key = slice(key % n, key % n + 1)
+        if not isinstance(key, slice):
+            raise TypeError(f"`key` must be an int or a slice of positions, got {describe(key)}")
+        positions = range(*key.indices(n))
+        if len(positions) == 0:
+            return self._results(self._read(0, 0))
+        lo, hi = min(positions), max(positions) + 1
+        data = self._read(lo, hi)
+        if key.step not in (None, 1):
+            pick = torch.tensor(positions, dtype=torch.long) - lo
+            data = {k: v.index_select(0, pick) for k, v in data.items()}
+        return self._results(data)
+
+    def __iter__(self) -> Iterator[Results]:
+        for i in range(len(self.entries)):
+            yield self._results(self._read(self._offsets[i], self._offsets[i + 1]))
+
+    def _results(self, data: dict[str, torch.Tensor]) -> Results:
+        names = {f.name for f in fields(Results)}
+        return Results(**{k: v for k, v in data.items() if k in names})
+
+    def _read(self, lo: int, hi: int, names: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+        """Fields ``names`` (default: all stored) of positions lo..hi-1, padded to F_max."""
+        parts: dict[str, list[torch.Tensor]] = {}
+        first = max(0, bisect.bisect_right(self._offsets, lo) - 1)
+        for i in range(first, len(self.entries)):
+            a, b = max(lo, self._offsets[i]) - self._offsets[i], min(hi, self._offsets[i + 1]) - self._offsets[i]
+            if b <= 0 or a >= b:
+                break
+            with safe_open(str(self.out / self.entries[i]["file"]), framework="pt") as f:
+                for name in names or tuple(k for k in REQUIRED + OPTIONAL if k in f.keys()):
+                    t = f.get_slice(name)[a:b]
+                    if name in _PADDED and t.shape[-1] < self.n_features_max:
+                        t = torch.nn.functional.pad(t, (0, self.n_features_max - t.shape[-1]))
+                    parts.setdefault(name, []).append(t)
+        if not parts:
+            return {"index": torch.zeros(0, dtype=torch.long), "coef": torch.zeros(0, self.n_targets,
+                                                                                 self.n_features_max),
+                    **{k: torch.zeros(0, self.n_targets) for k in ("intercept", "score", "local_pred")},
+                    "target": torch.zeros(0, self.n_targets, dtype=torch.long),
+                    "n_features": torch.zeros(0, dtype=torch.long)}
+        return {k: torch.cat(v) for k, v in parts.items()}
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else f"incomplete: {len(self.entries)} of {self.info.get('n_shards', '?')}"
+        return (f"LazyResults of {len(self)} input(s) in {len(self.entries)} shard(s) ({state}) at {str(self.out)!r}: "
+                f"{self.n_targets} target(s), up to {self.n_features_max} features")
+
+
+def load_results(out: Union[str, Path]) -> LazyResults:
+    """Open a folder written by ``explain_dataset`` (lazily: tensors are read on access).
+
+    The shard files present are what is read (their headers are checked against the index's
+    fingerprint), so finished shards the index does not list yet (a run killed between a shard's
+    rename and the index update, or a distributed run still going) are included.
+
+    Args:
+        out: the folder given to ``explain_dataset``.
+
+    Returns:
+        ``LazyResults``: ``len``, ``index`` (n,), slicing ``res[a:b]`` -> ``Results`` with
+        ``coef`` (n, T, F_max), ``target``, ``score`` (n, T), ``n_features`` (n,), ``valid``
+        (n, F_max); iteration by shard; ``res.load()`` for everything at once.
+
+    Raises:
+        FileNotFoundError: ``out`` has no ``index.json``. ValueError: an index of another format.
+
+    Example:
+        >>> import tempfile, torchlime
+        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+        >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4               # 4 features: the rows
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(10, 1, 4, 4), out,
+        ...             explain_fn=torchlime.explain, features=feats, n_samples=32, shard_size=4, progress=False)
+        ...     res = load_results(out)
+        ...     part = res[2:6]                                           # reads shards 0 and 1 only
+        ...     print(len(res), res.complete, part.index.tolist(), part.coef.shape)
+        10 True [2, 3, 4, 5] torch.Size([4, 1, 4])
+    """
+    info = read_index(Path(out))
+    found = collect(Path(out), info["fingerprint"], info["shard_size"], info.get("n_inputs"))
+    return LazyResults(out, info, list(found.values()))  # the files are the proof; the index may lag
