@@ -32,6 +32,8 @@ SCRIPTS = {
     "bench_text_gpu.py": ("text_gpu_cpu_quick.json", ()),
     "bench_probe_overhead.py": ("probe_overhead_cpu_quick.json", ()),
     "text_rationale.py": ("text_rationale_quick.json", ()),
+    "bench_chunk_memory.py": ("chunk_memory_cpu_quick.json", ()),
+    "bench_integrations_overhead.py": ("integrations_overhead_cpu_quick.json", ("tensorboard", "lightning")),
 }
 
 

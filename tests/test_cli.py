@@ -1,5 +1,6 @@
 """The command line: usage errors are one line with exit code 2 (no traceback), no empty output
-folder is left behind, ``--version``."""
+folder is left behind, ``--version``; for every command, run as ``python -m torchlime.cli``
+(the commands' own behaviour: tests/test_cli_explain.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -26,6 +27,7 @@ def test_version():
     (("demo", "--n-samples", "many"), "argument --n-samples: expected an integer, got 'many'"),
     (("demo", "--device", "tpu"), "argument --device: invalid choice: 'tpu'"),
     (("explode",), "invalid choice: 'explode'"),
+    (("explain", "model.pt"), "the following arguments are required: INPUT, --out"),
 ])
 def test_usage_errors_are_one_line(args, message):
     proc = run(*args)
@@ -39,3 +41,19 @@ def test_top_k_above_the_segments_is_refused_and_leaves_no_folder(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "--top-k must be at most the number of segments of every image" in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [
+    ("explain", "{model}", "{input}", "--out", "{out}"),
+    ("explain-dataset", "{model}", "{tmp}", "--out", "{out}"),
+    ("bench", "{model}", "--input-shape", "3", "8", "8"),
+])
+def test_a_file_that_is_no_model_is_one_line_and_leaves_no_folder(tmp_path, command):
+    model, image, out = tmp_path / "model.pt", tmp_path / "x.png", tmp_path / "out"
+    model.write_bytes(b"not a model")
+    image.write_bytes(b"not an image either")
+    args = [a.format(model=model, input=image, out=out, tmp=tmp_path) for a in command]
+    proc = run(*args)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"torchlime {command[0]}: error: ")
+    assert "model.pt" in proc.stderr and not out.exists()
