@@ -52,7 +52,7 @@ from torchlime.sampling import BernoulliSampler, Sampler  # noqa: E402
 from torchlime.surrogate import KLasso, Lasso, Ridge  # noqa: E402
 from torchlime.weighting import ExponentialKernel, UniformKernel  # noqa: E402
 
-from common import common_args, header, load_average, write  # noqa: E402
+from common import common_args, header, load_average, size_defaults, write  # noqa: E402
 
 HELD_OUT_SEED = 2026  # never used to train the embedded models (images 0/1, audio 1/2, text 0/1)
 METHODS = ("lime", "stratified", "antithetic", "sobol", "lasso", "klasso", "uniform", "auto", "kernel_shap")
@@ -63,6 +63,7 @@ IMAGE_GOLD_SHARE = 0.5  # a segment is gold when more than half of its pixels ar
 AUDIO_GOLD_SHARE = 0.1  # a grid cell is gold when it holds at least 10 % of the evidence's bins
 TOP_K_FLIP, TOP_K_STABLE, TOP_K_RECALL = 3, 5, 3
 LASSO_ALPHA, KLASSO_K = 0.01, 10
+TEXT_BATCH = 1024  # rows per text model call (the measured chunk is small on a busy CPU; no effect on results)
 METRICS = ("deletion_auc", "insertion_auc", "label_flip_top3", "gold_recall_at_gold", "gold_recall_top3",
            "roc_auc", "jaccard_top5", "r2", "flagged", "coef_error", "samples_used")
 
@@ -150,7 +151,7 @@ def image_task(n: int, pool: int) -> Task:
 
     info = dict(model="torchlime.image.models.load_demo_model() (DemoNet, 4 classes)",
                 data=f"torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED}), 64x64",
-                features=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
+                feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
                 fill="mean (each segment's mean colour: lime's hide_color=None)",
                 target="the true class, logits (softmax=False)",
                 gold_rule=f"segments with more than {IMAGE_GOLD_SHARE:.0%} of their pixels in the evidence mask",
@@ -228,7 +229,7 @@ def planted_task(n: int, pool: int) -> Task:
     info = dict(model="PlantedLinear (this script): exactly linear in the mask, 4 planted segments per image, "
                       "coefficients U[1, 2), all others 0; second output f(x_b) / 2",
                 data=f"the first {n} images of torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED})",
-                features=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
+                feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
                 fill="zero", target="output 0 (f), no softmax",
                 gold_rule=f"the {PLANTED_K} planted segments (exact)", pool=n,
                 selection="every image (no selection)")
@@ -267,7 +268,7 @@ def audio_task(n: int, pool: int) -> Task:
     info = dict(model="torchlime.audio.models.load_audio_model() (SpecNet: no_voice / voice)",
                 data=f"torchlime.audio.data.make_clips({pool}, seed={HELD_OUT_SEED}, positive_fraction=1.0): "
                      "voice clips, log1p |STFT| 129 x 63",
-                features="5 time x 4 frequency grid (explain_spectrogram's default), 20 cells",
+                feature_map="5 time x 4 frequency grid (explain_spectrogram's default), 20 cells",
                 fill="zero (silence: lime's and audioLIME's default)", target="voice (class 1), logits",
                 gold_rule=f"cells holding at least {AUDIO_GOLD_SHARE:.0%} of the evidence mask's bins (the harmonic "
                           "tone's lines fill at most about half of any cell, so no cell is 'mostly' evidence)",
@@ -292,7 +293,7 @@ def text_task(n: int, pool: int) -> Task:
 
     def explain(**kw: Any) -> Explanation:
         return explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="replace",
-                              mask_id=MASK, target=y, softmax=False, **kw)
+                              mask_id=MASK, target=y, softmax=False, batch_size=TEXT_BATCH, **kw)
 
     def gold(exp: Explanation) -> torch.Tensor:
         return metrics.feature_mask(exp, rationale)
@@ -300,8 +301,9 @@ def text_task(n: int, pool: int) -> Task:
     lime_text = PRESETS["lime_text"]["any"]
     info = dict(model="torchlime.text.models.load_text_model() (TextCNN sentiment)",
                 data=f"torchlime.text.data.make_text_dataset({pool}, seed={HELD_OUT_SEED})",
-                features="tokens between [CLS] and [SEP] (one feature each)",
+                feature_map="tokens between [CLS] and [SEP] (one feature each)",
                 fill="replace by [MASK] (mode='replace')", target="the true class, logits",
+                batch_size=TEXT_BATCH,
                 gold_rule="the rationale tokens (data.rationale: the planted sentiment phrases)",
                 pool=pool, pool_correct=int(correct.sum()),
                 selection="the first n sentences of the pool that the model classifies correctly")
@@ -411,7 +413,7 @@ def run_method(task: Task, name: str, keywords: dict[str, Any], seeds: list[int]
     per_input["jaccard_top5"] = metrics.jaccard_topk(exps, k=TOP_K_STABLE)[:, 0]
     first = exps[0].meta
     return dict(
-        features=stats(exps[0].n_features.float()), gold_features=stats(task.gold(exps[0]).sum(1).float()),
+        n_features=stats(exps[0].n_features.float()), gold_features=stats(task.gold(exps[0]).sum(1).float()),
         settings=dict(sampler=repr(first.get("sampler")), kernel=repr(first.get("kernel")),
                       surrogate=repr(first.get("surrogate")), baseline=repr(first.get("baseline")),
                       preset=first.get("preset"), n_samples=repr(keywords.get("n_samples"))),
@@ -456,8 +458,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     if args.device != "cpu":
         raise SystemExit("quality.py runs on the CPU (--device cpu)")
     torch.set_num_threads(args.threads)
-    n = args.n or (4 if args.quick else 48)
-    budget = args.budget or (64 if args.quick else 512)
+    size_defaults(args, dict(n=(4, 48), budget=(64, 512)))
+    n, budget = args.n, args.budget
     seeds = [0, 1] if args.quick else [0, 1, 2]
     t_start, load_start = time.perf_counter(), load_average()
     payload: dict[str, Any] = dict(
@@ -483,7 +485,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                 print(f"  {name}: not in this package, skipped", flush=True)
                 continue
             rec = run_method(task, name, keywords, seeds)
-            record.setdefault("features", rec.pop("features"))  # the same for every method
+            record.setdefault("n_features", rec.pop("n_features"))  # the same for every method
             record.setdefault("gold_features", rec.pop("gold_features"))
             record["methods"][name] = rec
             m = rec["metrics"]

@@ -32,9 +32,13 @@ METHOD_NAMES = dict(lime="lime defaults", stratified="stratified", antithetic="a
 BLOCK = re.compile(r"<!-- begin: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end: (?P=name) -->", re.S)
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")  # a literal pipe inside a table cell
+
+
 def _md(header: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                     + ["| " + " | ".join(r) + " |" for r in rows])
+    return "\n".join(["| " + " | ".join(map(_cell, header)) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(map(_cell, r)) + " |" for r in rows])
 
 
 def fmt(v: Optional[float], digits: int = 3) -> str:
@@ -97,13 +101,16 @@ def machine(payload: dict[str, Any]) -> str:
     if changes is None:
         tree = "source state not recorded"
     elif changes:
-        tree = (f"**not a clean tree**: uncommitted changes in {', '.join(f'`{c}`' for c in changes)} "
-                f"(diff hash `{(payload.get('diff_sha256') or '')[:12]}`)")
+        names = ", ".join(f"`{c}`" for c in changes[:4]) + (f" and {len(changes) - 4} more" if len(changes) > 4 else "")
+        tree = (f"**not a clean tree**: uncommitted changes in {names} (`uncommitted_changes` in the JSON, diff hash "
+                f"`{(payload.get('diff_sha256') or '')[:12]}`)")
+        if payload.get("diff_sha256_end", payload.get("diff_sha256")) != payload.get("diff_sha256"):
+            tree += ", and the tree changed during the run (`uncommitted_changes_end`)"
     else:
         tree = "clean tree (no uncommitted change in `torchlime/` or the study's scripts)"
     load = payload.get("load_average_start")
     load_txt = f", load average {load[0]:.1f} at the start" if load else ""
-    return (f"Machine: {payload['device']}, {payload['threads']} torch thread(s){load_txt}; torch "
+    return (f"Machine: {payload['device']}{load_txt}; torch "
             f"{payload['torch']}, Python {payload['python']}; commit `{payload['commit'][:10]}`, "
             f"{payload['date']}; {tree}. The whole run took {payload['seconds'] / 60:.1f} min. "
             f"{payload['n_inputs']} inputs per modality, budget N = {payload['budget']} model rows per input, "
@@ -113,39 +120,50 @@ def machine(payload: dict[str, Any]) -> str:
 def setup(payload: dict[str, Any]) -> str:
     rows = []
     for mod, rec in payload["modalities"].items():
-        rows.append([MODALITY_NAMES.get(mod, mod), rec["model"], rec["data"], str(rec["n_inputs"]),
-                     f"{rec['features']['mean']:.1f}", f"{rec['gold_features']['mean']:.2f}", rec["gold_rule"],
-                     rec["fill"]])
-    return _md(["modality", "model", "inputs", "n", "features (mean)", "gold features (mean)", "gold rule",
-                "fill of hidden features"], rows)
+        pool = ""
+        if "pool_correct" in rec:
+            pool = (f"; the first {rec['n_inputs']} usable of {rec['pool']} ({rec['pool_correct']} classified "
+                    f"correctly" + (f", {rec['pool_without_gold']} without a gold segment" if "pool_without_gold" in rec
+                                    else "") + ")")
+        rows.append([MODALITY_NAMES.get(mod, mod), rec["model"], rec["data"] + pool, str(rec["n_inputs"]),
+                     rec["feature_map"], f"{rec['n_features']['mean']:.1f}", f"{rec['gold_features']['mean']:.2f}",
+                     rec["gold_rule"], rec["fill"]])
+    return _md(["modality", "model", "inputs", "n", "features", "features per input (mean)", "gold features (mean)",
+                "gold rule", "fill of hidden features"], rows)
+
+
+def _setting(text: str) -> str:
+    return text.strip("'\"")
 
 
 def methods(payload: dict[str, Any]) -> str:
+    """One row per method; a setting that differs between modalities is given per modality."""
+    fields = ("sampler", "kernel", "surrogate", "n_samples")
     rows = []
     for name in _methods(payload):
-        for mod, rec in payload["modalities"].items():
-            if name not in rec["methods"]:
-                continue
-            s = rec["methods"][name]["settings"]
-            rows.append([METHOD_NAMES.get(name, name), MODALITY_NAMES.get(mod, mod), s["sampler"], s["kernel"],
-                         s["surrogate"], s["n_samples"]])
-    # identical settings on several modalities: one row, the modalities joined
-    merged: dict[tuple, list[str]] = {}
-    for r in rows:
-        merged.setdefault((r[0], *r[2:]), []).append(r[1])
-    out = [[k[0], ", ".join(mods), *k[1:]] for k, mods in merged.items()]
+        row = [METHOD_NAMES.get(name, name)]
+        for key in fields:
+            by_value: dict[str, list[str]] = {}
+            for mod, rec in payload["modalities"].items():
+                if name in rec["methods"]:
+                    value = _setting(rec["methods"][name]["settings"][key])
+                    by_value.setdefault(value, []).append(MODALITY_NAMES.get(mod, mod))
+            common, *others = sorted(by_value, key=lambda v: -len(by_value[v]))  # the most common value first
+            row.append(" ".join([common] + [f"({', '.join(by_value[v])}: {v})" for v in others]))
+        rows.append(row)
     ks = payload["kernel_shap"]
     note = ("" if ks["available"] else
             f"\n\nKernelSHAP (`preset=\"kernel_shap\"`): {ks['note']} when this run was made; not measured.")
-    return _md(["method", "modalities", "sampler", "kernel", "surrogate", "n_samples"], out) + note
+    return _md(["method", *fields], rows) + note
 
 
 def modality_table(payload: dict[str, Any], mod: str) -> str:
     rec = payload["modalities"][mod]
     planted = mod == "planted"
     header = ["method", "samples / input", "deletion AUC ↓", "insertion AUC ↑", "label flip, top 3",
-              "gold recall @ |gold|", "gold recall @ 3", "ROC-AUC vs gold", "Jaccard top 5, 3 seeds",
-              "weighted R²", "flagged"] + (["coefficient error"] if planted else [])
+              "gold recall @ #gold", "gold recall @ 3", "ROC-AUC vs gold",
+              f"Jaccard top 5, {len(payload['seeds'])} seeds", "weighted R²", "flagged"]
+    header += ["coefficient error"] if planted else []
     rows = []
     for name, m in rec["methods"].items():
         met = m["metrics"]
@@ -171,7 +189,8 @@ def headline(payload: dict[str, Any]) -> str:
                        f"{fmt(m['metrics']['roc_auc']['mean'])} / {fmt(m['metrics']['gold_recall_at_gold']['mean'], 2)}"
                        f" / {fmt(m['metrics']['jaccard_top5']['mean'], 2)}")
         rows.append(row)
-    return _md(["ROC-AUC / recall @ |gold| / Jaccard top 5 (means)"] + [MODALITY_NAMES.get(m, m) for m in mods], rows)
+    return _md(["ROC-AUC / gold recall @ #gold / Jaccard top 5 (means)"]
+               + [MODALITY_NAMES.get(m, m) for m in mods], rows)
 
 
 def spread(payload: dict[str, Any]) -> str:
@@ -185,22 +204,26 @@ def spread(payload: dict[str, Any]) -> str:
 
 def fidelity(payload: dict[str, Any]) -> str:
     """Does R² tell good explanations from bad ones? Per modality and method, over the inputs:
-    Spearman's ρ between R² and ROC-AUC, and the AUC of R² separating explanations that found all
-    gold features in their top |gold| (every seed) from the others."""
+    Spearman's ρ between R² and ROC-AUC, and the AUC of R² separating the inputs whose
+    explanations found all gold features in their top #gold (every seed) from the others."""
+    mods = [m for m in payload["modalities"] if m != "planted"]
     rows = []
-    for mod, rec in payload["modalities"].items():
-        if mod == "planted":
-            continue
-        for name, m in rec["methods"].items():
+    for name in _methods(payload):
+        row = [METHOD_NAMES.get(name, name)]
+        for mod in mods:
+            m = payload["modalities"][mod]["methods"].get(name)
+            if m is None:
+                row.append("–")
+                continue
             per = m["per_input"]
             rho = spearman(per["r2"], per["roc_auc"])
-            right = [r for r, g in zip(per["r2"], per["gold_recall_at_gold"]) if g is not None and g >= 0.999]
-            wrong = [r for r, g in zip(per["r2"], per["gold_recall_at_gold"]) if g is not None and g < 0.999]
-            auc = separation_auc(right, wrong)
-            rows.append([MODALITY_NAMES.get(mod, mod), METHOD_NAMES.get(name, name), fmt(rho, 2),
-                         f"{len(right)} / {len(wrong)}", fmt(auc, 2)])
-    return _md(["modality", "method", "Spearman ρ (R², ROC-AUC)", "all gold found / not",
-                "AUC of R² (found vs not)"], rows)
+            pairs = [(r, g) for r, g in zip(per["r2"], per["gold_recall_at_gold"]) if r is not None and g is not None]
+            right = [r for r, g in pairs if g >= 0.999]
+            wrong = [r for r, g in pairs if g < 0.999]
+            row.append(f"{fmt(rho, 2)} / {fmt(separation_auc(right, wrong), 2)} ({len(right)} / {len(wrong)})")
+        rows.append(row)
+    return _md(["Spearman ρ (R², ROC-AUC) / AUC of R² (all gold found / not)"]
+               + [MODALITY_NAMES.get(m, m) for m in mods], rows)
 
 
 def auto_samples(payload: dict[str, Any]) -> str:
@@ -216,13 +239,31 @@ def auto_samples(payload: dict[str, Any]) -> str:
                rows)
 
 
+def flags(payload: dict[str, Any]) -> str:
+    """Which ``torchlime.quality`` flags were raised, per modality and method (inputs per seed)."""
+    lines = []
+    for mod, rec in payload["modalities"].items():
+        for name, m in rec["methods"].items():
+            raised = {k: v for k, v in m["flag_counts"].items() if any(v)}
+            if raised:
+                lines.append(f"* {MODALITY_NAMES.get(mod, mod)}, {METHOD_NAMES.get(name, name)}: "
+                             + "; ".join(f"`{k}` for {', '.join(map(str, v))} of {rec['n_inputs']} inputs"
+                                         for k, v in raised.items())
+                             + f" (seeds {', '.join(map(str, payload['seeds']))}); {m['unreliable_calls']} of "
+                               f"{len(payload['seeds'])} calls warned")
+    total = sum(len(r["methods"]) for r in payload["modalities"].values())
+    head = (f"`torchlime.quality` flags raised, over {total} (modality, method) pairs:" if lines else
+            f"`torchlime.quality` raised no flag in any of the {total} (modality, method) pairs.")
+    return "\n".join([head, ""] + lines if lines else [head])
+
+
 def blocks(payload: dict[str, Any]) -> dict[str, str]:
     """Every generated block of QUALITY.md, by name."""
     out = dict(machine=machine(payload), setup=setup(payload), methods=methods(payload),
                headline=headline(payload), auto=auto_samples(payload))
     for mod in payload["modalities"]:
         out[f"table-{mod}"] = modality_table(payload, mod)
-    out.update(spread=spread(payload), fidelity=fidelity(payload))
+    out.update(spread=spread(payload), flags=flags(payload), fidelity=fidelity(payload))
     return out
 
 
