@@ -142,8 +142,8 @@ def main() -> None:
     for name in names:
         model, x, f, kw = all_cases[name]
         out["results"].append(run(name, model, x, f, kw, grid_n, n_ref, print))
-    path = write("sample_efficiency_cpu.json", out, args.out)
-    print(f"wrote {path}")
+        path = write("sample_efficiency_cpu.json", out, args.out)  # after every model: a cut run keeps its models
+        print(f"wrote {path} ({name})")
     print(json.dumps({r["model"]: r["bernoulli_over_best"] for r in out["results"]}))
 
 

@@ -21,6 +21,13 @@ def test_version():
     assert proc.returncode == 0 and proc.stdout.strip() == f"torchlime {torchlime.__version__}"
 
 
+def test_python_dash_m_torchlime_is_the_same_command():
+    proc = subprocess.run([sys.executable, "-m", "torchlime", "--version"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"torchlime {torchlime.__version__}"
+    proc = subprocess.run([sys.executable, "-m", "torchlime", "explode"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "invalid choice: 'explode'" in proc.stderr and "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     ((), "the following arguments are required: command"),
     (("demo", "--n-images", "0"), "argument --n-images: expected an integer >= 1, got 0"),

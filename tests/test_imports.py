@@ -9,7 +9,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "torchlime"
 KERNELS = PKG.parent / "kernels"
-FRONT_DOORS = ("torchlime.image._explain", "torchlime.audio._explain", "torchlime.text._explain")
+FRONT_DOORS = ("torchlime.image._explain", "torchlime.audio._explain", "torchlime.text._explain",
+               "torchlime.tabular._explain")
 #: engine internals a front door must not reach for (it builds features, with ``features.grid`` if it
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
 INTERNALS = ("torchlime.features.relabel", "torchlime.features.FeatureMap", "torchlime.sampling",
@@ -100,7 +101,8 @@ def test_modules_are_small(name):
     assert len(modules()[name].read_text().splitlines()) <= 400
 
 
-@pytest.mark.parametrize("sub", ["torchlime.image", "torchlime.audio", "torchlime.text"])
+@pytest.mark.parametrize("sub", ["torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.metrics",
+                                 "torchlime.dataset", "torchlime.tabular"])
 def test_subpackages_declare_all(sub):
     import importlib
 
