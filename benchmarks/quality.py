@@ -44,18 +44,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torchlime  # noqa: E402
 from torchlime import metrics  # noqa: E402
 from torchlime.adaptive import Adaptive  # noqa: E402
+from torchlime.bayes import BayesianRidge  # noqa: E402
 from torchlime.designs import AntitheticSampler, SobolSampler, StratifiedSampler  # noqa: E402
 from torchlime.explanation import Explanation  # noqa: E402
 from torchlime.presets import PRESETS  # noqa: E402
 from torchlime.quality import UnreliableExplanationWarning  # noqa: E402
 from torchlime.sampling import BernoulliSampler, Sampler  # noqa: E402
+from torchlime.smile import SmileKernel  # noqa: E402
 from torchlime.surrogate import KLasso, Lasso, Ridge  # noqa: E402
 from torchlime.weighting import ExponentialKernel, UniformKernel  # noqa: E402
 
 from common import common_args, header, load_average, size_defaults, write  # noqa: E402
 
 HELD_OUT_SEED = 2026  # never used to train the embedded models (images 0/1, audio 1/2, text 0/1)
-METHODS = ("lime", "stratified", "antithetic", "sobol", "lasso", "klasso", "uniform", "auto", "kernel_shap")
+METHODS = ("lime", "stratified", "antithetic", "sobol", "lasso", "klasso", "bayes", "uniform", "smile", "auto",
+           "kernel_shap")
 MODALITIES = ("planted", "image", "audio", "text")
 N_SEGMENTS = 40  # SLIC segments asked for (images and the planted model)
 PLANTED_K = 4  # planted segments per image
@@ -330,8 +333,12 @@ def method_keywords(name: str, task: Task, budget: int, quick: bool) -> Optional
         return dict(lime, surrogate=Lasso(alpha=LASSO_ALPHA))
     if name == "klasso":
         return dict(lime, surrogate=KLasso(k=KLASSO_K))
+    if name == "bayes":
+        return dict(lime, surrogate=BayesianRidge())
     if name == "uniform":
         return dict(lime, kernel=UniformKernel())
+    if name == "smile":
+        return dict(lime, kernel=SmileKernel("wasserstein"))
     if name == "auto":
         return dict(lime, n_samples=Adaptive(start=16, cap=64) if quick else "auto")
     if name == "kernel_shap":

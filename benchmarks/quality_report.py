@@ -27,7 +27,8 @@ RESULTS = BENCH / "results"
 DOCUMENT = BENCH / "QUALITY.md"
 MODALITY_NAMES = dict(planted="planted linear model (images)", image="images", audio="spectrograms", text="tokens")
 METHOD_NAMES = dict(lime="lime defaults", stratified="stratified", antithetic="antithetic", sobol="Sobol",
-                    lasso="Lasso", klasso="K-Lasso", uniform="uniform kernel", auto="n_samples=\"auto\"",
+                    lasso="Lasso", klasso="K-Lasso", bayes="BayLIME", uniform="uniform kernel",
+                    smile="SMILE (Wasserstein)", auto="n_samples=\"auto\"",
                     kernel_shap="KernelSHAP preset")
 BLOCK = re.compile(r"<!-- begin: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end: (?P=name) -->", re.S)
 
