@@ -7,9 +7,12 @@ which its top-5 set has a Jaccard index >= 0.9 with the reference (for 5-sets: t
 at every larger N of the grid. ``n_samples="auto"`` runs once per input, and its samples used
 and Jaccard are recorded. Models: a planted sparse linear model over image segments, the
 embedded demo CNN (images), the embedded SpecNet (spectrograms), the embedded TextCNN
-(tokens) and a torchvision resnet18 with random weights at 64 x 64 (a real architecture).
+(tokens) and a torchvision mobilenet_v3_small with random weights at 64 x 64 (a real architecture;
+run with ``--max-n 2048``: its grid stops there, each result records its own grid). ``--resume``
+keeps the models already written and runs the others.
 
-    python benchmarks/bench_sample_efficiency.py                  # about an hour on 2 CPU cores
+    python benchmarks/bench_sample_efficiency.py --models planted_linear demo_cnn spectrogram_cnn text_cnn
+    python benchmarks/bench_sample_efficiency.py --resume --models mobilenet_v3_small_64px --max-n 2048
     python benchmarks/bench_sample_efficiency.py --quick --out /tmp/quick
 """
 from __future__ import annotations
@@ -35,6 +38,8 @@ from common import common_args, header, vision_model, write
 DESIGNS = {"bernoulli": BernoulliSampler(), "stratified": StratifiedSampler(), "antithetic": AntitheticSampler(),
            "sobol": SobolSampler()}
 TOP_K, THRESHOLD = 5, 0.9
+GRID = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+DEFAULT_MODELS = ["planted_linear", "demo_cnn", "spectrogram_cnn", "text_cnn", "mobilenet_v3_small_64px"]
 
 
 def cases(n_inputs: int) -> dict:
@@ -68,14 +73,14 @@ def cases(n_inputs: int) -> dict:
     def text_call(packed_ids):
         return text_model(packed_ids, (packed_ids != 0).long())
 
-    resnet = vision_model("resnet18", torch.device("cpu"))
+    mobilenet = vision_model("mobilenet_v3_small", torch.device("cpu"))
     return {
         "planted_linear": (planted, images, grid16, {}),
         "demo_cnn": (load_demo_model(), images, seg.unsqueeze(1), dict(baseline="mean")),
         "spectrogram_cnn": (load_audio_model(), specs, grid(specs.shape[-2:], (4, 5)).view(1, *specs.shape[-2:]),
                             {}),
         "text_cnn": (text_call, text.input_ids, feats_text, dict(baseline=0)),
-        "resnet18_64px": (resnet, images, seg.unsqueeze(1), dict(baseline="mean")),
+        "mobilenet_v3_small_64px": (mobilenet, images, seg.unsqueeze(1), dict(baseline="mean")),
     }
 
 
@@ -131,18 +136,30 @@ def main() -> None:
     ap.add_argument("--inputs", type=int, default=50)
     ap.add_argument("--reference", type=int, default=20000)
     ap.add_argument("--models", nargs="+", default=None)
+    ap.add_argument("--max-n", type=int, default=8192, help="largest N of the grid for the models of this run")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the models already in the JSON under --out and run only the others")
     args = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    n_inputs, n_ref = (3, 2000) if args.quick else (args.inputs, args.reference)
-    grid_n = [32, 64, 128] if args.quick else [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    n_inputs, n_ref = (3, 500) if args.quick else (args.inputs, args.reference)
+    grid_n = [32, 64, 128] if args.quick else [n for n in GRID if n <= args.max_n]
     all_cases = cases(n_inputs)
-    names = args.models or (["planted_linear", "demo_cnn"] if args.quick else list(all_cases))
-    out = dict(header(torch.device("cpu")), benchmark="bench_sample_efficiency", top_k=TOP_K, threshold=THRESHOLD,
-               grid=grid_n, results=[])
+    names = args.models or (["planted_linear", "demo_cnn"] if args.quick else DEFAULT_MODELS)
+    out = dict(header(torch.device("cpu")), benchmark="bench_sample_efficiency", quick=args.quick, top_k=TOP_K,
+               threshold=THRESHOLD, n_reference=n_ref, results=[])
+    file = "sample_efficiency_cpu_quick.json" if args.quick else "sample_efficiency_cpu.json"
+    path = args.out / file
+    if args.resume and path.exists():
+        previous = json.loads(path.read_text())
+        out["results"] = [dict(r, grid=r.get("grid", previous.get("grid"))) for r in previous["results"]]
+    done = {r["model"] for r in out["results"]}
     for name in names:
+        if name in done:
+            print(f"{name}: already in {path}, kept")
+            continue
         model, x, f, kw = all_cases[name]
-        out["results"].append(run(name, model, x, f, kw, grid_n, n_ref, print))
-        path = write("sample_efficiency_cpu.json", out, args.out)  # after every model: a cut run keeps its models
+        out["results"].append(dict(run(name, model, x, f, kw, grid_n, n_ref, print), grid=grid_n))
+        path = write(file, out, args.out)  # after every model: a cut run keeps its models
         print(f"wrote {path} ({name})")
     print(json.dumps({r["model"]: r["bernoulli_over_best"] for r in out["results"]}))
 
