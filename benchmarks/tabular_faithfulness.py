@@ -35,9 +35,9 @@ from torchlime import KLasso
 from torchlime.tabular import explain_tabular, fit_stats
 
 from common import common_args, device_arg, header, optional_module, size_defaults, smoke_threads, write
+from faithfulness_lib import MAX_GOLD, decision_tree_fit, sparse_logreg_fit, summary
 
 TOP_K = 10
-MAX_GOLD = 10
 
 
 class SklearnModel:
@@ -67,44 +67,20 @@ def datasets(seed: int) -> dict:
 
 def sparse_logreg(x: np.ndarray, y: np.ndarray):
     """The L1 logistic regression with the largest C of a grid using <= 10 columns; (model, gold mask fn)."""
-    import inspect
-
-    from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    # scikit-learn >= 1.8 spells the L1 penalty l1_ratio=1 (``penalty`` is deprecated there)
-    l1 = dict(l1_ratio=1.0) if "deprecated" in str(inspect.signature(LogisticRegression)) else dict(penalty="l1")
-    best = None
-    for c in np.logspace(-3, 1, 41):
-        clf = make_pipeline(StandardScaler(), LogisticRegression(solver="liblinear", C=c, **l1))
-        clf.fit(x, y)
-        used = np.flatnonzero(clf[-1].coef_[0])
-        if 0 < len(used) <= MAX_GOLD:
-            best = (clf, used, c)
-    clf, used, c = best
+    clf, lr, used, c = sparse_logreg_fit(x, y, lambda est: make_pipeline(StandardScaler(), est))
     gold = np.zeros(x.shape[1], dtype=bool)
     gold[used] = True
-    clf.gold_weights = sorted(np.abs(clf[-1].coef_[0][used]).round(4).tolist(), reverse=True)  # standardised |w|
+    clf.gold_weights = sorted(np.abs(lr.coef_[0][used]).round(4).tolist(), reverse=True)  # standardised |w|
     return clf, (lambda rows: np.repeat(gold[None], len(rows), 0)), f"L1 logistic regression, C={c:.3g}"
 
 
 def decision_tree(x: np.ndarray, y: np.ndarray, seed: int):
     """A decision tree of depth <= 10; gold: the distinct columns on each input's decision path."""
-    from sklearn.tree import DecisionTreeClassifier
-
-    clf = DecisionTreeClassifier(max_depth=MAX_GOLD, random_state=seed).fit(x, y)
-    feature = clf.tree_.feature
-
-    def gold(rows: np.ndarray) -> np.ndarray:
-        path = clf.decision_path(rows).toarray().astype(bool)  # (n, nodes)
-        out = np.zeros((len(rows), x.shape[1]), dtype=bool)
-        for i, nodes in enumerate(path):
-            f = feature[nodes]
-            out[i, f[f >= 0]] = True
-        return out
-
-    return clf, gold, f"decision tree, depth {clf.get_depth()} (max_depth={MAX_GOLD})"
+    clf, tested = decision_tree_fit(x, y, seed)
+    return clf, tested, f"decision tree, depth {clf.get_depth()} (max_depth={MAX_GOLD})"
 
 
 def recall(top: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -122,11 +98,6 @@ def lime_top(lime_tabular, x_train, rows, clf, n_samples: int, seed: int) -> np.
         ranked = sorted(exp.local_exp[1], key=lambda fw: -abs(fw[1]))
         tops.append([f for f, _ in ranked[:TOP_K]])
     return np.array(tops)
-
-
-def summary(values: np.ndarray) -> dict:
-    return dict(mean=float(values.mean()), sem=float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1
-                else 0.0, n=int(len(values)))
 
 
 def main() -> None:

@@ -36,3 +36,13 @@ def forward_order(batch: int, n_samples: int) -> torch.Tensor:
     b = torch.arange(batch).view(-1, 1)
     s = torch.arange(n_samples).view(1, -1)
     return torch.where(s == 0, b, batch + b * (n_samples - 1) + s - 1)
+
+
+def pct(value: float) -> str:
+    """A fraction as a percentage with one decimal, as the benchmark documents print it."""
+    return f"{100 * value:.1f}"
+
+
+def with_sem(rec: dict) -> str:
+    """``mean ± sem`` of a summary record (fractions) in percent, as the benchmark documents print it."""
+    return f"{pct(rec['mean'])} ± {pct(rec['sem'])}"

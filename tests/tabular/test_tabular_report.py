@@ -14,19 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import pct, with_sem
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 RESULT = BENCH / "results" / "tabular_faithfulness.json"
 DOC = BENCH / "TABULAR.md"
 CONSTANTS = {"0.75": "lime's kernel width factor", "0.1": "torchlime.quality's R² threshold",
              "5.2": "the LIME paper's section"}
-
-
-def pct(value: float) -> str:
-    return f"{100 * value:.1f}"
-
-
-def with_sem(rec: dict) -> str:
-    return f"{pct(rec['mean'])} ± {pct(rec['sem'])}"
 
 
 def recall_rows(payload: dict) -> list[str]:
