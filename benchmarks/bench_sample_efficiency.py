@@ -7,12 +7,14 @@ which its top-5 set has a Jaccard index >= 0.9 with the reference (for 5-sets: t
 at every larger N of the grid. ``n_samples="auto"`` runs once per input, and its samples used
 and Jaccard are recorded. Models: a planted sparse linear model over image segments, the
 embedded demo CNN (images), the embedded SpecNet (spectrograms), the embedded TextCNN
-(tokens) and a torchvision mobilenet_v3_small with random weights at 64 x 64 (a real architecture;
-run with ``--max-n 2048``: its grid stops there, each result records its own grid). ``--resume``
-keeps the models already written and runs the others.
+(tokens) and a torchvision mobilenet_v3_small with random weights at 64 x 64 (a real architecture).
+The two image CNNs cost the most per row, so they run with ``--max-n 1024`` (their grid stops
+there; an input that needs more counts as unresolved; each result records its own grid) to fit
+the run in about two hours on 2 CPU cores. ``--resume`` keeps the models already written and runs
+the others.
 
-    python benchmarks/bench_sample_efficiency.py --models planted_linear demo_cnn spectrogram_cnn text_cnn
-    python benchmarks/bench_sample_efficiency.py --resume --models mobilenet_v3_small_64px --max-n 2048
+    python benchmarks/bench_sample_efficiency.py --models planted_linear spectrogram_cnn text_cnn
+    python benchmarks/bench_sample_efficiency.py --resume --models mobilenet_v3_small_64px demo_cnn --max-n 1024
     python benchmarks/bench_sample_efficiency.py --quick --out /tmp/quick
 """
 from __future__ import annotations

@@ -5,9 +5,11 @@ CPU a mobilenet runs 1000 images fastest 10 at a time; on a GPU a resnet50 wants
 hundreds), so it is chosen by measurement, not by a byte rule. The first time a
 model meets an input shape on a device, the forward stage runs its first chunks at
 growing sizes (real rows whose outputs are kept: the model sees every row exactly
-once), each size once to warm up and once timed; it stops growing when two doublings in a row no
-longer lower the time per row by more than 2 %, and keeps the smallest size within
-2 % of the fastest. The choice is cached per (model, per-row shape and dtype, device,
+once), each size once to warm up and then timed three times, its time per row the
+fastest of the three (a busy machine only ever adds time, so the minimum is the least
+disturbed figure: one preempted call cannot make a small size look best); it stops
+growing when two doublings in a row no longer lower the time per row by more than 2 %,
+and keeps the smallest size within 2 % of the fastest. The choice is cached per (model, per-row shape and dtype, device,
 ``max_memory``), as cuDNN's benchmark mode caches its algorithms; a call with too few
 rows to finish leaves its timings for the next one. Coefficients never depend on the
 chunk (the fit accumulates in fixed blocks of rows).
@@ -34,6 +36,7 @@ from ._checks import describe
 MemorySpec = Union[None, int, float]
 GAIN = 0.02          # a larger chunk must be this much faster per row to be worth growing to
 PATIENCE = 2         # doublings in a row without that gain before the search stops
+REPEATS = 3          # timed calls per size; the size's time per row is the fastest of them
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 
@@ -44,7 +47,8 @@ _CACHE: dict[tuple, _Entry] = {}
 class _Entry:
     """What is known about one (model, row signature, device, max_memory)."""
 
-    per_row: dict[int, float] = field(default_factory=dict)   # size -> seconds per row
+    per_row: dict[int, float] = field(default_factory=dict)   # size -> seconds per row (fastest timing)
+    timings: dict[int, list] = field(default_factory=dict)     # size -> seconds per row of each timed call
     warmed: set[int] = field(default_factory=set)
     bytes_per_row: float = 0.0                               # CUDA peak memory of a chunk / its rows
     ceiling: int = MAX_CHUNK                                  # largest size that ran (halved on OOM)
@@ -190,7 +194,11 @@ class ChunkPlan:
         if phase == "warm":
             e.warmed.add(size)
             return
-        e.per_row[size] = seconds / size
+        runs = e.timings.setdefault(size, [])
+        runs.append(seconds / size)
+        if len(runs) < REPEATS:
+            return
+        e.per_row[size] = min(runs)
         # stop growing after PATIENCE doublings in a row that did not lower the time per row by GAIN
         # (one noisy timing on a busy machine does not end the search)
         sizes = sorted(e.per_row)
