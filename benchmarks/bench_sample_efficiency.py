@@ -109,12 +109,9 @@ def run(name, model, x, f, kw, grid_n, n_ref, log) -> dict:
             for i in range(x.shape[0]):
                 ok = [all(jac[m][i] >= THRESHOLD for m in grid_n if m >= n) for n in grid_n]
                 needed.append(next((n for n, good in zip(grid_n, ok) if good), None))
-            found = [n for n in needed if n is not None]
-            out["designs"][design] = dict(
-                mean_jaccard={str(n): statistics.mean(v) for n, v in jac.items()}, samples_needed=needed,
-                median_needed=statistics.median(found) if found else None, unresolved=needed.count(None))
-            log(f"{name} {design}: median samples needed {out['designs'][design]['median_needed']} "
-                f"({needed.count(None)} inputs above the grid)")
+            out["designs"][design] = dict(mean_jaccard={str(n): statistics.mean(v) for n, v in jac.items()},
+                                          samples_needed=needed)
+            log(f"{name} {design}: stable at N for {stable_fraction(needed, grid_n)} of the inputs")
         for design in ("bernoulli", "sobol"):
             auto = explain(model, x, f, n_samples=Adaptive(start=64, cap=grid_n[-1]), sampler=DESIGNS[design],
                            generator=1, **kw)
@@ -124,13 +121,50 @@ def run(name, model, x, f, kw, grid_n, n_ref, log) -> dict:
                                          fraction_at_threshold=sum(j >= THRESHOLD for j in jac) / len(jac))
             log(f"{name} auto ({design}): mean samples {out[f'auto_{design}']['mean_samples']:.0f}, "
                 f"top-5 equal to the reference for {100 * out[f'auto_{design}']['fraction_at_threshold']:.0f}%")
-    base = out["designs"]["bernoulli"]["median_needed"]
-    best = min((d for d in out["designs"] if d != "bernoulli"),
-               key=lambda d: out["designs"][d]["median_needed"] or float("inf"))
-    out["best_design"] = best
-    out["bernoulli_over_best"] = (base / out["designs"][best]["median_needed"]
-                                  if base and out["designs"][best]["median_needed"] else None)
-    return out
+    return summarise(dict(out, grid=grid_n))
+
+
+def stable_fraction(needed: list, grid_n: list) -> dict[str, float]:
+    """For every N of the grid, the fraction of inputs whose top 5 equals the reference's from N on."""
+    return {str(n): sum(m is not None and m <= n for m in needed) / len(needed) for n in grid_n}
+
+
+def summarise(result: dict) -> dict:
+    """The comparison of one model's designs, from the per-input samples needed (None: above the grid).
+
+    ``stable_fraction``: per design and N, the fraction of inputs stable from N on; ``median_needed``:
+    the median over all inputs (None when more than half are above the grid). ``calls_ratio``: for
+    every fraction of stable inputs that Bernoulli masks reach (keyed by the first N reaching it),
+    that N divided by the smallest N at which the design makes at least as many inputs stable (None:
+    never on the grid); > 1 means fewer model calls for the same stability. ``bernoulli_over_best``
+    is the ratio at Bernoulli's highest fraction for the design with the largest one there
+    (``best_design``).
+    """
+    grid_n = result["grid"]
+    designs = result["designs"]
+    for rec in designs.values():
+        needed = rec["samples_needed"]
+        rec["stable_fraction"] = stable_fraction(needed, grid_n)
+        ordered = sorted(float("inf") if m is None else m for m in needed)
+        median = ordered[(len(ordered) - 1) // 2]
+        rec["median_needed"] = None if median == float("inf") else median
+        rec["unresolved"] = needed.count(None)
+    base = designs["bernoulli"]["stable_fraction"]
+    for name, rec in designs.items():
+        if name == "bernoulli":
+            continue
+        ratio, reached = {}, 0.0
+        for n in grid_n:
+            if base[str(n)] > reached:
+                reached = base[str(n)]
+                first = next((m for m in grid_n if rec["stable_fraction"][str(m)] >= base[str(n)]), None)
+                ratio[str(n)] = n / first if first else None
+        rec["calls_ratio"] = ratio
+    scored = {d: list(r["calls_ratio"].values())[-1] if r["calls_ratio"] else None
+              for d, r in designs.items() if d != "bernoulli"}
+    best = max(scored, key=lambda d: scored[d] or 0.0)
+    result["best_design"], result["bernoulli_over_best"] = best, scored[best]
+    return result
 
 
 def main() -> None:
@@ -153,14 +187,14 @@ def main() -> None:
     path = args.out / file
     if args.resume and path.exists():
         previous = json.loads(path.read_text())
-        out["results"] = [dict(r, grid=r.get("grid", previous.get("grid"))) for r in previous["results"]]
+        out["results"] = [summarise(dict(r, grid=r.get("grid", previous.get("grid")))) for r in previous["results"]]
     done = {r["model"] for r in out["results"]}
     for name in names:
         if name in done:
             print(f"{name}: already in {path}, kept")
             continue
         model, x, f, kw = all_cases[name]
-        out["results"].append(dict(run(name, model, x, f, kw, grid_n, n_ref, print), grid=grid_n))
+        out["results"].append(run(name, model, x, f, kw, grid_n, n_ref, print))
         path = write(file, out, args.out)  # after every model: a cut run keeps its models
         print(f"wrote {path} ({name})")
     print(json.dumps({r["model"]: r["bernoulli_over_best"] for r in out["results"]}))
