@@ -8,13 +8,11 @@ at every larger N of the grid. ``n_samples="auto"`` runs once per input, and its
 and Jaccard are recorded. Models: a planted sparse linear model over image segments, the
 embedded demo CNN (images), the embedded SpecNet (spectrograms), the embedded TextCNN
 (tokens) and a torchvision mobilenet_v3_small with random weights at 64 x 64 (a real architecture).
-The two image CNNs cost the most per row, so they run with ``--max-n 1024`` (their grid stops
-there; an input that needs more counts as unresolved; each result records its own grid) to fit
-the run in about two hours on 2 CPU cores. ``--resume`` keeps the models already written and runs
-the others.
+``--max-n`` stops a run's grid earlier (an input that needs more counts as unresolved; each result
+records its own grid); ``--resume`` keeps the models already written and runs the others;
+``--table`` prints benchmarks/README.md's table from the JSON.
 
-    python benchmarks/bench_sample_efficiency.py --models planted_linear spectrogram_cnn text_cnn
-    python benchmarks/bench_sample_efficiency.py --resume --models mobilenet_v3_small_64px demo_cnn --max-n 1024
+    python benchmarks/bench_sample_efficiency.py          # about an hour on 2 CPU cores
     python benchmarks/bench_sample_efficiency.py --quick --out /tmp/quick
 """
 from __future__ import annotations
@@ -167,15 +165,39 @@ def summarise(result: dict) -> dict:
     return result
 
 
+def table(payload: dict) -> str:
+    """The markdown table of benchmarks/README.md ("Sample efficiency"), from the JSON."""
+    lines = ["| model | inputs | grid up to | Bernoulli masks: inputs stable (from N) | calls saved for that: "
+             "stratified | antithetic | Sobol | `n_samples=\"auto\"`: mean samples, top 5 = reference |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in payload["results"]:
+        fractions = r["designs"]["bernoulli"]["stable_fraction"]
+        top = max(fractions.values())
+        first = next(n for n, f in fractions.items() if f == top)
+        cells = []
+        for design in ("stratified", "antithetic", "sobol"):
+            ratio = list(r["designs"][design]["calls_ratio"].values())[-1] if top > 0 else None
+            cells.append("never" if ratio is None else f"{ratio:g}x")
+        auto = r["auto_bernoulli"]
+        auto_cell = f"{auto['mean_samples']:.0f}, {100 * auto['fraction_at_threshold']:.0f} %"
+        lines.append(f"| {r['model']} | {r['inputs']} | {r['grid'][-1]} | {100 * top:.0f} % (N = {first}) | "
+                     + " | ".join(cells) + f" | {auto_cell} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--inputs", type=int, default=50)
     ap.add_argument("--reference", type=int, default=20000)
     ap.add_argument("--models", nargs="+", default=None)
     ap.add_argument("--max-n", type=int, default=8192, help="largest N of the grid for the models of this run")
+    ap.add_argument("--table", action="store_true", help="print the README table of the JSON under --out, run nothing")
     ap.add_argument("--resume", action="store_true",
                     help="keep the models already in the JSON under --out and run only the others")
     args = ap.parse_args()
+    if args.table:
+        print(table(json.loads((args.out / "sample_efficiency_cpu.json").read_text())))
+        return
     torch.set_num_threads(max(1, torch.get_num_threads()))
     n_inputs, n_ref = (3, 500) if args.quick else (args.inputs, args.reference)
     grid_n = [32, 64, 128] if args.quick else [n for n in GRID if n <= args.max_n]

@@ -18,9 +18,9 @@ sys.path.insert(0, str(BENCH))
 
 import quality_report  # noqa: E402
 
-# Set to True once results/quality.json has been regenerated from a clean tree: the run that
-# wrote the current JSON had uncommitted work of other changes in torchlime/ (recorded in it).
-REQUIRE_CLEAN_TREE = False
+# results/quality.json must come from a clean tree (no uncommitted change in torchlime/ or the study's
+# scripts at the start and at the end of the run), so its figures belong to a commit
+REQUIRE_CLEAN_TREE = True
 
 # Decimal constants the hand-written text may use although no table holds them: settings of the
 # methods and thresholds of the package, not measurements.
@@ -71,6 +71,7 @@ def test_results_record_the_source_tree_and_the_protocol(payload):
     assert isinstance(payload["uncommitted_changes"], list)
     if REQUIRE_CLEAN_TREE:
         assert payload["uncommitted_changes"] == [], payload["uncommitted_changes"]
+        assert payload.get("uncommitted_changes_end") == [], payload.get("uncommitted_changes_end")
     assert not payload["quick"]
     assert payload["n_inputs"] >= 32 and len(payload["seeds"]) >= 3
     assert set(payload["modalities"]) >= {"image", "audio", "text"}
