@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_probe_overhead import grid_features, make_model
+from bench_probe_overhead import Trainer, grid_features, make_model
 
 from torchlime.integrations.tensorboard import TensorBoardProbe, summary_writer
 from torchlime.training import ProbeExplainer
@@ -68,27 +68,10 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-class Loop:
-    """The training loop of ``bench_probe_overhead``: model, SGD with momentum, random batches."""
-
-    def __init__(self, device: torch.device, batch: int) -> None:
-        self.device, self.batch = device, batch
-        self.model = make_model(device).train()
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
-
-    def step(self) -> None:
-        x = torch.randn(self.batch, 3, 32, 32, device=self.device)
-        y = torch.randint(0, 10, (self.batch,), device=self.device)
-        loss = torch.nn.functional.cross_entropy(self.model(x), y)
-        self.opt.zero_grad()
-        loss.backward()
-        self.opt.step()
-
-
 def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Path) -> dict[str, Any]:
     """Parts 1 and 2, interleaved per repetition."""
     torch.manual_seed(0)
-    loop = Loop(device, args.batch)
+    loop = Trainer(device, args.batch, None)  # the training loop of bench_probe_overhead, no probe
     feats = grid_features(32, 4, device)
 
     def probe(every: int) -> ProbeExplainer:

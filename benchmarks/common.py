@@ -13,24 +13,11 @@ from typing import Callable
 
 import torch
 
+from torchlime._cli_bench import device_name  # one definition, shared with `torchlime bench`
+
 RESULTS = Path(__file__).resolve().parent / "results"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-def device_name(device: torch.device) -> str:
-    """GPU name, or the CPU model and core count."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = platform.processor() or "cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model} ({torch.get_num_threads()} torch threads)"
 
 
 def header(device: torch.device) -> dict:
