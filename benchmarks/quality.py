@@ -434,6 +434,14 @@ def run_method(task: Task, name: str, keywords: dict[str, Any], seeds: list[int]
 
 # ----------------------------------------------------------------------------- the study
 
+def torchlime_source() -> str:
+    """Which torchlime ran: its path inside this repository when it is this checkout's, else
+    "installed" (never a path of the machine)."""
+    here = Path(torchlime.__file__).resolve()
+    root = Path(__file__).resolve().parents[1]
+    return str(here.relative_to(root)) if here.is_relative_to(root) else "installed"
+
+
 def source_state(suffix: str = "") -> dict[str, Any]:
     """Whether the run's code differs from the recorded commit (torchlime/ and this study's scripts):
     the changed paths, and a hash of their diff against the commit (untracked files by name only)."""
@@ -471,7 +479,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     t_start, load_start = time.perf_counter(), load_average()
     payload: dict[str, Any] = dict(
         header(torch.device("cpu")), benchmark="quality", quick=args.quick, threads=args.threads, n_inputs=n,
-        budget=budget, seeds=seeds, held_out_seed=HELD_OUT_SEED, torchlime_file=torchlime.__file__,
+        budget=budget, seeds=seeds, held_out_seed=HELD_OUT_SEED, torchlime_file=torchlime_source(),
         **source_state(),
         constants=dict(n_segments=N_SEGMENTS, planted_k=PLANTED_K, image_gold_share=IMAGE_GOLD_SHARE,
                        audio_gold_share=AUDIO_GOLD_SHARE, top_k_flip=TOP_K_FLIP, top_k_stable=TOP_K_STABLE,

@@ -73,6 +73,7 @@ def test_results_record_the_source_tree_and_the_protocol(payload):
         assert payload["uncommitted_changes"] == [], payload["uncommitted_changes"]
         assert payload.get("uncommitted_changes_end") == [], payload.get("uncommitted_changes_end")
     assert not payload["quick"]
+    assert not payload["torchlime_file"].startswith("/"), "the JSON names a path of the machine that ran it"
     assert payload["n_inputs"] >= 32 and len(payload["seeds"]) >= 3
     assert set(payload["modalities"]) >= {"image", "audio", "text"}
     for mod, rec in payload["modalities"].items():
