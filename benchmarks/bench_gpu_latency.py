@@ -51,6 +51,7 @@ from common import (
     best_chunk,
     common_args,
     device_arg,
+    exit_if_stopped,
     formatted,
     forward_rows,
     goal,
@@ -63,6 +64,7 @@ from common import (
     summary,
     test_image,
     timed,
+    until_stopped,
     vision_model,
     warm_up,
     write,
@@ -228,24 +230,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    device = device_arg(args.device)
-    smoke_threads(args, device)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
-    if any(v in ("fast", *COMPILED) for v in args.variants):
-        roomy_compile_cache()
-    image = test_image(args.size).to(device)
-
-    # segmentation alone (the first stage of every torchlime run), and the labels every system shares
-    segments = slic(image)
-    seg_times = [timed(lambda: slic(image), device) for _ in range(max(10, args.reps))]
-    n_segments = int(segments.max()) + 1
-    perturbed = normalized(perturbed_images(image, segments, args.n, fill="zero"))  # explain_image's fill: 0
-
-    variants: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
+def measure(args: argparse.Namespace, device: torch.device, image: torch.Tensor, segments: torch.Tensor,
+            perturbed: torch.Tensor, st: dict[str, dict]) -> None:
+    """Warm-ups, then the interleaved repetitions, filling ``st`` as it goes (``variants``, ``errors``,
+    ``skipped``, ``anchor_warm``, ``times``, ``anchor_times``, ``peak``): a stop keeps what finished."""
+    variants, errors, skipped = st["variants"], st["errors"], st["skipped"]
     for name in args.variants:
         try:
             t0 = time.perf_counter()
@@ -268,7 +257,6 @@ def main(argv: list[str] | None = None) -> None:
 
     anchors: dict[str, Callable[[], None]] = {}
     warm: dict[str, Callable[[], None]] = {}
-    skipped: dict[str, str] = {}
     if args.no_anchors:
         skipped.update(lime="--no-anchors", captum="--no-anchors")
     else:
@@ -286,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
             for p in args.captum_ppes:
                 anchors[f"captum_ppe{p}"] = captum_fn(anchor_model, image, segments, args.n, p, device)
                 warm[f"captum_ppe{p}"] = captum_fn(anchor_model, image, segments, warm_n, min(p, warm_n), device)
-    anchor_warm: dict[str, float] = {}
+    anchor_warm = st["anchor_warm"]
     for key in list(anchors):  # warm-up on few samples
         try:
             anchor_warm[key] = timed(warm[key], device)
@@ -295,9 +283,9 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
             del anchors[key]
 
-    times: dict[str, dict[str, list[float]]] = {name: dict(torchlime=[], floor=[]) for name in variants}
-    anchor_times: dict[str, list[float]] = {key: [] for key in anchors}
-    peak: dict[str, Any] = {}
+    times, anchor_times, peak = st["times"], st["anchor_times"], st["peak"]
+    times.update({name: dict(torchlime=[], floor=[]) for name in variants})
+    anchor_times.update({key: [] for key in anchors})
     for rep in range(args.reps):
         for name, v in variants.items():
             times[name]["torchlime"].append(timed(v["explain"], device))
@@ -309,6 +297,33 @@ def main(argv: list[str] | None = None) -> None:
             for key, fn in anchors.items():
                 anchor_times[key].append(timed(fn, device))
                 print(f"rep {rep} {key}: {anchor_times[key][-1]:.3f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = device_arg(args.device)
+    smoke_threads(args, device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    if any(v in ("fast", *COMPILED) for v in args.variants):
+        roomy_compile_cache()
+    image = test_image(args.size).to(device)
+
+    # segmentation alone (the first stage of every torchlime run), and the labels every system shares
+    segments = slic(image)
+    seg_times = [timed(lambda: slic(image), device) for _ in range(max(10, min(args.reps, 50)))]
+    n_segments = int(segments.max()) + 1
+    perturbed = normalized(perturbed_images(image, segments, args.n, fill="zero"))  # explain_image's fill: 0
+
+    st: dict[str, dict] = {k: {} for k in ("variants", "errors", "skipped", "anchor_warm", "times",
+                                            "anchor_times", "peak")}
+    stop: dict[str, Any] = {}
+    with until_stopped(stop):
+        measure(args, device, image, segments, perturbed, st)
+    variants, errors, skipped, anchor_warm, peak = (st[k] for k in ("variants", "errors", "skipped", "anchor_warm",
+                                                                     "peak"))
+    times = {k: t for k, t in st["times"].items() if t["torchlime"] and t["floor"]}
+    anchor_times = {k: t for k, t in st["anchor_times"].items() if t}
 
     seg = summary(seg_times)
     results = {}
@@ -348,6 +363,7 @@ def main(argv: list[str] | None = None) -> None:
         segmentation_goal=goal(f"one {args.size}x{args.size} image segmented in <= 3 ms (goal stated for 299x299)",
                                seg["median"], 0.003, quick=args.quick or args.size != 299),
         variants=results, anchors=anchor_results, skipped=skipped, errors=errors,
+        stopped_early=stop["stopped_early"],
         note="smoke run: proves the script runs, not a measurement" if args.quick else "")
     tag = f"_{args.tag}" if args.tag else ""
     path = write(f"gpu_latency{tag}_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
@@ -365,6 +381,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{key}: skipped ({why})")
     for key, e in errors.items():
         print(f"{key}: FAILED {e}")
+    exit_if_stopped(stop)
     if errors:  # the JSON above keeps what did run; the exit status tells a runner something failed
         raise SystemExit(1)
 

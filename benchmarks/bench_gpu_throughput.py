@@ -39,6 +39,7 @@ from common import (
     best_chunk,
     common_args,
     device_arg,
+    exit_if_stopped,
     formatted,
     forward_rows,
     goal,
@@ -50,6 +51,7 @@ from common import (
     summary,
     test_image,
     timed,
+    until_stopped,
     warm_up,
     write,
 )
@@ -92,19 +94,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    device = device_arg(args.device)
-    smoke_threads(args, device)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
-    images = image_batch(args.images, args.size).to(device)
+def measure(args: argparse.Namespace, device: torch.device, images: torch.Tensor, pool: torch.Tensor,
+            pool_rows: int, st: dict[str, dict]) -> None:
+    """Warm-ups, then the interleaved repetitions, filling ``st`` as it goes (``variants``, ``errors``,
+    ``times``, ``peak``): a stop keeps what finished."""
     rows = args.images * args.n
-    # the floor's pool of prebuilt perturbed images (content does not change the speed), cycled
-    pool_rows = min(rows, max(*args.chunk_sizes, args.compile_chunk, POOL_ROWS))
-    pool = normalized(perturbed_images(images[:1], slic(images[:1]), pool_rows, fill="zero"))
-
-    variants, errors = {}, {}
+    variants, errors = st["variants"], st["errors"]
     for name in args.variants:
         try:
             t0 = time.perf_counter()
@@ -129,8 +124,8 @@ def main(argv: list[str] | None = None) -> None:
             errors[name] = f"{type(err).__name__}: {err}"
             traceback.print_exc()
 
-    times = {name: dict(torchlime=[], floor=[]) for name in variants}
-    peak = {}
+    times, peak = st["times"], st["peak"]
+    times.update({name: dict(torchlime=[], floor=[]) for name in variants})
     for rep in range(args.reps):
         for name, v in variants.items():
             times[name]["torchlime"].append(timed(v["explain"], device))
@@ -138,6 +133,26 @@ def main(argv: list[str] | None = None) -> None:
             times[name]["floor"].append(timed(v["floor"], device))
             print(f"rep {rep} {name}: torchlime {times[name]['torchlime'][-1]:.3f} s, "
                   f"floor {times[name]['floor'][-1]:.3f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = device_arg(args.device)
+    smoke_threads(args, device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    images = image_batch(args.images, args.size).to(device)
+    rows = args.images * args.n
+    # the floor's pool of prebuilt perturbed images (content does not change the speed), cycled
+    pool_rows = min(rows, max(*args.chunk_sizes, args.compile_chunk, POOL_ROWS))
+    pool = normalized(perturbed_images(images[:1], slic(images[:1]), pool_rows, fill="zero"))
+
+    st: dict[str, dict] = {k: {} for k in ("variants", "errors", "times", "peak")}
+    stop: dict = {}
+    with until_stopped(stop):
+        measure(args, device, images, pool, pool_rows, st)
+    variants, errors, peak = st["variants"], st["errors"], st["peak"]
+    times = {k: t for k, t in st["times"].items() if t["torchlime"] and t["floor"]}
     seg = summary([timed(lambda: slic(images), device) for _ in range(3)])
 
     results = {}
@@ -165,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
                images=args.images, n_samples=args.n, rows=rows, floor_pool_rows=pool_rows, repetitions=args.reps,
                normalize=[list(m) for m in NORMALIZE], settings=settings(device),
                segmentation_seconds_torchlime_slic=seg, variants=results, errors=errors,
+               stopped_early=stop["stopped_early"],
                note="smoke run: proves the script runs, not a measurement" if args.quick else "")
     path = write(f"gpu_throughput_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
     print(f"wrote {path}")
@@ -175,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{' (goal < 8e9)' if name == 'default' else ''}")
     for name, e in errors.items():
         print(f"{name}: FAILED {e}")
+    exit_if_stopped(stop)
     if errors:  # the JSON above keeps what did run; the exit status tells a runner something failed
         raise SystemExit(1)
 

@@ -1,15 +1,17 @@
 """Shared benchmark helpers: the test image, models, timing and the result header."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -246,3 +248,36 @@ def write(name: str, payload: dict, out: Path = RESULTS) -> Path:
     path = out / name
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+class Stopped(BaseException):
+    """Raised inside :func:`until_stopped` by SIGTERM (``timeout``'s signal: run.sh's time limits).
+    A BaseException, so that the benchmarks' ``except Exception`` around one variant does not
+    swallow it."""
+
+
+@contextlib.contextmanager
+def until_stopped(record: dict) -> Iterator[None]:
+    """Runs the block until it ends or SIGTERM / Ctrl-C stops it; a stop ends only the block, so
+    the benchmark goes on to write what it finished. ``record["stopped_early"]`` names the signal
+    (None when the block ran to its end); :func:`exit_if_stopped` then exits with status 124 (the
+    status ``timeout`` gives), after the JSON is written."""
+    def stop(signum, frame) -> None:  # noqa: ARG001 - the signal module's signature
+        raise Stopped(signal.Signals(signum).name)
+
+    record["stopped_early"] = None
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except (Stopped, KeyboardInterrupt) as err:
+        record["stopped_early"] = str(err) or type(err).__name__
+        print(f"stopped early ({record['stopped_early']}): writing what finished", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_if_stopped(record: dict) -> None:
+    """Exit status 124 when :func:`until_stopped` was stopped: a runner sees the part as unfinished
+    although its JSON (with ``stopped_early`` set) was written."""
+    if record.get("stopped_early"):
+        raise SystemExit(124)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,47 @@ def test_gpu_run_sh_rejects_unknown_part(tmp_path: Path) -> None:
                           env=_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "unknown part 'no-such-part'" in proc.stderr
+
+
+@pytest.mark.parametrize(("script", "name"), [("bench_gpu_latency.py", "gpu_latency_cpu_quick.json"),
+                                              ("bench_gpu_throughput.py", "gpu_throughput_cpu_quick.json")])
+def test_stopped_benchmark_writes_the_repetitions_it_finished(script: str, name: str, tmp_path: Path) -> None:
+    """SIGTERM (run.sh's time limit) after two repetitions: exit 124 and a JSON holding them."""
+    pytest.importorskip("torchvision")
+    pytest.importorskip("skimage")
+    extra = ["--no-anchors"] if script == "bench_gpu_latency.py" else []
+    out = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, f"benchmarks/{script}", "--quick", "--device", "cpu", "--out", str(out),
+                             "--reps", "1000", "--variants", "default", *extra], cwd=ROOT, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:  # the repetitions as they finish
+            lines.append(line)
+            if sum(x.startswith("rep ") for x in lines) == 2:
+                proc.send_signal(signal.SIGTERM)
+                break
+        rest, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        proc.kill()
+    output = "".join(lines) + rest
+    assert proc.returncode == 124, f"{script} exited {proc.returncode}:\n{output[-4000:]}"
+    result = _check_result(out / name, output)
+    assert result["stopped_early"] == "SIGTERM"
+    runs = result["variants"]["default"]["seconds"]["torchlime"]["runs"]
+    assert 2 <= len(runs) < 1000
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_gpu_run_sh_budget_skips_parts_and_packs_what_it_has(tmp_path: Path) -> None:
+    env = _env()
+    env.update(QUICK="1", DEVICE="cpu", WHEELS=str(tmp_path / "no-wheels"), BUDGET="0")
+    tar = tmp_path / "back" / "gpu.tar.gz"
+    proc = subprocess.run(["bash", "benchmarks/gpu/run.sh", str(tmp_path / "out"), "--tar", str(tar), "probe"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "probe (skipped: no time left)" in proc.stderr
+    with tarfile.open(tar) as packed:
+        names = {Path(n).name for n in packed.getnames()}
+    assert {"environment.txt", "probe.log"} <= names
+    assert not (tmp_path / "out" / "probe_overhead_cpu_quick.json").exists()

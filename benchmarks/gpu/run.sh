@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the CUDA tests and the GPU benchmarks in parts; every JSON and one log per part go into OUTDIR.
 #
-#   bash benchmarks/gpu/run.sh OUTDIR [--quick] [PART...]
+#   bash benchmarks/gpu/run.sh OUTDIR [--quick] [--tar FILE] [PART...]
 #   QUICK=1 bash benchmarks/gpu/run.sh OUTDIR [PART...]     # the same as --quick
+#   BUDGET=540 bash benchmarks/gpu/run.sh OUTDIR --tar FILE tests latency   # one call of at most 9 minutes
 #
 # Parts (no PART: all of them, in this order); each is meant to finish in under 9 minutes on an H100
 # (estimated, not yet timed on one; TIMEOUT bounds each command):
@@ -31,7 +32,15 @@
 # (default benchmarks/gpu/wheels), SITE (default /tmp/site), FORCE_WHEELS=1 (install every wheel,
 # even over installed ones), TIMEOUT (seconds per command, default none).
 #
-# A failing part does not stop the others; the script exits non-zero at the end if any failed.
+# --tar FILE packs OUTDIR into FILE (a .tar.gz) after the environment and after every part: one file
+# to bring back where only a few files can be (the device tool brings back at most 8).
+# BUDGET (seconds for the whole call, default none): every command is stopped (SIGTERM, then SIGKILL
+# 20 s later) when it would end later than 30 s before the budget, and parts that would start with
+# less than 60 s left are not started (logged as skipped). The latency and throughput benchmarks
+# answer SIGTERM by writing the repetitions they finished (`stopped_early` in their JSON, exit 124).
+#
+# A failing part does not stop the others; the script exits non-zero at the end if any failed or
+# was skipped.
 set -uo pipefail
 
 usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -40,15 +49,19 @@ case $1 in -*) usage ;; esac
 OUTDIR=$1
 shift
 QUICK=${QUICK:-0}
+TAR=${TAR:-}
 PARTS=()
-for arg in "$@"; do
-    case $arg in
+while (( $# )); do
+    case $1 in
         --quick) QUICK=1 ;;
+        --tar) (( $# > 1 )) || { echo "run.sh: --tar needs a file name" >&2; usage; }; TAR=$2; shift ;;
         -h|--help) usage ;;
-        -*) echo "run.sh: unknown option $arg" >&2; usage ;;
-        *) PARTS+=("$arg") ;;
+        -*) echo "run.sh: unknown option $1" >&2; usage ;;
+        *) PARTS+=("$1") ;;
     esac
+    shift
 done
+T0=$(date +%s)
 ALL=(tests latency latency_compiled throughput segmentation audio text probe)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
@@ -57,6 +70,17 @@ done
 
 mkdir -p "$OUTDIR" || exit 2
 OUTDIR=$(cd "$OUTDIR" && pwd)  # relative to where run.sh was called from
+if [[ -n $TAR ]]; then
+    mkdir -p "$(dirname "$TAR")" || exit 2
+    TAR=$(cd "$(dirname "$TAR")" && pwd)/$(basename "$TAR")
+fi
+pack() {  # OUTDIR -> TAR, replaced in one step (a call stopped while packing keeps the last whole one)
+    [[ -n $TAR ]] || return 0
+    tar czf "$TAR.part" -C "$OUTDIR" . && mv -f "$TAR.part" "$TAR"
+}
+left() {  # seconds of BUDGET left (a large number without a budget)
+    if [[ -n ${BUDGET:-} ]]; then echo $(( BUDGET - ($(date +%s) - T0) )); else echo 1000000; fi
+}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO" || exit 2
 WHEELS=${WHEELS:-$REPO/benchmarks/gpu/wheels}
@@ -132,6 +156,7 @@ for name in ("triton", "torchvision", "kornia", "captum", "lime", "sklearn", "sk
 EOF
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv
 } 2>&1 | tee "$OUTDIR/environment.txt"
+pack
 
 # --- parts -----------------------------------------------------------------------------------------
 EAGER=(default fast bf16 channels_last bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs)
@@ -146,7 +171,7 @@ DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for e
 commands() {  # one command per line, for part $1
     case $1 in
         tests)
-            echo "python3 -m pytest -q -p no:cacheprovider -m cuda tests"
+            echo "python3 -m pytest -q -p no:cacheprovider -m cuda tests --junitxml=$(printf %q "$OUTDIR/tests_cuda.xml")"
             echo "python3 -m pytest -q -p no:cacheprovider -m 'not cuda' tests/test_kernels_blend.py tests/test_kernels_slic.py tests/test_backend.py" ;;
         latency) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${EAGER[*]}" ;;
         latency_compiled) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${COMPILED[*]} --no-anchors --tag compiled" ;;
@@ -165,23 +190,37 @@ commands() {  # one command per line, for part $1
 for part in "${PARTS[@]}"; do
     log=$OUTDIR/$part.log
     : > "$log"
+    if (( $(left) < 60 )); then
+        echo "=== $part: skipped, $(left) s of BUDGET=$BUDGET left" | tee -a "$log"
+        failed+=("$part (skipped: no time left)")
+        pack
+        continue
+    fi
     start=$(date +%s)
     ok=1
     while IFS= read -r cmd; do
         echo "=== $part: $cmd" | tee -a "$log"
-        if [[ -n ${TIMEOUT:-} ]]; then
-            eval "timeout -k 30 $TIMEOUT $cmd" </dev/null 2>&1 | tee -a "$log"
+        limit=${TIMEOUT:-}
+        if [[ -n ${BUDGET:-} ]]; then
+            room=$(( $(left) - 30 ))
+            (( room < 1 )) && room=1
+            if [[ -z $limit ]] || (( limit > room )); then limit=$room; fi
+        fi
+        if [[ -n $limit ]]; then
+            eval "timeout -k 20 $limit $cmd" </dev/null 2>&1 | tee -a "$log"
         else
             eval "$cmd" </dev/null 2>&1 | tee -a "$log"
         fi
         status=${PIPESTATUS[0]}
         if (( status != 0 )); then
+            (( status == 124 )) && echo "=== $part: stopped at its time limit ($limit s)" | tee -a "$log"
             echo "=== $part: exit status $status" | tee -a "$log"
             ok=0
         fi
     done < <(commands "$part")
     echo "=== $part: $(( $(date +%s) - start )) s, $( (( ok )) && echo ok || echo FAILED)" | tee -a "$log"
     (( ok )) || failed+=("$part")
+    pack
 done
 
 if (( ${#failed[@]} )); then
