@@ -53,6 +53,20 @@ def files(tmp_path_factory):
     return d
 
 
+def test_explain_into_the_inputs_folder_overwrites_no_input(files, tmp_path, capsys):
+    d = tmp_path / "here"
+    d.mkdir()
+    for name in ("img.ts", "a.png", "b.png"):
+        (d / name).write_bytes((files / name).read_bytes())
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    code, _, err = cli(capsys, "explain", d / "img.ts", d / "a.png", files / "a.png", d / "b.png", "--out", d,
+                       "--n-samples", 16, "--segments", "grid", "--n-segments", 4, "--top-k", 2)
+    assert code == 0, err
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.name in before} == before
+    summary = json.loads((d / "summary.json").read_text())
+    assert [r["pictures"] for r in summary["inputs"]] == [["a-2.png"], ["a-3.png"], ["b-2.png"]]
+
+
 def test_explain_images_writes_pictures_explanations_and_summary(files, tmp_path, capsys):
     out = tmp_path / "out"
     code, stdout, err = cli(capsys, "explain", files / "img.ts", files / "a.png", files / "b.png", "--out", out,
@@ -202,6 +216,8 @@ ERRORS = [
     (("explain", "{d}/tiny_factory.py:build", "{d}/a.png", "--weights", "{d}/img.ts"), "is a whole model"),
     (("explain", "{d}/img.ts", "{d}/a.png", "--weights", "{d}/sd.pt"), "--weights goes with MODEL given as"),
     (("explain", "{d}/aud.ts", "{d}/a.png"), "the model failed on images of shape (3, 16, 16)"),
+    (("explain", "{d}/img.pt2", "{d}/b.png"), "the model failed on images of shape (3, 20, 24): "),
+    (("explain", "{d}/img.pt2", "{d}/b.png"), "an exported program accepts only the input shape it was exported"),
     (("explain", "{d}/img.ts", "{d}/a.png", "--target", "7"), "`target` must be in [0, 3)"),
     (("explain", "{d}/img.ts", "{d}/a.png", "--target", "best"), "--target must be top, topK, all or a class"),
     (("explain", "{d}/img.ts", "{d}/a.png", "--device", "tpu"), "--device must be auto, cpu, cuda or cuda:N"),

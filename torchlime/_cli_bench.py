@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from ._cli_common import CliError, collected_warnings, grid_segments, resolve_device, short_error, sync, write_json
+from ._cli_common import CliError, collected_warnings, grid_segments, model_failure, resolve_device, sync, write_json
 from ._cli_model import load_model
 
 CHUNKS = {"cpu": (16, 64, 256), "cuda": (128, 512, 2048)}
@@ -120,9 +120,8 @@ def run_bench(args: argparse.Namespace) -> int:
         with collected_warnings(notes):
             res = bench(model, tuple(args.input_shape), args.batch, args.n_samples, args.n_segments, args.reps,
                         device, args.seed)
-    except RuntimeError as err:
-        raise CliError(f"the model failed on inputs of shape {tuple(args.input_shape)}: {short_error(err)}") \
-            from None
+    except Exception as err:  # noqa: BLE001 - whatever the user's model raises becomes one line
+        raise model_failure(err, f"inputs of shape {tuple(args.input_shape)}") from None
     res.update(model=args.model, warnings=notes)
     print(f"{args.model} on {res['device']}: {res['batch']} input(s) x {res['n_samples']} samples = {res['rows']} "
           f"rows, {res['n_features']} grid segments")

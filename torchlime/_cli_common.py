@@ -35,6 +35,20 @@ def one_line(message: Any, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def model_failure(err: Exception, what: str) -> CliError:
+    """The one-line usage error for an explanation that raised: torchlime's own argument checks
+    (ValueError, TypeError) as they are, anything else as the model failing on ``what``, with a
+    hint for exported programs, which accept only the input shapes they were exported with."""
+    if isinstance(err, (ValueError, TypeError)):
+        return CliError(f"cannot explain {what}: {short_error(err)}")
+    hint = (" (an exported program accepts only the input shape it was exported with: pass inputs of that "
+            "shape, e.g. --size H W)" if "guard" in str(err).lower() else "")
+    msg = short_error(err)
+    if not re.match(r"^\w+(Error|Exception|Failure): ", msg):
+        msg = f"{type(err).__name__}: {msg}"
+    return CliError(f"the model failed on {what}: {msg}{hint}")
+
+
 def short_error(err: BaseException, limit: int = 300) -> str:
     """One line of an exception from a model or a library: the last line of a traceback carried in the
     message (TorchScript, DataLoader workers), a C++ source location prefix (``fn, file.cpp:61, ...``) removed.
@@ -145,20 +159,37 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def unique_stems(paths: list[Path]) -> list[str]:
+def unique_stems(paths: list[Path], out: Optional[Path] = None, keep: tuple[Path, ...] = ()) -> list[str]:
     """A distinct file-name stem per path (``a``, ``a-2``, ... for repeated names).
+
+    With ``out``, a stem is also skipped when a file the command must not overwrite (``paths``
+    and ``keep``: the inputs, the model, its weights) lies in ``out`` under that stem (``out/a.png``
+    for stem ``a``): every output is named ``stem.*`` (or ``stem-K.*``), so no input is ever
+    overwritten by its own explanation.
 
     Example:
         >>> unique_stems([Path("x/a.png"), Path("y/a.png"), Path("b.wav")])
         ['a', 'a-2', 'b']
     """
+    taken: set[str] = set()
+    if out is not None:
+        folder = out.resolve()
+        for q in (*paths, *keep):
+            q = q.resolve()
+            if q.parent == folder:
+                taken.add(q.name.split(".")[0])  # "a" of "a.png", "a.top3.wav"
     seen: dict[str, int] = {}
-    out = []
+    result = []
     for p in paths:
-        stem = p.stem or "input"
-        seen[stem] = seen.get(stem, 0) + 1
-        out.append(stem if seen[stem] == 1 else f"{stem}-{seen[stem]}")
-    return out
+        base = p.stem or "input"
+        while True:
+            seen[base] = seen.get(base, 0) + 1
+            stem = base if seen[base] == 1 else f"{base}-{seen[base]}"
+            if stem not in taken:
+                break
+        taken.add(stem)
+        result.append(stem)
+    return result
 
 
 def check_top_k(top_k: int, n_features: list[int], what: str, names: Optional[list[str]] = None) -> None:
@@ -176,10 +207,9 @@ def grid_segments(images: torch.Tensor, n_segments: int) -> torch.Tensor:
         >>> grid_segments(torch.rand(1, 3, 8, 8), 16).unique().numel()
         16
     """
-    from .image.segments import grid
+    from .image.segments import resolve_segments
 
-    side = max(1, round(n_segments ** 0.5))
-    return grid(images, min(side, images.shape[-2]), min(side, images.shape[-1]))
+    return resolve_segments(images, "grid", n_segments=n_segments)
 
 
 def normalization(args: Any) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:

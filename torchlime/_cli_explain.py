@@ -23,11 +23,11 @@ from ._cli_common import (
     check_top_k,
     collected_warnings,
     grid_segments,
+    model_failure,
     normalization,
     output_folder,
     parse_target,
     resolve_device,
-    short_error,
     sync,
     unique_stems,
     write_json,
@@ -49,8 +49,8 @@ from .explanation import Explanation
 def _run_model(fn: Callable[[], Explanation], what: str) -> Explanation:
     try:
         return fn()
-    except RuntimeError as err:
-        raise CliError(f"the model failed on {what}: {short_error(err)}") from None
+    except Exception as err:  # noqa: BLE001 - whatever the user's model raises becomes one line
+        raise model_failure(err, what) from None
 
 
 def _common(args: argparse.Namespace, target: Any, positions: list[int], device: torch.device) -> dict[str, Any]:
@@ -158,7 +158,8 @@ def run_explain(args: argparse.Namespace) -> int:
         groups = EXPLAINERS[modality](model, args, paths, target, device)
         sync(device)
         seconds = time.perf_counter() - t0
-    names = unique_stems(paths)
+    keep = tuple(Path(f) for f in (args.model, args.weights) if f is not None)
+    names = unique_stems(paths, Path(args.out), keep)
     records: list[dict[str, Any]] = [{} for _ in paths]
     with output_folder(args.out) as out, collected_warnings(notes):
         for g in groups:
