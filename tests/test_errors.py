@@ -141,3 +141,15 @@ def test_non_finite_inputs_and_baseline(case):
         explain(model, x, f, baseline=float("inf"))
     with pytest.raises(ValueError, match=r"`baseline` must be finite, got 384 NaN/inf values \(inputs \[0, 1\]\)"):
         explain(model, x, f, baseline=torch.full_like(x, float("nan")))
+
+
+def test_error_messages_describe_values_without_dumping_them():
+    import numpy as np
+
+    from torchlime._checks import describe
+
+    assert describe({"logits": torch.zeros(2, 3), "aux": 1}) == "dict with keys ['logits', 'aux']"
+    assert describe(np.zeros((2, 3))) == "ndarray of shape (2, 3), dtype float64"
+    assert describe(list(range(1000))) == "list of 1000 items (the first: int 0)"
+    assert describe([torch.zeros(2)]).startswith("list of 1 items (the first: a tensor of shape (2,)")
+    assert describe("grid") == "str 'grid'"

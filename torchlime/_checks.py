@@ -6,16 +6,30 @@ reading the source.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import torch
 
 
 def describe(value: Any) -> str:
-    """A short description of ``value`` for an error message."""
+    """A short description of ``value`` for an error message: the type and shape of arrays, the
+    keys of a mapping and the length and first item's type of a long sequence, not their contents.
+
+    Example:
+        >>> describe({"logits": torch.zeros(2, 3)})
+        "dict with keys ['logits']"
+    """
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}, dtype {value.dtype}, on {value.device}"
-    return f"{type(value).__name__} {value!r}"[:200]
+    kind = type(value).__name__
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # numpy and other arrays
+        return f"{kind} of shape {tuple(value.shape)}, dtype {value.dtype}"
+    if isinstance(value, dict):
+        return f"{kind} with keys {list(value)[:10]}"[:200]
+    if isinstance(value, (list, tuple)) and (len(value) > 8 or any(hasattr(v, "shape") for v in value)):
+        return f"{kind} of {len(value)} items (the first: {describe(value[0]) if value else None})"[:200]
+    return f"{kind} {value!r}"[:200]
 
 
 def check_tensor(value: Any, name: str) -> torch.Tensor:
@@ -87,6 +101,30 @@ def check_finite(value: torch.Tensor, name: str) -> None:
     """Raise ``ValueError`` (``nonfinite_error``) if a floating or complex (B, ...) tensor holds NaN/inf."""
     if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
         raise nonfinite_error(value, name)
+
+
+def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]]:
+    """``normalize=(mean, std)``: two sequences (or tensors) of ``channels`` finite numbers, or of
+    one (used for every channel), every std > 0. Returns them as lists of ``channels`` floats."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"`normalize` must be a pair (mean, std) of per-channel values, got {describe(value)}")
+    out = []
+    for name, part in zip(("mean", "std"), value):
+        if isinstance(part, torch.Tensor):
+            part = part.detach().reshape(-1).tolist()
+        elif isinstance(part, (int, float)) and not isinstance(part, bool):
+            part = [part]
+        if not isinstance(part, Sequence) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                     for v in part):
+            raise TypeError(f"`normalize` {name} must be a sequence of numbers, got {describe(part)}")
+        if len(part) not in (1, channels):
+            raise ValueError(f"`normalize` {name} must have {channels} values (one per channel of the inputs, dim 1) "
+                             f"or 1, got {len(part)}")
+        values = [float(v) for v in part] * (channels if len(part) == 1 else 1)
+        if not all(math.isfinite(v) for v in values) or (name == "std" and min(values) <= 0):
+            raise ValueError(f"`normalize` {name} must be finite{' and > 0' if name == 'std' else ''}, got {part}")
+        out.append(values)
+    return out[0], out[1]
 
 
 def require(module: str, extra: str, purpose: str) -> Any:

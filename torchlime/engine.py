@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
-from ._checks import check_finite, check_integer, check_positive_int, check_tensor, describe
+from ._checks import check_finite, check_integer, check_normalize, check_positive_int, check_tensor, describe
 from ._run import RowOrder, Run
 from .accel import accelerate_model
 from .adaptive import NSamples, resolve_n_samples
@@ -201,7 +201,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         return sampler_.masks(Rows(key, ids[b], s, fmap.n_features[b], f_max, b))
 
     fmt = (chunk_format or input_format(model, inputs)) if perturb_fn is None else None
-    norm = Normalize(*normalize) if normalize is not None else None
+    norm = Normalize(*check_normalize(normalize, inputs.shape[1])) if normalize is not None else None
     perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, f_max, fmap.fixed, perturb_fn, fmt,
                                 norm, _adapter, reusable=getattr(sampler_, "reusable", True))
     m_dev, m_dtype = model_placement(model, inputs)

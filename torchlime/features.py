@@ -146,8 +146,9 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         raise nonfinite_error(inputs, name)
     if f_min < 2:
         single = (n_feat < 2).nonzero().flatten().tolist()
-        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer "
-                         f"(elements with negative feature ids, such as special tokens and padding, are never "
-                         f"perturbed)")
+        why = (" (elements with negative feature ids, such as special tokens and padding, are never perturbed)"
+               if fixed else "")
+        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
+                         f"{why}: split them finer (for images: more segments, e.g. a larger n_segments)")
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
     return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))

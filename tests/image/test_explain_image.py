@@ -88,3 +88,33 @@ def test_image_errors():
         explain_image(model, (x * 255).to(torch.uint8))
     with pytest.raises(ValueError, match="32"):
         explain_image(model, x, segments=torch.zeros(16, 16, dtype=torch.long))
+
+
+@pytest.mark.parametrize("fraction", [0.001, 0.05, 0.3])
+def test_non_finite_images_are_named_before_slic_breaks(fraction):
+    model, x, _ = planted("cpu")
+    x = torch.where(torch.rand(x.shape, generator=torch.Generator().manual_seed(0)) < fraction, float("nan"), x)
+    with pytest.raises(ValueError, match=r"`images` must be finite, got \d+ NaN/inf values"):
+        explain_image(model, x, n_samples=8, n_segments=10)
+
+
+def test_normalize_is_checked():
+    model, x, _ = planted("cpu")
+    kw = dict(n_samples=8, segments="grid", n_segments=4)
+    with pytest.raises(ValueError, match=r"`normalize` mean must have 3 values \(one per channel"):
+        explain_image(model, x, normalize=((0.5, 0.5), (1, 1, 1)), **kw)
+    with pytest.raises(ValueError, match=r"`normalize` std must be finite and > 0, got \(1, 0, 1\)"):
+        explain_image(model, x, normalize=((0.5,) * 3, (1, 0, 1)), **kw)
+    with pytest.raises(TypeError, match=r"`normalize` must be a pair \(mean, std\)"):
+        explain_image(model, x, normalize=((0.5, 0.5, 0.5),), **kw)
+    one = explain_image(model, x, normalize=(0.5, 0.25), **kw)  # one value for every channel
+    three = explain_image(model, x, normalize=(torch.full((3,), 0.5), [0.25] * 3), **kw)
+    assert torch.equal(one.coef, three.coef)
+
+
+def test_grid_follows_n_segments_and_too_few_segments_say_so():
+    model, x, _ = planted("cpu")
+    assert explain_image(model, x, n_samples=8, segments="grid", n_segments=4).n_features.tolist() == [4] * len(x)
+    assert explain_image(model, x, n_samples=8, segments="grid").n_features.tolist() == [100] * len(x)
+    with pytest.raises(ValueError, match="at least 2 features .*: split them finer .*n_segments"):
+        explain_image(model, x, n_samples=8, segments="grid", n_segments=1)

@@ -30,7 +30,7 @@ def explain_image(model: Model, images: torch.Tensor, *,
             a callable images -> (B, H, W) labels, or an integer tensor (H, W),
             (B, H, W) or (B, 1, H, W) made by the user. Any integer ids. Default:
             SLIC, or lime's quickshift with ``preset="lime"``.
-        n_segments: approximate superpixel count of SLIC.
+        n_segments: approximate segment count of SLIC and of "grid" (round(sqrt(n)) cells a side).
         normalize: ``(mean, std)`` per channel; the model then sees ``(x - mean) / std``
             (computed in the fused perturbation pass) while images are segmented and
             perturbed unnormalised.

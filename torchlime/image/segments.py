@@ -96,10 +96,12 @@ def slic(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0,
 
 def slic_labels(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0, n_iter: int = 10,
                 max_size_factor: float = 3.0, min_size_factor: float = 0.25, lab: bool = True) -> torch.Tensor:
-    """``slic`` on checked arguments (no host synchronisation of its own)."""
+    """``slic`` on checked arguments (no host synchronisation of its own). Non-finite pixels are
+    segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own finiteness check (the
+    engine's) reports them, rather than a broken label map."""
     b, _, h, w = images.shape
     grid_ = seed_grid(h, w, n_segments)
-    x = to_lab(images, lab)
+    x = to_lab(torch.nan_to_num(images, nan=0.0, posinf=1.0, neginf=0.0), lab)
     if _backend.use_triton(x):
         clusters = iterate_triton(x, grid_, compactness, n_iter)
     else:  # on the CPU, chunks of ~2^18 pixels keep the working set in cache; CUDA takes the batch
@@ -186,7 +188,8 @@ def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *,
     """Turn any accepted ``segments`` argument into labels for ``images`` (B, C, H, W).
 
     ``segments``: None or "slic" (``slic(images, n_segments)``), another name in ``METHODS``
-    ("grid" is 10 x 10; "quickshift" uses lime's parameters), a callable images -> labels, or
+    ("grid": round(sqrt(n_segments)) cells a side, at most H and W, so 10 x 10 by default;
+    "quickshift" uses lime's parameters), a callable images -> labels, or
     an integer tensor (H, W), (B, H, W) or (B, 1, H, W) (a batch of 1 is broadcast) on the
     images' device. Checks ``images`` (but not their values: the engine does, once).
 
@@ -200,8 +203,9 @@ def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *,
         return slic_labels(images, check_positive_int(n_segments, "n_segments"))
     if isinstance(segments, str):
         check_choice(segments, "segments", METHODS)
-        if segments == "grid":
-            return grid(images, 10, 10)
+        if segments == "grid":  # side x side cells, side = round(sqrt(n_segments)), at most H and W
+            side = max(1, round(check_positive_int(n_segments, "n_segments") ** 0.5))
+            return grid(images, min(side, h), min(side, w))
         return skimage_segments(images, "slic" if segments == "skimage_slic" else segments)
     if not isinstance(segments, torch.Tensor):
         if not callable(segments):
