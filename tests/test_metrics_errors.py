@@ -143,3 +143,25 @@ def test_plot_arguments():
         plot_curves(torch.rand(2, 3), torch.linspace(0, 1, 4))
     with pytest.raises(TypeError, match="`curves` must be a torch.Tensor"):
         plot_curves([0.1, 0.2], torch.linspace(0, 1, 2))
+
+
+def test_other_inputs_than_the_explained_ones_are_refused(case):
+    model, x, exp = case
+    with pytest.raises(ValueError, match="`inputs` must be the inputs `explanation` explained, got other values"):
+        deletion(model, torch.rand_like(x), exp)
+    assert torch.equal(deletion(model, x.clone(), exp), deletion(model, x, exp))  # equal values are the inputs
+
+
+def test_a_loaded_explanation_hides_features_with_its_recorded_fill(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    x = torch.rand(2, 1, 4, 4, generator=torch.Generator().manual_seed(1)) + 1  # a 0 fill is far from "mean"
+    exp = explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32, baseline="mean")
+    exp.save(tmp_path / "e.pt")
+    loaded = Explanation.load(tmp_path / "e.pt")
+    assert loaded.perturbation is None and loaded.meta["baseline"] == "mean"
+    assert torch.allclose(deletion(model, x, loaded), deletion(model, x, exp), atol=1e-6)
+    assert not torch.allclose(deletion(model, x, loaded, baseline=0.0), deletion(model, x, exp), atol=1e-3)
+    tensor_fill = explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32,
+                          baseline=torch.full_like(x, 0.5)).to("cpu")  # `to` drops the record
+    with pytest.warns(UserWarning, match=r"fill \(a tensor of shape .*\) was not saved with it"):
+        deletion(model, x, tensor_fill)

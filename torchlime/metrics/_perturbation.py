@@ -7,8 +7,10 @@ use and the model the engine ran:
   normalisation, token deletion or masked-token replacement, inverse STFT; ``baseline=``
   swaps the fill (``Perturbation.with_baseline``; text perturbations ignore it);
 * or, for an explanation without one (loaded from a file, moved with ``to``), a blend of
-  ``inputs`` with the ``baseline=`` fill (default 0) over ``explanation.features``, built as
-  the engine builds it (``prepare_features``, ``resolve_baseline``; random fills use seed 0).
+  ``inputs`` with the ``baseline=`` fill over ``explanation.features``, built as the engine
+  builds it (``prepare_features``, ``resolve_baseline``; random fills use seed 0). The default
+  fill is the one ``meta["baseline"]`` names (a number or a fill name); a tensor or callable
+  fill is not saved with an explanation, so 0 is used then, with a warning.
 
 ``score_masks`` runs the rows of masks (B, M, F) through the model, M rows per input, in the
 chunks of ``chunking.ChunkPlan`` (``forward.run_rows``), keeping only what ``take`` selects of
@@ -17,12 +19,13 @@ every chunk's scores: no host synchronisation per chunk.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
 from .._checks import check_finite, check_positive_int, check_tensor, describe
-from ..baselines import BaselineSpec, FillContext, resolve_baseline, signal_dims
+from ..baselines import NAMES, BaselineSpec, FillContext, resolve_baseline, signal_dims
 from ..chunking import ChunkPlan
 from ..explanation import Explanation
 from ..features import prepare_features
@@ -72,14 +75,16 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
 
     Args:
         model: the user's model (as given to the explanation's front door).
-        inputs: (B, ...) the explained inputs: only their batch size is checked when the
-            explanation carries its perturbation, whose own inputs are used.
+        inputs: (B, ...) the explained inputs. When the explanation carries its perturbation
+            (whose own inputs are used), inputs of the recorded shape must equal them.
         explanation: an ``Explanation`` of those inputs.
-        baseline: None (the recorded fill; 0 without a record) or a fill specification.
+        baseline: None (the recorded fill: the record's, else ``meta["baseline"]``) or a fill
+            specification.
 
     Raises:
-        TypeError / ValueError: a model that is not callable, inputs of another batch size, a
-            feature map that does not fit the inputs, a perturbation that cannot be reused.
+        TypeError / ValueError: a model that is not callable, inputs of another batch size or
+            other values than the explained ones, a feature map that does not fit the inputs,
+            a perturbation that cannot be reused.
     """
     exp = check_explanation(explanation)
     if not callable(model):
@@ -91,13 +96,30 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
                          f"got shape {tuple(inputs.shape)}")
     p = exp.perturbation
     if p is not None:
+        same = inputs is p.inputs or p.inputs.shape != inputs.shape  # other tensors: one synchronisation
+        if not same and not torch.equal(inputs.to(p.inputs.device, p.inputs.dtype), p.inputs):
+            raise ValueError("`inputs` must be the inputs `explanation` explained, got other values (of the same "
+                             "shape): the metrics hide features of the explained inputs")
         if not p.reusable:
             raise ValueError("`explanation` was perturbed by a design tied to its own samples (text's single-mask "
                              "infill protocol): its perturbation cannot hide other features")
         if baseline is not None:
             p = p.with_baseline(resolve_fill(baseline, p.inputs, p.index, p.f_max))
         return Perturbed(p, p.adapt(model))
-    return Perturbed(_rebuild(model, inputs, exp, 0.0 if baseline is None else baseline), model)
+    return Perturbed(_rebuild(model, inputs, exp, recorded_fill(exp) if baseline is None else baseline), model)
+
+
+def recorded_fill(exp: Explanation) -> BaselineSpec:
+    """The fill ``exp.meta["baseline"]`` names (a number or a fill name), else 0 with a warning
+    (a tensor or callable fill is recorded only by its description). No record: 0."""
+    rec = exp.meta.get("baseline", 0.0)
+    if rec is None:
+        return 0.0
+    if (isinstance(rec, (int, float)) and not isinstance(rec, bool)) or rec in NAMES:
+        return rec
+    warnings.warn(f"the explanation's fill ({rec}) was not saved with it: hiding features with 0 instead "
+                  f"(pass baseline= to choose)", UserWarning, stacklevel=4)
+    return 0.0
 
 
 def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: BaselineSpec) -> Perturbation:
