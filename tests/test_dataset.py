@@ -107,11 +107,16 @@ def test_bit_identical_for_batch_sizes_1_and_7_a_dataloader_and_other_shards(tmp
 class Stream(IterableDataset):
     """The test inputs as a stream of unknown length, optionally failing when it reaches ``fail_at``."""
 
-    def __init__(self, fail_at: int = -1) -> None:
+    def __init__(self, fail_at: int = -1, data=None) -> None:
         self.fail_at = fail_at
+        self.data = data
+
+    @classmethod
+    def of(cls, data) -> Stream:
+        return cls(data=data)
 
     def __iter__(self):
-        for i, item in enumerate(zip(*worker.make_data().tensors)):
+        for i, item in enumerate(zip(*(self.data or worker.make_data()).tensors)):
             if i == self.fail_at:
                 raise RuntimeError("the stream broke")
             yield item
@@ -224,6 +229,29 @@ def test_other_arguments_are_refused(reference_dir, change, match):
                         shard_size=change.get("shard_size", 8), generator=change.get("generator", 5), progress=False,
                         **kwargs)
     assert stamps == {p: os.stat(reference_dir / p).st_mtime_ns for p in os.listdir(reference_dir)}  # untouched
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["map-style", "iterable"])
+def test_resuming_on_another_data_set_is_refused(tmp_path, reference_dir, streamed):
+    out = tmp_path / "out"
+    shutil.copytree(reference_dir, out)
+    info = json.loads((out / "index.json").read_text())
+    os.remove(out / "shard-000001.safetensors")  # an unfinished run, resumed...
+    other = worker.make_data()
+    other = torch.utils.data.TensorDataset(other.tensors[0].flip(0), other.tensors[1])  # ...on other data
+    data = Stream.of(other) if streamed else other
+    call = dict(batch_size=7, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    with pytest.raises(ValueError, match="`data` must be the data set of the run stored in `out` .*first input"):
+        explain_dataset(worker.make_model(), data, out, **call)
+    assert not (out / "shard-000001.safetensors").exists()
+    assert info["first_input"] and len(info["first_input"]) == 64
+
+
+def test_a_tuple_of_inputs_and_labels_is_a_data_set(tmp_path, reference):
+    data = worker.make_data()
+    call = dict(batch_size=7, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    explain_dataset(worker.make_model(), data.tensors, tmp_path, **call)
+    assert_identical(load_results(tmp_path).load(), reference)
 
 
 def test_progress_bar_counts_explanations_per_second(tmp_path, capsys):

@@ -1,7 +1,9 @@
 """Where ``explain_dataset``'s inputs come from, and the global index of each.
 
 * A map-style data set (a ``torch.utils.data.Dataset``, a tensor, a list: anything with
-  ``len`` and ``[i]``): input ``i`` has global index ``i``. It is read in batches of
+  ``len`` and ``[i]``; a tuple ``(inputs (N, ...), labels (N, ...), ...)`` of tensors whose
+  second has fewer dimensions than the first is their ``TensorDataset``): input ``i`` has
+  global index ``i``. It is read in batches of
   ``batch_size`` consecutive indices that never cross a shard's edge (so a shard's batches
   are the same whatever was finished before or which rank explains it), collated with
   ``default_collate``.
@@ -22,7 +24,15 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    TensorDataset,
+    default_collate,
+)
 from torch.utils.data.distributed import DistributedSampler
 
 from .._checks import describe
@@ -58,6 +68,9 @@ class Source:
         self.template: Optional[DataLoader] = None
         self.batch_size, self.drop_last = batch_size, False
         self.seen = 0
+        if (isinstance(data, tuple) and len(data) > 1 and all(isinstance(t, torch.Tensor) and t.ndim for t in data)
+                and len({t.shape[0] for t in data}) == 1 and data[1].ndim < data[0].ndim):
+            data = TensorDataset(*data)  # (inputs (N, ...), labels (N,), ...): not a tuple of inputs
         if isinstance(data, DataLoader):
             self._from_loader(data)
         elif isinstance(data, IterableDataset):
@@ -96,12 +109,22 @@ class Source:
         n = len(self.dataset)
         return n - n % self.batch_size if self.drop_last else n
 
-    def batches(self, shards: Sequence[int], wanted: Callable[[int], bool], shard_size: int) -> Iterator[Batch]:
-        """The batches of ``shards`` (map-style), or of every wanted shard (generic path)."""
+    def first_input(self) -> Optional[torch.Tensor]:
+        """Input 0 of map-style data, collated as its batches are (None on the generic path, where
+        ``batches`` hands it to ``on_first`` instead)."""
+        if self.dataset is None or self.n_inputs == 0:
+            return None
+        collate = getattr(self.template, "collate_fn", None) or default_collate
+        return unpack(collate([self.dataset[0]]))[0][0]
+
+    def batches(self, shards: Sequence[int], wanted: Callable[[int], bool], shard_size: int,
+                on_first: Callable[[torch.Tensor], None] = lambda x: None) -> Iterator[Batch]:
+        """The batches of ``shards`` (map-style), or of every wanted shard (generic path, which
+        calls ``on_first(input 0)`` before anything is yielded)."""
         if self.dataset is not None:
             yield from self._mapped(shards, shard_size)
         else:
-            yield from self._streamed(wanted, shard_size)
+            yield from self._streamed(wanted, shard_size, on_first)
 
     def _mapped(self, shards: Sequence[int], shard_size: int) -> Iterator[Batch]:
         n = self.n_inputs
@@ -124,11 +147,14 @@ class Source:
                                  f"{describe(inputs)}")
             yield torch.tensor(idx, dtype=torch.long), inputs, labels
 
-    def _streamed(self, wanted: Callable[[int], bool], shard_size: int) -> Iterator[Batch]:
+    def _streamed(self, wanted: Callable[[int], bool], shard_size: int,
+                  on_first: Callable[[torch.Tensor], None]) -> Iterator[Batch]:
         count = 0
         for batch in self.loader:
             inputs, labels = unpack(batch)
             b = inputs.shape[0]
+            if count == 0 and b:
+                on_first(inputs[0])
             pos = torch.arange(count, count + b)
             count += b
             self.seen = count

@@ -100,6 +100,15 @@ def fingerprint(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(arguments, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def input_fingerprint(x: torch.Tensor) -> str:
+    """SHA-256 of one input's shape, dtype and bytes: ties a result folder to its data set (the
+    first input is compared when a run resumes)."""
+    flat = x.detach().to("cpu").contiguous().reshape(-1)
+    h = hashlib.sha256(f"{tuple(x.shape)} {x.dtype}".encode())
+    h.update(flat.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
     """``"name: stored X, given Y"`` for every argument that differs (explain_kwargs entries one by one).
 

@@ -22,7 +22,7 @@ from ..chunking import check_max_memory
 from ..explanation import Explanation
 from ..image import explain_image
 from ._data import Source
-from ._describe import describe_model, describe_value, fingerprint
+from ._describe import describe_model, describe_value, fingerprint, input_fingerprint
 from ._distributed import Context, context, place
 from ._store import OPTIONAL, REQUIRED, Store, clean_temporary, collect, environment, hook, shard_range
 
@@ -121,9 +121,11 @@ def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
         store = Store(Path(out), arguments, fingerprint(arguments), shard_size, source.n_inputs,
                       environment(ctx.device, ctx.world))
         error: Optional[BaseException] = None
+        first = source.first_input()
+        first = None if first is None else input_fingerprint(first)
         if ctx.rank == 0:
             try:
-                store.open()
+                store.open(first)
             except (ValueError, OSError) as err:
                 error = err
         ctx.raise_together(error)
@@ -170,7 +172,8 @@ def _explain_shards(model: Any, source: Source, store: Store, ctx: Context, expl
     bar = tqdm(total=total, unit="expl", desc="explain_dataset", disable=not progress or ctx.rank != 0,
                dynamic_ncols=True)
     try:
-        for pos, inputs, labels in source.batches(todo, wanted, size):
+        for pos, inputs, labels in source.batches(todo, wanted, size,
+                                                  lambda x: store.check_first(input_fingerprint(x))):
             kwargs = dict(explain_kwargs)
             if by_label:
                 if labels is None:

@@ -11,7 +11,8 @@ Layout of ``out/``:
   (n, T, F); the file's metadata names its format, shard, range and the run's fingerprint.
 * ``index.json``: ``format``, ``arguments`` (plain-data description of the call: model,
   explain_fn, explain_kwargs, the seed, shard_size), ``fingerprint`` (their SHA-256),
-  ``n_inputs`` (N; null while unknown), ``n_shards``, ``complete``, ``environment`` (torch,
+  ``n_inputs`` (N; null while unknown), ``first_input`` (the SHA-256 of input 0, checked when a
+  run resumes; null until known), ``n_shards``, ``complete``, ``environment`` (torch,
   torchlime, safetensors and Python versions, device type, world size) and ``shards``: one entry
   per finished shard (``shard``, ``file``, ``start``, ``stop``, ``n_features_max``, ``n_targets``).
 
@@ -185,17 +186,37 @@ class Store:
         self.shard_size, self.n_inputs, self.env = shard_size, n_inputs, env
         self.entries: dict[int, dict[str, Any]] = {}
         self.complete = False
+        self.first_input: Optional[str] = None
 
-    def open(self) -> None:
-        """Create the folder and its index, or check that the existing index is of the same run.
+    def check_first(self, given: Optional[str], stored: Optional[str] = None) -> None:
+        """Compare the fingerprint of the data's input 0 with the run's (``stored``, else the one
+        known); adopt it when the run has none yet.
 
         Raises:
-            ValueError: ``out`` holds results of other arguments or of a data set of another length.
+            ValueError: the data set is not the one the folder's shards were computed from.
+        """
+        stored = stored if stored is not None else self.first_input
+        if given is not None and stored is not None and given != stored:
+            raise ValueError(f"`data` must be the data set of the run stored in `out` {str(self.out)!r}: its first "
+                             f"input differs from that run's (resuming on other data would mix results); choose "
+                             f"another folder")
+        self.first_input = stored if stored is not None else given
+
+    def open(self, first_input: Optional[str] = None) -> None:
+        """Create the folder and its index, or check that the existing index is of the same run.
+
+        Args:
+            first_input: the fingerprint of the data's input 0 (None: not known before reading).
+
+        Raises:
+            ValueError: ``out`` holds results of other arguments, or of a data set of another
+                length or another first input.
         """
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"`out` must be a folder, got the file {str(self.out)!r}")
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / INDEX).is_file():
+            self.first_input = first_input
             self.write_index()
             return
         info = read_index(self.out)
@@ -210,6 +231,7 @@ class Store:
                              f"got {self.n_inputs}")
         if self.n_inputs is None:
             self.n_inputs = stored
+        self.check_first(first_input, info.get("first_input"))
         old = {k: v for k, v in info.get("environment", {}).items() if k in ("torch", "torchlime", "device")}
         new = {k: self.env[k] for k in old}
         if old != new:
@@ -228,6 +250,7 @@ class Store:
         info = read_index(self.out)
         if self.n_inputs is None:
             self.n_inputs = info.get("n_inputs")
+        self.first_input = info.get("first_input")
         self._listed(info)
 
     @property
@@ -238,7 +261,8 @@ class Store:
     def write_index(self) -> None:
         """Write ``index.json`` from ``entries`` (atomically)."""
         info = {"format": FORMAT, "arguments": self.arguments, "fingerprint": self.fingerprint,
-                "n_inputs": self.n_inputs, "shard_size": self.shard_size, "n_shards": self.n_shards,
+                "n_inputs": self.n_inputs, "first_input": self.first_input, "shard_size": self.shard_size,
+                "n_shards": self.n_shards,
                 "complete": self.complete, "environment": self.env,
                 "shards": [self.entries[k] for k in sorted(self.entries)]}
         text = json.dumps(info, indent=1)
