@@ -68,7 +68,7 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
         raise ValueError(f"--top-k must be at most the number of segments of every image ({fewest} with "
                          f"--n-segments {n_segments}), got {top_k}")
     exp = explain_image(model, images, segments=segments, n_samples=n_samples, baseline="mean",
-                        softmax=True, generator=seed)
+                        generator=seed)  # logits: probabilities of a confident model saturate
     if dev.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
