@@ -6,16 +6,25 @@
 #   BUDGET=540 bash benchmarks/gpu/run.sh OUTDIR --tar FILE tests latency   # one call of at most 9 minutes
 #
 # Parts (no PART: all of them, in this order); each is meant to finish in under 9 minutes on an H100
-# (estimated, not yet timed on one; TIMEOUT bounds each command):
+# (estimated from the code and an earlier H100 run, not yet timed; minutes in brackets):
 #   tests             python3 -m pytest -q -m cuda, then the kernel tests (tests/test_kernels_*.py and
-#                     tests/test_backend.py: their Triton-interpreter cases, the CUDA ones ran just before)
-#   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", lime and captum
-#   latency_compiled  bench_gpu_latency.py --tag compiled: the torch.compile variants (compilation is slow)
-#   throughput        bench_gpu_throughput.py
-#   segmentation      bench_segmentation.py
-#   audio             bench_audio_gpu.py --waveform, bench_audio_batch1.py
-#   text              bench_text_gpu.py, text_rationale.py
-#   probe             bench_probe_overhead.py
+#                     tests/test_backend.py: their Triton-interpreter cases, the CUDA ones ran just before) [3-5.5]
+#   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", lime and captum [4.5-7]
+#   latency_compiled  bench_gpu_latency.py --tag compiled: the torch.compile variants (compilation is slow) [2-6]
+#   throughput        bench_gpu_throughput.py [3.5-5.5]
+#   segmentation      bench_segmentation.py [0.5-1]
+#   audio             bench_audio_gpu.py --waveform, bench_audio_batch1.py [1.5-2]
+#   text              bench_text_gpu.py, text_rationale.py [1.5-2]
+#   probe             bench_probe_overhead.py [0.5]
+#   memory            bench_chunk_memory.py: peak CUDA memory per chunk size [1.5-2]
+#
+# With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
+# to back (a warm machine is kept only 30 s), each `carry: ["benchmarks/gpu/wheels"]`, in this order
+# of what the GPU figures need most; start the fourth only if status leaves ten minutes:
+#   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation probe memory
+#   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz latency
+#   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu3.tar.gz throughput audio
+#   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu4.tar.gz latency_compiled text
 #
 # Quick mode (--quick or QUICK=1) forwards --quick to every benchmark: tiny models, few samples, a
 # smoke test whose figures are not results. It runs on a machine without a GPU too (DEVICE=cpu is
@@ -62,7 +71,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency latency_compiled throughput segmentation audio text probe)
+ALL=(tests latency latency_compiled throughput segmentation audio text probe memory)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -184,6 +193,7 @@ commands() {  # one command per line, for part $1
             echo "python3 $B/bench_text_gpu.py $DEV"
             echo "python3 $B/text_rationale.py $DEV" ;;
         probe) echo "python3 $B/bench_probe_overhead.py $DEV" ;;
+        memory) echo "python3 $B/bench_chunk_memory.py $DEV" ;;
     esac
 }
 
