@@ -24,7 +24,9 @@ def explain_image(model: Model, images: torch.Tensor, *,
 
     Args:
         model: callable on (c, C, H, W) batches returning scores (see ``torchlime.explain``).
-        images: float (B, C, H, W) on any device, any number of channels.
+        images: float (B, C, H, W) on any device, any number of channels; for SLIC (the
+            default segments), RGB in [0, 1] (its colour space assumes it: pass the model's
+            normalisation as ``normalize=``, not normalised images).
         segments: None (SLIC on the images' device: the Triton kernels on CUDA), a
             method name ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"),
             a callable images -> (B, H, W) labels, or an integer tensor (H, W),
