@@ -135,6 +135,50 @@ def test_device_out_of_memory_halves_and_keeps_finished_rows():
     torch.testing.assert_close(exp.coef, plain.coef)
 
 
+class OutOfMemoryAbove(Clocked):
+    """A ``Clocked`` model (cheaper per row the larger the chunk: the search keeps doubling) that runs
+    out of device memory above ``limit`` rows; it stops a runaway search after ``max_calls`` calls."""
+
+    def __init__(self, clock: list, limit: int, max_calls: int = 500) -> None:
+        super().__init__(clock, cost=lambda n: 0.01 + 1e-5 * n)
+        self.limit, self.max_calls = limit, max_calls
+
+    def forward(self, x):
+        if len(self.sizes) >= self.max_calls:
+            raise AssertionError(f"the chunk-size search never ends: {self.max_calls} calls, sizes "
+                                 f"{self.sizes[-8:]}")
+        if x.shape[0] > self.limit:
+            self.sizes.append(x.shape[0])
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return super().forward(x)
+
+
+def test_out_of_memory_while_measuring_ends_the_search(clock):
+    """The search was doubling (4, 8, ..., 64, 128) when 128 rows ran out of memory: the search ends
+    at 64 at most, with one warning, instead of trying 128 again and again."""
+    model = OutOfMemoryAbove(clock, limit=100)
+    x, f = data()
+    with pytest.warns(RuntimeWarning) as record:
+        exp = explain(model, x, f, n_samples=2000)
+    assert [str(w.message) for w in record] == [
+        "out of memory with a chunk of 128 samples; retrying with 64 (finished samples are kept)"]
+    assert model.sizes.count(128) == 1 and max(s for s in model.sizes if s != 128) == 64
+    assert len(model.sizes) < 120 and exp.meta["batch_size"] == 64
+    entry = next(iter(chunking._CACHE.values()))
+    assert entry.best == 64 and entry.ceiling == 64
+    model.sizes.clear()
+    explain(model, x, f, n_samples=2000)  # cached: no measurement, no out-of-memory
+    assert set(model.sizes[:-1]) == {64}
+
+
+def test_candidate_sizes_stay_under_the_ceiling(clock):
+    plan = chunking.ChunkPlan(Clocked(clock), (), torch.device("cpu"), None)
+    plan.entry.per_row.update({4: 1.0, 8: 0.5, 16: 0.25})
+    assert plan._candidate() == 32
+    plan.entry.ceiling = 16
+    assert plan._candidate() <= 16
+
+
 def test_other_errors_are_never_taken_for_out_of_memory():
     x, f = data()
     model = Fails(0, RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate ... "

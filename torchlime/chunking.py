@@ -155,11 +155,12 @@ class ChunkPlan:
         return size, ("timed" if size in e.warmed else "warm")
 
     def _candidate(self) -> int:
-        """The size being measured: the next doubling after the largest timed size."""
+        """The size being measured: the next doubling after the largest timed size, within the
+        ceiling and the memory budget (a size that ran out of memory is never tried again)."""
         e = self.entry
         if not e.per_row:
             return self._largest_fitting(START["cuda" if self.on_cuda else "cpu"])
-        return max(e.per_row) * 2
+        return self._largest_fitting(max(e.per_row) * 2)
 
     def _choice(self) -> int:
         """The smallest measured size within GAIN of the fastest per row (the start size if none)."""
@@ -217,8 +218,9 @@ class ChunkPlan:
         e.ceiling = min(e.ceiling, half)
         if self.fixed is not None:
             self.fixed = half
-        if e.best is not None:
-            e.best = min(e.best, half)
+        # an out-of-memory error ends the size search: the sizes that fit are the ones measured
+        # (without this the search would try the next doubling, the failed size, forever)
+        e.best = min(e.best if e.best is not None else self._choice(), half)
         warnings.warn(f"out of memory with a chunk of {size} samples; retrying with {half} "
                       f"(finished samples are kept)", RuntimeWarning, stacklevel=4)
         torch.cuda.empty_cache()
