@@ -24,9 +24,11 @@ class Recorder(torch.nn.Module):
         self.sizes: list[int] = []
         self.layouts: list[bool] = []
         self.inner_dtypes: list[torch.dtype] = []
+        self.input_dtypes: list[torch.dtype] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.sizes.append(x.shape[0])
+        self.input_dtypes.append(x.dtype)
         self.layouts.append(x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous())
         h = self.conv(x)
         self.inner_dtypes.append(h.dtype)
@@ -150,6 +152,24 @@ def test_compile_options_dict_is_passed_to_torch_compile(monkeypatch):
     seen.clear()
     Accelerated(net, compile=True)
     assert seen == {}
+
+
+def test_engine_gives_an_autocast_model_the_chunks_in_its_dtype():
+    """The chunks an ``Accelerated(autocast=bf16)`` model asks for (``input_format``) are written in
+    bf16 and reach it in bf16: not cast back to the fp32 weights' dtype (a second cast of every chunk,
+    and not what a bare forward pass of bf16 rows runs)."""
+    from torchlime.metrics import deletion
+
+    net = Recorder()
+    fast = Accelerated(net, autocast=torch.bfloat16)
+    x = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    feats = grid_labels(8, 8, 2, 2).view(1, 1, 8, 8)
+    exp = explain(fast, x, feats, n_samples=40, batch_size=16)
+    assert net.input_dtypes and set(net.input_dtypes) == {torch.bfloat16}
+    assert exp.coef.dtype == torch.float32
+    net.input_dtypes.clear()
+    deletion(fast, x, exp, steps=2)  # the metrics rebuild the same chunks
+    assert net.input_dtypes and set(net.input_dtypes) == {torch.bfloat16}
 
 
 def test_wrapper_is_a_module_that_follows_the_model():

@@ -33,7 +33,7 @@ from .baselines import BaselineSpec, Fill, FillContext, describe_baseline, resol
 from .chunking import ChunkPlan, check_max_memory
 from .explanation import Explanation
 from .features import prepare_features
-from .forward import InputFormat, Model, input_format, model_placement
+from .forward import InputFormat, Model, chunk_placement, input_format
 from .perturb import Normalize, PerturbFn
 from .perturbation import Perturbation
 from .presets import UNSET, resolve
@@ -204,7 +204,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     norm = Normalize(*check_normalize(normalize, inputs.shape[1])) if normalize is not None else None
     perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, f_max, fmap.fixed, perturb_fn, fmt,
                                 norm, _adapter, reusable=getattr(sampler_, "reusable", True))
-    m_dev, m_dtype = model_placement(model, inputs)
+    m_dev, m_dtype = chunk_placement(model, inputs, fmt.dtype if fmt is not None else None)
     sig = (tuple(inputs.shape[1:]), str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
            bool(fmt and fmt.channels_last), perturb_fn is None)
     plan = ChunkPlan(model, sig, m_dev, batch_size, max_memory)

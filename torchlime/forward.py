@@ -35,6 +35,15 @@ def model_placement(model: Model, inputs: torch.Tensor) -> tuple[torch.device, t
     return inputs.device, inputs.dtype
 
 
+def chunk_placement(model: Model, inputs: torch.Tensor, chunk_dtype: Optional[torch.dtype] = None
+                    ) -> tuple[torch.device, torch.dtype]:
+    """Where ``run_rows`` puts the chunks and in which floating dtype: ``model_placement``, except
+    that chunks built in a dtype of their own (``InputFormat.dtype``: bf16 / fp16 for an
+    ``Accelerated(autocast=...)`` model) keep it; they are not cast back to the weights' dtype."""
+    device, dtype = model_placement(model, inputs)
+    return device, (chunk_dtype if chunk_dtype is not None else dtype)
+
+
 @contextlib.contextmanager
 def eval_mode(model: Model) -> Iterator[None]:
     """Put an ``nn.Module`` in eval mode and restore every submodule's own mode afterwards."""

@@ -29,7 +29,7 @@ from ..baselines import NAMES, BaselineSpec, FillContext, resolve_baseline, sign
 from ..chunking import ChunkPlan
 from ..explanation import Explanation
 from ..features import prepare_features
-from ..forward import Model, OutputSelector, eval_mode, input_format, model_placement, run_rows, select_output
+from ..forward import Model, OutputSelector, chunk_placement, eval_mode, input_format, run_rows, select_output
 from ..perturb import Chunk
 from ..perturbation import Perturbation
 from ..sampling import make_key
@@ -149,14 +149,16 @@ def signature_of(p: Perturbation) -> tuple:
 
 def score_rows(model: Model, build: Callable[[int, int], Any], take: Callable[[torch.Tensor, int, int], torch.Tensor],
                n_rows: int, width: int, *, reference: torch.Tensor, signature: tuple, output: OutputSelector,
-               softmax: bool, batch_size: Optional[int]) -> torch.Tensor:
+               softmax: bool, batch_size: Optional[int], chunk_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """Float32 (n_rows, width): ``take(scores, start, stop)`` of every chunk of rows built by ``build``.
 
     ``scores`` are the model's float32 (c, K) outputs (softmax applied when asked) on
     ``reference``'s device; the model runs in eval mode under ``torch.inference_mode()``.
+    ``chunk_dtype``: the floating dtype ``build`` writes the chunks in, when it chooses one
+    (the perturbation's ``fmt.dtype``): the model gets them in it (see ``forward.chunk_placement``).
     """
     dev = reference.device
-    m_dev, m_dtype = model_placement(model, reference)
+    m_dev, m_dtype = chunk_placement(model, reference, chunk_dtype)
     out = torch.empty(n_rows, width, device=dev)
 
     def consume(raw: Any, x: Any, start: int, stop: int) -> None:
@@ -198,5 +200,6 @@ def score_masks(setup: Perturbed, per_input: int, masks_of: MasksOf, take: Take,
         return take(scores, *coords(start, stop))
 
     out = score_rows(setup.model, build, take_rows, batch * per_input, width, reference=p.inputs,
-                     signature=signature_of(p), output=output, softmax=softmax, batch_size=batch_size)
+                     signature=signature_of(p), output=output, softmax=softmax, batch_size=batch_size,
+                     chunk_dtype=p.fmt.dtype if p.fmt is not None else None)
     return out.view(batch, per_input, width)

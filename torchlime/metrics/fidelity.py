@@ -141,7 +141,8 @@ def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_pertur
 
     sig = ("infidelity", shape, str(inputs.dtype))
     out = score_rows(model, build, take, b * (n + 1), 2 * n_targets, reference=inputs, signature=sig,
-                     output=output, softmax=softmax, batch_size=batch_size).double()
+                     output=output, softmax=softmax, batch_size=batch_size,
+                     chunk_dtype=p.fmt.dtype if p is not None and p.fmt is not None else None).double()
     base, rest = out[:b, :n_targets], out[b:].view(b, n, 2 * n_targets)
     d = base.unsqueeze(1) - rest[..., :n_targets]  # (B, n, T)
     a = rest[..., n_targets:]
