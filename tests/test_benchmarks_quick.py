@@ -8,6 +8,7 @@ that the scripts work on the current package, not how fast anything is.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 600  # generous: a shared 2-core machine can be slow; each script takes seconds alone
@@ -134,3 +136,27 @@ def test_gpu_run_sh_budget_skips_parts_and_packs_what_it_has(tmp_path: Path) -> 
         names = {Path(n).name for n in packed.getnames()}
     assert {"environment.txt", "probe.log"} <= names
     assert not (tmp_path / "out" / "probe_overhead_cpu_quick.json").exists()
+
+
+def test_probe_benchmark_model_has_a_deterministic_cuda_backward() -> None:
+    """``bench_probe_overhead`` trains its CNN with deterministic algorithms too: no layer may lack a
+    deterministic CUDA backward (``AdaptiveAvgPool2d`` does). Its ``AvgPool2d(8)`` pools the 16x16 map
+    of a 32x32 input to the same 2x2 values as ``AdaptiveAvgPool2d(2)``, forward and backward."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_probe_overhead import make_model
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    model = make_model(torch.device("cpu")).eval()
+    assert not any(isinstance(m, (torch.nn.AdaptiveAvgPool2d, torch.nn.AdaptiveMaxPool2d)) for m in model.modules())
+    adaptive = copy.deepcopy(model)
+    pools = [i for i, m in enumerate(adaptive) if isinstance(m, torch.nn.AvgPool2d)]
+    assert len(pools) == 1
+    adaptive[pools[0]] = torch.nn.AdaptiveAvgPool2d(2)
+    x = torch.rand(4, 3, 32, 32, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    y = torch.rand(4, 3, 32, 32, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    out, ref = model(x), adaptive(y)
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    out.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(x.grad, y.grad, rtol=1e-6, atol=1e-6)
