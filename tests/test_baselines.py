@@ -101,6 +101,18 @@ def test_feature_mean_broadcasts_over_channels():
     assert feature_mean(x, labels, 2).tolist() == [[[2.0, 2.0, 5.0], [20.0, 20.0, 50.0]]]
 
 
+def test_feature_mean_sums_in_float64():
+    """Sums of float32 values are accumulated in float64 (CUDA's scatter_add_ adds in no fixed order:
+    float32 sums would vary in the last bit between runs), so the mean is the float32 rounding of
+    the exact mean: 2**24 + 1 + 1 + 1 summed in float32 loses every 1."""
+    x = torch.tensor([[2.0 ** 24, 1.0, 1.0, 1.0, 7.0]])
+    labels = torch.tensor([[0, 0, 0, 0, 1]])
+    exact = torch.tensor((2.0 ** 24 + 3.0) / 4.0, dtype=torch.float64).float()
+    out = feature_mean(x, labels, 2)
+    assert out.dtype == torch.float32
+    assert out[0, :4].tolist() == [exact.item()] * 4 and out[0, 4].item() == 7.0
+
+
 def test_gaussian_blur_keeps_constants_and_mass():
     ones = torch.ones(1, 3, 9, 9)
     torch.testing.assert_close(gaussian_blur(ones, 1.5, (2, 3)), ones)

@@ -105,7 +105,10 @@ def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) ->
             channel = channel * size + torch.arange(size, device=inputs.device).view(view)
             n_channels *= size
     keys = (lab * n_channels + channel).reshape(batch, -1)
-    values = inputs.reshape(batch, -1).to(torch.float64 if inputs.dtype == torch.float64 else torch.float32)
+    # sums in float64 for every input dtype: on CUDA scatter_add_ adds in whatever order its atomics
+    # land, and float32 sums would differ in the last bit from run to run; float64 sums of float32
+    # values rounded back to float32 (the input's dtype) are reproducible (and correctly rounded)
+    values = inputs.reshape(batch, -1).to(torch.float64)
     groups = n_features * n_channels
     sums = torch.zeros(batch, groups, dtype=values.dtype, device=inputs.device).scatter_add_(1, keys, values)
     counts = torch.zeros(batch, groups, dtype=values.dtype, device=inputs.device).scatter_add_(
