@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     segments = slic(image)
     seg_times = [timed(lambda: slic(image), device) for _ in range(max(10, min(args.reps, 50)))]
     n_segments = int(segments.max()) + 1
-    perturbed = normalized(perturbed_images(image, segments, args.n, fill="zero"))  # explain_image's fill: 0
+    with torch.inference_mode():  # an inference tensor: the floor's rows need no copy (common.formatted)
+        perturbed = normalized(perturbed_images(image, segments, args.n, fill="zero"))  # explain_image's fill: 0
 
     st: dict[str, dict] = {k: {} for k in ("variants", "errors", "skipped", "anchor_warm", "times",
                                             "anchor_times", "peak")}

@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = args.images * args.n
     # the floor's pool of prebuilt perturbed images (content does not change the speed), cycled
     pool_rows = min(rows, max(*args.chunk_sizes, args.compile_chunk, POOL_ROWS))
-    pool = normalized(perturbed_images(images[:1], slic(images[:1]), pool_rows, fill="zero"))
+    segments = slic(images[:1])
+    with torch.inference_mode():  # an inference tensor: the floor's rows need no copy (common.formatted)
+        pool = normalized(perturbed_images(images[:1], segments, pool_rows, fill="zero"))
 
     st: dict[str, dict] = {k: {} for k in ("variants", "errors", "times", "peak")}
     stop: dict = {}

@@ -124,13 +124,19 @@ def formatted(rows: torch.Tensor, model) -> torch.Tensor:
     """``rows`` in the dtype and memory layout torchlime writes its chunks in for ``model``
     (``torchlime.forward.input_format``: an ``Accelerated`` wrapper's autocast dtype and
     channels-last, a module's floating dtype, channels-last 4-D input for conv nets on the CPU),
-    so a floor forwards what torchlime forwards."""
+    so a floor forwards what torchlime forwards. The result is an inference tensor, like torchlime's
+    chunks (built under ``torch.inference_mode()``): a compiled model then runs the floor and
+    torchlime on one graph (normal tensors would compile a second). ``rows`` built under inference
+    mode are not copied when the format leaves them as they are."""
     from torchlime.forward import input_format
 
     fmt = input_format(model, rows[:1])
-    out = rows.to(fmt.dtype) if fmt.dtype is not None else rows
-    if fmt.channels_last and out.ndim == 4:
-        out = out.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        out = rows.to(fmt.dtype) if fmt.dtype is not None else rows
+        if fmt.channels_last and out.ndim == 4:
+            out = out.contiguous(memory_format=torch.channels_last)
+        if not out.is_inference():  # a normal tensor the format left unchanged
+            out = out.clone(memory_format=torch.preserve_format)
     return out
 
 

@@ -172,6 +172,26 @@ def test_engine_gives_an_autocast_model_the_chunks_in_its_dtype():
     assert net.input_dtypes and set(net.input_dtypes) == {torch.bfloat16}
 
 
+def test_compiled_model_compiles_one_graph_per_chunk_shape():
+    """Every chunk reaches the model as an inference tensor (built under inference mode, like the
+    padded last chunk ``Accelerated`` makes), so chunks of one shape share one compiled graph;
+    normal and inference tensors of the same shape used to compile two."""
+    graphs: list[list[bool]] = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append([t.is_inference() for t in example_inputs if isinstance(t, torch.Tensor)])
+        return gm.forward
+
+    torch._dynamo.reset()
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 3))
+    fast = Accelerated(net, compile={"backend": counting_backend}, chunk_size=16)
+    x = torch.rand(1, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    # 44 rows: chunks of 16, 16 and 12 (padded to 16 by the wrapper): one shape, one graph
+    explain(fast, x, grid_labels(8, 8, 2, 2).view(1, 1, 8, 8), n_samples=44)
+    torch._dynamo.reset()
+    assert len(graphs) == 1, graphs
+
+
 def test_wrapper_is_a_module_that_follows_the_model():
     net = Recorder()
     fast = Accelerated(net, autocast=torch.bfloat16)

@@ -1,7 +1,7 @@
 """Stage 4: the chunked batched forward pass.
 
 The (B·S, ...) perturbed batch is never materialised whole: ``run_rows`` builds
-each chunk on demand, runs the model under ``torch.inference_mode()`` on the
+each chunk on demand and runs the model, both under ``torch.inference_mode()``, on the
 model's own device and dtype, and hands the output to a consumer that writes
 into preallocated tensors, so finished chunks are never lost. Chunk sizes come
 from ``chunking.ChunkPlan`` (measured, cached, within the memory budget); a real
@@ -171,8 +171,10 @@ def run_rows(model: Model, build: Callable[[int, int], Any], consume: Callable[[
     Args:
         model: callable on a (c, ...) batch.
         build: ``build(start, stop)`` returns the (stop-start, ...) input chunk (a tensor,
-            or a tuple / dict of tensors passed as positional / keyword arguments).
-        consume: ``consume(output, chunk, start, stop)`` stores what it needs.
+            or a tuple / dict of tensors passed as positional / keyword arguments); it runs
+            under ``torch.inference_mode()``, like the model.
+        consume: ``consume(output, chunk, start, stop)`` stores what it needs (output and
+            chunk are inference tensors: it may read them and write them into its own tensors).
         n_rows: rows in total. plan: the chunk sizes.
         device, dtype: where and in which floating dtype the model runs.
         progress: show a tqdm progress bar.
@@ -188,8 +190,11 @@ def run_rows(model: Model, build: Callable[[int, int], Any], consume: Callable[[
             chunk = out = None
             try:
                 with plan.run(size, phase):
-                    chunk = build(start, stop)
+                    # the chunk is built under inference mode too: a chunk is then always an inference
+                    # tensor, like the ones the model's wrappers make (a padded chunk, a cast), and a
+                    # compiled model does not compile a second graph for the other kind of tensor
                     with torch.inference_mode():
+                        chunk = build(start, stop)
                         out = call_model(model, chunk, device, dtype)
                     consume(out, chunk, start, stop)
             except torch.OutOfMemoryError:
