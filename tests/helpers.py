@@ -46,3 +46,21 @@ def pct(value: float) -> str:
 def with_sem(rec: dict) -> str:
     """``mean ± sem`` of a summary record (fractions) in percent, as the benchmark documents print it."""
     return f"{pct(rec['mean'])} ± {pct(rec['sem'])}"
+
+
+def adjusted_rand_index(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Adjusted Rand index of two labellings of the same elements (any shape, any label values):
+    1.0 for the same partition (whatever the numbering), about 0 for unrelated ones."""
+    _, ia = torch.unique(a.reshape(-1).cpu(), return_inverse=True)
+    _, ib = torch.unique(b.reshape(-1).cpu(), return_inverse=True)
+    n, nb = ia.numel(), int(ib.max()) + 1
+    table = torch.bincount(ia * nb + ib, minlength=(int(ia.max()) + 1) * nb).double()
+
+    def pairs(t: torch.Tensor) -> float:
+        return float((t * (t - 1) / 2).sum())
+
+    table = table.view(-1, nb)
+    both, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
+    expected = rows * cols / (n * (n - 1) / 2) if n > 1 else 0.0
+    top = (rows + cols) / 2
+    return 1.0 if top == expected else (both - expected) / (top - expected)

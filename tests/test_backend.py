@@ -5,7 +5,10 @@ tensors through the kernels in ``kernels/`` (what a GPU runs by default). The ``
 below explain images and spectrograms end to end that way (in a child process, see
 ``triton_interp.py``), count the calls that reach ``kernels/blend.py`` and ``kernels/slic.py``,
 and compare with the torch path: identical segments, coefficients to 1e-5, the same host
-synchronisation budget.
+synchronisation budget. On a GPU the compiled SLIC kernels may contract multiply-adds (FMA) where
+the torch path rounds twice, which can flip a near-tie between two centres: there the segments
+must agree to an adjusted Rand index of 0.99 per image, and the coefficients are compared on the
+torch path's segments.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from torchlime.image import explain_image  # noqa: E402
 from torchlime.kernels import blend as KB  # noqa: E402
 from torchlime.kernels import slic as KS  # noqa: E402
 
+from helpers import adjusted_rand_index  # noqa: E402
 from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
 INTERPRETED = KB.interpreted()
@@ -60,25 +64,46 @@ def both_paths(monkeypatch, run):
     return ref, run()
 
 
+def assert_same_explanation(ref, out, device, again):
+    """The Triton path's explanation ``out`` against the torch path's ``ref``: identical segments
+    under the interpreter (CPU); on a GPU an adjusted Rand index >= 0.99 per input (FMA in the
+    compiled kernels may flip near-ties), and where the segments differ the coefficients are those
+    of ``again(ref.features)``, the Triton path run on the torch path's segments."""
+    if device == "cpu":
+        assert torch.equal(out.features, ref.features)  # identical segments (adjusted Rand index 1)
+    else:
+        assert out.features.shape == ref.features.shape
+        ari = [adjusted_rand_index(a, b) for a, b in zip(out.features, ref.features)]
+        assert min(ari) >= 0.99, ari
+        if not torch.equal(out.features, ref.features):
+            out = again(ref.features)
+            assert torch.equal(out.features, ref.features)
+    torch.testing.assert_close(out.coef, ref.coef, atol=1e-5, rtol=1e-5)
+
+
 def test_explain_image_through_the_kernels(device, monkeypatch, kernel_calls):
     model = net().to(device)
     images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)).to(device)
     norm = ((0.5, 0.45, 0.4), (0.25, 0.2, 0.2))
-    ref, out = both_paths(monkeypatch, lambda: explain_image(model, images, n_segments=16, n_samples=64,
-                                                             normalize=norm, target="top2"))
+
+    def run(segments=None):
+        return explain_image(model, images, segments=segments, n_segments=16, n_samples=64, normalize=norm,
+                             target="top2")
+
+    ref, out = both_paths(monkeypatch, run)
     assert kernel_calls["blend"] >= 1 and kernel_calls["assign"] == 10 and kernel_calls["update"] == 10
-    assert torch.equal(out.features, ref.features)  # identical segments (adjusted Rand index 1)
-    torch.testing.assert_close(out.coef, ref.coef, atol=1e-5, rtol=1e-5)
+    assert_same_explanation(ref, out, device, run)
 
 
 def test_explain_spectrogram_through_the_kernels(device, monkeypatch, kernel_calls):
     specs = torch.rand(2, 32, 24, generator=torch.Generator().manual_seed(1)).to(device)
     model = lambda s: torch.stack([s[:, 8:16, 4:12].mean((1, 2)), s[:, :8].mean((1, 2))], 1)  # noqa: E731
     for segments in ("grid", "slic"):
-        ref, out = both_paths(monkeypatch, lambda seg=segments: explain_spectrogram(
-            model, specs, segments=seg, n_segments=12, n_samples=64))
-        assert torch.equal(out.features, ref.features)
-        torch.testing.assert_close(out.coef, ref.coef, atol=1e-5, rtol=1e-5)
+        def run(seg=segments):
+            return explain_spectrogram(model, specs, segments=seg, n_segments=12, n_samples=64)
+
+        ref, out = both_paths(monkeypatch, run)
+        assert_same_explanation(ref, out, device, run)
     assert kernel_calls["blend"] >= 2 and kernel_calls["assign"] == 10 and kernel_calls["update"] == 10
 
 
@@ -134,3 +159,12 @@ def test_auto_uses_the_kernels_on_cuda_unless_deterministic(cuda, monkeypatch):
         torch.use_deterministic_algorithms(False)
     monkeypatch.setenv("TORCHLIME_BACKEND", "torch")
     assert not _backend.use_triton(x)
+
+
+def test_adjusted_rand_index_helper():
+    a = torch.randint(0, 6, (2, 24, 24), generator=torch.Generator().manual_seed(0))
+    assert adjusted_rand_index(a, (a * 7 + 3) % 13) == 1.0  # the same partition, numbered otherwise
+    near = a.clone()
+    near[0, 0, :2] = 99  # two pixels of 1152 moved
+    assert 0.99 <= adjusted_rand_index(near, a) < 1.0
+    assert abs(adjusted_rand_index(a, torch.randint(0, 6, (2, 24, 24)))) < 0.05
