@@ -3,15 +3,19 @@
 A ``TorchDispatchMode`` counts the operations that make the host wait for the device on
 CUDA (scalar reads, ``nonzero``, ``unique``, ``bincount``, ``equal``, boolean indexing,
 copies to the host) and ``tolist`` / ``numpy`` / ``cpu`` / ``item`` calls are counted at the
-Python level. Limits: 6 per ``explain_image`` call with the default SLIC, 3 with a grid or
-given segments, none per chunk (the count does not grow with the number of chunks). The
+Python level. Tensors made from Python data (``torch.tensor`` / ``as_tensor`` of numbers, seen
+as ``aten.lift_fresh``) are counted apart: on CUDA each is a blocking host-to-device copy, which
+waits for the stream, but a call makes a few of them and only their number per chunk is bounded.
+Limits: 6 per ``explain_image`` call with the default SLIC, 3 with a grid or given segments,
+none per chunk, of either kind (the counts do not grow with the number of chunks, also with
+``normalize=``, whose statistics go to the device once per call). The
 first call on a model and input shape measures the chunk size (which synchronises per
 measured chunk), so every count is taken on a second call.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 import torch
@@ -37,10 +41,13 @@ class SyncCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[str] = []
+        self.uploads: list[str] = []  # tensors made from Python data: host-to-device copies on CUDA
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in SYNCING:
+        if func is aten.lift_fresh.default:
+            self.uploads.append("tensor from host data")
+        elif func in SYNCING:
             self.ops.append(str(func))
         elif func is aten.index.Tensor and any(
                 isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])):
@@ -52,9 +59,12 @@ class SyncCounter(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def count_syncs() -> Iterator[list[str]]:
-    """Yields the list of synchronising operations seen inside the block."""
+def count_syncs(uploads: Optional[list] = None) -> Iterator[list[str]]:
+    """Yields the list of synchronising operations seen inside the block; the tensors made from
+    Python data are appended to ``uploads`` when it is given."""
     counter = SyncCounter()
+    if uploads is not None:
+        counter.uploads = uploads
     patched = {}
     for name in ("tolist", "numpy", "item", "cpu"):
         original = getattr(torch.Tensor, name)
@@ -82,13 +92,17 @@ def demo():
 
 def test_counter_sees_syncs():
     x = torch.arange(6)
-    with count_syncs() as ops:
+    uploads = []
+    with count_syncs(uploads) as ops:
         int(x.sum())
         x.nonzero()
         x.tolist()
         x[x > 2]
         x + 1  # no sync
+        torch.as_tensor([0.5, 0.25], device=x.device)
+        torch.as_tensor(x, dtype=torch.long, device=x.device)  # a tensor already: no copy
     assert len(ops) == 4, ops
+    assert uploads == ["tensor from host data"]
 
 
 def test_explain_image_default_slic(demo):
@@ -109,15 +123,17 @@ def test_explain_image_grid_or_given_segments(demo, segments):
     assert len(ops) <= 3, ops
 
 
-def test_no_sync_per_chunk(demo):
+@pytest.mark.parametrize("normalize", [None, ((0.5, 0.45, 0.4), (0.25, 0.2, 0.2))], ids=["plain", "normalize"])
+def test_no_sync_per_chunk(demo, normalize):
     model, images = demo
     seg = grid_labels(64, 64, 6, 6)
     counts = []
     for chunk in (400, 16):  # 2 chunks vs 50 chunks
-        with count_syncs() as ops:
-            explain_image(model, images[:2], segments=seg, n_samples=200, batch_size=chunk)
-        counts.append(len(ops))
-    assert counts[0] == counts[1] <= 3, counts
+        uploads = []
+        with count_syncs(uploads) as ops:
+            explain_image(model, images[:2], segments=seg, n_samples=200, batch_size=chunk, normalize=normalize)
+        counts.append((len(ops), len(uploads)))
+    assert counts[0] == counts[1] and counts[0][0] <= 3, counts
 
 
 def test_modality_free_engine_with_a_function_model():
@@ -132,13 +148,15 @@ def test_modality_free_engine_with_a_function_model():
 @pytest.mark.cuda
 def test_no_stream_synchronisation_per_chunk_on_cuda(cuda, monkeypatch):
     """On a GPU, torch's own sync detector raises on any synchronisation: none may happen while the
-    chunks are built, run and stored (after the first call, which measures the chunk size)."""
+    chunks are built, run and stored (after the first call, which measures the chunk size), also with
+    ``normalize=`` (its statistics go to the device once per call, not with every chunk)."""
     from torchlime import _run
 
     model = load_demo_model(cuda)
     images = make_images(4, seed=2026)[0].to(cuda)
     seg = grid_labels(64, 64, 6, 6).to(cuda)
-    explain_image(model, images, segments=seg, n_samples=256)
+    norm = ((0.5, 0.45, 0.4), (0.25, 0.2, 0.2))
+    explain_image(model, images, segments=seg, n_samples=256, normalize=norm)
     real, calls = _run.run_rows, []
 
     def strict(*args, **kwargs):
@@ -150,5 +168,5 @@ def test_no_stream_synchronisation_per_chunk_on_cuda(cuda, monkeypatch):
             torch.cuda.set_sync_debug_mode("default")
 
     monkeypatch.setattr(_run, "run_rows", strict)
-    explain_image(model, images, segments=seg, n_samples=256)
+    explain_image(model, images, segments=seg, n_samples=256, normalize=norm)
     assert calls == [1]

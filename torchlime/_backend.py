@@ -98,6 +98,20 @@ def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torc
     return blend_torch(x, base, labels, masks, **extras)
 
 
+def normalize_stats(mean: Any, std: Any, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mean`` and ``std`` (sequences or scalars) as 1-D tensors on ``like``'s device, in the dtype
+    ``blend`` normalises ``like``'s values in (float64 for float64, else float32).
+
+    Made once per call: ``blend`` then uses them as they are on every chunk, where statistics given
+    as Python numbers would be copied from the host (a synchronisation on CUDA) chunk after chunk.
+    """
+    from .kernels.reference import compute_dtype
+
+    dtype = compute_dtype(like.dtype)
+    return (torch.as_tensor(mean, dtype=dtype, device=like.device).reshape(-1),
+            torch.as_tensor(std, dtype=dtype, device=like.device).reshape(-1))
+
+
 def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
     """SLIC's per-pixel features [colour, y * scale, x * scale]: float32 (B, C + 2, H, W)."""
     from .kernels.reference import slic_features as features

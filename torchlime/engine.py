@@ -201,7 +201,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         return sampler_.masks(Rows(key, ids[b], s, fmap.n_features[b], f_max, b))
 
     fmt = (chunk_format or input_format(model, inputs)) if perturb_fn is None else None
-    norm = Normalize(*check_normalize(normalize, inputs.shape[1])) if normalize is not None else None
+    norm = (Normalize(*check_normalize(normalize, inputs.shape[1])).on(inputs)  # on the device once per call
+            if normalize is not None else None)
     perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, f_max, fmap.fixed, perturb_fn, fmt,
                                 norm, _adapter, reusable=getattr(sampler_, "reusable", True))
     m_dev, m_dtype = chunk_placement(model, inputs, fmt.dtype if fmt is not None else None)

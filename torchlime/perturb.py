@@ -14,7 +14,7 @@ passes a ``PerturbFn`` with the same signature as ``perturb_rows``.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Protocol, Sequence
+from typing import Any, NamedTuple, Optional, Protocol, Sequence, Union
 
 import torch
 
@@ -23,10 +23,18 @@ from .forward import InputFormat
 
 
 class Normalize(NamedTuple):
-    """Per-channel (dim 1) normalisation the model expects: it sees ``(x - mean) / std``."""
+    """Per-channel (dim 1) normalisation the model expects: it sees ``(x - mean) / std``.
 
-    mean: Sequence[float]
-    std: Sequence[float]
+    ``mean`` and ``std``: sequences of numbers, scalars, or 1-D tensors (``on`` makes them).
+    """
+
+    mean: Union[Sequence[float], torch.Tensor]
+    std: Union[Sequence[float], torch.Tensor]
+
+    def on(self, inputs: torch.Tensor) -> Normalize:
+        """The statistics as tensors on ``inputs``' device in the dtype the blend normalises in,
+        made once per call so that no chunk copies them from the host (``_backend.normalize_stats``)."""
+        return Normalize(*_backend.normalize_stats(self.mean, self.std, inputs))
 
 
 class Chunk(NamedTuple):
