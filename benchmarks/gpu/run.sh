@@ -157,7 +157,8 @@ import torch
 
 print("python", sys.version.split()[0], "| torch", torch.__version__, "|",
       torch.cuda.get_device_name() if torch.cuda.is_available() else "no cuda")
-for name in ("triton", "torchvision", "kornia", "captum", "lime", "sklearn", "skimage", "transformers"):
+for name in ("triton", "torchvision", "kornia", "safetensors", "captum", "lime", "sklearn", "skimage", "transformers",
+             "tensorboard"):
     try:
         print(name, getattr(importlib.import_module(name), "__version__", "(no __version__)"))
     except Exception as err:  # a missing package is reported, not fatal
