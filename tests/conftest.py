@@ -1,6 +1,8 @@
 """Shared fixtures: device / dtype parameters and small deterministic models."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -29,13 +31,18 @@ def cuda() -> torch.device:
     return torch.device("cuda")
 
 
+#: a skipif reason that says the test needs CUDA ("needs a CUDA device"), not any mention of CUDA
+#: ("checks the error raised without CUDA" is a test for machines without one)
+NEEDS_CUDA = re.compile(r"\b(needs|requires)\b.*\bCUDA\b")
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that needs CUDA carries the ``cuda`` marker (``pytest -m cuda`` runs them all):
     tests using the ``cuda`` fixture, the ``cuda`` case of the ``device`` fixtures, and tests
-    skipped without a CUDA device."""
+    skipped without a CUDA device (a ``skipif`` whose reason says it needs CUDA)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         needs = "cuda" in item.fixturenames or params.get("device") == "cuda" or any(
-            "CUDA" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+            NEEDS_CUDA.search(str(m.kwargs.get("reason", ""))) for m in item.iter_markers("skipif"))
         if needs and not item.get_closest_marker("cuda"):
             item.add_marker(pytest.mark.cuda)

@@ -227,10 +227,30 @@ def test_errors():
         Accelerated(net)([1, 2])
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
-def test_cuda_graphs_without_cuda_is_a_clear_error():
+def test_cuda_graphs_without_cuda_is_a_clear_error(monkeypatch):
+    """Needs no GPU: a machine without CUDA is simulated, so the test runs everywhere (it was skipped
+    wherever CUDA exists, and so always skipped in the ``-m cuda`` selection it was put in)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match=r"`cuda_graphs=True` needs a CUDA device.*is_available\(\) is False"):
         Accelerated(Recorder(), cuda_graphs=True)
+
+
+def test_cuda_selection_holds_the_tests_that_need_cuda(request):
+    """``pytest -m cuda`` (the GPU run) selects the tests that need a GPU and only those: a test that
+    checks the behaviour without CUDA is in the ordinary selection, where it runs."""
+    import subprocess
+    import sys
+
+    def selected(marker: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "-m", marker, "tests/test_accel.py"], cwd=request.config.rootpath,
+                              capture_output=True, text=True, timeout=300)
+        return proc.stdout
+
+    cuda, other = selected("cuda"), selected("not cuda")
+    assert "test_cuda_graphs_without_cuda_is_a_clear_error" not in cuda, cuda
+    assert "test_cuda_graphs_without_cuda_is_a_clear_error" in other, other
+    assert "test_cuda_graphs_needs_cuda_weights" in cuda and "test_cuda_autocast_channels_last" in cuda, cuda
 
 
 # ---- CUDA variants (skipped without a GPU) -------------------------------------------------
