@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from .reference import Stat, blend_torch, channel_stats, compute_dtype
+from .reference import Stat, blend_torch, channel_stats, compute_dtype, launch_device
 
 __all__ = ["BLOCK", "MAX_DIMS", "supports", "blend", "blend_torch", "interpreted"]
 
@@ -318,17 +318,18 @@ def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torc
         ss = [0] * MAX_DIMS
     xs, bs, ls = plan.strides["x"], plan.strides["base"], plan.strides["lab"]
     grid = (plan.c, triton.cdiv(plan.n, BLOCK))
-    _blend_kernel[grid](
-        out, x, base, labels, masks.view(torch.uint8), mean_t, std_t,
-        plan.n, masks.shape[1],
-        plan.rows["out"], plan.rows["x"], plan.rows["base"], plan.rows["lab"],
-        masks.stride(0), masks.stride(1),
-        plan.sizes[1], plan.sizes[2], plan.sizes[3],
-        *xs, *bs, *ls, *ss,
-        NDIM=plan.ndim,
-        X_FLAT=plan.flat["x"], B_FLAT=plan.flat["base"], L_FLAT=plan.flat["lab"],
-        HAS_NORM=has_norm, DIV_RN=ct == torch.float32,
-        VIA_FP32=x.dtype == torch.float64 and out_dtype in (torch.float16, torch.bfloat16),
-        BLOCK=BLOCK, num_warps=NUM_WARPS,
-    )
+    with launch_device(x):
+        _blend_kernel[grid](
+            out, x, base, labels, masks.view(torch.uint8), mean_t, std_t,
+            plan.n, masks.shape[1],
+            plan.rows["out"], plan.rows["x"], plan.rows["base"], plan.rows["lab"],
+            masks.stride(0), masks.stride(1),
+            plan.sizes[1], plan.sizes[2], plan.sizes[3],
+            *xs, *bs, *ls, *ss,
+            NDIM=plan.ndim,
+            X_FLAT=plan.flat["x"], B_FLAT=plan.flat["base"], L_FLAT=plan.flat["lab"],
+            HAS_NORM=has_norm, DIV_RN=ct == torch.float32,
+            VIA_FP32=x.dtype == torch.float64 and out_dtype in (torch.float16, torch.bfloat16),
+            BLOCK=BLOCK, num_warps=NUM_WARPS,
+        )
     return out

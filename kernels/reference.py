@@ -6,11 +6,19 @@ not apply.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+import contextlib
+from typing import ContextManager, Optional, Sequence, Union
 
 import torch
 
 Stat = Optional[Union[torch.Tensor, Sequence[float], float]]
+
+
+def launch_device(t: torch.Tensor) -> ContextManager:
+    """The context a kernel on ``t`` is launched in: ``t``'s CUDA device made current (Triton
+    launches on the current device, not the tensors'; on ``cuda:1`` tensors while ``cuda:0`` is
+    current a launch would fail or read the wrong memory); nothing for CPU tensors (interpreter)."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from .reference import assign_torch, check_assign, check_update, slic_features, update_torch
+from .reference import assign_torch, check_assign, check_update, launch_device, slic_features, update_torch
 
 __all__ = ["ASSIGN_BLOCK", "UPDATE_BLOCK", "assign", "update", "supports_assign", "supports_update",
            "assign_torch", "update_torch", "slic_features", "interpreted"]
@@ -219,12 +219,13 @@ def assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.T
     if labels.numel() == 0:
         return labels, dist
     grid = (triton.cdiv(h * w, ASSIGN_BLOCK), b)
-    _assign_kernel[grid](
-        features, centres, labels, dist,
-        h, w, centres.shape[1], centres.shape[2], sh, sw,
-        *features.stride(), *centres.stride(),
-        D=d, BLOCK=ASSIGN_BLOCK, num_warps=NUM_WARPS,
-    )
+    with launch_device(features):
+        _assign_kernel[grid](
+            features, centres, labels, dist,
+            h, w, centres.shape[1], centres.shape[2], sh, sw,
+            *features.stride(), *centres.stride(),
+            D=d, BLOCK=ASSIGN_BLOCK, num_warps=NUM_WARPS,
+        )
     return labels, dist
 
 
@@ -258,10 +259,11 @@ def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
     sums = torch.empty((b, n_centres, d), dtype=torch.float32, device=dev)
     counts = torch.empty((b, n_centres), dtype=torch.int32, device=dev)
     window = triton.cdiv(min(3 * sh, h) * min(3 * sw, w), UPDATE_BLOCK) * UPDATE_BLOCK
-    _update_cells_kernel[(n_centres, b)](
-        features, labels, sums, counts,
-        h, w, -(-w // sw), sh, sw, n_centres,
-        *features.stride(), *labels.stride(),
-        D=d, DP=triton.next_power_of_2(d), BLOCK=UPDATE_BLOCK, WINDOW=window, num_warps=NUM_WARPS,
-    )
+    with launch_device(features):
+        _update_cells_kernel[(n_centres, b)](
+            features, labels, sums, counts,
+            h, w, -(-w // sw), sh, sw, n_centres,
+            *features.stride(), *labels.stride(),
+            D=d, DP=triton.next_power_of_2(d), BLOCK=UPDATE_BLOCK, WINDOW=window, num_warps=NUM_WARPS,
+        )
     return sums, counts

@@ -210,6 +210,22 @@ def test_backend_uses_kernel_on_cuda(monkeypatch):
     assert len(calls) == 2
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_kernel_runs_on_the_tensors_device():
+    """Triton launches on the current device: tensors on cuda:1 while cuda:0 is current must still
+    be blended on cuda:1 (the launch makes their device current)."""
+    if INTERPRETED:
+        pytest.skip("the cuda cases check the compiled kernel; this process interprets it")
+    x, base, labels, masks = _inputs("cuda:1")
+    extras = dict(out_dtype=torch.bfloat16, mean=MEAN, std=STD, channels_last=True)
+    with torch.cuda.device(0):
+        out = K.blend(x, base, labels, masks, **extras)
+        torch.cuda.synchronize(1)
+    assert out.device == torch.device("cuda:1")
+    _assert_same(out, blend_torch(x, base, labels, masks, **extras))
+
+
 # ---------------------------------------------------------------- interpreter child process
 
 

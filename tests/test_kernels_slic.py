@@ -259,6 +259,27 @@ def test_backend_uses_kernels_on_cuda(monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_kernels_run_on_the_tensors_device():
+    """Triton launches on the current device: tensors on cuda:1 while cuda:0 is current must still
+    be processed on cuda:1 (each launch makes their device current)."""
+    if INTERPRETED:
+        pytest.skip("the cuda cases check the compiled kernels; this process interprets them")
+    b, d, h, w, cell = CASES["b2_d5_20x20_cell6x7"]
+    feats, cents = _inputs("cuda:1", b, d, h, w, cell)
+    n = cents.shape[1] * cents.shape[2]
+    with torch.cuda.device(0):
+        labels, dist = K.assign(feats, cents, cell)
+        sums, counts = K.update(feats, labels, n, cell)
+        torch.cuda.synchronize(1)
+    assert labels.device == sums.device == torch.device("cuda:1")
+    torch.testing.assert_close(dist, assign_torch(feats, cents, cell)[1], rtol=1e-5, atol=1e-5)
+    ref = update_torch(feats, labels, n, cell)
+    torch.testing.assert_close(sums, ref[0], rtol=1e-5, atol=1e-4)
+    assert torch.equal(counts, ref[1])
+
+
+@pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 def test_slic_triton_on_cuda():
     """Valid, deterministic, batch-invariant labels close to segments.slic's on a GPU."""
