@@ -1,6 +1,7 @@
 """Explanations in training loops: ``TensorBoardProbe`` in a plain PyTorch loop and Lightning's
 ``ExplainCallback`` in a real (tiny, CPU) Trainer run, read back from the event files. Lightning
-and TensorBoard are test extras: these tests run, they never skip."""
+and TensorBoard are test extras: the tests that need one skip where it is missing (imported in the
+tests, so a machine without them, a lean GPU box, still collects this module)."""
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,6 @@ import time
 
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from torch.utils.tensorboard import SummaryWriter
 
 from torchlime.image import explain_image
 from torchlime.integrations.tensorboard import TensorBoardProbe, heatmap_rgb, log_explanation, quality_scalars
@@ -24,8 +23,18 @@ def small_net() -> torch.nn.Module:
                                torch.nn.Flatten(), torch.nn.Linear(16, 3))
 
 
-def events(folder) -> EventAccumulator:
-    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
+def summary_writer(folder):
+    """A ``torch.utils.tensorboard.SummaryWriter`` (skips the test without tensorboard)."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(folder))
+
+
+def events(folder):
+    """The event files in ``folder``, read back (an ``EventAccumulator``)."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    acc = accumulator.EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
     acc.Reload()
     return acc
 
@@ -50,7 +59,7 @@ def test_grid_has_sixteen_cells():
 
 def test_tensorboard_probe_logs_every_k_steps_and_leaves_training_unchanged(tmp_path):
     probe_images = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
-    writer = SummaryWriter(str(tmp_path))
+    writer = summary_writer(tmp_path)
     net = small_net()
     tb = TensorBoardProbe(ProbeExplainer(net, probe_images, GRID, every=5, explain_fn=explain_image, n_samples=64),
                           writer)
@@ -132,7 +141,8 @@ def test_tensorboard_probe_argument_errors(kwargs, error):
 
 
 def test_lightning_trainer_logs_explanations(tmp_path):
-    import lightning
+    lightning = pytest.importorskip("lightning")
+    pytest.importorskip("tensorboard")  # the TensorBoardLogger
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     from torchlime.integrations.lightning import ExplainCallback
@@ -187,7 +197,7 @@ def test_explain_callback_without_lightning_names_the_extra(monkeypatch):
 def test_overhead_per_call_is_measured(tmp_path, capsys):
     """What the probe costs a loop, printed with ``-s`` (no timed assertion): a training step, a call on a
     step that explains nothing, and on an explaining step the explanation and the logging."""
-    writer = SummaryWriter(str(tmp_path))
+    writer = summary_writer(tmp_path)
     net = small_net()
     tb = TensorBoardProbe(ProbeExplainer(net, torch.rand(4, 3, 16, 16), GRID, every=10, explain_fn=explain_image,
                                          n_samples=64), writer)

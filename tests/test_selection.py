@@ -7,13 +7,14 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from lime.lime_base import LimeBase
-from sklearn.linear_model import Ridge as SkRidge
-from sklearn.linear_model import lars_path
 
 import torchlime
 from torchlime.selection import METHODS, Select, select_features
 from torchlime.surrogate import Lasso, Ridge, normal_equations
+
+LimeBase = pytest.importorskip("lime.lime_base").LimeBase  # optional packages: skip, not a collection error
+sk_linear = pytest.importorskip("sklearn.linear_model")
+SkRidge, lars_path = sk_linear.Ridge, sk_linear.lars_path
 
 LIME = LimeBase(kernel_fn=None)
 

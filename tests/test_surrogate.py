@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sklearn.linear_model import Lasso as SkLasso
-from sklearn.linear_model import LinearRegression
-from sklearn.linear_model import Ridge as SkRidge
 
 from torchlime.registry import resolve_surrogate
 from torchlime.surrogate import KLasso, Lasso, Ridge
+
+sk_linear = pytest.importorskip("sklearn.linear_model")  # optional: skip, not a collection error
+SkLasso, LinearRegression, SkRidge = sk_linear.Lasso, sk_linear.LinearRegression, sk_linear.Ridge
 
 F64 = torch.float64
 
