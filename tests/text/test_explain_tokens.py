@@ -188,3 +188,38 @@ def test_device_variants(device, mode):
     want = perturb_reference(ids[b].tolist(), attn[b].tolist(), exp.features[b].tolist(),
                              exp.samples[b, s].cpu().numpy(), mode, MASK, PAD)
     assert seen[b * 100 + s].tolist() == want[0] and seen_attn[b * 100 + s].tolist() == want[1]
+
+
+def test_delete_mode_keeps_left_padding_on_the_left():
+    """Decoder-only models are fed left-padded batches: deleting tokens must not move the padding to the
+    right (the unperturbed row would then be another input), and the last token stays last."""
+    ids = torch.tensor([[PAD, PAD, PAD, 11, 12, 13, 14], [PAD, 21, 22, 23, 24, 25, 26]])
+    attn = (ids != PAD).long()
+
+    class LastToken(torch.nn.Module):  # reads the id at the last position, as a GPT-2 classifier does
+        def forward(self, input_ids, attention_mask):
+            return torch.stack([(input_ids[:, -1] == 14).float(), (input_ids[:, -1] == 26).float()], 1)
+
+    rec = Recorder(LastToken())
+    exp = explain_tokens(rec, ids, attention_mask=attn, mode="delete", pad_id=PAD, n_samples=32, target=0,
+                         return_samples=True, generator=0)
+    seen_ids, seen_attn = rec.perturbed(2, 32)
+    seen_ids, seen_attn = seen_ids.view(2, 32, -1), seen_attn.view(2, 32, -1)
+    assert torch.equal(seen_ids[:, 0], ids) and torch.equal(seen_attn[:, 0], attn)  # row 0: the input itself
+    n = seen_attn.sum(-1)
+    assert torch.equal(seen_attn, (torch.arange(7) >= 7 - n.unsqueeze(-1)).long())  # a suffix of ones
+    assert exp.outputs[0, 0, 0] == 1.0
+    top, _ = exp.top_features(1)
+    assert top[0, 0, 0] == 3  # the last token (feature 3 of input 0) decides its class
+
+
+def test_int32_token_ids_reach_the_model_as_int32():
+    ids = torch.tensor([[5, 6, 7, 8]], dtype=torch.int32)
+    dtypes = set()
+
+    def model(input_ids):
+        dtypes.add(input_ids.dtype)
+        return (input_ids == 7).float().sum(1, keepdim=True)
+
+    explain_tokens(model, ids, mask_id=0, n_samples=8)
+    assert dtypes == {torch.int32}

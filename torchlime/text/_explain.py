@@ -174,7 +174,7 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
     special = _as_id_tensor(special_ids, dev)
     feats = token_features(input_ids, attn, word_ids, special)
     how = resolve_model_inputs(model_inputs, attention_mask is not None)
-    adapter = functools.partial(TokenModel, how=how, mask_dtype=attn.dtype)
+    adapter = functools.partial(TokenModel, how=how, mask_dtype=attn.dtype, ids_dtype=input_ids.dtype)
     wrapped = adapter(model)
     packed = pack(input_ids, attn)
     exclude = sorted({*special.tolist(), pad_id, *([mask_id] if mask_id is not None else [])})

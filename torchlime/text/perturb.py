@@ -47,14 +47,17 @@ class TokenModel(nn.Module):
         model: the user's classifier (module or callable) returning logits,
             probabilities, or an object with ``.logits``.
         how: one of "positional", "keywords", "ids" (see ``call_token_model``).
-        mask_dtype: dtype the attention mask is handed over in (the caller's own).
+        mask_dtype, ids_dtype: dtypes the attention mask and the ids are handed over in (the
+            caller's own: an int32 model gets int32 ids).
     """
 
-    def __init__(self, model: Callable[..., Any], how: str, mask_dtype: torch.dtype = torch.long) -> None:
+    def __init__(self, model: Callable[..., Any], how: str, mask_dtype: torch.dtype = torch.long,
+                 ids_dtype: torch.dtype = torch.long) -> None:
         super().__init__()
         self.model = model
         self.how = how
         self.mask_dtype = mask_dtype
+        self.ids_dtype = ids_dtype
 
     @property
     def cache_identity(self) -> Any:
@@ -62,7 +65,8 @@ class TokenModel(nn.Module):
         return self.model
 
     def forward(self, packed: torch.Tensor) -> Any:
-        return call_token_model(self.model, packed[:, 0], packed[:, 1].to(self.mask_dtype), self.how)
+        return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype),
+                                self.how)
 
 
 class TokenChunk(NamedTuple):
@@ -95,15 +99,19 @@ def replace_tokens(ids: torch.Tensor, keep: torch.Tensor, mask_id: int) -> torch
     return torch.where(keep, ids, torch.full_like(ids, mask_id))
 
 
-def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor,
-                  pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop hidden tokens and re-pad every row to the left-aligned form.
+def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor, pad_id: int,
+                  left: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop hidden tokens and re-pad every row on the side the inputs were padded on.
 
-    The surviving tokens (kept and attended) move to the front in their original
-    order (a stable sort on "dropped"), the tail becomes ``pad_id`` with mask 0.
+    The surviving tokens (kept and attended) stay in their original order and move to the
+    front (right padding), or to the end for left-padded inputs (decoder-only models); the
+    freed positions become ``pad_id`` with mask 0. A row whose tokens are all kept is unchanged.
 
     Args:
         ids, attn: (c, L) token ids and attention mask. keep: bool (c, L).
+        left: bool, broadcastable to (c, 1): pad on the left (a 0-d tensor for the whole batch,
+            computed on the device). None: each row as it is padded (left when its first
+            position is padding and its last is not).
 
     Returns:
         ``(ids, attention_mask)``, both (c, L) in the input dtypes.
@@ -112,12 +120,23 @@ def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor,
         >>> ids = torch.tensor([[5, 6, 7, 0]]); attn = torch.tensor([[1, 1, 1, 0]])
         >>> delete_tokens(ids, attn, torch.tensor([[True, False, True, True]]), 0)[0].tolist()
         [[5, 7, 0, 0]]
+        >>> delete_tokens(ids.flip(1), attn.flip(1), torch.tensor([[True, True, False, True]]), 0)[0].tolist()
+        [[0, 0, 7, 5]]
     """
     present = keep & (attn != 0)
-    order = torch.argsort((~present).to(torch.uint8), dim=1, stable=True)
+    if left is None:
+        left = ((attn[:, :1] == 0) & (attn[:, -1:] != 0))
+    key = torch.where(left, present, ~present)  # left: the dropped first; right: the kept first
+    order = torch.argsort(key.to(torch.uint8), dim=1, stable=True)
     present = present.gather(1, order)
     out = ids.gather(1, order).masked_fill(~present, pad_id)
     return out, present.to(attn.dtype)
+
+
+def padded_left(attn: torch.Tensor) -> torch.Tensor:
+    """0-d bool on the device: some input (B, L) starts with padding and ends with a token, so
+    the batch is left-padded (no host synchronisation)."""
+    return ((attn[:, 0] == 0) & (attn[:, -1] != 0)).any()
 
 
 def resolve_model_inputs(model_inputs: str, has_mask: bool) -> str:
@@ -146,7 +165,7 @@ def make_perturb_fn(mode: str, mask_id: Optional[int], pad_id: int,
         if mode == "replace":
             ids = replace_tokens(ch.ids, ch.keep, int(mask_id))  # type: ignore[arg-type]
         elif mode == "delete":
-            ids, attn = delete_tokens(ch.ids, ch.attn, ch.keep, pad_id)
+            ids, attn = delete_tokens(ch.ids, ch.attn, ch.keep, pad_id, padded_left(inputs[:, 1]))
         else:
             ids = fill(ch)  # type: ignore[misc]
         return pack(ids, attn)
