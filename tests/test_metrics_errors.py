@@ -161,7 +161,24 @@ def test_a_loaded_explanation_hides_features_with_its_recorded_fill(tmp_path):
     assert loaded.perturbation is None and loaded.meta["baseline"] == "mean"
     assert torch.allclose(deletion(model, x, loaded), deletion(model, x, exp), atol=1e-6)
     assert not torch.allclose(deletion(model, x, loaded, baseline=0.0), deletion(model, x, exp), atol=1e-3)
-    tensor_fill = explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32,
-                          baseline=torch.full_like(x, 0.5)).to("cpu")  # `to` drops the record
+    explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32,
+            baseline=torch.full_like(x, 0.5)).save(tmp_path / "t.pt")
     with pytest.warns(UserWarning, match=r"fill \(a tensor of shape .*\) was not saved with it"):
-        deletion(model, x, tensor_fill)
+        deletion(model, x, Explanation.load(tmp_path / "t.pt"))
+
+
+def test_a_front_doors_own_perturbation_is_not_rebuilt_as_a_blend(tmp_path):
+    from torchlime.text import explain_tokens
+
+    def model(ids):
+        return torch.stack([(ids == 7).float().sum(1) - 0.5 * (ids == 0).float().sum(1)], 1)
+
+    ids = torch.randint(10, 50, (2, 10), generator=torch.Generator().manual_seed(0))
+    ids[:, 3] = 7
+    exp = explain_tokens(model, ids, mask_id=1, n_samples=64)
+    assert exp.meta["perturbation"] == "custom"
+    kept = exp.to("cpu")  # the same device: the record stays
+    assert kept.perturbation is exp.perturbation and torch.equal(deletion(model, ids, kept), deletion(model, ids, exp))
+    exp.save(tmp_path / "t.pt")
+    with pytest.raises(ValueError, match="hid its features by text mode 'replace', which is not saved with it"):
+        deletion(model, ids, Explanation.load(tmp_path / "t.pt"))  # a blend with 0 would hide tokens as PAD

@@ -255,6 +255,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
                       stacklevel=2 if _input_name == "inputs" else 3)
     meta = dict(n_samples=n_samples if adaptive is None else repr(adaptive), sampler=repr(sampler_),
                 kernel=repr(kernel_), surrogate=repr(surrogate_), baseline=describe_baseline(opts["baseline"]),
+                perturbation="blend" if perturb_fn is None else "custom",
                 preset=preset, batch_size=plan.chosen, softmax=softmax, model_rows=sum(used),
                 samples_used=used, peak_memory=plan.peak_memory(), quality=quality, unreliable=unreliable,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)

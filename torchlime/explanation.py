@@ -12,9 +12,11 @@ from ._checks import check_positive_int, describe
 
 _TENSORS = ("coef", "intercept", "score", "local_pred", "target", "features", "n_features",
             "samples", "outputs", "weights", "coef_std")
+_PER_INPUT = ("coef", "intercept", "score", "local_pred", "target", "n_features", "samples", "outputs", "weights",
+              "coef_std")
 
 
-@dataclass
+@dataclass(eq=False)  # tensors have no single truth value: equality is identity
 class Explanation:
     """LIME explanations of B inputs for T targets each.
 
@@ -34,7 +36,9 @@ class Explanation:
         meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
             quality flags).
         perturbation: how the inputs were perturbed (``perturbation.Perturbation``), for
-            metrics that perturb them again; not saved, and dropped by ``to``.
+            metrics that perturb them again; not saved, and dropped by ``to`` another device
+            (``meta["perturbation"]`` says whether it was a blend with the fill, which the
+            metrics can rebuild, or a front door's own, which they cannot).
     """
 
     coef: torch.Tensor
@@ -98,9 +102,12 @@ class Explanation:
         return idx, self.coef.gather(-1, idx)
 
     def to(self, device: Union[str, torch.device]) -> Explanation:
-        """A copy with every tensor on ``device``."""
+        """A copy with every tensor on ``device``; the recorded ``perturbation`` is kept when the
+        device does not change, and dropped when it does (it holds the inputs and hooks of the
+        device the explanation ran on)."""
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
-        return dataclasses.replace(self, perturbation=None, **moved)
+        same = torch.device(device) == self.coef.device
+        return dataclasses.replace(self, perturbation=self.perturbation if same else None, **moved)
 
     def save(self, path: Union[str, Path]) -> None:
         """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``)."""
@@ -125,6 +132,49 @@ class Explanation:
                              f"{sorted(required)}; {path} holds {found}")
         data["input_shape"] = tuple(data["input_shape"])
         return cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
+
+    def __len__(self) -> int:
+        """B, the number of explained inputs."""
+        return self.coef.shape[0]
+
+    def __getitem__(self, key: Union[int, slice]) -> Explanation:
+        """The explanation of input ``key`` (B = 1) or of a slice of inputs (step 1): every
+        per-input tensor, the quality flags and sample counts renumbered from 0. The recorded
+        perturbation covers the whole batch, so it is dropped (metrics rebuild a blend).
+
+        Example:
+            >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+            >>> import torchlime
+            >>> exp = torchlime.explain(net, torch.rand(3, 1, 4, 4), torch.arange(16).view(1, 1, 4, 4) // 4)
+            >>> len(exp), exp[1].coef.shape, len(exp[1:])
+            (3, torch.Size([1, 1, 4]), 2)
+        """
+        b = len(self)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(b)
+            if step != 1:
+                raise ValueError(f"`key` must be an int or a slice with step 1, got step {step}")
+        elif isinstance(key, int) and not isinstance(key, bool):
+            if not -b <= key < b:
+                raise IndexError(f"`key` must be in [-{b}, {b}) for an explanation of {b} input(s), got {key}")
+            start = key % b
+            stop = start + 1
+        else:
+            raise TypeError(f"`key` must be an int or a slice, got {describe(key)}")
+        fields = {n: getattr(self, n)[start:stop] for n in _PER_INPUT if getattr(self, n) is not None}
+        feats = self.features[start:stop] if self.features.shape[0] == b else self.features
+        meta = dict(self.meta)
+        quality = dict(meta.get("quality") or {})
+        flagged = []
+        for name, where in list(quality.items()):
+            if isinstance(where, list):
+                quality[name] = [[w[0] - start, *w[1:]] for w in where if w and start <= w[0] < stop]
+                flagged += [name] if quality[name] else []
+        meta["quality"] = quality
+        meta["unreliable"] = f"{', '.join(flagged)} (see torchlime.quality)" if flagged else None
+        if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) == b:
+            meta["samples_used"] = meta["samples_used"][start:stop]
+        return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, **fields)
 
     def __repr__(self) -> str:
         """A short summary: inputs, targets, features, samples, surrogate and fit quality (no tensor dumps)."""

@@ -123,7 +123,16 @@ def recorded_fill(exp: Explanation) -> BaselineSpec:
 
 
 def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: BaselineSpec) -> Perturbation:
-    """A blend of ``inputs`` and ``baseline`` over ``exp.features``, as the engine builds it."""
+    """A blend of ``inputs`` and ``baseline`` over ``exp.features``, as the engine builds it.
+
+    Raises:
+        ValueError: the explanation was perturbed by a front door's own perturbation (token
+            deletion or replacement, crossfades), which no blend reproduces.
+    """
+    if exp.meta.get("perturbation", "blend") != "blend":
+        how = f"text mode {exp.meta['mode']!r}" if "mode" in exp.meta else "its front door's own perturbation"
+        raise ValueError(f"`explanation` hid its features by {how}, which is not saved with it and not kept by "
+                         f"`to` another device: score the explanation as the front door returned it")
     f = exp.coef.shape[-1]
     feats = exp.features.to(inputs.device)
     fits = feats.ndim == inputs.ndim and all(s in (1, i) for s, i in zip(feats.shape[1:], inputs.shape[1:]))
