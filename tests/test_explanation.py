@@ -81,3 +81,24 @@ def test_picture_is_written(exp_and_images, tmp_path):
     exp, x = exp_and_images
     path = save_image_explanation(tmp_path / "p.png", x, exp, 1, truth=torch.zeros(12, 12, dtype=torch.bool))
     assert path.stat().st_size > 1000
+
+
+def test_indexing_gives_the_explanations_of_single_inputs_and_slices():
+    x = torch.rand(3, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    labels = grid_labels(8, 8, 2, 2)
+    exp = explain(SegmentLinear(labels, 4), x, labels.view(1, 1, 8, 8), n_samples=64, target="top2",
+                  return_samples=True)
+    exp.meta["quality"] = {"low_r2": [[1, 0], [2, 1]]}  # flags of inputs 1 and 2
+    assert len(exp) == 3 and exp == exp and exp != exp[0:3]  # identity, not tensor comparison
+    one = exp[-1]
+    assert len(one) == 1 and torch.equal(one.coef, exp.coef[2:]) and torch.equal(one.samples, exp.samples[2:])
+    assert one.meta["quality"]["low_r2"] == [[0, 1]] and "low_r2" in one.meta["unreliable"]
+    part = exp[:2]
+    assert torch.equal(part.outputs, exp.outputs[:2]) and part.meta["quality"]["low_r2"] == [[1, 0]]
+    assert exp[0].meta["unreliable"] is None and exp[0].perturbation is None
+    with pytest.raises(IndexError, match=r"`key` must be in \[-3, 3\) for an explanation of 3 input\(s\), got 3"):
+        exp[3]
+    with pytest.raises(ValueError, match="step 1, got step 2"):
+        exp[::2]
+    with pytest.raises(TypeError, match="`key` must be an int or a slice, got str"):
+        exp["0"]

@@ -6,7 +6,6 @@ explanation files and the summary are still written.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import html
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,7 +14,6 @@ from .explanation import Explanation
 
 PAGE = ('<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
         '<body style="max-width:60em;margin:2em auto">\n{body}\n</body></html>\n')
-_PER_INPUT = ("coef", "intercept", "score", "local_pred", "target", "n_features", "coef_std")
 
 
 class Group(NamedTuple):
@@ -24,25 +22,6 @@ class Group(NamedTuple):
     positions: list[int]
     inputs: Any
     exp: Explanation
-
-
-def select(exp: Explanation, j: int) -> Explanation:
-    """The explanation of input ``j`` alone (B = 1), its quality flags renumbered to input 0."""
-    fields = {n: getattr(exp, n)[j:j + 1] for n in _PER_INPUT if getattr(exp, n) is not None}
-    feats = exp.features[j:j + 1] if exp.features.shape[0] == exp.coef.shape[0] else exp.features
-    meta = dict(exp.meta)
-    quality = dict(meta.get("quality") or {})
-    flagged = []
-    for name, where in list(quality.items()):
-        if isinstance(where, list):
-            quality[name] = [[0, *w[1:]] for w in where if w and w[0] == j]
-            flagged += [name] if quality[name] else []
-    meta["quality"] = quality
-    meta["unreliable"] = f"{', '.join(flagged)} (see torchlime.quality)" if flagged else None
-    if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) > j:
-        meta["samples_used"] = [meta["samples_used"][j]]
-    return dataclasses.replace(exp, features=feats, samples=None, outputs=None, weights=None, meta=meta,
-                               perturbation=None, **fields)
 
 
 def _savefig(fig: Any, path: Path) -> None:
@@ -64,7 +43,7 @@ def has_matplotlib() -> bool:
 
 def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: argparse.Namespace) -> dict[str, Any]:
     """Write input ``j`` of group ``g`` as ``out/stem.*``; return its record for ``summary.json``."""
-    one = select(g.exp, j)
+    one = g.exp[j]
     path = out / f"{stem}.explanation.pt"
     one.save(path)
     idx, w = one.top_features(args.top_k)
@@ -105,7 +84,7 @@ def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespac
         from .audio.viz import plot_spectrogram_explanation
 
         spec = stft(waves[j:j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
-        fig = plot_spectrogram_explanation(select(exp, j), spec, top_k=args.top_k, title=f"{stem}: target "
+        fig = plot_spectrogram_explanation(exp[j], spec, top_k=args.top_k, title=f"{stem}: target "
                                            f"{rec['target'][0]}")
         _savefig(fig, out / f"{stem}.png")
         rec["pictures"].append(f"{stem}.png")

@@ -148,7 +148,8 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         single = (n_feat < 2).nonzero().flatten().tolist()
         why = (" (elements with negative feature ids, such as special tokens and padding, are never perturbed)"
                if fixed else "")
+        how = {"images": "more segments, e.g. a larger n_segments", "input_ids": "texts of at least 2 tokens"}
         raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
-                         f"{why}: split them finer (for images: more segments, e.g. a larger n_segments)")
+                         f"{why}: split them finer ({how.get(name, 'a finer feature map')})")
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
     return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))
