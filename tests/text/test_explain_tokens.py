@@ -223,3 +223,17 @@ def test_int32_token_ids_reach_the_model_as_int32():
 
     explain_tokens(model, ids, mask_id=0, n_samples=8)
     assert dtypes == {torch.int32}
+
+
+def test_feature_positions_map_feature_ids_to_token_positions():
+    from torchlime.text import feature_positions
+
+    ids, attn = batch_with_padding()
+    exp = explain_tokens(PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK,
+                         n_samples=16)
+    pos = feature_positions(exp)
+    for b in range(ids.shape[0]):
+        feats = exp.features[b].tolist()
+        want = [feats.index(f) for f in range(int(exp.n_features[b]))]
+        got = pos[b].tolist()
+        assert got[:len(want)] == want and all(p == -1 for p in got[len(want):])

@@ -99,3 +99,12 @@ def test_bad_mlm_output(case):
     bad = Infiller(lambda i, m: torch.zeros(i.shape[0], 40), synonym_threshold=None)
     with pytest.raises(ValueError, match=r"the masked LM must return logits of shape \(\d+, 10, V\)"):
         explain_tokens(model, ids, attention_mask=attn, mode="infill", mask_id=MASK, infill=bad, n_samples=8)
+
+
+def test_input_space_kernels_are_refused_for_tokens():
+    from torchlime.text import explain_tokens
+
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
+        explain_tokens(lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8,
+                       kernel="wasserstein")

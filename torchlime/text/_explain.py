@@ -21,6 +21,7 @@ from ..engine import explain
 from ..explanation import Explanation
 from ..forward import score
 from ..presets import UNSET
+from ..registry import resolve_kernel
 from ._single import SingleSampler
 from .infill import Infiller, joint_fill
 from .kernel import HybridKernel, embedding_matrix
@@ -34,6 +35,28 @@ def infer_vocab_size(model: Any) -> Optional[int]:
     """Vocabulary size from the model's input embedding (None when it has none)."""
     m = embedding_matrix(model) if isinstance(model, torch.nn.Module) else None
     return None if m is None else int(m.shape[0])
+
+
+def feature_positions(exp: Explanation) -> torch.Tensor:
+    """The first token position of every feature of a token explanation: long (B, F), -1 for
+    the padding features of inputs with fewer. Feature ids skip special tokens and padding, so
+    they are not positions: this maps ``top_features`` ids back (one gather, on the device).
+
+    Example:
+        >>> ids = torch.tensor([[101, 7, 8, 9, 102]])               # [CLS] 7 8 9 [SEP]
+        >>> exp = explain_tokens(lambda t: (t == 9).float().sum(1, keepdim=True), ids, mask_id=0,
+        ...                      special_ids=[101, 102], n_samples=64)
+        >>> idx, _ = exp.top_features(1)
+        >>> idx.tolist(), feature_positions(exp).gather(1, idx[:, 0]).tolist()  # feature 2 is position 3
+        ([[[2]]], [[3]])
+    """
+    feats = exp.features.reshape(exp.features.shape[0], -1)
+    b, length = feats.shape
+    f = exp.coef.shape[-1]
+    pos = torch.arange(length, device=feats.device).expand(b, length)
+    first = torch.full((b, f + 1), length, dtype=torch.long, device=feats.device)
+    first.scatter_reduce_(1, torch.where(feats < 0, f, feats.long()), pos, reduce="amin")
+    return torch.where(first[:, :f] == length, -1, first[:, :f])
 
 
 def token_features(input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -211,6 +234,9 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
 
     if isinstance(kernel, HybridKernel):
         kernel = dataclasses.replace(kernel, ignore_ids=(*kernel.ignore_ids, *exclude))
+    elif kernel is not UNSET and kernel is not None and resolve_kernel(kernel).space == "input":
+        raise ValueError(f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
+                         f"tokens: an input-space kernel such as {kernel!r} would compare token ids as numbers")
     exp = explain(model, packed, feats.unsqueeze(1), _adapter=adapter, kernel=kernel, generator=generator,
                   batch_size=batch_size, perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill), _modality="text",
                   _input_name="input_ids", **kwargs)
