@@ -99,3 +99,11 @@ def test_conditions_errors():
     plain = explain(torch.nn.Linear(4, 2), TRAIN[:2].float(), torch.arange(4).view(1, 4), n_samples=20)
     with pytest.raises(ValueError, match=r"`exp` must come from torchlime.tabular.explain_tabular"):
         conditions(plain)
+
+
+@pytest.mark.parametrize("preset", ["kernel_shap", "captum", "slime", "veracity", "lime_text"])
+def test_presets_other_than_lime_are_refused(preset):
+    # only the surrogate of these would apply (the sampler, kernel and values stay lime's tabular ones),
+    # so e.g. "kernel_shap" gave phi far from w * (x - mean) for a linear model: refused, not mislabelled
+    with pytest.raises(ValueError, match=rf"`preset` must be None or 'lime' for tabular data .*got '{preset}'"):
+        run(preset=preset)

@@ -17,7 +17,7 @@ from .._checks import check_choice, check_finite, check_positive_float, check_te
 from ..engine import explain
 from ..explanation import Explanation
 from ..forward import Model
-from ..presets import UNSET
+from ..presets import UNSET, check_preset
 from ..weighting import ExponentialKernel
 from ._discretize import DISCRETIZERS
 from ._kernel import ScaledEuclideanKernel, default_width
@@ -25,6 +25,16 @@ from ._sample import TabularPerturbation, TabularSampler, keep_probability
 from ._stats import TabularStats, as_float64, fit_stats
 
 _RESERVED = ("features", "perturb_fn", "baseline")
+#: presets with tabular settings: the others would only swap the surrogate (the sampler, kernel
+#: and values stay lime's tabular ones), so e.g. "kernel_shap" would not give Shapley values
+_PRESETS = (None, "lime")
+
+
+def _check_preset(preset: Any) -> None:
+    check_preset(preset)
+    if preset not in _PRESETS:
+        raise ValueError(f"`preset` must be None or 'lime' for tabular data (explain_tabular draws lime's tabular "
+                         f"samples and kernel; other presets would only change the surrogate), got {preset!r}")
 
 
 def _check_x(x: Any) -> None:
@@ -111,7 +121,8 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
         training_labels: (N,) labels of the training rows (entropy discretizer).
         perturbed: optional (B, S, D) sample rows to use instead of drawing them (sample 0 the
             input); masks are ``masks=`` if given, else "same level as the input".
-        preset: "lime" gives ``LimeTabularExplainer``'s settings (N = 5000, Ridge(1), top class).
+        preset: None or "lime" (``LimeTabularExplainer``'s settings: N = 5000, Ridge(1), top
+            class); other presets are refused (they have no tabular sampler, kernel and values).
         generator: int seed or ``torch.Generator`` (masks and values derive from it).
         kernel, sampler: replace lime's kernel / the level sampler (values follow any masks).
         **kwargs: other ``torchlime.explain`` keywords (target, n_samples, surrogate, masks,
@@ -124,8 +135,8 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
     Raises:
         TypeError / ValueError: bad X (not float, not (B, D), non-finite), training data of
             the wrong shape or non-finite, categorical indices out of range, an unknown
-            discretizer, and everything ``torchlime.explain`` raises; each names the argument,
-            what was expected and what came.
+            discretizer, a preset other than None / "lime", and everything ``torchlime.explain``
+            raises; each names the argument, what was expected and what came.
 
     Example:
         >>> t = torch.linspace(0, 1, 101)
@@ -139,6 +150,7 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
     if bad:
         raise TypeError(f"explain_tabular() does not take {bad}: one feature per column, values drawn as lime does")
     _check_x(X)
+    _check_preset(preset)
     check_choice(discretizer, "discretizer", DISCRETIZERS)
     for name, flag in (("discretize_continuous", discretize_continuous),
                        ("sample_around_instance", sample_around_instance)):
