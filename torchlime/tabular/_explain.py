@@ -9,6 +9,7 @@ inputs and T targets on the inputs' device.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Optional, Sequence, Union
 
 import torch
@@ -68,6 +69,19 @@ def _seed(generator: Union[None, int, torch.Generator]) -> int:
     if isinstance(generator, bool) or not isinstance(generator, int):
         raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
     return generator
+
+
+def _warn_unseen(levels: torch.Tensor, stats: TabularStats, names: Optional[list[str]]) -> None:
+    """One warning naming the categorical columns (and rows) of X whose value training never had."""
+    unseen = (levels < 0) & stats.categorical  # (B, D)
+    if not bool(unseen.any()):
+        return
+    cols = unseen.any(0).nonzero().flatten().tolist()
+    rows = unseen.any(1).nonzero().flatten().tolist()
+    named = f" ({[names[c] for c in cols]})" if names is not None else ""
+    warnings.warn(f"`X` has values never seen in `training_data` in categorical column(s) {cols}{named} "
+                  f"(rows {rows}): lime never draws such a value, so every perturbed sample replaces it with a "
+                  f"training category and the feature is 1 only in sample 0", UserWarning, stacklevel=3)
 
 
 def _stats(training_data: Any, x: torch.Tensor, categorical: Any, discretizer: str,
@@ -164,6 +178,7 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
     names = _check_names(feature_names, d)
     stats = _stats(training_data, X, categorical_features, discretizer, training_labels)
     levels = stats.levels(X)
+    _warn_unseen(levels, stats, names)
     centre = None
     if not discretize_continuous:
         centre = X.double() if sample_around_instance else stats.mean.unsqueeze(0)

@@ -54,11 +54,19 @@ class TabularStats:
 
     def levels(self, x: torch.Tensor) -> torch.Tensor:
         """Long (..., D) level of every value of x (..., D): its bin, or its category's index
-        (-1: a category unseen in training)."""
-        x = x.to(self.mean)
+        (-1: a category unseen in training).
+
+        Categories are compared in x's floating dtype (the training values cast to it), so
+        float32 rows find the levels of float64 training data (0.1 is not exact in float32).
+        """
+        x = x.to(self.mean.device)
         flat = x.reshape(-1, self.n_columns)
-        bins = torch.searchsorted(self.boundaries, flat.T.contiguous()).T  # (M, D): #boundaries < x
-        hit = flat.unsqueeze(-1) == self.values.unsqueeze(0)  # (M, D, V); NaN padding never matches
+        wide = flat.to(self.mean.dtype)
+        bins = torch.searchsorted(self.boundaries, wide.T.contiguous()).T  # (M, D): #boundaries < x
+        if flat.is_floating_point():
+            hit = flat.unsqueeze(-1) == self.values.to(flat.dtype).unsqueeze(0)  # (M, D, V); NaN never matches
+        else:
+            hit = wide.unsqueeze(-1) == self.values.unsqueeze(0)
         cat = torch.where(hit.any(-1), hit.long().argmax(-1), -1)
         return torch.where(self.categorical, cat, bins).reshape(x.shape)
 
