@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+import pytest
 import torch
 
 from torchlime.tabular import explain_tabular, fit_stats
@@ -45,3 +47,49 @@ def test_unseen_category_warns_once_naming_the_columns():
     found = unseen_warnings(record)
     assert len(found) == 1, found
     assert "categorical column(s) [0, 4] (['a', 'e'])" in found[0] and "rows [0, 1, 2]" in found[0]
+
+
+@pytest.mark.parametrize("cats", [np.array([0]), [np.int64(0)], (np.int32(0),), torch.tensor([0]),
+                                  [torch.tensor(0)], range(1)])
+def test_categorical_features_take_integer_likes(cats):
+    stats = fit_stats(TRAIN, categorical_features=cats)
+    assert stats.categorical.tolist() == [True, False, False, False]
+    exp = explain_tabular(model, TRAIN[:2], training_data=TRAIN, categorical_features=cats, n_samples=40)
+    assert exp.meta["tabular"]["categorical"] == [0]
+
+
+@pytest.mark.parametrize("cats,error,match", [
+    ([1.0], TypeError, r"`categorical_features` must hold int column indices, got float 1.0"),
+    ([True], TypeError, r"`categorical_features` must hold int column indices, got bool"),
+    (np.array([True]), TypeError, r"`categorical_features` must hold int column indices, got .*bool"),
+    (torch.tensor([0.0]), TypeError, r"`categorical_features` must hold int column indices, got .*float32"),
+    (torch.zeros(1, 1, dtype=torch.long), ValueError,
+     r"`categorical_features` must be a 1-D sequence of column indices, got .*shape \(1, 1\)"),
+    (0, TypeError, r"`categorical_features` must be a sequence of int column indices \(e.g. \[0\]\), got int 0"),
+    ("0", TypeError, r"`categorical_features` must be a sequence of int column indices .*got str"),
+    (np.array([4]), ValueError, r"`categorical_features` must hold column indices in \[0, 4\) .*got \[4\]"),
+])
+def test_categorical_features_errors(cats, error, match):
+    with pytest.raises(error, match=match):
+        fit_stats(TRAIN, categorical_features=cats)
+
+
+@pytest.mark.parametrize("labels", [np.array(["no", "yes"] * 30), ["no", "yes"] * 30,
+                                    np.array(["no", "yes"] * 30, dtype=object)])
+def test_entropy_discretizer_takes_string_labels(labels):
+    codes = torch.tensor([0, 1] * 30)
+    ref = fit_stats(TRAIN, discretizer="entropy", training_labels=codes)
+    stats = fit_stats(TRAIN, discretizer="entropy", training_labels=labels)
+    torch.testing.assert_close(stats.boundaries, ref.boundaries)
+    exp = explain_tabular(model, TRAIN[:2], training_data=TRAIN, discretizer="entropy", training_labels=labels,
+                          n_samples=40)
+    assert exp.coef.shape == (2, 1, 4)
+
+
+def test_training_labels_errors():
+    with pytest.raises(TypeError, match=r"`training_labels` must hold class labels \(numbers or strings\), "
+                                        r"got .*complex"):
+        fit_stats(TRAIN, discretizer="entropy", training_labels=torch.zeros(60, dtype=torch.complex64))
+    with pytest.raises(ValueError, match=r"`training_labels` must have one label per training row \(60\), "
+                                         r"got shape \(7,\)"):
+        fit_stats(TRAIN, discretizer="entropy", training_labels=["a"] * 7)

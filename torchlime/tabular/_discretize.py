@@ -77,7 +77,8 @@ def entropy_bins(data: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor
 
     Args:
         data: float64 (N, D) training data.
-        labels: (N,) class of every training row (any values; classes are their unique values).
+        labels: (N,) class of every training row, a real tensor (classes are its unique values;
+            ``fit_stats`` also takes strings).
 
     Returns:
         ``(boundaries, count)`` as in ``quantile_bins`` (at most 7 boundaries per column).

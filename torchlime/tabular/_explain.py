@@ -125,14 +125,15 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
             classifier, or a regressor's (c,) outputs).
         X: float (B, D) rows to explain, on any device.
         training_data: (N, D) tensor or array, or a ``TabularStats`` (``fit_stats``) to reuse.
-        categorical_features: column indices compared by equality, sampled by frequency.
+        categorical_features: column indices compared by equality, sampled by frequency (ints,
+            numpy integers, a 1-D integer array or tensor).
         feature_names: D names, kept in ``meta["tabular"]`` for ``conditions``.
         discretizer: "quartile", "decile" or "entropy" (needs ``training_labels``).
         discretize_continuous: True: lime's discretised sampling; False: Gaussian sampling
             (the binary features are still "same bin as the instance").
         sample_around_instance: Gaussian sampling centred on the instance instead of the mean.
         kernel_width: width of the kernel (default ``0.75 √D``).
-        training_labels: (N,) labels of the training rows (entropy discretizer).
+        training_labels: (N,) labels of the training rows, numbers or strings (entropy discretizer).
         perturbed: optional (B, S, D) sample rows to use instead of drawing them (sample 0 the
             input); masks are ``masks=`` if given, else "same level as the input".
         preset: None or "lime" (``LimeTabularExplainer``'s settings: N = 5000, Ridge(1), top

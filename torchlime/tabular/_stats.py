@@ -10,9 +10,11 @@ highest ends at its maximum).
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+import numpy as np
 import torch
 
 from .._checks import check_choice, check_finite, describe
@@ -98,22 +100,79 @@ def as_float64(value: Any, name: str, device: Optional[torch.device] = None) -> 
     return t.to(device=t.device if device is None else device, dtype=torch.float64)
 
 
+def _column_index(c: Any) -> int:
+    """An int column index from an int, a numpy integer or a one-value integer tensor (not a bool)."""
+    if isinstance(c, (bool, np.bool_)) or (isinstance(c, torch.Tensor) and c.dtype == torch.bool):
+        raise TypeError(f"`categorical_features` must hold int column indices, got {describe(c)}")
+    try:
+        return operator.index(c)
+    except TypeError:
+        raise TypeError(f"`categorical_features` must hold int column indices, got {describe(c)}") from None
+
+
 def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
-    """Sorted distinct column indices, each in [0, D).
+    """Sorted distinct column indices, each in [0, D), from a sequence of ints, numpy integers,
+    a 1-D integer array or a 1-D integer tensor (None: no categorical column).
 
     Raises:
-        TypeError: an index that is not an int. ValueError: an index out of range.
+        TypeError: not a sequence, or an index that is not an integer. ValueError: an array or
+            tensor that is not 1-D, an index out of range.
     """
-    cats: list[int] = []
-    for c in list(categorical_features or []):
-        if isinstance(c, bool) or not isinstance(c, int):
-            raise TypeError(f"`categorical_features` must hold int column indices, got {describe(c)}")
-        cats.append(c)
-    bad = [c for c in cats if not 0 <= c < n_columns]
+    value = categorical_features
+    if value is None:
+        return []
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if value.ndim != 1:
+            raise ValueError(f"`categorical_features` must be a 1-D sequence of column indices, got {describe(value)}")
+        integer = not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool \
+            if isinstance(value, torch.Tensor) else value.dtype.kind in "iu"
+        if not integer:
+            raise TypeError(f"`categorical_features` must hold int column indices, got {describe(value)}")
+        items = [int(c) for c in value.tolist()]
+    else:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise TypeError(f"`categorical_features` must be a sequence of int column indices (e.g. [0]), "
+                            f"got {describe(value)}")
+        items = [_column_index(c) for c in value]
+    bad = [c for c in items if not 0 <= c < n_columns]
     if bad:
         raise ValueError(f"`categorical_features` must hold column indices in [0, {n_columns}) (the data has "
                          f"{n_columns} columns), got {bad}")
-    return sorted(set(cats))
+    return sorted(set(items))
+
+
+def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
+    """(N,) class labels as a tensor on ``device``: a real tensor or array as it is; strings (or
+    other sortable objects) as the index of their value among the sorted distinct values.
+
+    Raises:
+        TypeError: complex labels, or labels that are neither numbers nor sortable values.
+
+    Example:
+        >>> label_codes(["yes", "no", "yes"], torch.device("cpu")).tolist()
+        [1, 0, 1]
+    """
+    value = training_labels
+    if not isinstance(value, torch.Tensor):
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"`training_labels` must hold class labels (numbers or strings), "
+                            f"got {describe(value)}") from None
+        if arr.dtype.kind in "biuf":
+            value = torch.as_tensor(arr)
+        elif arr.dtype.kind in "USO":
+            try:
+                codes = np.unique(arr.reshape(-1), return_inverse=True)[1]
+            except TypeError:
+                raise TypeError(f"`training_labels` must hold class labels of one kind (numbers or strings) that "
+                                f"sort, got {describe(training_labels)}") from None
+            value = torch.as_tensor(codes.reshape(-1).astype(np.int64))
+        else:
+            raise TypeError(f"`training_labels` must hold class labels (numbers or strings), got {describe(arr)}")
+    if value.is_complex():
+        raise TypeError(f"`training_labels` must hold class labels (numbers or strings), got {describe(value)}")
+    return value.to(device).reshape(-1)
 
 
 def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] = None,
@@ -122,16 +181,19 @@ def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] 
 
     Args:
         training_data: (N, D) finite training rows (tensor or array; statistics on its device).
-        categorical_features: indices of categorical columns (values compared exactly).
+        categorical_features: indices of categorical columns (values compared exactly): ints,
+            numpy integers, a 1-D integer array or tensor.
         discretizer: "quartile", "decile" or "entropy" (bins of the continuous columns).
-        training_labels: (N,) class labels, needed by "entropy".
+        training_labels: (N,) class labels, needed by "entropy": numbers or strings (the classes
+            are the distinct values).
 
     Returns:
         ``TabularStats``: means, scales, levels, frequencies and bin statistics.
 
     Raises:
-        TypeError / ValueError: data that is not (N, D) real and finite, categorical indices out
-            of range, an unknown discretizer, "entropy" without labels, labels of the wrong length.
+        TypeError / ValueError: data that is not (N, D) real and finite, categorical indices that
+            are not integers or out of range, an unknown discretizer, "entropy" without labels,
+            labels that are not numbers or strings, or of the wrong length.
 
     Example:
         >>> stats = fit_stats(torch.arange(8.0).view(8, 1).repeat(1, 2), categorical_features=[1])
@@ -151,7 +213,7 @@ def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] 
         if training_labels is None:
             raise ValueError("discretizer='entropy' needs `training_labels` (the class of every training row, "
                              "lime's EntropyDiscretizer grows a tree on them), got None")
-        labels = torch.as_tensor(training_labels, device=dev).reshape(-1)
+        labels = label_codes(training_labels, dev)
         if labels.shape[0] != n:
             raise ValueError(f"`training_labels` must have one label per training row ({n}), "
                              f"got shape {tuple(labels.shape)}")
