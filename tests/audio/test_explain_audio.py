@@ -144,3 +144,20 @@ def test_waveform_time_segments_multichannel():
     model = lambda w: w[..., 300:400].mean((1, 2)).unsqueeze(1)  # noqa: E731
     exp = explain_waveform(model, waves, sample_rate=1000, time_segments=10, n_samples=200)
     assert exp.features.shape == (2, 1, 1000) and exp.top_features(1)[0].flatten().tolist() == [3, 3]
+
+
+def test_a_preset_fills_the_baseline_the_caller_did_not_pass():
+    model = CellModel(slice(0, 4), slice(0, 3))
+    specs, waves = torch.rand(1, 16, 10), torch.randn(1, 2000) * 0.1
+    wave_model = lambda x: x.pow(2).mean(-1, keepdim=True)  # noqa: E731
+    assert PRESETS["lime"]["any"]["baseline"] == "mean"
+    assert explain_spectrogram(model, specs, preset="lime", n_samples=16).meta["baseline"] == "mean"
+    for feats in ("time", "time_frequency"):
+        exp = explain_waveform(wave_model, waves, sample_rate=8000, features=feats, n_fft=256, preset="lime",
+                               n_samples=16)
+        assert exp.meta["baseline"] == "mean", feats
+    # explicit keywords win; without a preset (or with one that has no fill) the fill stays silence
+    assert explain_spectrogram(model, specs, preset="lime", baseline="zero", n_samples=16).meta["baseline"] == "zero"
+    assert explain_spectrogram(model, specs, n_samples=16).meta["baseline"] == "zero"
+    assert explain_spectrogram(model, specs, preset="slime", n_samples=16).meta["baseline"] == "zero"
+    assert explain_waveform(wave_model, waves, sample_rate=8000, n_samples=16).meta["baseline"] == "zero"

@@ -26,6 +26,7 @@ from ..engine import explain
 from ..explanation import Explanation
 from ..features import even_bands, grid
 from ..forward import Model
+from ..presets import PRESETS, UNSET, check_preset
 from ..registry import resolve_kernel
 from .segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
 from .stft import ISTFTModel, crossfade_blend, stft
@@ -67,12 +68,18 @@ def check_sample_rate(model: Any, sample_rate: Optional[float]) -> Optional[floa
     return rate
 
 
-def _fill(baseline: BaselineSpec, content: Any) -> BaselineSpec:
-    """The fill of an audio explanation: ``baseline``, or the deprecated ``content`` name."""
+def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> BaselineSpec:
+    """The fill of an audio explanation: ``baseline``, or the deprecated ``content`` name; when
+    neither was passed, the preset's fill (``UNSET``: the engine resolves it) or silence ("zero")."""
     if content is not None:
         warnings.warn("`content=` is now `baseline=` (content='mean' is baseline='signal_mean')",
                       DeprecationWarning, stacklevel=3)
         baseline = _CONTENT_NAMES.get(content, content) if isinstance(content, str) else content
+    if baseline is UNSET:
+        check_preset(preset)
+        table = PRESETS[preset] if preset is not None else {}
+        has_fill = any("baseline" in table.get(m, {}) for m in ("any", "audio"))
+        return UNSET if has_fill else "zero"
     return _AUDIO_FILLS.get(baseline, baseline) if isinstance(baseline, str) else baseline
 
 
@@ -84,7 +91,7 @@ def _check_audio(x: Any, name: str, ndims: tuple[int, ...], layout: str) -> None
 
 
 def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentSpec = "grid",
-                        time_segments: int = 5, freq_segments: int = 4, baseline: BaselineSpec = "zero",
+                        time_segments: int = 5, freq_segments: int = 4, baseline: BaselineSpec = UNSET,
                         sample_rate: Optional[float] = None, hop_length: Optional[int] = None,
                         n_fft: Optional[int] = None, bin_freqs: Optional[Any] = None, fmin: float = 0.0,
                         fmax: Optional[float] = None, n_segments: Optional[int] = None,
@@ -101,7 +108,7 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
         baseline: the fill of hidden segments (``torchlime.baselines``): "zero" (silence),
             "min", "max", "signal_mean", "noise", "shuffle", "blur" (a Gaussian of
             ``BLUR_SIGMA`` bins), "mean" (each segment's own mean), a number, a tensor or a
-            callable.
+            callable. Default: the preset's fill (``preset="lime"``: "mean"), else "zero".
         sample_rate, hop_length, n_fft: the spectrogram's STFT (for "mel", the plots and the
             sample-rate check against ``model.sample_rate``); bin_freqs: (Fr,) bin frequencies
             in Hz (e.g. a mel spectrogram's centres); fmin / fmax: range of the mel bands.
@@ -130,8 +137,8 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
     features = spectrogram_segments(
         specs, segments, time_segments=time_segments, freq_segments=freq_segments, sample_rate=sample_rate,
         n_fft=n_fft, bin_freqs=bin_freqs, fmin=fmin, fmax=fmax, n_segments=n_segments, compactness=compactness)
-    exp = explain(model, specs, features, baseline=_fill(baseline, content), _modality="audio",
-                  _input_name="specs", **kwargs)
+    fill = _fill(baseline, content, kwargs.get("preset"))
+    exp = explain(model, specs, features, baseline=fill, _modality="audio", _input_name="specs", **kwargs)
     exp.meta["audio"] = dict(
         input="spectrogram", segments=segments if isinstance(segments, str) else "explicit",
         time_segments=time_segments, freq_segments=freq_segments, sample_rate=sample_rate,
@@ -143,7 +150,7 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
 def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, features: str = "time",
                      time_segments: Optional[int] = None, freq_segments: int = 4, n_fft: int = 512,
                      hop_length: Optional[int] = None, win_length: Optional[int] = None,
-                     freq_scale: str = "linear", baseline: BaselineSpec = "zero", crossfade: float = 0.0,
+                     freq_scale: str = "linear", baseline: BaselineSpec = UNSET, crossfade: float = 0.0,
                      content: Any = None, **kwargs: Any) -> Explanation:
     """Explain a model of raw audio over time segments or time-frequency cells.
 
@@ -177,7 +184,7 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
     check_choice(features, "features", ("time", "time_frequency"))
     check_choice(freq_scale, "freq_scale", ("linear", "mel"))
     crossfade = check_positive_float(crossfade, "crossfade", allow_zero=True)
-    fill = _fill(baseline, content)
+    fill = _fill(baseline, content, kwargs.get("preset"))
     n_samp = waves.shape[-1]
     lead = (1,) * (waves.ndim - 1)
     meta: dict[str, Any] = dict(input="waveform", features=features, sample_rate=sample_rate, length=n_samp)
