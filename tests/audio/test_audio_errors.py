@@ -98,3 +98,26 @@ def test_waveform_errors():
         explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256, kernel="captum")
     with pytest.raises(TypeError, match=r"`waves` must be a real floating tensor, got torch.complex64"):
         explain_waveform(model, torch.zeros(1, 100, dtype=torch.complex64), sample_rate=8000)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(n_fft=256, hop_length=512), r"`hop_length` must be <= win_length \(256\) for the STFT of "
+                                      r"features='time_frequency' .*got 512"),
+    (dict(n_fft=256, win_length=128, hop_length=200), r"`hop_length` must be <= win_length \(128\) .*got 200"),
+    (dict(n_fft=256, hop_length=256), r"the STFT with n_fft=256, hop_length=256, win_length=256 cannot be "
+                                      r"inverted .*pass a smaller `hop_length` \(e.g. 64 = win_length // 4\)"),
+    (dict(n_fft=64, win_length=12, hop_length=11), r"the STFT with n_fft=64, hop_length=11, win_length=12 cannot "
+                                                   r"be inverted"),
+])
+def test_stft_settings_are_checked_up_front(kw, match):
+    # these failed inside the batched forward pass (torch.istft), after the STFT and the sampling
+    calls = []
+
+    def counting(x):
+        calls.append(x)
+        return model(x)
+
+    with pytest.raises(ValueError, match=match):
+        explain_waveform(counting, torch.randn(2, 4000), sample_rate=8000, features="time_frequency",
+                         time_segments=2, freq_segments=2, n_samples=8, **kw)
+    assert not calls

@@ -29,7 +29,7 @@ from ..forward import Model
 from ..presets import PRESETS, UNSET, check_preset
 from ..registry import resolve_kernel
 from .segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
-from .stft import ISTFTModel, crossfade_blend, stft
+from .stft import ISTFTModel, crossfade_blend, istft, stft
 
 BLUR_SIGMA = 2.0  # bins / frames (samples for waveforms) of the audio "blur" fill
 #: the audio names of fills that differ from the engine's: a light blur, and the old
@@ -81,6 +81,21 @@ def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> Baseli
         has_fill = any("baseline" in table.get(m, {}) for m in ("any", "audio"))
         return UNSET if has_fill else "zero"
     return _AUDIO_FILLS.get(baseline, baseline) if isinstance(baseline, str) else baseline
+
+
+def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length: int) -> None:
+    """Raise ``ValueError`` unless ``torch.istft`` can invert the STFT ``spec`` (B, [C,] Fr, Tm)
+    made with these settings: its nonzero overlap-add condition (NOLA) holds for ``length``
+    samples. Tried on one all-zero clip, so it fails here and not in the batched forward pass."""
+    probe = spec.new_zeros((1, *spec.shape[-2:]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # istft's note on short signals; the forward pass gives it
+        try:
+            istft(probe, n_fft, hop, win, length)
+        except RuntimeError:
+            raise ValueError(f"the STFT with n_fft={n_fft}, hop_length={hop}, win_length={win} cannot be inverted "
+                             f"for {length} samples (torch.istft: the overlap-added Hann windows vanish somewhere); "
+                             f"pass a smaller `hop_length` (e.g. {max(1, win // 4)} = win_length // 4)") from None
 
 
 def _check_audio(x: Any, name: str, ndims: tuple[int, ...], layout: str) -> None:
@@ -177,7 +192,9 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
 
     Raises:
         ValueError / TypeError: wrong dimensions, non-finite audio, audio shorter than the
-            STFT or than the number of segments, a sample rate that disagrees with the model's.
+            STFT or than the number of segments, STFT settings ``torch.istft`` cannot invert
+            (``hop_length`` above ``win_length``, windows that do not overlap), a sample rate
+            that disagrees with the model's.
     """
     _check_audio(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
     sample_rate = check_sample_rate(model, check_positive_float(sample_rate, "sample_rate"))
@@ -210,6 +227,9 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
     win = check_positive_int(win_length if win_length is not None else n_fft, "win_length")
     if win > n_fft:
         raise ValueError(f"`win_length` must be <= n_fft ({n_fft}), got {win}")
+    if hop > win:
+        raise ValueError(f"`hop_length` must be <= win_length ({win}) for the STFT of features='time_frequency' "
+                         f"(frames must overlap for torch.istft to rebuild the audio), got {hop}")
     if n_samp < n_fft:
         raise ValueError(f"`waves` has {n_samp} samples, too short for the STFT with n_fft={n_fft}; "
                          f"pass a smaller `n_fft` or longer audio")
@@ -221,6 +241,7 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
                          "features='time_frequency': the explained inputs are complex STFTs")
     check_finite(waves, "waves")  # the engine checks the STFT, not the audio itself
     spec = stft(waves, n_fft, hop, win)  # (B, [C,] Fr, Tm) complex
+    check_invertible(spec, n_fft, hop, win, n_samp)
     n_freq, n_frames = spec.shape[-2:]
     check_segment_counts(n_freq, n_frames, freq_segments, time_segments, what="the STFT of `waves`")
     bands = mel_bands(bin_frequencies(n_freq, sample_rate, n_fft, waves.device), freq_segments) \
