@@ -121,3 +121,11 @@ def test_stft_settings_are_checked_up_front(kw, match):
         explain_waveform(counting, torch.randn(2, 4000), sample_rate=8000, features="time_frequency",
                          time_segments=2, freq_segments=2, n_samples=8, **kw)
     assert not calls
+
+
+def test_a_presets_input_space_kernel_is_refused_for_stft_cells():
+    # preset="captum" brings a kernel on the inputs: the explained inputs are complex STFTs, whose
+    # imaginary part the kernel dropped with a ComplexWarning; refused as an explicit kernel is
+    with pytest.raises(ValueError, match=r"`kernel` \(from preset='captum'\) must measure distances on the masks"):
+        explain_waveform(model, torch.randn(2, 1000), sample_rate=8000, features="time_frequency", n_fft=256,
+                         preset="captum")

@@ -26,7 +26,7 @@ from ..engine import explain
 from ..explanation import Explanation
 from ..features import even_bands, grid
 from ..forward import Model
-from ..presets import PRESETS, UNSET, check_preset
+from ..presets import PRESETS, UNSET, check_preset, resolve
 from ..registry import resolve_kernel
 from .segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
 from .stft import ISTFTModel, crossfade_blend, istft, stft
@@ -235,10 +235,14 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
                          f"pass a smaller `n_fft` or longer audio")
     if crossfade:
         raise ValueError("`crossfade` applies to features='time' only (STFT cells overlap-add smoothly)")
-    kernel = kwargs.get("kernel")
+    kernel, source = kwargs.get("kernel"), "`kernel`"
+    if kernel is None and kwargs.get("preset") is not None:  # the preset's kernel applies
+        kernel = resolve(kwargs["preset"], dict(kernel=UNSET), "audio")["kernel"]
+        source = f"`kernel` (from preset={kwargs['preset']!r})"
     if kernel is not None and resolve_kernel(kernel).space == "input":
-        raise ValueError("`kernel` must measure distances on the masks (space='mask') with "
-                         "features='time_frequency': the explained inputs are complex STFTs")
+        raise ValueError(f"{source} must measure distances on the masks (space='mask') with "
+                         f"features='time_frequency': the explained inputs are complex STFTs; pass a mask-space "
+                         f"kernel (e.g. kernel='lime')")
     check_finite(waves, "waves")  # the engine checks the STFT, not the audio itself
     spec = stft(waves, n_fft, hop, win)  # (B, [C,] Fr, Tm) complex
     check_invertible(spec, n_fft, hop, win, n_samp)
