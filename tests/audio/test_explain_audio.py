@@ -161,3 +161,20 @@ def test_a_preset_fills_the_baseline_the_caller_did_not_pass():
     assert explain_spectrogram(model, specs, n_samples=16).meta["baseline"] == "zero"
     assert explain_spectrogram(model, specs, preset="slime", n_samples=16).meta["baseline"] == "zero"
     assert explain_waveform(wave_model, waves, sample_rate=8000, n_samples=16).meta["baseline"] == "zero"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_waves_on_cpu_get_a_float32_stft(dtype):
+    # the CPU FFT has no half / bfloat16 kernels (NotImplementedError from torch.stft)
+    waves = (torch.randn(2, 2000, generator=torch.Generator().manual_seed(0)) * 0.3).to(dtype)
+    spec = stft(waves, 256, 64, 256)
+    assert spec.dtype == torch.complex64
+    torch.testing.assert_close(spec, stft(waves.float(), 256, 64, 256))
+    seen = []
+
+    def model(x):
+        seen.append(x.dtype)
+        return x.float().pow(2).mean(-1, keepdim=True)
+
+    exp = explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16)
+    assert exp.coef.shape == (2, 1, 20) and torch.isfinite(exp.coef).all() and set(seen) == {dtype}

@@ -187,14 +187,27 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
         **kwargs: as in ``explain_spectrogram``.
 
     Returns:
-        ``Explanation``; its feature map is (1, [1,] S) for "time" and the STFT grid
-        (1, [1,] Fr, Tm) for "time_frequency"; ``meta["audio"]`` records the STFT.
+        ``Explanation`` with coef (B, T, F); its feature map ``features`` is (B, S) for "time"
+        and the STFT grid (B, Fr, Tm) for "time_frequency" ((B, 1, S) and (B, 1, Fr, Tm) for
+        (B, C, S) audio: one map for every channel); ``meta["audio"]`` records the STFT.
 
     Raises:
         ValueError / TypeError: wrong dimensions, non-finite audio, audio shorter than the
             STFT or than the number of segments, STFT settings ``torch.istft`` cannot invert
             (``hop_length`` above ``win_length``, windows that do not overlap), a sample rate
             that disagrees with the model's.
+
+    Example:
+        >>> t = torch.arange(4000) / 8000
+        >>> waves = torch.sin(2 * torch.pi * 440 * t) * (t >= 0.25)  # a tone in the second half
+        >>> model = lambda x: x.pow(2).mean(-1, keepdim=True)  # its energy
+        >>> exp = explain_waveform(model, waves.unsqueeze(0), sample_rate=8000, n_samples=64)
+        >>> exp.coef.shape, exp.features.shape, exp.top_features(1)[0].item() >= 5
+        (torch.Size([1, 1, 10]), torch.Size([1, 4000]), True)
+        >>> tf = explain_waveform(model, waves.unsqueeze(0), sample_rate=8000, features="time_frequency",
+        ...                       n_fft=256, n_samples=64)
+        >>> tf.coef.shape, tf.features.shape
+        (torch.Size([1, 1, 20]), torch.Size([1, 129, 63]))
     """
     _check_audio(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
     sample_rate = check_sample_rate(model, check_positive_float(sample_rate, "sample_rate"))

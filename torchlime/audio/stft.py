@@ -23,11 +23,14 @@ def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> t
     """Complex STFT with a Hann window and centred frames.
 
     Args:
-        waves: real (..., S).
+        waves: real (..., S). Half / bfloat16 waves on the CPU, whose FFT has no kernels for
+            them, are transformed in float32 (a complex64 result).
 
     Returns:
         complex (..., n_fft // 2 + 1, S // hop_length + 1) on the waves' device.
     """
+    if waves.device.type == "cpu" and waves.dtype in (torch.float16, torch.bfloat16):
+        waves = waves.float()
     window = torch.hann_window(win_length, device=waves.device, dtype=waves.dtype)
     flat = waves.reshape(-1, waves.shape[-1])
     spec = torch.stft(flat, n_fft, hop_length, win_length, window=window, center=True, return_complex=True)
