@@ -9,6 +9,8 @@ segments alone, their complement, and the original clip.
 """
 from __future__ import annotations
 
+import operator
+import warnings
 import wave
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -16,7 +18,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .._checks import require
+from .._checks import check_ndim, check_tensor, describe, require
 from ..explanation import Explanation
 from .segments import bin_frequencies
 from .stft import istft, stft
@@ -58,6 +60,28 @@ def _borders(labels: np.ndarray, times: np.ndarray, freqs: np.ndarray) -> list[l
     return lines
 
 
+#: peak level above which ``save_top_segments_wav`` warns that the audio is not in [-1, 1]
+CLIP_WARN_PEAK = 2.0
+
+
+def _position(value: Any, name: str, size: int, what: str) -> int:
+    """``value`` as an int in [0, size), else a TypeError / ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        raise TypeError(f"`{name}` must be an int in [0, {size}) ({what}), got {describe(value)}")
+    value = operator.index(value)
+    if not 0 <= value < size:
+        raise ValueError(f"`{name}` must be an int in [0, {size}) ({what}), got {value}")
+    return value
+
+
+def _clip_map(explanation: Explanation, index: int) -> torch.Tensor:
+    """The feature map of clip ``index`` without its leading size-1 dimensions."""
+    lab = explanation.features[index]
+    while lab.ndim > 1 and lab.shape[0] == 1:
+        lab = lab[0]
+    return lab
+
+
 def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, *, index: int = 0,
                                  target_index: int = 0, channel: int = 0, top_k: int = 3,
                                  sample_rate: Optional[float] = None, hop_length: Optional[int] = None,
@@ -77,20 +101,45 @@ def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, 
 
     Returns:
         The matplotlib ``Figure``.
+
+    Raises:
+        ValueError / TypeError: ``specs`` that are not (B, [C,] Fr, Tm) spectrograms (e.g.
+            waveforms: pass their STFT, ``torchlime.audio.stft.stft``), an explanation over time
+            segments (``explain_waveform(features="time")``), a grid that is not the
+            explanation's, an index, target or channel out of range.
     """
+    check_tensor(specs, "specs")
+    if specs.ndim not in (3, 4):
+        raise ValueError(f"`specs` must be the (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms that were explained (for "
+                         f"waveforms, their STFT: torchlime.audio.stft.stft(waves, n_fft, hop_length, win_length) "
+                         f"with the explanation's meta['audio'] settings), got shape {tuple(specs.shape)}")
+    meta = explanation.meta.get("audio", {})
+    index = _position(index, "index", explanation.coef.shape[0], "a clip of the explanation")
+    target_index = _position(target_index, "target_index", explanation.coef.shape[1], "an explained target")
+    if specs.shape[0] != explanation.coef.shape[0]:
+        raise ValueError(f"`specs` must hold the {explanation.coef.shape[0]} clips of the explanation, "
+                         f"got {specs.shape[0]}")
+    channel = _position(channel, "channel", specs.shape[1] if specs.ndim == 4 else 1, "a channel of `specs`")
+    labels = _clip_map(explanation, index).detach().cpu()
+    labels = labels[channel] if labels.ndim == 3 else labels
+    if labels.ndim != 2 or meta.get("features") == "time":
+        raise ValueError(f"`explanation` must be over time-frequency cells (explain_spectrogram or "
+                         f"explain_waveform(features='time_frequency')), got one over time segments (feature map "
+                         f"of clip {index}: shape {tuple(explanation.features[index].shape)})")
+    x = specs[index].detach().cpu()
+    x = x[channel] if x.ndim == 3 else x
+    if tuple(x.shape) != tuple(labels.shape):
+        raise ValueError(f"`specs` clip {index} is a {tuple(x.shape)} grid but the explanation's feature map is "
+                         f"{tuple(labels.shape)}: pass the spectrograms that were explained (for explain_waveform, "
+                         f"stft(waves, n_fft, hop_length, win_length) with meta['audio']'s settings)")
     plt = require("matplotlib.pyplot", "viz", "plot_spectrogram_explanation")
     from matplotlib.collections import LineCollection
 
-    meta = explanation.meta.get("audio", {})
-    x = specs[index].detach().cpu()
-    x = x[channel] if x.ndim == 3 else x
     x = 20 * torch.log10(x.abs() + 1e-6) if x.is_complex() else x.float()
     n_freq, n_time = x.shape
     times, freqs, t_label, f_label = _axes(meta, n_freq, n_time, sample_rate, hop_length, n_fft, bin_freqs)
     heat = explanation.heatmap(target_index)[index].detach().cpu().float()
-    heat = heat[channel] if heat.ndim == 3 else heat
-    labels = explanation.features[index].detach().cpu()
-    labels = labels.reshape(labels.shape[-2:]) if labels.ndim == 3 else labels
+    heat = heat[channel] if heat.ndim == 3 and heat.shape[0] > 1 else heat.reshape(labels.shape)
     if ax is None:
         fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
     fig = ax.figure
@@ -131,10 +180,31 @@ def write_wav(path: Union[str, Path], audio: torch.Tensor, sample_rate: int) -> 
 
 
 def _keep_map(explanation: Explanation, index: int, target_index: int, k: int) -> torch.Tensor:
-    """Bool feature map (…fshape of clip ``index``): True on its top-k segments."""
+    """Bool feature map of clip ``index`` (leading size-1 dimensions dropped): True on its top-k segments."""
     idx, _ = explanation.top_features(k)
-    lab = explanation.features[index]
+    lab = _clip_map(explanation, index)
     return torch.isin(lab, idx[index, target_index].to(lab.device))
+
+
+def _check_waves(explanation: Explanation, waves: Any, index: int) -> torch.Tensor:
+    """Float clip ``index`` of ``waves`` (B, [C,] S), checked against the explanation; warns when
+    it lies far outside [-1, 1] (its WAV would be mostly clipped)."""
+    check_tensor(waves, "waves")
+    if waves.is_complex() or not waves.is_floating_point():
+        raise TypeError(f"`waves` must be float audio in [-1, 1], got dtype {waves.dtype}; for int16 PCM pass "
+                        f"waves.float() / 32768")
+    check_ndim(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
+    batch = explanation.coef.shape[0]
+    if waves.shape[0] != batch:
+        raise ValueError(f"`waves` must hold the {batch} clips of the explanation, got {waves.shape[0]}")
+    wav = waves[index].detach().float()
+    peak = float(wav.abs().max()) if wav.numel() else 0.0
+    if peak > CLIP_WARN_PEAK:
+        clipped = float((wav.abs() > 1).float().mean()) * 100
+        warnings.warn(f"`waves` clip {index} peaks at {peak:.4g}, far outside [-1, 1]: {clipped:.2f} % of its samples "
+                      f"are clipped in the 16-bit WAV files; scale the audio to [-1, 1] (int16 PCM: divide by 32768)",
+                      UserWarning, stacklevel=3)
+    return wav
 
 
 def save_top_segments_wav(explanation: Explanation, waves: torch.Tensor, out_dir: Union[str, Path], *,
@@ -159,24 +229,40 @@ def save_top_segments_wav(explanation: Explanation, waves: torch.Tensor, out_dir
 
     Returns:
         ``{"original": path, "top": path, "complement": path}``.
+
+    Raises:
+        TypeError / ValueError: ``waves`` that are not float (B, [C,] S) audio of the explained
+            clips (int16 PCM: divide by 32768), of another length than a features="time"
+            explanation's, an index or target out of range, no sample rate. Warns when the
+            clip peaks far outside [-1, 1] (the WAV files would be clipped).
     """
     meta = explanation.meta.get("audio", {})
+    index = _position(index, "index", explanation.coef.shape[0], "a clip of the explanation")
+    target_index = _position(target_index, "target_index", explanation.coef.shape[1], "an explained target")
     sr = int(sample_rate or meta.get("sample_rate") or 0)
     if sr <= 0:
         raise ValueError("`sample_rate` is needed (the explanation does not record one)")
+    wav = _check_waves(explanation, waves, index)
+    keep = _keep_map(explanation, index, target_index, k).to(wav.device)
+    over_time = meta.get("features") == "time" or (keep.ndim == 1 and meta.get("features") is None)
+    if over_time and keep.shape[-1] != wav.shape[-1]:
+        raise ValueError(f"`waves` must have the {keep.shape[-1]} samples the explanation's time segments cover "
+                         f"(features='time'), got {wav.shape[-1]}")
+    if not over_time and keep.ndim != 2:
+        raise ValueError(f"`explanation` must be over time segments of the samples or over one time-frequency grid "
+                         f"(Fr, Tm) per clip, got a feature map of shape {tuple(explanation.features[index].shape)} "
+                         f"for clip {index}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    wav = waves[index].detach().float()
-    keep = _keep_map(explanation, index, target_index, k).to(wav.device)
-    if keep.shape[-1] == wav.shape[-1] and meta.get("features") == "time":
-        top = wav * keep.reshape(-1)
+    if over_time:
+        top = wav * keep
         rest = wav - top
     else:
         fft = int(n_fft or meta.get("n_fft") or 512)
         hop = int(hop_length or meta.get("hop_length") or fft // 4)
         win = int(win_length or meta.get("win_length") or fft)
         spec = stft(wav, fft, hop, win)  # ([C,] Fr, Tm)
-        grid = keep.reshape(keep.shape[-2:]).float()[None, None]
+        grid = keep.float()[None, None]
         grid = torch.nn.functional.interpolate(grid, size=spec.shape[-2:], mode="nearest")[0, 0] > 0.5
         top = istft(spec * grid, fft, hop, win, wav.shape[-1])
         rest = istft(spec * ~grid, fft, hop, win, wav.shape[-1])
