@@ -86,8 +86,9 @@ def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> Baseli
 def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length: int) -> None:
     """Raise ``ValueError`` unless ``torch.istft`` can invert the STFT ``spec`` (B, [C,] Fr, Tm)
     made with these settings: its nonzero overlap-add condition (NOLA) holds for ``length``
-    samples. Tried on one all-zero clip, so it fails here and not in the batched forward pass."""
-    probe = spec.new_zeros((1, *spec.shape[-2:]))
+    samples. Tried on one all-zero clip on the CPU (no device synchronisation: istft's NOLA check
+    reads a value back), so it fails here and not in the batched forward pass."""
+    probe = torch.zeros((1, *spec.shape[-2:]), dtype=torch.complex64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # istft's note on short signals; the forward pass gives it
         try:
