@@ -153,3 +153,13 @@ def test_error_messages_describe_values_without_dumping_them():
     assert describe(list(range(1000))) == "list of 1000 items (the first: int 0)"
     assert describe([torch.zeros(2)]).startswith("list of 1 items (the first: a tensor of shape (2,)")
     assert describe("grid") == "str 'grid'"
+
+
+def test_numpy_integers_count_as_ints(case):
+    import numpy as np
+
+    model, x, f = case
+    exp = explain(model, x, f, n_samples=np.int64(16), batch_size=np.int32(8))
+    assert exp.meta["n_samples"] == 16 and type(exp.meta["n_samples"]) is int and exp.meta["batch_size"] == 8
+    with pytest.raises(TypeError, match="`n_samples` must be an int >= 2, got bool"):
+        explain(model, x, f, n_samples=np.bool_(True))

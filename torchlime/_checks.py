@@ -7,8 +7,10 @@ reading the source.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 
@@ -63,9 +65,11 @@ def check_same_device(value: torch.Tensor, name: str, ref: torch.Tensor, ref_nam
 
 
 def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    """Raise unless ``value`` is an int (not bool) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Raise unless ``value`` is an integer (a Python or NumPy int, not a bool) of at least
+    ``minimum``; returns it as a Python int."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"`{name}` must be an int >= {minimum}, got {describe(value)}")
+    value = int(value)
     if value < minimum:
         raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
     return value

@@ -160,7 +160,7 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
     masks_given = masks is not None
     check_inputs(inputs, features, _input_name)
     if batch_size is not None:
-        check_positive_int(batch_size, "batch_size")
+        batch_size = check_positive_int(batch_size, "batch_size")
     max_memory = check_max_memory(max_memory)
     batch, dev = inputs.shape[0], inputs.device
     check_target(opts["target"], batch)
