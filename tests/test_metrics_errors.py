@@ -182,3 +182,28 @@ def test_a_front_doors_own_perturbation_is_not_rebuilt_as_a_blend(tmp_path):
     exp.save(tmp_path / "t.pt")
     with pytest.raises(ValueError, match="hid its features by text mode 'replace', which is not saved with it"):
         deletion(model, ids, Explanation.load(tmp_path / "t.pt"))  # a blend with 0 would hide tokens as PAD
+
+
+def test_a_rebuilt_blend_normalises_as_the_explanation_did(tmp_path):
+    from torchlime.image import explain_image
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                              torch.nn.Linear(4, 2))
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    norm = ((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))
+    exp = explain_image(net, x, segments="grid", n_segments=16, normalize=norm, n_samples=32, target=0)
+    assert exp.meta["normalize"] == [list(norm[0]), list(norm[1])]
+    whole = deletion(net, x, exp)
+    exp.save(tmp_path / "n.pt")
+    assert torch.allclose(deletion(net, x, Explanation.load(tmp_path / "n.pt")), whole, atol=1e-6)
+    assert torch.allclose(deletion(net, x[1:], exp[1]), whole[1:], atol=1e-6)  # exp[j] drops the record
+
+
+def test_numpy_batch_sizes_are_fixed_chunks():
+    import numpy as np
+
+    from torchlime.chunking import ChunkPlan
+
+    plan = ChunkPlan(torch.nn.Identity(), ("sig",), torch.device("cpu"), np.int64(8), None)
+    assert plan.fixed == 8 and type(plan.fixed) is int

@@ -150,3 +150,16 @@ def test_single_mask_infill_cannot_be_replayed():
                          n_samples=20)
     with pytest.raises(ValueError, match="single-mask infill protocol"):
         deletion(PositionBag(), ids, exp)
+
+
+def test_what_the_metrics_can_rebuild_is_recorded():
+    specs = torch.rand(2, 16, 12, generator=torch.Generator().manual_seed(2))
+    waves = torch.randn(2, 1000, generator=torch.Generator().manual_seed(4)) * 0.3
+    spec_model = lambda v: v.reshape(v.shape[0], -1).sum(1, keepdim=True)
+    wave_model = lambda v: v.pow(2).sum(-1, keepdim=True)
+    blend = explain_spectrogram(spec_model, specs, time_segments=3, freq_segments=2, n_samples=16)
+    cells = explain_waveform(wave_model, waves, sample_rate=8000, features="time_frequency", n_fft=64,
+                             time_segments=3, freq_segments=2, n_samples=16)
+    assert blend.meta["perturbation"] == "blend" and cells.meta["perturbation"] == "custom"  # istft wraps the model
+    with pytest.raises(ValueError, match="hid its features by its front door's own perturbation"):
+        deletion(wave_model, waves, cells.to("meta"))

@@ -201,8 +201,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         return sampler_.masks(Rows(key, ids[b], s, fmap.n_features[b], f_max, b))
 
     fmt = (chunk_format or input_format(model, inputs)) if perturb_fn is None else None
-    norm = (Normalize(*check_normalize(normalize, inputs.shape[1])).on(inputs)  # on the device once per call
-            if normalize is not None else None)
+    norm_stats = check_normalize(normalize, inputs.shape[1]) if normalize is not None else None
+    norm = Normalize(*norm_stats).on(inputs) if norm_stats is not None else None  # on the device once per call
     perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, f_max, fmap.fixed, perturb_fn, fmt,
                                 norm, _adapter, reusable=getattr(sampler_, "reusable", True))
     m_dev, m_dtype = chunk_placement(model, inputs, fmt.dtype if fmt is not None else None)
@@ -255,7 +255,8 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
                       stacklevel=2 if _input_name == "inputs" else 3)
     meta = dict(n_samples=n_samples if adaptive is None else repr(adaptive), sampler=repr(sampler_),
                 kernel=repr(kernel_), surrogate=repr(surrogate_), baseline=describe_baseline(opts["baseline"]),
-                perturbation="blend" if perturb_fn is None else "custom",
+                perturbation="blend" if perturb_fn is None and _adapter is None else "custom",
+                normalize=None if norm_stats is None else [norm_stats[0], norm_stats[1]],
                 preset=preset, batch_size=plan.chosen, softmax=softmax, model_rows=sum(used),
                 samples_used=used, peak_memory=plan.peak_memory(), quality=quality, unreliable=unreliable,
                 seconds_forward=t_forward - t0, seconds_total=time.perf_counter() - t0)

@@ -30,7 +30,7 @@ from ..chunking import ChunkPlan
 from ..explanation import Explanation
 from ..features import prepare_features
 from ..forward import Model, OutputSelector, chunk_placement, eval_mode, input_format, run_rows, select_output
-from ..perturb import Chunk
+from ..perturb import Chunk, Normalize
 from ..perturbation import Perturbation
 from ..sampling import make_key
 from ._common import check_bool, check_explanation
@@ -129,7 +129,8 @@ def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: Basel
         ValueError: the explanation was perturbed by a front door's own perturbation (token
             deletion or replacement, crossfades), which no blend reproduces.
     """
-    if exp.meta.get("perturbation", "blend") != "blend":
+    own = exp.meta.get("perturbation", "custom" if "mode" in exp.meta or "tabular" in exp.meta else "blend")
+    if own != "blend":  # files saved before meta recorded it: text ("mode") and tabular were never blends
         how = f"text mode {exp.meta['mode']!r}" if "mode" in exp.meta else "its front door's own perturbation"
         raise ValueError(f"`explanation` hid its features by {how}, which is not saved with it and not kept by "
                          f"`to` another device: score the explanation as the front door returned it")
@@ -145,8 +146,10 @@ def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: Basel
         raise ValueError(f"`explanation.features` must number the features of `inputs` as the explanation "
                          f"does ({exp.n_features.tolist()} features), got {fmap.n_features.tolist()}")
     base = resolve_fill(baseline, inputs, fmap.index, f)
+    stats = exp.meta.get("normalize")  # the fused normalisation the explanation ran with
+    norm = Normalize(*stats).on(inputs) if stats else None
     return Perturbation(inputs, base, fmap.index, fmap.n_features, f, fmap.fixed, None,
-                        input_format(model, inputs), None, None)
+                        input_format(model, inputs), norm, None)
 
 
 def signature_of(p: Perturbation) -> tuple:
