@@ -1,6 +1,7 @@
 """Explanation: heatmap, top features, device moves, save/load, image pictures."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -102,3 +103,16 @@ def test_indexing_gives_the_explanations_of_single_inputs_and_slices():
         exp[::2]
     with pytest.raises(TypeError, match="`key` must be an int or a slice, got str"):
         exp["0"]
+
+
+def test_to_the_same_device_spelled_otherwise_keeps_the_record(exp_and_images):
+    exp, _ = exp_and_images
+    assert exp.to("cpu:0").perturbation is exp.perturbation
+    assert exp[np.int64(1)].coef.shape[0] == 1
+
+
+def test_a_slice_saves_only_its_own_rows(exp_and_images, tmp_path):
+    exp, _ = exp_and_images
+    exp[0].save(tmp_path / "one.pt")
+    exp.save(tmp_path / "all.pt")
+    assert (tmp_path / "one.pt").stat().st_size < (tmp_path / "all.pt").stat().st_size

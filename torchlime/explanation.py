@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -106,13 +107,13 @@ class Explanation:
         device does not change, and dropped when it does (it holds the inputs and hooks of the
         device the explanation ran on)."""
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
-        same = torch.device(device) == self.coef.device
+        same = moved["coef"].device == self.coef.device  # "cuda" and "cuda:0" are one device
         return dataclasses.replace(self, perturbation=self.perturbation if same else None, **moved)
 
     def save(self, path: Union[str, Path]) -> None:
         """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``)."""
         data = {name: getattr(self, name) for name in _TENSORS if getattr(self, name) is not None}
-        data = {k: v.detach().cpu() for k, v in data.items()}
+        data = {k: v.detach().cpu().clone() for k, v in data.items()}  # exp[j]'s views: not the whole batch
         data["input_shape"] = list(self.input_shape)
         data["meta"] = _plain(self.meta)
         torch.save(data, Path(path))
@@ -154,7 +155,8 @@ class Explanation:
             start, stop, step = key.indices(b)
             if step != 1:
                 raise ValueError(f"`key` must be an int or a slice with step 1, got step {step}")
-        elif isinstance(key, int) and not isinstance(key, bool):
+        elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
+            key = int(key)
             if not -b <= key < b:
                 raise IndexError(f"`key` must be in [-{b}, {b}) for an explanation of {b} input(s), got {key}")
             start = key % b
@@ -174,6 +176,9 @@ class Explanation:
         meta["unreliable"] = f"{', '.join(flagged)} (see torchlime.quality)" if flagged else None
         if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) == b:
             meta["samples_used"] = meta["samples_used"][start:stop]
+        if isinstance(meta.get("tabular"), dict):  # per-input bins and category values, for `conditions`
+            meta["tabular"] = {k: v[start:stop] if k in ("levels", "instances") else v
+                               for k, v in meta["tabular"].items()}
         return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, **fields)
 
     def __repr__(self) -> str:

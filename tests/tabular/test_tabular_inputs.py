@@ -93,3 +93,13 @@ def test_training_labels_errors():
     with pytest.raises(ValueError, match=r"`training_labels` must have one label per training row \(60\), "
                                          r"got shape \(7,\)"):
         fit_stats(TRAIN, discretizer="entropy", training_labels=["a"] * 7)
+
+
+def test_an_indexed_explanation_keeps_its_own_conditions():
+    from torchlime.tabular import conditions
+
+    exp = explain_tabular(model, TRAIN[:3], training_data=TRAIN, categorical_features=[0], n_samples=40)
+    whole = conditions(exp, k=4)
+    for j in (1, -1):
+        assert conditions(exp[j], k=4)[0] == whole[j]
+    assert conditions(exp[1:], k=4) == whole[1:]
