@@ -67,6 +67,22 @@ def test_explain_into_the_inputs_folder_overwrites_no_input(files, tmp_path, cap
     assert [r["pictures"] for r in summary["inputs"]] == [["a-2.png"], ["a-3.png"], ["b-2.png"]]
 
 
+def test_dotted_names_and_links_in_the_output_folder_are_not_overwritten(files, tmp_path, capsys):
+    d, data = tmp_path / "here", tmp_path / "data"
+    d.mkdir()
+    data.mkdir()
+    (d / "a.b.png").write_bytes((files / "a.png").read_bytes())
+    (data / "real.png").write_bytes((files / "b.png").read_bytes())
+    (d / "c.png").symlink_to(data / "real.png")
+    before = {p: p.read_bytes() for p in (d / "a.b.png", data / "real.png")}
+    code, _, err = cli(capsys, "explain", files / "img.ts", d / "a.b.png", d / "c.png", "--out", d,
+                       "--n-samples", 16, "--segments", "grid", "--n-segments", 4, "--top-k", 2)
+    assert code == 0, err
+    assert {p: p.read_bytes() for p in before} == before and (d / "c.png").is_symlink()
+    summary = json.loads((d / "summary.json").read_text())
+    assert [r["pictures"] for r in summary["inputs"]] == [["a.b-2.png"], ["c-2.png"]]
+
+
 def test_explain_images_writes_pictures_explanations_and_summary(files, tmp_path, capsys):
     out = tmp_path / "out"
     code, stdout, err = cli(capsys, "explain", files / "img.ts", files / "a.png", files / "b.png", "--out", out,

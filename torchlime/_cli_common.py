@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import warnings
@@ -171,13 +172,14 @@ def unique_stems(paths: list[Path], out: Optional[Path] = None, keep: tuple[Path
         >>> unique_stems([Path("x/a.png"), Path("y/a.png"), Path("b.wav")])
         ['a', 'a-2', 'b']
     """
-    taken: set[str] = set()
+    kept: list[str] = []  # names of the files to keep that lie in `out` (links as links, not their targets)
     if out is not None:
-        folder = out.resolve()
-        for q in (*paths, *keep):
-            q = q.resolve()
-            if q.parent == folder:
-                taken.add(q.name.split(".")[0])  # "a" of "a.png", "a.top3.wav"
+        def place(q: Path) -> Path:  # absolute, ".." resolved, links not followed
+            return Path(os.path.normpath(q.absolute()))
+
+        folder = place(out)
+        kept = [place(q).name for q in (*paths, *keep) if place(q).parent == folder]
+    taken: set[str] = set()
     seen: dict[str, int] = {}
     result = []
     for p in paths:
@@ -185,7 +187,7 @@ def unique_stems(paths: list[Path], out: Optional[Path] = None, keep: tuple[Path
         while True:
             seen[base] = seen.get(base, 0) + 1
             stem = base if seen[base] == 1 else f"{base}-{seen[base]}"
-            if stem not in taken:
+            if stem not in taken and not any(n == stem or n.startswith(stem + ".") for n in kept):
                 break
         taken.add(stem)
         result.append(stem)
