@@ -108,3 +108,6 @@ def test_input_space_kernels_are_refused_for_tokens():
     with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
         explain_tokens(lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8,
                        kernel="wasserstein")
+    with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
+        explain_tokens(lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8,
+                       preset="captum")  # the preset's kernel is an input-space one

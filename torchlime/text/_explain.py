@@ -20,7 +20,7 @@ from .._checks import check_choice, check_integer, check_tensor, describe
 from ..engine import explain
 from ..explanation import Explanation
 from ..forward import score
-from ..presets import UNSET
+from ..presets import UNSET, resolve
 from ..registry import resolve_kernel
 from ._single import SingleSampler
 from .infill import Infiller, joint_fill
@@ -234,9 +234,11 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
 
     if isinstance(kernel, HybridKernel):
         kernel = dataclasses.replace(kernel, ignore_ids=(*kernel.ignore_ids, *exclude))
-    elif kernel is not UNSET and kernel is not None and resolve_kernel(kernel).space == "input":
-        raise ValueError(f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
-                         f"tokens: an input-space kernel such as {kernel!r} would compare token ids as numbers")
+    else:
+        chosen = resolve(kwargs.get("preset"), dict(kernel=kernel), "text")["kernel"]  # the preset's, if not given
+        if chosen is not UNSET and chosen is not None and resolve_kernel(chosen).space == "input":
+            raise ValueError(f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
+                             f"tokens: an input-space kernel such as {chosen!r} would compare token ids as numbers")
     exp = explain(model, packed, feats.unsqueeze(1), _adapter=adapter, kernel=kernel, generator=generator,
                   batch_size=batch_size, perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill), _modality="text",
                   _input_name="input_ids", **kwargs)
