@@ -248,8 +248,11 @@ def test_resuming_on_another_data_set_is_refused(tmp_path, reference_dir, stream
 
 
 def test_a_tuple_of_inputs_and_labels_is_a_data_set(tmp_path, reference):
+    import numpy as np
+
     data = worker.make_data()
-    call = dict(batch_size=7, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    call = dict(batch_size=np.int64(7), shard_size=np.int32(8), generator=5, progress=False, **worker.KWARGS,
+                **worker.FAST)  # NumPy integers count as ints
     explain_dataset(worker.make_model(), data.tensors, tmp_path, **call)
     assert_identical(load_results(tmp_path).load(), reference)
 

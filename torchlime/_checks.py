@@ -107,6 +107,11 @@ def check_finite(value: torch.Tensor, name: str) -> None:
         raise nonfinite_error(value, name)
 
 
+def _is_real(v: Any) -> bool:
+    """A real number (Python or NumPy), not a bool."""
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
 def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]]:
     """``normalize=(mean, std)``: two sequences (or tensors) of ``channels`` finite numbers, or of
     one (used for every channel), every std > 0. Returns them as lists of ``channels`` floats."""
@@ -116,10 +121,11 @@ def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]
     for name, part in zip(("mean", "std"), value):
         if isinstance(part, torch.Tensor):
             part = part.detach().reshape(-1).tolist()
-        elif isinstance(part, (int, float)) and not isinstance(part, bool):
+        elif isinstance(part, np.ndarray):
+            part = part.reshape(-1).tolist()
+        elif _is_real(part):
             part = [part]
-        if not isinstance(part, Sequence) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                     for v in part):
+        if not isinstance(part, Sequence) or not all(_is_real(v) for v in part):
             raise TypeError(f"`normalize` {name} must be a sequence of numbers, got {describe(part)}")
         if len(part) not in (1, channels):
             raise ValueError(f"`normalize` {name} must have {channels} values (one per channel of the inputs, dim 1) "

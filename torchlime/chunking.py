@@ -23,6 +23,7 @@ the chunk and runs the same rows again (with a warning); finished rows are kept.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import time
 import warnings
 import weakref
@@ -113,7 +114,8 @@ class ChunkPlan:
         self.device = device
         self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
         fixed = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
-        self.fixed = fixed if isinstance(fixed, int) and not isinstance(fixed, bool) and fixed > 0 else None
+        ok = isinstance(fixed, numbers.Integral) and not isinstance(fixed, bool) and fixed > 0
+        self.fixed = int(fixed) if ok else None
         self.budget = memory_budget(max_memory, device)
         owner = getattr(model, "cache_identity", None)
         owner = model if owner is None else owner

@@ -108,6 +108,10 @@ def test_normalize_is_checked():
     with pytest.raises(TypeError, match=r"`normalize` must be a pair \(mean, std\)"):
         explain_image(model, x, normalize=((0.5, 0.5, 0.5),), **kw)
     one = explain_image(model, x, normalize=(0.5, 0.25), **kw)  # one value for every channel
+    import numpy as np
+
+    arrays = explain_image(model, x, normalize=(np.full(3, 0.5), [np.float32(0.25)] * 3), **kw)
+    assert torch.equal(one.coef, arrays.coef)
     three = explain_image(model, x, normalize=(torch.full((3,), 0.5), [0.25] * 3), **kw)
     assert torch.equal(one.coef, three.coef)
 

@@ -111,6 +111,8 @@ def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
         10 ['index.json', 'shard-000000.safetensors', 'shard-000001.safetensors'] torch.Size([10, 1, 8])
     """
     _check(model, out, explain_fn, batch_size, shard_size, generator, progress, model_batch_size, explain_kwargs)
+    batch_size, shard_size = int(batch_size), int(shard_size)  # NumPy integers too (they are JSON arguments)
+    model_batch_size = None if model_batch_size is None else int(model_batch_size)
     max_memory = check_max_memory(max_memory)
     source = Source(data, batch_size)
     ctx = context(model, device)
