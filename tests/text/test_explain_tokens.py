@@ -237,3 +237,10 @@ def test_feature_positions_map_feature_ids_to_token_positions():
         want = [feats.index(f) for f in range(int(exp.n_features[b]))]
         got = pos[b].tolist()
         assert got[:len(want)] == want and all(p == -1 for p in got[len(want):])
+
+
+def test_delete_tokens_leaves_a_row_with_every_token_kept_as_it_came():
+    ids = torch.tensor([[0, 0, 1, 9, 9, 2, 0]])  # padded on both sides
+    attn = (ids != 0).long()
+    out, mask = delete_tokens(ids, attn, torch.ones_like(ids, dtype=torch.bool), pad_id=0)
+    assert torch.equal(out, ids) and torch.equal(mask, attn)

@@ -128,9 +128,10 @@ def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor, pad
         left = ((attn[:, :1] == 0) & (attn[:, -1:] != 0))
     key = torch.where(left, present, ~present)  # left: the dropped first; right: the kept first
     order = torch.argsort(key.to(torch.uint8), dim=1, stable=True)
+    whole = (present == (attn != 0)).all(1, keepdim=True)  # every token kept: the row as it came
     present = present.gather(1, order)
     out = ids.gather(1, order).masked_fill(~present, pad_id)
-    return out, present.to(attn.dtype)
+    return torch.where(whole, ids, out), torch.where(whole, attn, present.to(attn.dtype))
 
 
 def padded_left(attn: torch.Tensor) -> torch.Tensor:
