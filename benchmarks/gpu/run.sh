@@ -85,7 +85,9 @@ if [[ -n $TAR ]]; then
 fi
 pack() {  # OUTDIR -> TAR, replaced in one step (a call stopped while packing keeps the last whole one)
     [[ -n $TAR ]] || return 0
-    tar czf "$TAR.part" -C "$OUTDIR" . && mv -f "$TAR.part" "$TAR"
+    local name
+    name=$(basename "$TAR")  # a tarball inside OUTDIR is not packed into itself
+    tar czf "$TAR.part" --exclude="./$name" --exclude="./$name.part" -C "$OUTDIR" . && mv -f "$TAR.part" "$TAR"
 }
 left() {  # seconds of BUDGET left (a large number without a budget)
     if [[ -n ${BUDGET:-} ]]; then echo $(( BUDGET - ($(date +%s) - T0) )); else echo 1000000; fi

@@ -198,8 +198,8 @@ class Store:
         stored = stored if stored is not None else self.first_input
         if given is not None and stored is not None and given != stored:
             raise ValueError(f"`data` must be the data set of the run stored in `out` {str(self.out)!r}: its first "
-                             f"input differs from that run's (resuming on other data would mix results); choose "
-                             f"another folder")
+                             f"input differs from that run's (resuming on other data would mix results; a data set "
+                             f"with random transforms gives other inputs on every read); choose another folder")
         self.first_input = stored if stored is not None else given
 
     def open(self, first_input: Optional[str] = None) -> None:
