@@ -163,3 +163,15 @@ def test_what_the_metrics_can_rebuild_is_recorded():
     assert blend.meta["perturbation"] == "blend" and cells.meta["perturbation"] == "custom"  # istft wraps the model
     with pytest.raises(ValueError, match="hid its features by its front door's own perturbation"):
         deletion(wave_model, waves, cells.to("meta"))
+
+
+def test_a_loaded_spectrogram_explanation_hides_with_its_blur(tmp_path):
+    from torchlime import Explanation
+
+    specs = torch.rand(2, 16, 12, generator=torch.Generator().manual_seed(2))
+    weight = torch.randn(16 * 12, 3, generator=torch.Generator().manual_seed(3))
+    model = lambda v: torch.tanh(v.reshape(v.shape[0], -1) @ weight)
+    exp = explain_spectrogram(model, specs, time_segments=3, freq_segments=2, baseline="blur", n_samples=32)
+    exp.save(tmp_path / "s.pt")
+    assert torch.allclose(deletion(model, specs, Explanation.load(tmp_path / "s.pt")), deletion(model, specs, exp),
+                          atol=1e-6)

@@ -19,13 +19,14 @@ every chunk's scores: no host synchronisation per chunk.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
 from .._checks import check_finite, check_positive_int, check_tensor, describe
-from ..baselines import NAMES, BaselineSpec, FillContext, resolve_baseline, signal_dims
+from ..baselines import NAMES, BaselineSpec, Blur, FillContext, resolve_baseline, signal_dims
 from ..chunking import ChunkPlan
 from ..explanation import Explanation
 from ..features import prepare_features
@@ -110,13 +111,16 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
 
 
 def recorded_fill(exp: Explanation) -> BaselineSpec:
-    """The fill ``exp.meta["baseline"]`` names (a number or a fill name), else 0 with a warning
+    """The fill ``exp.meta["baseline"]`` names (a number, a fill name or a ``Blur``), else 0 with a warning
     (a tensor or callable fill is recorded only by its description). No record: 0."""
     rec = exp.meta.get("baseline", 0.0)
     if rec is None:
         return 0.0
     if (isinstance(rec, (int, float)) and not isinstance(rec, bool)) or rec in NAMES:
         return rec
+    blur = re.fullmatch(r"Blur\(sigma=(None|[-+0-9.eE]+)\)", rec) if isinstance(rec, str) else None
+    if blur:  # a Blur fill is recorded by its repr (audio's "blur" is Blur(sigma=2.0))
+        return Blur(sigma=None if blur.group(1) == "None" else float(blur.group(1)))
     warnings.warn(f"the explanation's fill ({rec}) was not saved with it: hiding features with 0 instead "
                   f"(pass baseline= to choose)", UserWarning, stacklevel=4)
     return 0.0
