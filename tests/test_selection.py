@@ -2,6 +2,7 @@
 explanation's own samples, weights and outputs; the refit equals lime's Ridge(alpha=1) on them."""
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ from torchlime.surrogate import Lasso, Ridge, normal_equations
 
 LimeBase = pytest.importorskip("lime.lime_base").LimeBase  # optional packages: skip, not a collection error
 sk_linear = pytest.importorskip("sklearn.linear_model")
-SkRidge, lars_path = sk_linear.Ridge, sk_linear.lars_path
+SkRidge = sk_linear.Ridge
 
 LIME = LimeBase(kernel_fn=None)
 
@@ -81,37 +82,119 @@ def test_refit_is_limes_ridge_on_the_chosen_features():
 
 
 def test_lasso_path_equals_lime_on_many_paths():
-    """Paths with drops and early stops (outputs exactly linear in a few features), float64 statistics."""
+    """Random paths (correlated columns, exactly sparse outputs, noise), float64 statistics."""
     rng = np.random.default_rng(0)
-    drops = stops = compared = 0
+    compared = 0
     for trial in range(90):
         f = int(rng.integers(3, 20))
         s = int(rng.integers(30, 200)) if trial % 3 == 0 else int(rng.integers(f + 5, 3 * f + 10))
-        density = 0.5 if trial % 3 == 0 else rng.random((s, 1))  # correlated columns: paths with drops
+        density = 0.5 if trial % 3 == 0 else rng.random((s, 1))  # correlated columns
         x = (rng.random((s, f)) < density).astype(float)
         x[0] = 1
         w = np.exp(-3 * rng.random(s))
         beta = rng.normal(size=f)
         if trial % 3 == 0:
-            beta[rng.random(f) < 0.6] = 0.0  # exactly sparse: sklearn stops once the correlations vanish
+            beta[rng.random(f) < 0.6] = 0.0  # exactly sparse: the path stops once the correlations vanish
             y = x @ beta
         else:
             y = (x @ beta) * (trial % 3 == 2) + rng.normal(size=s)
-        xw = (x - np.average(x, 0, w)) * np.sqrt(w)[:, None]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _, _, coefs = lars_path(xw, (y - np.average(y, weights=w)) * np.sqrt(w), method="lasso")
-        nnz = (coefs != 0).sum(0)
-        drops += int((np.diff(nnz) < 0).sum())
-        stops += int(nnz[-1] < f)
-        ne = normal_equations(torch.tensor(x)[None], torch.tensor(y)[None, :, None], torch.tensor(w)[None],
-                              torch.float64)
-        valid = torch.ones(1, f, dtype=torch.bool)
-        for k in (1, 2, 4, 7, 12):
-            got = select_features(ne, valid, k, "lasso_path", count=s)[0, 0].nonzero().flatten().tolist()
-            assert got == lime_select(x, y, w, k, "lasso_path"), (trial, k)
-            compared += 1
-    assert drops >= 5 and stops >= 10 and compared == 450
+        compared += compare_lasso_path(x, y, w, (1, 2, 4, 7, 12))
+    assert compared == 450
+
+
+#: small problems whose exact lasso path drops a feature (checked below by ``exact_lasso``, not by
+#: counting what a scikit-learn release does): f, rows of the 0/1 data as bits, weights, outputs, and
+#: two features whose exactly sparse outputs end the path with just them (no tie at alpha = 0)
+DROPS = [
+    (5, [31, 9, 19, 25, 27, 0, 0, 2, 29, 29, 27, 31],
+     [0.077, 0.125, 0.147, 0.077, 0.071, 0.44, 0.077, 0.171, 0.999, 0.554, 0.096, 0.358],
+     [1.551, 1.191, 1.496, 2.093, 2.534, 1.066, 1.038, -0.603, 0.775, 0.705, 1.84, 0.446],
+     (1, 2)),
+    (4, [15, 15, 8, 15, 15, 5, 11, 7, 5],
+     [0.887, 0.735, 0.152, 0.348, 0.425, 0.065, 0.146, 0.082, 0.779],
+     [1.266, 1.936, 0.537, 1.654, 1.138, 2.827, 0.806, 1.167, 1.068],
+     (0, 3)),
+    (5, [31, 31, 31, 10, 26, 0, 31, 6, 9, 12, 28, 0, 7],
+     [0.097, 0.058, 0.913, 0.401, 0.497, 0.06, 0.27, 0.125, 0.8, 0.28, 0.854, 0.056, 0.389],
+     [0.123, -0.011, -0.723, -3.364, 1.007, 0.216, -0.401, -1.627, -2.199, -1.335, 2.873, 0.363, -2.452],
+     (0, 4)),
+    (5, [31, 31, 18, 2, 31, 31, 8, 0, 4],
+     [0.808, 0.472, 0.206, 0.831, 0.171, 0.116, 0.127, 0.483, 0.526],
+     [5.521, 4.877, 3.314, 2.003, 4.865, 4.718, 0.776, -0.975, -0.792],
+     (1, 2)),
+    (4, [15, 4, 0, 11, 6, 0, 1, 15, 0, 15, 8, 10, 11, 6, 5],
+     [0.503, 0.581, 0.08, 0.297, 0.982, 0.374, 0.342, 0.467, 0.129, 0.996, 0.589, 0.273, 0.252, 0.604, 0.087],
+     [0.957, -1.983, -0.567, 0.957, 0.034, -0.276, 0.354, 0.569, -0.471, -0.02, -0.4, 0.58, 1.027, 0.091, -1.941],
+     (0, 3)),
+    (5, [31, 4, 1, 14, 21, 9, 17, 17, 16, 8, 31, 6, 31, 8, 31],
+     [0.709, 0.065, 0.072, 0.096, 0.138, 0.574, 0.272, 0.359, 0.597, 0.263, 0.374, 0.336, 0.09, 0.266, 0.265],
+     [-0.856, -0.447, -0.458, -0.73, -1.453, 0.925, -0.309, 0.245, -0.567, 1.946, -1.453, -2.682, -1.138, 1.014,
+      -1.159],
+     (0, 4)),
+]
+
+
+def bits(rows, f):
+    return np.array([[(r >> (f - 1 - j)) & 1 for j in range(f)] for r in rows], dtype=float)
+
+
+@pytest.mark.parametrize("case", range(len(DROPS)))
+def test_lasso_path_with_a_drop_and_with_a_stop_equals_lime(case):
+    """A path that drops a feature, and on the same data with exactly sparse outputs a path that stops
+    before every feature entered: both planted, both checked by the exact lasso, then compared with lime."""
+    f, rows, w, y, planted = DROPS[case]
+    x, w, y = bits(rows, f), np.array(w), np.array(y)
+    gram, rhs = centred_normal(x, y, w)
+    supports = lasso_supports(gram, rhs)
+    assert any(a - b for a, b in zip(supports, supports[1:])), "the planted path must drop a feature"
+    assert compare_lasso_path(x, y, w, range(1, f + 1)) == f
+    sparse = np.zeros(f)
+    sparse[list(planted)] = (1.5, -2.0)  # two of the f features
+    gram, rhs = centred_normal(x, x @ sparse, w)
+    assert lasso_supports(gram, rhs)[-1] == set(planted), "the planted path must stop at the planted features"
+    assert compare_lasso_path(x, x @ sparse, w, range(1, f + 1)) == f
+
+
+def centred_normal(x, y, w):
+    """The weighted centred normal equations (G, c) of one problem, in NumPy."""
+    xc = (x - np.average(x, 0, w)) * np.sqrt(w)[:, None]
+    yc = (y - np.average(y, weights=w)) * np.sqrt(w)
+    return xc.T @ xc, xc.T @ yc
+
+
+def exact_lasso(gram, rhs, lam):
+    """argmin ½βᵀGβ - cᵀβ + λ‖β‖₁ by trying every sign pattern (small F, positive definite G): the
+    pattern whose solution has its signs and satisfies the optimality conditions off its support."""
+    f = len(rhs)
+    for signs in itertools.product((-1, 0, 1), repeat=f):
+        s = np.array(signs)
+        on = s != 0
+        beta = np.zeros(f)
+        if on.any():
+            beta[on] = np.linalg.solve(gram[np.ix_(on, on)], rhs[on] - lam * s[on])
+            if not np.all(np.sign(beta[on]) == s[on]):
+                continue
+        if np.all(np.abs(rhs - gram @ beta)[~on] <= lam * (1 + 1e-9)):
+            return beta
+    raise AssertionError("no lasso solution found: is the Gram matrix positive definite?")
+
+
+def lasso_supports(gram, rhs, n=60):
+    """Supports of the exact lasso solutions along a decreasing grid of penalties."""
+    lams = np.abs(rhs).max() * np.logspace(0, -6, n)[1:]
+    return [set(np.flatnonzero(np.abs(exact_lasso(gram, rhs, lam)) > 1e-12).tolist()) for lam in lams]
+
+
+def compare_lasso_path(x, y, w, ks):
+    """Assert torchlime's lasso-path selection equals lime's for every k; returns how many were compared."""
+    s, f = x.shape
+    ne = normal_equations(torch.tensor(x)[None], torch.tensor(y)[None, :, None], torch.tensor(w)[None],
+                          torch.float64)
+    valid = torch.ones(1, f, dtype=torch.bool)
+    for k in ks:
+        got = select_features(ne, valid, k, "lasso_path", count=s)[0, 0].nonzero().flatten().tolist()
+        assert got == lime_select(x, y, w, k, "lasso_path"), (k, got)
+    return len(ks)
 
 
 def test_few_features_keep_all_and_sparse_everywhere():
