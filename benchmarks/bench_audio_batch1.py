@@ -17,16 +17,22 @@ times, in one interleaved run on one clip of the embedded SpecNet, N = 8192, pre
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 
 import torch
-from bench_audio_gpu import MODEL, floor, floor_sizes, measured_floor
 
 from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram
 from torchlime.audio.models import load_audio_model
 
-from common import (
+from benchmarks.bench_audio_gpu import MODEL, floor, floor_sizes, measured_floor
+from benchmarks.common import (
     common_args,
     device_arg,
     header,

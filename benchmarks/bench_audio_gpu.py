@@ -13,6 +13,12 @@ end -> CNN) against its own floor (istft + model on prebuilt STFTs).
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 from typing import Callable
 
@@ -23,7 +29,7 @@ from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.audio.models import load_audio_model
 from torchlime.audio.stft import istft, stft
 
-from common import (
+from benchmarks.common import (
     best_chunk,
     common_args,
     device_arg,

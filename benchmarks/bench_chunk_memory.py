@@ -24,6 +24,12 @@ first conv's output and the ReLU's output).
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import json
 import subprocess
@@ -32,14 +38,14 @@ from pathlib import Path
 
 import torch
 
-from common import common_args, device_arg, header, load_average, smoke_threads, write
+from benchmarks.common import common_args, device_arg, header, load_average, smoke_threads, write
 
 MIB = 2 ** 20
 
 CHILD = r"""
 import json, resource, sys, time
 import torch
-from bench_chunk_memory import conv_net
+from benchmarks.bench_chunk_memory import conv_net
 from torchlime import explain
 from torchlime.image.segments import grid
 size, chunk, n, threads, cells, device = (*map(int, sys.argv[1:6]), torch.device(sys.argv[6]))
@@ -103,7 +109,7 @@ def row_bytes(size: int) -> tuple[int, int, int]:
 def measure(size: int, chunk: int, n: int, threads: int, cells: int, device: torch.device) -> dict:
     proc = subprocess.run([sys.executable, "-c", CHILD, str(size), str(chunk), str(n), str(threads), str(cells),
                            str(device)], capture_output=True, text=True, timeout=3600,
-                          cwd=Path(__file__).resolve().parent)
+                          cwd=Path(__file__).resolve().parents[1])
     if proc.returncode != 0:
         return dict(error=proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

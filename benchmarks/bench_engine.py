@@ -16,6 +16,12 @@ is timed once, after the rest.
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import json
 import os
@@ -31,7 +37,17 @@ import torch
 from torchlime.image import explain_image
 from torchlime.image.segments import skimage_segments, slic
 
-from common import Normalize, common_args, header, perturbed_images, summary, test_image, timed, vision_model, write
+from benchmarks.common import (
+    Normalize,
+    common_args,
+    header,
+    perturbed_images,
+    summary,
+    test_image,
+    timed,
+    vision_model,
+    write,
+)
 
 MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)

@@ -32,6 +32,12 @@ own floor, accelerate="fast" <= 0.075 s, one 299x299 image segmented in <= 3 ms.
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import time
 import traceback
@@ -44,7 +50,7 @@ from torchlime.accel import Accelerated
 from torchlime.image import explain_image
 from torchlime.image.segments import slic
 
-from common import (
+from benchmarks.common import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     Normalize,

@@ -26,16 +26,22 @@ interleaved repetitions (torchlime, floor, next variant ...), synchronised, medi
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import time
 import traceback
 
 import torch
-from bench_gpu_latency import NORMALIZE, VARIANTS, build_variant, explain_fn, settings
 
 from torchlime.image.segments import slic
 
-from common import (
+from benchmarks.bench_gpu_latency import NORMALIZE, VARIANTS, build_variant, explain_fn, settings
+from benchmarks.common import (
     best_chunk,
     common_args,
     device_arg,
@@ -58,7 +64,7 @@ from common import (
 
 DEFAULT_VARIANTS = ["default", "fast", "bf16_channels_last"]
 PEAK_GOAL_BYTES = 8 * 10**9
-POOL_ROWS = 4096  # torchlime's largest chunk (torchlime.chunking.MAX_CHUNK)
+POOL_ROWS = 4096  # torchlime's largest chunk (torchlime.stages.forward.chunking.MAX_CHUNK)
 
 
 def image_batch(n_images: int, size: int) -> torch.Tensor:

@@ -32,6 +32,12 @@ overhead / plain step; logging seconds / explaining seconds) and the machine's l
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import logging
 import statistics
@@ -42,12 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_probe_overhead import Trainer, grid_features, make_model
 
-from torchlime.integrations.tensorboard import TensorBoardProbe, summary_writer
+from torchlime.integrations.tensorboard_probe import TensorBoardProbe, summary_writer
 from torchlime.training import ProbeExplainer
 
-from common import (
+from benchmarks.bench_probe_overhead import Trainer, grid_features, make_model
+from benchmarks.common import (
     common_args,
     device_arg,
     header,
@@ -166,7 +172,7 @@ def lightning_part(args, device: torch.device, images: torch.Tensor, tmp: Path, 
         return dict(skipped=f"lightning is not installed ({why})")
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from torchlime.integrations.lightning import ExplainCallback
+    from torchlime.integrations.lightning_callback import ExplainCallback
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
         logging.getLogger(name).setLevel(logging.ERROR)  # "GPU available: ..." and the like

@@ -13,6 +13,12 @@ sizes it can hold, for comparison.
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import json
 import subprocess
@@ -21,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from common import common_args, header, write
+from benchmarks.common import common_args, header, write
 
 CHILD = r"""
 import json, resource, sys, time

@@ -26,6 +26,12 @@ non-deterministic kernels can make two plain runs differ).
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import os
 import statistics
@@ -35,10 +41,20 @@ from typing import Any, Optional
 
 import torch
 
-from torchlime.features import grid
+from torchlime.stages.features import grid
 from torchlime.training import ProbeExplainer
 
-from common import common_args, device_arg, header, load_average, size_defaults, smoke_threads, summary, sync, write
+from benchmarks.common import (
+    common_args,
+    device_arg,
+    header,
+    load_average,
+    size_defaults,
+    smoke_threads,
+    summary,
+    sync,
+    write,
+)
 
 
 def make_model(device: torch.device) -> torch.nn.Module:

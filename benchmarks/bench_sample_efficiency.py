@@ -17,6 +17,12 @@ records its own grid); ``--resume`` keeps the models already written and runs th
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import json
 import statistics
@@ -26,14 +32,14 @@ import warnings
 import torch
 
 from torchlime import explain
-from torchlime.adaptive import Adaptive
-from torchlime.designs import AntitheticSampler, SobolSampler, StratifiedSampler
-from torchlime.features import grid
+from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.image.segments import slic
-from torchlime.quality import UnreliableExplanationWarning
-from torchlime.sampling import BernoulliSampler
+from torchlime.methods.adaptive import Adaptive
+from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler
+from torchlime.stages.features import grid
+from torchlime.stages.sampling import BernoulliSampler
 
-from common import common_args, header, vision_model, write
+from benchmarks.common import common_args, header, vision_model, write
 
 DESIGNS = {"bernoulli": BernoulliSampler(), "stratified": StratifiedSampler(), "antithetic": AntitheticSampler(),
            "sobol": SobolSampler()}

@@ -24,6 +24,12 @@ if installed) and whether the label maps are identical. Every time is the median
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import contextlib
 import os
@@ -37,7 +43,7 @@ import torch
 from torchlime.image import LIME_QUICKSHIFT
 from torchlime.image.segments import slic
 
-from common import (
+from benchmarks.common import (
     common_args,
     device_arg,
     header,

@@ -16,6 +16,12 @@ memory of each mode's call.
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 from typing import Any, Callable
 
@@ -25,7 +31,7 @@ from torch import nn
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller
 
-from common import (
+from benchmarks.common import (
     best_chunk,
     common_args,
     device_arg,

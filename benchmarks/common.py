@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from torchlime._cli_bench import device_name  # one definition, shared with `torchlime bench`
+from torchlime.cli.bench import device_name  # one definition, shared with `torchlime bench`
 
 RESULTS = Path(__file__).resolve().parent / "results"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -122,13 +122,13 @@ def normalized(images: torch.Tensor, mean=IMAGENET_MEAN, std=IMAGENET_STD) -> to
 
 def formatted(rows: torch.Tensor, model) -> torch.Tensor:
     """``rows`` in the dtype and memory layout torchlime writes its chunks in for ``model``
-    (``torchlime.forward.input_format``: an ``Accelerated`` wrapper's autocast dtype and
+    (``torchlime.stages.forward.model.input_format``: an ``Accelerated`` wrapper's autocast dtype and
     channels-last, a module's floating dtype, channels-last 4-D input for conv nets on the CPU),
     so a floor forwards what torchlime forwards. The result is an inference tensor, like torchlime's
     chunks (built under ``torch.inference_mode()``): a compiled model then runs the floor and
     torchlime on one graph (normal tensors would compile a second). ``rows`` built under inference
     mode are not copied when the format leaves them as they are."""
-    from torchlime.forward import input_format
+    from torchlime.stages.forward.model import input_format
 
     fmt = input_format(model, rows[:1])
     with torch.inference_mode():

@@ -10,7 +10,7 @@ with ``torchlime.metrics`` on its own recorded perturbation:
 * label flip when the top 3 features are hidden,
 * gold recall at k = |gold| and at k = 3, ROC-AUC of the coefficients against the gold features,
 * stability: the mean pairwise Jaccard index of the top 5 across the three seeds,
-* weighted R² of the surrogate, and the share of explanations ``torchlime.quality`` flags.
+* weighted R² of the surrogate, and the share of explanations ``torchlime.engine.quality`` flags.
 
 Methods (every one with the modality's fill): ``lime`` (lime's defaults: Bernoulli(1/2) masks,
 or lime's uniform-count masks for text; exponential kernel on the cosine distance, width 0.25;
@@ -27,11 +27,16 @@ inputs. Results: ``results/quality.json``; report: ``benchmarks/QUALITY.md``
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import math
 import os
 import subprocess
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -40,21 +45,20 @@ from typing import Any, Callable, Optional
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torchlime  # noqa: E402
 from torchlime import metrics  # noqa: E402
-from torchlime.adaptive import Adaptive  # noqa: E402
-from torchlime.bayes import BayesianRidge  # noqa: E402
-from torchlime.designs import AntitheticSampler, SobolSampler, StratifiedSampler  # noqa: E402
-from torchlime.explanation import Explanation  # noqa: E402
-from torchlime.presets import PRESETS  # noqa: E402
-from torchlime.quality import UnreliableExplanationWarning  # noqa: E402
-from torchlime.sampling import BernoulliSampler, Sampler  # noqa: E402
-from torchlime.smile import SmileKernel  # noqa: E402
-from torchlime.surrogate import KLasso, Lasso, Ridge  # noqa: E402
-from torchlime.weighting import ExponentialKernel, UniformKernel  # noqa: E402
+from torchlime.engine.explanation import Explanation  # noqa: E402
+from torchlime.engine.presets import PRESETS  # noqa: E402
+from torchlime.engine.quality import UnreliableExplanationWarning  # noqa: E402
+from torchlime.methods.adaptive import Adaptive  # noqa: E402
+from torchlime.methods.baylime import BayesianRidge  # noqa: E402
+from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler  # noqa: E402
+from torchlime.methods.smile import SmileKernel  # noqa: E402
+from torchlime.stages.sampling import BernoulliSampler, Sampler  # noqa: E402
+from torchlime.stages.surrogate import KLasso, Lasso, Ridge  # noqa: E402
+from torchlime.stages.weighting import ExponentialKernel, UniformKernel  # noqa: E402
 
-from common import common_args, header, load_average, size_defaults, write  # noqa: E402
+from benchmarks.common import common_args, header, load_average, size_defaults, write  # noqa: E402
 
 HELD_OUT_SEED = 2026  # never used to train the embedded models (images 0/1, audio 1/2, text 0/1)
 METHODS = ("lime", "stratified", "antithetic", "sobol", "lasso", "klasso", "bayes", "uniform", "smile", "auto",
@@ -360,7 +364,7 @@ def stats(values: torch.Tensor) -> dict[str, Any]:
 
 
 def flagged_inputs(exp: Explanation) -> tuple[torch.Tensor, dict[str, int]]:
-    """Bool (B,): inputs with any ``torchlime.quality`` flag, and how many inputs each flag concerns."""
+    """Bool (B,): inputs with any ``torchlime.engine.quality`` flag, and how many inputs each flag concerns."""
     quality = exp.meta.get("quality") or {}
     out = torch.zeros(exp.coef.shape[0], dtype=torch.bool)
     counts = {}

@@ -241,7 +241,7 @@ def auto_samples(payload: dict[str, Any]) -> str:
 
 
 def flags(payload: dict[str, Any]) -> str:
-    """Which ``torchlime.quality`` flags were raised, per modality and method (inputs per seed)."""
+    """Which ``torchlime.engine.quality`` flags were raised, per modality and method (inputs per seed)."""
     lines = []
     for mod, rec in payload["modalities"].items():
         for name, m in rec["methods"].items():
@@ -253,8 +253,8 @@ def flags(payload: dict[str, Any]) -> str:
                              + f" (seeds {', '.join(map(str, payload['seeds']))}); {m['unreliable_calls']} of "
                                f"{len(payload['seeds'])} calls warned")
     total = sum(len(r["methods"]) for r in payload["modalities"].values())
-    head = (f"`torchlime.quality` flags raised, over {total} (modality, method) pairs:" if lines else
-            f"`torchlime.quality` raised no flag in any of the {total} (modality, method) pairs.")
+    head = (f"`torchlime.engine.quality` flags raised, over {total} (modality, method) pairs:" if lines else
+            f"`torchlime.engine.quality` raised no flag in any of the {total} (modality, method) pairs.")
     return "\n".join([head, ""] + lines if lines else [head])
 
 

@@ -25,6 +25,12 @@ probabilities out). Results: results/tabular_faithfulness.json (CPU; other devic
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import time
 
@@ -34,8 +40,8 @@ import torch
 from torchlime import KLasso
 from torchlime.tabular import explain_tabular, fit_stats
 
-from common import common_args, device_arg, header, optional_module, size_defaults, smoke_threads, write
-from faithfulness_lib import MAX_GOLD, decision_tree_fit, sparse_logreg_fit, summary
+from benchmarks.common import common_args, device_arg, header, optional_module, size_defaults, smoke_threads, write
+from benchmarks.faithfulness_lib import MAX_GOLD, decision_tree_fit, sparse_logreg_fit, summary
 
 TOP_K = 10
 

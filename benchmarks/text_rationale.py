@@ -21,6 +21,12 @@ The masked LM for infill is ``BigramMLM`` fitted on the training corpus
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import time
 from typing import Any, Callable
@@ -30,10 +36,10 @@ import torch
 from torchlime.text import explain_tokens
 from torchlime.text.data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset
 from torchlime.text.infill import Infiller
-from torchlime.text.kernel import HybridKernel
 from torchlime.text.models import BigramMLM, load_text_model
+from torchlime.text.proximity import HybridKernel
 
-from common import common_args, device_arg, header, size_defaults, smoke_threads, write
+from benchmarks.common import common_args, device_arg, header, size_defaults, smoke_threads, write
 
 
 def roc_auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,12 @@ results/token_faithfulness.json (CPU; other devices add ``_<device>``, smoke run
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import math
 import time
@@ -53,8 +59,8 @@ from torchlime import KLasso
 from torchlime.text import explain_tokens
 from torchlime.text.data import CLS, MASK, PAD, SEP, SPECIALS, VOCAB, make_text_dataset
 
-from common import common_args, device_arg, header, optional_module, size_defaults, write
-from faithfulness_lib import MAX_GOLD, decision_tree_fit, sparse_logreg_fit, summary
+from benchmarks.common import common_args, device_arg, header, optional_module, size_defaults, write
+from benchmarks.faithfulness_lib import MAX_GOLD, decision_tree_fit, sparse_logreg_fit, summary
 
 TOP_K = 10
 

@@ -26,23 +26,35 @@ chooses them on separate clips and writes ``veracity_tuning.json``).
 """
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from torchlime.audio import data as audio_data  # noqa: E402
 from torchlime.audio.models import load_audio_model  # noqa: E402
 
-from common import RESULTS, header, write  # noqa: E402
-from veracity_lib import ATTACK, SETTINGS, adversarials, explain_many, flip_curve, localised_recovery, summarise  # noqa: E402
-from veracity_report import load, plots, tables  # noqa: E402
-from veracity_tune import tune  # noqa: E402
+from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.veracity_lib import (  # noqa: E402
+    ATTACK,
+    SETTINGS,
+    adversarials,
+    explain_many,
+    flip_curve,
+    localised_recovery,
+    summarise,
+)
+from benchmarks.veracity_report import load, plots, tables  # noqa: E402
+from benchmarks.veracity_tune import tune  # noqa: E402
 
 
 def prepare(model: torch.nn.Module, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from torchlime.audio import explain_spectrogram
-from torchlime.features import grid
-from torchlime.sampling import BernoulliSampler, valid_features
-from torchlime.surrogate import Ridge
-from torchlime.weighting import ExponentialKernel, mask_distance
+from torchlime.stages.features import grid
+from torchlime.stages.sampling import BernoulliSampler, valid_features
+from torchlime.stages.surrogate import Ridge
+from torchlime.stages.weighting import ExponentialKernel, mask_distance
 
 N_SAMPLES = 8192
 ATTACK = dict(eps=1.0, alpha=20.0, lr=0.04, steps=60)

@@ -13,11 +13,11 @@ from typing import Any
 
 import torch
 
-from torchlime.sampling import BernoulliSampler, ShapleySampler, UniformCountSampler
-from torchlime.surrogate import Ridge
-from torchlime.weighting import ExponentialKernel, UniformKernel
+from torchlime.stages.sampling import BernoulliSampler, ShapleySampler, UniformCountSampler
+from torchlime.stages.surrogate import Ridge
+from torchlime.stages.weighting import ExponentialKernel, UniformKernel
 
-from veracity_lib import ATTACK, N_SAMPLES, adversarials, explain_many, flip_curve, localised_recovery, refit
+from benchmarks.veracity_lib import ATTACK, N_SAMPLES, adversarials, explain_many, flip_curve, localised_recovery, refit
 
 CONTENTS = ("zero", "mean", "noise", "shuffle", "blur")  # "min" is within 0.004 of "zero" on log1p spectra
 SAMPLERS = (BernoulliSampler(0.75), UniformCountSampler(), ShapleySampler())

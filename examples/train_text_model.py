@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from torchlime.text.data import FILLER_IDS, MASK, PAD, VOCAB, make_text_dataset
+from torchlime.text.edits import delete_tokens
 from torchlime.text.models import VOCAB_FILE, WEIGHTS, TextCNN
-from torchlime.text.perturb import delete_tokens
 
 
 def augment(ids: torch.Tensor, attn: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,7 +7,7 @@ import torch
 from torchlime import explain
 from torchlime.accel import Accelerated, bucket
 
-from helpers import grid_labels
+from tests.helpers import grid_labels
 
 
 class Recorder(torch.nn.Module):

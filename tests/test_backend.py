@@ -24,8 +24,8 @@ from torchlime.image import explain_image  # noqa: E402
 from torchlime.kernels import blend as KB  # noqa: E402
 from torchlime.kernels import slic as KS  # noqa: E402
 
-from helpers import adjusted_rand_index  # noqa: E402
-from triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
+from tests.helpers import adjusted_rand_index  # noqa: E402
+from tests.helpers.triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
 INTERPRETED = KB.interpreted()
 
@@ -108,7 +108,7 @@ def test_explain_spectrogram_through_the_kernels(device, monkeypatch, kernel_cal
 
 
 def test_host_syncs_on_the_kernel_path(device, monkeypatch):
-    from test_host_syncs import count_syncs
+    from tests.helpers.syncs import count_syncs
 
     monkeypatch.setenv("TORCHLIME_BACKEND", "triton")
     model = net().to(device)

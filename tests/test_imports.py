@@ -1,5 +1,6 @@
-"""The house rules, read from the source: no import circles, ``_backend`` is the only door to
-``kernels/``, front doors use the engine and import none of its internals, small modules."""
+"""The house rules, read from the source: no import circles; the stages import only stages, the
+methods only stages (never the engine), the engine no front door; ``_backend`` is the only door to
+``kernels/``; front doors use the engine and import none of its internals; small modules."""
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,16 @@ FRONT_DOORS = ("torchlime.image._explain", "torchlime.audio._explain", "torchlim
                "torchlime.tabular._explain")
 #: engine internals a front door must not reach for (it builds features, with ``features.grid`` if it
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
-INTERNALS = ("torchlime.features.relabel", "torchlime.features.FeatureMap", "torchlime.sampling",
-             "torchlime.chunking", "torchlime.surrogate", "torchlime._backend")
+INTERNALS = ("torchlime.stages.features.relabel", "torchlime.stages.features.FeatureMap", "torchlime.stages.sampling",
+             "torchlime.stages.forward.chunking", "torchlime.stages.surrogate", "torchlime._backend",
+             "torchlime.engine.run")
+#: what each layer may import (besides itself): prefixes of module names
+SHARED = ("torchlime._checks", "torchlime.typing")
+MAY_IMPORT = {
+    "torchlime.stages": ("torchlime.stages", "torchlime._backend", *SHARED),
+    "torchlime.methods": ("torchlime.stages", "torchlime.methods", *SHARED),
+    "torchlime.engine": ("torchlime.engine", "torchlime.stages", "torchlime.methods", "torchlime.accel", *SHARED),
+}
 
 
 def modules() -> dict[str, Path]:
@@ -75,6 +84,17 @@ def test_no_import_circles():
             visit(name)
 
 
+@pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
+def test_layers_import_only_what_is_below_them(layer):
+    """Stages never import methods or the engine; methods reach the engine only through the stages'
+    hooks (Sampler, Kernel, Surrogate, fills); the engine imports no front door or tool on top of it."""
+    members = [n for n in GRAPH if n == layer or n.startswith(layer + ".")]
+    assert members
+    for name in members:
+        bad = sorted(t for t in edges(name) if t != "torchlime" and not t.startswith(MAY_IMPORT[layer]))
+        assert bad == [], f"{name} imports {bad}"
+
+
 def test_only_the_backend_imports_kernels():
     offenders = [n for n, targets in GRAPH.items() if any(t.startswith("torchlime.kernels") for t in targets)
                  and n != "torchlime._backend"]
@@ -101,10 +121,34 @@ def test_modules_are_small(name):
     assert len(modules()[name].read_text().splitlines()) <= 400
 
 
-@pytest.mark.parametrize("sub", ["torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.metrics",
+@pytest.mark.parametrize("sub", ["torchlime.stages", "torchlime.engine", "torchlime.methods", "torchlime.cli",
+                                 "torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.metrics",
                                  "torchlime.dataset", "torchlime.tabular"])
 def test_subpackages_declare_all(sub):
     import importlib
 
     module = importlib.import_module(sub)
     assert module.__all__ and all(hasattr(module, n) for n in module.__all__)
+
+
+#: libraries a torchlime module could be mistaken for (beside the standard library and what is installed)
+LIBRARIES = {"shap", "lime", "captum", "lightning", "tensorboard", "sklearn", "skimage", "transformers",
+             "torchvision", "torchaudio", "kornia", "numpy", "scipy", "matplotlib", "triton", "safetensors", "tqdm",
+             "quantus", "zennit"}
+#: names that are meant to echo another module's: ``torchlime.typing`` holds the package's type aliases;
+#: ``torchlime.kernels`` is the Triton kernels' folder, fixed by the layout (never installed top-level)
+ECHOES = {"typing", "kernels"}
+
+
+def test_no_module_shares_a_name_with_a_library():
+    import importlib.util
+    import sys
+
+    clashes = []
+    for name in modules():
+        base = name.rsplit(".", 1)[-1]
+        if name == "torchlime" or base.startswith("_") or base in ECHOES:
+            continue
+        if base in LIBRARIES or base in sys.stdlib_module_names or importlib.util.find_spec(base) is not None:
+            clashes.append(name)
+    assert clashes == []

@@ -10,7 +10,7 @@ import torch
 from torchlime import Explanation, explain
 from torchlime.training import ProbeExplainer, preserved_rng
 
-from helpers import grid_labels
+from tests.helpers import grid_labels
 
 FEATS = grid_labels(6, 6, 2, 3).view(1, 1, 6, 6)
 

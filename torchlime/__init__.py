@@ -1,32 +1,34 @@
 """torchlime: fast, batched, device-side LIME for PyTorch.
 
-Every stage (masks, perturbation, forward pass, kernel, surrogate fit) runs as
-batched tensor work on the input's device, for many inputs and targets at once.
-The engine's stages are the top-level modules (``features``, ``sampling``,
-``baselines``, ``perturb``, ``forward``, ``weighting``, ``surrogate``), chained by
-``torchlime.explain`` (module ``engine``), which accepts the methods named in ``registry``;
-modality front doors live in ``torchlime.image``, ``torchlime.audio``, ``torchlime.text`` and
-``torchlime.tabular``. The method zoo: ``designs`` (stratified, antithetic, Sobol masks), ``shap``
-(KernelSHAP), ``bayes`` (BayLIME), ``smile`` (SMILE kernels), ``selection`` (lime's feature
-selection), ``pick`` (SP-LIME); ``metrics`` measures explanations, ``dataset`` explains data sets.
+Every stage (masks, perturbation, forward pass, kernel, surrogate fit) runs as batched tensor
+work on the input's device, for many inputs and targets at once. ``torchlime.stages`` holds the
+six stages in pipeline order, ``torchlime.engine`` chains them (``explain``), ``torchlime.methods``
+is the method zoo; the modality front doors are ``image``, ``audio``, ``text`` and ``tabular``;
+``metrics`` measures explanations and ``dataset`` explains whole data sets.
 """
-from . import _aliases
-from .accel import Accelerated
-from .audio import explain_spectrogram, explain_waveform
-from .bayes import BayesianRidge
-from .dataset import explain_dataset, load_results
-from .engine import explain
-from .explanation import Explanation
-from .image import explain_image
-from .pick import submodular_pick
-from .sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
-from .selection import Select
-from .smile import SmileKernel
-from .surrogate import KLasso, Lasso, Ridge, Surrogate
-from .tabular import explain_tabular
-from .text import HybridKernel, Infiller, explain_tokens, word_ids_from_encoding
-from .training import ProbeExplainer
-from .weighting import ExponentialKernel, Kernel, UniformKernel
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from torchlime import _aliases
+from torchlime.accel import Accelerated
+from torchlime.audio import explain_spectrogram, explain_waveform
+from torchlime.dataset import explain_dataset, load_results
+from torchlime.engine import explain
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.quality import UnreliableExplanationWarning
+from torchlime.image import explain_image
+from torchlime.methods.baylime import BayesianRidge
+from torchlime.methods.feature_selection import Select
+from torchlime.methods.smile import SmileKernel
+from torchlime.methods.sp_lime import submodular_pick
+from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
+from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
+from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
+from torchlime.tabular import explain_tabular
+from torchlime.text import HybridKernel, Infiller, explain_tokens, word_ids_from_encoding
+from torchlime.training import ProbeExplainer
 
 _aliases.install()
 
@@ -34,8 +36,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "explain", "explain_image", "explain_spectrogram", "explain_waveform", "explain_tokens", "explain_tabular",
-    "explain_dataset", "load_results", "Explanation", "Accelerated", "ProbeExplainer", "Infiller", "HybridKernel",
-    "word_ids_from_encoding", "Sampler", "BernoulliSampler", "UniformCountSampler", "ShapleySampler",
-    "Kernel", "ExponentialKernel", "UniformKernel", "SmileKernel", "Surrogate", "Ridge", "Lasso", "KLasso",
-    "BayesianRidge", "Select", "submodular_pick",
+    "explain_dataset", "load_results", "Explanation", "UnreliableExplanationWarning", "Accelerated",
+    "ProbeExplainer", "Infiller", "HybridKernel", "word_ids_from_encoding", "Sampler", "BernoulliSampler",
+    "UniformCountSampler", "ShapleySampler", "Kernel", "ExponentialKernel", "UniformKernel", "SmileKernel",
+    "Surrogate", "Ridge", "Lasso", "KLasso", "BayesianRidge", "Select", "submodular_pick",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Old submodules as attributes (``torchlime.quality``): the alias, with a DeprecationWarning."""
+    if f"torchlime.{name}" in _aliases.ALIASES:
+        return importlib.import_module(f"torchlime.{name}")
+    raise AttributeError(f"module 'torchlime' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """``python -m torchlime``: the ``torchlime`` command line (``torchlime.cli``)."""
 import sys
 
-from .cli import main
+from torchlime.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

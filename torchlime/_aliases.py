@@ -1,4 +1,4 @@
-"""Old flat module paths (``torchlime.segments``, ``torchlime.audio_data``, ...) as aliases.
+"""Old module paths (``torchlime.sampling``, ``torchlime.segments``, ...) as aliases of their new homes.
 
 Each old path resolves to the module that now holds its code, so code written against
 the flat layout keeps working; importing an old path warns once with the new one.
@@ -11,10 +11,11 @@ import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
-#: old module path -> the module that replaces it
-ALIASES = {
+#: old module path -> the module(s) that replace it (a tuple: the names of several modules)
+ALIASES: dict[str, Union[str, tuple[str, ...]]] = {
+    # the flat layout before the modality subpackages
     "torchlime.segments": "torchlime.image.segments",
     "torchlime.viz": "torchlime.image.viz",
     "torchlime.models": "torchlime.image.models",
@@ -28,18 +29,61 @@ ALIASES = {
     "torchlime.text_data": "torchlime.text.data",
     "torchlime.text_models": "torchlime.text.models",
     "torchlime.text_viz": "torchlime.text.viz",
-    "torchlime.text_kernel": "torchlime.text.kernel",
+    "torchlime.text_kernel": "torchlime.text.proximity",
     "torchlime.text_infill": "torchlime.text.infill",
-    "torchlime.text_perturb": "torchlime.text.perturb",
+    "torchlime.text_perturb": "torchlime.text.edits",
+    # the flat stages, engine pieces and methods before the stages/engine/methods subpackages
+    "torchlime.features": "torchlime.stages.features",
+    "torchlime.sampling": "torchlime.stages.sampling",
+    "torchlime.baselines": "torchlime.stages.perturb.fills",
+    "torchlime.perturb": "torchlime.stages.perturb.blend",
+    "torchlime.perturbation": "torchlime.stages.perturb.record",
+    "torchlime.chunking": "torchlime.stages.forward.chunking",
+    "torchlime.targets": "torchlime.stages.forward.targets",
+    "torchlime.weighting": "torchlime.stages.weighting",
+    "torchlime.surrogate": "torchlime.stages.surrogate",
+    "torchlime._run": "torchlime.engine.run",
+    "torchlime.explanation": "torchlime.engine.explanation",
+    "torchlime.registry": "torchlime.engine.registry",
+    "torchlime.presets": "torchlime.engine.presets",
+    "torchlime.quality": "torchlime.engine.quality",
+    "torchlime.designs": "torchlime.methods.designs",
+    "torchlime.adaptive": "torchlime.methods.adaptive",
+    "torchlime.shap": "torchlime.methods.kernel_shap",
+    "torchlime.bayes": "torchlime.methods.baylime",
+    "torchlime.smile": "torchlime.methods.smile",
+    "torchlime.selection": "torchlime.methods.feature_selection",
+    "torchlime.pick": "torchlime.methods.sp_lime",
+    "torchlime.text.kernel": "torchlime.text.proximity",
+    "torchlime.text.perturb": "torchlime.text.edits",
+    "torchlime.tabular._kernel": "torchlime.tabular._proximity",
+    "torchlime.metrics._perturbation": "torchlime.metrics._replay",
+    "torchlime.integrations.lightning": "torchlime.integrations.lightning_callback",
+    "torchlime.integrations.tensorboard": "torchlime.integrations.tensorboard_probe",
+    "torchlime._cli_common": "torchlime.cli._common",
+    "torchlime._cli_inputs": "torchlime.cli._inputs",
+    "torchlime._cli_model": "torchlime.cli._model",
+    "torchlime._cli_write": "torchlime.cli._write",
+    "torchlime._cli_explain": "torchlime.cli.explain",
+    "torchlime._cli_dataset": "torchlime.cli.explain_dataset",
+    "torchlime._cli_bench": "torchlime.cli.bench",
+    "torchlime.forward": ("torchlime.stages.forward.model", "torchlime.stages.forward.passes"),
 }
 
 
 class _AliasLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         target = ALIASES[spec.name]
-        warnings.warn(f"`{spec.name}` moved to `{target}`; the old path is an alias",
-                      DeprecationWarning, stacklevel=2)
-        return importlib.import_module(target)
+        names = (target,) if isinstance(target, str) else target
+        warnings.warn(f"`{spec.name}` moved to `{' and '.join(names)}`; the old path is an alias that will be "
+                      f"removed in the next release", DeprecationWarning, stacklevel=2)
+        if isinstance(target, str):
+            return importlib.import_module(target)
+        merged = ModuleType(spec.name, f"Alias of {', '.join(names)}.")
+        for name in names:  # a module split in several: one namespace with the public names of all of them
+            module = importlib.import_module(name)
+            merged.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+        return merged
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run: the target module is already imported."""

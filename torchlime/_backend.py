@@ -50,7 +50,7 @@ def interpreting() -> bool:
     """True when the kernels run under Triton's interpreter (on CPU tensors)."""
     if not triton_available():
         return False
-    from .kernels import blend as kernel
+    from torchlime.kernels import blend as kernel
 
     return kernel.interpreted()
 
@@ -89,11 +89,11 @@ def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torc
     """
     extras: dict[str, Any] = dict(out_dtype=out_dtype, mean=mean, std=std, channels_last=channels_last)
     if use_triton(x):
-        from .kernels import blend as kernel
+        from torchlime.kernels import blend as kernel
 
         if kernel.supports(x, base, labels, masks):
             return kernel.blend(x, base, labels, masks, **extras)
-    from .kernels.reference import blend_torch
+    from torchlime.kernels.reference import blend_torch
 
     return blend_torch(x, base, labels, masks, **extras)
 
@@ -105,7 +105,7 @@ def normalize_stats(mean: Any, std: Any, like: torch.Tensor) -> tuple[torch.Tens
     Made once per call: ``blend`` then uses them as they are on every chunk, where statistics given
     as Python numbers would be copied from the host (a synchronisation on CUDA) chunk after chunk.
     """
-    from .kernels.reference import compute_dtype
+    from torchlime.kernels.reference import compute_dtype
 
     dtype = compute_dtype(like.dtype)
     return (torch.as_tensor(mean, dtype=dtype, device=like.device).reshape(-1),
@@ -114,7 +114,7 @@ def normalize_stats(mean: Any, std: Any, like: torch.Tensor) -> tuple[torch.Tens
 
 def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
     """SLIC's per-pixel features [colour, y * scale, x * scale]: float32 (B, C + 2, H, W)."""
-    from .kernels.reference import slic_features as features
+    from torchlime.kernels.reference import slic_features as features
 
     return features(colour, scale)
 
@@ -123,11 +123,11 @@ def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, 
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``."""
     if use_triton(features):
-        from .kernels import slic as kernel
+        from torchlime.kernels import slic as kernel
 
         if kernel.supports_assign(features, centres, cell):
             return kernel.assign(features, centres, cell)
-    from .kernels.reference import assign_torch
+    from torchlime.kernels.reference import assign_torch
 
     return assign_torch(features, centres, cell)
 
@@ -137,10 +137,10 @@ def slic_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
     """SLIC centre update: (per-centre feature sums, int32 pixel counts), see
     ``kernels.reference.update_torch``; the kernel is a deterministic per-centre reduction."""
     if use_triton(features):
-        from .kernels import slic as kernel
+        from torchlime.kernels import slic as kernel
 
         if kernel.supports_update(features, labels, n_centres, cell):
             return kernel.update(features, labels, n_centres, cell)
-    from .kernels.reference import update_torch
+    from torchlime.kernels.reference import update_torch
 
     return update_torch(features, labels, n_centres, cell)

@@ -23,8 +23,8 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, describe
-from .forward import InputFormat
+from torchlime._checks import check_positive_int, describe
+from torchlime.stages.forward.model import InputFormat
 
 AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 CompileArg = Union[bool, dict]

@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from ._checks import check_integer, check_positive_int, check_tensor, describe
-from .explanation import Explanation
-from .forward import eval_mode
+from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime.engine.explanation import Explanation
+from torchlime.stages.forward.model import eval_mode
 
 
 @contextlib.contextmanager
@@ -102,8 +102,8 @@ class ProbeExplainer:
                  every: int = 100, stream: bool = False,
                  explain_fn: Optional[Callable[..., Explanation]] = None, max_history: Optional[int] = 256,
                  sink: Optional[Callable[[int, Explanation], Any]] = None, **explain_kwargs: Any) -> None:
-        from .engine import explain
-        from .image import explain_image
+        from torchlime.engine import explain
+        from torchlime.image import explain_image
 
         if not callable(model):
             raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")

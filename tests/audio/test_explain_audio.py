@@ -8,9 +8,9 @@ from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.audio._explain import model_sample_rate
 from torchlime.audio.segments import bin_frequencies, mel_bands, spectrogram_segments
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, smooth_edges, stft
-from torchlime.features import even_bands, grid
-from torchlime.perturb import Chunk
-from torchlime.presets import PRESETS
+from torchlime.engine.presets import PRESETS
+from torchlime.stages.features import even_bands, grid
+from torchlime.stages.perturb.blend import Chunk
 
 
 class CellModel(torch.nn.Module):

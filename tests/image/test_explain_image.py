@@ -7,7 +7,7 @@ import torch
 from torchlime.image import LIME_QUICKSHIFT, explain_image
 from torchlime.image.segments import slic
 
-from helpers import grid_labels
+from tests.helpers import grid_labels
 
 
 class SquareDetector(torch.nn.Module):

@@ -2,16 +2,13 @@
 readable conditions, the recorded perturbation, and the front door's house rules."""
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
-from tabular_helpers import SklearnModel, breast_cancer, lime_explain, logistic, one_thread
 
-import torchlime.tabular as tabular
 from torchlime.tabular import conditions, explain_tabular, fit_stats
+
+from tests.helpers.tabular import SklearnModel, breast_cancer, lime_explain, logistic, one_thread
 
 
 @pytest.fixture(autouse=True)
@@ -139,16 +136,3 @@ def test_lime_captured_samples_helper_roundtrip():
     assert binary.shape == inverse.shape == (1, 50, 30) and (binary[:, 0] == 1).all()
     assert np.array_equal(inverse[0, 0], x_te[0])
     explainer.explain_instance(x_te[0], clf.predict_proba, num_samples=20)
-
-
-def test_subpackage_declares_all_and_front_door_uses_the_engine_only():
-    assert tabular.__all__ and all(hasattr(tabular, n) for n in tabular.__all__)
-    source = Path(tabular.__file__).with_name("_explain.py").read_text()
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
-            imported.add(("." * node.level) + (node.module or ""))
-            imported.update(f"{'.' * node.level}{node.module}.{a.name}" for a in node.names)
-    internals = ("..features", "..sampling", "..chunking", "..surrogate", ".._backend")
-    assert not [m for m in imported if m.startswith(internals)], imported
-    assert "..engine.explain" in imported

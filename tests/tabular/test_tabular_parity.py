@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tabular_helpers import SklearnModel, breast_cancer, lime_explain, logistic, one_thread, relative_max_diff
 
 from torchlime import Ridge
-from torchlime.perturb import Chunk
+from torchlime.stages.perturb.blend import Chunk
 from torchlime.tabular import TabularPerturbation, TabularSampler, explain_tabular, fit_stats, keep_probability
+
+from tests.helpers.tabular import SklearnModel, breast_cancer, lime_explain, logistic, one_thread, relative_max_diff
 
 lime_tabular = pytest.importorskip("lime.lime_tabular")
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import pct, with_sem
+from tests.helpers import pct, with_sem
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 RESULT = BENCH / "results" / "tabular_faithfulness.json"
 DOC = BENCH / "TABULAR.md"
-CONSTANTS = {"0.75": "lime's kernel width factor", "0.1": "torchlime.quality's R² threshold",
+CONSTANTS = {"0.75": "lime's kernel width factor", "0.1": "torchlime.engine.quality's R² threshold",
              "5.2": "the LIME paper's section"}
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tabular_helpers import breast_cancer
 
 from torchlime.tabular import entropy_bins, fit_stats, quantile_bins
+
+from tests.helpers.tabular import breast_cancer
 
 discretize = pytest.importorskip("lime.discretize")
 lime_tabular = pytest.importorskip("lime.lime_tabular")

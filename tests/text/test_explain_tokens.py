@@ -7,10 +7,10 @@ import torch
 
 from torchlime import Ridge
 from torchlime.text import explain_tokens, token_features, word_ids_from_encoding
-from torchlime.text.perturb import delete_tokens
+from torchlime.text.edits import delete_tokens
 
-from reference import cosine_distance_to_ones, weighted_ridge
-from text_helpers import CLS, MASK, PAD, SEP, PositionBag, Recorder, batch_with_padding
+from tests.helpers.reference import cosine_distance_to_ones, weighted_ridge
+from tests.helpers.text import CLS, MASK, PAD, SEP, PositionBag, Recorder, batch_with_padding
 
 
 def perturb_reference(ids: list[int], attn: list[int], feats: list[int], mask: np.ndarray, mode: str,

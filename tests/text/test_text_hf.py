@@ -6,9 +6,9 @@ import torch
 
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller
-from torchlime.text.kernel import HybridKernel
+from torchlime.text.proximity import HybridKernel
 
-from text_helpers import Recorder
+from tests.helpers.text import Recorder
 
 transformers = pytest.importorskip("transformers")
 

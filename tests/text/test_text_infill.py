@@ -9,9 +9,9 @@ import torch
 
 from torchlime.text import explain_tokens
 from torchlime.text.infill import Infiller, is_trivial, mlm_candidates
-from torchlime.text.kernel import HybridKernel
+from torchlime.text.proximity import HybridKernel
 
-from text_helpers import CLS, MASK, PAD, SEP, VOCAB, CheatMLM, PositionBag, Recorder, ToyMLM, batch_with_padding
+from tests.helpers.text import CLS, MASK, PAD, SEP, VOCAB, CheatMLM, PositionBag, Recorder, ToyMLM, batch_with_padding
 
 SPECIAL = [CLS, SEP]
 

@@ -9,7 +9,7 @@ import torch
 from torchlime.text import explain_tokens
 from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, tokens_html
 
-from text_helpers import CLS, MASK, SEP, PositionBag
+from tests.helpers.text import CLS, MASK, SEP, PositionBag
 
 
 class Tags(html.parser.HTMLParser):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import pct, with_sem
+from tests.helpers import pct, with_sem
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 RESULT = BENCH / "results" / "token_faithfulness.json"

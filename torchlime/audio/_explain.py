@@ -1,6 +1,6 @@
 """LIME for audio models: ``explain_spectrogram`` and ``explain_waveform``.
 
-Each builds time-frequency features (``segments``), a fill (``torchlime.baselines``)
+Each builds time-frequency features (``segments``), a fill (``torchlime.stages.perturb.fills``)
 and, where the perturbation is not a plain blend, a perturbation or a model wrapper,
 then calls the engine once:
 
@@ -20,16 +20,23 @@ from typing import Any, Optional
 
 import torch
 
-from .._checks import check_choice, check_finite, check_ndim, check_positive_float, check_positive_int, check_tensor
-from ..baselines import BaselineSpec, Blur
-from ..engine import explain
-from ..explanation import Explanation
-from ..features import even_bands, grid
-from ..forward import Model
-from ..presets import PRESETS, UNSET, check_preset, resolve
-from ..registry import resolve_kernel
-from .segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
-from .stft import ISTFTModel, crossfade_blend, istft, stft
+from torchlime._checks import (
+    check_choice,
+    check_finite,
+    check_ndim,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
+from torchlime.audio.segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
+from torchlime.audio.stft import ISTFTModel, crossfade_blend, istft, stft
+from torchlime.engine import explain
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.presets import PRESETS, UNSET, check_preset, resolve
+from torchlime.engine.registry import resolve_kernel
+from torchlime.stages.features import even_bands, grid
+from torchlime.stages.forward.model import Model
+from torchlime.stages.perturb.fills import BaselineSpec, Blur
 
 BLUR_SIGMA = 2.0  # bins / frames (samples for waveforms) of the audio "blur" fill
 #: the audio names of fills that differ from the engine's: a light blur, and the old
@@ -121,7 +128,7 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
             "time", "freq", "mel" (bands equally spaced on the mel scale), "slic"
             (superpixels), an integer map (Fr, Tm) / (B or 1, [1 or C,] Fr, Tm) or a callable.
         time_segments, freq_segments: slots and bands of the grids.
-        baseline: the fill of hidden segments (``torchlime.baselines``): "zero" (silence),
+        baseline: the fill of hidden segments (``torchlime.stages.perturb.fills``): "zero" (silence),
             "min", "max", "signal_mean", "noise", "shuffle", "blur" (a Gaussian of
             ``BLUR_SIGMA`` bins), "mean" (each segment's own mean), a number, a tensor or a
             callable. Default: the preset's fill (``preset="lime"``: "mean"), else "zero".

@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import nn
 
-from . import data as audio_data
+from torchlime.audio import data as audio_data
 
 WEIGHTS = "audio_cnn.pt"
 METADATA = "audio_cnn.json"

@@ -18,8 +18,8 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from .._checks import check_integer, check_positive_int, describe
-from ..features import grid
+from torchlime._checks import check_integer, check_positive_int, describe
+from torchlime.stages.features import grid
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 SEGMENTATIONS = ("grid", "time", "freq", "mel", "slic")
@@ -96,7 +96,7 @@ def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1
     Returns:
         long (B, Fr, Tm), labels 0..F_b-1 per spectrogram (``torchlime.image.segments.slic``).
     """
-    from ..image.segments import slic_labels
+    from torchlime.image.segments import slic_labels
 
     x = specs.float()
     lo = x.amin(dim=(1, 2, 3), keepdim=True)

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..forward import model_placement
-from ..perturb import Chunk, gather_rows
+from torchlime.stages.forward.model import model_placement
+from torchlime.stages.perturb.blend import Chunk, gather_rows
 
 
 def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> torch.Tensor:

@@ -18,10 +18,10 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .._checks import check_ndim, check_tensor, describe, require
-from ..explanation import Explanation
-from .segments import bin_frequencies
-from .stft import istft, stft
+from torchlime._checks import check_ndim, check_tensor, describe, require
+from torchlime.audio.segments import bin_frequencies
+from torchlime.audio.stft import istft, stft
+from torchlime.engine.explanation import Explanation
 
 
 def _axes(meta: dict[str, Any], n_freq: int, n_time: int, sample_rate: Optional[float],

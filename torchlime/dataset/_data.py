@@ -35,7 +35,7 @@ from torch.utils.data import (
 )
 from torch.utils.data.distributed import DistributedSampler
 
-from .._checks import describe
+from torchlime._checks import describe
 
 Batch = tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]  # positions (b,), inputs (b, ...), labels
 _COPIED = ("num_workers", "collate_fn", "pin_memory", "timeout", "worker_init_fn", "multiprocessing_context",

@@ -17,14 +17,14 @@ from typing import Any, Callable, Optional, Union
 import torch
 from tqdm.auto import tqdm
 
-from .._checks import check_positive_int, describe
-from ..chunking import check_max_memory
-from ..explanation import Explanation
-from ..image import explain_image
-from ._data import Source
-from ._describe import describe_model, describe_value, fingerprint, input_fingerprint
-from ._distributed import Context, context, place
-from ._store import OPTIONAL, REQUIRED, Store, clean_temporary, collect, environment, hook, shard_range
+from torchlime._checks import check_positive_int, describe
+from torchlime.dataset._data import Source
+from torchlime.dataset._describe import describe_model, describe_value, fingerprint, input_fingerprint
+from torchlime.dataset._distributed import Context, context, place
+from torchlime.dataset._store import OPTIONAL, REQUIRED, Store, clean_temporary, collect, environment, hook, shard_range
+from torchlime.engine.explanation import Explanation
+from torchlime.image import explain_image
+from torchlime.stages.forward.chunking import check_max_memory
 
 _PADDED = ("coef", "coef_std")
 

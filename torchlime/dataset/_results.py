@@ -15,8 +15,8 @@ from typing import Any, Iterator, Optional, Union
 import torch
 from safetensors import safe_open
 
-from .._checks import describe
-from ._store import OPTIONAL, REQUIRED, collect, read_index
+from torchlime._checks import describe
+from torchlime.dataset._store import OPTIONAL, REQUIRED, collect, read_index
 
 _PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
 

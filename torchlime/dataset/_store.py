@@ -38,7 +38,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ._describe import differences
+from torchlime.dataset._describe import differences
 
 FORMAT = "torchlime.dataset/1"
 SHARD_FORMAT = "torchlime.dataset.shard/1"

@@ -5,11 +5,11 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
-from ..engine import explain
-from ..explanation import Explanation
-from ..forward import InputFormat, Model
-from ..presets import UNSET, resolve
-from .segments import resolve_segments
+from torchlime.engine import explain
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.presets import UNSET, resolve
+from torchlime.image.segments import resolve_segments
+from torchlime.stages.forward.model import InputFormat, Model
 
 #: lime's image segmentation (lime_image.explain_instance's default); "quickshift" uses it
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
@@ -42,7 +42,7 @@ def explain_image(model: Model, images: torch.Tensor, *,
             bf16 autocast, channels-last and ``torch.compile`` on CUDA).
         preset: "lime" reproduces ``lime_image.LimeImageExplainer`` (quickshift,
             mean-colour fill, Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 1000,
-            top 5 labels); see ``torchlime.presets``.
+            top 5 labels); see ``torchlime.engine.presets``.
         **kwargs: every other ``torchlime.explain`` keyword (target, n_samples, baseline,
             sampler, kernel, surrogate, batch_size, generator, max_memory, ...).
 

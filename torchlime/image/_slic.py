@@ -21,9 +21,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .. import _backend
-from ..features import relabel
-from ._connect import connect
+from torchlime import _backend
+from torchlime.image._connect import connect
+from torchlime.stages.features import relabel
 
 _BIG = 1e30  # distance to a centre outside the grid
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from ._explain import explain_image
-from .data import CLASS_NAMES, make_images
-from .models import load_demo_model
-from .segments import slic
+from torchlime.image._explain import explain_image
+from torchlime.image.data import CLASS_NAMES, make_images
+from torchlime.image.models import load_demo_model
+from torchlime.image.segments import slic
 
 HELD_OUT_SEED = 2026  # never used for training (train: 0, validation: 1)
 
@@ -80,7 +80,7 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
     pred = exp.target[:, 0]
     pngs = []
     try:
-        from .viz import save_image_explanation
+        from torchlime.image.viz import save_image_explanation
 
         for i in range(n_images):
             pngs.append(str(save_image_explanation(

@@ -14,8 +14,8 @@ from typing import Any, Callable, Sequence, Union
 import numpy as np
 import torch
 
-from .. import _backend
-from .._checks import (
+from torchlime import _backend
+from torchlime._checks import (
     check_choice,
     check_integer,
     check_ndim,
@@ -26,9 +26,9 @@ from .._checks import (
     describe,
     require,
 )
-from ..features import grid as feature_grid
-from ..features import relabel
-from ._slic import finish, iterate_torch, iterate_triton, seed_grid, to_lab
+from torchlime.image._slic import finish, iterate_torch, iterate_triton, seed_grid, to_lab
+from torchlime.stages.features import grid as feature_grid
+from torchlime.stages.features import relabel
 
 SegmentsArg = Union[None, str, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]
 METHODS = ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic")

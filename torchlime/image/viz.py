@@ -12,9 +12,9 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .._checks import check_positive_int, require
-from ..explanation import Explanation
-from .segments import boundaries
+from torchlime._checks import check_positive_int, require
+from torchlime.engine.explanation import Explanation
+from torchlime.image.segments import boundaries
 
 
 def image_and_mask(images: torch.Tensor, exp: Explanation, *, target_index: int = 0,
@@ -172,7 +172,7 @@ def plot_coefficients_with_uncertainty(exp: Explanation, index: int = 0, target_
         >>> len(fig.axes[0].patches)  # one bar per feature
         8
     """
-    from .._checks import check_positive_float
+    from torchlime._checks import check_positive_float
 
     plt = require("matplotlib.pyplot", "viz", "plot_coefficients_with_uncertainty")
     check_positive_float(z, "z")

@@ -3,7 +3,7 @@
 Every metric that perturbs inputs hides features exactly as the explanation did (its recorded
 ``explanation.perturbation``: the same fill, fused normalisation, token deletion or
 replacement, inverse STFT) and runs all rows of all inputs and targets through the model in
-one chunked pass (``torchlime.chunking``), and refuses ``inputs`` other than the explained ones.
+one chunked pass (``torchlime.stages.forward.chunking``), and refuses ``inputs`` other than the explained ones.
 Explanations without a record (loaded from a file, moved with ``to``) are perturbed as a blend
 of ``inputs`` and ``baseline=`` (default: the fill recorded in ``meta["baseline"]`` when it is a
 number or a name; random fills then draw from seed 0).
@@ -18,13 +18,13 @@ number or a name; random fills then draw from seed 0).
 
 Results are (B, T) tensors (per input and target) or (B,).
 """
-from .agreement import feature_mask, gold_recall, token_roc_auc
-from .curves import Curves, deletion, insertion, region_perturbation
-from .faithfulness import faithfulness_correlation, label_flip
-from .fidelity import infidelity
-from .sensitivity import max_sensitivity
-from .stability import jaccard_topk, kendall_w
-from .viz import plot_curves
+from torchlime.metrics.agreement import feature_mask, gold_recall, token_roc_auc
+from torchlime.metrics.curves import Curves, deletion, insertion, region_perturbation
+from torchlime.metrics.faithfulness import faithfulness_correlation, label_flip
+from torchlime.metrics.fidelity import infidelity
+from torchlime.metrics.sensitivity import max_sensitivity
+from torchlime.metrics.stability import jaccard_topk, kendall_w
+from torchlime.metrics.viz import plot_curves
 
 __all__ = [
     "deletion", "insertion", "region_perturbation", "Curves", "label_flip", "faithfulness_correlation",

@@ -9,8 +9,8 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from .._checks import check_positive_int, check_tensor, describe
-from ..explanation import Explanation
+from torchlime._checks import check_positive_int, check_tensor, describe
+from torchlime.engine.explanation import Explanation
 
 FeatureSet = Union[torch.Tensor, Sequence[Sequence[int]]]
 BY = ("value", "abs")

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_positive_int, check_tensor, describe
-from ..explanation import Explanation
-from ._common import FeatureSet, average_ranks, check_by, check_explanation, feature_set, ranking_key, top_k_mask
+from torchlime._checks import check_positive_int, check_tensor, describe
+from torchlime.engine.explanation import Explanation
+from torchlime.metrics._common import (
+    FeatureSet,
+    average_ranks,
+    check_by,
+    check_explanation,
+    feature_set,
+    ranking_key,
+    top_k_mask,
+)
 
 
 def feature_mask(explanation: Explanation, mask: torch.Tensor) -> torch.Tensor:

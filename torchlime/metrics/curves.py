@@ -22,11 +22,11 @@ from typing import Any, NamedTuple, Optional, Union
 
 import torch
 
-from .._checks import check_choice
-from ..baselines import BaselineSpec
-from ..forward import Model, OutputSelector
-from ._common import check_bool, check_optional_int, feature_ranks, trapezoid
-from ._perturbation import check_run_options, perturbed, score_masks
+from torchlime._checks import check_choice
+from torchlime.metrics._common import check_bool, check_optional_int, feature_ranks, trapezoid
+from torchlime.metrics._replay import check_run_options, perturbed, score_masks
+from torchlime.stages.forward.model import Model, OutputSelector
+from torchlime.stages.perturb.fills import BaselineSpec
 
 
 class Curves(NamedTuple):
@@ -107,13 +107,13 @@ def deletion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline: 
             applied from the recorded perturbation).
         inputs: (B, ...) the explained inputs.
         explanation: their ``Explanation``.
-        baseline: None (the explanation's own fill) or a fill (``torchlime.baselines``; text
+        baseline: None (the explanation's own fill) or a fill (``torchlime.stages.perturb.fills``; text
             perturbations, which delete or replace tokens, ignore it). An explanation without its
             perturbation (loaded from a file) is perturbed as the plain blend
             ``where(kept, inputs, baseline)`` over ``explanation.features`` (default fill 0), with
             the model called on it directly: no fused normalisation, token packing or inverse STFT.
         steps: None (one feature per step) or the number of evenly spaced steps.
-        batch_size: rows per model call (None: measured, ``torchlime.chunking``).
+        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
         output, softmax: as in ``torchlime.explain``.
         return_curves: also return the curves and the x positions.
 

@@ -9,12 +9,12 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .._checks import check_positive_int
-from ..baselines import BaselineSpec
-from ..forward import Model, OutputSelector
-from ..sampling import Rows, make_key
-from ._common import check_by, feature_ranks, ranking_key
-from ._perturbation import check_run_options, perturbed, score_masks
+from torchlime._checks import check_positive_int
+from torchlime.metrics._common import check_by, feature_ranks, ranking_key
+from torchlime.metrics._replay import check_run_options, perturbed, score_masks
+from torchlime.stages.forward.model import Model, OutputSelector
+from torchlime.stages.perturb.fills import BaselineSpec
+from torchlime.stages.sampling import Rows, make_key
 
 _SUBSET_STREAM = 16  # random stream of the subsets (the engine's masks use 0-3, its fills 7-10)
 

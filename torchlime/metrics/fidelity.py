@@ -27,12 +27,12 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .._checks import check_positive_float, check_positive_int, check_tensor, describe
-from ..forward import Model, OutputSelector
-from ..perturb import Chunk, perturb_rows
-from ..sampling import Rows, make_key
-from ._common import check_bool, check_explanation, given_perturbations
-from ._perturbation import check_run_options, score_rows
+from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
+from torchlime.metrics._common import check_bool, check_explanation, given_perturbations
+from torchlime.metrics._replay import check_run_options, score_rows
+from torchlime.stages.forward.model import Model, OutputSelector
+from torchlime.stages.perturb.blend import Chunk, perturb_rows
+from torchlime.stages.sampling import Rows, make_key
 
 _NOISE_STREAM = 17  # random streams of the Gaussian perturbations (17 and 18)
 

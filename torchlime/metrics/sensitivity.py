@@ -16,10 +16,10 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
-from .._checks import check_positive_float, check_positive_int, check_tensor, describe
-from ..explanation import Explanation
-from ..sampling import Rows, make_key
-from ._common import given_perturbations
+from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
+from torchlime.engine.explanation import Explanation
+from torchlime.metrics._common import given_perturbations
+from torchlime.stages.sampling import Rows, make_key
 
 _UNIFORM_STREAM = 19  # random stream of the default perturbations
 

@@ -9,9 +9,9 @@ from typing import Any, Sequence
 
 import torch
 
-from .._checks import check_positive_int, describe
-from ..explanation import Explanation
-from ._common import average_ranks, check_by, check_explanation, ranking_key, top_k_mask
+from torchlime._checks import check_positive_int, describe
+from torchlime.engine.explanation import Explanation
+from torchlime.metrics._common import average_ranks, check_by, check_explanation, ranking_key, top_k_mask
 
 
 def _stack(explanations: Any) -> list[Explanation]:

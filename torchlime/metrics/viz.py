@@ -5,8 +5,8 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from .._checks import check_tensor, describe, require
-from ._common import trapezoid
+from torchlime._checks import check_tensor, describe, require
+from torchlime.metrics._common import trapezoid
 
 
 def plot_curves(curves: torch.Tensor, x: torch.Tensor, labels: Optional[Sequence[str]] = None, *,

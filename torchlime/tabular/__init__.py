@@ -6,12 +6,12 @@ samples are drawn as lime draws them from the training statistics (``fit_stats``
 by lime's kernel on the scaled rows, and fitted by the engine in one batched call.
 ``conditions`` writes the explanation as lime does ("1.60 < petal length <= 4.35").
 """
-from ._conditions import bin_condition, conditions
-from ._discretize import DISCRETIZERS, entropy_bins, quantile_bins
-from ._explain import explain_tabular
-from ._kernel import ScaledEuclideanKernel, default_width
-from ._sample import TabularPerturbation, TabularSampler, keep_probability
-from ._stats import TabularStats, fit_stats
+from torchlime.tabular._conditions import bin_condition, conditions
+from torchlime.tabular._discretize import DISCRETIZERS, entropy_bins, quantile_bins
+from torchlime.tabular._explain import explain_tabular
+from torchlime.tabular._proximity import ScaledEuclideanKernel, default_width
+from torchlime.tabular._sample import TabularPerturbation, TabularSampler, keep_probability
+from torchlime.tabular._stats import TabularStats, fit_stats
 
 __all__ = ["explain_tabular", "conditions", "bin_condition", "fit_stats", "TabularStats", "TabularSampler",
            "TabularPerturbation", "ScaledEuclideanKernel", "keep_probability", "default_width", "quantile_bins",

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from .._checks import check_positive_int, describe
-from ..explanation import Explanation
+from torchlime._checks import check_positive_int, describe
+from torchlime.engine.explanation import Explanation
 
 
 def _number(value: float) -> str:

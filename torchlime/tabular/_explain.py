@@ -14,16 +14,16 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from .._checks import check_choice, check_finite, check_positive_float, check_tensor, describe
-from ..engine import explain
-from ..explanation import Explanation
-from ..forward import Model
-from ..presets import UNSET, check_preset
-from ..weighting import ExponentialKernel
-from ._discretize import DISCRETIZERS
-from ._kernel import ScaledEuclideanKernel, default_width
-from ._sample import TabularPerturbation, TabularSampler, keep_probability
-from ._stats import TabularStats, as_float64, fit_stats
+from torchlime._checks import check_choice, check_finite, check_positive_float, check_tensor, describe
+from torchlime.engine import explain
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.presets import UNSET, check_preset
+from torchlime.stages.forward.model import Model
+from torchlime.stages.weighting import ExponentialKernel
+from torchlime.tabular._discretize import DISCRETIZERS
+from torchlime.tabular._proximity import ScaledEuclideanKernel, default_width
+from torchlime.tabular._sample import TabularPerturbation, TabularSampler, keep_probability
+from torchlime.tabular._stats import TabularStats, as_float64, fit_stats
 
 _RESERVED = ("features", "perturb_fn", "baseline")
 #: presets with tabular settings: the others would only swap the surrogate (the sampler, kernel

@@ -29,9 +29,9 @@ from typing import Any, Optional
 
 import torch
 
-from ..perturb import Chunk
-from ..sampling import Rows, Sampler, make_key
-from ._stats import TabularStats
+from torchlime.stages.perturb.blend import Chunk
+from torchlime.stages.sampling import Rows, Sampler, make_key
+from torchlime.tabular._stats import TabularStats
 
 _MASK, _LEVEL, _VALUE = 101, 102, 103  # hash streams (the engine's samplers use 0..3)
 _TINY = 1e-300

@@ -17,8 +17,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import check_choice, check_finite, describe
-from ._discretize import DISCRETIZERS, entropy_bins, quantile_bins
+from torchlime._checks import check_choice, check_finite, describe
+from torchlime.tabular._discretize import DISCRETIZERS, entropy_bins, quantile_bins
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,16 +16,16 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
 
-from .._checks import check_choice, check_integer, check_tensor, describe
-from ..engine import explain
-from ..explanation import Explanation
-from ..forward import score
-from ..presets import UNSET, resolve
-from ..registry import resolve_kernel
-from ._single import SingleSampler
-from .infill import Infiller, joint_fill
-from .kernel import HybridKernel, embedding_matrix
-from .perturb import TokenChunk, TokenModel, make_perturb_fn, pack, resolve_model_inputs
+from torchlime._checks import check_choice, check_integer, check_tensor, describe
+from torchlime.engine import explain
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.presets import UNSET, resolve
+from torchlime.engine.registry import resolve_kernel
+from torchlime.stages.forward.passes import score
+from torchlime.text._single import SingleSampler
+from torchlime.text.edits import TokenChunk, TokenModel, make_perturb_fn, pack, resolve_model_inputs
+from torchlime.text.infill import Infiller, joint_fill
+from torchlime.text.proximity import HybridKernel, embedding_matrix
 
 MODES = ("replace", "delete", "infill")
 _RESERVED = ("inputs", "features", "baseline", "perturb_fn")
@@ -174,7 +174,7 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
         infill: an ``Infiller`` or a masked LM (wrapped with default settings).
         kernel: as in ``explain``, or a ``HybridKernel`` (weights from the perturbed text).
         generator: seed or ``torch.Generator`` (masks and infill sampling).
-        batch_size: rows per model call (default: measured, see ``torchlime.chunking``).
+        batch_size: rows per model call (default: measured, see ``torchlime.stages.forward.chunking``).
         **kwargs: ``explain`` keywords (target, n_samples, preset, sampler,
             surrogate, softmax, output, masks, return_samples, progress, ...).
 

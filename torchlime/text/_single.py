@@ -26,9 +26,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from ..sampling import Rows, Sampler
-from .infill import Infiller, choose, mlm_candidates
-from .perturb import TokenChunk, pack
+from torchlime.stages.sampling import Rows, Sampler
+from torchlime.text.edits import TokenChunk, pack
+from torchlime.text.infill import Infiller, choose, mlm_candidates
 
 Scorer = Callable[[Callable[[int, int], torch.Tensor], int], torch.Tensor]
 

@@ -27,10 +27,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from .._checks import check_choice, check_positive_float, check_positive_int, describe
-from ..forward import eval_mode, model_placement
-from .kernel import EmbeddingSpec, embedding_matrix
-from .perturb import call_token_model
+from torchlime._checks import check_choice, check_positive_float, check_positive_int, describe
+from torchlime.stages.forward.model import eval_mode, model_placement
+from torchlime.text.edits import call_token_model
+from torchlime.text.proximity import EmbeddingSpec, embedding_matrix
 
 STRATEGIES = ("sample", "argmax")
 PROTOCOLS = ("joint", "single")

@@ -14,8 +14,8 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from .._checks import require
-from ..explanation import Explanation
+from torchlime._checks import require
+from torchlime.engine.explanation import Explanation
 
 _GREEN = (22, 163, 74)
 _RED = (220, 38, 38)

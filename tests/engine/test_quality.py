@@ -1,0 +1,65 @@
+"""The quality check in every explanation (``torchlime.engine.quality``): flags, thresholds, one warning."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from torchlime import explain
+from torchlime.engine.quality import MIN_OUTPUT_STD, UnreliableExplanationWarning
+
+from tests.helpers import SegmentLinear, grid_labels
+
+LABELS = grid_labels(8, 8, 2, 4)
+
+
+def data():
+    return torch.rand(3, 3, 8, 8, generator=torch.Generator().manual_seed(0)), LABELS.view(1, 1, 8, 8)
+
+
+def run(model, **kw):
+    x, f = data()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exp = explain(model, x, f, n_samples=300, **kw)
+    return exp, [w for w in caught if issubclass(w.category, UnreliableExplanationWarning)]
+
+
+def test_saturated_softmax_is_flagged_once_and_logits_are_not():
+    model = SegmentLinear(LABELS, 8, n_out=4)
+    big = lambda v: model(v) + torch.tensor([50.0, 0, 0, 0])  # noqa: E731 - class 0 always certain
+    exp, caught = run(big, softmax=True)
+    assert len(caught) == 1 and "outputs barely vary" in str(caught[0].message)
+    assert "explain logits" in exp.meta["unreliable"]
+    assert sorted({b for b, _ in exp.meta["quality"]["saturated"]}) == [0, 1, 2]
+    assert exp.meta["quality"]["thresholds"]["min_output_std"] == MIN_OUTPUT_STD
+    clean, caught = run(model)
+    assert caught == [] and clean.meta["unreliable"] is None and clean.meta["quality"]["saturated"] == []
+
+
+def test_output_unrelated_to_the_features_is_a_poor_fit():
+    def noise(v):  # a score that ignores the features: a hash of the input
+        return torch.sin(v.flatten(1).sum(1, keepdim=True) * 1e3)
+
+    exp, caught = run(noise)
+    assert len(caught) == 1 and exp.meta["quality"]["poor_fit"]
+    assert "weighted R² below" in exp.meta["unreliable"]
+
+
+def test_a_narrow_kernel_leaves_too_few_effective_samples():
+    exp, caught = run(SegmentLinear(LABELS, 8), kernel=0.01)
+    assert len(caught) == 1 and exp.meta["quality"]["few_samples"] == [[0], [1], [2]]
+    assert "fewer effective samples (Kish) than features" in exp.meta["unreliable"]
+
+
+@pytest.mark.parametrize("front", ["image"])
+def test_the_demo_flags_its_saturated_image(front):
+    from torchlime.image import explain_image
+    from torchlime.image.data import make_images
+    from torchlime.image.models import load_demo_model
+
+    images, _, _ = make_images(4, seed=2026)  # image 0: a 'plus' the model is certain of
+    with pytest.warns(UnreliableExplanationWarning) as record:
+        exp = explain_image(load_demo_model(), images, n_segments=40, n_samples=300, softmax=True, baseline="mean")
+    assert len(record) == 1 and exp.meta["quality"]["saturated"]

@@ -1,0 +1,67 @@
+"""Counting host synchronisations: the operations that make the host wait for the device on CUDA.
+
+A ``TorchDispatchMode`` counts scalar reads, ``nonzero``, ``unique``, ``bincount``, ``equal``, boolean
+indexing and copies to the host; ``tolist`` / ``numpy`` / ``cpu`` / ``item`` calls are counted at the
+Python level; tensors made from Python data (``aten.lift_fresh``) are counted apart as uploads.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+SYNCING = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.nonzero.default,
+           aten.equal.default, aten.masked_select.default, aten.bincount.default, aten._unique2.default,
+           aten.unique_dim.default, aten.unique_consecutive.default, aten._unique.default,
+           aten.repeat_interleave.Tensor}
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts the dispatched operations that synchronise the host with a CUDA device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.uploads: list[str] = []  # tensors made from Python data: host-to-device copies on CUDA
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten.lift_fresh.default:
+            self.uploads.append("tensor from host data")
+        elif func in SYNCING:
+            self.ops.append(str(func))
+        elif func is aten.index.Tensor and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])):
+            self.ops.append("index with a bool mask")
+        elif func is aten._to_copy.default and kwargs.get("device") is not None \
+                and torch.device(kwargs["device"]).type == "cpu" and args[0].device.type != "cpu":
+            self.ops.append("copy to the host")
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def count_syncs(uploads: Optional[list] = None) -> Iterator[list[str]]:
+    """Yields the list of synchronising operations seen inside the block; the tensors made from
+    Python data are appended to ``uploads`` when it is given."""
+    counter = SyncCounter()
+    if uploads is not None:
+        counter.uploads = uploads
+    patched = {}
+    for name in ("tolist", "numpy", "item", "cpu"):
+        original = getattr(torch.Tensor, name)
+
+        def wrapper(self, *a, _name=name, _original=original, **k):
+            counter.ops.append(f"Tensor.{_name}")
+            return _original(self, *a, **k)
+
+        patched[name] = original
+        setattr(torch.Tensor, name, wrapper)
+    try:
+        with counter:
+            yield counter.ops
+    finally:
+        for name, original in patched.items():
+            setattr(torch.Tensor, name, original)

@@ -1,0 +1,215 @@
+"""The chunk-size policy (``torchlime.stages.forward.chunking``): measured on real rows, cached, bounded, and
+coefficients that never depend on it. Timings come from a fake clock, so the tests are exact."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchlime import Accelerated, explain
+from torchlime.stages.forward import chunking
+
+from tests.helpers import grid_labels
+
+
+class Clocked(torch.nn.Module):
+    """A model whose calls cost ``cost(n)`` seconds on a fake clock; records every size it sees."""
+
+    def __init__(self, clock: list, cost=lambda n: 0.002 + 1e-4 * n + (n > 64) * 1e-4 * n) -> None:
+        super().__init__()
+        self.clock, self.cost = clock, cost
+        self.lin = torch.nn.Linear(16, 3)
+        self.sizes: list[int] = []
+
+    def forward(self, x):
+        self.sizes.append(x.shape[0])
+        self.clock[0] += self.cost(x.shape[0])
+        return self.lin(x.flatten(1))
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [0.0]
+    chunking.clear_cache()
+    monkeypatch.setattr(chunking.time, "perf_counter", lambda: now[0])
+    yield now
+    chunking.clear_cache()
+
+
+def data(b=2):
+    return torch.rand(b, 1, 4, 4, generator=torch.Generator().manual_seed(0)), grid_labels(4, 4, 2, 4).view(1, 1, 4, 4)
+
+
+def test_measures_then_keeps_the_fastest_size(clock):
+    model = Clocked(clock)
+    x, f = data()
+    exp = explain(model, x, f, n_samples=2000)
+    # each size warms up once and is timed three times, doubling until two doublings in a row do not
+    # lower the time per row by > 2 % (128 and 256 are slower per row than 64)
+    assert model.sizes[:20] == [4] * 4 + [8] * 4 + [16] * 4 + [32] * 4 + [64] * 4
+    assert model.sizes[20:28] == [128] * 4 + [256] * 4 and set(model.sizes[28:-1]) == {64}
+    assert sum(model.sizes) == 2 * 2000  # every row exactly once, the unperturbed inputs included
+    assert exp.meta["batch_size"] == 64
+    model.sizes.clear()
+    explain(model, x, f, n_samples=2000)  # cached: no measurement
+    assert set(model.sizes[:-1]) == {64}
+
+
+def test_smallest_size_within_two_percent_of_the_fastest(clock):
+    model = Clocked(clock, cost=lambda n: 1e-3 * n + (0.0 if n >= 16 else 5e-3))  # flat from 16 on
+    x, f = data()
+    explain(model, x, f, n_samples=500)
+    assert chunking._CACHE[next(iter(chunking._CACHE))].best == 16
+
+
+def test_one_disturbed_timing_does_not_choose_the_size(clock):
+    """A busy machine adds time to some calls: the fastest of a size's timed calls counts, so a
+    single slow call of 8, 16 and 32 (the machine busy elsewhere) does not end the search at 4."""
+    seen: dict[int, int] = {}
+
+    def cost(n: int) -> float:
+        seen[n] = seen.get(n, 0) + 1
+        return 0.002 + 1e-4 * n + (n > 64) * 1e-4 * n + (0.05 if n in (8, 16, 32) and seen[n] == 2 else 0.0)
+
+    model = Clocked(clock, cost=cost)
+    x, f = data()
+    exp = explain(model, x, f, n_samples=2000)
+    assert exp.meta["batch_size"] == 64
+
+
+def test_measurement_carries_over_calls_with_few_rows(clock):
+    model = Clocked(clock)
+    x, f = data(1)
+    for _ in range(4):
+        explain(model, x, f, n_samples=40)
+    entry = next(iter(chunking._CACHE.values()))
+    assert set(entry.per_row) >= {4, 8, 16} and sum(model.sizes) == 160
+
+
+def test_coefficients_do_not_depend_on_the_chunk(clock):
+    model = Clocked(clock)
+    x, f = data(3)
+    runs = [explain(model, x, f, n_samples=700, batch_size=b, return_samples=True) for b in (1, 7, 64, 2100)]
+    runs.append(explain(model, x, f, n_samples=700, return_samples=True))  # the measured sizes
+    for r in runs[1:]:  # the same masks; outputs and coefficients up to the model's own batch effects
+        assert torch.equal(r.samples, runs[0].samples)
+        torch.testing.assert_close(r.outputs, runs[0].outputs, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(r.coef, runs[0].coef, rtol=1e-5, atol=1e-6)
+
+
+def test_fixed_sizes_are_kept(clock):
+    model = Clocked(clock)
+    x, f = data()
+    explain(model, x, f, n_samples=100, batch_size=30)
+    assert model.sizes == [30] * 6 + [20]
+    inner = Clocked(clock)
+    explain(Accelerated(inner, chunk_size=16), x, f, n_samples=100)
+    assert set(inner.sizes) <= {16, 8}
+
+
+class Fails(torch.nn.Module):
+    """Raises ``error`` for chunks larger than ``limit`` rows."""
+
+    def __init__(self, limit: int, error: Exception) -> None:
+        super().__init__()
+        self.limit, self.error = limit, error
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(16, 3)
+        self.sizes: list[int] = []
+
+    def forward(self, x):
+        self.sizes.append(x.shape[0])
+        if x.shape[0] > self.limit:
+            raise self.error
+        return self.lin(x.flatten(1))
+
+
+def test_device_out_of_memory_halves_and_keeps_finished_rows():
+    x, f = data()
+    plain = explain(Fails(10_000, RuntimeError()), x, f, n_samples=200, batch_size=64)
+    model = Fails(20, torch.OutOfMemoryError("fake: out of memory"))
+    with pytest.warns(RuntimeWarning) as record:
+        exp = explain(model, x, f, n_samples=200, batch_size=64)
+    assert [str(w.message) for w in record][:2] == [
+        "out of memory with a chunk of 64 samples; retrying with 32 (finished samples are kept)",
+        "out of memory with a chunk of 32 samples; retrying with 16 (finished samples are kept)"]
+    assert model.sizes[:3] == [64, 32, 16] and sum(s for s in model.sizes if s <= 20) == 400
+    torch.testing.assert_close(exp.coef, plain.coef)
+
+
+class OutOfMemoryAbove(Clocked):
+    """A ``Clocked`` model (cheaper per row the larger the chunk: the search keeps doubling) that runs
+    out of device memory above ``limit`` rows; it stops a runaway search after ``max_calls`` calls."""
+
+    def __init__(self, clock: list, limit: int, max_calls: int = 500) -> None:
+        super().__init__(clock, cost=lambda n: 0.01 + 1e-5 * n)
+        self.limit, self.max_calls = limit, max_calls
+
+    def forward(self, x):
+        if len(self.sizes) >= self.max_calls:
+            raise AssertionError(f"the chunk-size search never ends: {self.max_calls} calls, sizes "
+                                 f"{self.sizes[-8:]}")
+        if x.shape[0] > self.limit:
+            self.sizes.append(x.shape[0])
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return super().forward(x)
+
+
+def test_out_of_memory_while_measuring_ends_the_search(clock):
+    """The search was doubling (4, 8, ..., 64, 128) when 128 rows ran out of memory: the search ends
+    at 64 at most, with one warning, instead of trying 128 again and again."""
+    model = OutOfMemoryAbove(clock, limit=100)
+    x, f = data()
+    with pytest.warns(RuntimeWarning) as record:
+        exp = explain(model, x, f, n_samples=2000)
+    assert [str(w.message) for w in record] == [
+        "out of memory with a chunk of 128 samples; retrying with 64 (finished samples are kept)"]
+    assert model.sizes.count(128) == 1 and max(s for s in model.sizes if s != 128) == 64
+    assert len(model.sizes) < 120 and exp.meta["batch_size"] == 64
+    entry = next(iter(chunking._CACHE.values()))
+    assert entry.best == 64 and entry.ceiling == 64
+    model.sizes.clear()
+    explain(model, x, f, n_samples=2000)  # cached: no measurement, no out-of-memory
+    assert set(model.sizes[:-1]) == {64}
+
+
+def test_candidate_sizes_stay_under_the_ceiling(clock):
+    plan = chunking.ChunkPlan(Clocked(clock), (), torch.device("cpu"), None)
+    plan.entry.per_row.update({4: 1.0, 8: 0.5, 16: 0.25})
+    assert plan._candidate() == 32
+    plan.entry.ceiling = 16
+    assert plan._candidate() <= 16
+
+
+def test_other_errors_are_never_taken_for_out_of_memory():
+    x, f = data()
+    model = Fails(0, RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate ... "
+                                  "out of memory"))
+    with pytest.raises(RuntimeError, match="DefaultCPUAllocator"):
+        explain(model, x, f, n_samples=50, batch_size=8)
+    assert model.sizes == [8]  # re-raised at once, no halving
+
+
+@pytest.mark.parametrize("value, error, match", [
+    ("half", TypeError, r"`max_memory` must be None, a number of bytes \(int\) or a fraction in \(0, 1\] "
+                        r"\(float\), got str 'half'"),
+    (0, ValueError, r"`max_memory` in bytes must be >= 1, got 0"),
+    (1.5, ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 1.5"),
+    (True, TypeError, r"`max_memory` must be None"),
+])
+def test_max_memory_errors(value, error, match):
+    x, f = data()
+    with pytest.raises(error, match=match):
+        explain(torch.nn.Flatten(), x, f, max_memory=value)
+
+
+@pytest.mark.cuda
+def test_peak_memory_within_the_budget_on_cuda(cuda):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(64, 10)).to(cuda)
+    images = torch.rand(4, 3, 128, 128, device=cuda)
+    chunking.clear_cache()
+    cap = 2 << 30
+    exp = explain(model, images, grid_labels(128, 128, 8, 8).view(1, 1, 128, 128).to(cuda), n_samples=2000,
+                  max_memory=cap)
+    assert 0 < exp.meta["peak_memory"] <= cap

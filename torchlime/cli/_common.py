@@ -1,0 +1,227 @@
+"""What every ``torchlime`` command shares: one-line errors, devices, targets, output folders.
+
+A command raises ``CliError`` for anything the user can fix (a file that cannot be read, a
+model that does not load, an option that does not fit the inputs); ``torchlime.cli`` prints it
+as one line on stderr with exit code 2. ``output_folder`` removes a folder the command created
+when the command fails, so an error never leaves an empty or half-written folder behind.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+import torch
+
+Target = Union[None, int, str]
+
+
+class CliError(Exception):
+    """A usage error of a command: printed as one line, exit code 2."""
+
+
+def one_line(message: Any, limit: int = 500) -> str:
+    """``message`` on one line (newlines joined with " | "), at most ``limit`` characters.
+
+    Example:
+        >>> one_line("first\\n  second\\n")
+        'first | second'
+    """
+    text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def model_failure(err: Exception, what: str) -> CliError:
+    """The one-line usage error for an explanation that raised: torchlime's own argument checks
+    (ValueError, TypeError) as they are, anything else as the model failing on ``what``, with a
+    hint for exported programs, which accept only the input shapes they were exported with."""
+    if isinstance(err, (ValueError, TypeError)):
+        return CliError(f"cannot explain {what}: {short_error(err)}")
+    hint = (" (an exported program accepts only the input shape it was exported with: pass inputs of that "
+            "shape, e.g. --size H W)" if "guard" in str(err).lower() else "")
+    msg = short_error(err)
+    if not re.match(r"^\w+(Error|Exception|Failure): ", msg):
+        msg = f"{type(err).__name__}: {msg}"
+    return CliError(f"the model failed on {what}: {msg}{hint}")
+
+
+def short_error(err: BaseException, limit: int = 300) -> str:
+    """One line of an exception from a model or a library: the last line of a traceback carried in the
+    message (TorchScript, DataLoader workers), a C++ source location prefix (``fn, file.cpp:61, ...``) removed.
+
+    Example:
+        >>> short_error(RuntimeError("Traceback of TorchScript ...\\n  code\\nRuntimeError: shapes differ\\n"))
+        'RuntimeError: shapes differ'
+    """
+    text = str(err).strip()
+    if "Traceback" in text:
+        text = text.splitlines()[-1]
+        text = re.sub(r"^[\w.]*CliError: ", "", text)
+    text = re.sub(r"^\w+, \S+:\d+, ", "", text)
+    return one_line(text, limit) or type(err).__name__
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``, checked.
+
+    Raises:
+        CliError: an unknown device, or CUDA asked for on a machine without it.
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise CliError(f"--device must be auto, cpu, cuda or cuda:N, got {name!r}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise CliError(f"--device must be auto, cpu, cuda or cuda:N, got {name!r}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CliError(f"--device {name}: torch.cuda.is_available() is False on this machine; use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise CliError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def parse_target(text: str, allow_label: bool = False) -> Target:
+    """``--target``: ``top`` (the top class: None), an int class, ``topK``, ``all`` (or ``label``).
+
+    Example:
+        >>> parse_target("top"), parse_target("3"), parse_target("top2"), parse_target("all")
+        (None, 3, 'top2', 'all')
+    """
+    if text == "top":
+        return None
+    if text in ("all",) or (allow_label and text == "label"):
+        return text
+    if text.startswith("top") and text[3:].isdigit() and int(text[3:]) >= 1:
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        kinds = "top, topK, all, label or a class index >= 0" if allow_label else "top, topK, all or a class index >= 0"
+        raise CliError(f"--target must be {kinds}, got {text!r}")
+    return value
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); nothing on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def output_folder(out: Path) -> Iterator[Path]:
+    """Create ``out`` on entry; if the body fails, remove it again when it was created here.
+
+    A folder that existed before is kept as it was given (files the command wrote stay).
+    """
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out} is a file, not a folder")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CliError(f"cannot create the output folder {out}: {err.strerror or err}") from None
+    try:
+        yield out
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def collected_warnings(into: list[str]) -> Iterator[None]:
+    """Record warnings (one line each, duplicates dropped) into ``into`` instead of printing them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                text = one_line(f"{w.category.__name__}: {w.message}", 300)
+                if text not in into:
+                    into.append(text)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as indented JSON (with a final newline)."""
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def unique_stems(paths: list[Path], out: Optional[Path] = None, keep: tuple[Path, ...] = ()) -> list[str]:
+    """A distinct file-name stem per path (``a``, ``a-2``, ... for repeated names).
+
+    With ``out``, a stem is also skipped when a file the command must not overwrite (``paths``
+    and ``keep``: the inputs, the model, its weights) lies in ``out`` under that stem (``out/a.png``
+    for stem ``a``): every output is named ``stem.*`` (or ``stem-K.*``), so no input is ever
+    overwritten by its own explanation.
+
+    Example:
+        >>> unique_stems([Path("x/a.png"), Path("y/a.png"), Path("b.wav")])
+        ['a', 'a-2', 'b']
+    """
+    kept: list[str] = []  # names of the files to keep that lie in `out` (links as links, not their targets)
+    if out is not None:
+        def place(q: Path) -> Path:  # absolute, ".." resolved, links not followed
+            return Path(os.path.normpath(q.absolute()))
+
+        folder = place(out)
+        kept = [place(q).name for q in (*paths, *keep) if place(q).parent == folder]
+    taken: set[str] = set()
+    seen: dict[str, int] = {}
+    result = []
+    for p in paths:
+        base = p.stem or "input"
+        while True:
+            seen[base] = seen.get(base, 0) + 1
+            stem = base if seen[base] == 1 else f"{base}-{seen[base]}"
+            if stem not in taken and not any(n == stem or n.startswith(stem + ".") for n in kept):
+                break
+        taken.add(stem)
+        result.append(stem)
+    return result
+
+
+def check_top_k(top_k: int, n_features: list[int], what: str, names: Optional[list[str]] = None) -> None:
+    """Refuse ``--top-k`` above the number of features of any input (as ``torchlime demo`` does)."""
+    fewest = min(n_features)
+    if top_k > fewest:
+        where = f" ({names[n_features.index(fewest)]})" if names else ""
+        raise CliError(f"--top-k must be at most the number of {what} of every input ({fewest}{where}), got {top_k}")
+
+
+def grid_segments(images: torch.Tensor, n_segments: int) -> torch.Tensor:
+    """A grid of about ``n_segments`` cells (side x side, side = round(sqrt(n))) over (B, C, H, W) images.
+
+    Example:
+        >>> grid_segments(torch.rand(1, 3, 8, 8), 16).unique().numel()
+        16
+    """
+    from torchlime.image.segments import resolve_segments
+
+    return resolve_segments(images, "grid", n_segments=n_segments)
+
+
+def normalization(args: Any) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
+    """``(mean, std)`` from ``--mean`` / ``--std`` (given together, one value per channel), or None."""
+    mean, std = getattr(args, "mean", None), getattr(args, "std", None)
+    if mean is None and std is None:
+        return None
+    if mean is None or std is None or len(mean) != len(std) or len(mean) != args.channels:
+        raise CliError(f"--mean and --std go together, with one value per channel ({args.channels}) each; got "
+                       f"{len(mean or [])} and {len(std or [])} values")
+    if any(s <= 0 for s in std):
+        raise CliError(f"--std values must be > 0, got {std}")
+    return tuple(mean), tuple(std)

@@ -1,0 +1,95 @@
+"""What ``torchlime explain`` writes for one input: the explanation file, pictures, sounds, HTML.
+
+Pictures need matplotlib (``pip install torchlime[viz]``); without it they are skipped and the
+explanation files and the summary are still written.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from torchlime.engine.explanation import Explanation
+
+PAGE = ('<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+        '<body style="max-width:60em;margin:2em auto">\n{body}\n</body></html>\n')
+
+
+class Group(NamedTuple):
+    """Inputs explained in one call: their positions on the command line, tensor, explanation."""
+
+    positions: list[int]
+    inputs: Any
+    exp: Explanation
+
+
+def _savefig(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def has_matplotlib() -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        return True
+    except ImportError:
+        return False
+
+
+def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Write input ``j`` of group ``g`` as ``out/stem.*``; return its record for ``summary.json``."""
+    one = g.exp[j]
+    path = out / f"{stem}.explanation.pt"
+    one.save(path)
+    idx, w = one.top_features(args.top_k)
+    rec: dict[str, Any] = dict(name=stem, explanation=path.name, pictures=[], sounds=[], html=None,
+                               target=one.target[0].tolist(), weighted_r2=one.score[0].float().tolist(),
+                               n_features=int(one.n_features[0]), top_features=idx[0].tolist(),
+                               top_weights=w[0].float().tolist(), top_names=idx[0].tolist(),
+                               unreliable=one.meta.get("unreliable"))
+    pictures = has_matplotlib()
+    if modality == "image" and pictures:
+        from torchlime.image.viz import save_image_explanation
+
+        save_image_explanation(out / f"{stem}.png", g.inputs.cpu(), g.exp.to("cpu"), j, num_features=args.top_k)
+        rec["pictures"].append(f"{stem}.png")
+    elif modality == "audio":
+        _write_audio(out, g, j, stem, args, rec, pictures)
+    elif modality == "text":
+        from torchlime.text.viz import explanation_html, feature_strings
+
+        strings = g.inputs.strings[j]
+        words = feature_strings(g.exp, strings, j)
+        rec["top_names"] = [[words[f] if f < len(words) else "" for f in row] for row in idx[0].tolist()]
+        body = explanation_html(g.exp, strings, j, title=f"{stem}: target {rec['target'][0]}")
+        (out / f"{stem}.html").write_text(PAGE.format(title=html.escape(stem), body=body), encoding="utf-8")
+        rec["html"] = f"{stem}.html"
+    return rec
+
+
+def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: dict[str, Any],
+                 pictures: bool) -> None:
+    from torchlime.audio.viz import save_top_segments_wav
+
+    exp = g.exp.to("cpu")
+    waves = g.inputs.cpu()
+    meta = exp.meta["audio"]
+    if pictures and meta.get("features") == "time_frequency":
+        from torchlime.audio.stft import stft
+        from torchlime.audio.viz import plot_spectrogram_explanation
+
+        spec = stft(waves[j:j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
+        fig = plot_spectrogram_explanation(exp[j], spec, top_k=args.top_k, title=f"{stem}: target "
+                                           f"{rec['target'][0]}")
+        _savefig(fig, out / f"{stem}.png")
+        rec["pictures"].append(f"{stem}.png")
+    written = save_top_segments_wav(exp, waves, out, k=args.top_k, index=j, prefix=f"{stem}.")
+    for name, p in written.items():
+        final = out / f"{stem}.{'top' + str(args.top_k) if name == 'top' else name}.wav"
+        Path(p).replace(final)
+        rec["sounds"].append(final.name)

@@ -1,0 +1,209 @@
+"""The result of an explanation: coefficients per (input, target, feature) and how to read them."""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from torchlime._checks import check_positive_int, describe
+
+_TENSORS = ("coef", "intercept", "score", "local_pred", "target", "features", "n_features",
+            "samples", "outputs", "weights", "coef_std")
+_PER_INPUT = ("coef", "intercept", "score", "local_pred", "target", "n_features", "samples", "outputs", "weights",
+              "coef_std")
+
+
+@dataclass(eq=False)  # tensors have no single truth value: equality is identity
+class Explanation:
+    """LIME explanations of B inputs for T targets each.
+
+    Attributes:
+        coef: (B, T, F) surrogate coefficients; padded features (f >= F_b) are 0.
+        intercept: (B, T). score: (B, T) weighted R² of each surrogate.
+        local_pred: (B, T) surrogate prediction at the unperturbed input.
+        target: long (B, T) explained output columns.
+        features: long (B, *fshape) feature map, ids 0..F_b-1.
+        n_features: long (B,) F_b of every input.
+        input_shape: shape of one input (without B).
+        samples: bool (B, S, F) masks (only with ``return_samples=True``).
+        outputs: (B, S, T) model scores of the samples (same condition).
+        weights: (B, S) proximity weights (same condition).
+        coef_std: (B, T, F) posterior standard deviation of the coefficients (Bayesian
+            surrogates such as BayLIME), else None.
+        meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
+            quality flags).
+        perturbation: how the inputs were perturbed (``perturbation.Perturbation``), for
+            metrics that perturb them again; not saved, and dropped by ``to`` another device
+            (``meta["perturbation"]`` says whether it was a blend with the fill, which the
+            metrics can rebuild, or a front door's own, which they cannot).
+    """
+
+    coef: torch.Tensor
+    intercept: torch.Tensor
+    score: torch.Tensor
+    local_pred: torch.Tensor
+    target: torch.Tensor
+    features: torch.Tensor
+    n_features: torch.Tensor
+    input_shape: tuple[int, ...]
+    samples: Optional[torch.Tensor] = None
+    outputs: Optional[torch.Tensor] = None
+    weights: Optional[torch.Tensor] = None
+    coef_std: Optional[torch.Tensor] = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    perturbation: Optional[Any] = field(default=None, repr=False, compare=False)
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Bool (B, F): features that exist for each input."""
+        f = self.coef.shape[-1]
+        return torch.arange(f, device=self.coef.device) < self.n_features.to(self.coef.device).unsqueeze(1)
+
+    def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
+        """Coefficients painted back onto the inputs.
+
+        Args:
+            target_index: which of the T targets (column of ``target``); None keeps all.
+
+        Returns:
+            (B, T, *input_shape), or (B, *input_shape) with ``target_index``.
+            Broadcast views over the feature map's broadcast dims (e.g. channels).
+        """
+        b, t, f = self.coef.shape
+        if target_index is not None:
+            if isinstance(target_index, bool) or not isinstance(target_index, int):
+                raise TypeError(f"`target_index` must be None or an int, got {describe(target_index)}")
+            if not -t <= target_index < t:
+                raise IndexError(f"`target_index` must be in [0, {t}) for an explanation of {t} target(s) "
+                                 f"per input, got {target_index}")
+        lab = self.features.to(self.coef.device).reshape(b, 1, -1).expand(b, t, -1)
+        lab = torch.where(lab < 0, f, lab)  # elements outside every feature get 0
+        coef = torch.nn.functional.pad(self.coef, (0, 1))
+        maps = coef.gather(2, lab).reshape(b, t, *self.features.shape[1:])
+        maps = maps.expand(b, t, *self.input_shape)
+        return maps if target_index is None else maps[:, target_index]
+
+    def top_features(self, k: int, *, by: str = "value") -> tuple[torch.Tensor, torch.Tensor]:
+        """The k features with the largest coefficient (``by="value"``) or |coefficient| (``"abs"``).
+
+        Returns:
+            ``(indices, values)``, each (B, T, k'), k' = min(k, F); padded features rank last.
+        """
+        check_positive_int(k, "k")
+        if by not in ("value", "abs"):
+            raise ValueError(f"`by` must be 'value' or 'abs', got {by!r}")
+        key = self.coef.abs() if by == "abs" else self.coef
+        key = key.masked_fill(~self.valid.unsqueeze(1), float("-inf"))
+        k = min(k, self.coef.shape[-1])
+        _, idx = key.topk(k, dim=-1)
+        return idx, self.coef.gather(-1, idx)
+
+    def to(self, device: Union[str, torch.device]) -> Explanation:
+        """A copy with every tensor on ``device``; the recorded ``perturbation`` is kept when the
+        device does not change, and dropped when it does (it holds the inputs and hooks of the
+        device the explanation ran on)."""
+        moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
+        same = moved["coef"].device == self.coef.device  # "cuda" and "cuda:0" are one device
+        return dataclasses.replace(self, perturbation=self.perturbation if same else None, **moved)
+
+    def save(self, path: Union[str, Path]) -> None:
+        """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``)."""
+        data = {name: getattr(self, name) for name in _TENSORS if getattr(self, name) is not None}
+        data = {k: v.detach().cpu().clone() for k, v in data.items()}  # exp[j]'s views: not the whole batch
+        data["input_shape"] = list(self.input_shape)
+        data["meta"] = _plain(self.meta)
+        torch.save(data, Path(path))
+
+    @classmethod
+    def load(cls, path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Explanation:
+        """Read an explanation written by ``save`` without unpickling arbitrary objects.
+
+        Raises:
+            ValueError: when the file holds no explanation (another object, missing fields).
+        """
+        data = torch.load(Path(path), map_location=map_location, weights_only=True)
+        required = {"coef", "intercept", "score", "local_pred", "target", "features", "n_features", "input_shape"}
+        if not isinstance(data, dict) or not required <= set(data):
+            found = sorted(map(str, data)) if isinstance(data, dict) else describe(data)
+            raise ValueError(f"`path` must be a file written by Explanation.save, with the fields "
+                             f"{sorted(required)}; {path} holds {found}")
+        data["input_shape"] = tuple(data["input_shape"])
+        return cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
+
+    def __len__(self) -> int:
+        """B, the number of explained inputs."""
+        return self.coef.shape[0]
+
+    def __getitem__(self, key: Union[int, slice]) -> Explanation:
+        """The explanation of input ``key`` (B = 1) or of a slice of inputs (step 1): every
+        per-input tensor, the quality flags and sample counts renumbered from 0. The recorded
+        perturbation covers the whole batch, so it is dropped (metrics rebuild a blend).
+
+        Example:
+            >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+            >>> import torchlime
+            >>> exp = torchlime.explain(net, torch.rand(3, 1, 4, 4), torch.arange(16).view(1, 1, 4, 4) // 4)
+            >>> len(exp), exp[1].coef.shape, len(exp[1:])
+            (3, torch.Size([1, 1, 4]), 2)
+        """
+        b = len(self)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(b)
+            if step != 1:
+                raise ValueError(f"`key` must be an int or a slice with step 1, got step {step}")
+        elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
+            key = int(key)
+            if not -b <= key < b:
+                raise IndexError(f"`key` must be in [-{b}, {b}) for an explanation of {b} input(s), got {key}")
+            start = key % b
+            stop = start + 1
+        else:
+            raise TypeError(f"`key` must be an int or a slice, got {describe(key)}")
+        fields = {n: getattr(self, n)[start:stop] for n in _PER_INPUT if getattr(self, n) is not None}
+        feats = self.features[start:stop] if self.features.shape[0] == b else self.features
+        meta = dict(self.meta)
+        quality = dict(meta.get("quality") or {})
+        flagged = []
+        for name, where in list(quality.items()):
+            if isinstance(where, list):
+                quality[name] = [[w[0] - start, *w[1:]] for w in where if w and start <= w[0] < stop]
+                flagged += [name] if quality[name] else []
+        meta["quality"] = quality
+        meta["unreliable"] = f"{', '.join(flagged)} (see torchlime.engine.quality)" if flagged else None
+        if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) == b:
+            meta["samples_used"] = meta["samples_used"][start:stop]
+        if isinstance(meta.get("tabular"), dict):  # per-input bins and category values, for `conditions`
+            meta["tabular"] = {k: v[start:stop] if k in ("levels", "instances") else v
+                               for k, v in meta["tabular"].items()}
+        return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, **fields)
+
+    def __repr__(self) -> str:
+        """A short summary: inputs, targets, features, samples, surrogate and fit quality (no tensor dumps)."""
+        b, t, _ = self.coef.shape
+        nf = self.n_features.tolist()
+        feats = f"{nf[0]}" if len(set(nf)) == 1 else f"{min(nf)}-{max(nf)}"
+        score = self.score.float()
+        targets = self.target[:4].tolist()
+        lines = [f"Explanation of {b} input(s) of shape {tuple(self.input_shape)}: {t} target(s) and {feats} "
+                 f"features each",
+                 f"  targets: {targets}{' ...' if b > 4 else ''}",
+                 f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
+                 f"  weighted R²: median {float(score.median()):.3f}, min {float(score.min()):.3f}"]
+        if self.samples is not None:
+            lines.append(f"  samples kept: masks {tuple(self.samples.shape)}, outputs {tuple(self.outputs.shape)}")
+        return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    """Keep only JSON-like data (str, numbers, bools, None, lists, dicts) for safe loading."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)

@@ -1,0 +1,106 @@
+"""Named bundles of defaults that reproduce other LIME implementations: one system for every modality.
+
+A preset fills every keyword the caller did not pass; keywords passed explicitly
+always win. Each preset has settings for any modality (``"any"``) and, where the
+reference implementation differs by modality, settings for ``"image"``,
+``"audio"`` or ``"text"`` on top. ``ENGINE`` holds torchlime's own defaults.
+
+=============  ===============================================================
+``lime``       lime's explainer of the modality: ``LimeImageExplainer`` (quickshift
+               superpixels, mean-colour fill, Bernoulli(1/2), cosine kernel 0.25,
+               Ridge(1), N = 1000, top 5 labels); for tokens ``LimeTextExplainer``
+               (remove k ~ U{1..D} words, cosine x 100 with width 25, N = 5000)
+``lime_text``  ``LimeTextExplainer``'s settings, for any modality
+``captum``     captum's ``Lime``: N = 25, fill 0, exp(-d²/2) on the input-space
+               cosine distance, Lasso(alpha=0.01)
+``slime``      SLIME / the audio veracity study: Bernoulli(1/2), cosine kernel 0.25,
+               Ridge(1), N = 8192 (also ``veracity``)
+=============  ===============================================================
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from torchlime._checks import check_choice
+from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
+from torchlime.stages.sampling import BernoulliSampler, UniformCountSampler
+from torchlime.stages.surrogate import Lasso, Ridge
+from torchlime.stages.weighting import ExponentialKernel
+
+
+class _Unset:
+    """Marks a keyword the caller did not pass."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+UNSET: Any = _Unset()
+MODALITIES = ("any", "image", "audio", "text", "tabular")
+
+ENGINE: dict[str, Any] = dict(
+    target=None, n_samples=1000, baseline=0.0, sampler=BernoulliSampler(0.5),
+    kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0),
+)
+
+_LIME_TEXT = dict(target=None, n_samples=5000, baseline=0.0, sampler=UniformCountSampler(),
+                  kernel=ExponentialKernel(width=25.0, scale=100.0), surrogate=Ridge(alpha=1.0))
+_SLIME = dict(n_samples=8192, sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25),
+              surrogate=Ridge(alpha=1.0))
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "lime": {
+        "any": dict(target="top5", n_samples=1000, baseline="mean", sampler=BernoulliSampler(0.5),
+                    kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)),
+        "image": dict(segments="quickshift"),  # quickshift(kernel_size=4, max_dist=200, ratio=0.2)
+        "text": _LIME_TEXT,
+        # LimeTabularExplainer: N = 5000, Ridge(1); the top class (lime's labels=(1,): pass target=1).
+        # Its sampler, kernel (euclidean on the scaled rows, width 0.75·sqrt(D)) and values come
+        # from torchlime.tabular.explain_tabular, which builds them from the training data.
+        "tabular": dict(target=None, n_samples=5000, surrogate=Ridge(alpha=1.0)),
+    },
+    "lime_text": {"any": _LIME_TEXT},
+    "captum": {"any": dict(target=None, n_samples=25, baseline=0.0, sampler=BernoulliSampler(0.5),
+                           kernel=ExponentialKernel(width=1.0, space="input"), surrogate=Lasso(alpha=0.01))},
+    "slime": {"any": _SLIME},
+    "veracity": {"any": _SLIME},
+    # KernelSHAP (torchlime.methods.kernel_shap): Shapley-kernel coalitions (all of them when 2^F <= N), Shapley
+    # kernel weights, least squares with phi_0 = f(baseline) and phi_0 + sum(phi) = f(x) imposed exactly; the fill
+    # is the reference
+    "kernel_shap": {"any": dict(target=None, n_samples=2048, baseline=0.0, sampler=KernelShapSampler(),
+                                kernel=ShapleyKernel(), surrogate=KernelShapRegression())},
+}
+
+
+def check_preset(preset: Optional[str]) -> Optional[str]:
+    """Raise ``ValueError`` unless ``preset`` is None or a name in ``PRESETS``."""
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"`preset` must be None or one of {list(PRESETS)}, got {preset!r}")
+    return preset
+
+
+def resolve(preset: Optional[str], given: dict[str, Any], modality: str = "any") -> dict[str, Any]:
+    """Resolve keywords: explicit > preset for the modality > preset for any > engine defaults.
+
+    Args:
+        preset: None or a name in ``PRESETS``.
+        given: keyword -> value, ``UNSET`` where the caller passed nothing.
+        modality: "any", "image", "audio" or "text".
+
+    Returns:
+        ``given`` with every ``UNSET`` replaced (None where no default exists).
+
+    Raises:
+        ValueError: for an unknown preset name.
+
+    Example:
+        >>> resolve("lime", dict(n_samples=UNSET, baseline=0.5))
+        {'n_samples': 1000, 'baseline': 0.5}
+    """
+    check_preset(preset)
+    check_choice(modality, "modality", MODALITIES)
+    base = dict(ENGINE)
+    if preset is not None:
+        base.update(PRESETS[preset]["any"])
+        base.update(PRESETS[preset].get(modality, {}))
+    return {k: (base.get(k) if v is UNSET else v) for k, v in given.items()}

@@ -1,0 +1,10 @@
+"""The method zoo of the LIME literature, each a plug-in of the engine's stage hooks.
+
+``designs`` (stratified, antithetic, Sobol masks), ``adaptive`` (``n_samples="auto"``),
+``kernel_shap`` (KernelSHAP), ``baylime`` (BayLIME's Bayesian ridge), ``smile`` (SMILE's
+statistical-distance kernels), ``feature_selection`` (lime's feature selection) and ``sp_lime``
+(SP-LIME's submodular pick). Methods import only the stages, never the engine.
+"""
+from torchlime.methods import adaptive, baylime, designs, feature_selection, kernel_shap, smile, sp_lime
+
+__all__ = ["designs", "adaptive", "kernel_shap", "baylime", "smile", "feature_selection", "sp_lime"]

@@ -1,0 +1,116 @@
+"""Sample-efficient mask designs: the same explanation from fewer model calls.
+
+All are ``sampling.Sampler`` subclasses, counter-based like the others (any block of rows can be
+drawn on its own), and every prefix of samples 1..S' is itself a good design, so they suit
+``n_samples="auto"``, which draws in rounds:
+
+* ``StratifiedSampler``: the number of kept features follows Binomial(F_b, p) as in lime, but
+  stratified: sample s takes the quantile ``frac(vdc(s) + shift_b)`` of that distribution (the van
+  der Corput sequence, randomly shifted per input), then a uniform random subset of that size.
+* ``AntitheticSampler``: samples come in pairs, the second the complement of the first, which
+  cancels the first-order noise of the fit; wraps any sampler.
+* ``SobolSampler``: quasi-random masks, ``u < p`` on a Sobol sequence (one dimension per
+  feature) with a random digital shift per input drawn from the call's key.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import torch
+
+from torchlime._checks import check_positive_float
+from torchlime.stages.sampling import _GOLDEN, _M32, BernoulliSampler, Rows, Sampler, _random_subset, mix32
+
+_SOBOL_BITS = 30
+
+
+def van_der_corput(n: torch.Tensor) -> torch.Tensor:
+    """The base-2 radical inverse of long n >= 0: float64 in [0, 1) (bits of n mirrored).
+
+    Example:
+        >>> van_der_corput(torch.arange(5)).tolist()
+        [0.0, 0.5, 0.25, 0.75, 0.125]
+    """
+    out = torch.zeros(n.shape, dtype=torch.float64, device=n.device)
+    scale = 0.5
+    for bit in range(40):  # a fixed loop over bits, not over samples
+        out += ((n >> bit) & 1).double() * scale
+        scale /= 2
+    return out
+
+
+def _check_p(p: float) -> None:
+    if not 0.0 < check_positive_float(p, "p") < 1.0:
+        raise ValueError(f"`p` must be in (0, 1), got {p}")
+
+
+@dataclass(frozen=True)
+class StratifiedSampler(Sampler):
+    """Coalition sizes stratified over the samples (see the module docstring); ``p`` as in lime."""
+
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        _check_p(self.p)
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        nf = rows.n_features.double()
+        shift = (rows.input_hash(4) >> 8).double() / (1 << 24)  # per input, not per sample
+        u = torch.frac(van_der_corput(rows.samples) + shift)  # (c,)
+        k = torch.arange(rows.f_max + 1, device=nf.device, dtype=torch.float64)
+        binom = torch.distributions.Binomial(total_count=nf.unsqueeze(1), probs=torch.full_like(nf, self.p)[:, None])
+        pmf = torch.where(k <= nf.unsqueeze(1), binom.log_prob(torch.minimum(k, nf.unsqueeze(1))).exp(), 0.0)
+        cdf = pmf.cumsum(1)
+        kept = (cdf < u.unsqueeze(1) * cdf[:, -1:]).sum(1)  # inverse CDF: 0..F_b
+        return _random_subset(rows, kept)
+
+
+@dataclass(frozen=True)
+class AntitheticSampler(Sampler):
+    """Pairs of samples: 2j+1 drawn from ``base``, 2j+2 its complement (over the existing features)."""
+
+    base: Sampler = field(default_factory=BernoulliSampler)
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        pair = (rows.samples - 1).clamp_min(0) // 2
+        first = Rows(rows.key, rows.inputs, pair + 1, rows.n_features, rows.f_max, rows.positions)
+        masks = self.base.sample(first)
+        second = ((rows.samples - 1) % 2 == 1).unsqueeze(1)
+        return torch.where(second, ~masks, masks)
+
+
+@functools.lru_cache(maxsize=8)
+def _directions(dimension: int) -> torch.Tensor:
+    """Sobol direction numbers (dimension, 30) as long, from torch's SobolEngine (CPU, cached)."""
+    return torch.quasirandom.SobolEngine(dimension=dimension, scramble=False).sobolstate.clone()
+
+
+@dataclass(frozen=True)
+class SobolSampler(Sampler):
+    """Quasi-random masks: feature f kept when coordinate f of the shifted Sobol point s is below ``p``.
+
+    Raises:
+        ValueError: for more than 21201 features (the Sobol tables' dimension).
+    """
+
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        _check_p(self.p)
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:
+            raise ValueError(f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features, "
+                             f"got {rows.f_max}")
+        dev = rows.samples.device
+        v = _directions(max(rows.f_max, 1)).to(dev)[: rows.f_max]  # (F, 30)
+        x = torch.zeros(rows.samples.shape[0], rows.f_max, dtype=torch.long, device=dev)
+        for bit in range(_SOBOL_BITS):  # Gray-code-free Sobol: XOR the direction numbers of the set bits
+            on = ((rows.samples >> bit) & 1).bool().unsqueeze(1)
+            x = torch.where(on, x ^ v[:, bit], x)
+        # a random digital shift per input and feature, from the call's key
+        cols = mix32(torch.arange(rows.f_max, device=dev, dtype=torch.long) * _GOLDEN & _M32)
+        shift = mix32(rows.input_hash(5).unsqueeze(1) ^ cols) >> (32 - _SOBOL_BITS)
+        u = (x ^ shift).double() / (1 << _SOBOL_BITS)
+        return u < self.p

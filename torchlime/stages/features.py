@@ -1,0 +1,155 @@
+"""Stage 1: interpretable features.
+
+A feature map assigns every element of an input to one of F interpretable
+features (a superpixel, a time-frequency cell, a word). Users may pass any
+integer ids (scikit-image's SLIC starts at 1, a mask may skip ids); ``relabel``
+numbers them ``0..F_b-1`` for every input ``b`` independently, keeping the
+order of the original ids. Negative ids mark elements that belong to no
+feature (padding, special tokens): they become -1 and are never perturbed.
+
+``grid`` is the one regular partition every modality uses (image rectangles,
+spectrogram time x frequency cells, time slots of a waveform).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence, Union
+
+import torch
+
+from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
+
+Device = Union[str, torch.device, None]
+
+
+def relabel(features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Relabel each input's feature ids to contiguous ``0..F_b-1``.
+
+    One batched sort per call and no host synchronisation: the ids are sorted per
+    row, a new id starts wherever the sorted value changes, and the ranks are
+    scattered back.
+
+    Args:
+        features: integer tensor (B, ...), one feature map per input.
+
+    Returns:
+        ``(labels, n_features)``: ``labels`` long (B, ...) with the same shape
+        (-1 where the id was negative), ``n_features`` long (B,) holding F_b, the
+        number of distinct non-negative ids of input b.
+
+    Example:
+        >>> labels, n = relabel(torch.tensor([[5, 5, 9], [1, 2, 3]]))
+        >>> labels.tolist(), n.tolist()
+        ([[0, 0, 1], [0, 1, 2]], [2, 3])
+    """
+    check_tensor(features, "features")
+    check_integer(features, "features")
+    batch = features.shape[0]
+    flat = features.reshape(batch, -1).long()
+    if flat.shape[1] == 0:
+        return flat.reshape(features.shape), torch.zeros(batch, dtype=torch.long, device=flat.device)
+    negative = flat < 0
+    # negatives sort last (one extra group, removed below)
+    keyed = torch.where(negative, torch.iinfo(torch.long).max, flat)
+    values, order = keyed.sort(dim=1, stable=True)
+    starts = torch.ones_like(values, dtype=torch.long)
+    starts[:, 1:] = (values[:, 1:] != values[:, :-1]).long()
+    ranks = starts.cumsum(1) - 1
+    labels = torch.empty_like(ranks).scatter_(1, order, ranks).masked_fill(negative, -1)
+    counts = (labels.amax(1) + 1).clamp_min(0)
+    return labels.reshape(features.shape), counts
+
+
+def even_bands(n: int, k: int, device: Device = None) -> torch.Tensor:
+    """Split ``n`` positions into ``k`` contiguous bands whose sizes differ by at most 1: long (n,).
+
+    Position ``i`` is in band ``i * k // n``.
+
+    Example:
+        >>> even_bands(5, 2).tolist()
+        [0, 0, 0, 1, 1]
+    """
+    return torch.arange(n, device=device) * k // n
+
+
+def grid(shape: Sequence[int], counts: Sequence[int], *, bands: Optional[Sequence[Optional[torch.Tensor]]] = None,
+         device: Device = None) -> torch.Tensor:
+    """A regular grid over the last ``len(shape)`` dimensions: long ``shape``, ids row-major.
+
+    Dimension ``d`` of size ``shape[d]`` is cut into ``counts[d]`` bands
+    (``even_bands``, or the given long ``bands[d]`` of that size); cell ids are
+    numbered row-major, ``id = ((i0 * c1) + i1) * c2 + ...``.
+
+    Args:
+        shape: sizes of the gridded dims, e.g. (H, W) or (Fr, Tm) or (S,).
+        counts: bands per dim, each in ``1..shape[d]``.
+        bands: optional per-dim band assignment (None entries use even bands).
+
+    Raises:
+        ValueError: when a count is not in ``1..shape[d]``.
+
+    Example:
+        >>> grid((2, 4), (1, 2)).tolist()
+        [[0, 0, 1, 1], [0, 0, 1, 1]]
+    """
+    if len(shape) != len(counts):
+        raise ValueError(f"`counts` must give one count per dim of `shape` {tuple(shape)}, got {tuple(counts)}")
+    ids = torch.zeros((), dtype=torch.long, device=device)
+    for d, (size, k) in enumerate(zip(shape, counts)):
+        check_positive_int(k, "counts")
+        if k > size:
+            raise ValueError(f"`counts` must be at most the size of each dim {tuple(shape)}, got {tuple(counts)}")
+        given = None if bands is None else bands[d]
+        band = even_bands(size, k, device) if given is None else given.to(device=device, dtype=torch.long)
+        view = [1] * len(shape)
+        view[d] = size
+        ids = ids * k + band.view(view)
+    return ids.expand(*shape).contiguous()
+
+
+class FeatureMap(NamedTuple):
+    """The engine's view of a feature map, after relabelling.
+
+    Attributes:
+        labels: long (B, *fshape) ids 0..F_b-1, -1 for elements never perturbed.
+        index: long (B, *fshape) the mask column of every element: ``labels``, with -1
+            mapped to an extra, always-kept column ``f_max`` when ``fixed``.
+        n_features: long (B,) F_b.
+        f_max: F, the largest F_b (a host int).
+        fixed: whether some elements belong to no feature.
+    """
+
+    labels: torch.Tensor
+    index: torch.Tensor
+    n_features: torch.Tensor
+    f_max: int
+    fixed: bool
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Bool (B, F): True where feature f exists for input b (f < F_b)."""
+        return torch.arange(self.f_max, device=self.n_features.device) < self.n_features.unsqueeze(1)
+
+
+def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:
+    """Relabel ``features`` and check the inputs, with one host synchronisation.
+
+    Raises:
+        ValueError: an input with fewer than 2 features, or non-finite inputs.
+    """
+    batch = inputs.shape[0]
+    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
+    negative = (labels < 0).any()
+    nonfinite = (~torch.isfinite(inputs)).sum() if inputs.is_floating_point() or inputs.is_complex() \
+        else torch.zeros((), dtype=torch.long, device=inputs.device)
+    f_max, f_min, fixed, n_bad = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite)).tolist()
+    if n_bad:
+        raise nonfinite_error(inputs, name)
+    if f_min < 2:
+        single = (n_feat < 2).nonzero().flatten().tolist()
+        why = (" (elements with negative feature ids, such as special tokens and padding, are never perturbed)"
+               if fixed else "")
+        how = {"images": "more segments, e.g. a larger n_segments", "input_ids": "texts of at least 2 tokens"}
+        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
+                         f"{why}: split them finer ({how.get(name, 'a finer feature map')})")
+    index = torch.where(labels < 0, f_max, labels) if fixed else labels
+    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))

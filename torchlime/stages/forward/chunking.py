@@ -1,0 +1,239 @@
+"""The chunk-size policy: how many perturbed rows go through the model per call.
+
+The best chunk depends on the model, the machine and the torch version (on a 2-core
+CPU a mobilenet runs 1000 images fastest 10 at a time; on a GPU a resnet50 wants
+hundreds), so it is chosen by measurement, not by a byte rule. The first time a
+model meets an input shape on a device, the forward stage runs its first chunks at
+growing sizes (real rows whose outputs are kept: the model sees every row exactly
+once), each size once to warm up and then timed three times, its time per row the
+fastest of the three (a busy machine only ever adds time, so the minimum is the least
+disturbed figure: one preempted call cannot make a small size look best); it stops
+growing when two doublings in a row no longer lower the time per row by more than 2 %,
+and keeps the smallest size within 2 % of the fastest. The choice is cached per (model, per-row shape and dtype, device,
+``max_memory``), as cuDNN's benchmark mode caches its algorithms; a call with too few
+rows to finish leaves its timings for the next one. Coefficients never depend on the
+chunk (the fit accumulates in fixed blocks of rows).
+
+On CUDA every chunk stays within a memory budget: ``max_memory`` bytes, or that
+fraction (0, 1] of the device's total memory; by default half of the memory free when
+the call starts. The peak memory of the measured chunks gives the bytes per row, and
+sizes predicted to exceed the budget are not tried. A real out-of-memory error halves
+the chunk and runs the same rows again (with a warning); finished rows are kept.
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+import time
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional, Union
+
+import torch
+
+from torchlime._checks import describe
+
+MemorySpec = Union[None, int, float]
+GAIN = 0.02          # a larger chunk must be this much faster per row to be worth growing to
+PATIENCE = 2         # doublings in a row without that gain before the search stops
+REPEATS = 3          # timed calls per size; the size's time per row is the fastest of them
+START = {"cpu": 4, "cuda": 16}
+MAX_CHUNK = 4096
+
+_CACHE: dict[tuple, _Entry] = {}
+
+
+@dataclass
+class _Entry:
+    """What is known about one (model, row signature, device, max_memory)."""
+
+    per_row: dict[int, float] = field(default_factory=dict)   # size -> seconds per row (fastest timing)
+    timings: dict[int, list] = field(default_factory=dict)     # size -> seconds per row of each timed call
+    warmed: set[int] = field(default_factory=set)
+    bytes_per_row: float = 0.0                               # CUDA peak memory of a chunk / its rows
+    ceiling: int = MAX_CHUNK                                  # largest size that ran (halved on OOM)
+    best: Optional[int] = None                                # set once the measurement is done
+
+
+def clear_cache() -> None:
+    """Forget every measured chunk size (e.g. after the machine's load changed)."""
+    _CACHE.clear()
+
+
+def check_max_memory(max_memory: Any) -> MemorySpec:
+    """Validate ``max_memory``: None, bytes (int >= 1) or a fraction of the device memory in (0, 1].
+
+    Raises:
+        TypeError / ValueError: naming the argument, what was expected and what came.
+    """
+    if max_memory is None:
+        return None
+    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)):
+        raise TypeError(f"`max_memory` must be None, a number of bytes (int) or a fraction in (0, 1] "
+                        f"(float), got {describe(max_memory)}")
+    if isinstance(max_memory, int) and max_memory < 1:
+        raise ValueError(f"`max_memory` in bytes must be >= 1, got {max_memory}")
+    if isinstance(max_memory, float) and not 0.0 < max_memory <= 1.0:
+        raise ValueError(f"`max_memory` as a fraction must be in (0, 1], got {max_memory}")
+    return max_memory
+
+
+def memory_budget(max_memory: MemorySpec, device: torch.device) -> Optional[int]:
+    """Bytes a chunk may take on ``device``: None off CUDA (no budget)."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    if max_memory is None:
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int((free + cached) // 2)
+    if isinstance(max_memory, float):
+        return int(max_memory * total)
+    return int(max_memory)
+
+
+def _forget(owner_id: int) -> None:
+    for key in [k for k in _CACHE if k[0] == owner_id]:
+        del _CACHE[key]
+
+
+class ChunkPlan:
+    """Chunk sizes for one engine call (see the module docstring).
+
+    Args:
+        model: the model run on the chunks (its ``chunk_size`` attribute, if a positive
+            int, fixes the size; its ``cache_identity``, if any, keys the cache).
+        signature: per-row shapes / dtypes / layout of the chunks (part of the cache key).
+        device: where the model runs.
+        batch_size: a fixed size from the caller (no measurement), or None.
+        max_memory: see ``check_max_memory``.
+    """
+
+    def __init__(self, model: Any, signature: tuple, device: torch.device, batch_size: Optional[int],
+                 max_memory: MemorySpec = None) -> None:
+        self.device = device
+        self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
+        fixed = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
+        ok = isinstance(fixed, numbers.Integral) and not isinstance(fixed, bool) and fixed > 0
+        self.fixed = int(fixed) if ok else None
+        self.budget = memory_budget(max_memory, device)
+        owner = getattr(model, "cache_identity", None)
+        owner = model if owner is None else owner
+        key = (id(owner), signature, str(device), max_memory)
+        self.entry = _CACHE.get(key)
+        if self.entry is None:
+            self.entry = _CACHE[key] = _Entry()
+            with contextlib.suppress(TypeError):  # a later model with the same id() must not inherit it
+                weakref.finalize(owner, _forget, id(owner))
+        self.sizes_used: list[int] = []
+        self._peak = 0
+        self._base = 0
+        if self.on_cuda:  # the call's peak memory: tracked across the resets of measured chunks
+            self._base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    # ------------------------------------------------------------------ choosing
+    def _fits(self, size: int) -> bool:
+        e = self.entry
+        if size > e.ceiling:
+            return False
+        return self.budget is None or e.bytes_per_row == 0 or size * e.bytes_per_row <= self.budget
+
+    def _largest_fitting(self, size: int) -> int:
+        while size > 1 and not self._fits(size):
+            size //= 2
+        return size
+
+    def next_size(self, remaining: int) -> tuple[int, str]:
+        """The next chunk's size and its phase: "warm" or "timed" (measuring), or "run"."""
+        e = self.entry
+        if self.fixed is not None:
+            return min(self._largest_fitting(self.fixed), remaining), "run"
+        if e.best is not None:
+            return min(self._largest_fitting(e.best), remaining), "run"
+        size = self._candidate()
+        if size > remaining:  # too few rows left to measure this size: finish with the best so far
+            return min(self._choice(), remaining), "run"
+        return size, ("timed" if size in e.warmed else "warm")
+
+    def _candidate(self) -> int:
+        """The size being measured: the next doubling after the largest timed size, within the
+        ceiling and the memory budget (a size that ran out of memory is never tried again)."""
+        e = self.entry
+        if not e.per_row:
+            return self._largest_fitting(START["cuda" if self.on_cuda else "cpu"])
+        return self._largest_fitting(max(e.per_row) * 2)
+
+    def _choice(self) -> int:
+        """The smallest measured size within GAIN of the fastest per row (the start size if none)."""
+        e = self.entry
+        if not e.per_row:
+            return self._candidate()
+        fastest = min(e.per_row.values())
+        return min(s for s, t in e.per_row.items() if t <= fastest * (1 + GAIN))
+
+    # ------------------------------------------------------------------ observing
+    @contextlib.contextmanager
+    def run(self, size: int, phase: str) -> Iterator[None]:
+        """Wrap one chunk: a "warm" or "timed" chunk records its peak memory (CUDA), a
+        "timed" one its time per row, which decides whether the next size is tried."""
+        measuring = phase != "run"
+        if measuring and self.on_cuda:
+            torch.cuda.synchronize(self.device)
+            self._peak = max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._base)
+            base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        t0 = time.perf_counter()
+        yield
+        self.sizes_used.append(size)
+        if not measuring:
+            return
+        e = self.entry
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device) - base
+            e.bytes_per_row = max(e.bytes_per_row, peak / size)
+        seconds = time.perf_counter() - t0
+        if phase == "warm":
+            e.warmed.add(size)
+            return
+        runs = e.timings.setdefault(size, [])
+        runs.append(seconds / size)
+        if len(runs) < REPEATS:
+            return
+        e.per_row[size] = min(runs)
+        # stop growing after PATIENCE doublings in a row that did not lower the time per row by GAIN
+        # (one noisy timing on a busy machine does not end the search)
+        sizes = sorted(e.per_row)
+        recent = sizes[-PATIENCE:] if len(sizes) > PATIENCE else []
+        stalled = bool(recent) and all(e.per_row[s] >= min(e.per_row[t] for t in sizes if t < s) * (1 - GAIN)
+                                       for s in recent)
+        if stalled or 2 * size > MAX_CHUNK or not self._fits(2 * size):
+            e.best = self._choice()
+
+    def out_of_memory(self, size: int) -> None:
+        """After a device out-of-memory error at ``size``: halve (warn), or re-raise at size 1."""
+        if size <= 1:
+            raise
+        half = max(1, size // 2)
+        e = self.entry
+        e.ceiling = min(e.ceiling, half)
+        if self.fixed is not None:
+            self.fixed = half
+        # an out-of-memory error ends the size search: the sizes that fit are the ones measured
+        # (without this the search would try the next doubling, the failed size, forever)
+        e.best = min(e.best if e.best is not None else self._choice(), half)
+        warnings.warn(f"out of memory with a chunk of {size} samples; retrying with {half} "
+                      f"(finished samples are kept)", RuntimeWarning, stacklevel=4)
+        torch.cuda.empty_cache()
+
+    def peak_memory(self) -> Optional[int]:
+        """Peak CUDA memory allocated during the call above what it held at the start (None off CUDA)."""
+        if not self.on_cuda:
+            return None
+        return int(max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._base))
+
+    @property
+    def chosen(self) -> Optional[int]:
+        """The size used for most rows of this call (for ``Explanation.meta``)."""
+        return max(set(self.sizes_used), key=self.sizes_used.count) if self.sizes_used else None

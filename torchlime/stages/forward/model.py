@@ -1,0 +1,148 @@
+"""Stage 4, the model's side: where it runs, the chunk format it wants, how it is called and how
+its output becomes (rows, K) scores. The chunked passes themselves are in ``passes``."""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any, Callable, Iterator, NamedTuple, Optional
+
+import torch
+from torch import nn
+
+from torchlime._checks import describe
+
+Model = Callable[[torch.Tensor], Any]
+OutputSelector = Any  # None, an int/str key, or a callable(output) -> tensor
+
+
+def model_placement(model: Model, inputs: torch.Tensor) -> tuple[torch.device, torch.dtype]:
+    """The device and floating dtype the model expects (its first parameter or buffer).
+
+    Plain callables and parameter-free modules get the input's own device and dtype.
+    """
+    if isinstance(model, nn.Module):
+        for t in itertools.chain(model.parameters(), model.buffers()):
+            if t.is_floating_point():
+                return t.device, t.dtype
+    return inputs.device, inputs.dtype
+
+
+def chunk_placement(model: Model, inputs: torch.Tensor, chunk_dtype: Optional[torch.dtype] = None
+                    ) -> tuple[torch.device, torch.dtype]:
+    """Where ``run_rows`` puts the chunks and in which floating dtype: ``model_placement``, except
+    that chunks built in a dtype of their own (``InputFormat.dtype``: bf16 / fp16 for an
+    ``Accelerated(autocast=...)`` model) keep it; they are not cast back to the weights' dtype."""
+    device, dtype = model_placement(model, inputs)
+    return device, (chunk_dtype if chunk_dtype is not None else dtype)
+
+
+@contextlib.contextmanager
+def eval_mode(model: Model) -> Iterator[None]:
+    """Put an ``nn.Module`` in eval mode and restore every submodule's own mode afterwards."""
+    if not isinstance(model, nn.Module):
+        yield
+        return
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
+    """Pick the score tensor from a model output and shape it (rows, K).
+
+    ``output`` may be None (a tensor, an object with ``.logits``, or the first
+    element of a tuple/list), a key/index into a dict/tuple, or a callable.
+    A 1-D output (one score per row: a regressor) becomes (rows, 1).
+
+    Raises:
+        ValueError: when the scores are not shaped (rows,) or (rows, K).
+    """
+    if callable(output):
+        out = output(out)
+    elif output is not None:
+        try:
+            out = out[output]
+        except (KeyError, IndexError, TypeError) as err:
+            raise ValueError(f"`output` selector {output!r} does not apply to the model output "
+                             f"({describe(out)}): {err}") from None
+    elif not isinstance(out, torch.Tensor):
+        if hasattr(out, "logits"):
+            out = out.logits
+        elif isinstance(out, (tuple, list)) and out:
+            out = out[0]
+        elif isinstance(out, dict) and "logits" in out:
+            out = out["logits"]
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"model output must be a tensor of scores (pass `output=` to select one), "
+                         f"got {describe(out)}")
+    if out.ndim == 1:
+        out = out.unsqueeze(1)
+    if out.ndim != 2 or out.shape[0] != rows:
+        raise ValueError(f"model output must have shape ({rows},) or ({rows}, K) for a batch of "
+                         f"{rows} inputs, got shape {tuple(out.shape)}")
+    return out
+
+
+def _place(t: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    if not isinstance(t, torch.Tensor):
+        return t
+    cast = dtype if (t.is_floating_point() and dtype.is_floating_point) else t.dtype
+    return t.to(device=device, dtype=cast)
+
+
+def call_model(model: Model, chunk: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """Call ``model`` on a chunk: a tensor, a tuple (positional) or a dict (keywords).
+
+    Tensors move to the model's device; floating tensors take its dtype.
+    """
+    if isinstance(chunk, dict):
+        return model(**{k: _place(v, device, dtype) for k, v in chunk.items()})
+    if isinstance(chunk, (tuple, list)):
+        return model(*[_place(v, device, dtype) for v in chunk])
+    return model(_place(chunk, device, dtype))
+
+
+class InputFormat(NamedTuple):
+    """How the perturbed chunks are written: the dtype and layout the model wants.
+
+    Attributes:
+        dtype: floating dtype of the chunks (None: the inputs' own).
+        channels_last: 4-D chunks in ``torch.channels_last`` memory format.
+    """
+
+    dtype: Optional[torch.dtype] = None
+    channels_last: bool = False
+
+
+def _conv_weights(model: nn.Module) -> list[torch.Tensor]:
+    return [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+
+
+def input_format(model: Model, inputs: torch.Tensor) -> InputFormat:
+    """The chunk format ``model`` wants for floating ``inputs`` (B, ...).
+
+    * a model with an ``input_format`` attribute (``accel.Accelerated``) says so itself;
+    * an ``nn.Module``: its floating dtype, and channels-last 4-D chunks when its
+      convolution weights are channels-last, or, on the CPU, when it has a ``Conv2d``
+      at all (oneDNN runs such convolutions faster on channels-last input; the values
+      are the same either way);
+    * any other callable: the inputs' own dtype and layout.
+    """
+    own = getattr(model, "input_format", None)
+    if isinstance(own, InputFormat):
+        return own
+    if not inputs.is_floating_point() or inputs.ndim != 4:
+        return InputFormat(None, False)
+    if isinstance(model, nn.Module):
+        _, dtype = model_placement(model, inputs)
+        convs = _conv_weights(model)
+        nhwc = any(w.ndim == 4 and not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last)
+                   for w in convs)
+        return InputFormat(dtype if dtype.is_floating_point else None,
+                           nhwc or (bool(convs) and inputs.device.type == "cpu"))
+    nhwc = not inputs.is_contiguous() and inputs.is_contiguous(memory_format=torch.channels_last)
+    return InputFormat(None, nhwc)

@@ -1,0 +1,101 @@
+"""Stage 3: perturbed model inputs.
+
+The masks of a chunk of rows are expanded through the feature maps and blended
+with the fill (baseline), one chunk of rows at a time:
+
+    x[r] = where(Z[r, index[b_r]], inputs[b_r], baseline[b_r])
+
+then cast, normalised per channel and laid out as the model wants, all in one pass
+(``_backend.blend``: a fused Triton kernel on CUDA, its torch reference elsewhere).
+There is no Python loop over samples or features.
+
+A front door whose perturbation is not a blend (deleting tokens, crossfades)
+passes a ``PerturbFn`` with the same signature as ``perturb_rows``.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Protocol, Sequence, Union
+
+import torch
+
+from torchlime import _backend
+from torchlime.stages.forward.model import InputFormat
+
+
+class Normalize(NamedTuple):
+    """Per-channel (dim 1) normalisation the model expects: it sees ``(x - mean) / std``.
+
+    ``mean`` and ``std``: sequences of numbers, scalars, or 1-D tensors (``on`` makes them).
+    """
+
+    mean: Union[Sequence[float], torch.Tensor]
+    std: Union[Sequence[float], torch.Tensor]
+
+    def on(self, inputs: torch.Tensor) -> Normalize:
+        """The statistics as tensors on ``inputs``' device in the dtype the blend normalises in,
+        made once per call so that no chunk copies them from the host (``_backend.normalize_stats``)."""
+        return Normalize(*_backend.normalize_stats(self.mean, self.std, inputs))
+
+
+class Chunk(NamedTuple):
+    """Rows of one chunk and where they come from.
+
+    Attributes:
+        masks: bool (c, F') mask of every row (F' = F, plus one always-kept column for
+            elements outside every feature).
+        rows: long (c,) the explained input of every row.
+        samples: long (c,) the sample index of every row (0: the unperturbed input).
+        first, last: the first and last input of the chunk (host ints; equal when the
+            whole chunk perturbs one input, which then need not be gathered).
+    """
+
+    masks: torch.Tensor
+    rows: torch.Tensor
+    samples: torch.Tensor
+    first: int
+    last: int
+
+
+class PerturbFn(Protocol):
+    """``perturb(inputs, baseline, index, chunk) -> model input of the chunk``."""
+
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor,
+                 chunk: Chunk) -> Any: ...
+
+
+def gather_rows(t: torch.Tensor, chunk: Chunk) -> torch.Tensor:
+    """``t[chunk.rows]``, or the one shared row ``t[first:first+1]`` when the chunk has one input."""
+    if t.shape[0] == 1:
+        return t
+    if chunk.first == chunk.last:
+        return t[chunk.first:chunk.first + 1]
+    return t[chunk.rows]
+
+
+def perturb_rows(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk, *,
+                 fmt: Optional[InputFormat] = None, normalize: Optional[Normalize] = None) -> torch.Tensor:
+    """Build the perturbed model inputs of one chunk.
+
+    Args:
+        inputs: (B, *shape) explained inputs. baseline: (B, *shape) their fill.
+        index: long (B or 1, *fshape) mask column of every element, ``fshape``
+            broadcastable to ``shape``.
+        chunk: the rows (masks, explained input of each row).
+        fmt: dtype and memory layout of the result (default: the inputs').
+        normalize: optional per-channel normalisation applied after the blend.
+
+    Returns:
+        A new (c, *shape) tensor (never a view of ``inputs``).
+
+    Example:
+        >>> x = torch.arange(4.0).view(1, 4); lab = torch.tensor([[0, 0, 1, 1]])
+        >>> ch = Chunk(torch.tensor([[True, False]]), torch.tensor([0]), torch.tensor([1]), 0, 0)
+        >>> perturb_rows(x, torch.zeros(1, 4), lab, ch).tolist()
+        [[0.0, 1.0, 0.0, 0.0]]
+    """
+    fmt = fmt or InputFormat()
+    mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
+    channels_last = fmt.channels_last and inputs.ndim == 4
+    return _backend.blend(gather_rows(inputs, chunk), gather_rows(baseline, chunk), gather_rows(index, chunk),
+                          chunk.masks, out_dtype=fmt.dtype if inputs.is_floating_point() else None,
+                          mean=mean, std=std, channels_last=channels_last)

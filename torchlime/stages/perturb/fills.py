@@ -1,0 +1,252 @@
+"""What hidden features become: the fill (baseline) tensor (B, *shape).
+
+One concept for every modality. Accepted specifications:
+
+===============  ==============================================================
+a number         every hidden element takes that value (captum's default 0)
+a tensor         broadcastable to the inputs (B, *shape) or to one input (*shape)
+a callable       ``inputs -> tensor`` (any of the above shapes)
+``"zero"``       0 (silence for spectrograms and waveforms)
+``"mean"``       each feature's own mean, separately for every position of the dims
+                 the feature map broadcasts over (images: each superpixel's mean
+                 colour, lime's ``hide_color=None``)
+``"blur"``       ``Blur()``: the input smoothed by a Gaussian over its signal dims
+``"min"``        the smallest value of the input (per channel)
+``"max"``        the largest value of the input (per channel)
+``"signal_mean"`` the mean value of the input (per channel)
+``"noise"``      uniform noise in [min(lo, 0), hi] of the input (per channel)
+``"shuffle"``    the input's own elements in a random order (per channel)
+===============  ==============================================================
+
+The *signal dims* of an input are the dims its feature map varies over (H, W of an
+image, Fr, Tm of a spectrogram, the samples of a waveform); the others (colour or
+audio channels, over which the feature map broadcasts) keep separate statistics.
+Complex inputs (STFTs) take the statistics of the magnitude and keep their phase
+(``noise`` draws a uniform phase, ``shuffle`` moves whole complex bins).
+
+Random fills draw from the call's counter-based key (``sampling.make_key``) and the
+index of each input, so they depend only on the seed and the input.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+import torch
+
+from torchlime._checks import check_positive_float, describe
+from torchlime.stages.sampling import Rows
+
+BaselineSpec = Union[float, int, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor], "Fill"]
+NAMES = ("zero", "mean", "blur", "min", "max", "signal_mean", "noise", "shuffle")
+_FILL_STREAM = 7  # random stream of fills (masks use streams 0-2)
+
+
+class FillContext(NamedTuple):
+    """What a fill may use besides the inputs.
+
+    Attributes:
+        labels: long (B, *fshape) mask column of every element (0..F, broadcastable).
+        n_columns: F + 1, an upper bound of the labels + 1.
+        signal_dims: the dims (>= 1) the feature map varies over.
+        key: long (2,) the call's random key. input_ids: long (B,) index of every input.
+    """
+
+    labels: torch.Tensor
+    n_columns: int
+    signal_dims: tuple[int, ...]
+    key: torch.Tensor
+    input_ids: torch.Tensor
+
+
+class Fill:
+    """Base class of named fills: ``fill(inputs, context) -> (B, *shape)``."""
+
+    def __call__(self, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def signal_dims(inputs_shape: tuple[int, ...], labels_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Dims >= 1 along which the feature map varies (its size there is the input's, above 1)."""
+    dims = tuple(d for d in range(1, len(inputs_shape)) if labels_shape[d] > 1 and inputs_shape[d] > 1)
+    return dims or tuple(range(1, len(inputs_shape)))
+
+
+def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) -> torch.Tensor:
+    """Per-feature mean of the inputs, broadcast back to the inputs' shape.
+
+    Args:
+        inputs: (B, *shape). labels: long (B, *fshape), fshape broadcastable to shape,
+            ids in [0, n_features).
+        n_features: an upper bound of the labels + 1.
+
+    Returns:
+        (B, *shape) where every element holds the mean of the elements that share
+        its feature (and its index along the dimensions ``labels`` broadcasts over).
+
+    Example:
+        >>> x = torch.tensor([[1.0, 3.0, 5.0]]); lab = torch.tensor([[0, 0, 1]])
+        >>> feature_mean(x, lab, 2).tolist()
+        [[2.0, 2.0, 5.0]]
+    """
+    if inputs.is_complex():
+        return torch.complex(feature_mean(inputs.real, labels, n_features),
+                             feature_mean(inputs.imag, labels, n_features))
+    batch = inputs.shape[0]
+    lab = labels.expand(inputs.shape)
+    channel = torch.zeros((), dtype=torch.long, device=inputs.device)
+    n_channels = 1
+    for dim in range(1, inputs.ndim):  # index along the dims the labels broadcast over
+        if labels.shape[dim] == 1 and inputs.shape[dim] > 1:
+            size = inputs.shape[dim]
+            view = [1] * inputs.ndim
+            view[dim] = size
+            channel = channel * size + torch.arange(size, device=inputs.device).view(view)
+            n_channels *= size
+    keys = (lab * n_channels + channel).reshape(batch, -1)
+    # sums in float64 for every input dtype: on CUDA scatter_add_ adds in whatever order its atomics
+    # land, and float32 sums would differ in the last bit from run to run; float64 sums of float32
+    # values rounded back to float32 (the input's dtype) are reproducible (and correctly rounded)
+    values = inputs.reshape(batch, -1).to(torch.float64)
+    groups = n_features * n_channels
+    sums = torch.zeros(batch, groups, dtype=values.dtype, device=inputs.device).scatter_add_(1, keys, values)
+    counts = torch.zeros(batch, groups, dtype=values.dtype, device=inputs.device).scatter_add_(
+        1, keys, torch.ones_like(values))
+    means = sums / counts.clamp_min(1)
+    return means.gather(1, keys).reshape(inputs.shape).to(inputs.dtype)
+
+
+def gaussian_blur(x: torch.Tensor, sigma: float, dims: tuple[int, ...]) -> torch.Tensor:
+    """Separable Gaussian smoothing of real ``x`` over ``dims``; same shape and dtype.
+
+    Taps ``exp(-t² / 2σ²)`` for |t| <= round(3σ), normalised; reflect padding
+    (replicate where a dim is not longer than the radius). Dims of size 1 are skipped.
+
+    Example:
+        >>> gaussian_blur(torch.ones(1, 8, 8), 1.0, (1, 2)).allclose(torch.ones(1, 8, 8))
+        True
+    """
+    out = x if x.dtype == torch.float64 else x.float()
+    radius = max(1, int(round(3 * sigma)))
+    taps = torch.arange(-radius, radius + 1, device=x.device, dtype=out.dtype)
+    kernel = torch.exp(-0.5 * (taps / sigma) ** 2)
+    kernel = (kernel / kernel.sum()).view(1, 1, -1)
+    for dim in dims:
+        size = out.shape[dim]
+        if size < 2:
+            continue
+        moved = out.movedim(dim, -1)
+        flat = moved.reshape(-1, 1, size)
+        mode = "reflect" if size > radius else "replicate"
+        flat = torch.nn.functional.conv1d(torch.nn.functional.pad(flat, (radius, radius), mode=mode), kernel)
+        out = flat.reshape(moved.shape).movedim(-1, dim)
+    return out.to(x.dtype)
+
+
+def _phase(x: torch.Tensor, mag: torch.Tensor) -> torch.Tensor:
+    """Unit-magnitude phase factors of complex x (1 where x is 0)."""
+    return torch.where(mag > 0, x / mag.clamp_min(torch.finfo(mag.dtype).tiny), torch.ones_like(x))
+
+
+def _uniform_like(x: torch.Tensor, ctx: FillContext, stream: int) -> torch.Tensor:
+    """Uniform [0, 1) numbers shaped like ``x`` (real dtype), from the call's key and input ids."""
+    batch, per = x.shape[0], x[0].numel()
+    b = ctx.input_ids.to(x.device).repeat_interleave(per)
+    e = torch.arange(per, device=x.device).repeat(batch)
+    rows = Rows(ctx.key.to(x.device), b, e, b, 0)
+    dtype = x.real.dtype if x.is_complex() else (x.dtype if x.is_floating_point() else torch.float32)
+    return rows.uniform(_FILL_STREAM + stream).view(x.shape).to(dtype)
+
+
+@dataclass(frozen=True)
+class Blur(Fill):
+    """The input smoothed by a Gaussian of ``sigma`` elements over its signal dims.
+
+    ``sigma=None``: a sixteenth of the longest signal dim (a 224-pixel image: 14
+    pixels). Complex inputs blur their magnitude and keep their phase.
+    """
+
+    sigma: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if self.sigma is not None:
+            check_positive_float(self.sigma, "sigma")
+
+    def __call__(self, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+        sigma = self.sigma if self.sigma is not None else max(inputs.shape[d] for d in ctx.signal_dims) / 16
+        if inputs.is_complex():
+            mag = inputs.abs()
+            return gaussian_blur(mag, sigma, ctx.signal_dims) * _phase(inputs, mag)
+        return gaussian_blur(inputs, sigma, ctx.signal_dims)
+
+
+def _statistic(name: str, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+    """"min", "max", "signal_mean", "noise" and "shuffle" over the signal dims."""
+    dims = ctx.signal_dims
+    if name == "shuffle":
+        moved = inputs.movedim(dims, tuple(range(-len(dims), 0)))
+        flat = moved.reshape(*moved.shape[:-len(dims)], -1)
+        perm = _uniform_like(flat, ctx, 1).argsort(-1)
+        return flat.gather(-1, perm).reshape(moved.shape).movedim(tuple(range(-len(dims), 0)), dims)
+    mag = inputs.abs() if inputs.is_complex() else inputs
+    if name == "noise":
+        hi = mag.amax(dim=dims, keepdim=True)
+        if inputs.is_complex():
+            phase = torch.polar(torch.ones_like(mag), 2 * math.pi * _uniform_like(mag, ctx, 2))
+            return (_uniform_like(mag, ctx, 3) * hi) * phase
+        lo = mag.amin(dim=dims, keepdim=True).clamp_max(0)
+        return lo + _uniform_like(inputs, ctx, 3) * (hi - lo)
+    reduce = {"min": torch.amin, "max": torch.amax, "signal_mean": torch.mean}[name]
+    value = reduce(mag, dim=dims, keepdim=True).expand(inputs.shape)
+    return value * _phase(inputs, mag) if inputs.is_complex() else value.clone()
+
+
+def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+    """Materialise the fill as a (B, *shape) tensor on the inputs' device (``inputs`` untouched).
+
+    Raises:
+        TypeError / ValueError: for a specification of the wrong type, an unknown name,
+            a tensor on another device or of a shape that does not broadcast.
+    """
+    if isinstance(spec, bool):
+        raise TypeError(f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, "
+                        f"got {describe(spec)}")
+    if isinstance(spec, (int, float)):
+        return torch.full_like(inputs, spec)
+    if isinstance(spec, str):
+        if spec == "zero":
+            return torch.zeros_like(inputs)
+        if spec == "mean":
+            return feature_mean(inputs, ctx.labels, ctx.n_columns)
+        if spec == "blur":
+            return Blur()(inputs, ctx)
+        if spec in NAMES:
+            return _statistic(spec, inputs, ctx)
+        raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {spec!r}")
+    if isinstance(spec, Fill):
+        return spec(inputs, ctx)
+    if callable(spec) and not isinstance(spec, torch.Tensor):
+        spec = spec(inputs)
+        if not isinstance(spec, torch.Tensor):
+            raise TypeError(f"a callable `baseline` must return a tensor, got {describe(spec)}")
+    if isinstance(spec, torch.Tensor):
+        if spec.device != inputs.device:
+            raise ValueError(f"`baseline` must be on the inputs' device ({inputs.device}), got {spec.device}")
+        try:
+            out = torch.broadcast_to(spec, inputs.shape)
+        except RuntimeError:
+            raise ValueError(f"`baseline` of shape {tuple(spec.shape)} does not broadcast to the inputs' "
+                             f"shape {tuple(inputs.shape)}") from None
+        return out.to(inputs.dtype)
+    raise TypeError(f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, "
+                    f"got {describe(spec)}")
+
+
+def describe_baseline(spec: Any) -> Any:
+    """A plain-data record of a fill for ``Explanation.meta`` (tensors and callables by description)."""
+    if isinstance(spec, (str, int, float)) or spec is None:
+        return spec
+    if isinstance(spec, Fill):
+        return repr(spec)
+    return describe(spec)

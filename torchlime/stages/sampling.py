@@ -1,0 +1,239 @@
+"""Stage 2: perturbation masks.
+
+A sampler gives boolean masks ``Z``: ``Z[b, s, f]`` is True when feature ``f`` of
+input ``b`` is kept in sample ``s``. Row ``s = 0`` of every input is all ones (the
+input itself). Features beyond an input's own count F_b (padding when inputs have
+different F) are always True, so they never change the input.
+
+Randomness is counter-based: every random number is a hash of a 64-bit key and its
+coordinates (input, sample, feature, stream), computed with integer tensor ops on
+the masks' device. So any block of rows can be drawn on its own, in any order and
+any chunking, and is the same every time: the engine draws the rows of each chunk
+when it needs them and draws them again for the fit instead of holding all B x S x F
+masks, and the masks do not depend on the chunk size, the device or the other inputs
+of the batch. The key comes from the caller's explicit generator (``make_key``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import torch
+
+from torchlime._checks import check_positive_float, describe
+
+_M32 = 0xFFFFFFFF
+_GOLDEN = 0x9E3779B9
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """``x * c mod 2**32`` for 0 <= x < 2**32 without int64 overflow (the constant in 16-bit halves)."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return ((x * lo) + (((x * hi) & 0xFFFF) << 16)) & _M32
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (the "lowbias32" mixer) of long tensors holding values in [0, 2**32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _splitmix64(seed: int) -> int:
+    """SplitMix64 of ``seed``: a well-mixed 64-bit number (pure Python: no tensor, no device)."""
+    z = (seed + 0x9E3779B97F4A7C15) % (1 << 64)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % (1 << 64)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % (1 << 64)
+    return z ^ (z >> 31)
+
+
+def make_key(generator: Union[None, int, torch.Generator], device: torch.device) -> torch.Tensor:
+    """The 64-bit key of a call's masks, as a long (2,) tensor of 32-bit words on ``device``.
+
+    Args:
+        generator: an int seed (mixed by SplitMix64, on the host), None (seed 0), or a
+            ``torch.Generator``, from which one 62-bit number is drawn on the generator's
+            device (a CUDA generator's number stays on the GPU: no host synchronisation),
+            so two calls with the same generator object differ.
+
+    Raises:
+        TypeError: for anything else.
+
+    Example:
+        >>> make_key(7, torch.device("cpu")).tolist() == make_key(7, torch.device("cpu")).tolist()
+        True
+    """
+    if generator is None or (isinstance(generator, int) and not isinstance(generator, bool)):
+        value = _splitmix64(0 if generator is None else generator % (1 << 64))
+        return torch.tensor([value & _M32, value >> 32], dtype=torch.long, device=device)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
+    seed = torch.randint(0, 2 ** 62, (1,), generator=generator, device=generator.device).to(device)
+    return torch.cat((seed & _M32, seed >> 32))
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Coordinates of a block of c mask rows and their random numbers.
+
+    Attributes:
+        key: long (2,) the call's key (``make_key``).
+        inputs: long (c,) the input each row belongs to (its index in the data set for
+            ``explain_dataset``, its position in the batch otherwise).
+        samples: long (c,) the sample index s of each row (0 is the unperturbed input).
+        n_features: long (c,) F_b of each row's input.
+        f_max: F, the width of the masks.
+        positions: long (c,) the position of each row's input in the batch (None: ``inputs``).
+    """
+
+    key: torch.Tensor
+    inputs: torch.Tensor
+    samples: torch.Tensor
+    n_features: torch.Tensor
+    f_max: int
+    positions: Optional[torch.Tensor] = None
+
+    def input_hash(self, stream: int) -> torch.Tensor:
+        """A 32-bit hash (c,) of the key, each row's input and ``stream`` (not of the sample)."""
+        h = mix32(self.key[0] ^ (self.inputs & _M32))
+        h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
+        return mix32((h + stream * _GOLDEN) & _M32)
+
+    def _row_hash(self, stream: int) -> torch.Tensor:
+        h = mix32(self.key[0] ^ (self.inputs & _M32))
+        h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
+        h = mix32(h ^ (self.samples & _M32))
+        return mix32((h + stream * _GOLDEN) & _M32)
+
+    def uniform(self, stream: int = 0, width: Optional[int] = None) -> torch.Tensor:
+        """Uniform [0, 1) float32 numbers: (c,) or, with ``width``, (c, width) (one per feature).
+
+        Different ``stream`` values give independent numbers for the same rows.
+        """
+        h = self._row_hash(stream)
+        if width is not None:
+            cols = mix32(torch.arange(width, device=h.device, dtype=torch.long) * _GOLDEN & _M32)
+            h = mix32(h.unsqueeze(1) ^ cols)
+        return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+    def bits(self, stream: int, width: int) -> torch.Tensor:
+        """Fair coin flips, bool (c, width): bit j % 32 of the hash of (row, j // 32, stream).
+
+        A 32-bit hash gives 32 independent fair bits, so Bernoulli(1/2) masks cost one hash
+        per 32 features instead of one per feature.
+        """
+        words = -(-width // 32)
+        h = self._row_hash(stream)
+        cols = mix32(torch.arange(words, device=h.device, dtype=torch.long) * _GOLDEN & _M32)
+        hw = mix32(h.unsqueeze(1) ^ cols)  # (c, words)
+        shifts = torch.arange(32, device=h.device, dtype=torch.long)
+        return ((hw.unsqueeze(2) >> shifts) & 1).bool().view(h.shape[0], words * 32)[:, :width]
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """Bool (c, F): features that exist for each row's input."""
+        return torch.arange(self.f_max, device=self.n_features.device) < self.n_features.unsqueeze(1)
+
+
+class Sampler:
+    """Base class: ``sample(rows) -> bool (c, F)`` draws the masks of a block of rows.
+
+    Subclasses implement ``sample`` from ``rows.uniform(...)`` (and, for structured
+    designs, from ``rows.samples``); ``masks`` adds the common rules (row 0 all ones,
+    padded features kept).
+    """
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        raise NotImplementedError
+
+    def bind(self, features: Any, n_samples: int) -> Sampler:
+        """The sampler for one call, given its ``features.FeatureMap`` and S (default: itself).
+
+        A design planned from the data (e.g. text's single-mask protocol) overrides it.
+        """
+        return self
+
+    def masks(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F) masks of ``rows``: row s = 0 all ones, features f >= F_b kept."""
+        z = self.sample(rows) | ~rows.valid
+        return z | (rows.samples == 0).unsqueeze(1)
+
+    def __call__(self, n_features: torch.Tensor, n_samples: int, f_max: int,
+                 generator: Union[None, int, torch.Generator] = None) -> torch.Tensor:
+        """All masks (B, S, F) of B inputs at once (the engine draws blocks of rows instead).
+
+        Args:
+            n_features: long (B,) F_b per input.
+            n_samples: S. f_max: F.
+            generator: the key's source (see ``make_key``).
+
+        Example:
+            >>> BernoulliSampler(0.5)(torch.tensor([3, 2]), 4, 3, generator=0).shape
+            torch.Size([2, 4, 3])
+        """
+        batch, dev = n_features.shape[0], n_features.device
+        b = torch.arange(batch, device=dev).repeat_interleave(n_samples)
+        s = torch.arange(n_samples, device=dev).repeat(batch)
+        rows = Rows(make_key(generator, dev), b, s, n_features[b], f_max)
+        return self.masks(rows).view(batch, n_samples, f_max)
+
+
+@dataclass(frozen=True)
+class BernoulliSampler(Sampler):
+    """lime's image sampler: every feature kept independently with probability ``p``.
+
+    The number of kept features is Binomial(F, p). lime uses p = 1/2.
+    """
+
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < check_positive_float(self.p, "p") < 1.0:
+            raise ValueError(f"`p` must be in (0, 1), got {self.p}")
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        if self.p == 0.5:  # one hash per 32 features
+            return rows.bits(3, rows.f_max)
+        return rows.uniform(0, rows.f_max) < self.p
+
+
+@dataclass(frozen=True)
+class UniformCountSampler(Sampler):
+    """lime's text sampler: remove k ~ U{1..F_b} features, chosen uniformly without replacement."""
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        nf = rows.n_features
+        k = (rows.uniform(1) * nf).long().clamp_max(nf - 1) + 1  # 1..F_b removed
+        return ~_random_subset(rows, k)
+
+
+@dataclass(frozen=True)
+class ShapleySampler(Sampler):
+    """KernelSHAP's coalition sampler: keep k features with P(k) ∝ (F-1) / (k (F-k)), 1 <= k < F.
+
+    Pair it with ``UniformKernel`` and a plain least-squares surrogate to get a
+    Kernel-SHAP-style estimate (with a fixed baseline).
+    """
+
+    def sample(self, rows: Rows) -> torch.Tensor:
+        nf = rows.n_features.unsqueeze(1).double()
+        k = torch.arange(1, max(rows.f_max, 2), device=nf.device, dtype=torch.float64)  # (F-1,)
+        prob = torch.where(k < nf, (nf - 1) / (k * (nf - k)), torch.zeros((), dtype=torch.float64, device=nf.device))
+        cdf = prob.cumsum(1)
+        u = rows.uniform(1).double().unsqueeze(1) * cdf[:, -1:]
+        kept = (cdf <= u).sum(1).clamp_max(k.numel() - 1) + 1  # inverse CDF: 1..F-1
+        return _random_subset(rows, kept)
+
+
+def _random_subset(rows: Rows, k: torch.Tensor) -> torch.Tensor:
+    """Bool (c, F): a uniform random subset of exactly ``k[i]`` of row i's F_b features."""
+    noise = rows.uniform(2, rows.f_max).masked_fill(~rows.valid, 2.0)  # padded features rank last
+    rank = noise.argsort(-1).argsort(-1)
+    return rank < k.unsqueeze(-1)
+
+
+def valid_features(n_features: torch.Tensor, f_max: int) -> torch.Tensor:
+    """Bool (B, F): True where feature f exists for input b (f < F_b)."""
+    return torch.arange(f_max, device=n_features.device) < n_features.unsqueeze(1)

@@ -1,0 +1,174 @@
+"""Token perturbations for ``explain_tokens``: replace, delete, and the chunk plumbing.
+
+``explain_tokens`` hands the engine a *packed* input: ``(B, 2, L)`` integer
+tensor whose channel 0 holds the token ids and channel 1 the attention mask.
+Every chunk of perturbed rows is built from it with integer tensor work only
+(gathers, ``where``, one stable sort for deletion): no Python loop over samples
+or tokens. ``TokenModel`` unpacks the chunk again and calls the user's model
+with ``(input_ids, attention_mask)`` positionally, as keywords, or ids alone.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import torch
+from torch import nn
+
+from torchlime._checks import check_choice
+from torchlime.stages.perturb.blend import Chunk
+
+MODEL_INPUTS = ("auto", "positional", "keywords", "ids")
+
+
+def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Stack ids (c, L) and mask (c, L) into one long (c, 2, L) tensor."""
+    return torch.stack([input_ids.long(), attention_mask.long()], dim=1)
+
+
+def call_token_model(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     how: str) -> Any:
+    """Call ``model`` on token ids (c, L) and an attention mask (c, L).
+
+    Args:
+        how: "positional" -> ``model(ids, mask)``; "keywords" ->
+            ``model(input_ids=ids, attention_mask=mask)``; "ids" -> ``model(ids)``.
+    """
+    if how == "keywords":
+        return model(input_ids=input_ids, attention_mask=attention_mask)
+    if how == "ids":
+        return model(input_ids)
+    return model(input_ids, attention_mask)
+
+
+class TokenModel(nn.Module):
+    """Adapts a token model to the engine: takes a packed (c, 2, L) tensor.
+
+    Args:
+        model: the user's classifier (module or callable) returning logits,
+            probabilities, or an object with ``.logits``.
+        how: one of "positional", "keywords", "ids" (see ``call_token_model``).
+        mask_dtype, ids_dtype: dtypes the attention mask and the ids are handed over in (the
+            caller's own: an int32 model gets int32 ids).
+    """
+
+    def __init__(self, model: Callable[..., Any], how: str, mask_dtype: torch.dtype = torch.long,
+                 ids_dtype: torch.dtype = torch.long) -> None:
+        super().__init__()
+        self.model = model
+        self.how = how
+        self.mask_dtype = mask_dtype
+        self.ids_dtype = ids_dtype
+
+    @property
+    def cache_identity(self) -> Any:
+        """The wrapped model: keys the measured chunk size (wrappers are made per call)."""
+        return self.model
+
+    def forward(self, packed: torch.Tensor) -> Any:
+        return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype),
+                                self.how)
+
+
+class TokenChunk(NamedTuple):
+    """The rows of one chunk, unpacked."""
+
+    rows: torch.Tensor  # long (c,): explained input of each row
+    samples: torch.Tensor  # long (c,): sample index of each row
+    ids: torch.Tensor  # long (c, L): original token ids of that input
+    attn: torch.Tensor  # long (c, L): original attention mask
+    keep: torch.Tensor  # bool (c, L): token kept by the row's mask (fixed tokens always True)
+
+
+def chunk_view(inputs: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> TokenChunk:
+    """Expand a chunk's masks (c, F') through the token features.
+
+    Args:
+        inputs: long (B, 2, L) packed ids and mask.
+        index: long (B, 1, L) mask column of every token (fixed tokens point at an
+            always-True column, as the engine hands them to a ``perturb_fn``).
+        chunk: the engine's chunk of rows.
+    """
+    rows = chunk.rows
+    lab = index.reshape(index.shape[0], -1)[rows]
+    keep = chunk.masks.gather(1, lab)
+    return TokenChunk(rows, chunk.samples, inputs[rows, 0], inputs[rows, 1], keep)
+
+
+def replace_tokens(ids: torch.Tensor, keep: torch.Tensor, mask_id: int) -> torch.Tensor:
+    """Hidden tokens become ``mask_id``; shape (c, L) kept, attention mask unchanged."""
+    return torch.where(keep, ids, torch.full_like(ids, mask_id))
+
+
+def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor, pad_id: int,
+                  left: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop hidden tokens and re-pad every row on the side the inputs were padded on.
+
+    The surviving tokens (kept and attended) stay in their original order and move to the
+    front (right padding), or to the end for left-padded inputs (decoder-only models); the
+    freed positions become ``pad_id`` with mask 0. A row whose tokens are all kept is unchanged.
+
+    Args:
+        ids, attn: (c, L) token ids and attention mask. keep: bool (c, L).
+        left: bool, broadcastable to (c, 1): pad on the left (a 0-d tensor for the whole batch,
+            computed on the device). None: each row as it is padded (left when its first
+            position is padding and its last is not).
+
+    Returns:
+        ``(ids, attention_mask)``, both (c, L) in the input dtypes.
+
+    Example:
+        >>> ids = torch.tensor([[5, 6, 7, 0]]); attn = torch.tensor([[1, 1, 1, 0]])
+        >>> delete_tokens(ids, attn, torch.tensor([[True, False, True, True]]), 0)[0].tolist()
+        [[5, 7, 0, 0]]
+        >>> delete_tokens(ids.flip(1), attn.flip(1), torch.tensor([[True, True, False, True]]), 0)[0].tolist()
+        [[0, 0, 7, 5]]
+    """
+    present = keep & (attn != 0)
+    if left is None:
+        left = ((attn[:, :1] == 0) & (attn[:, -1:] != 0))
+    key = torch.where(left, present, ~present)  # left: the dropped first; right: the kept first
+    order = torch.argsort(key.to(torch.uint8), dim=1, stable=True)
+    whole = (present == (attn != 0)).all(1, keepdim=True)  # every token kept: the row as it came
+    present = present.gather(1, order)
+    out = ids.gather(1, order).masked_fill(~present, pad_id)
+    return torch.where(whole, ids, out), torch.where(whole, attn, present.to(attn.dtype))
+
+
+def padded_left(attn: torch.Tensor) -> torch.Tensor:
+    """0-d bool on the device: some input (B, L) starts with padding and ends with a token, so
+    the batch is left-padded (no host synchronisation)."""
+    return ((attn[:, 0] == 0) & (attn[:, -1] != 0)).any()
+
+
+def resolve_model_inputs(model_inputs: str, has_mask: bool) -> str:
+    """Turn "auto" into "positional" (a mask was given) or "ids" (none was)."""
+    check_choice(model_inputs, "model_inputs", MODEL_INPUTS)
+    if model_inputs == "auto":
+        return "positional" if has_mask else "ids"
+    return model_inputs
+
+
+def make_perturb_fn(mode: str, mask_id: Optional[int], pad_id: int,
+                    fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None) -> Callable[..., torch.Tensor]:
+    """The engine's ``perturb_fn`` for a text mode.
+
+    Args:
+        mode: "replace", "delete" or "infill".
+        fill: for "infill": ``fill(token_chunk)`` returns the new ids (c, L).
+
+    Returns:
+        ``perturb_fn(inputs, baseline, index, chunk) -> (c, 2, L)`` packed rows.
+    """
+
+    def perturb(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> torch.Tensor:
+        ch = chunk_view(inputs, index, chunk)
+        attn = ch.attn
+        if mode == "replace":
+            ids = replace_tokens(ch.ids, ch.keep, int(mask_id))  # type: ignore[arg-type]
+        elif mode == "delete":
+            ids, attn = delete_tokens(ch.ids, ch.attn, ch.keep, pad_id, padded_left(inputs[:, 1]))
+        else:
+            ids = fill(ch)  # type: ignore[misc]
+        return pack(ids, attn)
+
+    return perturb
