@@ -16,7 +16,7 @@ FRONT_DOORS = ("torchlime.image._explain", "torchlime.audio._explain", "torchlim
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
 INTERNALS = ("torchlime.stages.features.relabel", "torchlime.stages.features.FeatureMap", "torchlime.stages.sampling",
              "torchlime.stages.forward.chunking", "torchlime.stages.surrogate", "torchlime._backend",
-             "torchlime.engine.run")
+             "torchlime.engine.rows", "torchlime.engine.run")
 #: what each layer may import (besides itself): prefixes of module names
 SHARED = ("torchlime._checks", "torchlime.typing")
 MAY_IMPORT = {
@@ -105,7 +105,7 @@ def test_front_doors_import_no_engine_internals():
     for door in FRONT_DOORS:
         bad = sorted(t for t in GRAPH[door] if t.startswith(INTERNALS))
         assert bad == [], f"{door} imports {bad}"
-        assert "torchlime.engine.explain" in GRAPH[door]
+        assert {"torchlime.engine.request.Request", "torchlime.engine.explainer.execute"} <= GRAPH[door]
 
 
 def test_kernels_import_only_torch_triton_and_each_other():
@@ -114,6 +114,26 @@ def test_kernels_import_only_torch_triton_and_each_other():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and not node.level:
                 assert node.module.split(".")[0] in ("torch", "triton", "__future__", "typing"), (path, node.module)
+
+
+def test_public_signatures_have_no_private_keywords():
+    """Front doors hand the engine a request object: no public function takes ``_adapter`` and the like."""
+    import importlib
+    import inspect
+
+    packages = ["torchlime", "torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.tabular",
+                "torchlime.metrics", "torchlime.dataset"]
+    checked = 0
+    for name in packages:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            obj = getattr(module, attr)
+            for fn in (obj, getattr(obj, "explain", None), getattr(obj, "__init__", None)):
+                if inspect.isfunction(fn):
+                    private = [p for p in inspect.signature(fn).parameters if p.startswith("_")]
+                    assert private == [], f"{name}.{attr}: {private}"
+                    checked += 1
+    assert checked > 40
 
 
 @pytest.mark.parametrize("name", sorted(modules()))

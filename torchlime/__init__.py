@@ -15,7 +15,7 @@ from torchlime import _aliases
 from torchlime.accel import Accelerated
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.dataset import explain_dataset, load_results
-from torchlime.engine import explain
+from torchlime.engine import Explainer, explain
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.image import explain_image
@@ -35,8 +35,8 @@ _aliases.install()
 __version__ = "0.1.0"
 
 __all__ = [
-    "explain", "explain_image", "explain_spectrogram", "explain_waveform", "explain_tokens", "explain_tabular",
-    "explain_dataset", "load_results", "Explanation", "UnreliableExplanationWarning", "Accelerated",
+    "Explainer", "explain", "explain_image", "explain_spectrogram", "explain_waveform", "explain_tokens",
+    "explain_tabular", "explain_dataset", "load_results", "Explanation", "UnreliableExplanationWarning", "Accelerated",
     "ProbeExplainer", "Infiller", "HybridKernel", "word_ids_from_encoding", "Sampler", "BernoulliSampler",
     "UniformCountSampler", "ShapleySampler", "Kernel", "ExponentialKernel", "UniformKernel", "SmileKernel",
     "Surrogate", "Ridge", "Lasso", "KLasso", "BayesianRidge", "Select", "submodular_pick",

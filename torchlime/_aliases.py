@@ -42,7 +42,7 @@ ALIASES: dict[str, Union[str, tuple[str, ...]]] = {
     "torchlime.targets": "torchlime.stages.forward.targets",
     "torchlime.weighting": "torchlime.stages.weighting",
     "torchlime.surrogate": "torchlime.stages.surrogate",
-    "torchlime._run": "torchlime.engine.run",
+    "torchlime._run": "torchlime.engine.rows",
     "torchlime.explanation": "torchlime.engine.explanation",
     "torchlime.registry": "torchlime.engine.registry",
     "torchlime.presets": "torchlime.engine.presets",

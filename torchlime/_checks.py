@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -151,3 +153,17 @@ def require(module: str, extra: str, purpose: str) -> Any:
     except ImportError as err:
         raise ImportError(f"{purpose} needs the optional package `{module.split('.')[0]}`: "
                           f"pip install 'torchlime[{extra}]'") from err
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the caller's code: the first frame outside torchlime.
+
+    Call it in the function that calls ``warnings.warn`` (level 1 is that function).
+    """
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -55,13 +55,13 @@ class Spy:
 def engine_calls(monkeypatch) -> list:
     """The global indices of every engine call of ``explain_image`` (the default explain_fn)."""
     calls = []
-    engine = torchlime.image._explain.explain
+    engine = torchlime.image._explain.execute
 
-    def spy(model, inputs, features, **kwargs):
-        calls.append(kwargs["index"].tolist())
-        return engine(model, inputs, features, **kwargs)
+    def spy(request):
+        calls.append(request.options["index"].tolist())
+        return engine(request)
 
-    monkeypatch.setattr(torchlime.image._explain, "explain", spy)
+    monkeypatch.setattr(torchlime.image._explain, "execute", spy)
     return calls
 
 

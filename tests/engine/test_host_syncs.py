@@ -93,7 +93,7 @@ def test_no_stream_synchronisation_per_chunk_on_cuda(cuda, monkeypatch):
     """On a GPU, torch's own sync detector raises on any synchronisation: none may happen while the
     chunks are built, run and stored (after the first call, which measures the chunk size), also with
     ``normalize=`` (its statistics go to the device once per call, not with every chunk)."""
-    from torchlime.engine import run as _run
+    from torchlime.engine import rows as _run
 
     model = load_demo_model(cuda)
     images = make_images(4, seed=2026)[0].to(cuda)

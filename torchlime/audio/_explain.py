@@ -30,10 +30,11 @@ from torchlime._checks import (
 )
 from torchlime.audio.segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, istft, stft
-from torchlime.engine import explain
+from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import PRESETS, UNSET, check_preset, resolve
 from torchlime.engine.registry import resolve_kernel
+from torchlime.engine.request import Request
 from torchlime.stages.features import even_bands, grid
 from torchlime.stages.forward.model import Model
 from torchlime.stages.perturb.fills import BaselineSpec, Blur
@@ -161,7 +162,7 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
         specs, segments, time_segments=time_segments, freq_segments=freq_segments, sample_rate=sample_rate,
         n_fft=n_fft, bin_freqs=bin_freqs, fmin=fmin, fmax=fmax, n_segments=n_segments, compactness=compactness)
     fill = _fill(baseline, content, kwargs.get("preset"))
-    exp = explain(model, specs, features, baseline=fill, _modality="audio", _input_name="specs", **kwargs)
+    exp = execute(Request(model, specs, features, dict(kwargs, baseline=fill), modality="audio", input_name="specs"))
     exp.meta["audio"] = dict(
         input="spectrogram", segments=segments if isinstance(segments, str) else "explicit",
         time_segments=time_segments, freq_segments=freq_segments, sample_rate=sample_rate,
@@ -238,7 +239,7 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
             kwargs.setdefault("perturb_fn", crossfade_blend(fade))
         feats = even_bands(n_samp, time_segments, waves.device).view(*lead, n_samp)
         meta.update(time_segments=time_segments, crossfade=crossfade)
-        exp = explain(model, waves, feats, baseline=fill, _modality="audio", _input_name="waves", **kwargs)
+        exp = execute(Request(model, waves, feats, dict(kwargs, baseline=fill), modality="audio", input_name="waves"))
         exp.meta["audio"] = meta
         return exp
 
@@ -276,7 +277,8 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
                                 reference=waves)
     meta.update(time_segments=time_segments, freq_segments=freq_segments, n_fft=n_fft, hop_length=hop,
                 win_length=win, freq_scale=freq_scale)
-    exp = explain(model, spec, feats.view(*lead, n_freq, n_frames), baseline=fill, _adapter=adapter, _modality="audio",
-                  _input_name="waves", **kwargs)
+    features = feats.view(*lead, n_freq, n_frames)
+    exp = execute(Request(model, spec, features, dict(kwargs, baseline=fill), modality="audio", input_name="waves",
+                          adapter=adapter))
     exp.meta["audio"] = meta
     return exp

@@ -5,9 +5,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
-from torchlime.engine import explain
+from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import UNSET, resolve
+from torchlime.engine.request import Request
 from torchlime.image.segments import resolve_segments
 from torchlime.stages.forward.model import InputFormat, Model
 
@@ -63,6 +64,6 @@ def explain_image(model: Model, images: torch.Tensor, *,
     segments = resolve(preset, dict(segments=segments), "image")["segments"]
     labels = resolve_segments(images, segments, n_segments=n_segments)
     fmt = None if channels_last is None else InputFormat(None, bool(channels_last))
-    return explain(model, images, labels.view(labels.shape[0], 1, *labels.shape[-2:]), preset=preset,
-                   normalize=normalize, chunk_format=fmt, accelerate=accelerate, _modality="image",
-                   _input_name="images", **kwargs)
+    options = dict(kwargs, preset=preset, normalize=normalize, chunk_format=fmt, accelerate=accelerate)
+    features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
+    return execute(Request(model, images, features, options, modality="image", input_name="images"))

@@ -15,9 +15,10 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from torchlime._checks import check_choice, check_finite, check_positive_float, check_tensor, describe
-from torchlime.engine import explain
+from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import UNSET, check_preset
+from torchlime.engine.request import Request
 from torchlime.stages.forward.model import Model
 from torchlime.stages.weighting import ExponentialKernel
 from torchlime.tabular._discretize import DISCRETIZERS
@@ -197,9 +198,10 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
         sampler = TabularSampler(keep_probability(stats, levels, centre))
     given = None if perturbed is None else perturbed.to(X.device)
     perturb = TabularPerturbation(stats, levels, centre, seed, ids, given)
-    exp = explain(model, X, torch.arange(d, device=X.device).view(1, d), baseline=0.0, perturb_fn=perturb,
-                  kernel=kernel, sampler=sampler, generator=seed, preset=preset, _modality="tabular",
-                  _input_name="X", **kwargs)
+    options = dict(kwargs, baseline=0.0, perturb_fn=perturb, kernel=kernel, sampler=sampler, generator=seed,
+                   preset=preset)
+    exp = execute(Request(model, X, torch.arange(d, device=X.device).view(1, d), options, modality="tabular",
+                          input_name="X"))
     meta = dict(exp.meta)
     cat_idx = stats.categorical.nonzero().flatten()
     meta["tabular"] = dict(

@@ -17,10 +17,11 @@ from typing import Any, Callable, Iterable, Optional, Union
 import torch
 
 from torchlime._checks import check_choice, check_integer, check_tensor, describe
-from torchlime.engine import explain
+from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import UNSET, resolve
 from torchlime.engine.registry import resolve_kernel
+from torchlime.engine.request import Request
 from torchlime.stages.forward.passes import score
 from torchlime.text._single import SingleSampler
 from torchlime.text.edits import TokenChunk, TokenModel, make_perturb_fn, pack, resolve_model_inputs
@@ -239,9 +240,10 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
         if chosen is not UNSET and chosen is not None and resolve_kernel(chosen).space == "input":
             raise ValueError(f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
                              f"tokens: an input-space kernel such as {chosen!r} would compare token ids as numbers")
-    exp = explain(model, packed, feats.unsqueeze(1), _adapter=adapter, kernel=kernel, generator=generator,
-                  batch_size=batch_size, perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill), _modality="text",
-                  _input_name="input_ids", **kwargs)
+    options = dict(kwargs, kernel=kernel, generator=generator, batch_size=batch_size,
+                   perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill))
+    exp = execute(Request(model, packed, feats.unsqueeze(1), options, modality="text", input_name="input_ids",
+                          adapter=adapter))
     if mode == "infill" and infiller.protocol == "single":
         plan = kwargs["sampler"].plan
         extra_rows += plan.extra_calls

@@ -1,0 +1,107 @@
+"""Step 2 of an explanation: everything the forward passes need, built once per call on the device.
+
+The feature map is relabelled (the call's first host synchronisation, with the input checks),
+explicit masks are checked against it, the sampler and kernel are bound to it, the call's random
+key and the fill are made, and the perturbation (the fused blend, or the front door's own), the
+chunk plan and the ``Run`` that scores and accumulates the rows are set up.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from torchlime._checks import check_finite, check_normalize, check_tensor, describe
+from torchlime.engine.resolve import Settings
+from torchlime.engine.rows import Run
+from torchlime.stages.features import FeatureMap, prepare_features
+from torchlime.stages.forward.chunking import ChunkPlan
+from torchlime.stages.forward.model import chunk_placement, input_format
+from torchlime.stages.perturb.blend import Normalize
+from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline, signal_dims
+from torchlime.stages.perturb.record import Perturbation
+from torchlime.stages.sampling import Rows, make_key
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One call, ready to run (``plan``).
+
+    Attributes:
+        settings: the resolved arguments. fmap: the relabelled feature map.
+        sampler: the sampler bound to the call (or the given one, with explicit masks).
+        perturbation: how rows become model inputs (kept with the explanation for the metrics).
+        chunks: the chunk-size plan. run: the forward passes and the accumulated fit.
+        normalize: the per-channel statistics of ``normalize=`` as lists (for ``meta``), or None.
+        started: ``time.perf_counter()`` when the device work began.
+    """
+
+    settings: Settings
+    fmap: FeatureMap
+    sampler: Any
+    perturbation: Perturbation
+    chunks: ChunkPlan
+    run: Run
+    normalize: Optional[tuple[list[float], list[float]]]
+    started: float
+
+
+def _check_finite_fill(base: torch.Tensor, spec: Any) -> None:
+    """A fill must be finite: numbers checked on the host, tensors and callables on the device
+    (named fills of finite inputs are finite)."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        if not math.isfinite(spec):
+            raise ValueError(f"`baseline` must be finite, got {spec}")
+    elif isinstance(spec, torch.Tensor) or (callable(spec) and not isinstance(spec, Fill)):
+        check_finite(base, "baseline")
+
+
+def _check_masks(masks: Any, batch: int, n_samples: int, f_max: int, device: torch.device) -> torch.Tensor:
+    """Explicit masks: bool (B, S, F) for the call's feature map, moved to the inputs' device."""
+    check_tensor(masks, "masks")
+    if masks.dtype != torch.bool or masks.shape != (batch, n_samples, f_max):
+        raise ValueError(f"`masks` must be bool with shape ({batch}, {n_samples}, {f_max}), got {describe(masks)}")
+    return masks.to(device)
+
+
+def plan(s: Settings) -> Plan:
+    """Build the call's feature map, masks, fill, perturbation, chunk plan and ``Run``.
+
+    Raises:
+        ValueError: inputs with fewer than 2 features or non-finite values, masks of the wrong
+            shape, a non-finite fill.
+    """
+    inputs, batch, dev = s.inputs, s.inputs.shape[0], s.inputs.device
+    started = time.perf_counter()
+    fmap = prepare_features(inputs, s.features, s.input_name)
+    masks = None if s.masks is None else _check_masks(s.masks, batch, s.n_samples, fmap.f_max, dev)
+    sampler = s.sampler if masks is not None else s.sampler.bind(fmap, s.n_samples)  # designs planned from the map
+    kernel = s.kernel.bind(fmap, s.n_samples)
+    key = make_key(s.generator, dev)
+    ids = torch.arange(batch, device=dev) if s.index is None else s.index.to(dev).long()
+    ctx = FillContext(fmap.index, fmap.f_max + 1, signal_dims(tuple(inputs.shape), tuple(fmap.index.shape)), key, ids)
+    base = resolve_baseline(s.baseline, inputs, ctx)
+    _check_finite_fill(base, s.baseline)
+
+    def draw(b: torch.Tensor, smp: torch.Tensor) -> torch.Tensor:
+        """Masks (c, F) of rows (input b, sample s)."""
+        if masks is not None:
+            return masks[b, smp]
+        return sampler.masks(Rows(key, ids[b], smp, fmap.n_features[b], fmap.f_max, b))
+
+    fmt = (s.chunk_format or input_format(s.model, inputs)) if s.perturb_fn is None else None
+    stats = check_normalize(s.normalize, inputs.shape[1]) if s.normalize is not None else None
+    norm = Normalize(*stats).on(inputs) if stats is not None else None  # on the device once per call
+    perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, fmap.f_max, fmap.fixed, s.perturb_fn, fmt,
+                                norm, s.adapter, reusable=getattr(sampler, "reusable", True))
+    m_dev, m_dtype = chunk_placement(s.model, inputs, fmt.dtype if fmt is not None else None)
+    signature = (tuple(inputs.shape[1:]), str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
+                 bool(fmt and fmt.channels_last), s.perturb_fn is None)
+    chunks = ChunkPlan(s.model, signature, m_dev, s.batch_size, s.max_memory)
+    run = Run(model=s.model, fmap=fmap, draw=draw, perturbation=perturbation, kernel=kernel, plan=chunks,
+              placement=(m_dev, m_dtype), n_cap=s.n_samples, target_spec=s.target, output=s.output,
+              softmax=s.softmax, progress=s.progress, fit_dtype=s.surrogate.dtype, keep=s.return_samples)
+    return Plan(s, fmap, sampler, perturbation, chunks, run, stats, started)

@@ -1,0 +1,139 @@
+"""Step 1 of an explanation: every argument checked, presets and names resolved, before any model call.
+
+Explicit keywords win over the preset's settings for the modality, which win over its settings
+for any modality, which win over the engine's defaults (``presets.resolve``); names of samplers,
+kernels and surrogates become objects (``registry``). Every check raises an error that names the
+argument, what was expected and what came; nothing here touches the device's data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime.accel import accelerate_model
+from torchlime.engine.presets import UNSET
+from torchlime.engine.presets import resolve as resolve_preset
+from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
+from torchlime.engine.request import Request
+from torchlime.methods.adaptive import Adaptive, resolve_n_samples
+from torchlime.stages.forward.chunking import MemorySpec, check_max_memory
+from torchlime.stages.forward.model import InputFormat, Model
+from torchlime.stages.forward.targets import TargetSpec, check_target
+from torchlime.stages.perturb.blend import PerturbFn
+from torchlime.stages.perturb.fills import BaselineSpec
+from torchlime.stages.sampling import Sampler
+from torchlime.stages.surrogate import Surrogate
+from torchlime.stages.weighting import Kernel
+
+#: keywords ``Request.options`` may hold, with the value that stands for "not given"
+OPTIONS: dict[str, Any] = dict(
+    target=UNSET, n_samples=UNSET, baseline=UNSET, sampler=UNSET, kernel=UNSET, surrogate=UNSET, batch_size=None,
+    generator=None, return_samples=False, preset=None, output=None, softmax=False, progress=False, masks=None,
+    perturb_fn=None, normalize=None, max_memory=None, index=None, chunk_format=None, accelerate=None)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A call's resolved arguments (``resolve``); the fields are ``torchlime.explain``'s keywords.
+
+    Attributes:
+        model: the model the engine runs (the front door's adapter and ``accelerate`` applied).
+        n_samples: S, an int; ``adaptive`` is set for ``n_samples="auto"`` (S is then the cap).
+        sampler, kernel, surrogate: objects (names and presets resolved), not yet bound to the call.
+        target, baseline: the specifications, checked for type and shape.
+    """
+
+    model: Model
+    inputs: torch.Tensor
+    features: torch.Tensor
+    modality: str
+    input_name: str
+    adapter: Any
+    target: TargetSpec
+    n_samples: int
+    adaptive: Optional[Adaptive]
+    baseline: BaselineSpec
+    sampler: Sampler
+    kernel: Kernel
+    surrogate: Surrogate
+    batch_size: Optional[int]
+    generator: Any
+    return_samples: bool
+    preset: Optional[str]
+    output: Any
+    softmax: bool
+    progress: bool
+    masks: Optional[torch.Tensor]
+    perturb_fn: Optional[PerturbFn]
+    normalize: Any
+    max_memory: MemorySpec
+    index: Optional[torch.Tensor]
+    chunk_format: Optional[InputFormat]
+
+
+def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
+    """Validate ``inputs`` (B, ...) and ``features`` (B or 1, ... broadcastable); no host sync."""
+    check_tensor(inputs, name)
+    check_tensor(features, "features")
+    if inputs.ndim < 2:
+        raise ValueError(f"`{name}` must be batched with shape (B, ...), got shape {tuple(inputs.shape)}")
+    if inputs.shape[0] == 0:
+        raise ValueError(f"`{name}` must hold at least one input (B >= 1), got shape {tuple(inputs.shape)}")
+    check_integer(features, "features")
+    if features.device != inputs.device:
+        raise ValueError(f"`features` must be on the same device as `{name}` ({inputs.device}), "
+                         f"got {features.device}")
+    ok = features.ndim == inputs.ndim and features.shape[0] in (1, inputs.shape[0])
+    if ok:
+        ok = all(f in (1, i) for f, i in zip(features.shape[1:], inputs.shape[1:]))
+    if not ok:
+        raise ValueError(f"`features` must have shape (B or 1, ...) broadcastable to `{name}` "
+                         f"{tuple(inputs.shape)}, got {tuple(features.shape)}")
+
+
+def resolve(request: Request) -> Settings:
+    """Check and resolve the arguments of ``request`` (presets, names, n_samples, the model to run).
+
+    Raises:
+        TypeError / ValueError: a bad argument (named, with what was expected and what came).
+    """
+    unknown = sorted(set(request.options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}; torchlime.explain takes {sorted(OPTIONS)}")
+    o = {**OPTIONS, **request.options}
+    opts = resolve_preset(o["preset"], {k: o[k] for k in ("target", "n_samples", "baseline", "sampler", "kernel",
+                                                           "surrogate")}, request.modality)
+    n_samples, adaptive = resolve_n_samples(opts["n_samples"])
+    if adaptive is not None and (o["return_samples"] or o["masks"] is not None):
+        raise ValueError("`n_samples='auto'` draws its own samples in rounds: it cannot return or take `masks` "
+                         "(pass an int n_samples)")
+    sampler, kernel, surrogate = (resolve_sampler(opts["sampler"]), resolve_kernel(opts["kernel"]),
+                                  resolve_surrogate(opts["surrogate"]))
+    inputs, features = request.inputs, request.features
+    check_inputs(inputs, features, request.input_name)
+    batch_size = None if o["batch_size"] is None else check_positive_int(o["batch_size"], "batch_size")
+    max_memory = check_max_memory(o["max_memory"])
+    check_target(opts["target"], inputs.shape[0])
+    if not callable(request.model):
+        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(request.model)}")
+    model = request.model if request.adapter is None else request.adapter(request.model)
+    model = accelerate_model(model, o["accelerate"], inputs)
+    index = o["index"]
+    if index is not None:
+        check_tensor(index, "index")
+        check_integer(index, "index")
+        if index.shape != (inputs.shape[0],):
+            raise ValueError(f"`index` must have shape ({inputs.shape[0]},), got {tuple(index.shape)}")
+    if adaptive is not None and not getattr(sampler, "adaptive", True):
+        raise ValueError(f"`sampler` {sampler!r} plans all of its samples at once: it needs an int n_samples, "
+                         f"not 'auto'")
+    return Settings(
+        model=model, inputs=inputs, features=features, modality=request.modality, input_name=request.input_name,
+        adapter=request.adapter, target=opts["target"], n_samples=n_samples, adaptive=adaptive,
+        baseline=opts["baseline"], sampler=sampler, kernel=kernel, surrogate=surrogate, batch_size=batch_size,
+        generator=o["generator"], return_samples=o["return_samples"], preset=o["preset"], output=o["output"],
+        softmax=o["softmax"], progress=o["progress"], masks=o["masks"], perturb_fn=o["perturb_fn"],
+        normalize=o["normalize"], max_memory=max_memory, index=index, chunk_format=o["chunk_format"])

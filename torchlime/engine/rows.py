@@ -1,0 +1,168 @@
+"""The rows of one call: through the model in chunks, then into the normal equations (``Run``).
+
+Rows reach the model in ``RowOrder``s: the first gives the B unperturbed inputs (they choose
+the default targets), then every input's samples 1..S-1, input-major; later rounds of
+``n_samples="auto"`` give samples ``s_lo..s_hi-1`` of the inputs still being sampled (``run_passes``).
+The fit accumulates the weighted normal equations of any inputs and sample range, drawing the masks
+again in fixed blocks of ``FIT_BLOCK`` samples. The model sees each row exactly once.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from torchlime.stages.features import FeatureMap
+from torchlime.stages.forward.chunking import ChunkPlan
+from torchlime.stages.forward.model import Model, eval_mode, select_output
+from torchlime.stages.forward.passes import run_rows
+from torchlime.stages.forward.targets import resolve_target
+from torchlime.stages.perturb.blend import Chunk
+from torchlime.stages.perturb.record import Perturbation
+from torchlime.stages.surrogate import NormalAccumulator
+from torchlime.stages.weighting import Kernel
+
+FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
+_FIT_ELEMENTS = 1 << 24  # bound on inputs x FIT_BLOCK x F mask elements held by the fit at once
+
+
+class RowOrder:
+    """Rows of one forward pass: sample ``s_lo..s_hi-1`` of each input in ``active`` (input-major),
+    preceded, when ``s_lo == 0``, by the unperturbed inputs (sample 0) of all of them."""
+
+    def __init__(self, active: Sequence[int], s_lo: int, s_hi: int, device: torch.device) -> None:
+        self.active, self.device = list(active), device
+        self.refs = len(self.active) if s_lo == 0 else 0
+        self.s_lo = max(s_lo, 1)
+        self.width = s_hi - self.s_lo
+        self.n_rows = self.refs + len(self.active) * self.width
+        self._active = torch.tensor(self.active, dtype=torch.long, device=device)
+
+    def input_of(self, r: int) -> int:
+        return self.active[r] if r < self.refs else self.active[(r - self.refs) // self.width]
+
+    def coords(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """(input (c,), sample (c,), first, last) of rows start:stop; first == last when the rows
+        are samples of one input (which then need not be gathered)."""
+        r = torch.arange(start, stop, device=self.device)
+        ref = r < self.refs
+        rest = (r - self.refs).clamp_min(0)
+        j = torch.where(ref, r, rest // max(self.width, 1))
+        b = self._active[j.clamp_max(len(self.active) - 1)]
+        s = torch.where(ref, 0, rest % max(self.width, 1) + self.s_lo)
+        first, last = self.input_of(start), self.input_of(stop - 1)
+        single = len(self.active) == 1 or (start >= self.refs and first == last)
+        return b, s, (first if single else 0), (first if single else -1)
+
+
+class Run:
+    """The forward pass and the fit of one call (see the module docstring).
+
+    Args:
+        draw: masks (c, F) of rows (input b, sample s).
+        n_cap: the most samples any input can get (scores are stored for that many).
+        target_spec: the ``target`` argument, resolved once the unperturbed inputs are scored.
+        keep: keep masks and weights for ``return_samples``.
+    """
+
+    def __init__(self, *, model: Model, fmap: FeatureMap, draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                 perturbation: Perturbation, kernel: Kernel, plan: ChunkPlan, placement: tuple, n_cap: int,
+                 target_spec: Any, output: Any, softmax: bool, progress: bool, fit_dtype: torch.dtype,
+                 keep: bool) -> None:
+        self.model, self.fmap, self.draw, self.perturbation, self.kernel = model, fmap, draw, perturbation, kernel
+        self.plan, self.placement, self.n_cap = plan, placement, n_cap
+        self.target_spec, self.output, self.softmax, self.progress = target_spec, output, softmax, progress
+        self.fit_dtype, self.keep = fit_dtype, keep
+        self.batch = fmap.n_features.shape[0]
+        self.device = fmap.n_features.device
+        self.width: Optional[int] = None
+        self.targets: Optional[torch.Tensor] = None
+        self.scores: Optional[torch.Tensor] = None
+        self.acc: Optional[NormalAccumulator] = None
+        self.kept_masks: list[torch.Tensor] = []
+        self.kept_weights: list[torch.Tensor] = []
+        self.originals = None
+        self.dists = None
+        self._reference: Optional[torch.Tensor] = None
+        self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
+        if kernel.space == "input":  # the unperturbed inputs as the model sees them
+            every = torch.arange(self.batch, device=self.device)
+            self.originals = perturbation.build(self.chunk(every, torch.zeros_like(every), 0,
+                                                           0 if self.batch == 1 else -1))
+            self.dists = torch.zeros(self.batch, n_cap, device=self.device)
+
+    def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
+        z = self.draw(b, s)
+        if self.fmap.fixed:
+            z = torch.nn.functional.pad(z, (0, 1), value=True)
+        return Chunk(z, b, s, first, last)
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, order: RowOrder) -> None:
+        """Score every row of ``order`` (the model sees each exactly once)."""
+
+        def build(start: int, stop: int) -> Any:
+            b, s, first, last = order.coords(start, stop)
+            x = self.perturbation.build(self.chunk(b, s, first, last))
+            if self.dists is not None:  # before the model sees the chunk (a model may write into its input)
+                self.dists[b, s] = self.kernel.distances(x, self.originals, b).to(self.device, torch.float32)
+            return x
+
+        def consume(out: Any, x: Any, start: int, stop: int) -> None:
+            self._consume(order, out, start, stop)
+
+        with eval_mode(self.model):
+            run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
+
+    def _consume(self, order: RowOrder, out: Any, start: int, stop: int) -> None:
+        sc = select_output(out, self.output, stop - start)
+        if self.width is None:
+            self.width = sc.shape[1]
+        if sc.shape[1] != self.width:
+            raise ValueError(f"the model's output width changed: expected {self.width} columns (from its first "
+                             f"call), got {sc.shape[1]} at rows {start}..{stop - 1}; the explained model must "
+                             f"return the same outputs whatever the batch size")
+        sc = (sc.float().softmax(1) if self.softmax else sc.float()).to(self.device)
+        refs = order.refs
+        if start < refs:  # unperturbed inputs: full scores, they choose the targets
+            if self._reference is None:
+                self._reference = torch.empty(refs, self.width, device=self.device)
+            self._reference[start:min(stop, refs)] = sc[:refs - start]
+            if stop >= refs:
+                self.targets = resolve_target(self.target_spec, self._reference)
+                self.scores = torch.empty(self.batch, self.n_cap, self.targets.shape[1], device=self.device)
+                self.scores[:, 0] = self._reference.gather(1, self.targets)
+        if stop > refs:
+            lo = max(start, refs)
+            b, s, _, _ = order.coords(lo, stop)
+            self.scores[b, s] = sc[lo - start:].gather(1, self.targets[b])
+
+    # ---------------------------------------------------------------- fit
+    def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
+        """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to the normal equations."""
+        f_max, dev = self.fmap.f_max, self.device
+        if self.acc is None:
+            self.acc = NormalAccumulator(self.batch, f_max, self.targets.shape[1], self.scores[:, 0], self.fit_dtype)
+        valid = self.fmap.valid
+        group = max(1, _FIT_ELEMENTS // (FIT_BLOCK * max(f_max, 1)))
+        idx_all = torch.tensor(list(active), dtype=torch.long, device=dev)
+        for s0 in range(s_lo, s_hi, FIT_BLOCK):
+            s1 = min(s0 + FIT_BLOCK, s_hi)
+            s = torch.arange(s0, s1, device=dev)
+            block_m, block_w = [], []
+            for g0 in range(0, len(idx_all), group):  # groups of inputs bound the memory; sums are per input
+                b = idx_all[g0:g0 + group]
+                n = b.shape[0]
+                z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+                if self.dists is None:
+                    w = self.kernel.weigh_masks(z, valid[b])
+                else:
+                    d = self.dists[b, s0:s1]
+                    w = self.kernel.weigh(d if self.scale is None else d / self.scale[b].unsqueeze(1))
+                self.acc.add(z, self.scores[b, s0:s1], w, rows=b)
+                if self.keep:
+                    block_m.append(z)
+                    block_w.append(w)
+            if self.keep:
+                self.kept_masks.append(torch.cat(block_m))
+                self.kept_weights.append(torch.cat(block_w))
