@@ -15,6 +15,7 @@ times, in one interleaved run on one clip of the embedded SpecNet, N = 8192, pre
     python benchmarks/bench_audio_batch1.py --device cuda
     python benchmarks/bench_audio_batch1.py --quick --out /tmp/quick       # smoke run: N = 64, 1 repetition
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -47,14 +48,22 @@ from benchmarks.common import (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]),
-                         default_device="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's; quick on CPU: 1)")
+    parser = common_args(
+        argparse.ArgumentParser(description=__doc__.splitlines()[0]),
+        default_device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)"
+    )
     parser.add_argument("--n-samples", type=int, default=None, help="default 8192; quick: 64")
     parser.add_argument("--reps", type=int, default=None, help="default 5; quick: 1")
-    parser.add_argument("--chunk", type=int, default=None, help="rows per model call for torchlime and the floor "
-                        "(default: torchlime measures its own; the floor takes the fastest of a few)")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="rows per model call for torchlime and the floor "
+        "(default: torchlime measures its own; the floor takes the fastest of a few)",
+    )
     args = parser.parse_args(argv)
     size_defaults(args, dict(n_samples=(64, 8192), reps=(1, 5)))
     return args
@@ -84,19 +93,31 @@ def main(argv: list[str] | None = None) -> None:
             times[name].append(timed(fn, dev))
     seconds = {name: summary(t) for name, t in times.items()}
     med = {name: s["median"] for name, s in seconds.items()}
-    payload = dict(header(dev), benchmark="bench_audio_batch1", model=MODEL, input_shape=list(spec.shape[1:]),
-                   n_samples=args.n_samples, torchlime_chunk=chunk, floor_chunk=floor_info,
-                   repetitions=args.reps, quick=args.quick, preset="slime", seconds=seconds,
-                   explain_over_floor=med["explain"] / med["floor"],
-                   floor_batch1_over_explain=med["floor_batch1"] / med["explain"],
-                   load_average=load_average(),
-                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+    payload = dict(
+        header(dev),
+        benchmark="bench_audio_batch1",
+        model=MODEL,
+        input_shape=list(spec.shape[1:]),
+        n_samples=args.n_samples,
+        torchlime_chunk=chunk,
+        floor_chunk=floor_info,
+        repetitions=args.reps,
+        quick=args.quick,
+        preset="slime",
+        seconds=seconds,
+        explain_over_floor=med["explain"] / med["floor"],
+        floor_batch1_over_explain=med["floor_batch1"] / med["explain"],
+        load_average=load_average(),
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     name = f"audio_batch1_{dev.type}{'_quick' if args.quick else ''}.json"
     print(f"wrote {write(name, payload, args.out)}")
     for k, v in med.items():
         print(f"{k:>13}: {v:.3f} s")
-    print(f"explain / floor {payload['explain_over_floor']:.2f}; "
-          f"batch-1 model calls alone / explain {payload['floor_batch1_over_explain']:.1f}")
+    print(
+        f"explain / floor {payload['explain_over_floor']:.2f}; "
+        f"batch-1 model calls alone / explain {payload['floor_batch1_over_explain']:.1f}"
+    )
 
 
 if __name__ == "__main__":

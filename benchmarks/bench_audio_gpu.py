@@ -11,6 +11,7 @@ end -> CNN) against its own floor (istft + model on prebuilt STFTs).
     python benchmarks/bench_audio_gpu.py --waveform                  # CUDA: B=64, N=8192, 10 repetitions
     python benchmarks/bench_audio_gpu.py --device cpu --quick --out /tmp/quick   # smoke run (waveform too)
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -47,8 +48,13 @@ from benchmarks.common import (
 MODEL = "SpecNet (torchlime/audio/weights/audio_cnn.pt)"
 
 
-def floor(model: Callable, example: torch.Tensor, n_rows: int, chunk: int,
-          prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x) -> Callable[[], None]:
+def floor(
+    model: Callable,
+    example: torch.Tensor,
+    n_rows: int,
+    chunk: int,
+    prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
+) -> Callable[[], None]:
     """A function running ``model(prepare(rows))`` over ``n_rows`` rows in chunks of ``chunk``
     (the rows, copies of ``example``, built beforehand)."""
     rows = example.unsqueeze(0).expand(min(chunk, n_rows), *example.shape).contiguous()
@@ -62,8 +68,14 @@ def floor_sizes(device: torch.device, quick: bool) -> list[int]:
     return [512, 1024, 2048, 4096] if device.type == "cuda" else [64, 256, 1024]
 
 
-def measured_floor(model: Callable, example: torch.Tensor, n_rows: int, sizes: list[int], device: torch.device,
-                   prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x) -> tuple[Callable[[], None], dict]:
+def measured_floor(
+    model: Callable,
+    example: torch.Tensor,
+    n_rows: int,
+    sizes: list[int],
+    device: torch.device,
+    prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
+) -> tuple[Callable[[], None], dict]:
     """The floor at the fastest of ``sizes`` (each timed on the same rows), and what was tried."""
     probe = min(n_rows, 2 * max(sizes))
     best, tried = best_chunk(lambda b: floor(model, example, probe, b, prepare), sizes, device, repeats=1)
@@ -73,11 +85,17 @@ def measured_floor(model: Callable, example: torch.Tensor, n_rows: int, sizes: l
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cuda")
     parser.add_argument("--batch", type=int, default=None, help="clips explained together (default 64; quick: 2)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's; quick on CPU: 1)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)"
+    )
     parser.add_argument("--n-samples", type=int, default=None, help="default 8192 (the SLIME preset); quick: 64")
-    parser.add_argument("--chunk", type=int, default=None, help="rows per model call for torchlime and the floor "
-                        "(default: torchlime measures its own; the floor takes the fastest of a few)")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="rows per model call for torchlime and the floor "
+        "(default: torchlime measures its own; the floor takes the fastest of a few)",
+    )
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 10; quick: 1)")
     parser.add_argument("--waveform", action="store_true", help="also time the waveform (STFT/istft) path")
     args = parser.parse_args(argv)
@@ -112,9 +130,17 @@ def main(argv: list[str] | None = None) -> None:
         wave_store: dict = {}
 
         def explain_wave() -> None:
-            exp = explain_waveform(wave_model, waves, sample_rate=audio_data.SAMPLE_RATE, features="time_frequency",
-                                   n_fft=n_fft, hop_length=hop, preset="slime", n_samples=args.n_samples,
-                                   batch_size=args.chunk)
+            exp = explain_waveform(
+                wave_model,
+                waves,
+                sample_rate=audio_data.SAMPLE_RATE,
+                features="time_frequency",
+                n_fft=n_fft,
+                hop_length=hop,
+                preset="slime",
+                n_samples=args.n_samples,
+                batch_size=args.chunk,
+            )
             exp.coef.sum().item()
             wave_store["meta"] = exp.meta
 
@@ -123,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
 
         chunks["explain_waveform"] = warm_up(explain_wave, wave_store)
         systems["floor_waveform"], floors["waveform"] = measured_floor(
-            wave_model, spec0, n_rows, [*sizes, chunks["explain_waveform"]], dev, to_audio)
+            wave_model, spec0, n_rows, [*sizes, chunks["explain_waveform"]], dev, to_audio
+        )
         systems["explain_waveform"] = explain_wave
     times: dict[str, list[float]] = {k: [] for k in systems}
     for rep in range(args.reps):  # interleaved
@@ -132,21 +159,34 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
     results = {k: summary(v) for k, v in times.items()}
     rates = {k: args.batch / v["median"] for k, v in results.items()}
-    payload = dict(header(dev), benchmark="bench_audio_gpu", quick=args.quick, model=MODEL,
-                   input_shape=list(specs.shape[1:]), batch=args.batch, n_samples=args.n_samples,
-                   torchlime_chunks=chunks, floor_chunks=floors, repetitions=args.reps, preset="slime",
-                   seconds=results, peak_memory_bytes=store["meta"].get("peak_memory"),
-                   explanations_per_second={k: v for k, v in rates.items() if k.startswith("explain")},
-                   floor_explanations_per_second={k: v for k, v in rates.items() if k.startswith("floor")},
-                   explain_over_floor=results["explain"]["median"] / results["floor"]["median"],
-                   explain_over_floor_min=results["explain"]["min"] / results["floor"]["min"],
-                   load_average=load_average(),
-                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+    payload = dict(
+        header(dev),
+        benchmark="bench_audio_gpu",
+        quick=args.quick,
+        model=MODEL,
+        input_shape=list(specs.shape[1:]),
+        batch=args.batch,
+        n_samples=args.n_samples,
+        torchlime_chunks=chunks,
+        floor_chunks=floors,
+        repetitions=args.reps,
+        preset="slime",
+        seconds=results,
+        peak_memory_bytes=store["meta"].get("peak_memory"),
+        explanations_per_second={k: v for k, v in rates.items() if k.startswith("explain")},
+        floor_explanations_per_second={k: v for k, v in rates.items() if k.startswith("floor")},
+        explain_over_floor=results["explain"]["median"] / results["floor"]["median"],
+        explain_over_floor_min=results["explain"]["min"] / results["floor"]["min"],
+        load_average=load_average(),
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     if args.waveform:
-        payload["explain_waveform_over_floor"] = (results["explain_waveform"]["median"]
-                                                  / results["floor_waveform"]["median"])
-        payload["explain_waveform_over_floor_min"] = (results["explain_waveform"]["min"]
-                                                      / results["floor_waveform"]["min"])
+        payload["explain_waveform_over_floor"] = (
+            results["explain_waveform"]["median"] / results["floor_waveform"]["median"]
+        )
+        payload["explain_waveform_over_floor_min"] = (
+            results["explain_waveform"]["min"] / results["floor_waveform"]["min"]
+        )
     name = f"audio_gpu_{dev.type}{'_quick' if args.quick else ''}.json"
     print(f"wrote {write(name, payload, args.out)}")
     for k, v in results.items():

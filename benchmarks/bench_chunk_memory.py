@@ -22,6 +22,7 @@ first conv's output and the ReLU's output).
     python benchmarks/bench_chunk_memory.py --device cuda
     python benchmarks/bench_chunk_memory.py --quick --out /tmp/quick
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -40,7 +41,7 @@ import torch
 
 from benchmarks.common import common_args, device_arg, header, load_average, smoke_threads, write
 
-MIB = 2 ** 20
+MIB = 2**20
 
 CHILD = r"""
 import json, resource, sys, time
@@ -78,8 +79,15 @@ def conv_net() -> torch.nn.Module:
     """The benchmark's model: random weights (seed 0), eval mode; activations scale with H x W."""
     torch.manual_seed(0)
     nn = torch.nn
-    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)).eval()
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    ).eval()
 
 
 def row_bytes(size: int) -> tuple[int, int, int]:
@@ -107,9 +115,13 @@ def row_bytes(size: int) -> tuple[int, int, int]:
 
 
 def measure(size: int, chunk: int, n: int, threads: int, cells: int, device: torch.device) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(size), str(chunk), str(n), str(threads), str(cells),
-                           str(device)], capture_output=True, text=True, timeout=3600,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(size), str(chunk), str(n), str(threads), str(cells), str(device)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     if proc.returncode != 0:
         return dict(error=proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -121,27 +133,44 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, nargs="+", default=None, help="batch_size values (default 16 64 256 1024)")
     ap.add_argument("--n-samples", type=int, default=None, help="default 1024; quick: 64")
     ap.add_argument("--cells", type=int, default=8, help="grid of cells x cells features (default 8: 64 features)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch CPU threads in each child (default: torch's; quick on CPU: 1)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads in each child (default: torch's; quick on CPU: 1)"
+    )
     args = ap.parse_args()
     device = device_arg(args.device)
     smoke_threads(args, device)
     sizes = args.sizes or ([32, 64] if args.quick else [64, 128, 224])
     chunks = args.chunks or ([16, 64] if args.quick else [16, 64, 256, 1024])
     n = args.n_samples or (64 if args.quick else 1024)
-    out = dict(header(device), benchmark="bench_chunk_memory", quick=args.quick, n_samples=n,
-               features=args.cells ** 2, torch_threads=torch.get_num_threads(), load_average=load_average(),
-               memory="cuda_max_memory_allocated" if device.type == "cuda" else "ru_maxrss",
-               model="Conv2d(3,16,3,p1)-ReLU-Conv2d(16,32,3,s2)-ReLU-AdaptiveAvgPool2d(1)-Linear(32,10), fp32",
-               note="smoke run: proves the script runs, not a measurement" if args.quick else "", results=[])
+    out = dict(
+        header(device),
+        benchmark="bench_chunk_memory",
+        quick=args.quick,
+        n_samples=n,
+        features=args.cells**2,
+        torch_threads=torch.get_num_threads(),
+        load_average=load_average(),
+        memory="cuda_max_memory_allocated" if device.type == "cuda" else "ru_maxrss",
+        model="Conv2d(3,16,3,p1)-ReLU-Conv2d(16,32,3,s2)-ReLU-AdaptiveAvgPool2d(1)-Linear(32,10), fp32",
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+        results=[],
+    )
     for size in sizes:
         input_bytes, act_bytes, live_bytes = row_bytes(size)
         for chunk in chunks:
             got = measure(size, chunk, n, torch.get_num_threads(), args.cells, device)
             estimate = chunk * (input_bytes + act_bytes)
-            row = dict(size=size, chunk=chunk, input_bytes_per_row=input_bytes, activation_bytes_per_row=act_bytes,
-                       live_bytes_per_row=live_bytes, activation_over_input=act_bytes / input_bytes,
-                       estimate_mib=estimate / MIB, live_estimate_mib=chunk * live_bytes / MIB, **got)
+            row = dict(
+                size=size,
+                chunk=chunk,
+                input_bytes_per_row=input_bytes,
+                activation_bytes_per_row=act_bytes,
+                live_bytes_per_row=live_bytes,
+                activation_over_input=act_bytes / input_bytes,
+                estimate_mib=estimate / MIB,
+                live_estimate_mib=chunk * live_bytes / MIB,
+                **got,
+            )
             if "peak_growth_mib" in got:
                 row["measured_over_estimate"] = got["peak_growth_mib"] * MIB / estimate
                 row["measured_over_live"] = got["peak_growth_mib"] / row["live_estimate_mib"]

@@ -14,6 +14,7 @@ is timed once, after the rest.
     python benchmarks/bench_engine.py --previous-tree /tmp/old --previous-commit 68ecdbf
     python benchmarks/bench_engine.py --quick --out /tmp/quick  # smoke test
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -80,7 +81,8 @@ def floor_fn(model, images, batch, device, channels_last=False):
     def run():
         with torch.inference_mode():
             for i in range(0, images.shape[0], batch):
-                model(images[i:i + batch].to(device)).softmax(1)
+                model(images[i : i + batch].to(device)).softmax(1)
+
     return run
 
 
@@ -97,8 +99,16 @@ def lime_fn(model, image, segments, n, batch, device):
 
     def run():
         explainer = lime_image.LimeImageExplainer(random_state=0)
-        explainer.explain_instance(img, classifier_fn, segmentation_fn=lambda _: seg, num_samples=n,
-                                   batch_size=batch, hide_color=None, top_labels=5)
+        explainer.explain_instance(
+            img,
+            classifier_fn,
+            segmentation_fn=lambda _: seg,
+            num_samples=n,
+            batch_size=batch,
+            hide_color=None,
+            top_labels=5,
+        )
+
     return run
 
 
@@ -113,8 +123,10 @@ def captum_fn(model, image, segments, n, ppe, device):
     def run():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            Lime(lambda v: model(v).softmax(1)).attribute(x, target=target, feature_mask=mask, n_samples=n,
-                                                          perturbations_per_eval=ppe)
+            Lime(lambda v: model(v).softmax(1)).attribute(
+                x, target=target, feature_mask=mask, n_samples=n, perturbations_per_eval=ppe
+            )
+
     return run
 
 
@@ -123,9 +135,17 @@ def torchlime_fn(model, image, segments, n, device):
     x, seg = image.to(device), None if segments is None else segments.to(device)
 
     def run():
-        exp = explain_image(model, x, segments=seg if seg is not None else "slic", preset="lime", softmax=True,
-                            n_samples=n, normalize=MEAN_STD)
+        exp = explain_image(
+            model,
+            x,
+            segments=seg if seg is not None else "slic",
+            preset="lime",
+            softmax=True,
+            n_samples=n,
+            normalize=MEAN_STD,
+        )
         exp.coef.sum().item()  # wait for the result
+
     return run
 
 
@@ -139,9 +159,14 @@ class Previous:
         torch.save(image, paths[1])
         torch.save(segments, paths[2])
         env = dict(os.environ, PYTHONPATH="")
-        self.proc = subprocess.Popen([sys.executable, str(paths[0]), str(tree), name, str(paths[1]), str(paths[2])],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                                     cwd=self.tmp.name)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(paths[0]), str(tree), name, str(paths[1]), str(paths[2])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=self.tmp.name,
+        )
 
     def fn(self, n: int):
         def run():
@@ -151,6 +176,7 @@ class Previous:
             if not line:
                 raise RuntimeError("the previous-version worker stopped")
             return float(line)
+
         return run
 
     def close(self) -> None:
@@ -165,8 +191,11 @@ def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes,
     image = test_image(size)
     segments = skimage_segments(image, "quickshift", **LIME_QUICKSHIFT)
     images = perturbed_images(image, segments, n)
-    systems = {f"floor_{fmt}_batch{b}": floor_fn(model, images, b, device, fmt == "channels_last")
-               for fmt, batches in floor_batches.items() for b in batches}
+    systems = {
+        f"floor_{fmt}_batch{b}": floor_fn(model, images, b, device, fmt == "channels_last")
+        for fmt, batches in floor_batches.items()
+        for b in batches
+    }
     systems["torchlime"] = torchlime_fn(net, image, segments, n, device)
     previous = Previous(previous_tree, name, image, segments) if previous_tree else None
     if previous:
@@ -179,8 +208,11 @@ def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes,
     for key, fn in systems.items():
         if key.startswith(("floor", "torchlime")):
             fn()
-    for warm in (lime_fn(model, image, segments, 20, 10, device), captum_fn(model, image, segments, 20, 1, device),
-                 torchlime_fn(net, image, None, 20, device)):
+    for warm in (
+        lime_fn(model, image, segments, 20, 10, device),
+        captum_fn(model, image, segments, 20, 1, device),
+        torchlime_fn(net, image, None, 20, device),
+    ):
         warm()
     times = {k: [] for k in systems}
     for rep in range(reps):
@@ -194,8 +226,11 @@ def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes,
     floor_key = min((k for k in res if k.startswith("floor")), key=lambda k: res[k]["median"])
     floor = res[floor_key]["median"]
     tl = res["torchlime"]["median"]
-    ratios = dict(floor_system=floor_key, torchlime_over_floor=tl / floor,
-                  torchlime_slic_over_floor=res["torchlime_with_torch_slic"]["median"] / floor)
+    ratios = dict(
+        floor_system=floor_key,
+        torchlime_over_floor=tl / floor,
+        torchlime_slic_over_floor=res["torchlime_with_torch_slic"]["median"] / floor,
+    )
     if previous:
         ratios["torchlime_previous_over_floor"] = res["torchlime_previous"]["median"] / floor
         ratios["torchlime_over_previous"] = tl / res["torchlime_previous"]["median"]
@@ -204,9 +239,17 @@ def bench_model(name, device, n, reps, floor_batches, lime_batches, captum_ppes,
             ratios[f"{k}_over_torchlime"] = res[k]["median"] / tl
     seg_times = [timed(lambda: skimage_segments(image, "quickshift", **LIME_QUICKSHIFT), device) for _ in range(3)]
     slic_times = [timed(lambda: slic(image.to(device)), device) for _ in range(3)]
-    return dict(model=name, n_samples=n, repetitions=reps, n_segments=int(segments.unique().numel()),
-                seconds=res, ratios=ratios, segmentation_seconds=dict(
-                    quickshift_lime_params=statistics.median(seg_times), torch_slic=statistics.median(slic_times)))
+    return dict(
+        model=name,
+        n_samples=n,
+        repetitions=reps,
+        n_segments=int(segments.unique().numel()),
+        seconds=res,
+        ratios=ratios,
+        segmentation_seconds=dict(
+            quickshift_lime_params=statistics.median(seg_times), torch_slic=statistics.median(slic_times)
+        ),
+    )
 
 
 def main() -> None:
@@ -221,18 +264,24 @@ def main() -> None:
     n, reps, size = (24, 1, 64) if args.quick else (args.n, args.reps, 224)
     models = ["mobilenet_v3_small"] if args.quick else args.models
     cpu = device.type == "cpu"
-    floor_batches = ({"nchw": (10, 16), "channels_last": (10, 16, 32)} if cpu
-                     else {"nchw": (64, 128, 256, 512), "channels_last": (128, 256, 512)})
+    floor_batches = (
+        {"nchw": (10, 16), "channels_last": (10, 16, 32)}
+        if cpu
+        else {"nchw": (64, 128, 256, 512), "channels_last": (128, 256, 512)}
+    )
     lime_batches, captum_ppes = ((10,), (1,)) if args.quick else ((10, 100), (1, 64))
     out = header(device)
     out["previous_commit"] = args.previous_commit if args.previous_tree else None
-    out["results"] = [bench_model(m, device, n, reps, floor_batches, lime_batches, captum_ppes, args.previous_tree,
-                                  size) for m in models]
+    out["results"] = [
+        bench_model(m, device, n, reps, floor_batches, lime_batches, captum_ppes, args.previous_tree, size)
+        for m in models
+    ]
     targets = {"resnet18": 1.15, "mobilenet_v3_small": 1.3}
     for r in out["results"]:
         r["target_torchlime_over_floor"] = targets.get(r["model"])
         r["faster_than_every_lime_and_captum"] = all(
-            v > 1 for k, v in r["ratios"].items() if k.endswith("_over_torchlime"))
+            v > 1 for k, v in r["ratios"].items() if k.endswith("_over_torchlime")
+        )
     path = write(f"engine_{device.type}.json", out, args.out)
     print(f"wrote {path}")
     for r in out["results"]:

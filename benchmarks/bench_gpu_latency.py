@@ -30,6 +30,7 @@ own floor, accelerate="fast" <= 0.075 s, one 299x299 image segmented in <= 3 ms.
     python benchmarks/bench_gpu_latency.py --variants compile --no-anchors --tag compiled
     python benchmarks/bench_gpu_latency.py --device cpu --quick --out /tmp/quick   # smoke test
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -92,7 +93,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compile": dict(options=dict(compile=True)),
     "bf16_channels_last_compile": dict(options=dict(autocast=BF16, channels_last=True, compile=True)),
     "bf16_channels_last_compile_cuda_graphs": dict(
-        options=dict(autocast=BF16, channels_last=True, compile=True, cuda_graphs=True)),
+        options=dict(autocast=BF16, channels_last=True, compile=True, cuda_graphs=True)
+    ),
 }
 COMPILED = [k for k, v in VARIANTS.items() if v.get("options", {}).get("compile")]
 QUICK_VARIANTS = ["default", "fast", "bf16_channels_last"]
@@ -123,19 +125,24 @@ def build_variant(name: str, model_name: str, device: torch.device, fixed_chunk:
     return dict(model=model, accelerate=None, floor_model=model, fixed=fixed)
 
 
-def explain_fn(model: Callable, images: torch.Tensor, n: int, accelerate: str | None, store: dict,
-               batch_size: int | None = None) -> Callable[[], None]:
+def explain_fn(
+    model: Callable, images: torch.Tensor, n: int, accelerate: str | None, store: dict, batch_size: int | None = None
+) -> Callable[[], None]:
     """One end-to-end explain_image call; keeps the last ``exp.meta`` in ``store``."""
+
     def run() -> None:
-        exp = explain_image(model, images, n_samples=n, normalize=NORMALIZE, accelerate=accelerate,
-                            batch_size=batch_size)
+        exp = explain_image(
+            model, images, n_samples=n, normalize=NORMALIZE, accelerate=accelerate, batch_size=batch_size
+        )
         exp.coef.sum().item()  # the result on the host
         store["meta"] = exp.meta
+
     return run
 
 
-def lime_fn(model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int, batch: int,
-            device: torch.device) -> Callable[[], None]:
+def lime_fn(
+    model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int, batch: int, device: torch.device
+) -> Callable[[], None]:
     """lime's LimeImageExplainer at its defaults (top 5 labels, mean-colour fill), our segments,
     the classifier on ``device`` returning probabilities."""
     from lime import lime_image
@@ -150,13 +157,14 @@ def lime_fn(model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int
 
     def run() -> None:
         explainer = lime_image.LimeImageExplainer(random_state=0)
-        explainer.explain_instance(img, classifier_fn, segmentation_fn=lambda _: seg, num_samples=n,
-                                   batch_size=batch)
+        explainer.explain_instance(img, classifier_fn, segmentation_fn=lambda _: seg, num_samples=n, batch_size=batch)
+
     return run
 
 
-def captum_fn(model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int, ppe: int,
-              device: torch.device) -> Callable[[], None]:
+def captum_fn(
+    model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int, ppe: int, device: torch.device
+) -> Callable[[], None]:
     """captum's Lime at its defaults (fill 0, Lasso), our segments as the feature mask, on ``device``."""
     from captum.attr import Lime
 
@@ -168,9 +176,11 @@ def captum_fn(model: Callable, image: torch.Tensor, segments: torch.Tensor, n: i
     def run() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            attr = Lime(lambda v: model(v).softmax(1)).attribute(x, target=target, feature_mask=mask, n_samples=n,
-                                                                 perturbations_per_eval=ppe)
+            attr = Lime(lambda v: model(v).softmax(1)).attribute(
+                x, target=target, feature_mask=mask, n_samples=n, perturbations_per_eval=ppe
+            )
         attr.sum().item()
+
     return run
 
 
@@ -189,18 +199,26 @@ def roomy_compile_cache(entries: int = 64) -> None:
 
 def settings(device: torch.device) -> dict:
     """Backend switches that change speed, recorded with every result."""
-    out = dict(cudnn_benchmark=torch.backends.cudnn.benchmark,
-               deterministic_algorithms=torch.are_deterministic_algorithms_enabled())
+    out = dict(
+        cudnn_benchmark=torch.backends.cudnn.benchmark,
+        deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+    )
     try:
         from torch._dynamo import config
 
-        out.update({f"dynamo_{k}": getattr(config, k) for k in
-                    ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit") if hasattr(config, k)})
+        out.update(
+            {
+                f"dynamo_{k}": getattr(config, k)
+                for k in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit")
+                if hasattr(config, k)
+            }
+        )
     except ImportError:
         pass
     if device.type == "cuda":
-        out.update(matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
-                   cudnn_allow_tf32=torch.backends.cudnn.allow_tf32)
+        out.update(
+            matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32, cudnn_allow_tf32=torch.backends.cudnn.allow_tf32
+        )
     return out
 
 
@@ -212,22 +230,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=None, help="samples per explanation (default 1000; quick: 16)")
     ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 10; quick: 1)")
     ap.add_argument("--anchor-reps", type=int, default=3, help="repetitions that include lime and captum")
-    ap.add_argument("--variants", nargs="+", default=None, choices=list(VARIANTS),
-                    help=f"default: all; quick: {' '.join(QUICK_VARIANTS)}")
-    ap.add_argument("--chunk-sizes", type=int, nargs="+", default=None,
-                    help="floor chunk sizes tried (default 64 128 256 512 1000; quick: 8 16), plus torchlime's")
-    ap.add_argument("--compile-chunk", type=int, default=None, help="fixed chunk of compiled / graphed variants "
-                    "(default 256; quick: 8)")
+    ap.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        choices=list(VARIANTS),
+        help=f"default: all; quick: {' '.join(QUICK_VARIANTS)}",
+    )
+    ap.add_argument(
+        "--chunk-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="floor chunk sizes tried (default 64 128 256 512 1000; quick: 8 16), plus torchlime's",
+    )
+    ap.add_argument(
+        "--compile-chunk",
+        type=int,
+        default=None,
+        help="fixed chunk of compiled / graphed variants (default 256; quick: 8)",
+    )
     ap.add_argument("--lime-batches", type=int, nargs="+", default=[10, 250], help="lime batch sizes (10: default)")
-    ap.add_argument("--captum-ppes", type=int, nargs="+", default=[1, 250],
-                    help="captum perturbations_per_eval (1: default)")
+    ap.add_argument(
+        "--captum-ppes", type=int, nargs="+", default=[1, 250], help="captum perturbations_per_eval (1: default)"
+    )
     ap.add_argument("--no-anchors", action="store_true", help="skip lime and captum")
     ap.add_argument("--tag", default="", help="added to the JSON name (gpu_latency_<tag>_<device>.json)")
     args = ap.parse_args(argv)
     quick = args.quick
-    defaults = dict(model=("resnet18", "inception_v3"), size=(64, 299), n=(16, 1000), reps=(1, 10),
-                    chunk_sizes=([8, 16], [64, 128, 256, 512, 1000]), compile_chunk=(8, 256),
-                    variants=(QUICK_VARIANTS, list(VARIANTS)))
+    defaults = dict(
+        model=("resnet18", "inception_v3"),
+        size=(64, 299),
+        n=(16, 1000),
+        reps=(1, 10),
+        chunk_sizes=([8, 16], [64, 128, 256, 512, 1000]),
+        compile_chunk=(8, 256),
+        variants=(QUICK_VARIANTS, list(VARIANTS)),
+    )
     size_defaults(args, defaults, quick=quick)
     if quick:
         args.anchor_reps = min(args.anchor_reps, 1)
@@ -236,8 +275,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def measure(args: argparse.Namespace, device: torch.device, image: torch.Tensor, segments: torch.Tensor,
-            perturbed: torch.Tensor, st: dict[str, dict]) -> None:
+def measure(
+    args: argparse.Namespace,
+    device: torch.device,
+    image: torch.Tensor,
+    segments: torch.Tensor,
+    perturbed: torch.Tensor,
+    st: dict[str, dict],
+) -> None:
     """Warm-ups, then the interleaved repetitions, filling ``st`` as it goes (``variants``, ``errors``,
     ``skipped``, ``anchor_warm``, ``times``, ``anchor_times``, ``peak``): a stop keeps what finished."""
     variants, errors, skipped = st["variants"], st["errors"], st["skipped"]
@@ -251,12 +296,16 @@ def measure(args: argparse.Namespace, device: torch.device, image: torch.Tensor,
             v["rows"] = formatted(perturbed, v["floor_model"])
             sizes = [v["fixed"]] if v["fixed"] else [*args.chunk_sizes, chosen]
             v["floor_batch"], v["floor_candidates"] = best_chunk(
-                lambda b, v=v: forward_rows(v["floor_model"], v["rows"], b), sizes, device)
+                lambda b, v=v: forward_rows(v["floor_model"], v["rows"], b), sizes, device
+            )
             v["floor"] = forward_rows(v["floor_model"], v["rows"], v["floor_batch"])
             v["warmup_seconds"] = time.perf_counter() - t0
             variants[name] = v
-            print(f"warm-up {name}: {v['warmup_seconds']:.1f} s, torchlime chunk {chosen}, "
-                  f"floor chunk {v['floor_batch']}", flush=True)
+            print(
+                f"warm-up {name}: {v['warmup_seconds']:.1f} s, torchlime chunk {chosen}, "
+                f"floor chunk {v['floor_batch']}",
+                flush=True,
+            )
         except Exception as err:  # noqa: BLE001 - one broken variant must not lose the others
             errors[name] = f"{type(err).__name__}: {err}"
             traceback.print_exc()
@@ -297,8 +346,11 @@ def measure(args: argparse.Namespace, device: torch.device, image: torch.Tensor,
             times[name]["torchlime"].append(timed(v["explain"], device))
             times[name]["floor"].append(timed(v["floor"], device))
             peak[name] = v["store"]["meta"].get("peak_memory")
-            print(f"rep {rep} {name}: torchlime {times[name]['torchlime'][-1]:.4f} s, "
-                  f"floor {times[name]['floor'][-1]:.4f} s", flush=True)
+            print(
+                f"rep {rep} {name}: torchlime {times[name]['torchlime'][-1]:.4f} s, "
+                f"floor {times[name]['floor'][-1]:.4f} s",
+                flush=True,
+            )
         if rep < args.anchor_reps:
             for key, fn in anchors.items():
                 anchor_times[key].append(timed(fn, device))
@@ -322,13 +374,15 @@ def main(argv: list[str] | None = None) -> None:
     with torch.inference_mode():  # an inference tensor: the floor's rows need no copy (common.formatted)
         perturbed = normalized(perturbed_images(image, segments, args.n, fill="zero"))  # explain_image's fill: 0
 
-    st: dict[str, dict] = {k: {} for k in ("variants", "errors", "skipped", "anchor_warm", "times",
-                                            "anchor_times", "peak")}
+    st: dict[str, dict] = {
+        k: {} for k in ("variants", "errors", "skipped", "anchor_warm", "times", "anchor_times", "peak")
+    }
     stop: dict[str, Any] = {}
     with until_stopped(stop):
         measure(args, device, image, segments, perturbed, st)
-    variants, errors, skipped, anchor_warm, peak = (st[k] for k in ("variants", "errors", "skipped", "anchor_warm",
-                                                                     "peak"))
+    variants, errors, skipped, anchor_warm, peak = (
+        st[k] for k in ("variants", "errors", "skipped", "anchor_warm", "peak")
+    )
     times = {k: t for k, t in st["times"].items() if t["torchlime"] and t["floor"]}
     anchor_times = {k: t for k, t in st["anchor_times"].items() if t}
 
@@ -339,19 +393,32 @@ def main(argv: list[str] | None = None) -> None:
         tl, fl = summary(t["torchlime"]), summary(t["floor"])
         over, ratio = tl["median"] - fl["median"], tl["median"] / fl["median"]
         results[name] = dict(
-            how=dict(accelerate=v["accelerate"], fixed_chunk=v["fixed"],
-                     options={k: str(o) for k, o in VARIANTS[name].get("options", {}).items()}),
-            seconds=dict(torchlime=tl, floor=fl), torchlime_chunk=v["store"]["meta"]["batch_size"],
-            floor_chunk=v["floor_batch"], floor_candidates_seconds=v["floor_candidates"],
-            floor_input=dict(dtype=str(v["rows"].dtype),
-                             channels_last=bool(v["rows"].is_contiguous(memory_format=torch.channels_last))),
-            overhead_seconds=over, torchlime_over_floor=ratio, peak_memory_bytes=peak.get(name),
+            how=dict(
+                accelerate=v["accelerate"],
+                fixed_chunk=v["fixed"],
+                options={k: str(o) for k, o in VARIANTS[name].get("options", {}).items()},
+            ),
+            seconds=dict(torchlime=tl, floor=fl),
+            torchlime_chunk=v["store"]["meta"]["batch_size"],
+            floor_chunk=v["floor_batch"],
+            floor_candidates_seconds=v["floor_candidates"],
+            floor_input=dict(
+                dtype=str(v["rows"].dtype),
+                channels_last=bool(v["rows"].is_contiguous(memory_format=torch.channels_last)),
+            ),
+            overhead_seconds=over,
+            torchlime_over_floor=ratio,
+            peak_memory_bytes=peak.get(name),
             warmup_seconds=v["warmup_seconds"],
-            goals=dict(overhead=goal("at most 5 ms beyond its own floor", over, 0.005, quick=args.quick),
-                       ratio=goal("at most 1.1x its own floor", ratio, 1.1, quick=args.quick)))
+            goals=dict(
+                overhead=goal("at most 5 ms beyond its own floor", over, 0.005, quick=args.quick),
+                ratio=goal("at most 1.1x its own floor", ratio, 1.1, quick=args.quick),
+            ),
+        )
         if name == "fast":
-            results[name]["goals"]["seconds"] = goal('accelerate="fast" end to end <= 0.075 s', tl["median"],
-                                                     0.075, quick=args.quick)
+            results[name]["goals"]["seconds"] = goal(
+                'accelerate="fast" end to end <= 0.075 s', tl["median"], 0.075, quick=args.quick
+            )
     reference = results.get("default")
     anchor_results = {}
     for key, t in anchor_times.items():
@@ -360,28 +427,47 @@ def main(argv: list[str] | None = None) -> None:
         if reference:
             anchor_results[key].update(
                 over_default_torchlime=s["median"] / reference["seconds"]["torchlime"]["median"],
-                over_default_floor=s["median"] / reference["seconds"]["floor"]["median"])
+                over_default_floor=s["median"] / reference["seconds"]["floor"]["median"],
+            )
 
     out = header(device)
     out.update(
-        benchmark="gpu_latency", quick=args.quick, tag=args.tag or None, model=args.model, image_size=args.size,
-        n_samples=args.n, n_segments=n_segments, repetitions=args.reps, anchor_repetitions=args.anchor_reps,
-        settings=settings(device), segmentation_seconds_torchlime_slic=seg,
-        segmentation_goal=goal(f"one {args.size}x{args.size} image segmented in <= 3 ms (goal stated for 299x299)",
-                               seg["median"], 0.003, quick=args.quick or args.size != 299),
-        variants=results, anchors=anchor_results, skipped=skipped, errors=errors,
+        benchmark="gpu_latency",
+        quick=args.quick,
+        tag=args.tag or None,
+        model=args.model,
+        image_size=args.size,
+        n_samples=args.n,
+        n_segments=n_segments,
+        repetitions=args.reps,
+        anchor_repetitions=args.anchor_reps,
+        settings=settings(device),
+        segmentation_seconds_torchlime_slic=seg,
+        segmentation_goal=goal(
+            f"one {args.size}x{args.size} image segmented in <= 3 ms (goal stated for 299x299)",
+            seg["median"],
+            0.003,
+            quick=args.quick or args.size != 299,
+        ),
+        variants=results,
+        anchors=anchor_results,
+        skipped=skipped,
+        errors=errors,
         stopped_early=stop["stopped_early"],
-        note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     tag = f"_{args.tag}" if args.tag else ""
     path = write(f"gpu_latency{tag}_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
     print(f"wrote {path}")
     print(f"segmentation (torchlime SLIC, {args.size}x{args.size}): {seg['median'] * 1e3:.2f} ms (goal <= 3 ms)")
     for name, r in results.items():
-        print(f"{name:40s} torchlime {r['seconds']['torchlime']['median']:.4f} s  floor "
-              f"{r['seconds']['floor']['median']:.4f} s (chunk {r['floor_chunk']})  "
-              f"+{r['overhead_seconds'] * 1e3:.1f} ms, x{r['torchlime_over_floor']:.3f} "
-              f"(goals: <= 5 ms and <= 1.1x{'; <= 0.075 s' if name == 'fast' else ''})  "
-              f"peak {r['peak_memory_bytes']}")
+        print(
+            f"{name:40s} torchlime {r['seconds']['torchlime']['median']:.4f} s  floor "
+            f"{r['seconds']['floor']['median']:.4f} s (chunk {r['floor_chunk']})  "
+            f"+{r['overhead_seconds'] * 1e3:.1f} ms, x{r['torchlime_over_floor']:.3f} "
+            f"(goals: <= 5 ms and <= 1.1x{'; <= 0.075 s' if name == 'fast' else ''})  "
+            f"peak {r['peak_memory_bytes']}"
+        )
     for key, r in anchor_results.items():
         print(f"{key:40s} {r['seconds']['median']:.3f} s")
     for key, why in skipped.items():

@@ -24,6 +24,7 @@ interleaved repetitions (torchlime, floor, next variant ...), synchronised, medi
     python benchmarks/bench_gpu_throughput.py --images 64 --variants default bf16_channels_last
     python benchmarks/bench_gpu_throughput.py --device cpu --quick --out /tmp/quick   # smoke test
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -88,20 +89,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=None, help="samples per image (default 1000; quick: 16)")
     ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 5; quick: 1)")
     ap.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
-    ap.add_argument("--chunk-sizes", type=int, nargs="+", default=None,
-                    help="floor chunk sizes tried (default 256 512 1024 2048; quick: 8 16), plus torchlime's")
+    ap.add_argument(
+        "--chunk-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="floor chunk sizes tried (default 256 512 1024 2048; quick: 8 16), plus torchlime's",
+    )
     ap.add_argument("--compile-chunk", type=int, default=512, help="fixed chunk of compiled / graphed variants")
     args = ap.parse_args(argv)
-    defaults = dict(model=("resnet18", "resnet50"), size=(64, 224), images=(2, 32), n=(16, 1000), reps=(1, 5),
-                    chunk_sizes=([8, 16], [256, 512, 1024, 2048]))
+    defaults = dict(
+        model=("resnet18", "resnet50"),
+        size=(64, 224),
+        images=(2, 32),
+        n=(16, 1000),
+        reps=(1, 5),
+        chunk_sizes=([8, 16], [256, 512, 1024, 2048]),
+    )
     size_defaults(args, defaults)
     if args.quick:
         args.compile_chunk = min(args.compile_chunk, 16)
     return args
 
 
-def measure(args: argparse.Namespace, device: torch.device, images: torch.Tensor, pool: torch.Tensor,
-            pool_rows: int, st: dict[str, dict]) -> None:
+def measure(
+    args: argparse.Namespace,
+    device: torch.device,
+    images: torch.Tensor,
+    pool: torch.Tensor,
+    pool_rows: int,
+    st: dict[str, dict],
+) -> None:
     """Warm-ups, then the interleaved repetitions, filling ``st`` as it goes (``variants``, ``errors``,
     ``times``, ``peak``): a stop keeps what finished."""
     rows = args.images * args.n
@@ -118,14 +136,20 @@ def measure(args: argparse.Namespace, device: torch.device, images: torch.Tensor
             sizes = [s for s in sizes if s <= pool_rows] or [pool_rows]
             probe_rows = min(rows, 2 * max(sizes))  # the same rows for every candidate size
             v["floor_batch"], v["floor_candidates"] = best_chunk(
-                lambda b, v=v, p=probe_rows: forward_rows(v["floor_model"], v["rows"], b, total=p), sizes, device,
-                repeats=1)
+                lambda b, v=v, p=probe_rows: forward_rows(v["floor_model"], v["rows"], b, total=p),
+                sizes,
+                device,
+                repeats=1,
+            )
             v["floor"] = forward_rows(v["floor_model"], v["rows"], v["floor_batch"], total=rows)
             v["floor"]()
             v["warmup_seconds"] = time.perf_counter() - t0
             variants[name] = v
-            print(f"warm-up {name}: {v['warmup_seconds']:.1f} s, torchlime chunk {chosen}, "
-                  f"floor chunk {v['floor_batch']}", flush=True)
+            print(
+                f"warm-up {name}: {v['warmup_seconds']:.1f} s, torchlime chunk {chosen}, "
+                f"floor chunk {v['floor_batch']}",
+                flush=True,
+            )
         except Exception as err:  # noqa: BLE001 - one broken variant must not lose the others
             errors[name] = f"{type(err).__name__}: {err}"
             traceback.print_exc()
@@ -137,8 +161,11 @@ def measure(args: argparse.Namespace, device: torch.device, images: torch.Tensor
             times[name]["torchlime"].append(timed(v["explain"], device))
             peak[name] = v["store"]["meta"].get("peak_memory")
             times[name]["floor"].append(timed(v["floor"], device))
-            print(f"rep {rep} {name}: torchlime {times[name]['torchlime'][-1]:.3f} s, "
-                  f"floor {times[name]['floor'][-1]:.3f} s", flush=True)
+            print(
+                f"rep {rep} {name}: torchlime {times[name]['torchlime'][-1]:.3f} s, "
+                f"floor {times[name]['floor'][-1]:.3f} s",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -169,34 +196,62 @@ def main(argv: list[str] | None = None) -> None:
         tl, fl = summary(t["torchlime"]), summary(t["floor"])
         ratio = fl["median"] / tl["median"]
         results[name] = dict(
-            how=dict(accelerate=v["accelerate"], fixed_chunk=v["fixed"],
-                     options={k: str(o) for k, o in VARIANTS[name].get("options", {}).items()}),
-            seconds=dict(torchlime=tl, floor=fl), torchlime_chunk=v["store"]["meta"]["batch_size"],
-            floor_chunk=v["floor_batch"], floor_candidates_seconds=v["floor_candidates"],
-            floor_input=dict(dtype=str(v["rows"].dtype),
-                             channels_last=bool(v["rows"].is_contiguous(memory_format=torch.channels_last))),
-            explanations_per_second=args.images / tl["median"], samples_per_second=rows / tl["median"],
-            floor_images_per_second=rows / fl["median"], ratio=ratio, peak_memory_bytes=peak.get(name),
+            how=dict(
+                accelerate=v["accelerate"],
+                fixed_chunk=v["fixed"],
+                options={k: str(o) for k, o in VARIANTS[name].get("options", {}).items()},
+            ),
+            seconds=dict(torchlime=tl, floor=fl),
+            torchlime_chunk=v["store"]["meta"]["batch_size"],
+            floor_chunk=v["floor_batch"],
+            floor_candidates_seconds=v["floor_candidates"],
+            floor_input=dict(
+                dtype=str(v["rows"].dtype),
+                channels_last=bool(v["rows"].is_contiguous(memory_format=torch.channels_last)),
+            ),
+            explanations_per_second=args.images / tl["median"],
+            samples_per_second=rows / tl["median"],
+            floor_images_per_second=rows / fl["median"],
+            ratio=ratio,
+            peak_memory_bytes=peak.get(name),
             warmup_seconds=v["warmup_seconds"],
-            goals=dict(ratio=goal("floor seconds / torchlime seconds >= 0.99", ratio, 0.99, ">=", quick=args.quick)))
+            goals=dict(ratio=goal("floor seconds / torchlime seconds >= 0.99", ratio, 0.99, ">=", quick=args.quick)),
+        )
         if name == "default":
             results[name]["goals"]["peak_memory"] = goal(
-                "peak CUDA memory of the default run < 8 GB (8e9 bytes)", peak.get(name), PEAK_GOAL_BYTES,
-                quick=args.quick or device.type != "cuda")
+                "peak CUDA memory of the default run < 8 GB (8e9 bytes)",
+                peak.get(name),
+                PEAK_GOAL_BYTES,
+                quick=args.quick or device.type != "cuda",
+            )
     out = header(device)
-    out.update(benchmark="gpu_throughput", quick=args.quick, model=args.model, image_size=args.size,
-               images=args.images, n_samples=args.n, rows=rows, floor_pool_rows=pool_rows, repetitions=args.reps,
-               normalize=[list(m) for m in NORMALIZE], settings=settings(device),
-               segmentation_seconds_torchlime_slic=seg, variants=results, errors=errors,
-               stopped_early=stop["stopped_early"],
-               note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+    out.update(
+        benchmark="gpu_throughput",
+        quick=args.quick,
+        model=args.model,
+        image_size=args.size,
+        images=args.images,
+        n_samples=args.n,
+        rows=rows,
+        floor_pool_rows=pool_rows,
+        repetitions=args.reps,
+        normalize=[list(m) for m in NORMALIZE],
+        settings=settings(device),
+        segmentation_seconds_torchlime_slic=seg,
+        variants=results,
+        errors=errors,
+        stopped_early=stop["stopped_early"],
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     path = write(f"gpu_throughput_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
     print(f"wrote {path}")
     for name, r in results.items():
-        print(f"{name:28s} {r['explanations_per_second']:.2f} explanations/s  "
-              f"{r['samples_per_second']:,.0f} samples/s vs floor {r['floor_images_per_second']:,.0f} images/s  "
-              f"ratio {r['ratio']:.3f} (goal >= 0.99)  peak {r['peak_memory_bytes']}"
-              f"{' (goal < 8e9)' if name == 'default' else ''}")
+        print(
+            f"{name:28s} {r['explanations_per_second']:.2f} explanations/s  "
+            f"{r['samples_per_second']:,.0f} samples/s vs floor {r['floor_images_per_second']:,.0f} images/s  "
+            f"ratio {r['ratio']:.3f} (goal >= 0.99)  peak {r['peak_memory_bytes']}"
+            f"{' (goal < 8e9)' if name == 'default' else ''}"
+        )
     for name, e in errors.items():
         print(f"{name}: FAILED {e}")
     exit_if_stopped(stop)

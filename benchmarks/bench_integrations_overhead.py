@@ -30,6 +30,7 @@ overhead / plain step; logging seconds / explaining seconds) and the machine's l
     python benchmarks/bench_integrations_overhead.py --device cuda
     python benchmarks/bench_integrations_overhead.py --quick --out /tmp/quick
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -67,7 +68,7 @@ from benchmarks.common import (
     write,
 )
 
-NEVER = 10 ** 9  # a probe period no timed step reaches: the hook stays idle
+NEVER = 10**9  # a probe period no timed step reaches: the hook stays idle
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -84,8 +85,10 @@ def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Pat
         return ProbeExplainer(loop.model, images, feats, every=every, n_samples=args.n)
 
     idle_tb = TensorBoardProbe(probe(NEVER), summary_writer(str(tmp / "idle")))
-    explaining = {flag: TensorBoardProbe(probe(1), summary_writer(str(tmp / f"images_{flag}")), log_images=flag)
-                  for flag in (True, False)}
+    explaining = {
+        flag: TensorBoardProbe(probe(1), summary_writer(str(tmp / f"images_{flag}")), log_images=flag)
+        for flag in (True, False)
+    }
     hook_steps = list(range(1, args.hook_calls + 1))  # never a multiple of NEVER: no call explains
     counter = 0
 
@@ -94,7 +97,7 @@ def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Pat
             loop.step()
 
     def step_plus_idle_hook() -> None:
-        for s in hook_steps[:args.steps_per_timing]:
+        for s in hook_steps[: args.steps_per_timing]:
             loop.step()
             idle_tb(s)
 
@@ -111,8 +114,12 @@ def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Pat
         if tb.last.get("step") != float(counter):
             raise RuntimeError("the TensorBoardProbe call did not explain")
         flush = timed(tb.flush, device)
-        return dict(explain_seconds=tb.last["explain_seconds"], log_seconds=tb.last["log_seconds"],
-                    call_seconds=wall, flush_seconds=flush)
+        return dict(
+            explain_seconds=tb.last["explain_seconds"],
+            log_seconds=tb.last["log_seconds"],
+            call_seconds=wall,
+            flush_seconds=flush,
+        )
 
     idle_fns = dict(plain=plain, step_plus_idle_hook=step_plus_idle_hook, idle_hook=idle_hook)
     for fn in idle_fns.values():  # warm-up
@@ -128,10 +135,15 @@ def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Pat
         for flag, tb in explaining.items():
             for key, value in explain_and_log(tb).items():
                 expl[flag].setdefault(key, []).append(value)
-        print(f"rep {rep}: step {idle_times['plain'][-1] / args.steps_per_timing * 1e3:.1f} ms, "
-              f"idle hook {idle_times['idle_hook'][-1] / args.hook_calls * 1e6:.2f} us; "
-              + "; ".join(f"log_images={flag}: explain {v['explain_seconds'][-1]:.3f} s, "
-                          f"log {v['log_seconds'][-1] * 1e3:.1f} ms" for flag, v in expl.items()), flush=True)
+        print(
+            f"rep {rep}: step {idle_times['plain'][-1] / args.steps_per_timing * 1e3:.1f} ms, "
+            f"idle hook {idle_times['idle_hook'][-1] / args.hook_calls * 1e6:.2f} us; "
+            + "; ".join(
+                f"log_images={flag}: explain {v['explain_seconds'][-1]:.3f} s, log {v['log_seconds'][-1] * 1e3:.1f} ms"
+                for flag, v in expl.items()
+            ),
+            flush=True,
+        )
     for tb in [idle_tb, *explaining.values()]:
         tb.probe.history.clear()
         tb.writer.close()
@@ -141,7 +153,8 @@ def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Pat
     plain_step = statistics.median(per_step["plain"])
     hook = statistics.median(per_call)
     idle = dict(
-        steps_per_timing=args.steps_per_timing, hook_calls_per_timing=args.hook_calls,
+        steps_per_timing=args.steps_per_timing,
+        hook_calls_per_timing=args.hook_calls,
         seconds_per_step={k: summary(v) for k, v in per_step.items()},
         idle_hook_seconds_per_call=summary(per_call),
         idle_hook_microseconds_per_call=hook * 1e6,
@@ -210,10 +223,17 @@ def lightning_part(args, device: torch.device, images: torch.Tensor, tmp: Path, 
         nonlocal fits
         fits += 1
         cb = None if every is None else ExplainCallback(images.cpu(), feats, every=every, n_samples=args.n)
-        trainer = pl.Trainer(max_steps=max_steps, logger=TensorBoardLogger(str(tmp), name=f"fit{fits}"),
-                             callbacks=[] if cb is None else [cb], enable_checkpointing=False,
-                             enable_progress_bar=False, enable_model_summary=False, accelerator=accelerator,
-                             devices=devices, default_root_dir=str(tmp))
+        trainer = pl.Trainer(
+            max_steps=max_steps,
+            logger=TensorBoardLogger(str(tmp), name=f"fit{fits}"),
+            callbacks=[] if cb is None else [cb],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            accelerator=accelerator,
+            devices=devices,
+            default_root_dir=str(tmp),
+        )
         module = Module()
         seconds = timed(lambda: trainer.fit(module, loader), device)
         return seconds, cb, trainer
@@ -244,23 +264,34 @@ def lightning_part(args, device: torch.device, images: torch.Tensor, tmp: Path, 
                         cb.on_train_batch_end(trainer, module, None, None, 0)
 
                 hook_per_call.append(timed(hooks, device) / args.hook_calls)
-        print(f"lightning rep {rep}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items())
-              + f"; idle hook {hook_per_call[-1] * 1e6:.2f} us", flush=True)
+        print(
+            f"lightning rep {rep}: "
+            + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items())
+            + f"; idle hook {hook_per_call[-1] * 1e6:.2f} us",
+            flush=True,
+        )
 
     med = {k: statistics.median(v) for k, v in times.items()}
     n_k, n_idle = explanations["every_k"][0], explanations["idle"][0]
     per_explanation = (med["every_k"] - med["idle"]) / (n_k - n_idle)
     paired_expl = [(k - i) / (n_k - n_idle) for k, i in zip(times["every_k"], times["idle"])]
     # the idle fit less the fit without callback, less its one explanation (the callback's own timer) and its logging
-    paired_idle = [(i - n - e - n_idle * log_seconds) / steps
-                   for i, n, e in zip(times["idle"], times["none"], explain_seconds["idle"])]
-    idle_per_step = (med["idle"] - med["none"] - statistics.median(explain_seconds["idle"])
-                     - n_idle * log_seconds) / steps
+    paired_idle = [
+        (i - n - e - n_idle * log_seconds) / steps
+        for i, n, e in zip(times["idle"], times["none"], explain_seconds["idle"])
+    ]
+    idle_per_step = (
+        med["idle"] - med["none"] - statistics.median(explain_seconds["idle"]) - n_idle * log_seconds
+    ) / steps
     step = med["none"] / steps
     hook = statistics.median(hook_per_call)
     return dict(
-        max_steps=steps, repetitions=args.lightning_reps, every_k=args.lightning_every, idle_every=steps + 1,
-        logger="TensorBoardLogger", log_images=True,
+        max_steps=steps,
+        repetitions=args.lightning_reps,
+        every_k=args.lightning_every,
+        idle_every=steps + 1,
+        logger="TensorBoardLogger",
+        log_images=True,
         fit_seconds={k: summary(v) for k, v in times.items()},
         explanations_per_fit=dict(none=0, idle=n_idle, every_k=n_k),
         callback_seconds_explaining={k: summary(v) for k, v in explain_seconds.items()},
@@ -269,7 +300,8 @@ def lightning_part(args, device: torch.device, images: torch.Tensor, tmp: Path, 
         per_explanation_seconds_paired_median=statistics.median(paired_expl),
         # explain_fn alone, from the callback's own timer: the rest of per_explanation is logging
         per_explanation_explain_only_seconds=statistics.median(
-            [s / n for s, n in zip(explain_seconds["every_k"], explanations["every_k"])]),
+            [s / n for s, n in zip(explain_seconds["every_k"], explanations["every_k"])]
+        ),
         per_explanation_in_training_steps=per_explanation / step,
         explain_fn_seconds_first_of_fit=summary(each["first"]) if each["first"] else None,
         explain_fn_seconds_later=summary(each["later"]) if each["later"] else None,
@@ -292,18 +324,34 @@ def main() -> None:
     ap.add_argument("--probe-images", type=int, default=4)
     ap.add_argument("--n", type=int, default=None, help="LIME samples per probe image (default 1000; quick: 16)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions of parts 1-2 (default 11; quick: 1)")
-    ap.add_argument("--steps-per-timing", type=int, default=None,
-                    help="training steps per timing in part 1 (default 10; quick: 2)")
-    ap.add_argument("--hook-calls", type=int, default=None,
-                    help="idle hook calls per timing (default 20000; quick: 500)")
+    ap.add_argument(
+        "--steps-per-timing", type=int, default=None, help="training steps per timing in part 1 (default 10; quick: 2)"
+    )
+    ap.add_argument(
+        "--hook-calls", type=int, default=None, help="idle hook calls per timing (default 20000; quick: 500)"
+    )
     ap.add_argument("--lightning-steps", type=int, default=None, help="max_steps of each fit (default 60; quick: 4)")
     ap.add_argument("--lightning-every", type=int, default=None, help="k of the explaining fit (default 20; quick: 2)")
     ap.add_argument("--lightning-reps", type=int, default=None, help="default 5; quick: 1")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch CPU threads (default: torch's; quick on CPU: 1); 1 is steadier on a loaded machine")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's; quick on CPU: 1); 1 is steadier on a loaded machine",
+    )
     args = ap.parse_args()
-    size_defaults(args, dict(n=(16, 1000), reps=(1, 11), steps_per_timing=(2, 10), hook_calls=(500, 20000),
-                             lightning_steps=(4, 60), lightning_every=(2, 20), lightning_reps=(1, 5)))
+    size_defaults(
+        args,
+        dict(
+            n=(16, 1000),
+            reps=(1, 11),
+            steps_per_timing=(2, 10),
+            hook_calls=(500, 20000),
+            lightning_steps=(4, 60),
+            lightning_every=(2, 20),
+            lightning_reps=(1, 5),
+        ),
+    )
     device = device_arg(args.device)
     smoke_threads(args, device)
     load_before = load_average()
@@ -319,16 +367,28 @@ def main() -> None:
     idle, expl = tb["idle"], tb["explaining"]
     out = header(device)
     out.update(
-        benchmark="integrations_overhead", quick=args.quick, torch_threads=threads_before_lightning,
+        benchmark="integrations_overhead",
+        quick=args.quick,
+        torch_threads=threads_before_lightning,
         torch_threads_after_lightning=torch.get_num_threads(),
-        load_average_1_5_15=load_average(), load_average_1_5_15_at_start=load_before,
+        load_average_1_5_15=load_average(),
+        load_average_1_5_15_at_start=load_before,
         wall_seconds=time.perf_counter() - t_start,
-        versions=dict(tensorboard=getattr(optional_module("tensorboard")[0], "__version__", None),
-                      lightning=getattr(optional_module("lightning")[0], "__version__", None)),
-        setup=dict(model="small CNN (2 conv-BN-ReLU, 10 classes), as bench_probe_overhead", train_batch=args.batch,
-                   image="3x32x32", probe_images=args.probe_images, n_samples=args.n, features="4x4 grid (16)",
-                   explain_fn="torchlime.explain (default target)", writer="SummaryWriter in a temporary folder",
-                   repetitions=args.reps),
+        versions=dict(
+            tensorboard=getattr(optional_module("tensorboard")[0], "__version__", None),
+            lightning=getattr(optional_module("lightning")[0], "__version__", None),
+        ),
+        setup=dict(
+            model="small CNN (2 conv-BN-ReLU, 10 classes), as bench_probe_overhead",
+            train_batch=args.batch,
+            image="3x32x32",
+            probe_images=args.probe_images,
+            n_samples=args.n,
+            features="4x4 grid (16)",
+            explain_fn="torchlime.explain (default target)",
+            writer="SummaryWriter in a temporary folder",
+            repetitions=args.reps,
+        ),
         tensorboard_probe=tb,
         lightning=lit,
         ratios=dict(
@@ -336,28 +396,35 @@ def main() -> None:
             lightning_idle_hook_over_step=lit.get("idle_hook_over_step"),
             lightning_idle_overhead_from_fits_over_step=lit.get("idle_overhead_from_fits_over_step"),
             logging_over_explaining={k: v["logging_over_explaining"] for k, v in expl.items()},
-            lightning_per_explanation_over_explain_only=ratio(lit.get("per_explanation_seconds"),
-                                                              lit.get("per_explanation_explain_only_seconds")),
+            lightning_per_explanation_over_explain_only=ratio(
+                lit.get("per_explanation_seconds"), lit.get("per_explanation_explain_only_seconds")
+            ),
         ),
         note="smoke run: proves the script runs, not a measurement" if args.quick else "",
     )
     name = f"integrations_overhead_{device.type}{'_quick' if args.quick else ''}.json"
     path = write(name, out, args.out)
     print(f"wrote {path}")
-    print(f"plain step {idle['seconds_per_step']['plain']['median'] * 1e3:.1f} ms; TensorBoardProbe idle call "
-          f"{idle['idle_hook_microseconds_per_call']:.2f} us ({idle['idle_hook_over_plain_step']:.2e} of a step)")
+    print(
+        f"plain step {idle['seconds_per_step']['plain']['median'] * 1e3:.1f} ms; TensorBoardProbe idle call "
+        f"{idle['idle_hook_microseconds_per_call']:.2f} us ({idle['idle_hook_over_plain_step']:.2e} of a step)"
+    )
     for key, v in expl.items():
-        print(f"{key}: explain {v['explain_seconds']['median']:.3f} s, "
-              f"log {v['log_seconds']['median'] * 1e3:.1f} ms (logging/explaining {v['logging_over_explaining']:.3f}), "
-              f"flush {v['flush_seconds']['median'] * 1e3:.1f} ms")
+        print(
+            f"{key}: explain {v['explain_seconds']['median']:.3f} s, "
+            f"log {v['log_seconds']['median'] * 1e3:.1f} ms (logging/explaining {v['logging_over_explaining']:.3f}), "
+            f"flush {v['flush_seconds']['median'] * 1e3:.1f} ms"
+        )
     if "skipped" in lit:
         print(f"lightning: {lit['skipped']}")
     else:
-        print(f"lightning: step {lit['seconds_per_step_no_callback'] * 1e3:.1f} ms; per explanation "
-              f"{lit['per_explanation_seconds']:.3f} s "
-              f"(explain alone {lit['per_explanation_explain_only_seconds']:.3f} s); "
-              f"idle overhead per step from fits {lit['idle_overhead_per_step_seconds_from_fits'] * 1e3:.2f} ms; "
-              f"idle hook {lit['idle_hook_microseconds_per_call']:.2f} us")
+        print(
+            f"lightning: step {lit['seconds_per_step_no_callback'] * 1e3:.1f} ms; per explanation "
+            f"{lit['per_explanation_seconds']:.3f} s "
+            f"(explain alone {lit['per_explanation_explain_only_seconds']:.3f} s); "
+            f"idle overhead per step from fits {lit['idle_overhead_per_step_seconds_from_fits'] * 1e3:.2f} ms; "
+            f"idle hook {lit['idle_hook_microseconds_per_call']:.2f} us"
+        )
 
 
 if __name__ == "__main__":

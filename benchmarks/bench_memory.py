@@ -11,6 +11,7 @@ sizes it can hold, for comparison.
     python benchmarks/bench_memory.py --previous-tree /tmp/old --previous-commit 68ecdbf
     python benchmarks/bench_memory.py --quick --out /tmp/quick
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -49,8 +50,13 @@ print(json.dumps(dict(peak_growth_mib=grew / 1024, peak_rss_mib=peak / 1024, sec
 
 
 def measure(tree: str, n: int, f: int, batch: int) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, tree, str(n), str(f), str(batch)], capture_output=True,
-                          text=True, timeout=3600, cwd=Path(__file__).resolve().parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, tree, str(n), str(f), str(batch)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=Path(__file__).resolve().parent,
+    )
     if proc.returncode != 0:
         return dict(error=proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -66,9 +72,14 @@ def main() -> None:
     ap.add_argument("--previous-max", type=float, default=2e6, help="largest N run with the previous tree")
     args = ap.parse_args()
     sizes = [1e4, 5e4] if args.quick else args.sizes
-    out = dict(header(torch.device("cpu")), benchmark="bench_memory", features=args.features,
-               batch_size=args.batch_size, previous_commit=args.previous_commit if args.previous_tree else None,
-               results=[])
+    out = dict(
+        header(torch.device("cpu")),
+        benchmark="bench_memory",
+        features=args.features,
+        batch_size=args.batch_size,
+        previous_commit=args.previous_commit if args.previous_tree else None,
+        results=[],
+    )
     for n in map(int, sizes):
         row = dict(n_samples=n, torchlime=measure("", n, args.features, args.batch_size))
         if args.previous_tree and n <= args.previous_max:

@@ -24,6 +24,7 @@ non-deterministic kernels can make two plain runs differ).
     python benchmarks/bench_probe_overhead.py --device cuda
     python benchmarks/bench_probe_overhead.py --quick --out /tmp/quick
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -63,9 +64,17 @@ def make_model(device: torch.device) -> torch.nn.Module:
     deterministic-algorithms half of the benchmark would raise on a GPU)."""
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
-        torch.nn.AvgPool2d(8), torch.nn.Flatten(), torch.nn.Linear(128, 10)).to(device)
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.BatchNorm2d(32),
+        torch.nn.ReLU(),
+        torch.nn.AvgPool2d(8),
+        torch.nn.Flatten(),
+        torch.nn.Linear(128, 10),
+    ).to(device)
 
 
 def grid_features(size: int, cells: int, device: torch.device) -> torch.Tensor:
@@ -85,8 +94,9 @@ class Trainer:
         if probe_args is not None:
             g = torch.Generator().manual_seed(1)
             images = torch.rand(probe_args["images"], 3, 32, 32, generator=g).to(device)
-            self.probe = ProbeExplainer(self.model, images, grid_features(32, 4, device),
-                                        every=probe_args["every"], n_samples=probe_args["n"])
+            self.probe = ProbeExplainer(
+                self.model, images, grid_features(32, 4, device), every=probe_args["every"], n_samples=probe_args["n"]
+            )
 
     def step(self) -> None:
         x = torch.randn(self.batch, 3, 32, 32, device=self.device)
@@ -150,10 +160,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=None, help="LIME samples per probe image (default 1000; quick: 16)")
     ap.add_argument("--every", type=int, default=100, help="probe period used for the amortised figure")
     ap.add_argument("--reps", type=int, default=None, help="default 15; quick: 1")
-    ap.add_argument("--check-steps", type=int, default=None, help="training steps of the reproducibility check "
-                    "(default 7; quick: 4)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch CPU threads (default: torch's; quick on CPU: 1); 1 is steadier on a loaded machine")
+    ap.add_argument(
+        "--check-steps",
+        type=int,
+        default=None,
+        help="training steps of the reproducibility check (default 7; quick: 4)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's; quick on CPU: 1); 1 is steadier on a loaded machine",
+    )
     args = ap.parse_args()
     size_defaults(args, dict(n=(16, 1000), reps=(1, 15), check_steps=(4, 7)))
     if args.device.startswith("cuda"):  # cuBLAS reads it at its first use; deterministic algorithms need it
@@ -199,12 +217,21 @@ def main() -> None:
     default = repro["default_algorithms"]
     out = header(device)
     out.update(
-        benchmark="probe_overhead", quick=args.quick, torch_threads=torch.get_num_threads(),
+        benchmark="probe_overhead",
+        quick=args.quick,
+        torch_threads=torch.get_num_threads(),
         load_average_1_5_15=load_average(),
         cublas_workspace_config=os.environ.get("CUBLAS_WORKSPACE_CONFIG") if device.type == "cuda" else None,
-        setup=dict(model="small CNN (2 conv-BN-ReLU, 10 classes)", train_batch=args.batch, image="3x32x32",
-                   probe_images=args.probe_images, n_samples=args.n, features="4x4 grid (16)",
-                   target="top1", repetitions=args.reps),
+        setup=dict(
+            model="small CNN (2 conv-BN-ReLU, 10 classes)",
+            train_batch=args.batch,
+            image="3x32x32",
+            probe_images=args.probe_images,
+            n_samples=args.n,
+            features="4x4 grid (16)",
+            target="top1",
+            repetitions=args.reps,
+        ),
         seconds=res,
         overhead_per_probe_call_seconds=per_call,
         overhead_per_probe_call_seconds_paired_median=statistics.median(paired),
@@ -219,16 +246,20 @@ def main() -> None:
     name = f"probe_overhead_{device.type}{'_quick' if args.quick else ''}.json"
     path = write(name, out, args.out)
     print(f"wrote {path}")
-    print(f"training step {step * 1e3:.1f} ms; probe call overhead {per_call * 1e3:.1f} ms "
-          f"({per_call / step:.1f} steps); every {args.every} steps: "
-          f"{100 * per_call / (args.every * step):.2f}% of training time")
+    print(
+        f"training step {step * 1e3:.1f} ms; probe call overhead {per_call * 1e3:.1f} ms "
+        f"({per_call / step:.1f} steps); every {args.every} steps: "
+        f"{100 * per_call / (args.every * step):.2f}% of training time"
+    )
     for key, r in repro.items():
         if "error" in r:
             print(f"{key}: FAILED {r['error']}")
         else:
-            print(f"{key}: plain vs plain bit-identical {r['plain_vs_plain']['bit_identical']} "
-                  f"(max diff {r['plain_vs_plain']['max_abs_difference']:.3g}); plain vs probe bit-identical "
-                  f"{r['plain_vs_probe']['bit_identical']} (max diff {r['plain_vs_probe']['max_abs_difference']:.3g})")
+            print(
+                f"{key}: plain vs plain bit-identical {r['plain_vs_plain']['bit_identical']} "
+                f"(max diff {r['plain_vs_plain']['max_abs_difference']:.3g}); plain vs probe bit-identical "
+                f"{r['plain_vs_probe']['bit_identical']} (max diff {r['plain_vs_probe']['max_abs_difference']:.3g})"
+            )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ records its own grid); ``--resume`` keeps the models already written and runs th
     python benchmarks/bench_sample_efficiency.py          # about an hour on 2 CPU cores
     python benchmarks/bench_sample_efficiency.py --quick --out /tmp/quick
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -41,8 +42,12 @@ from torchlime.stages.sampling import BernoulliSampler
 
 from benchmarks.common import common_args, header, vision_model, write
 
-DESIGNS = {"bernoulli": BernoulliSampler(), "stratified": StratifiedSampler(), "antithetic": AntitheticSampler(),
-           "sobol": SobolSampler()}
+DESIGNS = {
+    "bernoulli": BernoulliSampler(),
+    "stratified": StratifiedSampler(),
+    "antithetic": AntitheticSampler(),
+    "sobol": SobolSampler(),
+}
 TOP_K, THRESHOLD = 5, 0.9
 GRID = [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 DEFAULT_MODELS = ["planted_linear", "demo_cnn", "spectrogram_cnn", "text_cnn", "mobilenet_v3_small_64px"]
@@ -66,15 +71,22 @@ def cases(n_inputs: int) -> dict:
     grid16 = grid((64, 64), (8, 8)).expand(n_inputs, 1, 64, 64)
 
     def planted(x):
-        means = torch.zeros(x.shape[0], 64, dtype=x.dtype).scatter_add_(
-            1, grid16[:1, 0].reshape(1, -1).expand(x.shape[0], -1), x.mean(1).reshape(x.shape[0], -1)) / 64
+        means = (
+            torch.zeros(x.shape[0], 64, dtype=x.dtype).scatter_add_(
+                1, grid16[:1, 0].reshape(1, -1).expand(x.shape[0], -1), x.mean(1).reshape(x.shape[0], -1)
+            )
+            / 64
+        )
         return means[:, :40] @ weights
 
     specs = log_spectrogram(make_clips(n_inputs, seed=7).waves)
     text_model, _ = load_text_model()
     text = make_text_dataset(n_inputs, seed=3)
-    feats_text = torch.where((text.attention_mask != 0) & (text.input_ids != CLS) & (text.input_ids != SEP),
-                             torch.arange(text.input_ids.shape[1]), -1)
+    feats_text = torch.where(
+        (text.attention_mask != 0) & (text.input_ids != CLS) & (text.input_ids != SEP),
+        torch.arange(text.input_ids.shape[1]),
+        -1,
+    )
 
     def text_call(packed_ids):
         return text_model(packed_ids, (packed_ids != 0).long())
@@ -83,8 +95,7 @@ def cases(n_inputs: int) -> dict:
     return {
         "planted_linear": (planted, images, grid16, {}),
         "demo_cnn": (load_demo_model(), images, seg.unsqueeze(1), dict(baseline="mean")),
-        "spectrogram_cnn": (load_audio_model(), specs, grid(specs.shape[-2:], (4, 5)).view(1, *specs.shape[-2:]),
-                            {}),
+        "spectrogram_cnn": (load_audio_model(), specs, grid(specs.shape[-2:], (4, 5)).view(1, *specs.shape[-2:]), {}),
         "text_cnn": (text_call, text.input_ids, feats_text, dict(baseline=0)),
         "mobilenet_v3_small_64px": (mobilenet, images, seg.unsqueeze(1), dict(baseline="mean")),
     }
@@ -104,27 +115,42 @@ def run(name, model, x, f, kw, grid_n, n_ref, log) -> dict:
         warnings.simplefilter("ignore", UnreliableExplanationWarning)
         t0 = time.perf_counter()
         ref = top_sets(explain(model, x, f, n_samples=n_ref, generator=12345, **kw))
-        out = dict(model=name, inputs=x.shape[0], n_reference=n_ref, reference_seconds=time.perf_counter() - t0,
-                   designs={})
+        out = dict(
+            model=name, inputs=x.shape[0], n_reference=n_ref, reference_seconds=time.perf_counter() - t0, designs={}
+        )
         for design, sampler in DESIGNS.items():
-            jac = {n: [jaccard(s, r) for s, r in zip(top_sets(explain(model, x, f, n_samples=n, sampler=sampler,
-                                                                      generator=1, **kw)), ref)] for n in grid_n}
+            jac = {
+                n: [
+                    jaccard(s, r)
+                    for s, r in zip(
+                        top_sets(explain(model, x, f, n_samples=n, sampler=sampler, generator=1, **kw)), ref
+                    )
+                ]
+                for n in grid_n
+            }
             needed = []
             for i in range(x.shape[0]):
                 ok = [all(jac[m][i] >= THRESHOLD for m in grid_n if m >= n) for n in grid_n]
                 needed.append(next((n for n, good in zip(grid_n, ok) if good), None))
-            out["designs"][design] = dict(mean_jaccard={str(n): statistics.mean(v) for n, v in jac.items()},
-                                          samples_needed=needed)
+            out["designs"][design] = dict(
+                mean_jaccard={str(n): statistics.mean(v) for n, v in jac.items()}, samples_needed=needed
+            )
             log(f"{name} {design}: stable at N for {stable_fraction(needed, grid_n)} of the inputs")
         for design in ("bernoulli", "sobol"):
-            auto = explain(model, x, f, n_samples=Adaptive(start=64, cap=grid_n[-1]), sampler=DESIGNS[design],
-                           generator=1, **kw)
+            auto = explain(
+                model, x, f, n_samples=Adaptive(start=64, cap=grid_n[-1]), sampler=DESIGNS[design], generator=1, **kw
+            )
             jac = [jaccard(s, r) for s, r in zip(top_sets(auto), ref)]
-            out[f"auto_{design}"] = dict(samples_used=auto.meta["samples_used"], jaccard=jac,
-                                         mean_samples=statistics.mean(auto.meta["samples_used"]),
-                                         fraction_at_threshold=sum(j >= THRESHOLD for j in jac) / len(jac))
-            log(f"{name} auto ({design}): mean samples {out[f'auto_{design}']['mean_samples']:.0f}, "
-                f"top-5 equal to the reference for {100 * out[f'auto_{design}']['fraction_at_threshold']:.0f}%")
+            out[f"auto_{design}"] = dict(
+                samples_used=auto.meta["samples_used"],
+                jaccard=jac,
+                mean_samples=statistics.mean(auto.meta["samples_used"]),
+                fraction_at_threshold=sum(j >= THRESHOLD for j in jac) / len(jac),
+            )
+            log(
+                f"{name} auto ({design}): mean samples {out[f'auto_{design}']['mean_samples']:.0f}, "
+                f"top-5 equal to the reference for {100 * out[f'auto_{design}']['fraction_at_threshold']:.0f}%"
+            )
     return summarise(dict(out, grid=grid_n))
 
 
@@ -164,8 +190,11 @@ def summarise(result: dict) -> dict:
                 first = next((m for m in grid_n if rec["stable_fraction"][str(m)] >= base[str(n)]), None)
                 ratio[str(n)] = n / first if first else None
         rec["calls_ratio"] = ratio
-    scored = {d: list(r["calls_ratio"].values())[-1] if r["calls_ratio"] else None
-              for d, r in designs.items() if d != "bernoulli"}
+    scored = {
+        d: list(r["calls_ratio"].values())[-1] if r["calls_ratio"] else None
+        for d, r in designs.items()
+        if d != "bernoulli"
+    }
     best = max(scored, key=lambda d: scored[d] or 0.0)
     result["best_design"], result["bernoulli_over_best"] = best, scored[best]
     return result
@@ -173,9 +202,11 @@ def summarise(result: dict) -> dict:
 
 def table(payload: dict) -> str:
     """The markdown table of benchmarks/README.md ("Sample efficiency"), from the JSON."""
-    lines = ["| model | inputs | grid up to | Bernoulli masks: inputs stable (from N) | calls saved for that: "
-             "stratified | antithetic | Sobol | `n_samples=\"auto\"`: mean samples, top 5 = reference |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | inputs | grid up to | Bernoulli masks: inputs stable (from N) | calls saved for that: "
+        'stratified | antithetic | Sobol | `n_samples="auto"`: mean samples, top 5 = reference |',
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in payload["results"]:
         fractions = r["designs"]["bernoulli"]["stable_fraction"]
         top = max(fractions.values())
@@ -186,8 +217,11 @@ def table(payload: dict) -> str:
             cells.append("never" if ratio is None else f"{ratio:g}x")
         auto = r["auto_bernoulli"]
         auto_cell = f"{auto['mean_samples']:.0f}, {100 * auto['fraction_at_threshold']:.0f} %"
-        lines.append(f"| {r['model']} | {r['inputs']} | {r['grid'][-1]} | {100 * top:.0f} % (N = {first}) | "
-                     + " | ".join(cells) + f" | {auto_cell} |")
+        lines.append(
+            f"| {r['model']} | {r['inputs']} | {r['grid'][-1]} | {100 * top:.0f} % (N = {first}) | "
+            + " | ".join(cells)
+            + f" | {auto_cell} |"
+        )
     return "\n".join(lines)
 
 
@@ -198,8 +232,9 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=None)
     ap.add_argument("--max-n", type=int, default=8192, help="largest N of the grid for the models of this run")
     ap.add_argument("--table", action="store_true", help="print the README table of the JSON under --out, run nothing")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the models already in the JSON under --out and run only the others")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the models already in the JSON under --out and run only the others"
+    )
     args = ap.parse_args()
     if args.table:
         print(table(json.loads((args.out / "sample_efficiency_cpu.json").read_text())))
@@ -209,8 +244,15 @@ def main() -> None:
     grid_n = [32, 64, 128] if args.quick else [n for n in GRID if n <= args.max_n]
     all_cases = cases(n_inputs)
     names = args.models or (["planted_linear", "demo_cnn"] if args.quick else DEFAULT_MODELS)
-    out = dict(header(torch.device("cpu")), benchmark="bench_sample_efficiency", quick=args.quick, top_k=TOP_K,
-               threshold=THRESHOLD, n_reference=n_ref, results=[])
+    out = dict(
+        header(torch.device("cpu")),
+        benchmark="bench_sample_efficiency",
+        quick=args.quick,
+        top_k=TOP_K,
+        threshold=THRESHOLD,
+        n_reference=n_ref,
+        results=[],
+    )
     file = "sample_efficiency_cpu_quick.json" if args.quick else "sample_efficiency_cpu.json"
     path = args.out / file
     if args.resume and path.exists():

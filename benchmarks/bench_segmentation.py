@@ -22,6 +22,7 @@ if installed) and whether the label maps are identical. Every time is the median
     python benchmarks/bench_segmentation.py --device cpu --threads 2      # results/segmentation_cpu.json
     python benchmarks/bench_segmentation.py --device cpu --quick --out /tmp/quick   # smoke test
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -85,8 +86,12 @@ def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) 
         sync()
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
-    return {"median_s": statistics.median(times), "min_s": min(times), "runs_s": times,
-            "median_cpu_s": statistics.median(cpu)}, result
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "runs_s": times,
+        "median_cpu_s": statistics.median(cpu),
+    }, result
 
 
 def agreement(a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
@@ -115,8 +120,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n-segments", type=int, default=100)
     parser.add_argument("--runs", type=int, default=None, help="timed runs per method (default 7; quick: 1)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 2; quick: 1)")
-    parser.add_argument("--skimage-runs", type=int, default=None, help="timed runs of scikit-image's methods "
-                        "(default 5; quick: 1)")
+    parser.add_argument(
+        "--skimage-runs", type=int, default=None, help="timed runs of scikit-image's methods (default 5; quick: 1)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     args = parser.parse_args(argv)
     if args.batch is not None and args.batch < 2:
@@ -153,8 +159,10 @@ def main(argv: list[str] | None = None) -> None:
     triton, why = optional_module("triton")
     interpreted = device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and triton is not None
     if device.type != "cuda" and not interpreted:
-        skipped["triton_slic"] = ("CUDA only: with TORCHLIME_BACKEND=auto, CPU tensors take the torch path "
-                                  "(TRITON_INTERPRET=1 runs the kernels interpreted on the CPU: a check, not a speed)")
+        skipped["triton_slic"] = (
+            "CUDA only: with TORCHLIME_BACKEND=auto, CPU tensors take the torch path "
+            "(TRITON_INTERPRET=1 runs the kernels interpreted on the CPU: a check, not a speed)"
+        )
     elif triton is None:
         skipped["triton_slic"] = f"triton is not installed ({why})"
     elif torch.are_deterministic_algorithms_enabled():
@@ -162,8 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         with backend("triton" if interpreted else "auto"):
             timings[f"triton_slic_1x{s}"], tri1 = timeit(lambda: slic(x, nseg), args.runs, args.warmup, device)
-            timings[f"triton_slic_{b}x{s}"], trib = timeit(lambda: slic(batch, nseg), args.runs, args.warmup,
-                                                          device)
+            timings[f"triton_slic_{b}x{s}"], trib = timeit(lambda: slic(batch, nseg), args.runs, args.warmup, device)
         labels["triton"] = torch.cat([tri1, trib])
         segments[f"triton_slic_1x{s}"], segments[f"triton_slic_{b}x{s}"] = counts(tri1), counts(trib)
 
@@ -172,9 +179,11 @@ def main(argv: list[str] | None = None) -> None:
         skipped["skimage"] = f"scikit-image is not installed ({why})"
     else:
         timings[f"skimage_quickshift_1x{s}"], labq = timeit(
-            lambda: skimage.quickshift(np_image, **LIME_QUICKSHIFT), args.skimage_runs, 1, host)
+            lambda: skimage.quickshift(np_image, **LIME_QUICKSHIFT), args.skimage_runs, 1, host
+        )
         timings[f"skimage_slic_1x{s}"], labs = timeit(
-            lambda: skimage.slic(np_image, n_segments=nseg), args.skimage_runs, 1, host)
+            lambda: skimage.slic(np_image, n_segments=nseg), args.skimage_runs, 1, host
+        )
         segments[f"skimage_quickshift_1x{s}"] = int(len(np.unique(labq)))
         segments[f"skimage_slic_1x{s}"] = int(len(np.unique(labs)))
 
@@ -187,15 +196,28 @@ def main(argv: list[str] | None = None) -> None:
 
     out = header(device)
     out.update(
-        benchmark="segmentation", quick=args.quick, torch_threads=torch.get_num_threads(), cpu_count=os.cpu_count(),
+        benchmark="segmentation",
+        quick=args.quick,
+        torch_threads=torch.get_num_threads(),
+        cpu_count=os.cpu_count(),
         load_average_before_after=[load_before, load_average()],
-        triton_version=getattr(triton, "__version__", None), triton_interpreted=interpreted,
-        image=f"skimage.data.astronaut() resized to {s}x{s} (torch bilinear, antialias)", batch=b,
-        n_segments=nseg, runs=args.runs, skimage_runs=args.skimage_runs, timings=timings,
-        median_seconds_per_image=per_image, ratios=ratios, segments=segments, skipped=skipped,
-        torch_vs_triton_labels=(agreement(labels["torch"], labels["triton"]) if "triton" in labels
-                                else "skipped: no Triton run"),
-        note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+        triton_version=getattr(triton, "__version__", None),
+        triton_interpreted=interpreted,
+        image=f"skimage.data.astronaut() resized to {s}x{s} (torch bilinear, antialias)",
+        batch=b,
+        n_segments=nseg,
+        runs=args.runs,
+        skimage_runs=args.skimage_runs,
+        timings=timings,
+        median_seconds_per_image=per_image,
+        ratios=ratios,
+        segments=segments,
+        skipped=skipped,
+        torch_vs_triton_labels=(
+            agreement(labels["torch"], labels["triton"]) if "triton" in labels else "skipped: no Triton run"
+        ),
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     path = write(f"segmentation_{device.type}{'_quick' if args.quick else ''}.json", out, args.out)
     print(f"{out['device']} | torch {torch.__version__} | {torch.get_num_threads()} threads")
     for k, v in timings.items():
@@ -206,8 +228,10 @@ def main(argv: list[str] | None = None) -> None:
     if isinstance(agree, dict):
         ari = agree["adjusted_rand_index"]
         ari = f"mean {ari['mean']:.4f}, min {ari['min']:.4f}" if isinstance(ari, dict) else ari
-        print(f"torch vs triton labels: {agree['identical_images']}/{agree['images']} identical; "
-              f"adjusted Rand index {ari}")
+        print(
+            f"torch vs triton labels: {agree['identical_images']}/{agree['images']} identical; "
+            f"adjusted Rand index {ari}"
+        )
     print(f"wrote {path}")
 
 

@@ -14,6 +14,7 @@ memory of each mode's call.
     python benchmarks/bench_text_gpu.py --modes replace delete infill
     python benchmarks/bench_text_gpu.py --device cpu --quick --out /tmp/quick   # tiny config: proves it runs
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -45,10 +46,22 @@ from benchmarks.common import (
 )
 
 PAD, CLS, SEP, MASK = 0, 101, 102, 103  # BERT uncased ids
-BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-            intermediate_size=3072, max_position_embeddings=512)
-TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=512)
+BASE = dict(
+    vocab_size=30522,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=512,
+)
+TINY = dict(
+    vocab_size=30522,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=512,
+)
 
 
 class TorchEncoder(nn.Module):
@@ -59,8 +72,14 @@ class TorchEncoder(nn.Module):
         d = cfg["hidden_size"]
         self.tok = nn.Embedding(cfg["vocab_size"], d)
         self.pos = nn.Embedding(cfg["max_position_embeddings"], d)
-        layer = nn.TransformerEncoderLayer(d, cfg["num_attention_heads"], cfg["intermediate_size"],
-                                           activation="gelu", batch_first=True, norm_first=False)
+        layer = nn.TransformerEncoderLayer(
+            d,
+            cfg["num_attention_heads"],
+            cfg["intermediate_size"],
+            activation="gelu",
+            batch_first=True,
+            norm_first=False,
+        )
         self.encoder = nn.TransformerEncoder(layer, cfg["num_hidden_layers"], enable_nested_tensor=False)
         self.head = nn.Linear(d, cfg["vocab_size"] if mlm else n_labels)
         self.mlm = mlm
@@ -95,8 +114,9 @@ def inputs(batch: int, length: int, vocab: int, device: torch.device) -> tuple[t
     return ids.to(device), torch.ones_like(ids).to(device)
 
 
-def floor_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int,
-             rows: int | None = None) -> Callable[[], None]:
+def floor_fn(
+    model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int, rows: int | None = None
+) -> Callable[[], None]:
     """The bare forward pass of B·N rows (the inputs repeated, built beforehand) in chunks
     (the first ``rows`` of them when given)."""
     total = ids.shape[0] * n if rows is None else rows
@@ -106,21 +126,42 @@ def floor_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, ch
     def run() -> None:
         with torch.inference_mode():
             for i in range(0, total, chunk):
-                model(input_ids=all_ids[i:i + chunk], attention_mask=mask[i:i + chunk])  # timed() syncs
+                model(input_ids=all_ids[i : i + chunk], attention_mask=mask[i : i + chunk])  # timed() syncs
+
     return run
 
 
-def explain_fn(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int | None, mode: str,
-               mlm: Any, store: dict | None = None) -> Callable[[], None]:
+def explain_fn(
+    model: nn.Module,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    n: int,
+    chunk: int | None,
+    mode: str,
+    mlm: Any,
+    store: dict | None = None,
+) -> Callable[[], None]:
     store = {} if store is None else store
 
     def run() -> None:
         infill = Infiller(mlm, mlm_inputs="keywords", synonym_threshold=0.9) if mode == "infill" else None
-        exp = explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode=mode, mask_id=MASK,
-                             pad_id=PAD, model_inputs="keywords", preset="lime_text", n_samples=n,
-                             batch_size=chunk, infill=infill)
+        exp = explain_tokens(
+            model,
+            ids,
+            attention_mask=attn,
+            special_ids=[CLS, SEP],
+            mode=mode,
+            mask_id=MASK,
+            pad_id=PAD,
+            model_inputs="keywords",
+            preset="lime_text",
+            n_samples=n,
+            batch_size=chunk,
+            infill=infill,
+        )
         exp.coef.sum().item()
         store["meta"] = exp.meta
+
     return run
 
 
@@ -130,15 +171,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=None, help="samples per input (default 5000; quick: 32)")
     ap.add_argument("--batch", type=int, default=None, help="inputs explained together (default 4; quick: 2)")
     ap.add_argument("--length", type=int, default=None, help="tokens per input (default 128; quick: 32)")
-    ap.add_argument("--chunk", type=int, default=None, help="rows per model call for torchlime and the floor "
-                    "(default: torchlime measures its own; the floor takes the fastest of a few)")
+    ap.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="rows per model call for torchlime and the floor "
+        "(default: torchlime measures its own; the floor takes the fastest of a few)",
+    )
     ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default=None, help="default: bf16 on CUDA, else fp32")
-    ap.add_argument("--modes", nargs="+", default=None, choices=["replace", "delete", "infill"],
-                    help="default: replace delete; quick: all three")
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=None,
+        choices=["replace", "delete", "infill"],
+        help="default: replace delete; quick: all three",
+    )
     ap.add_argument("--reps", type=int, default=None, help="default 3; quick: 1")
     args = ap.parse_args(argv)
-    defaults = dict(n=(32, 5000), batch=(2, 4), length=(32, 128), reps=(1, 3),
-                    modes=(["replace", "delete", "infill"], ["replace", "delete"]))
+    defaults = dict(
+        n=(32, 5000),
+        batch=(2, 4),
+        length=(32, 128),
+        reps=(1, 3),
+        modes=(["replace", "delete", "infill"], ["replace", "delete"]),
+    )
     size_defaults(args, defaults)
     return args
 
@@ -149,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     smoke_threads(args, device)
     cfg = TINY if args.quick else BASE
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-        args.dtype or ("bf16" if device.type == "cuda" else "fp32")]
+        args.dtype or ("bf16" if device.type == "cuda" else "fp32")
+    ]
     model, impl = build(cfg, False, device, dtype)
     mlm = build(cfg, True, device, dtype)[0] if "infill" in args.modes else None
     ids, attn = inputs(args.batch, args.length, cfg["vocab_size"], device)
@@ -176,14 +233,26 @@ def main(argv: list[str] | None = None) -> None:
     res = {k: summary(v) for k, v in times.items()}
     floor = res["floor"]["median"]
     out = header(device)
-    out.update(benchmark="bench_text_gpu", quick=args.quick, model=impl, config=cfg, dtype=str(dtype),
-               n_samples=args.n, batch=args.batch, length=args.length, torchlime_chunks=chunks,
-               floor_chunk=dict(chunk=chunk, candidates_seconds=tried), repetitions=args.reps, preset="lime_text",
-               note=("smoke run with a tiny config: proves the script runs, not a measurement") if args.quick else "",
-               seconds=res, peak_memory_bytes={m: st["meta"].get("peak_memory") for m, st in stores.items()},
-               explanations_per_second={k: args.batch / v["median"] for k, v in res.items() if k != "floor"},
-               floor_rows_per_second=args.batch * args.n / floor,
-               ratio_to_floor={k: v["median"] / floor for k, v in res.items() if k != "floor"})
+    out.update(
+        benchmark="bench_text_gpu",
+        quick=args.quick,
+        model=impl,
+        config=cfg,
+        dtype=str(dtype),
+        n_samples=args.n,
+        batch=args.batch,
+        length=args.length,
+        torchlime_chunks=chunks,
+        floor_chunk=dict(chunk=chunk, candidates_seconds=tried),
+        repetitions=args.reps,
+        preset="lime_text",
+        note=("smoke run with a tiny config: proves the script runs, not a measurement") if args.quick else "",
+        seconds=res,
+        peak_memory_bytes={m: st["meta"].get("peak_memory") for m, st in stores.items()},
+        explanations_per_second={k: args.batch / v["median"] for k, v in res.items() if k != "floor"},
+        floor_rows_per_second=args.batch * args.n / floor,
+        ratio_to_floor={k: v["median"] / floor for k, v in res.items() if k != "floor"},
+    )
     name = f"text_gpu_{device.type}{'_quick' if args.quick else ''}.json"
     print("wrote", write(name, out, args.out))
     for k, v in out["ratio_to_floor"].items():

@@ -1,4 +1,5 @@
 """Shared benchmark helpers: the test image, models, timing and the result header."""
+
 from __future__ import annotations
 
 import contextlib
@@ -25,13 +26,22 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 def header(device: torch.device) -> dict:
     """Machine, versions, commit and date for every result file."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+            ).stdout.strip()
+            or "unknown"
+        )
     except OSError:
         commit = "unknown"
-    return dict(device=device_name(device), device_type=device.type, torch=torch.__version__,
-                python=platform.python_version(), commit=commit,
-                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    return dict(
+        device=device_name(device),
+        device_type=device.type,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        commit=commit,
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def sync(device: torch.device) -> None:
@@ -58,8 +68,9 @@ def test_image(size: int = 224) -> torch.Tensor:
     from skimage import data
 
     img = torch.from_numpy(data.astronaut()).permute(2, 0, 1).float().div(255).unsqueeze(0)
-    return torch.nn.functional.interpolate(img, size=(size, size), mode="bilinear", antialias=True,
-                                           align_corners=False).clamp(0, 1)
+    return torch.nn.functional.interpolate(
+        img, size=(size, size), mode="bilinear", antialias=True, align_corners=False
+    ).clamp(0, 1)
 
 
 def vision_model(name: str, device: torch.device) -> torch.nn.Module:
@@ -88,8 +99,9 @@ class Normalize(torch.nn.Module):
         return self.model((x - self.mean.to(x)) / self.std.to(x))
 
 
-def perturbed_images(image: torch.Tensor, segments: torch.Tensor, n: int, seed: int = 0,
-                     fill: str = "mean") -> torch.Tensor:
+def perturbed_images(
+    image: torch.Tensor, segments: torch.Tensor, n: int, seed: int = 0, fill: str = "mean"
+) -> torch.Tensor:
     """The N perturbed images of one (1, C, H, W) image, built beforehand for a forward floor:
     Bernoulli(1/2) masks over the segments (row 0 all kept), hidden segments filled with their
     mean colour (lime's ``hide_color=None``) or zero. Plain torch, independent of torchlime.
@@ -140,8 +152,9 @@ def formatted(rows: torch.Tensor, model) -> torch.Tensor:
     return out
 
 
-def forward_rows(model: Callable, rows: torch.Tensor, chunk: int, total: int | None = None,
-                 softmax: bool = False) -> Callable[[], None]:
+def forward_rows(
+    model: Callable, rows: torch.Tensor, chunk: int, total: int | None = None, softmax: bool = False
+) -> Callable[[], None]:
     """A function that forwards ``total`` rows (default: all of ``rows``) through ``model`` in chunks
     of ``chunk`` under ``torch.inference_mode()``, cycling over the prebuilt ``rows``: a forward floor."""
     total = rows.shape[0] if total is None else total
@@ -151,16 +164,18 @@ def forward_rows(model: Callable, rows: torch.Tensor, chunk: int, total: int | N
             done = 0
             while done < total:
                 start = done % rows.shape[0]
-                part = rows[start:start + min(chunk, total - done)]
+                part = rows[start : start + min(chunk, total - done)]
                 out = model(part)
                 if softmax:
                     out.float().softmax(1)
                 done += part.shape[0]
+
     return run
 
 
-def best_chunk(make: Callable[[int], Callable[[], object]], sizes, device: torch.device,
-               repeats: int = 2) -> tuple[int, dict[int, float]]:
+def best_chunk(
+    make: Callable[[int], Callable[[], object]], sizes, device: torch.device, repeats: int = 2
+) -> tuple[int, dict[int, float]]:
     """The fastest of a few chunk sizes: ``make(size)`` gives the function to time; each size runs
     once to warm up, then ``repeats`` times; returns (best size, {size: min seconds})."""
     seconds = {}
@@ -232,8 +247,9 @@ def device_arg(value: str) -> torch.device:
 def common_args(parser, default_device: str = "cpu"):
     """``--device``, ``--out FOLDER`` (default ``results/``) and ``--quick`` for every benchmark."""
     parser.add_argument("--device", default=default_device)
-    parser.add_argument("--out", type=Path, default=RESULTS,
-                        help="folder the JSON result is written into (default: %(default)s)")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="folder the JSON result is written into (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: a tiny run, not a result")
     return parser
 
@@ -268,6 +284,7 @@ def until_stopped(record: dict) -> Iterator[None]:
     the benchmark goes on to write what it finished. ``record["stopped_early"]`` names the signal
     (None when the block ran to its end); :func:`exit_if_stopped` then exits with status 124 (the
     status ``timeout`` gives), after the JSON is written."""
+
     def stop(signum, frame) -> None:  # noqa: ARG001 - the signal module's signature
         raise Stopped(signal.Signals(signum).name)
 

@@ -1,6 +1,7 @@
 """The parts of the LIME paper's faithfulness protocol (sec. 5.2) that the tabular and the token
 benchmarks share: the sparse classifiers whose gold features are known, and the summary of a
 per-input recall."""
+
 from __future__ import annotations
 
 import inspect

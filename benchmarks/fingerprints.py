@@ -12,6 +12,7 @@ commit before and after it and comparing:
 
 Only public names are used, so the same script runs on both sides of a move.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,9 @@ def fingerprint(exp: torchlime.Explanation) -> dict[str, str]:
 
 def _mlp(d_in: int, d_out: int = 3, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(d_in, 16), torch.nn.Tanh(),
-                               torch.nn.Linear(16, d_out)).eval()
+    return torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(d_in, 16), torch.nn.Tanh(), torch.nn.Linear(16, d_out)
+    ).eval()
 
 
 def cases() -> dict[str, Callable[[], dict[str, str]]]:
@@ -84,8 +86,9 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
         "engine_shapley_sampler": engine(n_samples=256, sampler="shapley"),
         "engine_auto": engine(n_samples="auto"),
         "engine_select_forward": engine(n_samples=300, surrogate=torchlime.Select(num_features=3)),
-        "engine_select_lasso_path": engine(n_samples=300, surrogate=torchlime.Select(num_features=4,
-                                                                                    method="lasso_path")),
+        "engine_select_lasso_path": engine(
+            n_samples=300, surrogate=torchlime.Select(num_features=4, method="lasso_path")
+        ),
         "engine_noise_fill_index": engine(n_samples=300, baseline="noise", index=torch.tensor([7, 3, 11, 0])),
     }
 
@@ -100,13 +103,32 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
     def spectrogram() -> dict[str, str]:
         clips = audio_data.make_clips(2, seed=0)
         specs = audio_data.log_spectrogram(clips.waves)
-        return fingerprint(explain_spectrogram(load_audio_model(), specs, baseline="blur", n_samples=256,
-                                               sample_rate=8000, n_fft=256, hop_length=128, generator=2))
+        return fingerprint(
+            explain_spectrogram(
+                load_audio_model(),
+                specs,
+                baseline="blur",
+                n_samples=256,
+                sample_rate=8000,
+                n_fft=256,
+                hop_length=128,
+                generator=2,
+            )
+        )
 
     def waveform(features: str) -> dict[str, str]:
         clips = audio_data.make_clips(2, seed=0)
-        return fingerprint(explain_waveform(load_audio_model(waveform=True), clips.waves, sample_rate=8000,
-                                            features=features, n_fft=256, n_samples=128, generator=3))
+        return fingerprint(
+            explain_waveform(
+                load_audio_model(waveform=True),
+                clips.waves,
+                sample_rate=8000,
+                features=features,
+                n_fft=256,
+                n_samples=128,
+                generator=3,
+            )
+        )
 
     out["audio_spectrogram_blur"] = spectrogram
     out["audio_waveform_time"] = lambda: waveform("time")
@@ -115,9 +137,18 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
     def tokens(mode: str) -> dict[str, str]:
         model, _ = load_text_model()
         data = make_text_dataset(3, seed=1)
-        return fingerprint(explain_tokens(model, data.input_ids, attention_mask=data.attention_mask,
-                                          special_ids=[CLS, SEP], mode=mode, mask_id=MASK, n_samples=200,
-                                          generator=4))
+        return fingerprint(
+            explain_tokens(
+                model,
+                data.input_ids,
+                attention_mask=data.attention_mask,
+                special_ids=[CLS, SEP],
+                mode=mode,
+                mask_id=MASK,
+                n_samples=200,
+                generator=4,
+            )
+        )
 
     out["text_replace"] = lambda: tokens("replace")
     out["text_delete"] = lambda: tokens("delete")
@@ -129,8 +160,16 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
         train = torch.randn(200, 5, generator=g, dtype=torch.float64)
         lin = torch.nn.Linear(5, 2).double()
         torch.manual_seed(1)
-        return fingerprint(explain_tabular(lambda r: lin(r).softmax(1), train[:3], training_data=train,
-                                           categorical_features=None, preset="lime", generator=6))
+        return fingerprint(
+            explain_tabular(
+                lambda r: lin(r).softmax(1),
+                train[:3],
+                training_data=train,
+                categorical_features=None,
+                preset="lime",
+                generator=6,
+            )
+        )
 
     out["tabular_lime"] = tabular
 
@@ -138,8 +177,11 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
         from torchlime import metrics as m
 
         exp = torchlime.explain(net, x, feats, n_samples=300, target="top2", generator=5)
-        return {"deletion": digest(m.deletion(net, x, exp)), "insertion": digest(m.insertion(net, x, exp)),
-                "label_flip": digest(m.label_flip(net, x, exp, k=2))}
+        return {
+            "deletion": digest(m.deletion(net, x, exp)),
+            "insertion": digest(m.insertion(net, x, exp)),
+            "label_flip": digest(m.label_flip(net, x, exp, k=2)),
+        }
 
     out["metrics_curves"] = metrics
     return out

@@ -25,6 +25,7 @@ inputs. Results: ``results/quality.json``; report: ``benchmarks/QUALITY.md``
     python benchmarks/quality.py                      # the study (about 15 min on 2 CPU cores)
     python benchmarks/quality.py --quick --out /tmp/q # smoke run: 4 inputs, N = 64, 2 seeds
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -61,8 +62,19 @@ from torchlime.stages.weighting import ExponentialKernel, UniformKernel  # noqa:
 from benchmarks.common import common_args, header, load_average, size_defaults, write  # noqa: E402
 
 HELD_OUT_SEED = 2026  # never used to train the embedded models (images 0/1, audio 1/2, text 0/1)
-METHODS = ("lime", "stratified", "antithetic", "sobol", "lasso", "klasso", "bayes", "uniform", "smile", "auto",
-           "kernel_shap")
+METHODS = (
+    "lime",
+    "stratified",
+    "antithetic",
+    "sobol",
+    "lasso",
+    "klasso",
+    "bayes",
+    "uniform",
+    "smile",
+    "auto",
+    "kernel_shap",
+)
 MODALITIES = ("planted", "image", "audio", "text")
 N_SEGMENTS = 40  # SLIC segments asked for (images and the planted model)
 PLANTED_K = 4  # planted segments per image
@@ -71,11 +83,23 @@ AUDIO_GOLD_SHARE = 0.1  # a grid cell is gold when it holds at least 10 % of the
 TOP_K_FLIP, TOP_K_STABLE, TOP_K_RECALL = 3, 5, 3
 LASSO_ALPHA, KLASSO_K = 0.01, 10
 TEXT_BATCH = 1024  # rows per text model call (the measured chunk is small on a busy CPU; no effect on results)
-METRICS = ("deletion_auc", "insertion_auc", "label_flip_top3", "gold_recall_at_gold", "gold_recall_top3",
-           "roc_auc", "jaccard_top5", "r2", "flagged", "coef_error", "samples_used")
+METRICS = (
+    "deletion_auc",
+    "insertion_auc",
+    "label_flip_top3",
+    "gold_recall_at_gold",
+    "gold_recall_top3",
+    "roc_auc",
+    "jaccard_top5",
+    "r2",
+    "flagged",
+    "coef_error",
+    "samples_used",
+)
 
 
 # ----------------------------------------------------------------------------- tasks
+
 
 @dataclass
 class Task:
@@ -156,15 +180,19 @@ def image_task(n: int, pool: int) -> Task:
     def gold(exp: Explanation) -> torch.Tensor:
         return (feature_share(exp, ev.unsqueeze(1), "feature") > IMAGE_GOLD_SHARE) & exp.valid
 
-    info = dict(model="torchlime.image.models.load_demo_model() (DemoNet, 4 classes)",
-                data=f"torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED}), 64x64",
-                feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
-                fill="mean (each segment's mean colour: lime's hide_color=None)",
-                target="the true class, logits (softmax=False)",
-                gold_rule=f"segments with more than {IMAGE_GOLD_SHARE:.0%} of their pixels in the evidence mask",
-                pool=pool, pool_correct=int(correct.sum()), pool_without_gold=int((n_gold == 0).sum()),
-                selection="the first n images of the pool that the model classifies correctly and that have "
-                          "at least one gold segment")
+    info = dict(
+        model="torchlime.image.models.load_demo_model() (DemoNet, 4 classes)",
+        data=f"torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED}), 64x64",
+        feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
+        fill="mean (each segment's mean colour: lime's hide_color=None)",
+        target="the true class, logits (softmax=False)",
+        gold_rule=f"segments with more than {IMAGE_GOLD_SHARE:.0%} of their pixels in the evidence mask",
+        pool=pool,
+        pool_correct=int(correct.sum()),
+        pool_without_gold=int((n_gold == 0).sum()),
+        selection="the first n images of the pool that the model classifies correctly and that have "
+        "at least one gold segment",
+    )
     return Task("image", model, x, explain, gold, BernoulliSampler(0.5), ExponentialKernel(width=0.25), info)
 
 
@@ -216,8 +244,13 @@ def planted_task(n: int, pool: int) -> Task:
     x = torch.cat((images, code), 1)
     f0 = (intensity * weights).sum((1, 2))
     model = PlantedLinear(weights, f0 / 2).eval()
-    feats = torch.cat((segments.unsqueeze(1).expand(n, 3, *segments.shape[-2:]),
-                       torch.full((n, 1, *segments.shape[-2:]), -1, dtype=torch.long)), 1)
+    feats = torch.cat(
+        (
+            segments.unsqueeze(1).expand(n, 3, *segments.shape[-2:]),
+            torch.full((n, 1, *segments.shape[-2:]), -1, dtype=torch.long),
+        ),
+        1,
+    )
     contribution = torch.cat((images * weights.unsqueeze(1), torch.zeros_like(code)), 1)  # per element
 
     def explain(**kw: Any) -> Explanation:
@@ -233,15 +266,29 @@ def planted_task(n: int, pool: int) -> Task:
         out.scatter_add_(1, torch.where(lab < 0, f, lab), contribution.reshape(n, -1).double())
         return out[:, :f].float()
 
-    info = dict(model="PlantedLinear (this script): exactly linear in the mask, 4 planted segments per image, "
-                      "coefficients U[1, 2), all others 0; second output f(x_b) / 2",
-                data=f"the first {n} images of torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED})",
-                feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
-                fill="zero", target="output 0 (f), no softmax",
-                gold_rule=f"the {PLANTED_K} planted segments (exact)", pool=n,
-                selection="every image (no selection)")
-    return Task("planted", model, x, explain, gold, BernoulliSampler(0.5), ExponentialKernel(width=0.25), info,
-                truth=truth, extra=dict(planted_weights=[w.tolist() for w in truth_w]))
+    info = dict(
+        model="PlantedLinear (this script): exactly linear in the mask, 4 planted segments per image, "
+        "coefficients U[1, 2), all others 0; second output f(x_b) / 2",
+        data=f"the first {n} images of torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED})",
+        feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
+        fill="zero",
+        target="output 0 (f), no softmax",
+        gold_rule=f"the {PLANTED_K} planted segments (exact)",
+        pool=n,
+        selection="every image (no selection)",
+    )
+    return Task(
+        "planted",
+        model,
+        x,
+        explain,
+        gold,
+        BernoulliSampler(0.5),
+        ExponentialKernel(width=0.25),
+        info,
+        truth=truth,
+        extra=dict(planted_weights=[w.tolist() for w in truth_w]),
+    )
 
 
 def audio_task(n: int, pool: int) -> Task:
@@ -266,21 +313,26 @@ def audio_task(n: int, pool: int) -> Task:
     x, evidence = specs[idx], clips.evidence[idx]
 
     def explain(**kw: Any) -> Explanation:
-        return explain_spectrogram(model, x, baseline="zero", target=1, softmax=False, sample_rate=8000, n_fft=256,
-                                   hop_length=128, **kw)
+        return explain_spectrogram(
+            model, x, baseline="zero", target=1, softmax=False, sample_rate=8000, n_fft=256, hop_length=128, **kw
+        )
 
     def gold(exp: Explanation) -> torch.Tensor:
         return (feature_share(exp, evidence, "mask") >= AUDIO_GOLD_SHARE) & exp.valid
 
-    info = dict(model="torchlime.audio.models.load_audio_model() (SpecNet: no_voice / voice)",
-                data=f"torchlime.audio.data.make_clips({pool}, seed={HELD_OUT_SEED}, positive_fraction=1.0): "
-                     "voice clips, log1p |STFT| 129 x 63",
-                feature_map="5 time x 4 frequency grid (explain_spectrogram's default), 20 cells",
-                fill="zero (silence: lime's and audioLIME's default)", target="voice (class 1), logits",
-                gold_rule=f"cells holding at least {AUDIO_GOLD_SHARE:.0%} of the evidence mask's bins (the harmonic "
-                          "tone's lines fill at most about half of any cell, so no cell is 'mostly' evidence)",
-                pool=pool, pool_correct=int(correct.sum()),
-                selection="the first n clips of the pool that the model classifies as voice")
+    info = dict(
+        model="torchlime.audio.models.load_audio_model() (SpecNet: no_voice / voice)",
+        data=f"torchlime.audio.data.make_clips({pool}, seed={HELD_OUT_SEED}, positive_fraction=1.0): "
+        "voice clips, log1p |STFT| 129 x 63",
+        feature_map="5 time x 4 frequency grid (explain_spectrogram's default), 20 cells",
+        fill="zero (silence: lime's and audioLIME's default)",
+        target="voice (class 1), logits",
+        gold_rule=f"cells holding at least {AUDIO_GOLD_SHARE:.0%} of the evidence mask's bins (the harmonic "
+        "tone's lines fill at most about half of any cell, so no cell is 'mostly' evidence)",
+        pool=pool,
+        pool_correct=int(correct.sum()),
+        selection="the first n clips of the pool that the model classifies as voice",
+    )
     return Task("audio", model, x, explain, gold, BernoulliSampler(0.5), ExponentialKernel(width=0.25), info)
 
 
@@ -299,21 +351,35 @@ def text_task(n: int, pool: int) -> Task:
     ids, attn, y, rationale = data.input_ids[idx], data.attention_mask[idx], data.labels[idx], data.rationale[idx]
 
     def explain(**kw: Any) -> Explanation:
-        return explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="replace",
-                              mask_id=MASK, target=y, softmax=False, batch_size=TEXT_BATCH, **kw)
+        return explain_tokens(
+            model,
+            ids,
+            attention_mask=attn,
+            special_ids=[CLS, SEP],
+            mode="replace",
+            mask_id=MASK,
+            target=y,
+            softmax=False,
+            batch_size=TEXT_BATCH,
+            **kw,
+        )
 
     def gold(exp: Explanation) -> torch.Tensor:
         return metrics.feature_mask(exp, rationale)
 
     lime_text = PRESETS["lime_text"]["any"]
-    info = dict(model="torchlime.text.models.load_text_model() (TextCNN sentiment)",
-                data=f"torchlime.text.data.make_text_dataset({pool}, seed={HELD_OUT_SEED})",
-                feature_map="tokens between [CLS] and [SEP] (one feature each)",
-                fill="replace by [MASK] (mode='replace')", target="the true class, logits",
-                batch_size=TEXT_BATCH,
-                gold_rule="the rationale tokens (data.rationale: the planted sentiment phrases)",
-                pool=pool, pool_correct=int(correct.sum()),
-                selection="the first n sentences of the pool that the model classifies correctly")
+    info = dict(
+        model="torchlime.text.models.load_text_model() (TextCNN sentiment)",
+        data=f"torchlime.text.data.make_text_dataset({pool}, seed={HELD_OUT_SEED})",
+        feature_map="tokens between [CLS] and [SEP] (one feature each)",
+        fill="replace by [MASK] (mode='replace')",
+        target="the true class, logits",
+        batch_size=TEXT_BATCH,
+        gold_rule="the rationale tokens (data.rationale: the planted sentiment phrases)",
+        pool=pool,
+        pool_correct=int(correct.sum()),
+        selection="the first n sentences of the pool that the model classifies correctly",
+    )
     return Task("text", model, ids, explain, gold, lime_text["sampler"], lime_text["kernel"], info)
 
 
@@ -321,6 +387,7 @@ TASKS = dict(planted=planted_task, image=image_task, audio=audio_task, text=text
 
 
 # ----------------------------------------------------------------------------- methods
+
 
 def method_keywords(name: str, task: Task, budget: int, quick: bool) -> Optional[dict[str, Any]]:
     """The explain keywords of a method on a task (None: not available in this package)."""
@@ -352,6 +419,7 @@ def method_keywords(name: str, task: Task, budget: int, quick: bool) -> Optional
 
 # ----------------------------------------------------------------------------- metrics
 
+
 def stats(values: torch.Tensor) -> dict[str, Any]:
     """Mean, standard deviation, quartiles and n of the finite values of a 1-D tensor."""
     v = values.double()
@@ -359,8 +427,14 @@ def stats(values: torch.Tensor) -> dict[str, Any]:
     if v.numel() == 0:
         return dict(n=0, mean=None, std=None, q1=None, median=None, q3=None)
     q = torch.quantile(v, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
-    return dict(n=int(v.numel()), mean=float(v.mean()), std=float(v.std()) if v.numel() > 1 else 0.0,
-                q1=q[0], median=q[1], q3=q[2])
+    return dict(
+        n=int(v.numel()),
+        mean=float(v.mean()),
+        std=float(v.std()) if v.numel() > 1 else 0.0,
+        q1=q[0],
+        median=q[1],
+        q3=q[2],
+    )
 
 
 def flagged_inputs(exp: Explanation) -> tuple[torch.Tensor, dict[str, int]]:
@@ -424,19 +498,28 @@ def run_method(task: Task, name: str, keywords: dict[str, Any], seeds: list[int]
     per_input["jaccard_top5"] = metrics.jaccard_topk(exps, k=TOP_K_STABLE)[:, 0]
     first = exps[0].meta
     return dict(
-        n_features=stats(exps[0].n_features.float()), gold_features=stats(task.gold(exps[0]).sum(1).float()),
-        settings=dict(sampler=repr(first.get("sampler")), kernel=repr(first.get("kernel")),
-                      surrogate=repr(first.get("surrogate")), baseline=repr(first.get("baseline")),
-                      preset=first.get("preset"), n_samples=repr(keywords.get("n_samples"))),
+        n_features=stats(exps[0].n_features.float()),
+        gold_features=stats(task.gold(exps[0]).sum(1).float()),
+        settings=dict(
+            sampler=repr(first.get("sampler")),
+            kernel=repr(first.get("kernel")),
+            surrogate=repr(first.get("surrogate")),
+            baseline=repr(first.get("baseline")),
+            preset=first.get("preset"),
+            n_samples=repr(keywords.get("n_samples")),
+        ),
         metrics={k: stats(v) for k, v in per_input.items()},
         per_input={k: [None if math.isnan(x) else round(x, 6) for x in v.tolist()] for k, v in per_input.items()},
         flag_counts={k: [c[k] for c in flag_counts] for k in flag_counts[0]},
-        unreliable_calls=unreliable_calls, explanations=len(seeds) * task.inputs.shape[0],
+        unreliable_calls=unreliable_calls,
+        explanations=len(seeds) * task.inputs.shape[0],
         model_rows_per_input=sum(e.meta["model_rows"] for e in exps) / (len(seeds) * task.inputs.shape[0]),
-        seconds=time.perf_counter() - t0)
+        seconds=time.perf_counter() - t0,
+    )
 
 
 # ----------------------------------------------------------------------------- the study
+
 
 def torchlime_source() -> str:
     """Which torchlime ran: its path inside this repository when it is this checkout's, else
@@ -454,23 +537,28 @@ def source_state(suffix: str = "") -> dict[str, Any]:
     paths = ["torchlime", "benchmarks/quality.py", "benchmarks/quality_report.py", "benchmarks/common.py"]
     root = Path(__file__).resolve().parents[1]
     try:
-        status = subprocess.run(["git", "status", "--porcelain", "--", *paths], capture_output=True, text=True,
-                                cwd=root).stdout
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", *paths], capture_output=True, text=True, cwd=root
+        ).stdout
         diff = subprocess.run(["git", "diff", "HEAD", "--", *paths], capture_output=True, cwd=root).stdout
     except OSError:
         return {f"uncommitted_changes{suffix}": None}
     changed = sorted(line[3:] for line in status.splitlines())
-    return {f"uncommitted_changes{suffix}": changed,
-            f"diff_sha256{suffix}": hashlib.sha256(diff).hexdigest() if changed else None}
+    return {
+        f"uncommitted_changes{suffix}": changed,
+        f"diff_sha256{suffix}": hashlib.sha256(diff).hexdigest() if changed else None,
+    }
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
-    parser = common_args(argparse.ArgumentParser(description=__doc__,
-                                                 formatter_class=argparse.RawDescriptionHelpFormatter))
+    parser = common_args(
+        argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    )
     parser.add_argument("--n", type=int, default=None, help="inputs per modality (default 48; quick: 4)")
     parser.add_argument("--budget", type=int, default=None, help="model rows per input (default 512; quick: 64)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: faster than 2 on a shared 2-core machine)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (default 1: faster than 2 on a shared 2-core machine)"
+    )
     parser.add_argument("--modalities", nargs="+", default=list(MODALITIES), choices=MODALITIES)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     args = parser.parse_args(argv)
@@ -482,17 +570,35 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     seeds = [0, 1] if args.quick else [0, 1, 2]
     t_start, load_start = time.perf_counter(), load_average()
     payload: dict[str, Any] = dict(
-        header(torch.device("cpu")), benchmark="quality", quick=args.quick, threads=args.threads, n_inputs=n,
-        budget=budget, seeds=seeds, held_out_seed=HELD_OUT_SEED, torchlime_file=torchlime_source(),
+        header(torch.device("cpu")),
+        benchmark="quality",
+        quick=args.quick,
+        threads=args.threads,
+        n_inputs=n,
+        budget=budget,
+        seeds=seeds,
+        held_out_seed=HELD_OUT_SEED,
+        torchlime_file=torchlime_source(),
         **source_state(),
-        constants=dict(n_segments=N_SEGMENTS, planted_k=PLANTED_K, image_gold_share=IMAGE_GOLD_SHARE,
-                       audio_gold_share=AUDIO_GOLD_SHARE, top_k_flip=TOP_K_FLIP, top_k_stable=TOP_K_STABLE,
-                       top_k_recall=TOP_K_RECALL, lasso_alpha=LASSO_ALPHA, klasso_k=KLASSO_K,
-                       adaptive=repr(Adaptive(start=16, cap=64) if args.quick else Adaptive())),
-        kernel_shap=dict(available="kernel_shap" in PRESETS,
-                         preset=repr(PRESETS.get("kernel_shap")) if "kernel_shap" in PRESETS else None,
-                         note=None if "kernel_shap" in PRESETS else "not yet in the package"),
-        modalities={})
+        constants=dict(
+            n_segments=N_SEGMENTS,
+            planted_k=PLANTED_K,
+            image_gold_share=IMAGE_GOLD_SHARE,
+            audio_gold_share=AUDIO_GOLD_SHARE,
+            top_k_flip=TOP_K_FLIP,
+            top_k_stable=TOP_K_STABLE,
+            top_k_recall=TOP_K_RECALL,
+            lasso_alpha=LASSO_ALPHA,
+            klasso_k=KLASSO_K,
+            adaptive=repr(Adaptive(start=16, cap=64) if args.quick else Adaptive()),
+        ),
+        kernel_shap=dict(
+            available="kernel_shap" in PRESETS,
+            preset=repr(PRESETS.get("kernel_shap")) if "kernel_shap" in PRESETS else None,
+            note=None if "kernel_shap" in PRESETS else "not yet in the package",
+        ),
+        modalities={},
+    )
     for mod in args.modalities:
         t_mod = time.perf_counter()
         task = TASKS[mod](n, 4 * n if mod != "planted" else n)
@@ -508,16 +614,23 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
             record.setdefault("gold_features", rec.pop("gold_features"))
             record["methods"][name] = rec
             m = rec["metrics"]
-            print(f"[{time.perf_counter() - t_start:6.0f} s]   {name:11s} rows/input {rec['model_rows_per_input']:7.0f}"
-                  f"  del {m['deletion_auc']['mean']:.3f}  ins {m['insertion_auc']['mean']:.3f}"
-                  f"  flip {m['label_flip_top3']['mean']:.2f}  rec {m['gold_recall_at_gold']['mean']:.2f}"
-                  f"  auc {m['roc_auc']['mean']:.3f}  jac {m['jaccard_top5']['mean']:.2f}"
-                  f"  R2 {m['r2']['mean']:.2f}  flagged {m['flagged']['mean']:.2f}", flush=True)
+            print(
+                f"[{time.perf_counter() - t_start:6.0f} s]   {name:11s} rows/input {rec['model_rows_per_input']:7.0f}"
+                f"  del {m['deletion_auc']['mean']:.3f}  ins {m['insertion_auc']['mean']:.3f}"
+                f"  flip {m['label_flip_top3']['mean']:.2f}  rec {m['gold_recall_at_gold']['mean']:.2f}"
+                f"  auc {m['roc_auc']['mean']:.3f}  jac {m['jaccard_top5']['mean']:.2f}"
+                f"  R2 {m['r2']['mean']:.2f}  flagged {m['flagged']['mean']:.2f}",
+                flush=True,
+            )
         record["seconds"] = time.perf_counter() - t_mod
         payload["modalities"][mod] = record
     payload.update(**source_state("_end"))
-    payload.update(seconds=time.perf_counter() - t_start, load_average_start=load_start,
-                   load_average_end=load_average(), cpu_count=os.cpu_count())
+    payload.update(
+        seconds=time.perf_counter() - t_start,
+        load_average_start=load_start,
+        load_average_end=load_average(),
+        cpu_count=os.cpu_count(),
+    )
     name = "quality_quick.json" if args.quick else "quality.json"
     path = write(name, payload, args.out)
     print(f"wrote {path} ({payload['seconds']:.0f} s in all)")

@@ -11,6 +11,7 @@ JSON is read, so the report can be rebuilt and checked without rerunning the stu
 
 ``tests/test_quality_report.py`` runs the check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,19 @@ BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
 DOCUMENT = BENCH / "QUALITY.md"
 MODALITY_NAMES = dict(planted="planted linear model (images)", image="images", audio="spectrograms", text="tokens")
-METHOD_NAMES = dict(lime="lime defaults", stratified="stratified", antithetic="antithetic", sobol="Sobol",
-                    lasso="Lasso", klasso="K-Lasso", bayes="BayLIME", uniform="uniform kernel",
-                    smile="SMILE (Wasserstein)", auto="n_samples=\"auto\"",
-                    kernel_shap="KernelSHAP preset")
+METHOD_NAMES = dict(
+    lime="lime defaults",
+    stratified="stratified",
+    antithetic="antithetic",
+    sobol="Sobol",
+    lasso="Lasso",
+    klasso="K-Lasso",
+    bayes="BayLIME",
+    uniform="uniform kernel",
+    smile="SMILE (Wasserstein)",
+    auto='n_samples="auto"',
+    kernel_shap="KernelSHAP preset",
+)
 BLOCK = re.compile(r"<!-- begin: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end: (?P=name) -->", re.S)
 
 
@@ -38,8 +48,10 @@ def _cell(text: str) -> str:
 
 
 def _md(header: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(map(_cell, header)) + " |", "|" + "---|" * len(header)]
-                     + ["| " + " | ".join(map(_cell, r)) + " |" for r in rows])
+    return "\n".join(
+        ["| " + " | ".join(map(_cell, header)) + " |", "|" + "---|" * len(header)]
+        + ["| " + " | ".join(map(_cell, r)) + " |" for r in rows]
+    )
 
 
 def fmt(v: Optional[float], digits: int = 3) -> str:
@@ -103,19 +115,23 @@ def machine(payload: dict[str, Any]) -> str:
         tree = "source state not recorded"
     elif changes:
         names = ", ".join(f"`{c}`" for c in changes[:4]) + (f" and {len(changes) - 4} more" if len(changes) > 4 else "")
-        tree = (f"**not a clean tree**: uncommitted changes in {names} (`uncommitted_changes` in the JSON, diff hash "
-                f"`{(payload.get('diff_sha256') or '')[:12]}`)")
+        tree = (
+            f"**not a clean tree**: uncommitted changes in {names} (`uncommitted_changes` in the JSON, diff hash "
+            f"`{(payload.get('diff_sha256') or '')[:12]}`)"
+        )
         if payload.get("diff_sha256_end", payload.get("diff_sha256")) != payload.get("diff_sha256"):
             tree += ", and the tree changed during the run (`uncommitted_changes_end`)"
     else:
         tree = "clean tree (no uncommitted change in `torchlime/` or the study's scripts)"
     load = payload.get("load_average_start")
     load_txt = f", load average {load[0]:.1f} at the start" if load else ""
-    return (f"Machine: {payload['device']}{load_txt}; torch "
-            f"{payload['torch']}, Python {payload['python']}; commit `{payload['commit'][:10]}`, "
-            f"{payload['date']}; {tree}. The whole run took {payload['seconds'] / 60:.1f} min. "
-            f"{payload['n_inputs']} inputs per modality, budget N = {payload['budget']} model rows per input, "
-            f"seeds {', '.join(map(str, payload['seeds']))}.")
+    return (
+        f"Machine: {payload['device']}{load_txt}; torch "
+        f"{payload['torch']}, Python {payload['python']}; commit `{payload['commit'][:10]}`, "
+        f"{payload['date']}; {tree}. The whole run took {payload['seconds'] / 60:.1f} min. "
+        f"{payload['n_inputs']} inputs per modality, budget N = {payload['budget']} model rows per input, "
+        f"seeds {', '.join(map(str, payload['seeds']))}."
+    )
 
 
 def setup(payload: dict[str, Any]) -> str:
@@ -123,14 +139,39 @@ def setup(payload: dict[str, Any]) -> str:
     for mod, rec in payload["modalities"].items():
         pool = ""
         if "pool_correct" in rec:
-            pool = (f"; the first {rec['n_inputs']} usable of {rec['pool']} ({rec['pool_correct']} classified "
-                    f"correctly" + (f", {rec['pool_without_gold']} without a gold segment" if "pool_without_gold" in rec
-                                    else "") + ")")
-        rows.append([MODALITY_NAMES.get(mod, mod), rec["model"], rec["data"] + pool, str(rec["n_inputs"]),
-                     rec["feature_map"], f"{rec['n_features']['mean']:.1f}", f"{rec['gold_features']['mean']:.2f}",
-                     rec["gold_rule"], rec["fill"]])
-    return _md(["modality", "model", "inputs", "n", "features", "features per input (mean)", "gold features (mean)",
-                "gold rule", "fill of hidden features"], rows)
+            pool = (
+                f"; the first {rec['n_inputs']} usable of {rec['pool']} ({rec['pool_correct']} classified "
+                f"correctly"
+                + (f", {rec['pool_without_gold']} without a gold segment" if "pool_without_gold" in rec else "")
+                + ")"
+            )
+        rows.append(
+            [
+                MODALITY_NAMES.get(mod, mod),
+                rec["model"],
+                rec["data"] + pool,
+                str(rec["n_inputs"]),
+                rec["feature_map"],
+                f"{rec['n_features']['mean']:.1f}",
+                f"{rec['gold_features']['mean']:.2f}",
+                rec["gold_rule"],
+                rec["fill"],
+            ]
+        )
+    return _md(
+        [
+            "modality",
+            "model",
+            "inputs",
+            "n",
+            "features",
+            "features per input (mean)",
+            "gold features (mean)",
+            "gold rule",
+            "fill of hidden features",
+        ],
+        rows,
+    )
 
 
 def _setting(text: str) -> str:
@@ -153,30 +194,55 @@ def methods(payload: dict[str, Any]) -> str:
             row.append(" ".join([common] + [f"({', '.join(by_value[v])}: {v})" for v in others]))
         rows.append(row)
     ks = payload["kernel_shap"]
-    note = ("" if ks["available"] else
-            f"\n\nKernelSHAP (`preset=\"kernel_shap\"`): {ks['note']} when this run was made; not measured.")
+    note = (
+        ""
+        if ks["available"]
+        else f'\n\nKernelSHAP (`preset="kernel_shap"`): {ks["note"]} when this run was made; not measured.'
+    )
     return _md(["method", *fields], rows) + note
 
 
 def modality_table(payload: dict[str, Any], mod: str) -> str:
     rec = payload["modalities"][mod]
     planted = mod == "planted"
-    header = ["method", "samples / input", "deletion AUC ↓", "insertion AUC ↑", "label flip, top 3",
-              "gold recall @ #gold", "gold recall @ 3", "ROC-AUC vs gold",
-              f"Jaccard top 5, {len(payload['seeds'])} seeds", "weighted R²", "flagged"]
+    header = [
+        "method",
+        "samples / input",
+        "deletion AUC ↓",
+        "insertion AUC ↑",
+        "label flip, top 3",
+        "gold recall @ #gold",
+        "gold recall @ 3",
+        "ROC-AUC vs gold",
+        f"Jaccard top 5, {len(payload['seeds'])} seeds",
+        "weighted R²",
+        "flagged",
+    ]
     header += ["coefficient error"] if planted else []
     rows = []
     for name, m in rec["methods"].items():
         met = m["metrics"]
-        rows.append([METHOD_NAMES.get(name, name), f"{m['model_rows_per_input']:.0f}",
-                     mean_sd(met["deletion_auc"], 2), mean_sd(met["insertion_auc"], 2),
-                     pct(met["label_flip_top3"]["mean"]), mean_sd(met["gold_recall_at_gold"], 2),
-                     mean_sd(met["gold_recall_top3"], 2), mean_sd(met["roc_auc"]), mean_sd(met["jaccard_top5"], 2),
-                     mean_sd(met["r2"]), pct(met["flagged"]["mean"])]
-                    + ([mean_sd(met.get("coef_error"), 3)] if planted else []))
+        rows.append(
+            [
+                METHOD_NAMES.get(name, name),
+                f"{m['model_rows_per_input']:.0f}",
+                mean_sd(met["deletion_auc"], 2),
+                mean_sd(met["insertion_auc"], 2),
+                pct(met["label_flip_top3"]["mean"]),
+                mean_sd(met["gold_recall_at_gold"], 2),
+                mean_sd(met["gold_recall_top3"], 2),
+                mean_sd(met["roc_auc"]),
+                mean_sd(met["jaccard_top5"], 2),
+                mean_sd(met["r2"]),
+                pct(met["flagged"]["mean"]),
+            ]
+            + ([mean_sd(met.get("coef_error"), 3)] if planted else [])
+        )
     n = rec["n_inputs"]
-    return (f"{MODALITY_NAMES.get(mod, mod).capitalize()}: {n} inputs, mean ± standard deviation over the "
-            f"inputs of the per-input mean over {len(payload['seeds'])} seeds.\n\n" + _md(header, rows))
+    return (
+        f"{MODALITY_NAMES.get(mod, mod).capitalize()}: {n} inputs, mean ± standard deviation over the "
+        f"inputs of the per-input mean over {len(payload['seeds'])} seeds.\n\n" + _md(header, rows)
+    )
 
 
 def headline(payload: dict[str, Any]) -> str:
@@ -186,20 +252,30 @@ def headline(payload: dict[str, Any]) -> str:
         row = [METHOD_NAMES.get(name, name)]
         for mod in mods:
             m = payload["modalities"][mod]["methods"].get(name)
-            row.append("–" if m is None else
-                       f"{fmt(m['metrics']['roc_auc']['mean'])} / {fmt(m['metrics']['gold_recall_at_gold']['mean'], 2)}"
-                       f" / {fmt(m['metrics']['jaccard_top5']['mean'], 2)}")
+            row.append(
+                "–"
+                if m is None
+                else f"{fmt(m['metrics']['roc_auc']['mean'])} / {fmt(m['metrics']['gold_recall_at_gold']['mean'], 2)}"
+                f" / {fmt(m['metrics']['jaccard_top5']['mean'], 2)}"
+            )
         rows.append(row)
-    return _md(["ROC-AUC / gold recall @ #gold / Jaccard top 5 (means)"]
-               + [MODALITY_NAMES.get(m, m) for m in mods], rows)
+    return _md(
+        ["ROC-AUC / gold recall @ #gold / Jaccard top 5 (means)"] + [MODALITY_NAMES.get(m, m) for m in mods], rows
+    )
 
 
 def spread(payload: dict[str, Any]) -> str:
     mods = list(payload["modalities"])
-    rows = [[METHOD_NAMES.get(name, name)] + [
-        "–" if name not in payload["modalities"][mod]["methods"] else
-        quartiles(payload["modalities"][mod]["methods"][name]["metrics"]["roc_auc"]) for mod in mods]
-        for name in _methods(payload)]
+    rows = [
+        [METHOD_NAMES.get(name, name)]
+        + [
+            "–"
+            if name not in payload["modalities"][mod]["methods"]
+            else quartiles(payload["modalities"][mod]["methods"][name]["metrics"]["roc_auc"])
+            for mod in mods
+        ]
+        for name in _methods(payload)
+    ]
     return _md(["ROC-AUC vs gold: median [q1, q3]"] + [MODALITY_NAMES.get(m, m) for m in mods], rows)
 
 
@@ -223,8 +299,9 @@ def fidelity(payload: dict[str, Any]) -> str:
             wrong = [r for r, g in pairs if g < 0.999]
             row.append(f"{fmt(rho, 2)} / {fmt(separation_auc(right, wrong), 2)} ({len(right)} / {len(wrong)})")
         rows.append(row)
-    return _md(["Spearman ρ (R², ROC-AUC) / AUC of R² (all gold found / not)"]
-               + [MODALITY_NAMES.get(m, m) for m in mods], rows)
+    return _md(
+        ["Spearman ρ (R², ROC-AUC) / AUC of R² (all gold found / not)"] + [MODALITY_NAMES.get(m, m) for m in mods], rows
+    )
 
 
 def auto_samples(payload: dict[str, Any]) -> str:
@@ -234,10 +311,15 @@ def auto_samples(payload: dict[str, Any]) -> str:
         if m is None:
             continue
         s = m["metrics"]["samples_used"]
-        rows.append([MODALITY_NAMES.get(mod, mod), f"{s['mean']:.0f}", f"{s['median']:.0f} [{s['q1']:.0f}, "
-                     f"{s['q3']:.0f}]", f"{payload['budget']}"])
-    return _md(["n_samples=\"auto\"", "mean samples / input", "median [q1, q3]", "fixed budget of the others"],
-               rows)
+        rows.append(
+            [
+                MODALITY_NAMES.get(mod, mod),
+                f"{s['mean']:.0f}",
+                f"{s['median']:.0f} [{s['q1']:.0f}, {s['q3']:.0f}]",
+                f"{payload['budget']}",
+            ]
+        )
+    return _md(['n_samples="auto"', "mean samples / input", "median [q1, q3]", "fixed budget of the others"], rows)
 
 
 def flags(payload: dict[str, Any]) -> str:
@@ -247,21 +329,32 @@ def flags(payload: dict[str, Any]) -> str:
         for name, m in rec["methods"].items():
             raised = {k: v for k, v in m["flag_counts"].items() if any(v)}
             if raised:
-                lines.append(f"* {MODALITY_NAMES.get(mod, mod)}, {METHOD_NAMES.get(name, name)}: "
-                             + "; ".join(f"`{k}` for {', '.join(map(str, v))} of {rec['n_inputs']} inputs"
-                                         for k, v in raised.items())
-                             + f" (seeds {', '.join(map(str, payload['seeds']))}); {m['unreliable_calls']} of "
-                               f"{len(payload['seeds'])} calls warned")
+                lines.append(
+                    f"* {MODALITY_NAMES.get(mod, mod)}, {METHOD_NAMES.get(name, name)}: "
+                    + "; ".join(
+                        f"`{k}` for {', '.join(map(str, v))} of {rec['n_inputs']} inputs" for k, v in raised.items()
+                    )
+                    + f" (seeds {', '.join(map(str, payload['seeds']))}); {m['unreliable_calls']} of "
+                    f"{len(payload['seeds'])} calls warned"
+                )
     total = sum(len(r["methods"]) for r in payload["modalities"].values())
-    head = (f"`torchlime.engine.quality` flags raised, over {total} (modality, method) pairs:" if lines else
-            f"`torchlime.engine.quality` raised no flag in any of the {total} (modality, method) pairs.")
+    head = (
+        f"`torchlime.engine.quality` flags raised, over {total} (modality, method) pairs:"
+        if lines
+        else f"`torchlime.engine.quality` raised no flag in any of the {total} (modality, method) pairs."
+    )
     return "\n".join([head, ""] + lines if lines else [head])
 
 
 def blocks(payload: dict[str, Any]) -> dict[str, str]:
     """Every generated block of QUALITY.md, by name."""
-    out = dict(machine=machine(payload), setup=setup(payload), methods=methods(payload),
-               headline=headline(payload), auto=auto_samples(payload))
+    out = dict(
+        machine=machine(payload),
+        setup=setup(payload),
+        methods=methods(payload),
+        headline=headline(payload),
+        auto=auto_samples(payload),
+    )
     for mod in payload["modalities"]:
         out[f"table-{mod}"] = modality_table(payload, mod)
     out.update(spread=spread(payload), flags=flags(payload), fidelity=fidelity(payload))
@@ -277,8 +370,12 @@ def render(document: str, generated: dict[str, str]) -> str:
     missing = [name for name in generated if f"<!-- begin: {name} -->" not in document]
     if missing:
         raise ValueError(f"QUALITY.md lacks the markers of {missing}")
-    return BLOCK.sub(lambda m: f"<!-- begin: {m['name']} -->\n{generated.get(m['name'], m['body'].rstrip())}\n"
-                               f"<!-- end: {m['name']} -->", document)
+    return BLOCK.sub(
+        lambda m: (
+            f"<!-- begin: {m['name']} -->\n{generated.get(m['name'], m['body'].rstrip())}\n<!-- end: {m['name']} -->"
+        ),
+        document,
+    )
 
 
 def document_blocks(document: str) -> dict[str, str]:

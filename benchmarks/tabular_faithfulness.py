@@ -23,6 +23,7 @@ The models are the scikit-learn classifiers wrapped as torch callables (float64 
 probabilities out). Results: results/tabular_faithfulness.json (CPU; other devices add
 ``_<device>``, smoke runs ``_quick``); benchmarks/TABULAR.md reports them.
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -63,8 +64,7 @@ def datasets(seed: int) -> dict:
     from sklearn.model_selection import train_test_split
 
     bc_x, bc_y = load_breast_cancer(return_X_y=True)
-    mc_x, mc_y = make_classification(n_samples=2000, n_features=50, n_informative=10, n_redundant=0,
-                                     random_state=seed)
+    mc_x, mc_y = make_classification(n_samples=2000, n_features=50, n_informative=10, n_redundant=0, random_state=seed)
     out = {}
     for name, (x, y) in (("breast_cancer", (bc_x, bc_y)), ("make_classification_50", (mc_x, mc_y))):
         out[name] = train_test_split(x, y, test_size=0.3, stratify=y, random_state=seed)
@@ -112,8 +112,12 @@ def main() -> None:
     parser.add_argument("--n-test", type=int, default=None, help="held-out inputs per dataset; default 150, quick 6")
     parser.add_argument("--n-samples", type=int, default=None, help="samples per input; default 5000, quick 500")
     parser.add_argument("--lime-inputs", type=int, default=None, help="inputs lime explains; default 40, quick 2")
-    parser.add_argument("--batch-size", type=int, default=5000,
-                        help="rows per model call (scikit-learn's per-call overhead favours large chunks)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=5000,
+        help="rows per model call (scikit-learn's per-call overhead favours large chunks)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     size_defaults(args, dict(n_test=(6, 150), n_samples=(500, 5000), lime_inputs=(2, 40)))
@@ -125,25 +129,43 @@ def main() -> None:
     t_start = time.perf_counter()
     for name, (x_tr, x_te, y_tr, y_te) in datasets(args.seed).items():
         d = x_tr.shape[1]
-        rows = x_te[:args.n_test]
+        rows = x_te[: args.n_test]
         stats = fit_stats(torch.from_numpy(x_tr).to(device))
         for fitted in (sparse_logreg(x_tr, y_tr), decision_tree(x_tr, y_tr, args.seed)):
             clf, gold_of, description = fitted
             gold = gold_of(rows)
             model = SklearnModel(clf)
             x = torch.from_numpy(rows).to(device)
-            row = dict(dataset=name, n_features=d, n_train=len(x_tr), model=description.split(",")[0],
-                       description=description, accuracy=float(clf.score(x_te, y_te)),
-                       gold_mean=float(gold.sum(1).mean()), gold_max=int(gold.sum(1).max()),
-                       gold_weights=getattr(clf, "gold_weights", None))
+            row = dict(
+                dataset=name,
+                n_features=d,
+                n_train=len(x_tr),
+                model=description.split(",")[0],
+                description=description,
+                accuracy=float(clf.score(x_te, y_te)),
+                gold_mean=float(gold.sum(1).mean()),
+                gold_max=int(gold.sum(1).max()),
+                gold_weights=getattr(clf, "gold_weights", None),
+            )
             tops = {}
             for method, extra in (("torchlime_ridge", {}), ("torchlime_klasso", dict(surrogate=KLasso(k=TOP_K)))):
                 t0 = time.perf_counter()
-                exp = explain_tabular(model, x, training_data=stats, preset="lime", n_samples=args.n_samples,
-                                      generator=args.seed, batch_size=args.batch_size, **extra)
+                exp = explain_tabular(
+                    model,
+                    x,
+                    training_data=stats,
+                    preset="lime",
+                    n_samples=args.n_samples,
+                    generator=args.seed,
+                    batch_size=args.batch_size,
+                    **extra,
+                )
                 top = exp.top_features(TOP_K, by="abs")[0][:, 0].cpu().numpy()
-                row[method] = dict(summary(recall(top, gold)), seconds=time.perf_counter() - t0,
-                                   r2_median=float(exp.score[:, 0].median()))
+                row[method] = dict(
+                    summary(recall(top, gold)),
+                    seconds=time.perf_counter() - t0,
+                    r2_median=float(exp.score[:, 0].median()),
+                )
                 tops[method] = top
             random_top = np.stack([rng.permutation(d)[:TOP_K] for _ in range(len(rows))])
             row["random"] = summary(recall(random_top, gold))
@@ -156,15 +178,29 @@ def main() -> None:
                 # torchlime on the same inputs (each input's samples depend on its index only)
                 row["torchlime_ridge_same_inputs"] = summary(recall(tops["torchlime_ridge"][:m], gold[:m]))
             results.append(row)
-            print(f"{name:24s} {row['model']:28s} gold {row['gold_mean']:4.1f}  ridge "
-                  f"{row['torchlime_ridge']['mean']:.3f}  klasso {row['torchlime_klasso']['mean']:.3f}  "
-                  f"lime {row.get('lime', {}).get('mean', float('nan')):.3f}  random {row['random']['mean']:.3f}")
-    payload = dict(header(device), benchmark="tabular_faithfulness", quick=args.quick, top_k=TOP_K,
-                   max_gold=MAX_GOLD, n_samples=args.n_samples, n_test=args.n_test, lime_inputs=args.lime_inputs,
-                   batch_size=args.batch_size, seed=args.seed, threads=torch.get_num_threads(),
-                   lime=None if lime_tabular is None else "lime.lime_tabular", lime_missing=lime_missing,
-                   seconds_total=time.perf_counter() - t_start, results=results,
-                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+            print(
+                f"{name:24s} {row['model']:28s} gold {row['gold_mean']:4.1f}  ridge "
+                f"{row['torchlime_ridge']['mean']:.3f}  klasso {row['torchlime_klasso']['mean']:.3f}  "
+                f"lime {row.get('lime', {}).get('mean', float('nan')):.3f}  random {row['random']['mean']:.3f}"
+            )
+    payload = dict(
+        header(device),
+        benchmark="tabular_faithfulness",
+        quick=args.quick,
+        top_k=TOP_K,
+        max_gold=MAX_GOLD,
+        n_samples=args.n_samples,
+        n_test=args.n_test,
+        lime_inputs=args.lime_inputs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        threads=torch.get_num_threads(),
+        lime=None if lime_tabular is None else "lime.lime_tabular",
+        lime_missing=lime_missing,
+        seconds_total=time.perf_counter() - t_start,
+        results=results,
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     stem = "tabular_faithfulness" + ("" if device.type == "cpu" else f"_{device.type}")
     print("wrote", write(stem + ("_quick" if args.quick else "") + ".json", payload, args.out))
 

@@ -19,6 +19,7 @@ The masked LM for infill is ``BigramMLM`` fitted on the training corpus
 (seed 0). Results: benchmarks/results/text_rationale.json (CPU; other devices add
 ``_<device>`` to the name, smoke runs ``_quick``).
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -60,8 +61,9 @@ def roc_auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -
 
 def main() -> None:
     parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cpu")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's; quick on CPU: 1)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)"
+    )
     parser.add_argument("--n-sentences", type=int, default=None, help="default 100; quick: 8")
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="default 100 300; quick: 200")
     parser.add_argument("--top-k", type=int, default=3, help="candidates per feature for the objectives")
@@ -80,8 +82,9 @@ def main() -> None:
     with torch.inference_mode():
         pred = model(ids, attn).argmax(1)
     accuracy = float((pred == data.labels.to(device)).float().mean())
-    common = dict(attention_mask=attn, special_ids=[CLS, SEP], pad_id=PAD, mask_id=MASK,
-                  preset="lime_text", generator=0)
+    common = dict(
+        attention_mask=attn, special_ids=[CLS, SEP], pad_id=PAD, mask_id=MASK, preset="lime_text", generator=0
+    )
     n_feat = ((attn != 0) & (ids != CLS) & (ids != SEP)).sum(1)
     f_max = int(n_feat.max())
     hybrid = HybridKernel(mlm, alpha=0.5)
@@ -90,18 +93,24 @@ def main() -> None:
         "delete": lambda n: dict(mode="delete", n_samples=n),
         "infill joint": lambda n: dict(mode="infill", n_samples=n, infill=Infiller(mlm, synonym_threshold=None)),
         "infill joint + hybrid kernel": lambda n: dict(
-            mode="infill", n_samples=n, infill=Infiller(mlm, synonym_threshold=None), kernel=hybrid),
-        "infill single": lambda n: dict(mode="infill", n_samples=n,
-                                        infill=Infiller(mlm, protocol="single", synonym_threshold=None)),
+            mode="infill", n_samples=n, infill=Infiller(mlm, synonym_threshold=None), kernel=hybrid
+        ),
+        "infill single": lambda n: dict(
+            mode="infill", n_samples=n, infill=Infiller(mlm, protocol="single", synonym_threshold=None)
+        ),
         "infill single + hybrid kernel": lambda n: dict(
-            mode="infill", n_samples=n, kernel=hybrid,
-            infill=Infiller(mlm, protocol="single", synonym_threshold=None)),
+            mode="infill", n_samples=n, kernel=hybrid, infill=Infiller(mlm, protocol="single", synonym_threshold=None)
+        ),
         "infill single neutral": lambda n: dict(
-            mode="infill", n_samples=n - f_max * args.top_k - 1,
-            infill=Infiller(mlm, protocol="single", objective="neutral", top_k=args.top_k, synonym_threshold=None)),
+            mode="infill",
+            n_samples=n - f_max * args.top_k - 1,
+            infill=Infiller(mlm, protocol="single", objective="neutral", top_k=args.top_k, synonym_threshold=None),
+        ),
         "infill single boundary": lambda n: dict(
-            mode="infill", n_samples=n - f_max * args.top_k - 1,
-            infill=Infiller(mlm, protocol="single", objective="boundary", top_k=args.top_k, synonym_threshold=None)),
+            mode="infill",
+            n_samples=n - f_max * args.top_k - 1,
+            infill=Infiller(mlm, protocol="single", objective="boundary", top_k=args.top_k, synonym_threshold=None),
+        ),
     }
     valid = (attn != 0) & (ids != CLS) & (ids != SEP)
     results = []
@@ -118,22 +127,40 @@ def main() -> None:
             auc = roc_auc(token_coef, rationale, valid)
             auc_abs = roc_auc(token_coef.abs(), rationale, valid)
             rows = exp.meta["model_rows"] / len(data)
-            row = dict(method=name, budget=budget, n_samples=kw["n_samples"], model_rows_per_sentence=rows,
-                       mlm_rows_per_sentence=exp.meta.get("mlm_rows", 0) / len(data),
-                       auc_mean=float(auc.nanmean()), auc_std=float(auc[~auc.isnan()].std()),
-                       auc_abs_mean=float(auc_abs.nanmean()), r2_mean=float(exp.score.mean()),
-                       seconds=seconds)
+            row = dict(
+                method=name,
+                budget=budget,
+                n_samples=kw["n_samples"],
+                model_rows_per_sentence=rows,
+                mlm_rows_per_sentence=exp.meta.get("mlm_rows", 0) / len(data),
+                auc_mean=float(auc.nanmean()),
+                auc_std=float(auc[~auc.isnan()].std()),
+                auc_abs_mean=float(auc_abs.nanmean()),
+                r2_mean=float(exp.score.mean()),
+                seconds=seconds,
+            )
             results.append(row)
-            print(f"{name:32s} N={budget:5d} rows/sentence {rows:7.1f}  AUC {row['auc_mean']:.3f} "
-                  f"± {row['auc_std']:.3f}  |coef| AUC {row['auc_abs_mean']:.3f}  R² {row['r2_mean']:.3f}  "
-                  f"{seconds:6.1f}s")
-    payload = dict(header(ids.device), benchmark="text_rationale", n_sentences=len(data),
-                   model="TextCNN (torchlime/text/weights/text_cnn.pt)", model_accuracy=accuracy,
-                   mean_features=float(n_feat.float().mean()), max_features=f_max,
-                   rationale_fraction=float(rationale.sum() / valid.sum()),
-                   mlm="BigramMLM fitted on make_text_dataset(6000, seed=0)", preset="lime_text",
-                   objective_top_k=args.top_k, quick=args.quick, results=results,
-                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+            print(
+                f"{name:32s} N={budget:5d} rows/sentence {rows:7.1f}  AUC {row['auc_mean']:.3f} "
+                f"± {row['auc_std']:.3f}  |coef| AUC {row['auc_abs_mean']:.3f}  R² {row['r2_mean']:.3f}  "
+                f"{seconds:6.1f}s"
+            )
+    payload = dict(
+        header(ids.device),
+        benchmark="text_rationale",
+        n_sentences=len(data),
+        model="TextCNN (torchlime/text/weights/text_cnn.pt)",
+        model_accuracy=accuracy,
+        mean_features=float(n_feat.float().mean()),
+        max_features=f_max,
+        rationale_fraction=float(rationale.sum() / valid.sum()),
+        mlm="BigramMLM fitted on make_text_dataset(6000, seed=0)",
+        preset="lime_text",
+        objective_top_k=args.top_k,
+        quick=args.quick,
+        results=results,
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     name = "text_rationale" + ("" if device.type == "cpu" else f"_{device.type}") + ("_quick" if args.quick else "")
     print("wrote", write(f"{name}.json", payload, args.out))
 

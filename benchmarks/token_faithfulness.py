@@ -40,6 +40,7 @@ in, bag-of-words counts built with ``scatter_add``, probabilities (rows, 2) out.
 results/token_faithfulness.json (CPU; other devices add ``_<device>``, smoke runs
 ``_quick``); benchmarks/TABULAR.md reports them.
 """
+
 from __future__ import annotations
 
 import sys as _sys
@@ -109,8 +110,11 @@ def decision_tree(x: np.ndarray, y: np.ndarray, seed: int):
     """A decision tree of depth <= 10; gold: the distinct words tested on each input's decision
     path that occur in the input."""
     clf, tested = decision_tree_fit(x, y, seed)
-    return clf, (lambda counts: tested(counts) & (counts > 0)), \
-        f"decision tree, depth {clf.get_depth()} (max_depth={MAX_GOLD})"
+    return (
+        clf,
+        (lambda counts: tested(counts) & (counts > 0)),
+        f"decision tree, depth {clf.get_depth()} (max_depth={MAX_GOLD})",
+    )
 
 
 def word_sets(words: np.ndarray) -> np.ndarray:
@@ -154,7 +158,7 @@ def random_top(ids: torch.Tensor, features: torch.Tensor, rng: np.random.Generat
     for i in range(len(ids)):
         tokens = ids[i][features[i] >= 0].numpy()
         pick = rng.permutation(len(tokens))[:TOP_K]
-        out[i, :len(pick)] = tokens[pick]
+        out[i, : len(pick)] = tokens[pick]
     return out
 
 
@@ -169,8 +173,9 @@ def random_expected(counts: np.ndarray, gold: np.ndarray) -> np.ndarray:
     return out
 
 
-def lime_top(lime_text, strings: list[str], model: SklearnTokenModel, length: int, n_samples: int,
-             seed: int, labels: list[int]) -> np.ndarray:
+def lime_top(
+    lime_text, strings: list[str], model: SklearnTokenModel, length: int, n_samples: int, seed: int, labels: list[int]
+) -> np.ndarray:
     """lime's own top-10 words (``LimeTextExplainer``, whitespace split, bow=True, num_features=10)."""
 
     def classifier_fn(texts: list[str]) -> np.ndarray:
@@ -178,17 +183,18 @@ def lime_top(lime_text, strings: list[str], model: SklearnTokenModel, length: in
         for i, text in enumerate(texts):
             row = [INDEX[w] for w in text.split() if w in INDEX]
             if row:
-                ids[i, :len(row)] = torch.tensor(row)
+                ids[i, : len(row)] = torch.tensor(row)
         return model(ids).numpy()
 
     explainer = lime_text.LimeTextExplainer(split_expression=r"\s+", bow=True, random_state=seed)
     out = np.full((len(strings), TOP_K), -1)
     for i, (text, label) in enumerate(zip(strings, labels)):
-        exp = explainer.explain_instance(text, classifier_fn, labels=(label,), num_features=TOP_K,
-                                         num_samples=n_samples)
+        exp = explainer.explain_instance(
+            text, classifier_fn, labels=(label,), num_features=TOP_K, num_samples=n_samples
+        )
         ranked = sorted(exp.local_exp[label], key=lambda fw: -abs(fw[1]))[:TOP_K]
         words = [INDEX[exp.domain_mapper.indexed_string.word(f)] for f, _ in ranked]
-        out[i, :len(words)] = words
+        out[i, : len(words)] = words
     return out
 
 
@@ -196,17 +202,27 @@ def main() -> None:
     parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--n-train", type=int, default=None, help="training sentences; default 5000, quick 1000")
-    parser.add_argument("--n-pool", type=int, default=None,
-                        help="held-out sentences scanned for inputs with gold words; default 2000, quick 200")
+    parser.add_argument(
+        "--n-pool",
+        type=int,
+        default=None,
+        help="held-out sentences scanned for inputs with gold words; default 2000, quick 200",
+    )
     parser.add_argument("--n-test", type=int, default=None, help="explained inputs per model; default 150, quick 6")
     parser.add_argument("--n-samples", type=int, default=None, help="samples per input; default 5000, quick 300")
     parser.add_argument("--lime-inputs", type=int, default=None, help="inputs lime explains; default 20, quick 2")
-    parser.add_argument("--batch-size", type=int, default=5000,
-                        help="rows per model call (scikit-learn's per-call overhead favours large chunks)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=5000,
+        help="rows per model call (scikit-learn's per-call overhead favours large chunks)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    size_defaults(args, dict(n_train=(1000, 5000), n_pool=(200, 2000), n_test=(6, 150), n_samples=(300, 5000),
-                             lime_inputs=(2, 20)))
+    size_defaults(
+        args,
+        dict(n_train=(1000, 5000), n_pool=(200, 2000), n_test=(6, 150), n_samples=(300, 5000), lime_inputs=(2, 20)),
+    )
     device = device_arg(args.device)
     torch.set_num_threads(args.threads)
     lime_text, lime_missing = optional_module("lime.lime_text")
@@ -223,34 +239,53 @@ def main() -> None:
         clf, gold_of, description = fitted
         gold_pool = gold_of(x_pool)
         has_gold = np.flatnonzero(gold_pool.any(1))
-        chosen = has_gold[:args.n_test]
+        chosen = has_gold[: args.n_test]
         scanned = int(chosen[-1]) + 1
         gold, counts = gold_pool[chosen], x_pool[chosen]
         n_gold_tokens = (counts * gold).sum(1).astype(int)
         ids = pool.input_ids[chosen]
         attn = pool.attention_mask[chosen]
         model = SklearnTokenModel(clf)
-        row = dict(dataset="make_text_dataset", vocabulary=V - content, n_train=args.n_train,
-                   model=description.split(",")[0], description=description,
-                   accuracy=float(clf.score(x_pool, pool.labels.numpy())),
-                   scanned=scanned, skipped=scanned - len(chosen), skipped_fraction_pool=float(1 - len(has_gold)
-                                                                                              / len(x_pool)),
-                   tokens_mean=float(counts.sum(1).mean()), gold_mean=float(gold.sum(1).mean()),
-                   gold_max=int(gold.sum(1).max()),
-                   gold_tokens_mean=float(n_gold_tokens.mean()), gold_weights=getattr(clf, "gold_weights", None))
+        row = dict(
+            dataset="make_text_dataset",
+            vocabulary=V - content,
+            n_train=args.n_train,
+            model=description.split(",")[0],
+            description=description,
+            accuracy=float(clf.score(x_pool, pool.labels.numpy())),
+            scanned=scanned,
+            skipped=scanned - len(chosen),
+            skipped_fraction_pool=float(1 - len(has_gold) / len(x_pool)),
+            tokens_mean=float(counts.sum(1).mean()),
+            gold_mean=float(gold.sum(1).mean()),
+            gold_max=int(gold.sum(1).max()),
+            gold_tokens_mean=float(n_gold_tokens.mean()),
+            gold_weights=getattr(clf, "gold_weights", None),
+        )
         tops = {}
         features = None
-        settings = dict(attention_mask=attn.to(device), special_ids=[CLS, SEP], mode="replace", mask_id=MASK,
-                        pad_id=PAD, preset="lime", n_samples=args.n_samples, generator=args.seed,
-                        batch_size=args.batch_size)
+        settings = dict(
+            attention_mask=attn.to(device),
+            special_ids=[CLS, SEP],
+            mode="replace",
+            mask_id=MASK,
+            pad_id=PAD,
+            preset="lime",
+            n_samples=args.n_samples,
+            generator=args.seed,
+            batch_size=args.batch_size,
+        )
         for method, extra in (("torchlime_ridge", {}), ("torchlime_klasso", dict(surrogate=KLasso(k=TOP_K)))):
             t0 = time.perf_counter()
             exp = explain_tokens(model, ids.to(device), **settings, **extra)
             exp = exp.to("cpu")
             top = top_words(exp, ids)
-            row[method] = dict(summary(recall(top, gold)), seconds=time.perf_counter() - t0,
-                               r2_median=float(exp.score[:, 0].median()),
-                               top_gold_tokens=summary(recall(top_gold_tokens(exp, ids, n_gold_tokens), gold)))
+            row[method] = dict(
+                summary(recall(top, gold)),
+                seconds=time.perf_counter() - t0,
+                r2_median=float(exp.score[:, 0].median()),
+                top_gold_tokens=summary(recall(top_gold_tokens(exp, ids, n_gold_tokens), gold)),
+            )
             tops[method] = top
             features = exp.features
         row["random"] = summary(recall(random_top(ids, features, rng), gold))
@@ -265,17 +300,33 @@ def main() -> None:
             # torchlime on the same inputs (each input's samples depend on its index only)
             row["torchlime_ridge_same_inputs"] = summary(recall(tops["torchlime_ridge"][:m], gold[:m]))
         results.append(row)
-        print(f"{row['model']:24s} gold {row['gold_mean']:4.2f}  skipped {row['skipped']:4d}  ridge "
-              f"{row['torchlime_ridge']['mean']:.3f}  klasso {row['torchlime_klasso']['mean']:.3f}  "
-              f"lime {row.get('lime', {}).get('mean', float('nan')):.3f}  random {row['random']['mean']:.3f} "
-              f"(expected {row['random_expected']:.3f})")
-    payload = dict(header(device), benchmark="token_faithfulness", quick=args.quick, top_k=TOP_K,
-                   max_gold=MAX_GOLD, n_samples=args.n_samples, n_train=args.n_train, n_pool=args.n_pool,
-                   n_test=args.n_test, lime_inputs=args.lime_inputs, batch_size=args.batch_size, seed=args.seed,
-                   mode="replace", threads=torch.get_num_threads(),
-                   lime=None if lime_text is None else "lime.lime_text", lime_missing=lime_missing,
-                   seconds_total=time.perf_counter() - t_start, results=results,
-                   note="smoke run: proves the script runs, not a measurement" if args.quick else "")
+        print(
+            f"{row['model']:24s} gold {row['gold_mean']:4.2f}  skipped {row['skipped']:4d}  ridge "
+            f"{row['torchlime_ridge']['mean']:.3f}  klasso {row['torchlime_klasso']['mean']:.3f}  "
+            f"lime {row.get('lime', {}).get('mean', float('nan')):.3f}  random {row['random']['mean']:.3f} "
+            f"(expected {row['random_expected']:.3f})"
+        )
+    payload = dict(
+        header(device),
+        benchmark="token_faithfulness",
+        quick=args.quick,
+        top_k=TOP_K,
+        max_gold=MAX_GOLD,
+        n_samples=args.n_samples,
+        n_train=args.n_train,
+        n_pool=args.n_pool,
+        n_test=args.n_test,
+        lime_inputs=args.lime_inputs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        mode="replace",
+        threads=torch.get_num_threads(),
+        lime=None if lime_text is None else "lime.lime_text",
+        lime_missing=lime_missing,
+        seconds_total=time.perf_counter() - t_start,
+        results=results,
+        note="smoke run: proves the script runs, not a measurement" if args.quick else "",
+    )
     stem = "token_faithfulness" + ("" if device.type == "cpu" else f"_{device.type}")
     print("wrote", write(stem + ("_quick" if args.quick else "") + ".json", payload, args.out))
 

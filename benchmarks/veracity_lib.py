@@ -1,4 +1,5 @@
 """Building blocks of ``veracity.py``: settings, the attack, batched explanations and flip tests."""
+
 from __future__ import annotations
 
 import time
@@ -15,12 +16,24 @@ from torchlime.stages.weighting import ExponentialKernel, mask_distance
 
 N_SAMPLES = 8192
 ATTACK = dict(eps=1.0, alpha=20.0, lr=0.04, steps=60)
-LIME_DEFAULT = dict(sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25), surrogate=Ridge(1.0),
-                    content="zero", output="prob", n_samples=N_SAMPLES)
+LIME_DEFAULT = dict(
+    sampler=BernoulliSampler(0.5),
+    kernel=ExponentialKernel(width=0.25),
+    surrogate=Ridge(1.0),
+    content="zero",
+    output="prob",
+    n_samples=N_SAMPLES,
+)
 # chosen by `veracity.py --tune` on separate clips (results/veracity_tuning.json): hidden segments
 # are blurred (not zeroed), a quarter of the segments hidden on average, a narrower kernel
-TORCHLIME_BEST = dict(sampler=BernoulliSampler(0.75), kernel=ExponentialKernel(width=0.1), surrogate=Ridge(1.0),
-                      content="blur", output="prob", n_samples=N_SAMPLES)
+TORCHLIME_BEST = dict(
+    sampler=BernoulliSampler(0.75),
+    kernel=ExponentialKernel(width=0.1),
+    surrogate=Ridge(1.0),
+    content="blur",
+    output="prob",
+    n_samples=N_SAMPLES,
+)
 SETTINGS = {"lime_default": LIME_DEFAULT, "torchlime_best": TORCHLIME_BEST}
 #: the study's names of hidden content -> explain_spectrogram's fills ("mean": each clip's mean level)
 FILLS = {"mean": "signal_mean"}
@@ -34,12 +47,24 @@ def segment_map(specs: torch.Tensor) -> torch.Tensor:
 def predict(model: torch.nn.Module, x: torch.Tensor, chunk: int = 256) -> torch.Tensor:
     """Argmax class of (n, Fr, Tm) spectrograms, chunked, under inference mode."""
     with torch.inference_mode():
-        return torch.cat([model(x[i:i + chunk]).argmax(1) for i in range(0, len(x), chunk)]) if len(x) else \
-            torch.zeros(0, dtype=torch.long)
+        return (
+            torch.cat([model(x[i : i + chunk]).argmax(1) for i in range(0, len(x), chunk)])
+            if len(x)
+            else torch.zeros(0, dtype=torch.long)
+        )
 
 
-def attack(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, *, eps: float, alpha: float,
-           lr: float, steps: int, region: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+def attack(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eps: float,
+    alpha: float,
+    lr: float,
+    steps: int,
+    region: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Iterative signed-gradient attack on spectrograms, batched over clips.
 
     Minimises ||delta||^2 + alpha * CE(f(x + delta), target) with steps of ``lr`` along the
@@ -68,8 +93,9 @@ def attack(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, *, eps
     return best, found
 
 
-def adversarials(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tensor, attack_kw: dict[str, Any],
-                 seed: int) -> dict[str, Any]:
+def adversarials(
+    model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tensor, attack_kw: dict[str, Any], seed: int
+) -> dict[str, Any]:
     """Global and localised adversarial examples of every clip (target: the other class).
 
     Localised attacks perturb k random grid segments only; every clip is attacked for k = 1, 3 and 5.
@@ -87,11 +113,16 @@ def adversarials(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tens
     delta, ok = attack(model, specs, target, **attack_kw)
     xa, da = specs[ok], delta[ok]
     energy = lambda v: v.pow(2).flatten(1).sum(1)  # noqa: E731
-    stats = dict(attack_kw, clips=n, success=int(ok.sum()), seconds=time.perf_counter() - t0,
-                 delta_l2_mean=float(da.flatten(1).norm(dim=1).mean()),
-                 delta_linf_mean=float(da.abs().flatten(1).amax(1).mean()),
-                 nonzero_fraction=float((da != 0).float().mean()),
-                 snr_db_mean=float((10 * torch.log10(energy(xa) / energy(da))).mean()))
+    stats = dict(
+        attack_kw,
+        clips=n,
+        success=int(ok.sum()),
+        seconds=time.perf_counter() - t0,
+        delta_l2_mean=float(da.flatten(1).norm(dim=1).mean()),
+        delta_linf_mean=float(da.abs().flatten(1).amax(1).mean()),
+        nonzero_fraction=float((da != 0).float().mean()),
+        snr_db_mean=float((10 * torch.log10(energy(xa) / energy(da))).mean()),
+    )
     gen = torch.Generator().manual_seed(seed)
     ks = torch.tensor([1, 3, 5]).repeat_interleave(n)  # every clip attacked once for each k
     chosen = torch.rand(3 * n, 20, generator=gen).argsort(1)
@@ -100,16 +131,35 @@ def adversarials(model: torch.nn.Module, specs: torch.Tensor, labels: torch.Tens
     t0 = time.perf_counter()
     specs3, target3 = specs.repeat(3, 1, 1), target.repeat(3)
     l_delta, l_ok = attack(model, specs3, target3, region=region, **attack_kw)
-    local_stats = dict(success={k: int((l_ok & (ks == k)).sum()) for k in (1, 3, 5)},
-                       tried={k: int((ks == k).sum()) for k in (1, 3, 5)}, seconds=time.perf_counter() - t0)
-    return dict(seg=seg, x=xa, delta=da, target=target[ok], l_x=specs3[l_ok], l_delta=l_delta[l_ok],
-                l_target=target3[l_ok], region_ids=region_ids[l_ok], ks=ks[l_ok], stats=stats,
-                local_stats=local_stats)
+    local_stats = dict(
+        success={k: int((l_ok & (ks == k)).sum()) for k in (1, 3, 5)},
+        tried={k: int((ks == k).sum()) for k in (1, 3, 5)},
+        seconds=time.perf_counter() - t0,
+    )
+    return dict(
+        seg=seg,
+        x=xa,
+        delta=da,
+        target=target[ok],
+        l_x=specs3[l_ok],
+        l_delta=l_delta[l_ok],
+        l_target=target3[l_ok],
+        region_ids=region_ids[l_ok],
+        ks=ks[l_ok],
+        stats=stats,
+        local_stats=local_stats,
+    )
 
 
-def flip_curve(model: torch.nn.Module, x: torch.Tensor, delta: torch.Tensor, seg: torch.Tensor,
-               ranking: Optional[torch.Tensor], target: torch.Tensor,
-               keep: Optional[torch.Tensor] = None) -> dict[str, Any]:
+def flip_curve(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    seg: torch.Tensor,
+    ranking: Optional[torch.Tensor],
+    target: torch.Tensor,
+    keep: Optional[torch.Tensor] = None,
+) -> dict[str, Any]:
     """Label flips when only some segments of delta are added to x.
 
     Args:
@@ -141,8 +191,14 @@ def margin(out: torch.Tensor) -> torch.Tensor:
     return out - out.flip(1)
 
 
-def explain_many(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, cfg: dict[str, Any],
-                 seed: int, return_samples: bool = False) -> Any:
+def explain_many(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    target: torch.Tensor,
+    cfg: dict[str, Any],
+    seed: int,
+    return_samples: bool = False,
+) -> Any:
     """One batched LIME pass over the 20 grid segments of every clip in x (n, Fr, Tm), for ``target``.
 
     ``cfg["output"]``: "prob" explains the softmax probability of the target (lime), "margin" its
@@ -151,9 +207,17 @@ def explain_many(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, 
     kw = {k: cfg[k] for k in ("sampler", "kernel", "surrogate", "n_samples")}
     prob = cfg["output"] == "prob" and not return_samples
     fill = FILLS.get(cfg["content"], cfg["content"])
-    return explain_spectrogram(model, x, baseline=fill, target=target, softmax=prob,
-                               output=None if prob else margin, generator=seed,
-                               return_samples=return_samples, **kw)
+    return explain_spectrogram(
+        model,
+        x,
+        baseline=fill,
+        target=target,
+        softmax=prob,
+        output=None if prob else margin,
+        generator=seed,
+        return_samples=return_samples,
+        **kw,
+    )
 
 
 def refit(exp: Any, kernel: Any, surrogate: Any, output: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,8 +229,9 @@ def refit(exp: Any, kernel: Any, surrogate: Any, output: str) -> tuple[torch.Ten
     return fit.coef[:, 0], fit.score[:, 0]
 
 
-def localised_recovery(coef: torch.Tensor, score: torch.Tensor, region_ids: torch.Tensor,
-                       ks: torch.Tensor) -> dict[str, Any]:
+def localised_recovery(
+    coef: torch.Tensor, score: torch.Tensor, region_ids: torch.Tensor, ks: torch.Tensor
+) -> dict[str, Any]:
     """How many of the k perturbed segments are among LIME's top k, per k in (1, 3, 5)."""
     out: dict[str, Any] = {}
     fractions = []
@@ -178,10 +243,14 @@ def localised_recovery(coef: torch.Tensor, score: torch.Tensor, region_ids: torc
         hit = (top.unsqueeze(2) == region_ids[sel][:, :k].unsqueeze(1)).any(2).sum(1)  # (m,)
         fractions.append(hit.float() / k)
         full = hit == k
-        out[str(k)] = dict(n=int(sel.sum()), histogram=torch.bincount(hit, minlength=k + 1).tolist(),
-                           mean_recovered=float(hit.float().mean()), all_recovered=float(full.float().mean()),
-                           fidelity_correct=[round(float(v), 4) for v in score[sel][full]],
-                           fidelity_wrong=[round(float(v), 4) for v in score[sel][~full]])
+        out[str(k)] = dict(
+            n=int(sel.sum()),
+            histogram=torch.bincount(hit, minlength=k + 1).tolist(),
+            mean_recovered=float(hit.float().mean()),
+            all_recovered=float(full.float().mean()),
+            fidelity_correct=[round(float(v), 4) for v in score[sel][full]],
+            fidelity_wrong=[round(float(v), 4) for v in score[sel][~full]],
+        )
     out["mean_fraction"] = float(torch.cat(fractions).mean()) if fractions else None
     return out
 
@@ -192,6 +261,4 @@ def summarise(values: torch.Tensor) -> dict[str, Any]:
     if not len(v):
         return dict(n=0)
     q = torch.quantile(v, torch.tensor([0.25, 0.5, 0.75])).tolist()
-    return dict(n=len(v), mean=float(v.mean()), q25=q[0], median=q[1], q75=q[2],
-                values=[round(float(a), 4) for a in v])
-
+    return dict(n=len(v), mean=float(v.mean()), q25=q[0], median=q[1], q75=q[2], values=[round(float(a), 4) for a in v])

@@ -9,6 +9,7 @@ for their labels into ``--out``; run the same command again to resume after an i
 Every rank explains the shards ``k % world_size == rank`` on ``cuda:LOCAL_RANK`` (or the CPU),
 and the folder reads the same as one process's (``torchlime.load_results``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,15 @@ def main() -> None:
 
     images, labels, _ = make_images(args.n_images, seed=2026)
     data = torch.utils.data.TensorDataset(images, labels)
-    out = torchlime.explain_dataset(load_demo_model(), data, args.out, n_samples=args.n_samples,
-                                    target="label", n_segments=50, shard_size=args.shard_size)
+    out = torchlime.explain_dataset(
+        load_demo_model(),
+        data,
+        args.out,
+        n_samples=args.n_samples,
+        target="label",
+        n_segments=50,
+        shard_size=args.shard_size,
+    )
     results = torchlime.load_results(out)
     if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns once the folder is complete
         print(f"{len(results)} explanations in {out}; mean weighted R² {results.field('score').mean():.3f}")

@@ -15,6 +15,7 @@ Usage:
 Re-running with the same arguments (and the same torch build and thread count)
 reproduces the weights bit for bit; compare ``weights_sha256`` in the JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,16 +42,21 @@ IMAGE_SIZE = 64
 def parse_args() -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output folder (the committed weights live in torchlime/image/weights/)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/image/weights/)"
+    )
     parser.add_argument("--epochs", type=int, default=4, help="passes over the training set")
     parser.add_argument("--n-train", type=int, default=20_000, help="training images")
     parser.add_argument("--n-test", type=int, default=2_000, help="held-out test images")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=4e-3, help="peak learning rate")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights and data order")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (the weights may depend on it; 1 is fastest on a busy machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (the weights may depend on it; 1 is fastest on a busy machine)",
+    )
     return parser.parse_args()
 
 
@@ -94,8 +100,11 @@ def train(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, args: ar
             step += 1
             loss_sum += loss.item() * len(batch)
             correct += (logits.argmax(1) == y).sum().item()
-        print(f"epoch {epoch + 1}/{args.epochs}: loss {loss_sum / len(labels):.4f}, "
-              f"train acc {correct / len(labels):.4f}, {time.perf_counter() - start:.1f} s", flush=True)
+        print(
+            f"epoch {epoch + 1}/{args.epochs}: loss {loss_sum / len(labels):.4f}, "
+            f"train acc {correct / len(labels):.4f}, {time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
     model.eval()
     return correct / len(labels)
 
@@ -104,8 +113,9 @@ def train(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, args: ar
 def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
     """Predicted labels (N,) for ``images`` (N, 3, H, W), in eval mode."""
     model.eval()
-    return torch.cat([model(x.contiguous(memory_format=torch.channels_last)).argmax(1)
-                      for x in images.split(batch_size)])
+    return torch.cat(
+        [model(x.contiguous(memory_format=torch.channels_last)).argmax(1) for x in images.split(batch_size)]
+    )
 
 
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
@@ -167,7 +177,8 @@ def evidence_checks(model: nn.Module, scenes: Scenes) -> dict[str, Any]:
         predicted = predict(model, hidden_evidence)
         results[f"evidence_hidden_{name}"] = (predicted == scenes.labels).float().mean().item()
         results[f"evidence_hidden_{name}_predicted_class_counts"] = torch.bincount(
-            predicted, minlength=len(CLASS_NAMES)).tolist()
+            predicted, minlength=len(CLASS_NAMES)
+        ).tolist()
         results[f"distractors_hidden_{name}"] = accuracy(model, hidden_distractors, scenes.labels)
     matched = distractor_mask.flatten(1).sum(1)
     results["distractor_pixels_over_evidence_pixels"] = (matched.sum() / n_evidence.sum()).item()

@@ -8,6 +8,7 @@ words during training, so that the perturbations LIME applies stay close to
 what the model has seen (the label never depends on filler). The script fails
 unless held-out accuracy is at least 95 %. 1-4 minutes on 2 CPU cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-train", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output folder (the committed weights live in torchlime/text/weights/)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/text/weights/)"
+    )
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -58,7 +60,7 @@ def main() -> None:
         model.train()
         order = torch.randperm(args.n_train, generator=g)
         for lo in range(0, args.n_train, 64):
-            idx = order[lo:lo + 64]
+            idx = order[lo : lo + 64]
             ids, attn = augment(train.input_ids[idx], train.attention_mask[idx], g)
             loss = torch.nn.functional.cross_entropy(model(ids, attn), train.labels[idx])
             opt.zero_grad()
@@ -67,16 +69,22 @@ def main() -> None:
             sched.step()
         model.eval()
         acc = accuracy(model, held.input_ids, held.attention_mask, held.labels)
-        print(f"epoch {epoch + 1:2d}  loss {loss.item():.4f}  held-out accuracy {acc:.4f}  "
-              f"({time.perf_counter() - t0:.0f}s)")
+        print(
+            f"epoch {epoch + 1:2d}  loss {loss.item():.4f}  held-out accuracy {acc:.4f}  "
+            f"({time.perf_counter() - t0:.0f}s)"
+        )
     if acc < 0.95:
         raise SystemExit(f"held-out accuracy {acc:.4f} < 0.95: not saving")
     args.out.mkdir(parents=True, exist_ok=True)
     weights, vocab_out = args.out / WEIGHTS.name, args.out / VOCAB_FILE.name
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     torch.save({"config": model.config, "state_dict": state, "held_out_accuracy": acc}, weights)
-    vocab_out.write_text(json.dumps({"tokens": list(VOCAB), "pad_id": PAD, "mask_id": MASK,
-                                          "max_length": int(train.input_ids.shape[1])}, indent=0))
+    vocab_out.write_text(
+        json.dumps(
+            {"tokens": list(VOCAB), "pad_id": PAD, "mask_id": MASK, "max_length": int(train.input_ids.shape[1])},
+            indent=0,
+        )
+    )
     print(f"saved {weights} ({weights.stat().st_size / 1024:.0f} KiB) and {vocab_out}")
 
 

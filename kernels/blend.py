@@ -27,6 +27,7 @@ labels of the full shape 1 dim). Labels outside ``[0, F)`` read as hidden
 Only absolute imports of torch/triton and relative imports inside this folder:
 this folder ships as ``torchlime.kernels``.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -40,11 +41,11 @@ from .reference import Stat, blend_torch, channel_stats, compute_dtype, launch_d
 
 __all__ = ["BLOCK", "MAX_DIMS", "supports", "blend", "blend_torch", "interpreted"]
 
-BLOCK = 1024          # output elements per program
+BLOCK = 1024  # output elements per program
 NUM_WARPS = 4
-MAX_DIMS = 4          # merged dims the kernel addresses
-_MAX_GRID_Y = 65535   # CUDA limit of grid dim 1 (blocks of a row)
-_I32 = 2 ** 31 - 1
+MAX_DIMS = 4  # merged dims the kernel addresses
+_MAX_GRID_Y = 65535  # CUDA limit of grid dim 1 (blocks of a row)
+_I32 = 2**31 - 1
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _LABELS = (torch.int64, torch.int32)
@@ -95,17 +96,47 @@ def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):
 
 @triton.jit
 def _blend_kernel(
-    out_ptr, x_ptr, base_ptr, lab_ptr, mask_ptr, mean_ptr, std_ptr,
-    N, F,
-    out_rs, x_rs, base_rs, lab_rs, mask_rs, mask_fs,
-    D1, D2, D3,
-    xs0, xs1, xs2, xs3,
-    bs0, bs1, bs2, bs3,
-    ls0, ls1, ls2, ls3,
-    ss0, ss1, ss2, ss3,
+    out_ptr,
+    x_ptr,
+    base_ptr,
+    lab_ptr,
+    mask_ptr,
+    mean_ptr,
+    std_ptr,
+    N,
+    F,
+    out_rs,
+    x_rs,
+    base_rs,
+    lab_rs,
+    mask_rs,
+    mask_fs,
+    D1,
+    D2,
+    D3,
+    xs0,
+    xs1,
+    xs2,
+    xs3,
+    bs0,
+    bs1,
+    bs2,
+    bs3,
+    ls0,
+    ls1,
+    ls2,
+    ls3,
+    ss0,
+    ss1,
+    ss2,
+    ss3,
     NDIM: tl.constexpr,
-    X_FLAT: tl.constexpr, B_FLAT: tl.constexpr, L_FLAT: tl.constexpr,
-    HAS_NORM: tl.constexpr, DIV_RN: tl.constexpr, VIA_FP32: tl.constexpr,
+    X_FLAT: tl.constexpr,
+    B_FLAT: tl.constexpr,
+    L_FLAT: tl.constexpr,
+    HAS_NORM: tl.constexpr,
+    DIV_RN: tl.constexpr,
+    VIA_FP32: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -143,12 +174,12 @@ def _blend_kernel(
         s = tl.load(std_ptr + so, mask=valid, other=1)
         v = v.to(m.dtype) - m
         if DIV_RN:
-            v = tl.div_rn(v, s)   # IEEE division, as torch does
+            v = tl.div_rn(v, s)  # IEEE division, as torch does
         else:
             v = v / s
 
     if VIA_FP32:
-        v = v.to(tl.float32)   # float64 -> 16-bit goes through float32, as torch's casts do
+        v = v.to(tl.float32)  # float64 -> 16-bit goes through float32, as torch's casts do
     tl.store(out_ptr + row * out_rs + n, v.to(out_ptr.dtype.element_ty), mask=valid)
 
 
@@ -159,13 +190,13 @@ def interpreted() -> bool:
 
 class _Plan(NamedTuple):
     c: int
-    shape: tuple            # per-row output shape
-    n: int                  # elements per row
-    sizes: list             # merged dims, padded at the front to MAX_DIMS
-    strides: dict           # operand -> merged strides, padded like sizes
-    flat: dict              # operand -> strides equal the output's (offset = flat index)
-    ndim: int               # real merged dims (1..MAX_DIMS)
-    rows: dict              # operand -> row stride (0 for a shared leading-1 operand)
+    shape: tuple  # per-row output shape
+    n: int  # elements per row
+    sizes: list  # merged dims, padded at the front to MAX_DIMS
+    strides: dict  # operand -> merged strides, padded like sizes
+    flat: dict  # operand -> strides equal the output's (offset = flat index)
+    ndim: int  # real merged dims (1..MAX_DIMS)
+    rows: dict  # operand -> row stride (0 for a shared leading-1 operand)
 
 
 def _dense_strides(shape: tuple, channels_last: bool) -> list:
@@ -222,7 +253,7 @@ def _plan(x, base, labels, masks, *, channels_last: bool = False, with_stats: bo
         "lab": list(labels.expand(labels.shape[0], *shape).stride()[1:]),
     }
     if with_stats and shape:
-        ops["stat"] = [1] + [0] * (len(shape) - 1)   # per-channel operand: channel = dim 0 of a row
+        ops["stat"] = [1] + [0] * (len(shape) - 1)  # per-channel operand: channel = dim 0 of a row
     for name, st in ops.items():
         if name != "out" and sum((size - 1) * s for size, s in zip(shape, st)) > _I32:
             return f"{name} spans more than 2**31 elements in a row"
@@ -271,9 +302,17 @@ def supports(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: t
     return isinstance(_plan(x, base, labels, masks), _Plan)
 
 
-def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, *,
-          out_dtype: Optional[torch.dtype] = None, mean: Stat = None, std: Stat = None,
-          channels_last: bool = False) -> torch.Tensor:
+def blend(
+    x: torch.Tensor,
+    base: torch.Tensor,
+    labels: torch.Tensor,
+    masks: torch.Tensor,
+    *,
+    out_dtype: Optional[torch.dtype] = None,
+    mean: Stat = None,
+    std: Stat = None,
+    channels_last: bool = False,
+) -> torch.Tensor:
     """Fused ``where(masks[i, labels[i]], x[i], base[i])`` with optional normalise / cast / layout.
 
     Args:
@@ -314,22 +353,42 @@ def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torc
         ss = plan.strides["stat"]
     else:
         ct = torch.float32
-        mean_t = std_t = x   # never read
+        mean_t = std_t = x  # never read
         ss = [0] * MAX_DIMS
     xs, bs, ls = plan.strides["x"], plan.strides["base"], plan.strides["lab"]
     grid = (plan.c, triton.cdiv(plan.n, BLOCK))
     with launch_device(x):
         _blend_kernel[grid](
-            out, x, base, labels, masks.view(torch.uint8), mean_t, std_t,
-            plan.n, masks.shape[1],
-            plan.rows["out"], plan.rows["x"], plan.rows["base"], plan.rows["lab"],
-            masks.stride(0), masks.stride(1),
-            plan.sizes[1], plan.sizes[2], plan.sizes[3],
-            *xs, *bs, *ls, *ss,
+            out,
+            x,
+            base,
+            labels,
+            masks.view(torch.uint8),
+            mean_t,
+            std_t,
+            plan.n,
+            masks.shape[1],
+            plan.rows["out"],
+            plan.rows["x"],
+            plan.rows["base"],
+            plan.rows["lab"],
+            masks.stride(0),
+            masks.stride(1),
+            plan.sizes[1],
+            plan.sizes[2],
+            plan.sizes[3],
+            *xs,
+            *bs,
+            *ls,
+            *ss,
             NDIM=plan.ndim,
-            X_FLAT=plan.flat["x"], B_FLAT=plan.flat["base"], L_FLAT=plan.flat["lab"],
-            HAS_NORM=has_norm, DIV_RN=ct == torch.float32,
+            X_FLAT=plan.flat["x"],
+            B_FLAT=plan.flat["base"],
+            L_FLAT=plan.flat["lab"],
+            HAS_NORM=has_norm,
+            DIV_RN=ct == torch.float32,
             VIA_FP32=x.dtype == torch.float64 and out_dtype in (torch.float16, torch.bfloat16),
-            BLOCK=BLOCK, num_warps=NUM_WARPS,
+            BLOCK=BLOCK,
+            num_warps=NUM_WARPS,
         )
     return out

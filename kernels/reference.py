@@ -4,6 +4,7 @@ Each reference has the same signature as its kernel and is what the kernel tests
 compare against; ``torchlime._backend`` falls back to them where a kernel does
 not apply.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,13 +27,15 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def channel_stats(mean: Stat, std: Stat, channels: int, dtype: torch.dtype,
-                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def channel_stats(
+    mean: Stat, std: Stat, channels: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``mean`` and ``std`` as contiguous 1-D ``dtype`` tensors of length ``channels``.
 
     A missing ``mean`` is 0 and a missing ``std`` is 1; a scalar or a single value
     applies to every channel.
     """
+
     def one(v: Stat, default: float, name: str) -> torch.Tensor:
         t = torch.as_tensor(default if v is None else v, dtype=dtype, device=device).reshape(-1)
         if t.numel() == 1:
@@ -44,9 +47,17 @@ def channel_stats(mean: Stat, std: Stat, channels: int, dtype: torch.dtype,
     return one(mean, 0.0, "mean"), one(std, 1.0, "std")
 
 
-def blend_torch(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, *,
-                out_dtype: Optional[torch.dtype] = None, mean: Stat = None, std: Stat = None,
-                channels_last: bool = False) -> torch.Tensor:
+def blend_torch(
+    x: torch.Tensor,
+    base: torch.Tensor,
+    labels: torch.Tensor,
+    masks: torch.Tensor,
+    *,
+    out_dtype: Optional[torch.dtype] = None,
+    mean: Stat = None,
+    std: Stat = None,
+    channels_last: bool = False,
+) -> torch.Tensor:
     """Torch reference of ``kernels.blend.blend``.
 
     Args:
@@ -138,11 +149,12 @@ def check_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[i
     if not isinstance(features, torch.Tensor) or not isinstance(centres, torch.Tensor):
         raise TypeError("features and centres must be tensors")
     if features.dim() != 4 or centres.dim() != 4:
-        raise ValueError(f"features must be (B, D, H, W) and centres (B, gh, gw, D), got "
-                         f"{tuple(features.shape)} and {tuple(centres.shape)}")
+        raise ValueError(
+            f"features must be (B, D, H, W) and centres (B, gh, gw, D), got "
+            f"{tuple(features.shape)} and {tuple(centres.shape)}"
+        )
     if not features.dtype.is_floating_point or centres.dtype != features.dtype:
-        raise TypeError(f"features and centres must share a float dtype, got {features.dtype} "
-                        f"and {centres.dtype}")
+        raise TypeError(f"features and centres must share a float dtype, got {features.dtype} and {centres.dtype}")
     if features.device != centres.device:
         raise ValueError(f"features ({features.device}) and centres ({centres.device}) must be on one device")
     b, d, h, w = features.shape
@@ -160,20 +172,22 @@ def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, c
     if not isinstance(features, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise TypeError("features and labels must be tensors")
     if features.dim() != 4 or not features.dtype.is_floating_point:
-        raise ValueError(f"features must be a float (B, D, H, W) tensor, got {features.dtype} "
-                         f"{tuple(features.shape)}")
+        raise ValueError(f"features must be a float (B, D, H, W) tensor, got {features.dtype} {tuple(features.shape)}")
     b, _, h, w = features.shape
     if labels.dtype not in (torch.int32, torch.int64) or tuple(labels.shape) != (b, h, w):
-        raise ValueError(f"labels must be int32/int64 (B, H, W) = {(b, h, w)}, got {labels.dtype} "
-                         f"{tuple(labels.shape)}")
+        raise ValueError(
+            f"labels must be int32/int64 (B, H, W) = {(b, h, w)}, got {labels.dtype} {tuple(labels.shape)}"
+        )
     if labels.device != features.device:
         raise ValueError(f"features ({features.device}) and labels ({labels.device}) must be on one device")
     if not isinstance(n_centres, int) or isinstance(n_centres, bool) or n_centres < 1:
         raise ValueError(f"n_centres must be an int >= 1, got {n_centres!r}")
     sh, sw = _cell(cell)
     if n_centres != -(-h // sh) * -(-w // sw):
-        raise ValueError(f"with cell {(sh, sw)}, n_centres must be ceil(H / sh) * ceil(W / sw) = "
-                         f"{-(-h // sh) * -(-w // sw)}, got {n_centres}")
+        raise ValueError(
+            f"with cell {(sh, sw)}, n_centres must be ceil(H / sh) * ceil(W / sw) = "
+            f"{-(-h // sh) * -(-w // sw)}, got {n_centres}"
+        )
     return sh, sw
 
 
@@ -219,8 +233,9 @@ def assign_torch(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[t
     return labels, best
 
 
-def update_torch(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-                 cell) -> tuple[torch.Tensor, torch.Tensor]:
+def update_torch(
+    features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch reference of ``kernels.slic.update``: per-centre feature sums and pixel counts.
 
     Args:
@@ -257,6 +272,9 @@ def update_torch(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
     src = features.permute(0, 2, 3, 1).reshape(-1, d)
     sums = torch.zeros(b * (n_centres + 1), d, dtype=features.dtype, device=dev).index_add_(0, idx.view(-1), src)
     counts = torch.zeros(b * (n_centres + 1), dtype=torch.long, device=dev).scatter_add_(
-        0, idx.view(-1), torch.ones_like(idx.view(-1)))
-    return (sums.view(b, n_centres + 1, d)[:, :n_centres].contiguous(),
-            counts.view(b, n_centres + 1)[:, :n_centres].to(torch.int32))
+        0, idx.view(-1), torch.ones_like(idx.view(-1))
+    )
+    return (
+        sums.view(b, n_centres + 1, d)[:, :n_centres].contiguous(),
+        counts.view(b, n_centres + 1)[:, :n_centres].to(torch.int32),
+    )

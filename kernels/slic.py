@@ -27,6 +27,7 @@ on CUDA tensors (CPU tensors when this module is imported under ``TRITON_INTERPR
 Only absolute imports of torch/triton and relative imports inside this folder: this folder ships
 as ``torchlime.kernels``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,14 +37,24 @@ from triton.runtime.jit import JITFunction
 
 from .reference import assign_torch, check_assign, check_update, launch_device, slic_features, update_torch
 
-__all__ = ["ASSIGN_BLOCK", "UPDATE_BLOCK", "assign", "update", "supports_assign", "supports_update",
-           "assign_torch", "update_torch", "slic_features", "interpreted"]
+__all__ = [
+    "ASSIGN_BLOCK",
+    "UPDATE_BLOCK",
+    "assign",
+    "update",
+    "supports_assign",
+    "supports_update",
+    "assign_torch",
+    "update_torch",
+    "slic_features",
+    "interpreted",
+]
 
-ASSIGN_BLOCK = 256    # pixels per assign program
-UPDATE_BLOCK = 256    # window pixels per step of a per-centre update program
+ASSIGN_BLOCK = 256  # pixels per assign program
+UPDATE_BLOCK = 256  # window pixels per step of a per-centre update program
 NUM_WARPS = 4
-_MAX_GRID_Y = 65535   # CUDA limit of grid dim 1 (images)
-_I32 = 2 ** 31 - 1
+_MAX_GRID_Y = 65535  # CUDA limit of grid dim 1 (images)
+_I32 = 2**31 - 1
 
 
 @triton.jit
@@ -58,11 +69,26 @@ def _pixel_block(H, W, BLOCK: tl.constexpr):
 
 @triton.jit
 def _assign_kernel(
-    feat_ptr, cent_ptr, lab_ptr, dist_ptr,
-    H, W, GH, GW, SH, SW,
-    fs_b, fs_d, fs_h, fs_w,
-    cs_b, cs_y, cs_x, cs_d,
-    D: tl.constexpr, BLOCK: tl.constexpr,
+    feat_ptr,
+    cent_ptr,
+    lab_ptr,
+    dist_ptr,
+    H,
+    W,
+    GH,
+    GW,
+    SH,
+    SW,
+    fs_b,
+    fs_d,
+    fs_h,
+    fs_w,
+    cs_b,
+    cs_y,
+    cs_x,
+    cs_d,
+    D: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     b, n, valid, y, x = _pixel_block(H, W, BLOCK)
     cy = y // SH
@@ -70,14 +96,14 @@ def _assign_kernel(
     fptr = feat_ptr + b * fs_b + y * fs_h + x * fs_w
     cptr = cent_ptr + b * cs_b
     best = tl.full((BLOCK,), float("inf"), tl.float32)
-    lab = cy * GW + cx                      # own cell: kept only if every distance is infinite
-    for k in tl.static_range(9):            # neighbour slots in raster order
+    lab = cy * GW + cx  # own cell: kept only if every distance is infinite
+    for k in tl.static_range(9):  # neighbour slots in raster order
         ny = cy + (k // 3 - 1)
         nx = cx + (k % 3 - 1)
         ok = valid & (ny >= 0) & (ny < GH) & (nx >= 0) & (nx < GW)
         coff = ny * cs_y + nx * cs_x
         acc = tl.zeros((BLOCK,), tl.float32)
-        for j in tl.static_range(D):        # features re-read per slot: L1 hits
+        for j in tl.static_range(D):  # features re-read per slot: L1 hits
             f = tl.load(fptr + j * fs_d, mask=valid, other=0.0)
             c = tl.load(cptr + coff + j * cs_d, mask=ok, other=0.0)
             diff = f - c
@@ -92,11 +118,27 @@ def _assign_kernel(
 
 @triton.jit
 def _update_cells_kernel(
-    feat_ptr, lab_ptr, sum_ptr, cnt_ptr,
-    H, W, GW, SH, SW, NC,
-    fs_b, fs_d, fs_h, fs_w,
-    ls_b, ls_h, ls_w,
-    D: tl.constexpr, DP: tl.constexpr, BLOCK: tl.constexpr, WINDOW: tl.constexpr,
+    feat_ptr,
+    lab_ptr,
+    sum_ptr,
+    cnt_ptr,
+    H,
+    W,
+    GW,
+    SH,
+    SW,
+    NC,
+    fs_b,
+    fs_d,
+    fs_h,
+    fs_w,
+    ls_b,
+    ls_h,
+    ls_w,
+    D: tl.constexpr,
+    DP: tl.constexpr,
+    BLOCK: tl.constexpr,
+    WINDOW: tl.constexpr,
 ):
     k = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
@@ -123,8 +165,9 @@ def _update_cells_kernel(
         x = x0 + (i - r * ww)
         lab = tl.load(lbase + y * ls_h + x * ls_w, mask=inw, other=-1)
         hit = inw & (lab == k)
-        f = tl.load(fbase + (y * fs_h + x * fs_w)[:, None] + dd[None, :] * fs_d,
-                    mask=hit[:, None] & dmask[None, :], other=0.0)
+        f = tl.load(
+            fbase + (y * fs_h + x * fs_w)[:, None] + dd[None, :] * fs_d, mask=hit[:, None] & dmask[None, :], other=0.0
+        )
         acc += f
         cnt += hit.to(tl.int32)
     row = b * NC + k
@@ -221,16 +264,26 @@ def assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.T
     grid = (triton.cdiv(h * w, ASSIGN_BLOCK), b)
     with launch_device(features):
         _assign_kernel[grid](
-            features, centres, labels, dist,
-            h, w, centres.shape[1], centres.shape[2], sh, sw,
-            *features.stride(), *centres.stride(),
-            D=d, BLOCK=ASSIGN_BLOCK, num_warps=NUM_WARPS,
+            features,
+            centres,
+            labels,
+            dist,
+            h,
+            w,
+            centres.shape[1],
+            centres.shape[2],
+            sh,
+            sw,
+            *features.stride(),
+            *centres.stride(),
+            D=d,
+            BLOCK=ASSIGN_BLOCK,
+            num_warps=NUM_WARPS,
         )
     return labels, dist
 
 
-def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-           cell) -> tuple[torch.Tensor, torch.Tensor]:
+def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-centre feature sums and pixel counts, see ``reference.update_torch`` for the contract.
 
     Args:
@@ -253,17 +306,32 @@ def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
     b, d, h, w = features.shape
     dev = features.device
     if b == 0 or d == 0 or h * w == 0:
-        return (torch.zeros((b, n_centres, d), dtype=torch.float32, device=dev),
-                torch.zeros((b, n_centres), dtype=torch.int32, device=dev))
+        return (
+            torch.zeros((b, n_centres, d), dtype=torch.float32, device=dev),
+            torch.zeros((b, n_centres), dtype=torch.int32, device=dev),
+        )
     sh, sw = int(cell[0]), int(cell[1])
     sums = torch.empty((b, n_centres, d), dtype=torch.float32, device=dev)
     counts = torch.empty((b, n_centres), dtype=torch.int32, device=dev)
     window = triton.cdiv(min(3 * sh, h) * min(3 * sw, w), UPDATE_BLOCK) * UPDATE_BLOCK
     with launch_device(features):
         _update_cells_kernel[(n_centres, b)](
-            features, labels, sums, counts,
-            h, w, -(-w // sw), sh, sw, n_centres,
-            *features.stride(), *labels.stride(),
-            D=d, DP=triton.next_power_of_2(d), BLOCK=UPDATE_BLOCK, WINDOW=window, num_warps=NUM_WARPS,
+            features,
+            labels,
+            sums,
+            counts,
+            h,
+            w,
+            -(-w // sw),
+            sh,
+            sw,
+            n_centres,
+            *features.stride(),
+            *labels.stride(),
+            D=d,
+            DP=triton.next_power_of_2(d),
+            BLOCK=UPDATE_BLOCK,
+            WINDOW=window,
+            num_warps=NUM_WARPS,
         )
     return sums, counts

@@ -1,4 +1,5 @@
 """Shared fixtures: device / dtype parameters and small deterministic models."""
+
 from __future__ import annotations
 
 import re
@@ -42,7 +43,10 @@ def pytest_collection_modifyitems(config, items):
     skipped without a CUDA device (a ``skipif`` whose reason says it needs CUDA)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        needs = "cuda" in item.fixturenames or params.get("device") == "cuda" or any(
-            NEEDS_CUDA.search(str(m.kwargs.get("reason", ""))) for m in item.iter_markers("skipif"))
+        needs = (
+            "cuda" in item.fixturenames
+            or params.get("device") == "cuda"
+            or any(NEEDS_CUDA.search(str(m.kwargs.get("reason", ""))) for m in item.iter_markers("skipif"))
+        )
         if needs and not item.get_closest_marker("cuda"):
             item.add_marker(pytest.mark.cuda)

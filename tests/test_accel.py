@@ -1,4 +1,5 @@
 """Accelerated: each option's effect, fixed-shape chunking, errors; CUDA variants skip without a GPU."""
+
 from __future__ import annotations
 
 import pytest
@@ -242,9 +243,24 @@ def test_cuda_selection_holds_the_tests_that_need_cuda(request):
     import sys
 
     def selected(marker: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                               "-m", marker, "tests/test_accel.py"], cwd=request.config.rootpath,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--collect-only",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                marker,
+                "tests/test_accel.py",
+            ],
+            cwd=request.config.rootpath,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         return proc.stdout
 
     cuda, other = selected("cuda"), selected("not cuda")
@@ -254,6 +270,7 @@ def test_cuda_selection_holds_the_tests_that_need_cuda(request):
 
 
 # ---- CUDA variants (skipped without a GPU) -------------------------------------------------
+
 
 def test_cuda_graphs_needs_cuda_weights(cuda):
     with pytest.raises(ValueError, match=r"weights on a CUDA device, got weights on \['cpu'\]"):
@@ -304,8 +321,13 @@ def test_accelerate_fast_on_cuda(cuda):
     from torchlime.image import explain_image
 
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                              torch.nn.Flatten(), torch.nn.Linear(8, 3)).to(cuda)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 3),
+    ).to(cuda)
     images = torch.rand(2, 3, 32, 32, device=cuda)
     plain = explain_image(net, images, segments="grid", n_samples=256, target=0)
     fast = explain_image(net, images, segments="grid", n_samples=256, target=0, accelerate="fast")

@@ -1,4 +1,5 @@
 """Old import paths keep working for one release: each resolves to its new home with a DeprecationWarning."""
+
 from __future__ import annotations
 
 import importlib

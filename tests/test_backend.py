@@ -10,6 +10,7 @@ the torch path rounds twice, which can flip a near-tie between two centres: ther
 must agree to an adjusted Rand index of 0.99 per image, and the coefficients are compared on the
 torch path's segments.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -52,8 +53,13 @@ def kernel_calls(monkeypatch):
 
 def net() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                               torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4, 3),
+    )
 
 
 def both_paths(monkeypatch, run):
@@ -87,8 +93,9 @@ def test_explain_image_through_the_kernels(device, monkeypatch, kernel_calls):
     norm = ((0.5, 0.45, 0.4), (0.25, 0.2, 0.2))
 
     def run(segments=None):
-        return explain_image(model, images, segments=segments, n_segments=16, n_samples=64, normalize=norm,
-                             target="top2")
+        return explain_image(
+            model, images, segments=segments, n_segments=16, n_samples=64, normalize=norm, target="top2"
+        )
 
     ref, out = both_paths(monkeypatch, run)
     assert kernel_calls["blend"] >= 1 and kernel_calls["assign"] == 10 and kernel_calls["update"] == 10
@@ -99,6 +106,7 @@ def test_explain_spectrogram_through_the_kernels(device, monkeypatch, kernel_cal
     specs = torch.rand(2, 32, 24, generator=torch.Generator().manual_seed(1)).to(device)
     model = lambda s: torch.stack([s[:, 8:16, 4:12].mean((1, 2)), s[:, :8].mean((1, 2))], 1)  # noqa: E731
     for segments in ("grid", "slic"):
+
         def run(seg=segments):
             return explain_spectrogram(model, specs, segments=seg, n_segments=12, n_samples=64)
 
@@ -124,8 +132,9 @@ def test_interpreter_cases_in_child_process(request):
     run_interp_cases_in_child(request, INTERPRETED)
 
 
-@pytest.mark.parametrize("value, expected", [(None, "auto"), ("", "auto"), ("torch", "torch"),
-                                             ("Triton", "triton"), (" auto ", "auto")])
+@pytest.mark.parametrize(
+    "value, expected", [(None, "auto"), ("", "auto"), ("torch", "torch"), ("Triton", "triton"), (" auto ", "auto")]
+)
 def test_mode(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv("TORCHLIME_BACKEND", raising=False)
@@ -136,8 +145,11 @@ def test_mode(monkeypatch, value, expected):
 
 def test_bad_mode_and_cpu_without_interpreter(monkeypatch):
     monkeypatch.setenv("TORCHLIME_BACKEND", "cuda")
-    with pytest.raises(ValueError, match=r"TORCHLIME_BACKEND must be one of \['auto', 'torch', 'triton'\], "
-                                         r"got 'cuda'"):
+    with pytest.raises(
+        ValueError,
+        match=r"TORCHLIME_BACKEND must be one of \['auto', 'torch', 'triton'\], "
+        r"got 'cuda'",
+    ):
         _backend.mode()
     monkeypatch.setenv("TORCHLIME_BACKEND", "auto")
     assert not _backend.use_triton(torch.zeros(2))  # auto: CUDA tensors only

@@ -1,5 +1,6 @@
 """The documentation's examples run: every ``>>>`` example in the package's docstrings, and every
 Python block of README.md that follows a ``<!-- runnable -->`` marker."""
+
 from __future__ import annotations
 
 import doctest
@@ -14,8 +15,11 @@ import torch
 import torchlime
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-MODULES = sorted(m.name for m in pkgutil.walk_packages(torchlime.__path__, "torchlime.")
-                 if not m.name.startswith("torchlime.kernels"))  # kernels: tests/test_kernels*.py
+MODULES = sorted(
+    m.name
+    for m in pkgutil.walk_packages(torchlime.__path__, "torchlime.")
+    if not m.name.startswith("torchlime.kernels")
+)  # kernels: tests/test_kernels*.py
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,6 +1,7 @@
 """The house rules, read from the source: no import circles; the stages import only stages, the
 methods only stages (never the engine), the engine no front door; ``_backend`` is the only door to
 ``kernels/``; front doors use the engine and import none of its internals; small modules."""
+
 from __future__ import annotations
 
 import ast
@@ -10,13 +11,24 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "torchlime"
 KERNELS = PKG.parent / "kernels"
-FRONT_DOORS = ("torchlime.image._explain", "torchlime.audio._explain", "torchlime.text._explain",
-               "torchlime.tabular._explain")
+FRONT_DOORS = (
+    "torchlime.image._explain",
+    "torchlime.audio._explain",
+    "torchlime.text._explain",
+    "torchlime.tabular._explain",
+)
 #: engine internals a front door must not reach for (it builds features, with ``features.grid`` if it
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
-INTERNALS = ("torchlime.stages.features.relabel", "torchlime.stages.features.FeatureMap", "torchlime.stages.sampling",
-             "torchlime.stages.forward.chunking", "torchlime.stages.surrogate", "torchlime._backend",
-             "torchlime.engine.rows", "torchlime.engine.run")
+INTERNALS = (
+    "torchlime.stages.features.relabel",
+    "torchlime.stages.features.FeatureMap",
+    "torchlime.stages.sampling",
+    "torchlime.stages.forward.chunking",
+    "torchlime.stages.surrogate",
+    "torchlime._backend",
+    "torchlime.engine.rows",
+    "torchlime.engine.run",
+)
 #: what each layer may import (besides itself): prefixes of module names
 SHARED = ("torchlime._checks", "torchlime.typing")
 MAY_IMPORT = {
@@ -43,7 +55,7 @@ def imports(name: str, path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -73,7 +85,7 @@ def test_no_import_circles():
             if nxt in ("torchlime",) or nxt.endswith("__init__"):
                 continue
             if state.get(nxt) == 1:
-                raise AssertionError(f"import circle: {' -> '.join(stack[stack.index(nxt):] + [nxt])}")
+                raise AssertionError(f"import circle: {' -> '.join(stack[stack.index(nxt) :] + [nxt])}")
             if nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -96,8 +108,11 @@ def test_layers_import_only_what_is_below_them(layer):
 
 
 def test_only_the_backend_imports_kernels():
-    offenders = [n for n, targets in GRAPH.items() if any(t.startswith("torchlime.kernels") for t in targets)
-                 and n != "torchlime._backend"]
+    offenders = [
+        n
+        for n, targets in GRAPH.items()
+        if any(t.startswith("torchlime.kernels") for t in targets) and n != "torchlime._backend"
+    ]
     assert offenders == []
 
 
@@ -121,8 +136,15 @@ def test_public_signatures_have_no_private_keywords():
     import importlib
     import inspect
 
-    packages = ["torchlime", "torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.tabular",
-                "torchlime.metrics", "torchlime.dataset"]
+    packages = [
+        "torchlime",
+        "torchlime.image",
+        "torchlime.audio",
+        "torchlime.text",
+        "torchlime.tabular",
+        "torchlime.metrics",
+        "torchlime.dataset",
+    ]
     checked = 0
     for name in packages:
         module = importlib.import_module(name)
@@ -141,9 +163,21 @@ def test_modules_are_small(name):
     assert len(modules()[name].read_text().splitlines()) <= 400
 
 
-@pytest.mark.parametrize("sub", ["torchlime.stages", "torchlime.engine", "torchlime.methods", "torchlime.cli",
-                                 "torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.metrics",
-                                 "torchlime.dataset", "torchlime.tabular"])
+@pytest.mark.parametrize(
+    "sub",
+    [
+        "torchlime.stages",
+        "torchlime.engine",
+        "torchlime.methods",
+        "torchlime.cli",
+        "torchlime.image",
+        "torchlime.audio",
+        "torchlime.text",
+        "torchlime.metrics",
+        "torchlime.dataset",
+        "torchlime.tabular",
+    ],
+)
 def test_subpackages_declare_all(sub):
     import importlib
 
@@ -152,9 +186,27 @@ def test_subpackages_declare_all(sub):
 
 
 #: libraries a torchlime module could be mistaken for (beside the standard library and what is installed)
-LIBRARIES = {"shap", "lime", "captum", "lightning", "tensorboard", "sklearn", "skimage", "transformers",
-             "torchvision", "torchaudio", "kornia", "numpy", "scipy", "matplotlib", "triton", "safetensors", "tqdm",
-             "quantus", "zennit"}
+LIBRARIES = {
+    "shap",
+    "lime",
+    "captum",
+    "lightning",
+    "tensorboard",
+    "sklearn",
+    "skimage",
+    "transformers",
+    "torchvision",
+    "torchaudio",
+    "kornia",
+    "numpy",
+    "scipy",
+    "matplotlib",
+    "triton",
+    "safetensors",
+    "tqdm",
+    "quantus",
+    "zennit",
+}
 #: names that are meant to echo another module's: ``torchlime.typing`` holds the package's type aliases;
 #: ``torchlime.kernels`` is the Triton kernels' folder, fixed by the layout (never installed top-level)
 ECHOES = {"typing", "kernels"}

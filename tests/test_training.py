@@ -1,4 +1,5 @@
 """ProbeExplainer: training with probes is bit-identical to training without; state untouched."""
+
 from __future__ import annotations
 
 import random
@@ -18,8 +19,13 @@ FEATS = grid_labels(6, 6, 2, 3).view(1, 1, 6, 6)
 def make_model() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
-        torch.nn.Flatten(), torch.nn.Dropout(0.3), torch.nn.Linear(4 * 36, 3))
+        torch.nn.Conv2d(1, 4, 3, padding=1),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Dropout(0.3),
+        torch.nn.Linear(4 * 36, 3),
+    )
 
 
 def train(steps: int, probe_every: int | None, explain_fn=None, **kwargs):
@@ -29,8 +35,15 @@ def train(steps: int, probe_every: int | None, explain_fn=None, **kwargs):
     torch.manual_seed(123)
     probe = None
     if probe_every is not None:
-        probe = ProbeExplainer(model, torch.rand(3, 1, 6, 6, generator=torch.Generator().manual_seed(1)),
-                               FEATS, every=probe_every, explain_fn=explain_fn, n_samples=40, **kwargs)
+        probe = ProbeExplainer(
+            model,
+            torch.rand(3, 1, 6, 6, generator=torch.Generator().manual_seed(1)),
+            FEATS,
+            every=probe_every,
+            explain_fn=explain_fn,
+            n_samples=40,
+            **kwargs,
+        )
     for step in range(steps):
         x = torch.randn(8, 1, 6, 6)
         y = torch.randint(0, 3, (8,))
@@ -44,8 +57,10 @@ def train(steps: int, probe_every: int | None, explain_fn=None, **kwargs):
 
 
 def state(model, opt):
-    return ([t.clone() for t in model.state_dict().values()],
-            [v.clone() for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)])
+    return (
+        [t.clone() for t in model.state_dict().values()],
+        [v.clone() for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)],
+    )
 
 
 def assert_same_training(a, b):
@@ -182,11 +197,13 @@ def test_errors():
 
 # ---- CUDA variants (skipped without a GPU) -----------------------------------------------------
 
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_cuda_no_memory_left_and_rng_unchanged(cuda, stream):
     model = make_model().to(cuda)
-    probe = ProbeExplainer(model, torch.rand(3, 1, 6, 6, device=cuda), FEATS.to(cuda), every=1,
-                           stream=stream, n_samples=64)
+    probe = ProbeExplainer(
+        model, torch.rand(3, 1, 6, 6, device=cuda), FEATS.to(cuda), every=1, stream=stream, n_samples=64
+    )
     probe.maybe_explain(0)  # warm-up: cuBLAS/cuDNN workspaces may be created once
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()

@@ -6,6 +6,7 @@ six stages in pipeline order, ``torchlime.engine`` chains them (``explain``), ``
 is the method zoo; the modality front doors are ``image``, ``audio``, ``text`` and ``tabular``;
 ``metrics`` measures explanations and ``dataset`` explains whole data sets.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,11 +36,37 @@ _aliases.install()
 __version__ = "0.1.0"
 
 __all__ = [
-    "Explainer", "explain", "explain_image", "explain_spectrogram", "explain_waveform", "explain_tokens",
-    "explain_tabular", "explain_dataset", "load_results", "Explanation", "UnreliableExplanationWarning", "Accelerated",
-    "ProbeExplainer", "Infiller", "HybridKernel", "word_ids_from_encoding", "Sampler", "BernoulliSampler",
-    "UniformCountSampler", "ShapleySampler", "Kernel", "ExponentialKernel", "UniformKernel", "SmileKernel",
-    "Surrogate", "Ridge", "Lasso", "KLasso", "BayesianRidge", "Select", "submodular_pick",
+    "Explainer",
+    "explain",
+    "explain_image",
+    "explain_spectrogram",
+    "explain_waveform",
+    "explain_tokens",
+    "explain_tabular",
+    "explain_dataset",
+    "load_results",
+    "Explanation",
+    "UnreliableExplanationWarning",
+    "Accelerated",
+    "ProbeExplainer",
+    "Infiller",
+    "HybridKernel",
+    "word_ids_from_encoding",
+    "Sampler",
+    "BernoulliSampler",
+    "UniformCountSampler",
+    "ShapleySampler",
+    "Kernel",
+    "ExponentialKernel",
+    "UniformKernel",
+    "SmileKernel",
+    "Surrogate",
+    "Ridge",
+    "Lasso",
+    "KLasso",
+    "BayesianRidge",
+    "Select",
+    "submodular_pick",
 ]
 
 

@@ -1,4 +1,5 @@
 """``python -m torchlime``: the ``torchlime`` command line (``torchlime.cli``)."""
+
 import sys
 
 from torchlime.cli import main

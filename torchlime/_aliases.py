@@ -3,6 +3,7 @@
 Each old path resolves to the module that now holds its code, so code written against
 the flat layout keeps working; importing an old path warns once with the new one.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -75,8 +76,12 @@ class _AliasLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         target = ALIASES[spec.name]
         names = (target,) if isinstance(target, str) else target
-        warnings.warn(f"`{spec.name}` moved to `{' and '.join(names)}`; the old path is an alias that will be "
-                      f"removed in the next release", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"`{spec.name}` moved to `{' and '.join(names)}`; the old path is an alias that will be "
+            f"removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         if isinstance(target, str):
             return importlib.import_module(target)
         merged = ModuleType(spec.name, f"Alias of {', '.join(names)}.")
@@ -90,8 +95,9 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
-                  target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(
+        self, fullname: str, path: Optional[Sequence[str]] = None, target: Optional[ModuleType] = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
         if fullname not in ALIASES:
             return None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader())

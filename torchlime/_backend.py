@@ -13,6 +13,7 @@
 A kernel that does not handle its inputs (a dtype or layout it does not support)
 falls back to its reference in every mode. No other module imports ``kernels/``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -70,14 +71,24 @@ def use_triton(x: torch.Tensor) -> bool:
     if not triton_available():
         raise RuntimeError("TORCHLIME_BACKEND=triton needs the triton package: pip install triton")
     if not x.is_cuda and not interpreting():
-        raise RuntimeError(f"TORCHLIME_BACKEND=triton needs CUDA tensors, or TRITON_INTERPRET=1 set before "
-                           f"torchlime is imported to run the kernels on the CPU; got a tensor on {x.device}")
+        raise RuntimeError(
+            f"TORCHLIME_BACKEND=triton needs CUDA tensors, or TRITON_INTERPRET=1 set before "
+            f"torchlime is imported to run the kernels on the CPU; got a tensor on {x.device}"
+        )
     return True
 
 
-def blend(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor, *,
-          out_dtype: Optional[torch.dtype] = None, mean: Optional[Sequence[float]] = None,
-          std: Optional[Sequence[float]] = None, channels_last: bool = False) -> torch.Tensor:
+def blend(
+    x: torch.Tensor,
+    base: torch.Tensor,
+    labels: torch.Tensor,
+    masks: torch.Tensor,
+    *,
+    out_dtype: Optional[torch.dtype] = None,
+    mean: Optional[Sequence[float]] = None,
+    std: Optional[Sequence[float]] = None,
+    channels_last: bool = False,
+) -> torch.Tensor:
     """Mask expansion + baseline blend, with the cast, per-channel normalisation and layout fused.
 
     ``where(masks[i, labels[i]], x[i], base[i])``, then ``(v - mean) / std`` per channel
@@ -108,8 +119,10 @@ def normalize_stats(mean: Any, std: Any, like: torch.Tensor) -> tuple[torch.Tens
     from torchlime.kernels.reference import compute_dtype
 
     dtype = compute_dtype(like.dtype)
-    return (torch.as_tensor(mean, dtype=dtype, device=like.device).reshape(-1),
-            torch.as_tensor(std, dtype=dtype, device=like.device).reshape(-1))
+    return (
+        torch.as_tensor(mean, dtype=dtype, device=like.device).reshape(-1),
+        torch.as_tensor(std, dtype=dtype, device=like.device).reshape(-1),
+    )
 
 
 def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
@@ -119,8 +132,9 @@ def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
     return features(colour, scale)
 
 
-def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def slic_assign(
+    features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``."""
     if use_triton(features):
         from torchlime.kernels import slic as kernel
@@ -132,8 +146,9 @@ def slic_assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, 
     return assign_torch(features, centres, cell)
 
 
-def slic_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int,
-                cell: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+def slic_update(
+    features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """SLIC centre update: (per-centre feature sums, int32 pixel counts), see
     ``kernels.reference.update_torch``; the kernel is a deterministic per-centre reduction."""
     if use_triton(features):

@@ -4,6 +4,7 @@ Every check raises a ``ValueError`` or ``TypeError`` whose message names the
 argument, what was expected and what came, so a user can fix the call without
 reading the source.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,9 +62,7 @@ def check_integer(value: torch.Tensor, name: str) -> None:
 def check_same_device(value: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str) -> None:
     """Raise ``ValueError`` unless ``value`` lives on the same device as ``ref``."""
     if value.device != ref.device:
-        raise ValueError(
-            f"`{name}` must be on the same device as `{ref_name}` ({ref.device}), got {value.device}"
-        )
+        raise ValueError(f"`{name}` must be on the same device as `{ref_name}` ({ref.device}), got {value.device}")
 
 
 def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
@@ -130,8 +129,10 @@ def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]
         if not isinstance(part, Sequence) or not all(_is_real(v) for v in part):
             raise TypeError(f"`normalize` {name} must be a sequence of numbers, got {describe(part)}")
         if len(part) not in (1, channels):
-            raise ValueError(f"`normalize` {name} must have {channels} values (one per channel of the inputs, dim 1) "
-                             f"or 1, got {len(part)}")
+            raise ValueError(
+                f"`normalize` {name} must have {channels} values (one per channel of the inputs, dim 1) "
+                f"or 1, got {len(part)}"
+            )
         values = [float(v) for v in part] * (channels if len(part) == 1 else 1)
         if not all(math.isfinite(v) for v in values) or (name == "std" and min(values) <= 0):
             raise ValueError(f"`normalize` {name} must be finite{' and > 0' if name == 'std' else ''}, got {part}")
@@ -151,8 +152,9 @@ def require(module: str, extra: str, purpose: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(f"{purpose} needs the optional package `{module.split('.')[0]}`: "
-                          f"pip install 'torchlime[{extra}]'") from err
+        raise ImportError(
+            f"{purpose} needs the optional package `{module.split('.')[0]}`: pip install 'torchlime[{extra}]'"
+        ) from err
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))

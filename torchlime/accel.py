@@ -12,6 +12,7 @@ Every option is off by default (the wrapper then only casts the output to float3
 Measured speed-ups are reported in ``benchmarks/README.md`` once a GPU run exists;
 this module makes no claim of its own.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,10 @@ def _concat(parts: list[Any], sizes: list[int]) -> Any:
         return type(first)(items) if not hasattr(first, "_fields") else type(first)(*items)
     if isinstance(first, Mapping):
         return _rebuild(first, {k: _concat([p[k] for p in parts], sizes) for k in first})
-    raise TypeError(f"Accelerated with `chunk_size` or `cuda_graphs` needs model outputs made of "
-                    f"tensors, tuples, lists or dicts to split and join, got {describe(first)}")
+    raise TypeError(
+        f"Accelerated with `chunk_size` or `cuda_graphs` needs model outputs made of "
+        f"tensors, tuples, lists or dicts to split and join, got {describe(first)}"
+    )
 
 
 def _to_float32(t: torch.Tensor) -> torch.Tensor:
@@ -109,12 +112,17 @@ class _CudaGraphs:
             try:
                 hash(a)
             except TypeError:
-                raise TypeError(f"Accelerated(cuda_graphs=True) takes tensors and hashable "
-                                f"arguments only, got {describe(a)}") from None
+                raise TypeError(
+                    f"Accelerated(cuda_graphs=True) takes tensors and hashable arguments only, got {describe(a)}"
+                ) from None
             return ("V", type(a), a)
 
-        return (tuple(one(a) for a in args), tuple((k, one(v)) for k, v in sorted(kwargs.items())),
-                torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"))
+        return (
+            tuple(one(a) for a in args),
+            tuple((k, one(v)) for k, v in sorted(kwargs.items())),
+            torch.is_autocast_enabled("cuda"),
+            torch.get_autocast_dtype("cuda"),
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.signature(args, kwargs)
@@ -190,35 +198,46 @@ class Accelerated(nn.Module):
         torch.float32
     """
 
-    def __init__(self, model: Callable[..., Any], *, autocast: Optional[torch.dtype] = None,
-                 channels_last: bool = False, compile: CompileArg = False, cuda_graphs: bool = False,
-                 chunk_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        *,
+        autocast: Optional[torch.dtype] = None,
+        channels_last: bool = False,
+        compile: CompileArg = False,
+        cuda_graphs: bool = False,
+        chunk_size: Optional[int] = None,
+    ) -> None:
         super().__init__()
         if not callable(model):
             raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
         if autocast is not None:
             if not isinstance(autocast, torch.dtype):
-                raise TypeError(f"`autocast` must be None, torch.bfloat16 or torch.float16, "
-                                f"got {describe(autocast)}")
+                raise TypeError(f"`autocast` must be None, torch.bfloat16 or torch.float16, got {describe(autocast)}")
             if autocast not in AUTOCAST_DTYPES:
                 raise ValueError(f"`autocast` must be None, torch.bfloat16 or torch.float16, got {autocast}")
         for name, value in (("channels_last", channels_last), ("cuda_graphs", cuda_graphs)):
             if not isinstance(value, bool):
                 raise TypeError(f"`{name}` must be a bool, got {describe(value)}")
         if not isinstance(compile, (bool, dict)):
-            raise TypeError(f"`compile` must be a bool or a dict of torch.compile keyword arguments, "
-                            f"got {describe(compile)}")
+            raise TypeError(
+                f"`compile` must be a bool or a dict of torch.compile keyword arguments, got {describe(compile)}"
+            )
         if chunk_size is not None:
             check_positive_int(chunk_size, "chunk_size")
         if cuda_graphs:
             if not torch.cuda.is_available():
-                raise ValueError("`cuda_graphs=True` needs a CUDA device, but torch.cuda.is_available() "
-                                 "is False; use cuda_graphs=False on CPU")
+                raise ValueError(
+                    "`cuda_graphs=True` needs a CUDA device, but torch.cuda.is_available() "
+                    "is False; use cuda_graphs=False on CPU"
+                )
             devices = {t.device for t in _module_tensors(model)}
             off = sorted(str(d) for d in devices if d.type != "cuda")
             if off:
-                raise ValueError(f"`cuda_graphs=True` needs the model's weights on a CUDA device, "
-                                 f"got weights on {off}; move the model with .to('cuda') first")
+                raise ValueError(
+                    f"`cuda_graphs=True` needs the model's weights on a CUDA device, "
+                    f"got weights on {off}; move the model with .to('cuda') first"
+                )
 
         self.model = model  # registered as a submodule when it is one: .to(), .eval(), parameters
         self.autocast = autocast
@@ -253,8 +272,10 @@ class Accelerated(nn.Module):
         return self.cuda_graphs or self.chunk_size is not None
 
     def extra_repr(self) -> str:
-        return (f"autocast={self.autocast}, channels_last={self.channels_last}, compile={self.compile_options}, "
-                f"cuda_graphs={self.cuda_graphs}, chunk_size={self.chunk_size}")
+        return (
+            f"autocast={self.autocast}, channels_last={self.channels_last}, compile={self.compile_options}, "
+            f"cuda_graphs={self.cuda_graphs}, chunk_size={self.chunk_size}"
+        )
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Scores of a batch.
@@ -268,8 +289,10 @@ class Accelerated(nn.Module):
         """
         tensors = _tensors(args, kwargs)
         if not tensors:
-            raise TypeError("Accelerated needs at least one tensor argument (the batch), got "
-                            f"{[describe(a) for a in (*args, *kwargs.values())]}")
+            raise TypeError(
+                "Accelerated needs at least one tensor argument (the batch), got "
+                f"{[describe(a) for a in (*args, *kwargs.values())]}"
+            )
         if self.cuda_graphs and not tensors[0].is_cuda:
             raise ValueError(f"Accelerated(cuda_graphs=True) needs CUDA inputs, got inputs on {tensors[0].device}")
         with torch.inference_mode():
@@ -283,18 +306,19 @@ class Accelerated(nn.Module):
                 size = bucket(stop - start, self.chunk_size)
                 a, k = _slice_pad(args, kwargs, n, start, stop, size)
                 out = self._run(a, k)
-                parts.append(_map(lambda t, s=stop - start, p=size: t[:s] if t.ndim and t.shape[0] == p else t,
-                                  out))
+                parts.append(_map(lambda t, s=stop - start, p=size: t[:s] if t.ndim and t.shape[0] == p else t, out))
                 sizes.append(stop - start)
             return parts[0] if len(parts) == 1 else _concat(parts, sizes)
 
     def _run(self, args: tuple, kwargs: dict) -> Any:
         """One call of the (compiled / graphed) model on prepared arguments."""
         if self.channels_last:
+
             def fmt(a: Any) -> Any:
                 if isinstance(a, torch.Tensor) and a.ndim == 4:
                     return a.contiguous(memory_format=torch.channels_last)
                 return a
+
             args = tuple(fmt(a) for a in args)
             kwargs = {k: fmt(v) for k, v in kwargs.items()}
         device_type = _tensors(args, kwargs)[0].device.type
@@ -319,6 +343,7 @@ def _module_tensors(model: Any) -> list[torch.Tensor]:
 
 def _slice_pad(args: tuple, kwargs: dict, n: int, start: int, stop: int, size: int) -> tuple[tuple, dict]:
     """Rows ``start:stop`` of every batched tensor argument, padded to ``size`` rows by repeating the last."""
+
     def one(a: Any) -> Any:
         if not (isinstance(a, torch.Tensor) and a.ndim and a.shape[0] == n):
             return a

@@ -19,6 +19,7 @@ with a batched LIME, as long as the probe leaves training exactly as it was:
 Training with a probe therefore gives bit-identical weights to training without it
 (with the same seeds), which ``tests/test_training.py`` checks.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -98,10 +99,19 @@ class ProbeExplainer:
         (2, 10)
     """
 
-    def __init__(self, model: Callable[..., Any], probe_inputs: torch.Tensor, features_or_segments: Any, *,
-                 every: int = 100, stream: bool = False,
-                 explain_fn: Optional[Callable[..., Explanation]] = None, max_history: Optional[int] = 256,
-                 sink: Optional[Callable[[int, Explanation], Any]] = None, **explain_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        probe_inputs: torch.Tensor,
+        features_or_segments: Any,
+        *,
+        every: int = 100,
+        stream: bool = False,
+        explain_fn: Optional[Callable[..., Explanation]] = None,
+        max_history: Optional[int] = 256,
+        sink: Optional[Callable[[int, Explanation], Any]] = None,
+        **explain_kwargs: Any,
+    ) -> None:
         from torchlime.engine import explain
         from torchlime.image import explain_image
 
@@ -109,8 +119,9 @@ class ProbeExplainer:
             raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
         check_tensor(probe_inputs, "probe_inputs")
         if probe_inputs.ndim < 2:
-            raise ValueError(f"`probe_inputs` must be batched with shape (B, ...), "
-                             f"got shape {tuple(probe_inputs.shape)}")
+            raise ValueError(
+                f"`probe_inputs` must be batched with shape (B, ...), got shape {tuple(probe_inputs.shape)}"
+            )
         check_positive_int(every, "every")
         if max_history is not None:
             check_positive_int(max_history, "max_history")
@@ -128,8 +139,11 @@ class ProbeExplainer:
             check_integer(features_or_segments, "features_or_segments")
         self.model = model
         self.probe_inputs = probe_inputs.detach().clone()
-        self.features = (features_or_segments.detach().clone()
-                         if isinstance(features_or_segments, torch.Tensor) else features_or_segments)
+        self.features = (
+            features_or_segments.detach().clone()
+            if isinstance(features_or_segments, torch.Tensor)
+            else features_or_segments
+        )
         self.every = every
         self.stream = stream
         self.explain_fn = explain_fn
@@ -175,7 +189,7 @@ class ProbeExplainer:
             del exp
         self.history.append((step, cpu))
         if self.max_history is not None and len(self.history) > self.max_history:
-            del self.history[:len(self.history) - self.max_history]
+            del self.history[: len(self.history) - self.max_history]
         if self.sink is not None:
             self.sink(step, cpu)
         return cpu

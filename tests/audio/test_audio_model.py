@@ -1,4 +1,5 @@
 """The synthetic clips and the committed audio CNN."""
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,16 @@ def test_explanations_of_the_audio_model_point_at_the_voice():
     ev = clips.evidence[pos]
     coverage = (top & ev).flatten(1).sum(1) / ev.flatten(1).sum(1)
     assert float(coverage.mean()) > 0.5  # 3 of 20 cells, chance ~0.15
-    wexp = explain_waveform(load_audio_model(waveform=True), clips.waves[pos[:2]], sample_rate=8000,
-                            features="time_frequency", n_fft=256, hop_length=128, target=1, n_samples=48)
+    wexp = explain_waveform(
+        load_audio_model(waveform=True),
+        clips.waves[pos[:2]],
+        sample_rate=8000,
+        features="time_frequency",
+        n_fft=256,
+        hop_length=128,
+        target=1,
+        n_samples=48,
+    )
     assert wexp.coef.shape == (2, 1, 20) and torch.isfinite(wexp.coef).all()
 
 

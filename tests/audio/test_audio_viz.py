@@ -1,4 +1,5 @@
 """Audio pictures and WAV files."""
+
 from __future__ import annotations
 
 import warnings
@@ -45,8 +46,7 @@ def test_time_frequency_wavs_and_plot(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     waves = torch.randn(1, 4000) * 0.2
-    exp = explain_waveform(loudness, waves, sample_rate=8000, features="time_frequency", n_fft=256,
-                           n_samples=64)
+    exp = explain_waveform(loudness, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=64)
     paths = save_top_segments_wav(exp, waves, tmp_path, k=2)
     assert all(p.exists() for p in paths.values())
     _, _, _, orig = read(paths["original"])
@@ -70,14 +70,23 @@ def test_time_frequency_wavs_and_plot(tmp_path):
 def test_save_top_segments_wav_refuses_what_it_would_write_wrongly(tmp_path):
     waves = torch.randn(2, 4000, generator=torch.Generator().manual_seed(0)) * 0.2
     exp = explain_waveform(loudness, waves, sample_rate=8000, n_samples=32)
-    with pytest.raises(TypeError, match=r"`waves` must be float audio in \[-1, 1\], got dtype torch.int16; "
-                                        r"for int16 PCM pass waves.float\(\) / 32768"):
+    with pytest.raises(
+        TypeError,
+        match=r"`waves` must be float audio in \[-1, 1\], got dtype torch.int16; "
+        r"for int16 PCM pass waves.float\(\) / 32768",
+    ):
         save_top_segments_wav(exp, (waves * 32767).to(torch.int16), tmp_path)
-    with pytest.raises(ValueError, match=r"`waves` must have 2 or 3 dimensions \(B, S\) or \(B, C, S\), "
-                                         r"got 1 dimensions with shape \(4000,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`waves` must have 2 or 3 dimensions \(B, S\) or \(B, C, S\), "
+        r"got 1 dimensions with shape \(4000,\)",
+    ):
         save_top_segments_wav(exp, waves[0], tmp_path)
-    with pytest.raises(ValueError, match=r"`waves` must have the 4000 samples the explanation's time segments "
-                                         r"cover \(features='time'\), got 3000"):
+    with pytest.raises(
+        ValueError,
+        match=r"`waves` must have the 4000 samples the explanation's time segments "
+        r"cover \(features='time'\), got 3000",
+    ):
         save_top_segments_wav(exp, waves[:, :3000], tmp_path)
     with pytest.raises(ValueError, match=r"`waves` must hold the 2 clips of the explanation, got 1"):
         save_top_segments_wav(exp, waves[:1], tmp_path)
@@ -93,8 +102,11 @@ def test_save_top_segments_wav_refuses_what_it_would_write_wrongly(tmp_path):
 def test_save_top_segments_wav_warns_on_audio_far_outside_full_scale(tmp_path):
     waves = torch.randn(1, 4000, generator=torch.Generator().manual_seed(0)) * 0.2
     exp = explain_waveform(loudness, waves, sample_rate=8000, n_samples=32)
-    with pytest.warns(UserWarning, match=r"`waves` clip 0 peaks at .*, far outside \[-1, 1\]: \d+\.\d+ % of its "
-                                         r"samples are clipped .*divide by 32768"):
+    with pytest.warns(
+        UserWarning,
+        match=r"`waves` clip 0 peaks at .*, far outside \[-1, 1\]: \d+\.\d+ % of its "
+        r"samples are clipped .*divide by 32768",
+    ):
         save_top_segments_wav(exp, waves * 32768, tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -107,16 +119,25 @@ def test_plot_needs_spectrograms_and_a_time_frequency_explanation():
     waves = torch.randn(2, 4000) * 0.2
     tf = explain_waveform(loudness, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16)
     spec = stft(waves, 256, 64, 256)
-    with pytest.raises(ValueError, match=r"`specs` must be the \(B, Fr, Tm\) or \(B, C, Fr, Tm\) spectrograms that "
-                                         r"were explained .*torchlime.audio.stft.stft.*got shape \(2, 4000\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`specs` must be the \(B, Fr, Tm\) or \(B, C, Fr, Tm\) spectrograms that "
+        r"were explained .*torchlime.audio.stft.stft.*got shape \(2, 4000\)",
+    ):
         plot_spectrogram_explanation(tf, waves)
     time = explain_waveform(loudness, waves, sample_rate=8000, n_samples=16)
-    with pytest.raises(ValueError, match=r"`explanation` must be over time-frequency cells \(explain_spectrogram or "
-                                         r"explain_waveform\(features='time_frequency'\)\), got one over time "
-                                         r"segments \(feature map of clip 0: shape \(4000,\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`explanation` must be over time-frequency cells \(explain_spectrogram or "
+        r"explain_waveform\(features='time_frequency'\)\), got one over time "
+        r"segments \(feature map of clip 0: shape \(4000,\)\)",
+    ):
         plot_spectrogram_explanation(time, spec)
-    with pytest.raises(ValueError, match=r"`specs` clip 0 is a \(129, 32\) grid but the explanation's feature map "
-                                         r"is \(129, 63\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`specs` clip 0 is a \(129, 32\) grid but the explanation's feature map "
+        r"is \(129, 63\)",
+    ):
         plot_spectrogram_explanation(tf, stft(waves, 256, 128, 256))
     with pytest.raises(ValueError, match=r"`index` must be an int in \[0, 2\) \(a clip of the explanation\), got 2"):
         plot_spectrogram_explanation(tf, spec, index=2)

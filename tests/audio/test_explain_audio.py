@@ -1,4 +1,5 @@
 """Audio explanations: segmentations, spectrogram and waveform explanations (fills: tests/test_baselines.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -100,8 +101,15 @@ def test_istft_of_unmasked_stft_reproduces_the_audio(device):
     out = ISTFTModel(model, 256, 64, 256, 3000, waves)(spec)
     assert out.shape == (2, 1) and torch.allclose(seen[-1], waves, atol=1e-5)
     seen.clear()
-    exp = explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256,
-                           masks=torch.ones(2, 16, 20, dtype=torch.bool), n_samples=16)
+    exp = explain_waveform(
+        model,
+        waves,
+        sample_rate=8000,
+        features="time_frequency",
+        n_fft=256,
+        masks=torch.ones(2, 16, 20, dtype=torch.bool),
+        n_samples=16,
+    )
     assert exp.features.shape == (2, 129, 47) and exp.coef.shape == (2, 1, 20)
     rows = torch.cat(seen)  # the model sees each of the B x N = 32 rows once, none more
     assert rows.shape == (32, 3000)
@@ -128,14 +136,26 @@ def test_mel_front_end_model_works_unchanged():
     assert model_sample_rate(model) == 8000
     waves = torch.randn(2, 4000) * 0.2
     for feats in ("time", "time_frequency"):
-        exp = explain_waveform(model, waves, sample_rate=8000, features=feats, n_fft=256, n_samples=64,
-                               baseline="noise", crossfade=0.005 if feats == "time" else 0.0)
+        exp = explain_waveform(
+            model,
+            waves,
+            sample_rate=8000,
+            features=feats,
+            n_fft=256,
+            n_samples=64,
+            baseline="noise",
+            crossfade=0.005 if feats == "time" else 0.0,
+        )
         assert exp.coef.shape == (2, 1, 10 if feats == "time" else 20) and torch.isfinite(exp.score).all()
-    exp = explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256,
-                           freq_scale="mel", n_samples=32)
+    exp = explain_waveform(
+        model, waves, sample_rate=8000, features="time_frequency", n_fft=256, freq_scale="mel", n_samples=32
+    )
     assert exp.meta["audio"]["freq_scale"] == "mel" and exp.coef.shape == (2, 1, 20)
-    with pytest.raises(ValueError, match=r"`sample_rate` \(16000.0 Hz\) disagrees with the model's sample_rate "
-                                         r"\(8000 Hz\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`sample_rate` \(16000.0 Hz\) disagrees with the model's sample_rate "
+        r"\(8000 Hz\)",
+    ):
         explain_waveform(model, waves, sample_rate=16000, n_samples=16)
 
 
@@ -153,8 +173,9 @@ def test_a_preset_fills_the_baseline_the_caller_did_not_pass():
     assert PRESETS["lime"]["any"]["baseline"] == "mean"
     assert explain_spectrogram(model, specs, preset="lime", n_samples=16).meta["baseline"] == "mean"
     for feats in ("time", "time_frequency"):
-        exp = explain_waveform(wave_model, waves, sample_rate=8000, features=feats, n_fft=256, preset="lime",
-                               n_samples=16)
+        exp = explain_waveform(
+            wave_model, waves, sample_rate=8000, features=feats, n_fft=256, preset="lime", n_samples=16
+        )
         assert exp.meta["baseline"] == "mean", feats
     # explicit keywords win; without a preset (or with one that has no fill) the fill stays silence
     assert explain_spectrogram(model, specs, preset="lime", baseline="zero", n_samples=16).meta["baseline"] == "zero"

@@ -5,6 +5,7 @@ Every generated block of the report (``benchmarks/quality_report.py``) is rebuil
 hand-written parts may quote no measured figure that the generated tables do not hold; the
 report links the veracity and rationale studies; the JSON records the state of the source tree.
 """
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ that starts with ``common.header`` (a ``device`` key). ``benchmarks/gpu/run.sh``
 mode for one cheap part. Quick runs are tiny (resnet18 at 64x64, N=16 and the like): they prove
 that the scripts work on the current package, not how fast anything is.
 """
+
 from __future__ import annotations
 
 import copy
@@ -62,8 +63,14 @@ def test_script_runs_quick_on_cpu(script: str, tmp_path: Path) -> None:
     for module in needs:
         pytest.importorskip(module)
     out = tmp_path / "results"  # a folder that does not exist yet: the script makes it
-    proc = subprocess.run([sys.executable, f"benchmarks/{script}", "--quick", "--device", "cpu", "--out", str(out)],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", "--quick", "--device", "cpu", "--out", str(out)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{output[-4000:]}"
     result = _check_result(out / name, output)
@@ -76,8 +83,14 @@ def test_gpu_run_sh_quick_part_on_cpu(tmp_path: Path) -> None:
     env = _env()
     env.update(QUICK="1", DEVICE="cpu", WHEELS=str(tmp_path / "no-wheels"))
     out = tmp_path / "out"
-    proc = subprocess.run(["bash", "benchmarks/gpu/run.sh", str(out), "probe"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        ["bash", "benchmarks/gpu/run.sh", str(out), "probe"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"run.sh exited {proc.returncode}:\n{output[-4000:]}"
     _check_result(out / "probe_overhead_cpu_quick.json", output)
@@ -88,23 +101,52 @@ def test_gpu_run_sh_quick_part_on_cpu(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_run_sh_rejects_unknown_part(tmp_path: Path) -> None:
-    proc = subprocess.run(["bash", "benchmarks/gpu/run.sh", str(tmp_path), "--quick", "no-such-part"], cwd=ROOT,
-                          env=_env(), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", "benchmarks/gpu/run.sh", str(tmp_path), "--quick", "no-such-part"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "unknown part 'no-such-part'" in proc.stderr
 
 
-@pytest.mark.parametrize(("script", "name"), [("bench_gpu_latency.py", "gpu_latency_cpu_quick.json"),
-                                              ("bench_gpu_throughput.py", "gpu_throughput_cpu_quick.json")])
+@pytest.mark.parametrize(
+    ("script", "name"),
+    [
+        ("bench_gpu_latency.py", "gpu_latency_cpu_quick.json"),
+        ("bench_gpu_throughput.py", "gpu_throughput_cpu_quick.json"),
+    ],
+)
 def test_stopped_benchmark_writes_the_repetitions_it_finished(script: str, name: str, tmp_path: Path) -> None:
     """SIGTERM (run.sh's time limit) after two repetitions: exit 124 and a JSON holding them."""
     pytest.importorskip("torchvision")
     pytest.importorskip("skimage")
     extra = ["--no-anchors"] if script == "bench_gpu_latency.py" else []
     out = tmp_path / "results"
-    proc = subprocess.Popen([sys.executable, f"benchmarks/{script}", "--quick", "--device", "cpu", "--out", str(out),
-                             "--reps", "1000", "--variants", "default", *extra], cwd=ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            f"benchmarks/{script}",
+            "--quick",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--reps",
+            "1000",
+            "--variants",
+            "default",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     try:
         for line in proc.stdout:  # the repetitions as they finish
@@ -128,8 +170,14 @@ def test_gpu_run_sh_budget_skips_parts_and_packs_what_it_has(tmp_path: Path) -> 
     env = _env()
     env.update(QUICK="1", DEVICE="cpu", WHEELS=str(tmp_path / "no-wheels"), BUDGET="0")
     tar = tmp_path / "back" / "gpu.tar.gz"
-    proc = subprocess.run(["bash", "benchmarks/gpu/run.sh", str(tmp_path / "out"), "--tar", str(tar), "probe"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        ["bash", "benchmarks/gpu/run.sh", str(tmp_path / "out"), "--tar", str(tar), "probe"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "probe (skipped: no time left)" in proc.stderr
     with tarfile.open(tar) as packed:

@@ -1,6 +1,7 @@
 """``benchmarks/README.md``'s sample-efficiency table says what ``results/sample_efficiency_cpu.json``
 says, and the JSON is a full run: at least 50 inputs per model, an N = 20000 reference, the planted
 models and a real architecture."""
+
 from __future__ import annotations
 
 import json

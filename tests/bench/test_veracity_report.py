@@ -4,6 +4,7 @@ Every table and summary line that ``benchmarks/veracity_report.py`` builds from
 ``results/veracity.json`` and ``results/veracity_tuning.json`` must appear verbatim in the
 report, so a rerun that changes a figure fails here until the report is updated.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

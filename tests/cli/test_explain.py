@@ -2,6 +2,7 @@
 every usage error as one line with exit code 2 and no folder left behind. The fixture files are
 made in tmp_path (``cli_fixtures``); most runs call ``torchlime.cli.main`` in-process, two go
 through ``python -m torchlime.cli`` end to end."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,16 @@ def files(tmp_path_factory):
     fx.text(d / "b.txt", "bad plot")
     fx.vocab(d / "vocab.txt")
     torch.manual_seed(0)
-    torch.save(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                                   torch.nn.Flatten(), torch.nn.Linear(4, 3)).state_dict(), d / "sd.pt")
+    torch.save(
+        torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(4, 3),
+        ).state_dict(),
+        d / "sd.pt",
+    )
     torch.save({"weight": torch.zeros(2)}, d / "wrong_sd.pt")
     (d / "bad.png").write_text("not an image")
     (d / "bad.wav").write_bytes(b"RIFF0000WAVEjunk")
@@ -59,8 +68,24 @@ def test_explain_into_the_inputs_folder_overwrites_no_input(files, tmp_path, cap
     for name in ("img.ts", "a.png", "b.png"):
         (d / name).write_bytes((files / name).read_bytes())
     before = {p.name: p.read_bytes() for p in d.iterdir()}
-    code, _, err = cli(capsys, "explain", d / "img.ts", d / "a.png", files / "a.png", d / "b.png", "--out", d,
-                       "--n-samples", 16, "--segments", "grid", "--n-segments", 4, "--top-k", 2)
+    code, _, err = cli(
+        capsys,
+        "explain",
+        d / "img.ts",
+        d / "a.png",
+        files / "a.png",
+        d / "b.png",
+        "--out",
+        d,
+        "--n-samples",
+        16,
+        "--segments",
+        "grid",
+        "--n-segments",
+        4,
+        "--top-k",
+        2,
+    )
     assert code == 0, err
     assert {p.name: p.read_bytes() for p in d.iterdir() if p.name in before} == before
     summary = json.loads((d / "summary.json").read_text())
@@ -75,8 +100,23 @@ def test_dotted_names_and_links_in_the_output_folder_are_not_overwritten(files, 
     (data / "real.png").write_bytes((files / "b.png").read_bytes())
     (d / "c.png").symlink_to(data / "real.png")
     before = {p: p.read_bytes() for p in (d / "a.b.png", data / "real.png")}
-    code, _, err = cli(capsys, "explain", files / "img.ts", d / "a.b.png", d / "c.png", "--out", d,
-                       "--n-samples", 16, "--segments", "grid", "--n-segments", 4, "--top-k", 2)
+    code, _, err = cli(
+        capsys,
+        "explain",
+        files / "img.ts",
+        d / "a.b.png",
+        d / "c.png",
+        "--out",
+        d,
+        "--n-samples",
+        16,
+        "--segments",
+        "grid",
+        "--n-segments",
+        4,
+        "--top-k",
+        2,
+    )
     assert code == 0, err
     assert {p: p.read_bytes() for p in before} == before and (d / "c.png").is_symlink()
     summary = json.loads((d / "summary.json").read_text())
@@ -85,12 +125,33 @@ def test_dotted_names_and_links_in_the_output_folder_are_not_overwritten(files, 
 
 def test_explain_images_writes_pictures_explanations_and_summary(files, tmp_path, capsys):
     out = tmp_path / "out"
-    code, stdout, err = cli(capsys, "explain", files / "img.ts", files / "a.png", files / "b.png", "--out", out,
-                            "--n-samples", 64, "--segments", "grid", "--n-segments", 16, "--target", 0,
-                            "--top-k", 4)
+    code, stdout, err = cli(
+        capsys,
+        "explain",
+        files / "img.ts",
+        files / "a.png",
+        files / "b.png",
+        "--out",
+        out,
+        "--n-samples",
+        64,
+        "--segments",
+        "grid",
+        "--n-segments",
+        16,
+        "--target",
+        0,
+        "--top-k",
+        4,
+    )
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["a.explanation.pt", "a.png", "b.explanation.pt", "b.png",
-                                                     "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a.explanation.pt",
+        "a.png",
+        "b.explanation.pt",
+        "b.png",
+        "summary.json",
+    ]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["modality"] == "image" and summary["model_kind"] == "torchscript"
     assert [r["file"] for r in summary["inputs"]] == [str(files / "a.png"), str(files / "b.png")]
@@ -116,19 +177,49 @@ def test_exported_program_with_a_static_batch_matches_torchscript(files, tmp_pat
 
 def test_factory_with_weights(files, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(files)  # module:factory imports from the current folder
-    code, _, err = cli(capsys, "explain", "tiny_factory:build", "a.png", "--weights", "sd.pt", "--out",
-                       tmp_path / "o", "--n-samples", 32, "--n-segments", 8)
+    code, _, err = cli(
+        capsys,
+        "explain",
+        "tiny_factory:build",
+        "a.png",
+        "--weights",
+        "sd.pt",
+        "--out",
+        tmp_path / "o",
+        "--n-samples",
+        32,
+        "--n-segments",
+        8,
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["model_kind"] == "factory"
 
 
 def test_explain_audio_writes_spectrogram_and_wavs(files, tmp_path, capsys):
     out = tmp_path / "audio"
-    code, _, err = cli(capsys, "explain", files / "aud.ts", files / "a.wav", "--out", out, "--n-samples", 64,
-                       "--sample-rate", 8000, "--top-k", 2)
+    code, _, err = cli(
+        capsys,
+        "explain",
+        files / "aud.ts",
+        files / "a.wav",
+        "--out",
+        out,
+        "--n-samples",
+        64,
+        "--sample-rate",
+        8000,
+        "--top-k",
+        2,
+    )
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["a.complement.wav", "a.explanation.pt", "a.original.wav",
-                                                     "a.png", "a.top2.wav", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a.complement.wav",
+        "a.explanation.pt",
+        "a.original.wav",
+        "a.png",
+        "a.top2.wav",
+        "summary.json",
+    ]
     with wave.open(str(out / "a.top2.wav")) as f:
         assert f.getframerate() == 8000 and f.getnframes() == 4000
     exp = Explanation.load(out / "a.explanation.pt")
@@ -137,8 +228,20 @@ def test_explain_audio_writes_spectrogram_and_wavs(files, tmp_path, capsys):
 
 def test_explain_audio_time_segments(files, tmp_path, capsys):
     out = tmp_path / "time"
-    code, _, err = cli(capsys, "explain", files / "aud.ts", files / "a.wav", "--out", out, "--n-samples", 32,
-                       "--audio-features", "time", "--time-segments", 8)
+    code, _, err = cli(
+        capsys,
+        "explain",
+        files / "aud.ts",
+        files / "a.wav",
+        "--out",
+        out,
+        "--n-samples",
+        32,
+        "--audio-features",
+        "time",
+        "--time-segments",
+        8,
+    )
     assert code == 0, err
     assert Explanation.load(out / "a.explanation.pt").coef.shape == (1, 1, 8)
     assert not (out / "a.png").exists() and (out / "a.top3.wav").exists()
@@ -146,8 +249,21 @@ def test_explain_audio_time_segments(files, tmp_path, capsys):
 
 def test_explain_text_with_a_vocabulary(files, tmp_path, capsys):
     out = tmp_path / "text"
-    code, stdout, err = cli(capsys, "explain", files / "txt.ts", files / "a.txt", files / "b.txt", "--vocab",
-                            files / "vocab.txt", "--out", out, "--n-samples", 64, "--top-k", 1)
+    code, stdout, err = cli(
+        capsys,
+        "explain",
+        files / "txt.ts",
+        files / "a.txt",
+        files / "b.txt",
+        "--vocab",
+        files / "vocab.txt",
+        "--out",
+        out,
+        "--n-samples",
+        64,
+        "--top-k",
+        1,
+    )
     assert code == 0, err
     summary = json.loads((out / "summary.json").read_text())
     assert [r["top_names"][0] for r in summary["inputs"]] == [["good"], ["bad"]]
@@ -161,10 +277,23 @@ def test_explain_text_with_a_local_tokenizer_folder(files, tmp_path, capsys):
 
     tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(fx.WORDS)}, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                            mask_token="[MASK]").save_pretrained(tmp_path / "tok")
-    code, _, err = cli(capsys, "explain", files / "txt.ts", files / "a.txt", "--tokenizer", tmp_path / "tok",
-                       "--out", tmp_path / "o", "--n-samples", 64, "--top-k", 1)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", mask_token="[MASK]"
+    ).save_pretrained(tmp_path / "tok")
+    code, _, err = cli(
+        capsys,
+        "explain",
+        files / "txt.ts",
+        files / "a.txt",
+        "--tokenizer",
+        tmp_path / "tok",
+        "--out",
+        tmp_path / "o",
+        "--n-samples",
+        64,
+        "--top-k",
+        1,
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["inputs"][0]["top_names"] == [["good"]]
 
@@ -172,8 +301,24 @@ def test_explain_text_with_a_local_tokenizer_folder(files, tmp_path, capsys):
 def test_explain_dataset_resumes_and_maps_files(files, tmp_path, capsys):
     root = fx.image_folder(tmp_path / "data", per_class=3)
     out = tmp_path / "shards"
-    args = ("explain-dataset", files / "img.ts", root, "--out", out, "--n-samples", 32, "--batch-size", 2,
-            "--shard-size", 4, "--segments", "grid", "--n-segments", 9, "--no-progress")
+    args = (
+        "explain-dataset",
+        files / "img.ts",
+        root,
+        "--out",
+        out,
+        "--n-samples",
+        32,
+        "--batch-size",
+        2,
+        "--shard-size",
+        4,
+        "--segments",
+        "grid",
+        "--n-segments",
+        9,
+        "--no-progress",
+    )
     code, stdout, err = cli(capsys, *args)
     assert code == 0, err
     assert "explained 6 image(s) of 2 class(es)" in stdout
@@ -192,14 +337,30 @@ def test_explain_dataset_error_before_any_shard_leaves_no_folder(files, tmp_path
     root = fx.image_folder(tmp_path / "data", per_class=2)
     fx.png(root / "cat" / "1.png", 12, 12)
     out = tmp_path / "shards"
-    code, _, err = cli(capsys, "explain-dataset", files / "img.ts", root, "--out", out, "--n-samples", 16,
-                       "--no-progress")
+    code, _, err = cli(
+        capsys, "explain-dataset", files / "img.ts", root, "--out", out, "--n-samples", 16, "--no-progress"
+    )
     assert code == 2 and err.count("\n") == 1 and "pass --size H W" in err and not out.exists()
 
 
 def test_bench_prints_the_ratio_and_writes_json(files, tmp_path, capsys):
-    code, stdout, err = cli(capsys, "bench", files / "img.ts", "--input-shape", 3, 16, 16, "--n-samples", 32,
-                            "--reps", 1, "--n-segments", 16, "--json", tmp_path / "b.json")
+    code, stdout, err = cli(
+        capsys,
+        "bench",
+        files / "img.ts",
+        "--input-shape",
+        3,
+        16,
+        16,
+        "--n-samples",
+        32,
+        "--reps",
+        1,
+        "--n-segments",
+        16,
+        "--json",
+        tmp_path / "b.json",
+    )
     assert code == 0, err
     res = json.loads((tmp_path / "b.json").read_text())
     assert res["rows"] == 32 and res["n_features"] == 16 and res["ratio"] > 0 and "ratio" in stdout
@@ -217,8 +378,10 @@ ERRORS = [
     (("explain", "{d}/txt.ts", "{d}/a.txt"), "text inputs need --tokenizer"),
     (("explain", "{d}/txt.ts", "{d}/latin1.txt", "--vocab", "{d}/vocab.txt"), "not UTF-8"),
     (("explain", "{d}/txt.ts", "{d}/a.txt", "--tokenizer", "no-such/tokenizer-xyz"), "cannot be loaded offline"),
-    (("explain", "{d}/txt.ts", "{d}/a.txt", "--vocab", "{d}/vocab.txt", "--top-k", "9"),
-     "--top-k must be at most the number of words of every input (5"),
+    (
+        ("explain", "{d}/txt.ts", "{d}/a.txt", "--vocab", "{d}/vocab.txt", "--top-k", "9"),
+        "--top-k must be at most the number of words of every input (5",
+    ),
     (("explain", "{d}/img.ts", "{d}/a.png", "--top-k", "500"), "--top-k must be at most the number of segments"),
     (("explain", "{d}/sd.pt", "{d}/a.png"), "is a torch.save file (a state dict?), not a model"),
     (("explain", "{d}/a.png", "{d}/a.png"), "is neither a TorchScript file"),
@@ -227,8 +390,10 @@ ERRORS = [
     (("explain", "{d}/tiny_factory.py:broken", "{d}/a.png"), "calling broken() failed: RuntimeError: no weights"),
     (("explain", "{d}/tiny_factory.py:absent", "{d}/a.png"), "has no attribute 'absent'"),
     (("explain", "no_such_module_xyz:build", "{d}/a.png"), "cannot import no_such_module_xyz"),
-    (("explain", "{d}/tiny_factory.py:build", "{d}/a.png", "--weights", "{d}/wrong_sd.pt"),
-     "does not fit {d}/tiny_factory.py:build: 4 missing key(s)"),
+    (
+        ("explain", "{d}/tiny_factory.py:build", "{d}/a.png", "--weights", "{d}/wrong_sd.pt"),
+        "does not fit {d}/tiny_factory.py:build: 4 missing key(s)",
+    ),
     (("explain", "{d}/tiny_factory.py:build", "{d}/a.png", "--weights", "{d}/img.ts"), "is a whole model"),
     (("explain", "{d}/img.ts", "{d}/a.png", "--weights", "{d}/sd.pt"), "--weights goes with MODEL given as"),
     (("explain", "{d}/aud.ts", "{d}/a.png"), "the model failed on images of shape (3, 16, 16)"),
@@ -241,8 +406,10 @@ ERRORS = [
     (("explain-dataset", "{d}/img.ts", "{d}/a.png"), "FOLDER {d}/a.png is not a folder"),
     (("explain-dataset", "{d}/img.ts", "{d}", "--shard-size", "0"), "argument --shard-size: expected an integer"),
     (("bench", "{d}/img.ts", "--input-shape", "3", "32"), "argument --input-shape: expected 3 arguments"),
-    (("bench", "{d}/txt.ts", "--input-shape", "3", "8", "8", "--n-samples", "8", "--reps", "1"),
-     "the model failed on inputs of shape (3, 8, 8)"),
+    (
+        ("bench", "{d}/txt.ts", "--input-shape", "3", "8", "8", "--n-samples", "8", "--reps", "1"),
+        "the model failed on inputs of shape (3, 8, 8)",
+    ),
 ]
 
 
@@ -257,16 +424,32 @@ def test_usage_errors_are_one_line_and_leave_no_folder(files, tmp_path, capsys, 
 
 
 def run(*args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchlime.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "torchlime.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def test_subprocess_end_to_end(files, tmp_path):
-    proc = run("explain", "tiny_factory:build", "a.png", "--weights", "sd.pt", "--out", tmp_path / "o",
-               "--n-samples", 32, "--segments", "grid", "--n-segments", 4, "--top-k", 2, cwd=files)
+    proc = run(
+        "explain",
+        "tiny_factory:build",
+        "a.png",
+        "--weights",
+        "sd.pt",
+        "--out",
+        tmp_path / "o",
+        "--n-samples",
+        32,
+        "--segments",
+        "grid",
+        "--n-segments",
+        4,
+        "--top-k",
+        2,
+        cwd=files,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "wrote 1 explanation file(s), 1 picture(s) and summary.json" in proc.stdout
-    proc = run("explain", "tiny_factory:build", "a.png", "--weights", "wrong_sd.pt", "--out", tmp_path / "e",
-               cwd=files)
+    proc = run("explain", "tiny_factory:build", "a.png", "--weights", "wrong_sd.pt", "--out", tmp_path / "e", cwd=files)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "--weights wrong_sd.pt does not fit tiny_factory:build" in proc.stderr and not (tmp_path / "e").exists()

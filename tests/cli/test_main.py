@@ -1,6 +1,7 @@
 """The command line: usage errors are one line with exit code 2 (no traceback), no empty output
 folder is left behind, ``--version``; for every command, run as ``python -m torchlime.cli``
 (the commands' own behaviour: tests/test_cli_explain.py)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -12,8 +13,9 @@ import torchlime
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchlime.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "torchlime.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def test_version():
@@ -28,14 +30,17 @@ def test_python_dash_m_torchlime_is_the_same_command():
     assert proc.returncode == 2 and "invalid choice: 'explode'" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    ((), "the following arguments are required: command"),
-    (("demo", "--n-images", "0"), "argument --n-images: expected an integer >= 1, got 0"),
-    (("demo", "--n-samples", "many"), "argument --n-samples: expected an integer, got 'many'"),
-    (("demo", "--device", "tpu"), "argument --device: invalid choice: 'tpu'"),
-    (("explode",), "invalid choice: 'explode'"),
-    (("explain", "model.pt"), "the following arguments are required: INPUT, --out"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((), "the following arguments are required: command"),
+        (("demo", "--n-images", "0"), "argument --n-images: expected an integer >= 1, got 0"),
+        (("demo", "--n-samples", "many"), "argument --n-samples: expected an integer, got 'many'"),
+        (("demo", "--device", "tpu"), "argument --device: invalid choice: 'tpu'"),
+        (("explode",), "invalid choice: 'explode'"),
+        (("explain", "model.pt"), "the following arguments are required: INPUT, --out"),
+    ],
+)
 def test_usage_errors_are_one_line(args, message):
     proc = run(*args)
     assert proc.returncode == 2 and proc.stdout == ""
@@ -50,11 +55,14 @@ def test_top_k_above_the_segments_is_refused_and_leaves_no_folder(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("command", [
-    ("explain", "{model}", "{input}", "--out", "{out}"),
-    ("explain-dataset", "{model}", "{tmp}", "--out", "{out}"),
-    ("bench", "{model}", "--input-shape", "3", "8", "8"),
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("explain", "{model}", "{input}", "--out", "{out}"),
+        ("explain-dataset", "{model}", "{tmp}", "--out", "{out}"),
+        ("bench", "{model}", "--input-shape", "3", "8", "8"),
+    ],
+)
 def test_a_file_that_is_no_model_is_one_line_and_leaves_no_folder(tmp_path, command):
     model, image, out = tmp_path / "model.pt", tmp_path / "x.png", tmp_path / "out"
     model.write_bytes(b"not a model")

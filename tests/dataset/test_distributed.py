@@ -1,5 +1,6 @@
 """``explain_dataset`` under torchrun: 2 processes on the CPU with the gloo backend write one folder
 that ``load_results`` reads as if one process had written it, equal to the single-process run."""
+
 from __future__ import annotations
 
 import importlib
@@ -28,8 +29,17 @@ def free_port() -> int:
 
 
 def torchrun(out: Path, *args: str) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", str(SCRIPT), str(out), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(SCRIPT),
+        str(out),
+        *args,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("TORCHLIME_DATASET_HOOK", None)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)

@@ -1,6 +1,7 @@
 """``explain_dataset`` / ``load_results``: storage format, invariance to batching and sharding, lazy
 reading, resuming without recomputing, argument checks (the kill tests: test_dataset_resume.py,
 torchrun: test_dataset_distributed.py)."""
+
 from __future__ import annotations
 
 import importlib
@@ -82,8 +83,17 @@ def test_storage_format(reference_dir):
         shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     assert meta["shard"] == "2" and meta["start"] == "16" and meta["stop"] == "20"
     assert meta["fingerprint"] == info["fingerprint"]
-    assert shapes == {"index": (4,), "coef": (4, 2, 16), "intercept": (4, 2), "score": (4, 2), "local_pred": (4, 2),
-                      "target": (4, 2), "n_features": (4,), "samples_used": (4,), "label": (4,)}
+    assert shapes == {
+        "index": (4,),
+        "coef": (4, 2, 16),
+        "intercept": (4, 2),
+        "score": (4, 2),
+        "local_pred": (4, 2),
+        "target": (4, 2),
+        "n_features": (4,),
+        "samples_used": (4,),
+        "label": (4,),
+    }
 
 
 def test_results_equal_explain_image_on_the_whole_batch(reference):
@@ -163,15 +173,33 @@ def rows_explainer(model, inputs, *, index, **kwargs):
 
 
 def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
-    explain_dataset(worker.make_model(), worker.make_data(), tmp_path / "a", explain_fn=rows_explainer, batch_size=7,
-                    shard_size=8, n_samples=32, progress=False, **worker.FAST)
+    explain_dataset(
+        worker.make_model(),
+        worker.make_data(),
+        tmp_path / "a",
+        explain_fn=rows_explainer,
+        batch_size=7,
+        shard_size=8,
+        n_samples=32,
+        progress=False,
+        **worker.FAST,
+    )
     res = load_results(tmp_path / "a").load()
     assert torch.equal(res.n_features, 4 + torch.arange(20) % 5) and res.coef.shape == (20, 1, 8)
     assert torch.equal(res.valid, torch.arange(8) < res.n_features.unsqueeze(1))
     assert (res.coef[~res.valid.unsqueeze(1).expand_as(res.coef)] == 0).all()
     assert (res.coef[res.valid.unsqueeze(1).expand_as(res.coef)] != 0).all()
-    explain_dataset(worker.make_model(), worker.make_data(), tmp_path / "b", explain_fn=rows_explainer, batch_size=1,
-                    shard_size=8, n_samples=32, progress=False, **worker.FAST)
+    explain_dataset(
+        worker.make_model(),
+        worker.make_data(),
+        tmp_path / "b",
+        explain_fn=rows_explainer,
+        batch_size=1,
+        shard_size=8,
+        n_samples=32,
+        progress=False,
+        **worker.FAST,
+    )
     other = load_results(tmp_path / "b").load()
     # a batch that mixes feature counts pads the fit to its widest input, which changes float
     # rounding of the narrower ones in the last bits (torchlime/surrogate.py: NormalAccumulator.add)
@@ -181,9 +209,21 @@ def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
 
 def test_target_label_and_pass_through_of_max_memory(tmp_path):
     spy = Spy()
-    explain_dataset(worker.make_model(), worker.make_data(12), tmp_path, explain_fn=spy, batch_size=5, shard_size=8,
-                    generator=3, progress=False, max_memory=0.25, model_batch_size=16, target="label",
-                    segments=worker.SEGMENTS, n_samples=16)
+    explain_dataset(
+        worker.make_model(),
+        worker.make_data(12),
+        tmp_path,
+        explain_fn=spy,
+        batch_size=5,
+        shard_size=8,
+        generator=3,
+        progress=False,
+        max_memory=0.25,
+        model_batch_size=16,
+        target="label",
+        segments=worker.SEGMENTS,
+        n_samples=16,
+    )
     assert [c["index"].tolist() for c in spy.calls] == [[0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11]]
     assert all(c["max_memory"] == 0.25 and c["generator"] == 3 and c["batch_size"] == 16 for c in spy.calls)
     res = load_results(tmp_path).load()
@@ -210,13 +250,16 @@ def test_resume_recomputes_only_missing_shards(tmp_path, reference_dir, referenc
     assert_identical(res.load(), reference)
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(n_samples=16), r"holds explanations made with other arguments \(n_samples: stored 32, given 16\)"),
-    (dict(shard_size=4), r"shard_size: stored 8, given 4"),
-    (dict(generator=6), r"generator: stored 5, given 6"),
-    (dict(n=21), r"`data` must hold the 20 inputs of the run stored in `out` .*, got 21"),
-    (dict(model=True), r"model: stored"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(n_samples=16), r"holds explanations made with other arguments \(n_samples: stored 32, given 16\)"),
+        (dict(shard_size=4), r"shard_size: stored 8, given 4"),
+        (dict(generator=6), r"generator: stored 5, given 6"),
+        (dict(n=21), r"`data` must hold the 20 inputs of the run stored in `out` .*, got 21"),
+        (dict(model=True), r"model: stored"),
+    ],
+)
 def test_other_arguments_are_refused(reference_dir, change, match):
     stamps = {p: os.stat(reference_dir / p).st_mtime_ns for p in os.listdir(reference_dir)}
     kwargs = {**worker.KWARGS, "n_samples": change.get("n_samples", 32)}
@@ -225,9 +268,15 @@ def test_other_arguments_are_refused(reference_dir, change, match):
         with torch.no_grad():
             model.head[0, 0] += 1
     with pytest.raises(ValueError, match=match):
-        explain_dataset(model, worker.make_data(change.get("n", 20)), reference_dir,
-                        shard_size=change.get("shard_size", 8), generator=change.get("generator", 5), progress=False,
-                        **kwargs)
+        explain_dataset(
+            model,
+            worker.make_data(change.get("n", 20)),
+            reference_dir,
+            shard_size=change.get("shard_size", 8),
+            generator=change.get("generator", 5),
+            progress=False,
+            **kwargs,
+        )
     assert stamps == {p: os.stat(reference_dir / p).st_mtime_ns for p in os.listdir(reference_dir)}  # untouched
 
 
@@ -251,15 +300,24 @@ def test_a_tuple_of_inputs_and_labels_is_a_data_set(tmp_path, reference):
     import numpy as np
 
     data = worker.make_data()
-    call = dict(batch_size=np.int64(7), shard_size=np.int32(8), generator=5, progress=False, **worker.KWARGS,
-                **worker.FAST)  # NumPy integers count as ints
+    call = dict(
+        batch_size=np.int64(7), shard_size=np.int32(8), generator=5, progress=False, **worker.KWARGS, **worker.FAST
+    )  # NumPy integers count as ints
     explain_dataset(worker.make_model(), data.tensors, tmp_path, **call)
     assert_identical(load_results(tmp_path).load(), reference)
 
 
 def test_progress_bar_counts_explanations_per_second(tmp_path, capsys):
-    explain_dataset(worker.make_model(), worker.make_data(6), tmp_path, batch_size=3, shard_size=4, generator=5,
-                    progress=True, **worker.KWARGS)
+    explain_dataset(
+        worker.make_model(),
+        worker.make_data(6),
+        tmp_path,
+        batch_size=3,
+        shard_size=4,
+        generator=5,
+        progress=True,
+        **worker.KWARGS,
+    )
     err = capsys.readouterr().err
     assert "explain_dataset" in err and "6/6" in err and "expl/s" in err
 
@@ -268,30 +326,46 @@ def bad_explainer(model, inputs, **kwargs):
     return torch.zeros(inputs.shape[0])
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(batch_size=0), ValueError, "`batch_size` must be >= 1, got 0"),
-    (dict(shard_size="8"), TypeError, "`shard_size` must be an int >= 1, got str '8'"),
-    (dict(generator=torch.Generator()), TypeError, "`generator` must be an int seed .*, got Generator"),
-    (dict(generator=-1), ValueError, "`generator` must be an int seed >= 0, got -1"),
-    (dict(progress="yes"), TypeError, "`progress` must be a bool, got str 'yes'"),
-    (dict(max_memory=2.0), ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 2.0"),
-    (dict(model_batch_size=0), ValueError, "`model_batch_size` must be >= 1, got 0"),
-    (dict(index=torch.arange(4)), ValueError, "`index` must not be given"),
-    (dict(explain_fn=3), TypeError, "`explain_fn` must be a callable returning an Explanation, got int 3"),
-    (dict(explain_fn=bad_explainer), TypeError, "`explain_fn` must return an Explanation, got a tensor"),
-    (dict(data=5), TypeError, "`data` must be a torch Dataset, a DataLoader, .*, got int 5"),
-    (dict(data=[{"pixels": torch.rand(3, 8, 8)}] * 4), TypeError, r"`data` must yield input tensors .*, got dict"),
-    (dict(data=DataLoader(worker.make_data(), shuffle=True)), ValueError, "shuffle=True.*pass shuffle=False"),
-    (dict(data=DataLoader(worker.make_data(), sampler=DistributedSampler(worker.make_data(), 2, 0))), ValueError,
-     "`data` must not use a DistributedSampler"),
-    (dict(data=DataLoader(worker.make_data(), batch_size=None)), ValueError, "`data` must yield batches"),
-    (dict(data=worker.make_data().tensors[0], target="label"), ValueError, "`target='label'` needs data that yield"),
-    (dict(out=5), TypeError, "`out` must be a folder path .*, got int 5"),
-    (dict(model="net"), TypeError, "`model` must be an nn.Module or a callable, got str 'net'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(batch_size=0), ValueError, "`batch_size` must be >= 1, got 0"),
+        (dict(shard_size="8"), TypeError, "`shard_size` must be an int >= 1, got str '8'"),
+        (dict(generator=torch.Generator()), TypeError, "`generator` must be an int seed .*, got Generator"),
+        (dict(generator=-1), ValueError, "`generator` must be an int seed >= 0, got -1"),
+        (dict(progress="yes"), TypeError, "`progress` must be a bool, got str 'yes'"),
+        (dict(max_memory=2.0), ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 2.0"),
+        (dict(model_batch_size=0), ValueError, "`model_batch_size` must be >= 1, got 0"),
+        (dict(index=torch.arange(4)), ValueError, "`index` must not be given"),
+        (dict(explain_fn=3), TypeError, "`explain_fn` must be a callable returning an Explanation, got int 3"),
+        (dict(explain_fn=bad_explainer), TypeError, "`explain_fn` must return an Explanation, got a tensor"),
+        (dict(data=5), TypeError, "`data` must be a torch Dataset, a DataLoader, .*, got int 5"),
+        (dict(data=[{"pixels": torch.rand(3, 8, 8)}] * 4), TypeError, r"`data` must yield input tensors .*, got dict"),
+        (dict(data=DataLoader(worker.make_data(), shuffle=True)), ValueError, "shuffle=True.*pass shuffle=False"),
+        (
+            dict(data=DataLoader(worker.make_data(), sampler=DistributedSampler(worker.make_data(), 2, 0))),
+            ValueError,
+            "`data` must not use a DistributedSampler",
+        ),
+        (dict(data=DataLoader(worker.make_data(), batch_size=None)), ValueError, "`data` must yield batches"),
+        (
+            dict(data=worker.make_data().tensors[0], target="label"),
+            ValueError,
+            "`target='label'` needs data that yield",
+        ),
+        (dict(out=5), TypeError, "`out` must be a folder path .*, got int 5"),
+        (dict(model="net"), TypeError, "`model` must be an nn.Module or a callable, got str 'net'"),
+    ],
+)
 def test_bad_arguments(tmp_path, kwargs, error, match):
-    call = dict(model=worker.make_model(), data=worker.make_data(4), out=tmp_path / "out", progress=False,
-                segments=worker.SEGMENTS, n_samples=8)
+    call = dict(
+        model=worker.make_model(),
+        data=worker.make_data(4),
+        out=tmp_path / "out",
+        progress=False,
+        segments=worker.SEGMENTS,
+        n_samples=8,
+    )
     call.update(kwargs)
     with pytest.raises(error, match=match):
         explain_dataset(call.pop("model"), call.pop("data"), call.pop("out"), **call)
@@ -323,11 +397,28 @@ def test_a_shard_of_another_run_is_refused(tmp_path, reference_dir):
 
 def test_cuda_device_placement(tmp_path, cuda):
     model = worker.make_model()
-    explain_dataset(model, worker.make_data(), tmp_path / "a", shard_size=8, generator=5, progress=False,
-                    device="cuda", batch_size=7, **worker.KWARGS)
+    explain_dataset(
+        model,
+        worker.make_data(),
+        tmp_path / "a",
+        shard_size=8,
+        generator=5,
+        progress=False,
+        device="cuda",
+        batch_size=7,
+        **worker.KWARGS,
+    )
     assert next(model.parameters()).is_cuda  # moved to the device
-    explain_dataset(model, worker.make_data(), tmp_path / "b", shard_size=8, generator=5, progress=False,
-                    batch_size=1, **worker.KWARGS)
+    explain_dataset(
+        model,
+        worker.make_data(),
+        tmp_path / "b",
+        shard_size=8,
+        generator=5,
+        progress=False,
+        batch_size=1,
+        **worker.KWARGS,
+    )
     a, b = load_results(tmp_path / "a"), load_results(tmp_path / "b")
     assert a.info["environment"]["device"] == "cuda" and a.complete and b.complete
     a, b = a.load(), b.load()  # batch 7 vs 1 on the GPU (bit identity there not checked on a GPU yet)

@@ -7,6 +7,7 @@ shard's temporary write and its rename (``before_rename``) or between the rename
 (``before_index``), so the test can kill it exactly there; a third run is killed at whatever point it
 reached once its first shard was on disk.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -38,8 +39,9 @@ def reference(tmp_path_factory):
 def start(out: Path, hook: str = "", *args: str) -> tuple[subprocess.Popen, Path]:
     marker = out.parent / "hook-reached"
     env = {**os.environ, "TORCHLIME_DATASET_HOOK": hook, "TORCHLIME_DATASET_HOOK_FILE": str(marker)}
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), str(out), *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(out), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     return proc, marker
 
 

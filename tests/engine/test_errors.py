@@ -1,4 +1,5 @@
 """Every bad input gets a clear error naming the argument, what was expected and what came."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,11 @@ def case():
 
 def test_shape_mismatch(case):
     model, x, f = case
-    with pytest.raises(ValueError, match=r"`features` must have shape \(B or 1, \.\.\.\) broadcastable to "
-                                         r"`inputs` \(2, 3, 8, 8\), got \(1, 1, 7, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`features` must have shape \(B or 1, \.\.\.\) broadcastable to "
+        r"`inputs` \(2, 3, 8, 8\), got \(1, 1, 7, 8\)",
+    ):
         explain(model, x, f[..., :7, :])
     with pytest.raises(ValueError, match=r"got \(3, 1, 8, 8\)"):
         explain(model, x, f.expand(3, 1, 8, 8))
@@ -39,8 +43,11 @@ def test_features_on_another_device(case):
 
 def test_non_integer_features(case):
     model, x, f = case
-    with pytest.raises(TypeError, match=r"`features` must have an integer dtype \(e.g. torch.long\), "
-                                        r"got torch.float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"`features` must have an integer dtype \(e.g. torch.long\), "
+        r"got torch.float32",
+    ):
         explain(model, x, f.float())
 
 
@@ -74,8 +81,11 @@ def test_target_out_of_range(case):
 
 def test_model_output_wrong_shape(case):
     _, x, f = case
-    with pytest.raises(ValueError, match=r"model output must have shape \((\d+),\) or \(\1, K\) for a batch of \1 "
-                                         r"inputs, got shape \(\1, 3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"model output must have shape \((\d+),\) or \(\1, K\) for a batch of \1 "
+        r"inputs, got shape \(\1, 3, 4\)",
+    ):
         explain(lambda v: torch.zeros(v.shape[0], 3, 4), x, f, n_samples=10)
     with pytest.raises(ValueError, match=r"model output must be a tensor of scores \(pass `output=`"):
         explain(lambda v: "scores", x, f, n_samples=10)
@@ -89,12 +99,19 @@ def test_non_finite_outputs(case):
     def bad(v):
         out = model(v)
         # NaN whenever the top-left quadrant of the second input is hidden
-        return torch.where((v[:, 0, 0, 0] == 0).unsqueeze(1) & (v[:, 1, 7, 7] > -1).unsqueeze(1),
-                           torch.full_like(out, float("nan")), out)
+        return torch.where(
+            (v[:, 0, 0, 0] == 0).unsqueeze(1) & (v[:, 1, 7, 7] > -1).unsqueeze(1),
+            torch.full_like(out, float("nan")),
+            out,
+        )
+
     x2 = x.clone()
     x2[0] += 1.0  # (0, 0, 0) is 0 only when its feature is hidden (baseline 0)
-    with pytest.raises(ValueError, match=r"the model returned non-finite outputs for \d+ of 40 samples "
-                                         r"\(inputs \[0, 1\]\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"the model returned non-finite outputs for \d+ of 40 samples "
+        r"\(inputs \[0, 1\]\)",
+    ):
         explain(bad, x2, f, n_samples=20)
 
 
@@ -105,6 +122,7 @@ def test_non_finite_only_some_inputs(case):
         out = model(v)
         marker = (v[:, 0, 7, 7] > 5).unsqueeze(1)  # only input 1 carries the marker
         return torch.where(marker, torch.full_like(out, float("inf")), out)
+
     x2 = x.clone()
     x2[1, 0, 7, 7] = 10.0
     with pytest.raises(ValueError, match=r"non-finite outputs for \d+ of 40 samples \(inputs \[1\]\)"):
@@ -114,8 +132,11 @@ def test_non_finite_only_some_inputs(case):
 def test_single_feature_input(case):
     model, x, f = case
     f2 = torch.stack([f[0], torch.zeros_like(f[0])])
-    with pytest.raises(ValueError, match=r"every input needs at least 2 features to explain; `inputs` rows \[1\] "
-                                         r"have fewer"):
+    with pytest.raises(
+        ValueError,
+        match=r"every input needs at least 2 features to explain; `inputs` rows \[1\] "
+        r"have fewer",
+    ):
         explain(model, x, f2)
 
 

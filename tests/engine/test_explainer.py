@@ -1,4 +1,5 @@
 """The engine end to end: slow reference, determinism, targets, model kinds, planted truth."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,15 +23,24 @@ def setup(b=2, f_rows=3, f_cols=4, n_out=3, seed=0, device="cpu"):
 def test_matches_slow_reference():
     model, x, feats = setup()
     base = torch.rand(x.shape, generator=torch.Generator().manual_seed(5))
-    exp = explain(model, x, feats, n_samples=200, target="all", baseline=base,
-                  surrogate=Ridge(alpha=1.0, dtype=torch.float64), return_samples=True)
+    exp = explain(
+        model,
+        x,
+        feats,
+        n_samples=200,
+        target="all",
+        baseline=base,
+        surrogate=Ridge(alpha=1.0, dtype=torch.float64),
+        return_samples=True,
+    )
     for b in range(2):
         for t in range(3):
+
             def score(img, b=b, t=t):
                 with torch.no_grad():
                     return float(model(torch.from_numpy(img)[None].float())[0, t])
-            ref = reference_lime(score, x[b].numpy(), base[b].numpy(), feats[0].numpy(),
-                                 exp.samples[b].numpy())
+
+            ref = reference_lime(score, x[b].numpy(), base[b].numpy(), feats[0].numpy(), exp.samples[b].numpy())
             np.testing.assert_allclose(exp.outputs[b, :, t].numpy(), ref["outputs"], atol=1e-5)
             np.testing.assert_allclose(exp.weights[b].numpy(), ref["weights"], rtol=1e-5)
             np.testing.assert_allclose(exp.coef[b, t].numpy(), ref["coef"], atol=1e-4)
@@ -58,8 +68,7 @@ def test_same_seed_same_result_any_chunk_size():
 
 def test_default_is_reproducible():
     model, x, feats = setup()
-    torch.testing.assert_close(explain(model, x, feats, n_samples=50).coef,
-                               explain(model, x, feats, n_samples=50).coef)
+    torch.testing.assert_close(explain(model, x, feats, n_samples=50).coef, explain(model, x, feats, n_samples=50).coef)
 
 
 def test_batch_equals_one_by_one():
@@ -67,7 +76,7 @@ def test_batch_equals_one_by_one():
     masks = BernoulliSampler()(torch.tensor([12, 12, 12]), 64, 12, torch.Generator().manual_seed(0))
     whole = explain(model, x, feats, n_samples=64, masks=masks, target="all")
     for b in range(3):
-        one = explain(model, x[b:b + 1], feats, n_samples=64, masks=masks[b:b + 1], target="all")
+        one = explain(model, x[b : b + 1], feats, n_samples=64, masks=masks[b : b + 1], target="all")
         torch.testing.assert_close(one.coef[0], whole.coef[b], atol=1e-5, rtol=1e-5)
 
 
@@ -101,8 +110,7 @@ def test_different_feature_counts_in_one_batch():
     assert exp.n_features.tolist() == [12, 4]
     assert exp.coef.shape == (2, 1, 12)
     assert (exp.coef[1, :, 4:] == 0).all()
-    alone = explain(model, x[1:], f[1:], n_samples=64, masks=exp.samples[1:, :, :4],
-                    target=exp.target[1:])
+    alone = explain(model, x[1:], f[1:], n_samples=64, masks=exp.samples[1:, :, :4], target=exp.target[1:])
     torch.testing.assert_close(alone.coef[0, :, :4], exp.coef[1, :, :4], atol=1e-5, rtol=1e-5)
 
 
@@ -139,8 +147,9 @@ def test_model_output_kinds():
 def test_script_module_and_float64_model():
     model, x, feats = setup()
     scripted = torch.jit.script(model)
-    torch.testing.assert_close(explain(scripted, x, feats, n_samples=30).coef,
-                               explain(model, x, feats, n_samples=30).coef)
+    torch.testing.assert_close(
+        explain(scripted, x, feats, n_samples=30).coef, explain(model, x, feats, n_samples=30).coef
+    )
     m64 = setup()[0].double()
     e = explain(m64, x, feats, n_samples=30)
     torch.testing.assert_close(e.coef, explain(model, x, feats, n_samples=30).coef, atol=1e-4, rtol=1e-4)
@@ -227,8 +236,16 @@ def test_planted_sparse_ground_truth_recall():
 
 def test_input_space_kernel_and_explicit_components():
     model, x, feats = setup()
-    e = explain(model, x, feats, n_samples=50, kernel=ExponentialKernel(1.0, space="input"),
-                surrogate="lasso", sampler="uniform_count", return_samples=True)
+    e = explain(
+        model,
+        x,
+        feats,
+        n_samples=50,
+        kernel=ExponentialKernel(1.0, space="input"),
+        surrogate="lasso",
+        sampler="uniform_count",
+        return_samples=True,
+    )
     assert e.weights.shape == (2, 50) and torch.allclose(e.weights[:, 0], torch.ones(2))
     e2 = explain(model, x, feats, preset="captum")
     assert e2.coef.shape == (2, 1, 12) and e2.meta["n_samples"] == 25

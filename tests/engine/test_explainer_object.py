@@ -1,4 +1,5 @@
 """``torchlime.Explainer``: the "how" made once and checked early, the "what" per call; ``explain`` is the same."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,16 @@ def same(a, b):
 
 
 @pytest.mark.filterwarnings("ignore::torchlime.UnreliableExplanationWarning")
-@pytest.mark.parametrize("how", [dict(), dict(preset="lime"), dict(sampler="sobol", kernel=0.5, surrogate="lasso"),
-                                 dict(baseline="mean", batch_size=7), dict(preset="kernel_shap")])
+@pytest.mark.parametrize(
+    "how",
+    [
+        dict(),
+        dict(preset="lime"),
+        dict(sampler="sobol", kernel=0.5, surrogate="lasso"),
+        dict(baseline="mean", batch_size=7),
+        dict(preset="kernel_shap"),
+    ],
+)
 def test_explainer_equals_explain(problem, how):
     model, x, feats = problem
     what = dict(target="top2", n_samples=128, generator=3)
@@ -49,17 +58,20 @@ def test_one_explainer_serves_many_calls(problem):
         lime.kernel = "uniform"
 
 
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(sampler="gibbs"), ValueError, r"`sampler` must be a Sampler or one of \['bernoulli'"),
-    (dict(kernel="gauss"), ValueError, r"`kernel` must be a Kernel, a float width, or one of"),
-    (dict(surrogate="svm"), ValueError, r"`surrogate` must be a Surrogate or one of"),
-    (dict(preset="shap"), ValueError, r"`preset` must be None or one of"),
-    (dict(baseline="grey"), ValueError, r"`baseline` string must be one of \['zero'"),
-    (dict(accelerate="turbo"), ValueError, r"`accelerate` must be None or 'fast', got str 'turbo'"),
-    (dict(max_memory=-1), ValueError, r"`max_memory` in bytes must be >= 1, got -1"),
-    (dict(batch_size=0), ValueError, r"`batch_size` must be >= 1, got 0"),
-    (dict(progress="yes"), TypeError, r"`progress` must be True or False, got str 'yes'"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(sampler="gibbs"), ValueError, r"`sampler` must be a Sampler or one of \['bernoulli'"),
+        (dict(kernel="gauss"), ValueError, r"`kernel` must be a Kernel, a float width, or one of"),
+        (dict(surrogate="svm"), ValueError, r"`surrogate` must be a Surrogate or one of"),
+        (dict(preset="shap"), ValueError, r"`preset` must be None or one of"),
+        (dict(baseline="grey"), ValueError, r"`baseline` string must be one of \['zero'"),
+        (dict(accelerate="turbo"), ValueError, r"`accelerate` must be None or 'fast', got str 'turbo'"),
+        (dict(max_memory=-1), ValueError, r"`max_memory` in bytes must be >= 1, got -1"),
+        (dict(batch_size=0), ValueError, r"`batch_size` must be >= 1, got 0"),
+        (dict(progress="yes"), TypeError, r"`progress` must be True or False, got str 'yes'"),
+    ],
+)
 def test_bad_configuration_is_refused_when_made(kwargs, error, match):
     with pytest.raises(error, match=match):
         Explainer(**kwargs)
@@ -76,9 +88,11 @@ def test_requests_refuse_unknown_keywords(problem):
 def test_unreliable_warning_points_at_the_callers_line(problem):
     model, x, feats = problem
     flat = lambda v: v.sum((1, 2, 3)) * 0.0  # noqa: E731 - outputs that never vary: a saturated surrogate
-    for call in (lambda: explain(flat, x, feats, n_samples=16),
-                 lambda: Explainer().explain(flat, x, feats, n_samples=16),
-                 lambda: explain_image(flat, x, segments=feats[0, 0], n_samples=16)):
+    for call in (
+        lambda: explain(flat, x, feats, n_samples=16),
+        lambda: Explainer().explain(flat, x, feats, n_samples=16),
+        lambda: explain_image(flat, x, segments=feats[0, 0], n_samples=16),
+    ):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             call()

@@ -1,4 +1,5 @@
 """Explanation: heatmap, top features, device moves, save/load, image pictures."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -87,8 +88,9 @@ def test_picture_is_written(exp_and_images, tmp_path):
 def test_indexing_gives_the_explanations_of_single_inputs_and_slices():
     x = torch.rand(3, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     labels = grid_labels(8, 8, 2, 2)
-    exp = explain(SegmentLinear(labels, 4), x, labels.view(1, 1, 8, 8), n_samples=64, target="top2",
-                  return_samples=True)
+    exp = explain(
+        SegmentLinear(labels, 4), x, labels.view(1, 1, 8, 8), n_samples=64, target="top2", return_samples=True
+    )
     exp.meta["quality"] = {"low_r2": [[1, 0], [2, 1]]}  # flags of inputs 1 and 2
     assert len(exp) == 3 and exp == exp and exp != exp[0:3]  # identity, not tensor comparison
     one = exp[-1]

@@ -2,6 +2,7 @@
 
 Nothing of the caller's is touched, every fault is named (argument, expected, got), memory is
 bounded by the chunk, not by samples x features."""
+
 from __future__ import annotations
 
 import subprocess
@@ -47,30 +48,58 @@ def test_models_writing_into_their_input(kernel):
     assert torch.equal(x, before) and torch.isfinite(img.coef).all()
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: explain(torch.nn.Identity(), torch.zeros(0, 4), torch.zeros(1, 4, dtype=torch.long)),
-     ValueError, r"`inputs` must hold at least one input \(B >= 1\), got shape \(0, 4\)"),
-    (lambda: explain_image(torch.nn.Identity(), torch.zeros(0, 3, 8, 8)),
-     ValueError, r"`images` must not be empty, got shape \(0, 3, 8, 8\)"),
-    (lambda: explain_spectrogram(torch.nn.Identity(), torch.zeros(0, 16, 10)),
-     ValueError, r"`specs` must hold at least one input \(B >= 1\), got shape \(0, 16, 10\)"),
-    (lambda: explain_waveform(torch.nn.Identity(), torch.zeros(0, 1000), sample_rate=8000),
-     ValueError, r"`waves` must hold at least one input \(B >= 1\), got shape \(0, 1000\)"),
-    (lambda: explain_tokens(torch.nn.Identity(), torch.zeros(0, 6, dtype=torch.long), mask_id=1),
-     ValueError, r"`input_ids` must hold at least one input \(B >= 1\), got shape \(0, 2, 6\)"),
-    (lambda: explain_spectrogram(lambda s: s.mean((1, 2)), torch.rand(1, 16, 10), sample_rate=0),
-     ValueError, r"`sample_rate` must be finite and > 0, got 0.0"),
-    (lambda: explain_spectrogram(lambda s: s.mean((1, 2)), torch.rand(1, 16, 10), sample_rate=-8000),
-     ValueError, r"`sample_rate` must be finite and > 0, got -8000.0"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda: explain(torch.nn.Identity(), torch.zeros(0, 4), torch.zeros(1, 4, dtype=torch.long)),
+            ValueError,
+            r"`inputs` must hold at least one input \(B >= 1\), got shape \(0, 4\)",
+        ),
+        (
+            lambda: explain_image(torch.nn.Identity(), torch.zeros(0, 3, 8, 8)),
+            ValueError,
+            r"`images` must not be empty, got shape \(0, 3, 8, 8\)",
+        ),
+        (
+            lambda: explain_spectrogram(torch.nn.Identity(), torch.zeros(0, 16, 10)),
+            ValueError,
+            r"`specs` must hold at least one input \(B >= 1\), got shape \(0, 16, 10\)",
+        ),
+        (
+            lambda: explain_waveform(torch.nn.Identity(), torch.zeros(0, 1000), sample_rate=8000),
+            ValueError,
+            r"`waves` must hold at least one input \(B >= 1\), got shape \(0, 1000\)",
+        ),
+        (
+            lambda: explain_tokens(torch.nn.Identity(), torch.zeros(0, 6, dtype=torch.long), mask_id=1),
+            ValueError,
+            r"`input_ids` must hold at least one input \(B >= 1\), got shape \(0, 2, 6\)",
+        ),
+        (
+            lambda: explain_spectrogram(lambda s: s.mean((1, 2)), torch.rand(1, 16, 10), sample_rate=0),
+            ValueError,
+            r"`sample_rate` must be finite and > 0, got 0.0",
+        ),
+        (
+            lambda: explain_spectrogram(lambda s: s.mean((1, 2)), torch.rand(1, 16, 10), sample_rate=-8000),
+            ValueError,
+            r"`sample_rate` must be finite and > 0, got -8000.0",
+        ),
+    ],
+)
 def test_named_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
 
 
 def test_explanation_errors(tmp_path):
-    exp = explain(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3)), torch.rand(2, 1, 4, 4),
-                  grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32)
+    exp = explain(
+        torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3)),
+        torch.rand(2, 1, 4, 4),
+        grid_labels(4, 4, 2, 2).view(1, 1, 4, 4),
+        n_samples=32,
+    )
     with pytest.raises(IndexError, match=r"`target_index` must be in \[0, 1\) for an explanation of 1 target"):
         exp.heatmap(5)
     torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
@@ -84,8 +113,15 @@ def test_explanation_errors(tmp_path):
 def test_probe_history_is_bounded_and_can_be_sunk():
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
     sunk = []
-    probe = ProbeExplainer(net, torch.rand(1, 1, 4, 4), grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), every=1,
-                           n_samples=16, max_history=3, sink=lambda step, exp: sunk.append(step))
+    probe = ProbeExplainer(
+        net,
+        torch.rand(1, 1, 4, 4),
+        grid_labels(4, 4, 2, 2).view(1, 1, 4, 4),
+        every=1,
+        n_samples=16,
+        max_history=3,
+        sink=lambda step, exp: sunk.append(step),
+    )
     for step in range(7):
         probe.maybe_explain(step)
     assert [s for s, _ in probe.history] == [4, 5, 6] and sunk == list(range(7))

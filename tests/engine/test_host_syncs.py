@@ -12,6 +12,7 @@ none per chunk, of either kind (the counts do not grow with the number of chunks
 first call on a model and input shape measures the chunk size (which synchronises per
 measured chunk), so every count is taken on a second call.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """``preset="lime"`` against lime's own LimeImageExplainer, fed the very same masks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,9 +18,15 @@ class SmallNet(torch.nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.net = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(32, 7))
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 8, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(2),
+            torch.nn.Flatten(),
+            torch.nn.Linear(32, 7),
+        )
 
     def forward(self, x):
         return self.net(x) * 4
@@ -47,13 +54,24 @@ def test_preset_lime_equals_lime(n_samples):
             return model(x).softmax(1).double().numpy()
 
     explainer = lime_image.LimeImageExplainer(random_state=123)
-    ref = explainer.explain_instance(image[0].permute(1, 2, 0).numpy(), classifier_fn,
-                                     segmentation_fn=lambda img: segments.numpy(),
-                                     num_samples=n_samples)
+    ref = explainer.explain_instance(
+        image[0].permute(1, 2, 0).numpy(),
+        classifier_fn,
+        segmentation_fn=lambda img: segments.numpy(),
+        num_samples=n_samples,
+    )
 
     masks = torch.from_numpy(lime_masks(123, n_samples, 20)).bool().unsqueeze(0)
-    ours = explain(model, image.float(), segments.view(1, 1, 24, 24), preset="lime", softmax=True,
-                   n_samples=n_samples, masks=masks, surrogate=Ridge(alpha=1.0, dtype=torch.float64))
+    ours = explain(
+        model,
+        image.float(),
+        segments.view(1, 1, 24, 24),
+        preset="lime",
+        softmax=True,
+        n_samples=n_samples,
+        masks=masks,
+        surrogate=Ridge(alpha=1.0, dtype=torch.float64),
+    )
 
     assert ours.target[0].tolist() == ref.top_labels
     for t, label in enumerate(ref.top_labels):
@@ -78,10 +96,14 @@ def test_preset_lime_agrees_with_lime_at_large_n_with_own_masks():
             return model(torch.from_numpy(batch).permute(0, 3, 1, 2).float()).softmax(1).double().numpy()
 
     ref = lime_image.LimeImageExplainer(random_state=0).explain_instance(
-        image[0].permute(1, 2, 0).double().numpy(), classifier_fn, segmentation_fn=lambda im: segments.numpy(),
-        num_samples=4000, top_labels=1, batch_size=500)
-    ours = explain(model, image, segments.view(1, 1, 24, 24), preset="lime", softmax=True, target=None,
-                   n_samples=4000)
+        image[0].permute(1, 2, 0).double().numpy(),
+        classifier_fn,
+        segmentation_fn=lambda im: segments.numpy(),
+        num_samples=4000,
+        top_labels=1,
+        batch_size=500,
+    )
+    ours = explain(model, image, segments.view(1, 1, 24, 24), preset="lime", softmax=True, target=None, n_samples=4000)
     label = ref.top_labels[0]
     lime_coef = np.zeros(9)
     for f, w in ref.local_exp[label]:

@@ -1,4 +1,5 @@
 """The one preset system (``torchlime.engine.presets``): precedence and modality-specific settings."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,9 @@ from tests.helpers import grid_labels
 def test_explicit_beats_modality_beats_any_beats_engine():
     given = dict(n_samples=UNSET, baseline=UNSET, sampler=UNSET, segments=UNSET, target=7)
     out = resolve("lime", given, "image")
-    assert out == dict(n_samples=1000, baseline="mean", sampler=PRESETS["lime"]["any"]["sampler"],
-                       segments="quickshift", target=7)
+    assert out == dict(
+        n_samples=1000, baseline="mean", sampler=PRESETS["lime"]["any"]["sampler"], segments="quickshift", target=7
+    )
     text = resolve("lime", dict(n_samples=UNSET, sampler=UNSET), "text")
     assert text["n_samples"] == 5000 and isinstance(text["sampler"], UniformCountSampler)
     assert resolve(None, dict(n_samples=UNSET, segments=UNSET)) == dict(n_samples=ENGINE["n_samples"], segments=None)
@@ -25,8 +27,11 @@ def test_explicit_beats_modality_beats_any_beats_engine():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match=r"`preset` must be None or one of \['lime', 'lime_text', 'captum', "
-                                         r"'slime', 'veracity', 'kernel_shap'\], got 'shap'"):
+    with pytest.raises(
+        ValueError,
+        match=r"`preset` must be None or one of \['lime', 'lime_text', 'captum', "
+        r"'slime', 'veracity', 'kernel_shap'\], got 'shap'",
+    ):
         resolve("shap", {})
     with pytest.raises(ValueError, match=r"`modality` must be one of \['any', 'image', 'audio', 'text', 'tabular'\]"):
         resolve(None, {}, "video")

@@ -1,4 +1,5 @@
 """The quality check in every explanation (``torchlime.engine.quality``): flags, thresholds, one warning."""
+
 from __future__ import annotations
 
 import warnings

@@ -1,4 +1,5 @@
 """Small deterministic models and feature maps shared by the tests."""
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """Small files for the command-line tests, written into a test's tmp_path (nothing binary is committed):
 tiny TorchScript / ExportedProgram / factory models, PNGs, WAVs, texts and a vocabulary."""
+
 from __future__ import annotations
 
 import warnings
@@ -11,7 +12,7 @@ from torch import nn
 
 WORDS = ["[PAD]", "[UNK]", "[MASK]", "[CLS]", "[SEP]", "good", "bad", "movie", "the", "plot", "was", "very"]
 
-FACTORY = '''
+FACTORY = """
 import torch
 from torch import nn
 
@@ -28,7 +29,7 @@ def not_a_module():
 
 def broken():
     raise RuntimeError("no weights here")
-'''
+"""
 
 
 class QuadrantNet(nn.Module):
@@ -36,8 +37,9 @@ class QuadrantNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2] // 2, x.shape[-1] // 2
-        q = torch.stack([x[..., :h, :w].mean((1, 2, 3)), x[..., :h, w:].mean((1, 2, 3)),
-                         x[..., h:, :].mean((1, 2, 3))], 1)
+        q = torch.stack(
+            [x[..., :h, :w].mean((1, 2, 3)), x[..., :h, w:].mean((1, 2, 3)), x[..., h:, :].mean((1, 2, 3))], 1
+        )
         return 4 * q
 
 

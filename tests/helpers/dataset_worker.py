@@ -6,6 +6,7 @@ mid-run) and under ``python -m torch.distributed.run --nproc_per_node=2`` (with 
 The model applies the same ops to every row on its own, so its outputs, and the explanations,
 do not depend on how rows are batched.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchlime.dataset import explain_dataset
 
 SIZE = 8
-SEGMENTS = (torch.arange(SIZE).view(SIZE, 1) // 2 * (SIZE // 2) + torch.arange(SIZE) // 2)  # 16 cells of 2 x 2
+SEGMENTS = torch.arange(SIZE).view(SIZE, 1) // 2 * (SIZE // 2) + torch.arange(SIZE) // 2  # 16 cells of 2 x 2
 KWARGS = dict(segments=SEGMENTS, n_samples=32, target="top2")
 FAST = dict(model_batch_size=256)  # rows per model call: fixed, not measured
 

@@ -5,6 +5,7 @@ closed-form weighted ridge with an unpenalised intercept, solved with
 ``numpy.linalg.solve`` on the augmented normal equations. The fast engine is
 compared with this.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -46,9 +47,15 @@ def weighted_r2(y: np.ndarray, pred: np.ndarray, w: np.ndarray) -> float:
     return 1.0 - float(np.sum(w * (y - pred) ** 2)) / float(np.sum(w * (y - mean) ** 2))
 
 
-def reference_lime(score_fn: Callable[[np.ndarray], float], x: np.ndarray, baseline: np.ndarray,
-                   labels: np.ndarray, masks: np.ndarray, kernel_width: float = 0.25,
-                   alpha: float = 1.0) -> dict:
+def reference_lime(
+    score_fn: Callable[[np.ndarray], float],
+    x: np.ndarray,
+    baseline: np.ndarray,
+    labels: np.ndarray,
+    masks: np.ndarray,
+    kernel_width: float = 0.25,
+    alpha: float = 1.0,
+) -> dict:
     """LIME for one input and one target.
 
     Args:
@@ -61,9 +68,15 @@ def reference_lime(score_fn: Callable[[np.ndarray], float], x: np.ndarray, basel
     """
     outputs = np.array([score_fn(perturb_one(x, baseline, labels, m)) for m in masks])
     d = np.array([cosine_distance_to_ones(m.astype(float)) for m in masks])
-    weights = np.sqrt(np.exp(-(d ** 2) / kernel_width ** 2))
+    weights = np.sqrt(np.exp(-(d**2) / kernel_width**2))
     X = masks.astype(float)
     coef, intercept = weighted_ridge(X, outputs, weights, alpha)
     pred = X @ coef + intercept
-    return dict(coef=coef, intercept=intercept, score=weighted_r2(outputs, pred, weights),
-                local_pred=float(coef.sum() + intercept), outputs=outputs, weights=weights)
+    return dict(
+        coef=coef,
+        intercept=intercept,
+        score=weighted_r2(outputs, pred, weights),
+        local_pred=float(coef.sum() + intercept),
+        outputs=outputs,
+        weights=weights,
+    )

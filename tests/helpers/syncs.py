@@ -4,6 +4,7 @@ A ``TorchDispatchMode`` counts scalar reads, ``nonzero``, ``unique``, ``bincount
 indexing and copies to the host; ``tolist`` / ``numpy`` / ``cpu`` / ``item`` calls are counted at the
 Python level; tensors made from Python data (``aten.lift_fresh``) are counted apart as uploads.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,10 +14,19 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 aten = torch.ops.aten
-SYNCING = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.nonzero.default,
-           aten.equal.default, aten.masked_select.default, aten.bincount.default, aten._unique2.default,
-           aten.unique_dim.default, aten.unique_consecutive.default, aten._unique.default,
-           aten.repeat_interleave.Tensor}
+SYNCING = {
+    aten._local_scalar_dense.default,
+    aten.is_nonzero.default,
+    aten.nonzero.default,
+    aten.equal.default,
+    aten.masked_select.default,
+    aten.bincount.default,
+    aten._unique2.default,
+    aten.unique_dim.default,
+    aten.unique_consecutive.default,
+    aten._unique.default,
+    aten.repeat_interleave.Tensor,
+}
 
 
 class SyncCounter(TorchDispatchMode):
@@ -34,10 +44,15 @@ class SyncCounter(TorchDispatchMode):
         elif func in SYNCING:
             self.ops.append(str(func))
         elif func is aten.index.Tensor and any(
-                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])):
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])
+        ):
             self.ops.append("index with a bool mask")
-        elif func is aten._to_copy.default and kwargs.get("device") is not None \
-                and torch.device(kwargs["device"]).type == "cpu" and args[0].device.type != "cpu":
+        elif (
+            func is aten._to_copy.default
+            and kwargs.get("device") is not None
+            and torch.device(kwargs["device"]).type == "cpu"
+            and args[0].device.type != "cpu"
+        ):
             self.ops.append("copy to the host")
         return func(*args, **kwargs)
 

@@ -1,5 +1,6 @@
 """Shared pieces of the tabular tests: data sets, scikit-learn models as torch callables, and lime
 runs whose own samples are captured."""
+
 from __future__ import annotations
 
 import contextlib

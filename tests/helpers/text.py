@@ -1,4 +1,5 @@
 """Small token models for the text tests: a position-aware classifier, a recorder and toy MLMs."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -42,8 +43,8 @@ class Recorder(torch.nn.Module):
     def perturbed(self, batch: int, n_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The engine's B x S rows (the last ones it saw), in input-major (B·S) order."""
         order = forward_order(batch, n_samples).flatten()
-        ids = torch.cat([c[0] for c in self.calls])[-batch * n_samples:][order]
-        attn = torch.cat([c[1] for c in self.calls])[-batch * n_samples:][order]
+        ids = torch.cat([c[0] for c in self.calls])[-batch * n_samples :][order]
+        attn = torch.cat([c[1] for c in self.calls])[-batch * n_samples :][order]
         return ids, attn
 
 
@@ -55,8 +56,13 @@ class CheatMLM(torch.nn.Module):
     unguarded MLM would give every token back.
     """
 
-    def __init__(self, favourite: torch.Tensor, vocab: int = VOCAB, second: Optional[torch.Tensor] = None,
-                 embedding: Optional[torch.Tensor] = None) -> None:
+    def __init__(
+        self,
+        favourite: torch.Tensor,
+        vocab: int = VOCAB,
+        second: Optional[torch.Tensor] = None,
+        embedding: Optional[torch.Tensor] = None,
+    ) -> None:
         super().__init__()
         self.register_buffer("favourite", favourite.long())
         self.register_buffer("second", (second if second is not None else favourite).long())
@@ -93,6 +99,6 @@ def batch_with_padding() -> tuple[torch.Tensor, torch.Tensor]:
     for row, n in enumerate((8, 5, 6)):
         ids[row, 0] = CLS
         ids[row, n + 1] = SEP
-        ids[row, n + 2:] = PAD
-        attn[row, :n + 2] = 1
+        ids[row, n + 2 :] = PAD
+        attn[row, : n + 2] = 1
     return ids, attn

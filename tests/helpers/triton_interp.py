@@ -15,6 +15,7 @@ modules therefore never touch ``os.environ``:
 So a plain ``pytest`` run and ``TRITON_INTERPRET=1 pytest tests/test_kernels*.py`` both run every
 interpreter case exactly once.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,10 +28,14 @@ import torch
 
 KERNEL_DEVICES = [
     pytest.param("interp", id="interp"),
-    pytest.param("cuda", id="cuda", marks=[
-        pytest.mark.cuda,
-        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-    ]),
+    pytest.param(
+        "cuda",
+        id="cuda",
+        marks=[
+            pytest.mark.cuda,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+        ],
+    ),
 ]
 
 # Interpreter CPU time is about 20 s per module, but a saturated shared machine has stretched
@@ -53,17 +58,21 @@ def run_interp_cases_in_child(request: pytest.FixtureRequest, interpreted: bool)
     """Runs the calling module's selected ``[interp]`` cases with TRITON_INTERPRET=1 in a child."""
     if interpreted:
         pytest.skip("this process already interprets the kernels; the interp cases ran here")
-    nodeids = [item.nodeid for item in request.session.items
-               if getattr(item, "callspec", None) is not None
-               and item.callspec.params.get("device") == "interp"
-               and item.module is request.module]
+    nodeids = [
+        item.nodeid
+        for item in request.session.items
+        if getattr(item, "callspec", None) is not None
+        and item.callspec.params.get("device") == "interp"
+        and item.module is request.module
+    ]
     if not nodeids:
         pytest.skip("no interp cases selected")
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("TORCHLIME_DISABLE_TRITON", None)
     cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", *nodeids]
-    proc = subprocess.run(cmd, cwd=request.config.rootpath, env=env, capture_output=True,
-                          text=True, timeout=CHILD_TIMEOUT_S)
+    proc = subprocess.run(
+        cmd, cwd=request.config.rootpath, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
     report = proc.stdout[-6000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, report
     summary = proc.stdout.strip().splitlines()[-1]

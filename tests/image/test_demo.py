@@ -1,4 +1,5 @@
 """`torchlime demo`: runs end to end, writes PNGs and a JSON summary, finds the planted objects."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Tests of the synthetic demo data and the committed demo model."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """explain_image: segment sources, the lime preset, normalisation, planted object, errors."""
+
 from __future__ import annotations
 
 import pytest

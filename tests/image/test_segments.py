@@ -1,4 +1,5 @@
 """Tests of torchlime.image.segments (CPU; CUDA variants skip cleanly without a GPU)."""
+
 from __future__ import annotations
 
 import sys
@@ -67,6 +68,7 @@ def assert_valid(labels: torch.Tensor, shape: tuple[int, ...]) -> None:
 
 # ----------------------------------------------------------------------------- slic
 
+
 def test_slic_contiguous_connected_and_sized(pair: torch.Tensor, device: str) -> None:
     labels = slic(pair.to(device))
     assert labels.device.type == device
@@ -82,14 +84,17 @@ def test_slic_roughly_n_segments(astronaut: torch.Tensor, n_segments: int) -> No
     assert 0.5 * n_segments <= f <= 1.5 * n_segments
 
 
-@pytest.mark.parametrize("shape, kwargs", [
-    ((2, 3, 37, 53), {}),  # sizes not divisible by the grid
-    ((1, 1, 40, 30), {"compactness": 0.1}),  # grayscale
-    ((2, 5, 32, 32), {"n_segments": 20, "compactness": 0.1}),  # more channels
-    ((1, 3, 32, 48), {"lab": False, "compactness": 0.1, "max_size_factor": 0.5, "min_size_factor": 0.0}),
-    ((1, 3, 5, 4), {"n_segments": 1000}),  # more segments than pixels
-    ((1, 3, 1, 1), {}),
-])
+@pytest.mark.parametrize(
+    "shape, kwargs",
+    [
+        ((2, 3, 37, 53), {}),  # sizes not divisible by the grid
+        ((1, 1, 40, 30), {"compactness": 0.1}),  # grayscale
+        ((2, 5, 32, 32), {"n_segments": 20, "compactness": 0.1}),  # more channels
+        ((1, 3, 32, 48), {"lab": False, "compactness": 0.1, "max_size_factor": 0.5, "min_size_factor": 0.0}),
+        ((1, 3, 5, 4), {"n_segments": 1000}),  # more segments than pixels
+        ((1, 3, 1, 1), {}),
+    ],
+)
 def test_slic_valid_on_noise(shape: tuple[int, ...], kwargs: dict, device: str) -> None:
     """Random noise is the hardest case for connectivity: many fragments."""
     images = torch.rand(shape, generator=torch.Generator().manual_seed(0)).to(device)
@@ -101,7 +106,7 @@ def test_slic_batched_equals_one_by_one(pair: torch.Tensor, device: str, monkeyp
     images = torch.cat((pair, pair.flip(-1)[:1])).to(device)
     batched = slic(images)
     for i in range(images.shape[0]):
-        assert torch.equal(batched[i], slic(images[i:i + 1])[0])
+        assert torch.equal(batched[i], slic(images[i : i + 1])[0])
     monkeypatch.setattr(segments, "_CPU_CHUNK", 2 * 224 * 224)  # CPU: chunks of 2 images + 1
     assert torch.equal(slic(images), batched)
 
@@ -154,50 +159,88 @@ def test_slic_compactness_like_skimage(astronaut: torch.Tensor) -> None:
     assert boundaries(slic(astronaut, compactness=40.0)).float().mean().item() < ours
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda x: slic(x.numpy()), TypeError, r"`images` must be a torch.Tensor, got ndarray"),
-    (lambda x: slic(x[0]), ValueError, r"`images` must have 4 dimensions \(B, C, H, W\), got 3 dimensions"),
-    (lambda x: slic(x.long()), TypeError, r"`images` must have a floating dtype .*got torch.int64"),
-    (lambda x: slic(x[:0]), ValueError, r"`images` must not be empty, got shape \(0, 3, 8, 8\)"),
-    (lambda x: slic(x * float("nan")), ValueError, r"`images` must be finite"),
-    (lambda x: slic(x, n_segments=0), ValueError, r"`n_segments` must be >= 1, got 0"),
-    (lambda x: slic(x, n_segments=2.5), TypeError, r"`n_segments` must be an int >= 1, got float 2.5"),
-    (lambda x: slic(x, compactness=-1), ValueError, r"`compactness` must be finite and > 0, got -1.0"),
-    (lambda x: slic(x, n_iter=0), ValueError, r"`n_iter` must be >= 1, got 0"),
-    (lambda x: slic(x, max_size_factor=0), ValueError, r"`max_size_factor` must be finite and > 0, got 0.0"),
-    (lambda x: slic(x, min_size_factor=-0.5), ValueError, r"`min_size_factor` must be finite and >= 0, got -0.5"),
-    (lambda x: slic(x, lab="yes"), TypeError, r"`lab` must be a bool, got str 'yes'"),
-    (lambda x: grid([2, 8], 2, 2), TypeError, r"`images_or_shape` must be a tensor .*got list \[2, 8\]"),
-    (lambda x: grid(x[0], 2, 2), ValueError, r"`images_or_shape` must have 4 dimensions \(B, C, H, W\), got 3"),
-    (lambda x: grid(x, 0, 2), ValueError, r"`rows` must be >= 1, got 0"),
-    (lambda x: grid(x, 2, 9), ValueError, r"`rows` x `cols` must be at most the image size H x W = 8 x 8, got 2 x 9"),
-    (lambda x: skimage_segments(x, "watershed"), ValueError, r"`method` must be one of .*got 'watershed'"),
-    (lambda x: skimage_segments(x.repeat(1, 2, 1, 1)), ValueError,
-     r"`images` must have 1 or 3 channels for quickshift, got 6"),
-    (lambda x: boundaries(x[:, 0]), TypeError, r"`labels` must have an integer dtype .*got torch.float32"),
-    (lambda x: boundaries(x[0, 0].long()), ValueError, r"`labels` must have 3 dimensions \(B, H, W\), got 2"),
-    (lambda x: boundaries([[0]]), TypeError, r"`labels` must be a torch.Tensor, got list"),
-    (lambda x: resolve_segments(x, "watershed"), ValueError, r"`segments` must be one of .*got 'watershed'"),
-    (lambda x: resolve_segments(x, [1, 2]), TypeError,
-     r"`segments` must be None, a method name, a callable or an integer tensor, got list"),
-    (lambda x: resolve_segments(x, torch.zeros(8, 8)), TypeError,
-     r"`segments` must have an integer dtype .*got torch.float32"),
-    (lambda x: resolve_segments(x, torch.zeros(8, dtype=torch.long)), ValueError,
-     r"`segments` must have 2 or 3 or 4 dimensions \(H, W\), \(B, H, W\) or \(B, 1, H, W\), got 1"),
-    (lambda x: resolve_segments(x, torch.zeros(2, 2, 8, 8, dtype=torch.long)), ValueError,
-     r"`segments` with 4 dimensions must be \(B, 1, H, W\), got shape \(2, 2, 8, 8\)"),
-    (lambda x: resolve_segments(x, torch.zeros(2, 8, 7, dtype=torch.long)), ValueError,
-     r"`segments` must have the spatial size \(H, W\) = \(8, 8\) of `images` \(2, 3, 8, 8\), got shape \(2, 8, 7\)"),
-    (lambda x: resolve_segments(x, torch.zeros(3, 8, 8, dtype=torch.long)), ValueError,
-     r"`segments` must have batch size 1 or B = 2 like `images` \(2, 3, 8, 8\), got shape \(3, 8, 8\)"),
-    (lambda x: resolve_segments(x, torch.zeros(8, 8, dtype=torch.long, device="meta")), ValueError,
-     r"`segments` must be on the same device as `images` \(cpu\), got meta"),
-    (lambda x: resolve_segments(x, lambda im: im[:, 0].numpy()), TypeError,
-     r"`segments\(images\)` must return a torch.Tensor, got ndarray"),
-    (lambda x: resolve_segments(x, lambda im: im[:, 0]), TypeError,
-     r"`segments\(images\)` must have an integer dtype .*got torch.float32"),
-    (lambda x: resolve_segments(x.long()), TypeError, r"`images` must have a floating dtype"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda x: slic(x.numpy()), TypeError, r"`images` must be a torch.Tensor, got ndarray"),
+        (lambda x: slic(x[0]), ValueError, r"`images` must have 4 dimensions \(B, C, H, W\), got 3 dimensions"),
+        (lambda x: slic(x.long()), TypeError, r"`images` must have a floating dtype .*got torch.int64"),
+        (lambda x: slic(x[:0]), ValueError, r"`images` must not be empty, got shape \(0, 3, 8, 8\)"),
+        (lambda x: slic(x * float("nan")), ValueError, r"`images` must be finite"),
+        (lambda x: slic(x, n_segments=0), ValueError, r"`n_segments` must be >= 1, got 0"),
+        (lambda x: slic(x, n_segments=2.5), TypeError, r"`n_segments` must be an int >= 1, got float 2.5"),
+        (lambda x: slic(x, compactness=-1), ValueError, r"`compactness` must be finite and > 0, got -1.0"),
+        (lambda x: slic(x, n_iter=0), ValueError, r"`n_iter` must be >= 1, got 0"),
+        (lambda x: slic(x, max_size_factor=0), ValueError, r"`max_size_factor` must be finite and > 0, got 0.0"),
+        (lambda x: slic(x, min_size_factor=-0.5), ValueError, r"`min_size_factor` must be finite and >= 0, got -0.5"),
+        (lambda x: slic(x, lab="yes"), TypeError, r"`lab` must be a bool, got str 'yes'"),
+        (lambda x: grid([2, 8], 2, 2), TypeError, r"`images_or_shape` must be a tensor .*got list \[2, 8\]"),
+        (lambda x: grid(x[0], 2, 2), ValueError, r"`images_or_shape` must have 4 dimensions \(B, C, H, W\), got 3"),
+        (lambda x: grid(x, 0, 2), ValueError, r"`rows` must be >= 1, got 0"),
+        (
+            lambda x: grid(x, 2, 9),
+            ValueError,
+            r"`rows` x `cols` must be at most the image size H x W = 8 x 8, got 2 x 9",
+        ),
+        (lambda x: skimage_segments(x, "watershed"), ValueError, r"`method` must be one of .*got 'watershed'"),
+        (
+            lambda x: skimage_segments(x.repeat(1, 2, 1, 1)),
+            ValueError,
+            r"`images` must have 1 or 3 channels for quickshift, got 6",
+        ),
+        (lambda x: boundaries(x[:, 0]), TypeError, r"`labels` must have an integer dtype .*got torch.float32"),
+        (lambda x: boundaries(x[0, 0].long()), ValueError, r"`labels` must have 3 dimensions \(B, H, W\), got 2"),
+        (lambda x: boundaries([[0]]), TypeError, r"`labels` must be a torch.Tensor, got list"),
+        (lambda x: resolve_segments(x, "watershed"), ValueError, r"`segments` must be one of .*got 'watershed'"),
+        (
+            lambda x: resolve_segments(x, [1, 2]),
+            TypeError,
+            r"`segments` must be None, a method name, a callable or an integer tensor, got list",
+        ),
+        (
+            lambda x: resolve_segments(x, torch.zeros(8, 8)),
+            TypeError,
+            r"`segments` must have an integer dtype .*got torch.float32",
+        ),
+        (
+            lambda x: resolve_segments(x, torch.zeros(8, dtype=torch.long)),
+            ValueError,
+            r"`segments` must have 2 or 3 or 4 dimensions \(H, W\), \(B, H, W\) or \(B, 1, H, W\), got 1",
+        ),
+        (
+            lambda x: resolve_segments(x, torch.zeros(2, 2, 8, 8, dtype=torch.long)),
+            ValueError,
+            r"`segments` with 4 dimensions must be \(B, 1, H, W\), got shape \(2, 2, 8, 8\)",
+        ),
+        (
+            lambda x: resolve_segments(x, torch.zeros(2, 8, 7, dtype=torch.long)),
+            ValueError,
+            r"`segments` must have the spatial size \(H, W\) = \(8, 8\) of `images` \(2, 3, 8, 8\), "
+            r"got shape \(2, 8, 7\)",
+        ),
+        (
+            lambda x: resolve_segments(x, torch.zeros(3, 8, 8, dtype=torch.long)),
+            ValueError,
+            r"`segments` must have batch size 1 or B = 2 like `images` \(2, 3, 8, 8\), got shape \(3, 8, 8\)",
+        ),
+        (
+            lambda x: resolve_segments(x, torch.zeros(8, 8, dtype=torch.long, device="meta")),
+            ValueError,
+            r"`segments` must be on the same device as `images` \(cpu\), got meta",
+        ),
+        (
+            lambda x: resolve_segments(x, lambda im: im[:, 0].numpy()),
+            TypeError,
+            r"`segments\(images\)` must return a torch.Tensor, got ndarray",
+        ),
+        (
+            lambda x: resolve_segments(x, lambda im: im[:, 0]),
+            TypeError,
+            r"`segments\(images\)` must have an integer dtype .*got torch.float32",
+        ),
+        (lambda x: resolve_segments(x.long()), TypeError, r"`images` must have a floating dtype"),
+    ],
+)
 def test_errors(call, error: type, match: str) -> None:
     x = torch.rand(2, 3, 8, 8)
     with pytest.raises(error, match=match):
@@ -205,6 +248,7 @@ def test_errors(call, error: type, match: str) -> None:
 
 
 # ----------------------------------------------------------------------------- grid, boundaries
+
 
 def test_grid_labels(device: str) -> None:
     expected = torch.tensor([[0, 0, 1, 1, 2, 2, 3, 3]] * 3 + [[4, 4, 5, 5, 6, 6, 7, 7]] * 3)
@@ -231,6 +275,7 @@ def test_boundaries(device: str) -> None:
 
 
 # ----------------------------------------------------------------------------- scikit-image adapters
+
 
 @pytest.fixture(scope="module")
 def small(astronaut: torch.Tensor) -> torch.Tensor:
@@ -268,12 +313,16 @@ def test_skimage_adapters_contiguous(small: torch.Tensor, method: str, channels:
 
 def test_skimage_missing_says_how_to_install(small: torch.Tensor, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "skimage.segmentation", None)
-    with pytest.raises(ImportError, match=r"skimage_segments needs the optional package `skimage`: "
-                                          r"pip install 'torchlime\[image\]'"):
+    with pytest.raises(
+        ImportError,
+        match=r"skimage_segments needs the optional package `skimage`: "
+        r"pip install 'torchlime\[image\]'",
+    ):
         skimage_segments(small)
 
 
 # ----------------------------------------------------------------------------- resolve_segments
+
 
 def test_resolve_segments_methods(small: torch.Tensor) -> None:
     before = small.clone()

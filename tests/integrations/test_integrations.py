@@ -2,6 +2,7 @@
 ``ExplainCallback`` in a real (tiny, CPU) Trainer run, read back from the event files. Lightning
 and TensorBoard are test extras: the tests that need one skip where it is missing (imported in the
 tests, so a machine without them, a lean GPU box, still collects this module)."""
+
 from __future__ import annotations
 
 import sys
@@ -19,8 +20,13 @@ GRID = torch.arange(16).view(4, 4).repeat_interleave(4, 0).repeat_interleave(4, 
 
 def small_net() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(2),
-                               torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 3),
+    )
 
 
 def summary_writer(folder):
@@ -61,16 +67,22 @@ def test_tensorboard_probe_logs_every_k_steps_and_leaves_training_unchanged(tmp_
     probe_images = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
     writer = summary_writer(tmp_path)
     net = small_net()
-    tb = TensorBoardProbe(ProbeExplainer(net, probe_images, GRID, every=5, explain_fn=explain_image, n_samples=64),
-                          writer)
+    tb = TensorBoardProbe(
+        ProbeExplainer(net, probe_images, GRID, every=5, explain_fn=explain_image, n_samples=64), writer
+    )
     train(net, 12, tb)
     writer.close()
     assert [s for s, _ in tb.history] == [0, 5, 10] and tb.calls == 3
     assert tb.last["step"] == 10 and tb.last["samples_per_second"] > 0 and tb.seconds_logging > 0
     acc = events(tmp_path)
     scalars = set(acc.Tags()["scalars"])
-    assert {"torchlime/weighted_r2/mean", "torchlime/weighted_r2/input_1", "torchlime/quality/poor_fit",
-            "torchlime/quality/unreliable_inputs", "torchlime/samples_per_second"} <= scalars
+    assert {
+        "torchlime/weighted_r2/mean",
+        "torchlime/weighted_r2/input_1",
+        "torchlime/quality/poor_fit",
+        "torchlime/quality/unreliable_inputs",
+        "torchlime/samples_per_second",
+    } <= scalars
     assert [e.step for e in acc.Scalars("torchlime/weighted_r2/mean")] == [0, 5, 10]
     r2 = [e.value for e in acc.Scalars("torchlime/weighted_r2/min")]
     assert r2 == pytest.approx([float(exp.score.min()) for _, exp in tb.history], abs=1e-6)
@@ -121,18 +133,29 @@ def test_quality_flags_and_text_are_logged_for_unreliable_explanations():
 def test_heatmaps_of_tokens_are_bands():
     from torchlime import Explanation
 
-    exp = Explanation(torch.tensor([[[1.0, -1.0]]]), torch.zeros(1, 1), torch.ones(1, 1), torch.zeros(1, 1),
-                      torch.zeros(1, 1, dtype=torch.long), torch.tensor([[0, 0, 1, -1]]), torch.tensor([2]), (4,))
+    exp = Explanation(
+        torch.tensor([[[1.0, -1.0]]]),
+        torch.zeros(1, 1),
+        torch.ones(1, 1),
+        torch.zeros(1, 1),
+        torch.zeros(1, 1, dtype=torch.long),
+        torch.tensor([[0, 0, 1, -1]]),
+        torch.tensor([2]),
+        (4,),
+    )
     pic = heatmap_rgb(exp, alpha=1.0)
     assert pic.shape[0] == 3 and pic.shape[1] >= 64
     assert pic[:, 0, 0].tolist() == [1.0, 0.0, 0.0] and pic[:, 0, -1].tolist() == [1.0, 1.0, 1.0]
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    (dict(probe="not a probe"), "`probe` must be a torchlime.training.ProbeExplainer"),
-    (dict(writer=object()), "`writer` must have an `add_scalar` method"),
-    (dict(tag=""), "`tag` must be a non-empty str"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(probe="not a probe"), "`probe` must be a torchlime.training.ProbeExplainer"),
+        (dict(writer=object()), "`writer` must have an `add_scalar` method"),
+        (dict(tag=""), "`tag` must be a non-empty str"),
+    ],
+)
 def test_tensorboard_probe_argument_errors(kwargs, error):
     probe = ProbeExplainer(small_net(), torch.rand(1, 3, 16, 16), GRID, explain_fn=explain_image)
     args = {"probe": probe, "writer": FakeWriter(), **kwargs}
@@ -165,15 +188,25 @@ def test_lightning_trainer_logs_explanations(tmp_path):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     g = torch.Generator().manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.rand(16, 3, 16, 16, generator=g),
-                                          torch.randint(0, 3, (16,), generator=g))
-    callback = ExplainCallback(torch.rand(2, 3, 16, 16, generator=g), GRID, every=3, explain_fn=explain_image,
-                               n_samples=64)
+    data = torch.utils.data.TensorDataset(
+        torch.rand(16, 3, 16, 16, generator=g), torch.randint(0, 3, (16,), generator=g)
+    )
+    callback = ExplainCallback(
+        torch.rand(2, 3, 16, 16, generator=g), GRID, every=3, explain_fn=explain_image, n_samples=64
+    )
     assert isinstance(callback, lightning.pytorch.Callback)
     tb, csv = TensorBoardLogger(str(tmp_path), name="tb"), CSVLogger(str(tmp_path), name="csv")
-    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", devices=1, enable_checkpointing=False,
-                                logger=[tb, csv], callbacks=[callback], enable_progress_bar=False,
-                                enable_model_summary=False, log_every_n_steps=1)
+    trainer = lightning.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        devices=1,
+        enable_checkpointing=False,
+        logger=[tb, csv],
+        callbacks=[callback],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+    )
     trainer.fit(Module(), torch.utils.data.DataLoader(data, batch_size=4))  # 2 epochs x 4 steps
     assert [s for s, _ in callback.history] == [0, 3, 6] and trainer.global_step == 8
     acc = events(tb.log_dir)
@@ -199,8 +232,9 @@ def test_overhead_per_call_is_measured(tmp_path, capsys):
     step that explains nothing, and on an explaining step the explanation and the logging."""
     writer = summary_writer(tmp_path)
     net = small_net()
-    tb = TensorBoardProbe(ProbeExplainer(net, torch.rand(4, 3, 16, 16), GRID, every=10, explain_fn=explain_image,
-                                         n_samples=64), writer)
+    tb = TensorBoardProbe(
+        ProbeExplainer(net, torch.rand(4, 3, 16, 16), GRID, every=10, explain_fn=explain_image, n_samples=64), writer
+    )
     tb.probe.explain(0)  # warm-up: the first call on a model measures its chunk size
     t0 = time.perf_counter()
     train(net, 4)
@@ -213,7 +247,9 @@ def test_overhead_per_call_is_measured(tmp_path, capsys):
         tb(10 * s)
     writer.close()
     with capsys.disabled():
-        print(f"\nprobe of 4 images x 64 samples: training step {1000 * step:.1f} ms; probe call on other steps "
-              f"{1e6 * idle:.1f} us; on explaining steps: explain {1000 * tb.seconds_explaining / tb.calls:.1f} ms "
-              f"+ log {1000 * tb.seconds_logging / tb.calls:.1f} ms")
+        print(
+            f"\nprobe of 4 images x 64 samples: training step {1000 * step:.1f} ms; probe call on other steps "
+            f"{1e6 * idle:.1f} us; on explaining steps: explain {1000 * tb.seconds_explaining / tb.calls:.1f} ms "
+            f"+ log {1000 * tb.seconds_logging / tb.calls:.1f} ms"
+        )
     assert tb.calls == 3

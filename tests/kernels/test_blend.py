@@ -13,6 +13,7 @@ Interpreter limitation: it converts float32 -> bfloat16 by truncation (round tow
 compiled Triton and torch round to nearest even, so bf16 results under the interpreter are
 compared within one bf16 ulp; everything else (and bf16 on CUDA) must match exactly.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -38,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()
 
+
 def blend_reference(x, base, labels, masks):
     """The blend's definition, obviously: ``where(masks[i, labels[i]], x[i], base[i])``."""
     c = masks.shape[0]
@@ -56,14 +58,25 @@ def device(request) -> str:
     return kernel_device(request, INTERPRETED)
 
 
-def _inputs(device, *, c=7, shape=(3, 16, 16), fshape=(1, 16, 16), F=5, x_rows=1, base_rows=1,
-            lab_rows=1, dtype=torch.float32, seed=0):
+def _inputs(
+    device,
+    *,
+    c=7,
+    shape=(3, 16, 16),
+    fshape=(1, 16, 16),
+    F=5,
+    x_rows=1,
+    base_rows=1,
+    lab_rows=1,
+    dtype=torch.float32,
+    seed=0,
+):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(x_rows, *shape, generator=g).to(dtype)
     base = torch.randn(base_rows, *shape, generator=g).to(dtype)
     labels = torch.randint(0, F, (lab_rows, *fshape), generator=g)
     masks = torch.rand(c, F, generator=g) > 0.5
-    masks[0] = True    # one row all kept, one all hidden
+    masks[0] = True  # one row all kept, one all hidden
     masks[-1] = False
     return tuple(t.to(device) for t in (x, base, labels, masks))
 
@@ -72,7 +85,7 @@ def _assert_same(out: torch.Tensor, ref: torch.Tensor) -> None:
     assert out.shape == ref.shape and out.dtype == ref.dtype and out.device == ref.device
     if out.dtype == torch.bfloat16 and INTERPRETED and out.device.type == "cpu":
         # interpreter rounds f32 -> bf16 toward zero: allow one bf16 ulp
-        torch.testing.assert_close(out.float(), ref.float(), rtol=2.0 ** -7, atol=0.0)
+        torch.testing.assert_close(out.float(), ref.float(), rtol=2.0**-7, atol=0.0)
     else:
         assert torch.equal(out, ref), (out.float() - ref.float()).abs().max()
 
@@ -92,12 +105,11 @@ def _check(x, base, labels, masks, **extras) -> torch.Tensor:
 @pytest.mark.parametrize("rows", ["broadcast", "per_row", "mixed"])
 def test_images(device, rows):
     """c=7, C=3, 16x16, F=5, labels (.., 1, H, W): x shared by all rows, one x per row, or mixed."""
-    x_rows, base_rows, lab_rows = {"broadcast": (1, 1, 1), "per_row": (7, 7, 7),
-                                   "mixed": (7, 1, 1)}[rows]
+    x_rows, base_rows, lab_rows = {"broadcast": (1, 1, 1), "per_row": (7, 7, 7), "mixed": (7, 1, 1)}[rows]
     x, base, labels, masks = _inputs(device, x_rows=x_rows, base_rows=base_rows, lab_rows=lab_rows)
     out = _check(x, base, labels, masks)
     assert out.shape == (7, 3, 16, 16)
-    torch.testing.assert_close(out[0], x[0].expand(3, 16, 16), rtol=0, atol=0)   # all kept
+    torch.testing.assert_close(out[0], x[0].expand(3, 16, 16), rtol=0, atol=0)  # all kept
     torch.testing.assert_close(out[-1], base[-1].expand(3, 16, 16), rtol=0, atol=0)  # all hidden
 
 
@@ -109,8 +121,7 @@ def test_fshape_equal_to_shape(device, rows):
     _check(x, base, labels, masks)
 
 
-@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16, torch.bfloat16],
-                         ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["f32", "f16", "bf16"])
 @pytest.mark.parametrize("norm", [False, True], ids=["raw", "norm"])
 def test_out_dtype_and_norm(device, out_dtype, norm):
     x, base, labels, masks = _inputs(device)
@@ -120,8 +131,7 @@ def test_out_dtype_and_norm(device, out_dtype, norm):
     _check(x, base, labels, masks, **extras)
 
 
-@pytest.mark.parametrize("in_dtype", [torch.float16, torch.bfloat16, torch.float64],
-                         ids=["f16", "bf16", "f64"])
+@pytest.mark.parametrize("in_dtype", [torch.float16, torch.bfloat16, torch.float64], ids=["f16", "bf16", "f64"])
 def test_input_dtypes(device, in_dtype):
     x, base, labels, masks = _inputs(device, dtype=in_dtype, x_rows=7)
     _check(x, base, labels, masks)
@@ -143,18 +153,22 @@ def test_channels_last(device, norm, out_dtype):
 @pytest.mark.parametrize("case", ["image_17x23", "image_cl_norm", "signal_1d", "video_5d", "tiny"])
 def test_odd_sizes(device, case):
     """Sizes that are not multiples of the block (several blocks + a tail, or less than one)."""
-    if case == "image_17x23":        # 1173 elements per row: 2 blocks of 1024
+    if case == "image_17x23":  # 1173 elements per row: 2 blocks of 1024
         _check(*_inputs(device, c=5, shape=(3, 17, 23), fshape=(1, 17, 23), F=7, x_rows=5))
     elif case == "image_cl_norm":
-        out = _check(*_inputs(device, c=5, shape=(3, 17, 23), fshape=(1, 17, 23), F=7),
-                     out_dtype=torch.float16, mean=MEAN, std=STD, channels_last=True)
+        out = _check(
+            *_inputs(device, c=5, shape=(3, 17, 23), fshape=(1, 17, 23), F=7),
+            out_dtype=torch.float16,
+            mean=MEAN,
+            std=STD,
+            channels_last=True,
+        )
         assert out.is_contiguous(memory_format=torch.channels_last)
-    elif case == "signal_1d":        # audio-like (c, 1, L) with per-sample features
-        _check(*_inputs(device, c=3, shape=(1, 2049), fshape=(1, 2049), F=9, lab_rows=3),
-               mean=0.1, std=2.0)
-    elif case == "video_5d":         # (C, T, H, W) with labels over (T, H, W)
+    elif case == "signal_1d":  # audio-like (c, 1, L) with per-sample features
+        _check(*_inputs(device, c=3, shape=(1, 2049), fshape=(1, 2049), F=9, lab_rows=3), mean=0.1, std=2.0)
+    elif case == "video_5d":  # (C, T, H, W) with labels over (T, H, W)
         _check(*_inputs(device, c=3, shape=(2, 3, 5, 7), fshape=(1, 3, 5, 7), F=4, x_rows=3))
-    else:                             # fewer elements than one block, c=1
+    else:  # fewer elements than one block, c=1
         _check(*_inputs(device, c=1, shape=(3, 2, 3), fshape=(1, 2, 3), F=2))
 
 
@@ -162,9 +176,9 @@ def test_strided_operands(device):
     """Non-contiguous x (channels_last input), base broadcast over space, strided masks."""
     x, base, labels, masks = _inputs(device, x_rows=7)
     x = x.contiguous(memory_format=torch.channels_last)
-    base = base.mean(dim=(2, 3), keepdim=True)                    # (1, 3, 1, 1) per-channel baseline
+    base = base.mean(dim=(2, 3), keepdim=True)  # (1, 3, 1, 1) per-channel baseline
     wide = torch.rand(7, 10, generator=torch.Generator().manual_seed(1)).to(device) > 0.5
-    masks = wide[:, ::2]                                          # (7, 5), feature stride 2
+    masks = wide[:, ::2]  # (7, 5), feature stride 2
     assert not x.is_contiguous() and not masks.is_contiguous()
     _check(x, base, labels, masks)
     _check(x, base, labels, masks, out_dtype=torch.float16, mean=MEAN, std=STD, channels_last=True)
@@ -205,8 +219,7 @@ def test_backend_uses_kernel_on_cuda(monkeypatch):
     monkeypatch.setattr(K, "blend", lambda *a, **k: calls.append(1) or real(*a, **k))
     _assert_same(_backend.blend(x, base, labels, masks), blend_reference(x, base, labels, masks))
     extras = dict(out_dtype=torch.bfloat16, mean=MEAN, std=STD, channels_last=True)
-    _assert_same(_backend.blend(x, base, labels, masks, **extras),
-                 blend_torch(x, base, labels, masks, **extras))
+    _assert_same(_backend.blend(x, base, labels, masks, **extras), blend_torch(x, base, labels, masks, **extras))
     assert len(calls) == 2
 
 
@@ -240,8 +253,7 @@ def test_interpreter_cases_in_child_process(request):
 def test_blend_torch_matches_blend_reference():
     x, base, labels, masks = _inputs("cpu", x_rows=7, base_rows=1, lab_rows=7)
     assert torch.equal(blend_torch(x, base, labels, masks), blend_reference(x, base, labels, masks))
-    out = blend_torch(x, base, labels, masks, out_dtype=torch.float16, mean=MEAN, std=STD,
-                      channels_last=True)
+    out = blend_torch(x, base, labels, masks, out_dtype=torch.float16, mean=MEAN, std=STD, channels_last=True)
     keep = blend_reference(x, base, labels, masks)
     m = torch.tensor(MEAN).view(1, 3, 1, 1)
     s = torch.tensor(STD).view(1, 3, 1, 1)
@@ -256,14 +268,14 @@ def test_blend_torch_matches_blend_reference():
 
 def test_supports_rejects():
     x, base, labels, masks = _inputs("cpu")
-    assert not K.supports(x, base, labels.float(), masks)             # labels not integer
-    assert not K.supports(x, base, labels, masks.int())                # masks not bool
-    assert not K.supports(x, base.double(), labels, masks)             # dtypes differ
-    assert not K.supports(x.int(), base.int(), labels, masks)          # not float
-    assert not K.supports(x, base, labels[:, 0], masks)                # dims differ
+    assert not K.supports(x, base, labels.float(), masks)  # labels not integer
+    assert not K.supports(x, base, labels, masks.int())  # masks not bool
+    assert not K.supports(x, base.double(), labels, masks)  # dtypes differ
+    assert not K.supports(x.int(), base.int(), labels, masks)  # not float
+    assert not K.supports(x, base, labels[:, 0], masks)  # dims differ
     assert not K.supports(x.expand(3, -1, -1, -1), base, labels, masks)  # 3 rows, c=7
     assert not K.supports(x, base, torch.zeros(1, 1, 8, 8, dtype=torch.long), masks)  # no broadcast
-    assert K.supports(x, base, labels, masks) == INTERPRETED           # CPU only when interpreted
+    assert K.supports(x, base, labels, masks) == INTERPRETED  # CPU only when interpreted
     with pytest.raises(ValueError):
         K.blend(x, base, labels.float(), masks)
 
@@ -271,8 +283,7 @@ def test_supports_rejects():
 def test_backend_blend_cast_falls_back_on_cpu():
     x, base, labels, masks = _inputs("cpu")
     extras = dict(out_dtype=torch.bfloat16, mean=MEAN, std=STD, channels_last=True)
-    assert torch.equal(_backend.blend(x, base, labels, masks, **extras),
-                       blend_torch(x, base, labels, masks, **extras))
+    assert torch.equal(_backend.blend(x, base, labels, masks, **extras), blend_torch(x, base, labels, masks, **extras))
     assert torch.equal(_backend.blend(x, base, labels, masks), blend_reference(x, base, labels, masks))
 
 
@@ -299,10 +310,13 @@ def test_kernels_resolve_to_this_repo(tmp_path):
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(not_repo, env.get("PYTHONPATH", "").split(os.pathsep)))
-    code = ("import importlib.util, json; s = importlib.util.find_spec('kernels'); "
-            "print(json.dumps(getattr(s, 'origin', None) if s else None))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        "import importlib.util, json; s = importlib.util.find_spec('kernels'); "
+        "print(json.dumps(getattr(s, 'origin', None) if s else None))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     origin = json.loads(proc.stdout.strip().splitlines()[-1])
     assert origin is None or REPO not in Path(origin).resolve().parents, origin

@@ -15,6 +15,7 @@ with a tolerance and labels only where the reference's best and second-best dist
 clearly. ``update`` sums in another order than ``update_torch`` (lanes + a tree reduction): sums
 within a tolerance, counts exactly.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,9 @@ INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()
 
 
-def slic_triton(images, n_segments=100, compactness=10.0, n_iter=10, max_size_factor=3.0,
-                min_size_factor=0.25, lab=True):
+def slic_triton(
+    images, n_segments=100, compactness=10.0, n_iter=10, max_size_factor=3.0, min_size_factor=0.25, lab=True
+):
     """SLIC through the kernel path: ``_backend.slic_assign`` / ``slic_update`` (the kernels where
     the backend routes to them, their references otherwise) and the shared post-processing."""
     grid = seed_grid(images.shape[2], images.shape[3], n_segments)
@@ -286,13 +288,14 @@ def test_slic_triton_on_cuda():
     if INTERPRETED:
         pytest.skip("the cuda cases check the compiled kernels; this process interprets them")
     g = torch.Generator().manual_seed(5)
-    images = torch.nn.functional.interpolate(torch.rand(3, 3, 12, 12, generator=g), size=(64, 80),
-                                             mode="bilinear", align_corners=False).cuda()
+    images = torch.nn.functional.interpolate(
+        torch.rand(3, 3, 12, 12, generator=g), size=(64, 80), mode="bilinear", align_corners=False
+    ).cuda()
     out = slic_triton(images, n_segments=30)
     _assert_valid(out.cpu())
     assert torch.equal(out, slic_triton(images, n_segments=30))
     for i in range(3):
-        assert torch.equal(out[i], slic_triton(images[i:i + 1], n_segments=30)[0])
+        assert torch.equal(out[i], slic_triton(images[i : i + 1], n_segments=30)[0])
     cpu = slic(images.cpu(), n_segments=30)
     same_cut = (_cuts(out.cpu()) == _cuts(cpu)).float().mean()
     assert same_cut > 0.95, same_cut
@@ -395,23 +398,35 @@ def test_slic_features_layout():
     assert torch.equal(f[0, 3], (torch.arange(4.0) * 0.5).view(4, 1).expand(4, 5))
     assert torch.equal(f[1, 4], (torch.arange(5.0) * 0.5).view(1, 5).expand(4, 5))
     # the distance between a pixel and a centre is d_colour^2 + scale^2 d_xy^2
-    assert torch.isclose(((f[0, :, 3, 4] - f[0, :, 0, 0]) ** 2).sum(),
-                         ((colour[0, :, 3, 4] - colour[0, :, 0, 0]) ** 2).sum().float() + 0.25 * 25)
+    assert torch.isclose(
+        ((f[0, :, 3, 4] - f[0, :, 0, 0]) ** 2).sum(),
+        ((colour[0, :, 3, 4] - colour[0, :, 0, 0]) ** 2).sum().float() + 0.25 * 25,
+    )
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda f, c: assign_torch(f, c, (0, 2)), ValueError, r"cell sizes must be >= 1"),
-    (lambda f, c: assign_torch(f, c, 3), TypeError, r"cell must be a pair of ints"),
-    (lambda f, c: assign_torch(f, c, (2.0, 2)), TypeError, r"cell must be a pair of ints"),
-    (lambda f, c: assign_torch(f, c[:, :2], (4, 4)), ValueError, r"does not cover"),
-    (lambda f, c: assign_torch(f, c[..., :2], (4, 4)), ValueError, r"must be \(B, gh, gw, D\)"),
-    (lambda f, c: assign_torch(f, c.double(), (4, 4)), TypeError, r"share a float dtype"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 9, 9, dtype=torch.long), 9, (4, 4)), ValueError, r"labels must be"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 9, 9), 9, (4, 4)), ValueError, r"labels must be"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 0, (4, 4)), ValueError, r"n_centres"),
-    (lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 8, (4, 4)), ValueError,
-     r"n_centres must be ceil\(H / sh\) \* ceil\(W / sw\) = 9"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda f, c: assign_torch(f, c, (0, 2)), ValueError, r"cell sizes must be >= 1"),
+        (lambda f, c: assign_torch(f, c, 3), TypeError, r"cell must be a pair of ints"),
+        (lambda f, c: assign_torch(f, c, (2.0, 2)), TypeError, r"cell must be a pair of ints"),
+        (lambda f, c: assign_torch(f, c[:, :2], (4, 4)), ValueError, r"does not cover"),
+        (lambda f, c: assign_torch(f, c[..., :2], (4, 4)), ValueError, r"must be \(B, gh, gw, D\)"),
+        (lambda f, c: assign_torch(f, c.double(), (4, 4)), TypeError, r"share a float dtype"),
+        (
+            lambda f, c: update_torch(f, torch.zeros(2, 9, 9, dtype=torch.long), 9, (4, 4)),
+            ValueError,
+            r"labels must be",
+        ),
+        (lambda f, c: update_torch(f, torch.zeros(2, 9, 9), 9, (4, 4)), ValueError, r"labels must be"),
+        (lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 0, (4, 4)), ValueError, r"n_centres"),
+        (
+            lambda f, c: update_torch(f, torch.zeros(2, 10, 11, dtype=torch.long), 8, (4, 4)),
+            ValueError,
+            r"n_centres must be ceil\(H / sh\) \* ceil\(W / sw\) = 9",
+        ),
+    ],
+)
 def test_reference_argument_errors(call, error, match):
     feats, cents = _inputs("cpu", 2, 5, 10, 11, (4, 4))
     with pytest.raises(error, match=match):
@@ -435,6 +450,7 @@ def test_supports():
 
 def test_backend_uses_references_on_cpu(monkeypatch):
     """On CPU tensors the backend never calls the kernels; results are the references'."""
+
     def boom(*args):
         raise AssertionError("kernel called on CPU")
 
@@ -458,13 +474,16 @@ def test_seed_grid_like_slic():
         assert (gh - 1) * sh < h <= gh * sh and (gw - 1) * sw < w <= gw * sw
 
 
-@pytest.mark.parametrize("shape, kwargs", [
-    ((2, 3, 37, 53), {}),
-    ((1, 1, 40, 30), {"compactness": 0.1}),
-    ((2, 5, 32, 32), {"n_segments": 20, "compactness": 0.1}),
-    ((1, 3, 5, 4), {"n_segments": 1000}),
-    ((1, 3, 1, 1), {}),
-])
+@pytest.mark.parametrize(
+    "shape, kwargs",
+    [
+        ((2, 3, 37, 53), {}),
+        ((1, 1, 40, 30), {"compactness": 0.1}),
+        ((2, 5, 32, 32), {"n_segments": 20, "compactness": 0.1}),
+        ((1, 3, 5, 4), {"n_segments": 1000}),
+        ((1, 3, 1, 1), {}),
+    ],
+)
 def test_slic_triton_cpu_valid_and_close_to_slic(shape, kwargs):
     """On CPU slic_triton runs the references: valid labels, the same cuts as segments.slic up to
     argmin near-ties, deterministic, batch-invariant, input unchanged."""

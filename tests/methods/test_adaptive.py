@@ -1,5 +1,6 @@
 """``n_samples="auto"`` (``torchlime.methods.adaptive``): rounds stop where the top-k is stable, reuse
 every sample, and record the samples each input got."""
+
 from __future__ import annotations
 
 import pytest
@@ -49,10 +50,13 @@ def test_rounds_reuse_the_samples_of_a_fixed_n():
     torch.testing.assert_close(auto.coef, fixed.coef, rtol=1e-4, atol=1e-6)  # the same samples
 
 
-@pytest.mark.parametrize("value, error, match", [
-    ("many", ValueError, r"`n_samples` must be an int >= 2, 'auto' or an Adaptive, got str 'many'"),
-    (Adaptive, TypeError, r"`n_samples` must be an int >= 2"),
-])
+@pytest.mark.parametrize(
+    "value, error, match",
+    [
+        ("many", ValueError, r"`n_samples` must be an int >= 2, 'auto' or an Adaptive, got str 'many'"),
+        (Adaptive, TypeError, r"`n_samples` must be an int >= 2"),
+    ],
+)
 def test_errors(value, error, match):
     labels, x, f = setup()
     with pytest.raises(error, match=match):

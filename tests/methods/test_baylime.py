@@ -9,6 +9,7 @@ reads back the ``alpha_`` and ``lambda_`` of a ``max_iter=1`` fit (its final ``c
 computed with those). Informative priors are matched by the change of variables beta = mu_0 + D beta'
 (D = p^-1/2): scikit-learn fits beta' on the columns X D and the targets y - X mu_0 with lambda = 1.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,9 @@ def check(fit, sk, i, j, n, tol, shift=None, scale=None):
     shift = np.zeros(n) if shift is None else shift
     scale = np.ones(n) if scale is None else scale
     np.testing.assert_allclose(fit.coef[i, j, :n].cpu().double().numpy(), shift + scale * sk.coef_, atol=tol, rtol=0)
-    np.testing.assert_allclose(fit.coef_std[i, j, :n].cpu().double().numpy(), scale * np.sqrt(np.diag(sk.sigma_)),
-                               atol=tol, rtol=0)
+    np.testing.assert_allclose(
+        fit.coef_std[i, j, :n].cpu().double().numpy(), scale * np.sqrt(np.diag(sk.sigma_)), atol=tol, rtol=0
+    )
     assert (fit.coef[i, j, n:] == 0).all() and (fit.coef_std[i, j, n:] == 0).all()
 
 
@@ -64,8 +66,9 @@ def test_non_informative_prior_matches_sklearn(device, dtype, tol):
 
 def test_sklearn_settings_are_honoured():
     x, y, w, valid = problem(seed=4, s=40)
-    settings = dict(max_iter=3, tol=1e-8, alpha_1=0.3, alpha_2=2.0, lambda_1=1e-3, lambda_2=0.5, alpha_init=2.0,
-                    lambda_init=0.1)
+    settings = dict(
+        max_iter=3, tol=1e-8, alpha_1=0.3, alpha_2=2.0, lambda_1=1e-3, lambda_2=0.5, alpha_init=2.0, lambda_init=0.1
+    )
     fit = BayesianRidge(dtype=F64, **settings).fit(x, y, w, valid)
     for i in range(3):
         n = int(valid[i].sum())
@@ -80,13 +83,14 @@ def test_fixed_hyperparameters_match_sklearn(alpha, lam):
     for i in range(3):
         n = int(valid[i].sum())
         X, Y, W = x[i, :, :n].double().numpy(), y[i, :, 1].numpy(), w[i].numpy()
-        pinned = SkBayesianRidge(alpha_init=alpha, lambda_init=lam, alpha_1=alpha * K, alpha_2=K, lambda_1=lam * K,
-                                 lambda_2=K).fit(X, Y, sample_weight=W)
+        pinned = SkBayesianRidge(
+            alpha_init=alpha, lambda_init=lam, alpha_1=alpha * K, alpha_2=K, lambda_1=lam * K, lambda_2=K
+        ).fit(X, Y, sample_weight=W)
         assert pinned.alpha_ == pytest.approx(alpha, rel=1e-8) and pinned.lambda_ == pytest.approx(lam, rel=1e-8)
         check(fit, pinned, i, 1, n, 1e-6)
         once = SkBayesianRidge(max_iter=1, alpha_init=alpha, lambda_init=lam).fit(X, Y, sample_weight=W)
         read_back = BayesianRidge(alpha=float(once.alpha_), prior_precision=float(once.lambda_), dtype=F64)
-        check(read_back.fit(x[i:i + 1], y[i:i + 1, :, 1:], w[i:i + 1], valid[i:i + 1]), once, 0, 0, n, 1e-9)
+        check(read_back.fit(x[i : i + 1], y[i : i + 1, :, 1:], w[i : i + 1], valid[i : i + 1]), once, 0, 0, n, 1e-9)
 
 
 @pytest.mark.parametrize("alpha", [None, 2.5], ids=["partial", "full"])
@@ -96,8 +100,9 @@ def test_informative_prior_matches_sklearn(alpha, device):
     g = torch.Generator().manual_seed(5)
     mu0 = torch.randn(3, 2, 7, generator=g, dtype=F64)
     prec = torch.rand(7, generator=g, dtype=F64) * 4 + 0.5
-    fit = BayesianRidge(prior_mean=mu0.to(device), prior_precision=prec.to(device), alpha=alpha,
-                        dtype=F64).fit(x, y, w, valid)
+    fit = BayesianRidge(prior_mean=mu0.to(device), prior_precision=prec.to(device), alpha=alpha, dtype=F64).fit(
+        x, y, w, valid
+    )
     a_fix = {} if alpha is None else dict(alpha_init=alpha, alpha_1=alpha * K, alpha_2=K)
     for i in range(3):
         n = int(valid[i].sum())
@@ -107,7 +112,8 @@ def test_informative_prior_matches_sklearn(alpha, device):
             m = mu0[i, j, :n].numpy()
             Y = y[i, :, j].cpu().numpy() - X @ m
             sk = SkBayesianRidge(lambda_init=1.0, lambda_1=K, lambda_2=K, **a_fix).fit(
-                X * scale, Y, sample_weight=w[i].cpu().numpy())
+                X * scale, Y, sample_weight=w[i].cpu().numpy()
+            )
             check(fit, sk, i, j, n, 1e-6, shift=m, scale=scale)
 
 
@@ -118,8 +124,9 @@ def test_prior_shapes_and_strength():
     strong = BayesianRidge(prior_mean=target, prior_precision=1e9, dtype=F64).fit(x, y, w, valid)
     torch.testing.assert_close(strong.coef, (target * valid.unsqueeze(1)).expand_as(strong.coef), atol=1e-6, rtol=0)
     assert (strong.coef_std <= 1e-4).all() and (free.coef_std[valid.unsqueeze(1).expand_as(free.coef)] > 1e-3).all()
-    same = BayesianRidge(prior_mean=free.coef, prior_precision=torch.full((3, 2, 7), 2.0, dtype=F64), alpha=1.0,
-                         dtype=F64).fit(x, y, w, valid)
+    same = BayesianRidge(
+        prior_mean=free.coef, prior_precision=torch.full((3, 2, 7), 2.0, dtype=F64), alpha=1.0, dtype=F64
+    ).fit(x, y, w, valid)
     scalar = BayesianRidge(prior_mean=free.coef, prior_precision=2.0, alpha=1.0, dtype=F64).fit(x, y, w, valid)
     torch.testing.assert_close(same.coef, scalar.coef)
     torch.testing.assert_close(same.coef_std, scalar.coef_std)
@@ -135,7 +142,7 @@ def planted(seed, batch=64, n_targets=4, n_features=8, sigma=0.3):
     def model(v):
         return v.flatten(1) @ beta + 0.7 + sigma * torch.randn(v.shape[0], n_targets, generator=noise)
 
-    truth = (x.flatten(1).unsqueeze(1) * beta.t().unsqueeze(0))  # (B, T, F)
+    truth = x.flatten(1).unsqueeze(1) * beta.t().unsqueeze(0)  # (B, T, F)
     return model, x, torch.arange(n_features).view(1, 1, n_features), truth
 
 
@@ -145,8 +152,7 @@ def test_intervals_cover_the_planted_coefficients():
     hits, total = 0, 0
     for seed in range(2):
         model, x, feats, truth = planted(seed)
-        exp = explain(model, x, feats, target="all", n_samples=256, kernel="uniform", surrogate="bayes",
-                      generator=seed)
+        exp = explain(model, x, feats, target="all", n_samples=256, kernel="uniform", surrogate="bayes", generator=seed)
         inside = (exp.coef - truth).abs() <= 1.96 * exp.coef_std
         hits, total = hits + int(inside.sum()), total + inside.numel()
     assert total == 4096
@@ -163,8 +169,15 @@ def test_engine_carries_coef_std(tmp_path):
     exp.save(tmp_path / "e.pt")
     torch.testing.assert_close(Explanation.load(tmp_path / "e.pt").coef_std, exp.coef_std)
     # an informative prior from that explanation (same targets), as BayLIME's full prior
-    again = explain(model, x, feats, target=exp.target, n_samples=200, generator=1,
-                    surrogate=BayesianRidge(prior_mean=exp, prior_precision=1e8, alpha=1.0))
+    again = explain(
+        model,
+        x,
+        feats,
+        target=exp.target,
+        n_samples=200,
+        generator=1,
+        surrogate=BayesianRidge(prior_mean=exp, prior_precision=1e8, alpha=1.0),
+    )
     torch.testing.assert_close(again.coef, exp.coef, atol=1e-4, rtol=0)
     assert isinstance(resolve_surrogate("bayes"), BayesianRidge)
     assert "BayesianRidge(prior_mean=tensor(3, 4, 8), prior_precision=100000000.0" in again.meta["surrogate"]
@@ -202,8 +215,11 @@ def test_plot_coefficients_with_uncertainty():
 
 def test_errors():
     x, y, w, valid = problem()
-    with pytest.raises(TypeError, match=r"`prior_mean` must be None, a number, a floating tensor .* or an "
-                                        r"Explanation, got list"):
+    with pytest.raises(
+        TypeError,
+        match=r"`prior_mean` must be None, a number, a floating tensor .* or an "
+        r"Explanation, got list",
+    ):
         BayesianRidge(prior_mean=[1.0, 2.0])
     with pytest.raises(ValueError, match=r"`prior_precision` must be finite and > 0, got a tensor of shape \(7,\)"):
         BayesianRidge(prior_precision=-torch.ones(7))
@@ -211,8 +227,11 @@ def test_errors():
         BayesianRidge(prior_precision=-1.0)
     with pytest.raises(ValueError, match=r"`prior_mean` must have shape \(F,\) or \(B, T, F\), got \(2, 7\)"):
         BayesianRidge(prior_mean=torch.zeros(2, 7))
-    with pytest.raises(ValueError, match=r"`prior_mean` must have shape \(F,\) = \(7,\) or \(B, T, F\) = "
-                                         r"\(3, 2, 7\) for this fit, got \(5,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`prior_mean` must have shape \(F,\) = \(7,\) or \(B, T, F\) = "
+        r"\(3, 2, 7\) for this fit, got \(5,\)",
+    ):
         BayesianRidge(prior_mean=torch.zeros(5)).fit(x, y, w, valid)
     with pytest.raises(ValueError, match=r"`alpha` must be finite and > 0, got 0.0"):
         BayesianRidge(alpha=0.0)

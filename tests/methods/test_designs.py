@@ -1,6 +1,7 @@
 """Sample-efficient designs (``torchlime.methods.designs``): the right distributions and the pair and
 prefix properties they promise (how many samples they save is measured in
 benchmarks/bench_sample_efficiency.py, not asserted here)."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,5 +39,13 @@ def test_antithetic_pairs_are_complements():
 
 
 def test_van_der_corput():
-    assert van_der_corput(torch.tensor([0, 1, 2, 3, 4, 5, 6, 7])).tolist() == \
-        [0.0, 0.5, 0.25, 0.75, 0.125, 0.625, 0.375, 0.875]
+    assert van_der_corput(torch.tensor([0, 1, 2, 3, 4, 5, 6, 7])).tolist() == [
+        0.0,
+        0.5,
+        0.25,
+        0.75,
+        0.125,
+        0.625,
+        0.375,
+        0.875,
+    ]

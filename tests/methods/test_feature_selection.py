@@ -1,5 +1,6 @@
 """lime's feature selection, batched: the chosen features equal ``LimeBase.feature_selection`` on the
 explanation's own samples, weights and outputs; the refit equals lime's Ridge(alpha=1) on them."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,9 @@ def lime_select(data, labels, weights, k, method):
 def small_problem(device, batch=16, seed=0):
     """A nonlinear model of 6 x 6 inputs; random feature maps of 9 to 14 features per input."""
     torch.manual_seed(seed)
-    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(36, 16), torch.nn.Tanh(),
-                              torch.nn.Linear(16, 4)).to(device)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(36, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).to(
+        device
+    )
     x = torch.rand(batch, 1, 6, 6, device=device)
     feats = torch.randint(0, 14, (batch, 1, 6, 6), generator=torch.Generator().manual_seed(seed + 1))
     feats[: batch // 4] %= 9  # inputs with fewer features (padded up to F)
@@ -41,18 +43,32 @@ def explain_select(device, surrogate, n_samples=400, batch=16):
     net, x, feats = small_problem(device, batch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torchlime.engine.quality.UnreliableExplanationWarning)
-        return torchlime.explain(net, x, feats, target="top2", n_samples=n_samples, softmax=True,
-                                 return_samples=True, surrogate=surrogate, generator=3)
+        return torchlime.explain(
+            net,
+            x,
+            feats,
+            target="top2",
+            n_samples=n_samples,
+            softmax=True,
+            return_samples=True,
+            surrogate=surrogate,
+            generator=3,
+        )
 
 
 def lime_data(exp, b, t):
     fb = int(exp.n_features[b])
-    return (exp.samples[b, :, :fb].double().cpu().numpy(), exp.outputs[b, :, t].double().cpu().numpy(),
-            exp.weights[b].double().cpu().numpy())
+    return (
+        exp.samples[b, :, :fb].double().cpu().numpy(),
+        exp.outputs[b, :, t].double().cpu().numpy(),
+        exp.weights[b].double().cpu().numpy(),
+    )
 
 
-@pytest.mark.parametrize("method,ks", [("forward_selection", (2, 5)), ("highest_weights", (2, 5, 10)),
-                                       ("lasso_path", (1, 4, 8, 13)), ("auto", (6, 7))])
+@pytest.mark.parametrize(
+    "method,ks",
+    [("forward_selection", (2, 5)), ("highest_weights", (2, 5, 10)), ("lasso_path", (1, 4, 8, 13)), ("auto", (6, 7))],
+)
 def test_selection_equals_lime(method, ks, device):
     compared = 0
     for k in ks:
@@ -106,31 +122,64 @@ def test_lasso_path_equals_lime_on_many_paths():
 #: counting what a scikit-learn release does): f, rows of the 0/1 data as bits, weights, outputs, and
 #: two features whose exactly sparse outputs end the path with just them (no tie at alpha = 0)
 DROPS = [
-    (5, [31, 9, 19, 25, 27, 0, 0, 2, 29, 29, 27, 31],
-     [0.077, 0.125, 0.147, 0.077, 0.071, 0.44, 0.077, 0.171, 0.999, 0.554, 0.096, 0.358],
-     [1.551, 1.191, 1.496, 2.093, 2.534, 1.066, 1.038, -0.603, 0.775, 0.705, 1.84, 0.446],
-     (1, 2)),
-    (4, [15, 15, 8, 15, 15, 5, 11, 7, 5],
-     [0.887, 0.735, 0.152, 0.348, 0.425, 0.065, 0.146, 0.082, 0.779],
-     [1.266, 1.936, 0.537, 1.654, 1.138, 2.827, 0.806, 1.167, 1.068],
-     (0, 3)),
-    (5, [31, 31, 31, 10, 26, 0, 31, 6, 9, 12, 28, 0, 7],
-     [0.097, 0.058, 0.913, 0.401, 0.497, 0.06, 0.27, 0.125, 0.8, 0.28, 0.854, 0.056, 0.389],
-     [0.123, -0.011, -0.723, -3.364, 1.007, 0.216, -0.401, -1.627, -2.199, -1.335, 2.873, 0.363, -2.452],
-     (0, 4)),
-    (5, [31, 31, 18, 2, 31, 31, 8, 0, 4],
-     [0.808, 0.472, 0.206, 0.831, 0.171, 0.116, 0.127, 0.483, 0.526],
-     [5.521, 4.877, 3.314, 2.003, 4.865, 4.718, 0.776, -0.975, -0.792],
-     (1, 2)),
-    (4, [15, 4, 0, 11, 6, 0, 1, 15, 0, 15, 8, 10, 11, 6, 5],
-     [0.503, 0.581, 0.08, 0.297, 0.982, 0.374, 0.342, 0.467, 0.129, 0.996, 0.589, 0.273, 0.252, 0.604, 0.087],
-     [0.957, -1.983, -0.567, 0.957, 0.034, -0.276, 0.354, 0.569, -0.471, -0.02, -0.4, 0.58, 1.027, 0.091, -1.941],
-     (0, 3)),
-    (5, [31, 4, 1, 14, 21, 9, 17, 17, 16, 8, 31, 6, 31, 8, 31],
-     [0.709, 0.065, 0.072, 0.096, 0.138, 0.574, 0.272, 0.359, 0.597, 0.263, 0.374, 0.336, 0.09, 0.266, 0.265],
-     [-0.856, -0.447, -0.458, -0.73, -1.453, 0.925, -0.309, 0.245, -0.567, 1.946, -1.453, -2.682, -1.138, 1.014,
-      -1.159],
-     (0, 4)),
+    (
+        5,
+        [31, 9, 19, 25, 27, 0, 0, 2, 29, 29, 27, 31],
+        [0.077, 0.125, 0.147, 0.077, 0.071, 0.44, 0.077, 0.171, 0.999, 0.554, 0.096, 0.358],
+        [1.551, 1.191, 1.496, 2.093, 2.534, 1.066, 1.038, -0.603, 0.775, 0.705, 1.84, 0.446],
+        (1, 2),
+    ),
+    (
+        4,
+        [15, 15, 8, 15, 15, 5, 11, 7, 5],
+        [0.887, 0.735, 0.152, 0.348, 0.425, 0.065, 0.146, 0.082, 0.779],
+        [1.266, 1.936, 0.537, 1.654, 1.138, 2.827, 0.806, 1.167, 1.068],
+        (0, 3),
+    ),
+    (
+        5,
+        [31, 31, 31, 10, 26, 0, 31, 6, 9, 12, 28, 0, 7],
+        [0.097, 0.058, 0.913, 0.401, 0.497, 0.06, 0.27, 0.125, 0.8, 0.28, 0.854, 0.056, 0.389],
+        [0.123, -0.011, -0.723, -3.364, 1.007, 0.216, -0.401, -1.627, -2.199, -1.335, 2.873, 0.363, -2.452],
+        (0, 4),
+    ),
+    (
+        5,
+        [31, 31, 18, 2, 31, 31, 8, 0, 4],
+        [0.808, 0.472, 0.206, 0.831, 0.171, 0.116, 0.127, 0.483, 0.526],
+        [5.521, 4.877, 3.314, 2.003, 4.865, 4.718, 0.776, -0.975, -0.792],
+        (1, 2),
+    ),
+    (
+        4,
+        [15, 4, 0, 11, 6, 0, 1, 15, 0, 15, 8, 10, 11, 6, 5],
+        [0.503, 0.581, 0.08, 0.297, 0.982, 0.374, 0.342, 0.467, 0.129, 0.996, 0.589, 0.273, 0.252, 0.604, 0.087],
+        [0.957, -1.983, -0.567, 0.957, 0.034, -0.276, 0.354, 0.569, -0.471, -0.02, -0.4, 0.58, 1.027, 0.091, -1.941],
+        (0, 3),
+    ),
+    (
+        5,
+        [31, 4, 1, 14, 21, 9, 17, 17, 16, 8, 31, 6, 31, 8, 31],
+        [0.709, 0.065, 0.072, 0.096, 0.138, 0.574, 0.272, 0.359, 0.597, 0.263, 0.374, 0.336, 0.09, 0.266, 0.265],
+        [
+            -0.856,
+            -0.447,
+            -0.458,
+            -0.73,
+            -1.453,
+            0.925,
+            -0.309,
+            0.245,
+            -0.567,
+            1.946,
+            -1.453,
+            -2.682,
+            -1.138,
+            1.014,
+            -1.159,
+        ],
+        (0, 4),
+    ),
 ]
 
 
@@ -188,8 +237,7 @@ def lasso_supports(gram, rhs, n=60):
 def compare_lasso_path(x, y, w, ks):
     """Assert torchlime's lasso-path selection equals lime's for every k; returns how many were compared."""
     s, f = x.shape
-    ne = normal_equations(torch.tensor(x)[None], torch.tensor(y)[None, :, None], torch.tensor(w)[None],
-                          torch.float64)
+    ne = normal_equations(torch.tensor(x)[None], torch.tensor(y)[None, :, None], torch.tensor(w)[None], torch.float64)
     valid = torch.ones(1, f, dtype=torch.bool)
     for k in ks:
         got = select_features(ne, valid, k, "lasso_path", count=s)[0, 0].nonzero().flatten().tolist()
@@ -226,8 +274,13 @@ def test_batch_and_targets_are_independent():
         whole = select_features(normal_equations(x, y, w), valid, 4, method, count=200)
         for b in range(3):
             for t in range(2):
-                one = select_features(normal_equations(x[b:b + 1], y[b:b + 1, :, t:t + 1], w[b:b + 1]),
-                                      valid[b:b + 1], 4, method, count=200)
+                one = select_features(
+                    normal_equations(x[b : b + 1], y[b : b + 1, :, t : t + 1], w[b : b + 1]),
+                    valid[b : b + 1],
+                    4,
+                    method,
+                    count=200,
+                )
                 assert torch.equal(whole[b, t], one[0, 0])
 
 
@@ -240,8 +293,15 @@ def test_other_refits_and_modalities():
     data = make_text_dataset(3, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torchlime.engine.quality.UnreliableExplanationWarning)
-        exp = explain_tokens(model, data.input_ids, attention_mask=data.attention_mask, special_ids=[CLS, SEP],
-                             mask_id=MASK, n_samples=200, surrogate=Select(num_features=3, method="auto"))
+        exp = explain_tokens(
+            model,
+            data.input_ids,
+            attention_mask=data.attention_mask,
+            special_ids=[CLS, SEP],
+            mask_id=MASK,
+            n_samples=200,
+            surrogate=Select(num_features=3, method="auto"),
+        )
         assert torch.equal((exp.coef != 0).sum(-1), torch.full((3, 1), 3))
         lasso = explain_select("cpu", Select(num_features=5, method="lasso_path", refit=Lasso(alpha=1e-4)))
     assert bool(((lasso.coef != 0).sum(-1) <= 5).all())

@@ -1,6 +1,7 @@
 """KernelSHAP on the engine (``torchlime.methods.kernel_shap``, ``preset="kernel_shap"``): coalitions, Shapley kernel
 weights and the exactly constrained fit, against a brute-force Shapley computation (plain loops over
 subsets) and captum's ``KernelShap`` fed the same coalitions."""
+
 from __future__ import annotations
 
 import itertools
@@ -41,9 +42,11 @@ def inputs_and_features(device):
     """Three inputs of 8 elements with F_b = 6, 5 and 3 (padded up to F = 6); -1: never perturbed."""
     g = torch.Generator().manual_seed(3)
     x = (torch.randint(-4, 5, (3, 1, 8), generator=g).float() / 4).to(device)
-    feats = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 1],
-                          [0, 0, 1, 1, 2, 3, 4, -1],
-                          [2, 1, 0, 2, 1, 0, 2, 1]]).view(3, 1, 8).to(device)
+    feats = (
+        torch.tensor([[0, 1, 2, 3, 4, 5, 0, 1], [0, 0, 1, 1, 2, 3, 4, -1], [2, 1, 0, 2, 1, 0, 2, 1]])
+        .view(3, 1, 8)
+        .to(device)
+    )
     return x, feats
 
 
@@ -91,8 +94,8 @@ def test_sampler_enumerates_every_coalition_once():
     assert z[0, :, 3:].all() and z[1, :, 5:].all()  # padded features always kept
     for b, n in enumerate((3, 5)):
         codes = (z[b, :, :n].long() << torch.arange(n)).sum(1)
-        assert sorted(codes[2:2 ** n].tolist()) == list(range(1, 2 ** n - 1))  # every non-trivial coalition once
-        assert (codes[2 ** n:] == 2 ** n - 1).all()  # the rest: the grand coalition (weight 0)
+        assert sorted(codes[2 : 2**n].tolist()) == list(range(1, 2**n - 1))  # every non-trivial coalition once
+        assert (codes[2**n :] == 2**n - 1).all()  # the rest: the grand coalition (weight 0)
     sizes = z[2, 2:].sum(1)
     assert sizes.min() >= 1 and sizes.max() <= 6
 
@@ -123,8 +126,16 @@ def test_kernel_weights():
 def test_enumerated_equals_brute_force_shapley(device, dtype, tol):
     x, feats = inputs_and_features(device)
     model = Interactions()
-    exp = quiet_explain(model, x, feats, preset="kernel_shap", n_samples=64, target="all", baseline=BASE,
-                        surrogate=KernelShapRegression(dtype=dtype))
+    exp = quiet_explain(
+        model,
+        x,
+        feats,
+        preset="kernel_shap",
+        n_samples=64,
+        target="all",
+        baseline=BASE,
+        surrogate=KernelShapRegression(dtype=dtype),
+    )
     assert exp.coef.device.type == device.type and exp.coef.dtype == dtype
     assert exp.n_features.tolist() == [6, 5, 3]
     for b in range(3):
@@ -144,7 +155,7 @@ def test_sampled_additive_model_is_exact(device):
     model = lambda v: v.flatten(1) ** 2 @ weights + 1.0  # additive in the elements  # noqa: E731
     feats = (torch.arange(24) // 2).view(1, 1, 24).to(device)  # 12 features: 4096 coalitions > 300 samples
     exp = quiet_explain(model, x, feats, preset="kernel_shap", n_samples=300, target="all", baseline=BASE)
-    per_element = (x.flatten(1) ** 2 - BASE ** 2).unsqueeze(-1) * weights  # (B, 24, T)
+    per_element = (x.flatten(1) ** 2 - BASE**2).unsqueeze(-1) * weights  # (B, 24, T)
     phi = per_element.view(4, 12, 2, 3).sum(2).transpose(1, 2)  # (B, T, 12)
     torch.testing.assert_close(exp.coef, phi, atol=2e-4, rtol=1e-4)
     torch.testing.assert_close(exp.score, torch.ones_like(exp.score), atol=1e-4, rtol=0)
@@ -164,11 +175,21 @@ def test_captum_parity_on_the_same_coalitions():
 
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 1, 10, generator=g)
-    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(10, 16), torch.nn.Tanh(),
-                              torch.nn.Linear(16, 3)).eval()
+    net = torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(10, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)
+    ).eval()
     feats = torch.arange(10).view(1, 1, 10)  # 10 features: sampled with 120 samples
-    exp = quiet_explain(net, x, feats, preset="kernel_shap", n_samples=120, target="all", baseline=BASE,
-                        return_samples=True, surrogate=KernelShapRegression(dtype=F64))
+    exp = quiet_explain(
+        net,
+        x,
+        feats,
+        preset="kernel_shap",
+        n_samples=120,
+        target="all",
+        baseline=BASE,
+        return_samples=True,
+        surrogate=KernelShapRegression(dtype=F64),
+    )
     for b in range(2):
         masks = exp.samples[b].long()
 
@@ -180,8 +201,15 @@ def test_captum_parity_on_the_same_coalitions():
         ks.perturb_func = ours
         for t in range(3):
             target = int(exp.target[b, t])
-            got = ks.attribute(x[b:b + 1], baselines=BASE, target=target, feature_mask=feats, n_samples=120,
-                               perturbations_per_eval=40, return_input_shape=False)
+            got = ks.attribute(
+                x[b : b + 1],
+                baselines=BASE,
+                target=target,
+                feature_mask=feats,
+                n_samples=120,
+                perturbations_per_eval=40,
+                return_input_shape=False,
+            )
             torch.testing.assert_close(exp.coef[b, t], got[0].double(), atol=1e-5, rtol=0)
             # the same outputs, weights 1e6 at the end points, captum's linear model in float64
             y = exp.outputs[b, :, t].double()
@@ -220,7 +248,8 @@ def test_fit_matches_a_kkt_reference():
             pred = y[i, 1, j].item() + x[i, :, :n].double().numpy() @ phi
             ybar = np.average(y[i, :, j].numpy(), weights=w[i].numpy())
             r2 = 1 - np.sum(w[i].numpy() * (y[i, :, j].numpy() - pred) ** 2) / np.sum(
-                w[i].numpy() * (y[i, :, j].numpy() - ybar) ** 2)
+                w[i].numpy() * (y[i, :, j].numpy() - ybar) ** 2
+            )
             assert fit.score[i, j].item() == pytest.approx(r2, abs=1e-10)
 
 

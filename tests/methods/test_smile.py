@@ -1,5 +1,6 @@
 """SMILE kernels: two-sample statistics against scipy (and a slow NumPy Kuiper), per-channel distances,
 max-normalised weights end to end through ``torchlime.explain``."""
+
 from __future__ import annotations
 
 import warnings
@@ -77,8 +78,10 @@ def test_float32_close_to_scipy():
         assert d.dtype == torch.float32
         if name == "anderson":
             d = anderson_standardize(d.double(), 300, 250)
-        ref = [scipy_statistic(x[i].astype(np.float32).astype(float), y[i].astype(np.float32).astype(float), name)
-               for i in range(4)]
+        ref = [
+            scipy_statistic(x[i].astype(np.float32).astype(float), y[i].astype(np.float32).astype(float), name)
+            for i in range(4)
+        ]
         np.testing.assert_allclose(d.double().numpy(), ref, rtol=1e-5, atol=1e-6)
 
 
@@ -89,8 +92,9 @@ def test_batched_rows_equal_single_rows():
     for name in STATISTICS:
         whole = two_sample_distance(x, y, name)
         assert whole.shape == (3, 4)
-        each = torch.stack([two_sample_distance(x[i, j:j + 1], y[i, j:j + 1], name)[0]
-                            for i in range(3) for j in range(4)]).view(3, 4)
+        each = torch.stack(
+            [two_sample_distance(x[i, j : j + 1], y[i, j : j + 1], name)[0] for i in range(3) for j in range(4)]
+        ).view(3, 4)
         torch.testing.assert_close(whole, each, rtol=0, atol=1e-12)
 
 
@@ -109,8 +113,14 @@ def test_kernel_distances_average_the_channels():
         d = SmileKernel(name).distances(perturbed, inputs, rows)
         assert d.dtype == torch.float32 and d.shape == (4,)
         for r in range(4):
-            per = [float(two_sample_distance(inputs[rows[r], c].flatten()[None].double(),
-                                             perturbed[r, c].flatten()[None].double(), name)) for c in range(3)]
+            per = [
+                float(
+                    two_sample_distance(
+                        inputs[rows[r], c].flatten()[None].double(), perturbed[r, c].flatten()[None].double(), name
+                    )
+                )
+                for c in range(3)
+            ]
             assert float(d[r]) == pytest.approx(max(0.0, float(np.mean(per))), rel=1e-5, abs=1e-6)
     # 2-D rows (c, H, W) and 1-D rows (c, L) are one channel
     assert channel_samples(torch.zeros(4, 5, 6)).shape == (4, 1, 30)
@@ -126,7 +136,7 @@ def test_normaliser_and_weights():
     scale = k.normaliser(d, drawn)
     assert scale.tolist() == pytest.approx([0.4, 1.0])
     w = k.weigh(d / scale.unsqueeze(1))
-    np.testing.assert_allclose(w.numpy(), np.exp(-(d / scale[:, None]).numpy() ** 2 / (2 * 0.25)), rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), np.exp(-((d / scale[:, None]).numpy() ** 2) / (2 * 0.25)), rtol=1e-6)
     assert k.normaliser(d, torch.tensor([[True, True, False], [True, True, True]]))[0] == pytest.approx(0.2)
 
 
@@ -143,23 +153,39 @@ def test_end_to_end_through_explain(name, device):
     x = torch.rand(3, 3, 8, 8, generator=torch.Generator().manual_seed(2)).to(device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torchlime.engine.quality.UnreliableExplanationWarning)
-        exp = torchlime.explain(model, x, feats.view(1, 1, 8, 8).to(device), n_samples=48, kernel=name,
-                                baseline=0.0, return_samples=True, generator=5)
+        exp = torchlime.explain(
+            model,
+            x,
+            feats.view(1, 1, 8, 8).to(device),
+            n_samples=48,
+            kernel=name,
+            baseline=0.0,
+            return_samples=True,
+            generator=5,
+        )
     w = exp.weights.cpu()
     assert torch.equal(w[:, 0], torch.ones(3))
     assert bool(((w > 0) & (w <= 1)).all()) and float(w.min()) < 1
     assert exp.meta["kernel"] == repr(SmileKernel(name))
     for b in range(3):  # the weights from the perturbed inputs rebuilt by hand, distances from scipy
         pert = _perturbed(x[b].cpu().double(), feats, exp.samples[b].cpu())
-        d = np.array([np.mean([scipy_statistic(x[b, c].cpu().double().flatten().numpy(),
-                                               pert[s, c].flatten().numpy(), name) for c in range(3)])
-                      for s in range(48)])
+        d = np.array(
+            [
+                np.mean(
+                    [
+                        scipy_statistic(x[b, c].cpu().double().flatten().numpy(), pert[s, c].flatten().numpy(), name)
+                        for c in range(3)
+                    ]
+                )
+                for s in range(48)
+            ]
+        )
         if name == "anderson":  # the kernel uses A²akN: undo scipy's standardisation
             sigma = 1.0 / float(anderson_standardize(torch.tensor(2.0, dtype=torch.float64), 64, 64))
             d = d * sigma + 1.0
         d = np.maximum(d, 0.0)
         d[0] = 0.0
-        ref = np.exp(-(d / d.max()) ** 2 / (2 * 0.25 ** 2))
+        ref = np.exp(-((d / d.max()) ** 2) / (2 * 0.25**2))
         np.testing.assert_allclose(w[b].double().numpy(), ref, rtol=1e-4, atol=1e-5)
 
 

@@ -1,5 +1,6 @@
 """SP-LIME: the greedy pick equals lime's SubmodularPick on the same weight matrix, covers at least
 (1 - 1/e) of the brute-force optimum, and works on explanations of every modality."""
+
 from __future__ import annotations
 
 import itertools
@@ -41,8 +42,14 @@ class _FakeExplainer:
 
 
 def lime_pick(coef: np.ndarray, budget: int) -> list[int]:
-    sp = SubmodularPick(_FakeExplainer(coef), np.arange(coef.shape[0]), None, method="full",
-                        num_exps_desired=budget, num_features=coef.shape[2])
+    sp = SubmodularPick(
+        _FakeExplainer(coef),
+        np.arange(coef.shape[0]),
+        None,
+        method="full",
+        num_exps_desired=budget,
+        num_features=coef.shape[2],
+    )
     return list(sp.V)
 
 
@@ -89,8 +96,9 @@ def test_feature_ids_and_the_explanation_matrix():
     w = explanation_matrix(coef, ids)
     assert w.tolist() == [[0, 0, 0, 0, 0, 3.0], [0, 0, 0, 0, 0, 3.0]]
     assert explanation_matrix(torch.ones(2, 2, 3)).tolist() == [[2.0] * 3] * 2  # summed over targets
-    assert feature_values(torch.tensor([[0, 1, -1, 1], [2, 0, 1, -1]]), torch.tensor([[7, 8, 9, 8], [4, 5, 6, 7]]),
-                          n_features=3).tolist() == [[7, 8, -1], [5, 6, 4]]
+    assert feature_values(
+        torch.tensor([[0, 1, -1, 1], [2, 0, 1, -1]]), torch.tensor([[7, 8, 9, 8], [4, 5, 6, 7]]), n_features=3
+    ).tolist() == [[7, 8, -1], [5, 6, 4]]
 
 
 def test_image_grid_and_text_explanations(device):
@@ -99,8 +107,14 @@ def test_image_grid_and_text_explanations(device):
     x = torch.rand(6, 3, 4, 4, device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torchlime.engine.quality.UnreliableExplanationWarning)
-        exp = torchlime.explain(model, x, feats.view(1, 1, 4, 4), n_samples=64, target="top2",
-                                surrogate=Select(num_features=1, method="highest_weights"))
+        exp = torchlime.explain(
+            model,
+            x,
+            feats.view(1, 1, 4, 4),
+            n_samples=64,
+            target="top2",
+            surrogate=Select(num_features=1, method="highest_weights"),
+        )
     picks = submodular_pick(exp, 3)
     assert picks.device == exp.coef.device and picks.dtype == torch.long and len(set(picks.tolist())) == 3
     assert picks.tolist() == lime_pick(exp.coef.cpu().double().numpy(), 3)
@@ -115,8 +129,14 @@ def test_tokens_share_features_by_vocabulary_id():
     data = make_text_dataset(5, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torchlime.engine.quality.UnreliableExplanationWarning)
-        exp = explain_tokens(model, data.input_ids, attention_mask=data.attention_mask, special_ids=[CLS, SEP],
-                             mask_id=MASK, n_samples=200)
+        exp = explain_tokens(
+            model,
+            data.input_ids,
+            attention_mask=data.attention_mask,
+            special_ids=[CLS, SEP],
+            mask_id=MASK,
+            n_samples=200,
+        )
     ids = feature_values(exp.features, data.input_ids.to(exp.features.device), exp.coef.shape[-1])
     picks = submodular_pick(exp, 2, feature_ids=ids)
     w = explanation_matrix(exp, ids)

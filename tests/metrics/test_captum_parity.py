@@ -1,5 +1,6 @@
 """Parity with captum.metrics: ``infidelity`` (both normalisations, images with a fused normalisation) and
 ``max_sensitivity`` on identical, explicitly given perturbations; the default perturbations' law."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,9 @@ class Net(torch.nn.Module):
     def __init__(self, channels: int = 1) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.body = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(channels * 16, 8), torch.nn.Tanh(),
-                                        torch.nn.Linear(8, 3))
+        self.body = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(channels * 16, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
+        )
 
     def forward(self, x):
         return self.body(x)
@@ -37,9 +39,18 @@ def captum_infidelity(forward, inputs, exp, noise, normalize):
     def perturb(x):
         return flat, x - flat
 
-    cols = [captum_metrics.infidelity(forward, perturb, inputs, exp.heatmap(t).contiguous(),
-                                      target=exp.target[:, t], n_perturb_samples=n, normalize=normalize)
-            for t in range(exp.target.shape[1])]
+    cols = [
+        captum_metrics.infidelity(
+            forward,
+            perturb,
+            inputs,
+            exp.heatmap(t).contiguous(),
+            target=exp.target[:, t],
+            n_perturb_samples=n,
+            normalize=normalize,
+        )
+        for t in range(exp.target.shape[1])
+    ]
     return torch.stack(cols, 1)
 
 
@@ -61,8 +72,7 @@ def test_infidelity_with_a_fused_normalisation_matches_captum():
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.3, 0.25)
     x = torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(3))
     model = Net(3)
-    exp = explain_image(model, x, segments=grid_labels(4, 4, 2, 2), normalize=(mean, std), target="top2",
-                        n_samples=128)
+    exp = explain_image(model, x, segments=grid_labels(4, 4, 2, 2), normalize=(mean, std), target="top2", n_samples=128)
     noise = torch.randn(2, 5, 3, 4, 4, generator=torch.Generator().manual_seed(4)) * 0.05
     m, s = torch.tensor(mean).view(1, 3, 1, 1), torch.tensor(std).view(1, 3, 1, 1)
     theirs = captum_infidelity(lambda v: model((v - m) / s), x, exp, noise, False)
@@ -100,16 +110,19 @@ def test_max_sensitivity_matches_captum():
     model = Net()
     delta = (torch.rand(3, 4, 1, 4, 4, generator=torch.Generator().manual_seed(7)) * 2 - 1) * 0.05
     flat = delta.reshape(12, 1, 4, 4)
-    theirs = captum_metrics.sensitivity_max(lime_heatmaps(model), x, perturb_func=lambda v: v + flat,
-                                            n_perturb_samples=4)
+    theirs = captum_metrics.sensitivity_max(
+        lime_heatmaps(model), x, perturb_func=lambda v: v + flat, n_perturb_samples=4
+    )
     ours = max_sensitivity(lime_heatmaps(model), x, perturbations=delta)
     assert ours.shape == (3,)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-7)
     for p in (1, 3):
-        theirs_p = captum_metrics.sensitivity_max(lime_heatmaps(model), x, perturb_func=lambda v: v + flat,
-                                                  n_perturb_samples=4, norm_ord=p)
-        torch.testing.assert_close(max_sensitivity(lime_heatmaps(model), x, perturbations=delta, norm_ord=p),
-                                   theirs_p, rtol=1e-5, atol=1e-7)
+        theirs_p = captum_metrics.sensitivity_max(
+            lime_heatmaps(model), x, perturb_func=lambda v: v + flat, n_perturb_samples=4, norm_ord=p
+        )
+        torch.testing.assert_close(
+            max_sensitivity(lime_heatmaps(model), x, perturbations=delta, norm_ord=p), theirs_p, rtol=1e-5, atol=1e-7
+        )
 
 
 def test_max_sensitivity_of_explanations_per_target():

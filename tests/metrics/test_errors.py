@@ -1,5 +1,6 @@
 """Bad arguments to torchlime.metrics raise TypeError / ValueError naming the argument, what was expected
 and what came."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,8 +53,11 @@ def test_curve_arguments(case):
         deletion("net", x, exp)
     with pytest.raises(TypeError, match="`inputs` must be a torch.Tensor, got list"):
         deletion(model, [1, 2], exp)
-    with pytest.raises(ValueError, match=r"`inputs` must be the explanation's 2 inputs, batched \(B, \.\.\.\), "
-                                         r"got shape \(3, 1, 4, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`inputs` must be the explanation's 2 inputs, batched \(B, \.\.\.\), "
+        r"got shape \(3, 1, 4, 4\)",
+    ):
         deletion(model, torch.rand(3, 1, 4, 4), exp)
     with pytest.raises(ValueError, match="`order` must be one of \\['morf', 'lerf'\\], got 'most'"):
         region_perturbation(model, x, exp, order="most")
@@ -67,8 +71,11 @@ def test_explanations_without_their_perturbation(case, tmp_path):
     model, x, exp = case
     exp.save(tmp_path / "e.pt")
     back = Explanation.load(tmp_path / "e.pt")
-    with pytest.raises(ValueError, match=r"`explanation.features` \(2, 1, 4, 4\) must broadcast to `inputs` "
-                                         r"\(2, 16\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`explanation.features` \(2, 1, 4, 4\) must broadcast to `inputs` "
+        r"\(2, 16\)",
+    ):
         deletion(model, x.view(2, 16), back)
     with pytest.raises(ValueError, match="`explanation.features` must number the features of `inputs`"):
         deletion(model, x, dataclasses.replace(back, n_features=torch.tensor([4, 3])))
@@ -121,15 +128,21 @@ def test_stability_and_ground_truth_arguments(case):
     with pytest.raises(TypeError, match=r"`explanations\[1\]` must be a torchlime.Explanation, got int"):
         kendall_w([exp, 3])
     other = explain(model, x, grid_labels(4, 4, 1, 2).view(1, 1, 4, 4), n_samples=32)
-    with pytest.raises(ValueError, match=r"`explanations` must explain the same inputs, features and targets: "
-                                         r"explanations\[1\] has coef \(2, 1, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`explanations` must explain the same inputs, features and targets: "
+        r"explanations\[1\] has coef \(2, 1, 2\)",
+    ):
         kendall_w([exp, other])
     with pytest.raises(ValueError, match=r"`gold` must be a bool tensor \(2, 4\) over the features"):
         gold_recall(exp, torch.ones(2, 5, dtype=torch.bool), 2)
     with pytest.raises(TypeError, match="`gold` must be a bool tensor .* or a list of 2 lists of feature indices"):
         gold_recall(exp, [[0]], 2)
-    with pytest.raises(ValueError, match=r"`gold\[1\]` must hold feature indices in \[0, 4\) \(input 1 has 4 "
-                                         r"features\), got \[4\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"`gold\[1\]` must hold feature indices in \[0, 4\) \(input 1 has 4 "
+        r"features\), got \[4\]",
+    ):
         gold_recall(exp, [[0], [4]], 2)
     with pytest.raises(TypeError, match=r"`rationale\[0\]` must be a list of int feature indices"):
         token_roc_auc(exp, [[0.5], [1]])
@@ -161,8 +174,9 @@ def test_a_loaded_explanation_hides_features_with_its_recorded_fill(tmp_path):
     assert loaded.perturbation is None and loaded.meta["baseline"] == "mean"
     assert torch.allclose(deletion(model, x, loaded), deletion(model, x, exp), atol=1e-6)
     assert not torch.allclose(deletion(model, x, loaded, baseline=0.0), deletion(model, x, exp), atol=1e-3)
-    explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32,
-            baseline=torch.full_like(x, 0.5)).save(tmp_path / "t.pt")
+    explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32, baseline=torch.full_like(x, 0.5)).save(
+        tmp_path / "t.pt"
+    )
     with pytest.warns(UserWarning, match=r"fill \(a tensor of shape .*\) was not saved with it"):
         deletion(model, x, Explanation.load(tmp_path / "t.pt"))
 
@@ -187,8 +201,9 @@ def test_a_front_doors_own_perturbation_is_not_rebuilt_as_a_blend(tmp_path):
 def test_a_rebuilt_blend_normalises_as_the_explanation_did(tmp_path):
     from torchlime.image import explain_image
 
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                              torch.nn.Linear(4, 2))
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 2)
+    )
     torch.manual_seed(0)
     x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     norm = ((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))

@@ -1,5 +1,6 @@
 """torchlime.metrics curves and hiding tests against slow references written with plain loops, the closed
 form of a linear model, explanations loaded from a file, chunking and host synchronisations."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,9 @@ class Net(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.body = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.Tanh(),
-                                        torch.nn.Linear(8, 3))
+        self.body = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
+        )
 
     def forward(self, x):
         return self.body(x)
@@ -137,7 +139,7 @@ def test_region_perturbation_aopc(case, order):
     for (b, t), (ys, _) in ref.items():
         aopc = sum(ys[0] - y for y in ys) / len(ys)
         assert float(res.score[b, t]) == pytest.approx(aopc, abs=1e-5)
-        assert res.curves[b, t, :len(ys)].tolist() == pytest.approx(ys, abs=1e-5)
+        assert res.curves[b, t, : len(ys)].tolist() == pytest.approx(ys, abs=1e-5)
     steps = region_perturbation(model, x, exp, order=order, steps=2)
     ref2 = reference_curves(model, x, exp, fills, descending=order == "morf", steps=2)
     for (b, t), (ys, _) in ref2.items():
@@ -176,9 +178,11 @@ def test_chunking_does_not_change_the_curves(case):
         assert torch.allclose(deletion(model, x, exp, batch_size=size, return_curves=True).curves, whole, atol=1e-6)
 
 
-@pytest.mark.parametrize("metric, kwargs", [(deletion, {}), (label_flip, dict(k=2)),
-                                            (faithfulness_correlation, dict(n_subsets=8))],
-                         ids=["deletion", "label_flip", "faithfulness"])
+@pytest.mark.parametrize(
+    "metric, kwargs",
+    [(deletion, {}), (label_flip, dict(k=2)), (faithfulness_correlation, dict(n_subsets=8))],
+    ids=["deletion", "label_flip", "faithfulness"],
+)
 def test_no_host_synchronisation(case, metric, kwargs):
     model, x, exp = case
     metric(model, x, exp, batch_size=2, **kwargs)
@@ -239,7 +243,7 @@ def test_label_flip_matches_the_loop_reference(case, by):
             n = int(exp.n_features[b])
             labels = exp.features[b].expand_as(x[b])
             with torch.no_grad():
-                pred = int(model(x[b:b + 1]).argmax())
+                pred = int(model(x[b : b + 1]).argmax())
             for t in range(2):
                 key = exp.coef[b, t].abs() if by == "abs" else exp.coef[b, t]
                 top = order_of(key.tolist(), n)[:k]
@@ -265,13 +269,18 @@ def test_faithfulness_correlation_matches_the_loop_reference(case):
         base = [score(model, x[b], int(exp.target[b, t])) for t in range(2)]
         sums, drops = [[] for _ in range(2)], [[] for _ in range(2)]
         for i in range(1, 13):
-            subset = [f for f in range(n) if torch.allclose(rows[b, i][labels == f], fills[b][labels == f])
-                      and not torch.allclose(x[b][labels == f], fills[b][labels == f])]
+            subset = [
+                f
+                for f in range(n)
+                if torch.allclose(rows[b, i][labels == f], fills[b][labels == f])
+                and not torch.allclose(x[b][labels == f], fills[b][labels == f])
+            ]
             assert len(subset) == 2
             for t in range(2):
                 sums[t].append(sum(float(exp.coef[b, t, f]) for f in subset))
-                drops[t].append(base[t] - score(model, hidden_input(x[b], labels, fills[b], subset),
-                                                int(exp.target[b, t])))
+                drops[t].append(
+                    base[t] - score(model, hidden_input(x[b], labels, fills[b], subset), int(exp.target[b, t]))
+                )
         for t in range(2):
             assert float(got[b, t]) == pytest.approx(pearson_loop(sums[t], drops[t]), abs=1e-4)
     other = faithfulness_correlation(model, x, exp, n_subsets=12, subset_size=2, generator=4)
@@ -304,7 +313,10 @@ def test_cuda_matches_cpu(cuda):
     assert got.curves.device.type == "cuda"
     want = deletion(cpu_model, cpu_x, on_cpu, baseline="mean", return_curves=True)
     torch.testing.assert_close(got.curves.cpu(), want.curves, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(faithfulness_correlation(model, x, exp, n_subsets=16).cpu(),
-                               faithfulness_correlation(cpu_model, cpu_x, on_cpu, n_subsets=16, baseline="mean"),
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        faithfulness_correlation(model, x, exp, n_subsets=16).cpu(),
+        faithfulness_correlation(cpu_model, cpu_x, on_cpu, n_subsets=16, baseline="mean"),
+        atol=1e-4,
+        rtol=1e-4,
+    )
     assert torch.equal(label_flip(model, x, exp, k=2).cpu(), label_flip(cpu_model, cpu_x, on_cpu, k=2, baseline="mean"))

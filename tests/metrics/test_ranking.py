@@ -1,5 +1,6 @@
 """Stability (top-k Jaccard, Kendall's W), ground truth (gold recall, ROC-AUC, feature masks) and the curve
 picture, against plain-loop references, with ties and inputs of different feature counts."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,7 +63,7 @@ def test_jaccard_topk(base, by):
             n = int(exp.n_features[b])
             for t in range(2):
                 sets = [top_set(e.coef[b, t].tolist(), n, k, by) for e in exps]
-                pairs = [len(a & c) / len(a | c) for i, a in enumerate(sets) for c in sets[i + 1:]]
+                pairs = [len(a & c) / len(a | c) for i, a in enumerate(sets) for c in sets[i + 1 :]]
                 assert float(got[b, t]) == pytest.approx(sum(pairs) / len(pairs))
     assert torch.all(jaccard_topk([exps[0], exps[0]], 2) == 1)
 
@@ -80,8 +81,8 @@ def test_kendall_w(base):
                 ranks = [avg_ranks(r) for r in rows]
                 totals = [sum(r[f] for r in ranks) for f in range(n)]
                 s = sum((tot - m * (n + 1) / 2) ** 2 for tot in totals)
-                ties = sum(c ** 3 - c for r in rows for c in Counter(r).values())
-                assert float(got[b, t]) == pytest.approx(12 * s / (m * m * (n ** 3 - n) - m * ties), abs=1e-6)
+                ties = sum(c**3 - c for r in rows for c in Counter(r).values())
+                assert float(got[b, t]) == pytest.approx(12 * s / (m * m * (n**3 - n) - m * ties), abs=1e-6)
     same = with_coef(exp, 7, 50)
     assert torch.allclose(kendall_w([same, same, same]), torch.ones(3, 2))
 
@@ -125,15 +126,19 @@ def test_token_roc_auc(base, by):
 def test_token_rationale_through_feature_mask():
     ids, attn = batch_with_padding()
     model = PositionBag()
-    exp = explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="replace", mask_id=MASK,
-                         n_samples=64)
+    exp = explain_tokens(
+        model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="replace", mask_id=MASK, n_samples=64
+    )
     tokens = torch.zeros_like(ids, dtype=torch.bool)
     tokens[:, 2:4] = True
     tokens[:, 0] = True  # CLS: no feature
     feats = feature_mask(exp, tokens)
     for b in range(3):
-        expected = {int(exp.features[b, pos]) for pos in range(ids.shape[1]) if tokens[b, pos]
-                    and int(exp.features[b, pos]) >= 0}
+        expected = {
+            int(exp.features[b, pos])
+            for pos in range(ids.shape[1])
+            if tokens[b, pos] and int(exp.features[b, pos]) >= 0
+        }
         assert set(feats[b].nonzero().flatten().tolist()) == expected
     auc = token_roc_auc(exp, feats)
     assert auc.shape == (3, 1) and not auc.isnan().any()

@@ -1,5 +1,6 @@
 """Stage 3 (``torchlime.stages.perturb.blend``): chunks of perturbed inputs against a row-by-row reference, in
 every format the model may want, never aliasing the caller's tensors."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,8 +55,9 @@ def test_formats_normalise_cast_and_layout(device):
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
     chunk = Chunk(masks, rows, rows, 0, -1)
     out = perturb_rows(x, base, index, chunk, fmt=InputFormat(torch.bfloat16, True), normalize=Normalize(mean, std))
-    want = (reference(x, base, index, masks, rows) - torch.tensor(mean, device=device).view(1, 3, 1, 1)) \
-        / torch.tensor(std, device=device).view(1, 3, 1, 1)
+    want = (reference(x, base, index, masks, rows) - torch.tensor(mean, device=device).view(1, 3, 1, 1)) / torch.tensor(
+        std, device=device
+    ).view(1, 3, 1, 1)
     assert out.dtype == torch.bfloat16 and out.is_contiguous(memory_format=torch.channels_last)
     assert torch.equal(out, want.to(torch.bfloat16))
 

@@ -1,5 +1,6 @@
 """The chunk-size policy (``torchlime.stages.forward.chunking``): measured on real rows, cached, bounded, and
 coefficients that never depend on it. Timings come from a fake clock, so the tests are exact."""
+
 from __future__ import annotations
 
 import pytest
@@ -131,7 +132,8 @@ def test_device_out_of_memory_halves_and_keeps_finished_rows():
         exp = explain(model, x, f, n_samples=200, batch_size=64)
     assert [str(w.message) for w in record][:2] == [
         "out of memory with a chunk of 64 samples; retrying with 32 (finished samples are kept)",
-        "out of memory with a chunk of 32 samples; retrying with 16 (finished samples are kept)"]
+        "out of memory with a chunk of 32 samples; retrying with 16 (finished samples are kept)",
+    ]
     assert model.sizes[:3] == [64, 32, 16] and sum(s for s in model.sizes if s <= 20) == 400
     torch.testing.assert_close(exp.coef, plain.coef)
 
@@ -146,8 +148,7 @@ class OutOfMemoryAbove(Clocked):
 
     def forward(self, x):
         if len(self.sizes) >= self.max_calls:
-            raise AssertionError(f"the chunk-size search never ends: {self.max_calls} calls, sizes "
-                                 f"{self.sizes[-8:]}")
+            raise AssertionError(f"the chunk-size search never ends: {self.max_calls} calls, sizes {self.sizes[-8:]}")
         if x.shape[0] > self.limit:
             self.sizes.append(x.shape[0])
             raise torch.OutOfMemoryError("CUDA out of memory")
@@ -162,7 +163,8 @@ def test_out_of_memory_while_measuring_ends_the_search(clock):
     with pytest.warns(RuntimeWarning) as record:
         exp = explain(model, x, f, n_samples=2000)
     assert [str(w.message) for w in record] == [
-        "out of memory with a chunk of 128 samples; retrying with 64 (finished samples are kept)"]
+        "out of memory with a chunk of 128 samples; retrying with 64 (finished samples are kept)"
+    ]
     assert model.sizes.count(128) == 1 and max(s for s in model.sizes if s != 128) == 64
     assert len(model.sizes) < 120 and exp.meta["batch_size"] == 64
     entry = next(iter(chunking._CACHE.values()))
@@ -182,20 +184,26 @@ def test_candidate_sizes_stay_under_the_ceiling(clock):
 
 def test_other_errors_are_never_taken_for_out_of_memory():
     x, f = data()
-    model = Fails(0, RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate ... "
-                                  "out of memory"))
+    model = Fails(0, RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate ... out of memory"))
     with pytest.raises(RuntimeError, match="DefaultCPUAllocator"):
         explain(model, x, f, n_samples=50, batch_size=8)
     assert model.sizes == [8]  # re-raised at once, no halving
 
 
-@pytest.mark.parametrize("value, error, match", [
-    ("half", TypeError, r"`max_memory` must be None, a number of bytes \(int\) or a fraction in \(0, 1\] "
-                        r"\(float\), got str 'half'"),
-    (0, ValueError, r"`max_memory` in bytes must be >= 1, got 0"),
-    (1.5, ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 1.5"),
-    (True, TypeError, r"`max_memory` must be None"),
-])
+@pytest.mark.parametrize(
+    "value, error, match",
+    [
+        (
+            "half",
+            TypeError,
+            r"`max_memory` must be None, a number of bytes \(int\) or a fraction in \(0, 1\] "
+            r"\(float\), got str 'half'",
+        ),
+        (0, ValueError, r"`max_memory` in bytes must be >= 1, got 0"),
+        (1.5, ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 1.5"),
+        (True, TypeError, r"`max_memory` must be None"),
+    ],
+)
 def test_max_memory_errors(value, error, match):
     x, f = data()
     with pytest.raises(error, match=match):
@@ -204,12 +212,18 @@ def test_max_memory_errors(value, error, match):
 
 @pytest.mark.cuda
 def test_peak_memory_within_the_budget_on_cuda(cuda):
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
-                                torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
-                                torch.nn.Flatten(), torch.nn.Linear(64, 10)).to(cuda)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, padding=1),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64, 10),
+    ).to(cuda)
     images = torch.rand(4, 3, 128, 128, device=cuda)
     chunking.clear_cache()
     cap = 2 << 30
-    exp = explain(model, images, grid_labels(128, 128, 8, 8).view(1, 1, 128, 128).to(cuda), n_samples=2000,
-                  max_memory=cap)
+    exp = explain(
+        model, images, grid_labels(128, 128, 8, 8).view(1, 1, 128, 128).to(cuda), n_samples=2000, max_memory=cap
+    )
     assert 0 < exp.meta["peak_memory"] <= cap

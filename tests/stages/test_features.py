@@ -1,4 +1,5 @@
 """Stage 1 (``torchlime.stages.features``): relabelling arbitrary integer ids, grids, per-feature means."""
+
 from __future__ import annotations
 
 import pytest

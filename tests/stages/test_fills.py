@@ -1,5 +1,6 @@
 """Stage 3's fill (``torchlime.stages.perturb.fills``): every named fill against a direct computation, on
 images, spectrograms, waveforms and complex STFTs; reproducible from the key; errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,22 +20,27 @@ from torchlime.stages.sampling import make_key
 
 def context(x: torch.Tensor, labels: torch.Tensor, seed: int = 0) -> FillContext:
     n = int(labels.max()) + 1
-    return FillContext(labels, n, signal_dims(tuple(x.shape), tuple(labels.shape)),
-                       make_key(seed, x.device), torch.arange(x.shape[0], device=x.device))
+    return FillContext(
+        labels,
+        n,
+        signal_dims(tuple(x.shape), tuple(labels.shape)),
+        make_key(seed, x.device),
+        torch.arange(x.shape[0], device=x.device),
+    )
 
 
 def spectrograms(device) -> tuple[torch.Tensor, torch.Tensor]:
     """(2, 3, 16, 12) with a different level per clip, and a (1, 1, 16, 12) grid map."""
     x = torch.rand(2, 3, 16, 12, device=device) + torch.tensor([0.0, 1.0], device=device).view(2, 1, 1, 1)
-    labels = (torch.arange(16 * 12, device=device).view(1, 1, 16, 12) // 24)
+    labels = torch.arange(16 * 12, device=device).view(1, 1, 16, 12) // 24
     return x, labels
 
 
 def test_signal_dims_follow_the_feature_map():
-    assert signal_dims((2, 3, 32, 32), (2, 1, 32, 32)) == (2, 3)      # images: per colour channel
-    assert signal_dims((2, 129, 63), (1, 129, 63)) == (1, 2)          # spectrograms
-    assert signal_dims((2, 2, 8000), (1, 1, 8000)) == (2,)            # stereo waveforms
-    assert signal_dims((2, 5), (1, 1)) == (1,)                        # no varying dim: all of them
+    assert signal_dims((2, 3, 32, 32), (2, 1, 32, 32)) == (2, 3)  # images: per colour channel
+    assert signal_dims((2, 129, 63), (1, 129, 63)) == (1, 2)  # spectrograms
+    assert signal_dims((2, 2, 8000), (1, 1, 8000)) == (2,)  # stereo waveforms
+    assert signal_dims((2, 5), (1, 1)) == (1,)  # no varying dim: all of them
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -55,7 +61,7 @@ def test_named_fills(name, device):
         torch.testing.assert_close(a, per(torch.mean))
     elif name == "mean":  # each feature's own mean, per channel
         for f in range(int(labels.max()) + 1):
-            cell = (labels[0, 0] == f)
+            cell = labels[0, 0] == f
             torch.testing.assert_close(a[..., cell], x[..., cell].mean(-1, keepdim=True).expand_as(a[..., cell]))
     elif name == "noise":
         assert (a >= 0).all() and (a <= per(torch.amax)).all() and a.std() > 0.1
@@ -73,8 +79,9 @@ def test_random_fills_depend_on_the_input_index_not_the_batch():
     x, labels = spectrograms("cpu")
     ctx = context(x, labels)
     both = resolve_baseline("noise", x, ctx)
-    second = resolve_baseline("noise", x[1:], FillContext(labels, ctx.n_columns, ctx.signal_dims, ctx.key,
-                                                           torch.tensor([1])))
+    second = resolve_baseline(
+        "noise", x[1:], FillContext(labels, ctx.n_columns, ctx.signal_dims, ctx.key, torch.tensor([1]))
+    )
     assert torch.equal(both[1:], second)
 
 
@@ -85,8 +92,7 @@ def test_complex_fills_keep_phase_or_bound_magnitude():
     ctx = context(spec, labels)
     mean = resolve_baseline("signal_mean", spec, ctx)
     assert mean.is_complex() and torch.allclose(mean.angle(), spec.angle(), atol=1e-4)
-    torch.testing.assert_close(mean.abs(), spec.abs().mean((1, 2), keepdim=True).expand_as(spec), rtol=1e-4,
-                               atol=1e-6)
+    torch.testing.assert_close(mean.abs(), spec.abs().mean((1, 2), keepdim=True).expand_as(spec), rtol=1e-4, atol=1e-6)
     noise = resolve_baseline("noise", spec, ctx)
     assert (noise.abs() <= spec.abs().amax((1, 2), keepdim=True) * (1 + 1e-5)).all()
     fmean = resolve_baseline("mean", spec, ctx)
@@ -113,9 +119,9 @@ def test_feature_mean_sums_in_float64():
     """Sums of float32 values are accumulated in float64 (CUDA's scatter_add_ adds in no fixed order:
     float32 sums would vary in the last bit between runs), so the mean is the float32 rounding of
     the exact mean: 2**24 + 1 + 1 + 1 summed in float32 loses every 1."""
-    x = torch.tensor([[2.0 ** 24, 1.0, 1.0, 1.0, 7.0]])
+    x = torch.tensor([[2.0**24, 1.0, 1.0, 1.0, 7.0]])
     labels = torch.tensor([[0, 0, 0, 0, 1]])
-    exact = torch.tensor((2.0 ** 24 + 3.0) / 4.0, dtype=torch.float64).float()
+    exact = torch.tensor((2.0**24 + 3.0) / 4.0, dtype=torch.float64).float()
     out = feature_mean(x, labels, 2)
     assert out.dtype == torch.float32
     assert out[0, :4].tolist() == [exact.item()] * 4 and out[0, 4].item() == 7.0
@@ -143,13 +149,16 @@ def test_values_tensors_and_callables():
     assert torch.equal(x, before)  # inputs never modified
 
 
-@pytest.mark.parametrize("spec, error, match", [
-    (True, TypeError, r"`baseline` must be a number, a tensor, a callable or one of"),
-    ("median", ValueError, r"`baseline` string must be one of \['zero', 'mean'"),
-    (torch.zeros(5), ValueError, r"`baseline` of shape \(5,\) does not broadcast to the inputs' shape"),
-    (lambda t: 3, TypeError, r"a callable `baseline` must return a tensor, got int 3"),
-    (object(), TypeError, r"`baseline` must be a number, a tensor, a callable"),
-])
+@pytest.mark.parametrize(
+    "spec, error, match",
+    [
+        (True, TypeError, r"`baseline` must be a number, a tensor, a callable or one of"),
+        ("median", ValueError, r"`baseline` string must be one of \['zero', 'mean'"),
+        (torch.zeros(5), ValueError, r"`baseline` of shape \(5,\) does not broadcast to the inputs' shape"),
+        (lambda t: 3, TypeError, r"a callable `baseline` must return a tensor, got int 3"),
+        (object(), TypeError, r"`baseline` must be a number, a tensor, a callable"),
+    ],
+)
 def test_errors(spec, error, match):
     x, labels = spectrograms("cpu")
     with pytest.raises(error, match=match):

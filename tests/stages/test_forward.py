@@ -1,5 +1,6 @@
 """Stage 4 (``torchlime.stages.forward.model``): model calls, output selection, the chunk format a model wants,
 modes restored, a progress bar, and the output-width check."""
+
 from __future__ import annotations
 
 import pytest
@@ -67,8 +68,16 @@ def test_run_rows_progress_bar(capsys):
     chunking.clear_cache()
     done = []
     plan = chunking.ChunkPlan(torch.nn.Identity(), ("t",), torch.device("cpu"), 10)
-    run_rows(torch.nn.Identity(), lambda a, b: torch.zeros(b - a, 1), lambda o, x, a, b: done.append((a, b)), 25,
-             plan, torch.device("cpu"), torch.float32, progress=True)
+    run_rows(
+        torch.nn.Identity(),
+        lambda a, b: torch.zeros(b - a, 1),
+        lambda o, x, a, b: done.append((a, b)),
+        25,
+        plan,
+        torch.device("cpu"),
+        torch.float32,
+        progress=True,
+    )
     assert done == [(0, 10), (10, 20), (20, 25)]
     assert "torchlime:" in capsys.readouterr().err  # a tqdm bar on stderr
 
@@ -88,6 +97,9 @@ def test_output_width_must_not_change():
         calls.append(v.shape[0])
         return torch.zeros(v.shape[0], 3 if len(calls) == 1 else 4)
 
-    with pytest.raises(ValueError, match=r"the model's output width changed: expected 3 columns \(from its first "
-                                         r"call\), got 4 at rows 10\.\.19"):
+    with pytest.raises(
+        ValueError,
+        match=r"the model's output width changed: expected 3 columns \(from its first "
+        r"call\), got 4 at rows 10\.\.19",
+    ):
         explain(flaky, x, f, n_samples=20, batch_size=10)

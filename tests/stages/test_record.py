@@ -1,5 +1,6 @@
 """The perturbation record (``torchlime.stages.perturb.record``): other masks perturbed exactly as the
 explanation's own samples were, for every modality."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,8 +48,9 @@ def test_images_with_fill_normalisation_and_fixed_elements():
 def test_deleted_tokens_and_the_adapter():
     ids, attn = batch_with_padding()
     rec = Recorder(PositionBag())
-    exp = explain_tokens(rec, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="delete", n_samples=30,
-                         return_samples=True)
+    exp = explain_tokens(
+        rec, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="delete", n_samples=30, return_samples=True
+    )
     seen_ids, _ = rec.perturbed(3, 30)
     packed = exp.perturbation.rows(exp.samples)
     assert torch.equal(packed[:, 0], seen_ids)
@@ -59,8 +61,9 @@ def test_deleted_tokens_and_the_adapter():
 def test_waveform_cells_through_the_inverse_stft():
     waves = torch.randn(2, 2000, generator=torch.Generator().manual_seed(1)) * 0.3
     net = Seen()
-    exp = explain_waveform(net, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16,
-                           return_samples=True)
+    exp = explain_waveform(
+        net, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16, return_samples=True
+    )
     seen, _ = replay(exp, net.rows)  # the audio the model heard
     spec_rows = exp.perturbation.rows(exp.samples)  # masked STFTs
     assert spec_rows.is_complex() and spec_rows.shape[0] == 32
@@ -72,9 +75,16 @@ def test_waveform_cells_through_the_inverse_stft():
 
 def test_single_protocol_cannot_be_reused_and_bad_masks():
     ids, attn = batch_with_padding()
-    exp = explain_tokens(PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mode="infill",
-                         mask_id=MASK, infill=Infiller(ToyMLM(), protocol="single", synonym_threshold=None),
-                         n_samples=20)
+    exp = explain_tokens(
+        PositionBag(),
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mode="infill",
+        mask_id=MASK,
+        infill=Infiller(ToyMLM(), protocol="single", synonym_threshold=None),
+        n_samples=20,
+    )
     with pytest.raises(ValueError, match="single-mask infill protocol"):
         exp.perturbation.rows(torch.ones(3, 2, int(exp.n_features.max()), dtype=torch.bool))
     img = explain_image(lambda v: v.mean((1, 2, 3)), torch.rand(1, 3, 16, 16), segments="grid", n_samples=10)

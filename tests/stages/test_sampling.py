@@ -1,4 +1,5 @@
 """Samplers: row 0, padding, distributions, determinism, device."""
+
 from __future__ import annotations
 
 import pytest

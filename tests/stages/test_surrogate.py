@@ -1,4 +1,5 @@
 """Batched surrogates against sklearn's Ridge / Lasso / LinearRegression with sample weights."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ F64 = torch.float64
 
 def problem(b=3, s=300, f=8, t=2, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    x = (torch.rand(b, s, f, generator=g) < 0.5)
+    x = torch.rand(b, s, f, generator=g) < 0.5
     x[:, 0] = True
     beta = torch.randn(b, f, t, generator=g, dtype=F64)
     y = x.double() @ beta + 0.3 * torch.randn(b, s, t, generator=g, dtype=F64) + 2.0
@@ -36,8 +37,7 @@ def test_ridge_matches_sklearn(alpha, device):
             np.testing.assert_allclose(fit.coef[b, t].cpu().numpy(), sk.coef_, atol=1e-10, rtol=1e-9)
             np.testing.assert_allclose(fit.intercept[b, t].item(), sk.intercept_, atol=1e-10)
             np.testing.assert_allclose(fit.score[b, t].item(), sk.score(X, Y, sample_weight=W), atol=1e-10)
-            np.testing.assert_allclose(fit.local_pred[b, t].item(), sk.predict(np.ones((1, X.shape[1])))[0],
-                                       atol=1e-10)
+            np.testing.assert_allclose(fit.local_pred[b, t].item(), sk.predict(np.ones((1, X.shape[1])))[0], atol=1e-10)
 
 
 def test_ridge_float32_close_to_float64():
@@ -101,7 +101,7 @@ def test_klasso_selects_true_support():
     y = y + 0.05 * torch.randn(y.shape, generator=g, dtype=F64)
     w = torch.ones(2, 800, dtype=F64)
     fit = KLasso(k=3, dtype=F64).fit(x, y, w, torch.ones(2, 12, dtype=torch.bool))
-    support = (fit.coef[:, 0] != 0)
+    support = fit.coef[:, 0] != 0
     assert support.sum(1).tolist() == [3, 3]
     assert support[:, [2, 7, 9]].all()
     # the refit is least squares on the support

@@ -1,4 +1,5 @@
 """Distances and kernels against sklearn's pairwise distances and lime's formula."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,10 +34,10 @@ def test_mask_distance_ignores_padding():
 def test_lime_kernel_formula():
     d = torch.linspace(0, 1, 11)
     w = ExponentialKernel(width=0.25).weigh(d)
-    lime = np.sqrt(np.exp(-(d.numpy() ** 2) / 0.25 ** 2))
+    lime = np.sqrt(np.exp(-(d.numpy() ** 2) / 0.25**2))
     np.testing.assert_allclose(w.numpy(), lime, rtol=1e-6)
     text = ExponentialKernel(width=25, scale=100).weigh(d)
-    np.testing.assert_allclose(text.numpy(), np.sqrt(np.exp(-((100 * d.numpy()) ** 2) / 25 ** 2)), rtol=1e-5)
+    np.testing.assert_allclose(text.numpy(), np.sqrt(np.exp(-((100 * d.numpy()) ** 2) / 25**2)), rtol=1e-5)
 
 
 def test_input_distance_cosine_like_captum():

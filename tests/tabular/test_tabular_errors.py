@@ -1,5 +1,6 @@
 """Bad arguments of ``explain_tabular`` / ``fit_stats`` / ``conditions``: a TypeError or ValueError
 that names the argument, what was expected and what came."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,56 +23,83 @@ def run(x=TRAIN[:2], **kw):
     return explain_tabular(model, x, **kw)
 
 
-@pytest.mark.parametrize("x,error,match", [
-    ([[1.0, 2.0, 3.0, 4.0]], TypeError, r"`X` must be a torch.Tensor, got list"),
-    (torch.ones(2, 4, dtype=torch.long), TypeError, r"`X` must be a floating tensor .*got dtype torch.int64"),
-    (torch.ones(4), ValueError, r"`X` must have shape \(B, D\) .*got shape \(4,\)"),
-    (torch.ones(2, 2, 2), ValueError, r"`X` must have shape \(B, D\) .*got shape \(2, 2, 2\)"),
-    (torch.ones(0, 4), ValueError, r"`X` must have shape \(B, D\) with B >= 1 .*got shape \(0, 4\)"),
-    (torch.ones(2, 1), ValueError, r"`X` must have at least 2 columns .*got shape \(2, 1\)"),
-    (torch.tensor([[1.0, float("nan"), 0.0, 0.0], [0.0] * 4]), ValueError,
-     r"`X` must be finite, got 1 NaN/inf .*\[0\]"),
-])
+@pytest.mark.parametrize(
+    "x,error,match",
+    [
+        ([[1.0, 2.0, 3.0, 4.0]], TypeError, r"`X` must be a torch.Tensor, got list"),
+        (torch.ones(2, 4, dtype=torch.long), TypeError, r"`X` must be a floating tensor .*got dtype torch.int64"),
+        (torch.ones(4), ValueError, r"`X` must have shape \(B, D\) .*got shape \(4,\)"),
+        (torch.ones(2, 2, 2), ValueError, r"`X` must have shape \(B, D\) .*got shape \(2, 2, 2\)"),
+        (torch.ones(0, 4), ValueError, r"`X` must have shape \(B, D\) with B >= 1 .*got shape \(0, 4\)"),
+        (torch.ones(2, 1), ValueError, r"`X` must have at least 2 columns .*got shape \(2, 1\)"),
+        (
+            torch.tensor([[1.0, float("nan"), 0.0, 0.0], [0.0] * 4]),
+            ValueError,
+            r"`X` must be finite, got 1 NaN/inf .*\[0\]",
+        ),
+    ],
+)
 def test_bad_x(x, error, match):
     with pytest.raises(error, match=match):
         run(x)
 
 
-@pytest.mark.parametrize("data,error,match", [
-    (torch.ones(50, 3), ValueError, r"`training_data` must have shape \(N, 4\) .*got shape \(50, 3\)"),
-    (torch.ones(50), ValueError, r"`training_data` must have shape \(N, 4\) .*got shape \(50,\)"),
-    (torch.ones(0, 4), ValueError, r"`training_data` must have shape \(N, 4\) .*got shape \(0, 4\)"),
-    ("rows", TypeError, r"`training_data` must be a tensor or an array of numbers, got str 'rows'"),
-    (torch.ones(5, 4, dtype=torch.complex64), TypeError, r"`training_data` must hold real numbers, got dtype"),
-    (np.full((5, 4), np.inf), ValueError, r"`training_data` must be finite, got 20 NaN/inf values"),
-])
+@pytest.mark.parametrize(
+    "data,error,match",
+    [
+        (torch.ones(50, 3), ValueError, r"`training_data` must have shape \(N, 4\) .*got shape \(50, 3\)"),
+        (torch.ones(50), ValueError, r"`training_data` must have shape \(N, 4\) .*got shape \(50,\)"),
+        (torch.ones(0, 4), ValueError, r"`training_data` must have shape \(N, 4\) .*got shape \(0, 4\)"),
+        ("rows", TypeError, r"`training_data` must be a tensor or an array of numbers, got str 'rows'"),
+        (torch.ones(5, 4, dtype=torch.complex64), TypeError, r"`training_data` must hold real numbers, got dtype"),
+        (np.full((5, 4), np.inf), ValueError, r"`training_data` must be finite, got 20 NaN/inf values"),
+    ],
+)
 def test_bad_training_data(data, error, match):
     with pytest.raises(error, match=match):
         run(training_data=data)
 
 
-@pytest.mark.parametrize("kw,error,match", [
-    (dict(categorical_features=[4]), ValueError, r"`categorical_features` must hold column indices in \[0, 4\) "
-                                                 r"\(the data has 4 columns\), got \[4\]"),
-    (dict(categorical_features=[-1]), ValueError, r"`categorical_features` .*got \[-1\]"),
-    (dict(categorical_features=[1.0]), TypeError, r"`categorical_features` must hold int column indices, got float"),
-    (dict(discretizer="kmeans"), ValueError, r"`discretizer` must be one of \['quartile', 'decile', 'entropy'\], "
-                                             r"got 'kmeans'"),
-    (dict(discretizer="entropy"), ValueError, r"discretizer='entropy' needs `training_labels`"),
-    (dict(discretizer="entropy", training_labels=np.zeros(7)), ValueError,
-     r"`training_labels` must have one label per training row \(50\), got shape \(7,\)"),
-    (dict(discretize_continuous="yes"), TypeError, r"`discretize_continuous` must be True or False, got str"),
-    (dict(sample_around_instance=1), TypeError, r"`sample_around_instance` must be True or False, got int"),
-    (dict(kernel_width=0.0), ValueError, r"`kernel_width` must be finite and > 0, got 0.0"),
-    (dict(kernel_width=1.0, kernel="lime"), ValueError, r"pass `kernel_width` .* or `kernel`, not both"),
-    (dict(feature_names=["a", "b"]), ValueError, r"`feature_names` must hold 4 names .*got 2"),
-    (dict(feature_names="abcd"), TypeError, r"`feature_names` must be a sequence of 4 names, got str"),
-    (dict(generator="seed"), TypeError, r"`generator` must be None, an int seed or a torch.Generator, got str"),
-    (dict(baseline=0.0), TypeError, r"explain_tabular\(\) does not take \['baseline'\]"),
-    (dict(perturbed=torch.ones(2, 5, 3)), ValueError, r"`perturbed` must have shape \(2, S, 4\) .*got shape"),
-    (dict(perturbed=torch.full((2, 5, 4), float("inf"))), ValueError, r"`perturbed` must be finite"),
-    (dict(preset="limey"), ValueError, r"`preset` must be None or one of \[.*\], got 'limey'"),
-])
+@pytest.mark.parametrize(
+    "kw,error,match",
+    [
+        (
+            dict(categorical_features=[4]),
+            ValueError,
+            r"`categorical_features` must hold column indices in \[0, 4\) "
+            r"\(the data has 4 columns\), got \[4\]",
+        ),
+        (dict(categorical_features=[-1]), ValueError, r"`categorical_features` .*got \[-1\]"),
+        (
+            dict(categorical_features=[1.0]),
+            TypeError,
+            r"`categorical_features` must hold int column indices, got float",
+        ),
+        (
+            dict(discretizer="kmeans"),
+            ValueError,
+            r"`discretizer` must be one of \['quartile', 'decile', 'entropy'\], "
+            r"got 'kmeans'",
+        ),
+        (dict(discretizer="entropy"), ValueError, r"discretizer='entropy' needs `training_labels`"),
+        (
+            dict(discretizer="entropy", training_labels=np.zeros(7)),
+            ValueError,
+            r"`training_labels` must have one label per training row \(50\), got shape \(7,\)",
+        ),
+        (dict(discretize_continuous="yes"), TypeError, r"`discretize_continuous` must be True or False, got str"),
+        (dict(sample_around_instance=1), TypeError, r"`sample_around_instance` must be True or False, got int"),
+        (dict(kernel_width=0.0), ValueError, r"`kernel_width` must be finite and > 0, got 0.0"),
+        (dict(kernel_width=1.0, kernel="lime"), ValueError, r"pass `kernel_width` .* or `kernel`, not both"),
+        (dict(feature_names=["a", "b"]), ValueError, r"`feature_names` must hold 4 names .*got 2"),
+        (dict(feature_names="abcd"), TypeError, r"`feature_names` must be a sequence of 4 names, got str"),
+        (dict(generator="seed"), TypeError, r"`generator` must be None, an int seed or a torch.Generator, got str"),
+        (dict(baseline=0.0), TypeError, r"explain_tabular\(\) does not take \['baseline'\]"),
+        (dict(perturbed=torch.ones(2, 5, 3)), ValueError, r"`perturbed` must have shape \(2, S, 4\) .*got shape"),
+        (dict(perturbed=torch.full((2, 5, 4), float("inf"))), ValueError, r"`perturbed` must be finite"),
+        (dict(preset="limey"), ValueError, r"`preset` must be None or one of \[.*\], got 'limey'"),
+    ],
+)
 def test_bad_keywords(kw, error, match):
     with pytest.raises(error, match=match):
         run(**kw)

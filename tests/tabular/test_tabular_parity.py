@@ -7,6 +7,7 @@
   (breast cancer, N = 5000, 20 inputs).
 * Its samples follow lime's law: the same "same level" frequencies and value moments.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,9 @@ def with_category(x: np.ndarray) -> np.ndarray:
     return np.concatenate((x, cat[:, None]), 1)
 
 
-@pytest.mark.parametrize("discretizer,categorical", [("quartile", False), ("decile", False), ("entropy", False),
-                                                     ("quartile", True)])
+@pytest.mark.parametrize(
+    "discretizer,categorical", [("quartile", False), ("decile", False), ("entropy", False), ("quartile", True)]
+)
 def test_lime_preset_equals_lime_fed_its_own_samples(discretizer, categorical):
     x_tr, y_tr, x_te = breast_cancer()
     if categorical:
@@ -43,23 +45,41 @@ def test_lime_preset_equals_lime_fed_its_own_samples(discretizer, categorical):
     cats = [x_tr.shape[1] - 1] if categorical else None
     clf = logistic(x_tr, y_tr)
     rows = x_te[:4]
-    explainer = lime_tabular.LimeTabularExplainer(x_tr, categorical_features=cats, discretizer=discretizer,
-                                                  training_labels=y_tr, random_state=3)
+    explainer = lime_tabular.LimeTabularExplainer(
+        x_tr, categorical_features=cats, discretizer=discretizer, training_labels=y_tr, random_state=3
+    )
     coef, intercept, score, local, binary, inverse = lime_explain(explainer, rows, clf.predict_proba, 600)
-    exp = explain_tabular(SklearnModel(clf), torch.from_numpy(rows), training_data=x_tr, categorical_features=cats,
-                          discretizer=discretizer, training_labels=y_tr if discretizer == "entropy" else None,
-                          preset="lime", target=1, masks=torch.from_numpy(binary).bool(),
-                          perturbed=torch.from_numpy(inverse), surrogate=Ridge(alpha=1.0, dtype=torch.float64))
+    exp = explain_tabular(
+        SklearnModel(clf),
+        torch.from_numpy(rows),
+        training_data=x_tr,
+        categorical_features=cats,
+        discretizer=discretizer,
+        training_labels=y_tr if discretizer == "entropy" else None,
+        preset="lime",
+        target=1,
+        masks=torch.from_numpy(binary).bool(),
+        perturbed=torch.from_numpy(inverse),
+        surrogate=Ridge(alpha=1.0, dtype=torch.float64),
+    )
     ours = exp.coef[:, 0].numpy()
     assert relative_max_diff(ours, coef).max() < 1e-6
     np.testing.assert_allclose(exp.intercept[:, 0].numpy(), intercept, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(exp.score[:, 0].numpy(), score, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(exp.local_pred[:, 0].numpy(), local, rtol=1e-6, atol=1e-7)
     # the masks torchlime would derive from lime's rows ("same level as the input") are lime's binary rows
-    derived = explain_tabular(SklearnModel(clf), torch.from_numpy(rows), training_data=x_tr,
-                              categorical_features=cats, discretizer=discretizer,
-                              training_labels=y_tr if discretizer == "entropy" else None, preset="lime", target=1,
-                              perturbed=torch.from_numpy(inverse), return_samples=True)
+    derived = explain_tabular(
+        SklearnModel(clf),
+        torch.from_numpy(rows),
+        training_data=x_tr,
+        categorical_features=cats,
+        discretizer=discretizer,
+        training_labels=y_tr if discretizer == "entropy" else None,
+        preset="lime",
+        target=1,
+        perturbed=torch.from_numpy(inverse),
+        return_samples=True,
+    )
     assert torch.equal(derived.samples, torch.from_numpy(binary).bool())
 
 
@@ -70,16 +90,24 @@ def test_gaussian_sampling_weights_equal_lime_on_its_rows():
     x_tr, x_te = with_category(x_tr), with_category(x_te)
     d = x_tr.shape[1]
     clf = logistic(x_tr, y_tr)
-    explainer = lime_tabular.LimeTabularExplainer(x_tr, categorical_features=[d - 1], discretize_continuous=False,
-                                                  random_state=1)
+    explainer = lime_tabular.LimeTabularExplainer(
+        x_tr, categorical_features=[d - 1], discretize_continuous=False, random_state=1
+    )
     *_, binary, inverse = lime_explain(explainer, x_te[:3], clf.predict_proba, 400)
     scaled = (binary - explainer.scaler.mean_) / explainer.scaler.scale_
     dist = np.sqrt(((scaled - scaled[:, :1]) ** 2).sum(-1))
     width = np.sqrt(d) * 0.75
-    lime_weights = np.sqrt(np.exp(-(dist ** 2) / width ** 2))
-    exp = explain_tabular(SklearnModel(clf), torch.from_numpy(x_te[:3]), training_data=x_tr,
-                          categorical_features=[d - 1], discretize_continuous=False, preset="lime",
-                          perturbed=torch.from_numpy(inverse), return_samples=True)
+    lime_weights = np.sqrt(np.exp(-(dist**2) / width**2))
+    exp = explain_tabular(
+        SklearnModel(clf),
+        torch.from_numpy(x_te[:3]),
+        training_data=x_tr,
+        categorical_features=[d - 1],
+        discretize_continuous=False,
+        preset="lime",
+        perturbed=torch.from_numpy(inverse),
+        return_samples=True,
+    )
     np.testing.assert_allclose(exp.weights.double().numpy(), lime_weights, rtol=2e-6, atol=1e-7)
 
 
@@ -87,13 +115,29 @@ def test_own_samples_are_as_close_to_lime_as_lime_to_itself():
     x_tr, y_tr, x_te = breast_cancer()
     clf = logistic(x_tr, y_tr)
     rows = x_te[:20]
-    lime_runs = [lime_explain(lime_tabular.LimeTabularExplainer(x_tr, random_state=seed), rows,
-                              clf.predict_proba, 5000)[0] for seed in (1, 2)]
+    lime_runs = [
+        lime_explain(lime_tabular.LimeTabularExplainer(x_tr, random_state=seed), rows, clf.predict_proba, 5000)[0]
+        for seed in (1, 2)
+    ]
     stats = fit_stats(torch.from_numpy(x_tr))
-    ours = [explain_tabular(SklearnModel(clf), torch.from_numpy(rows), training_data=stats, preset="lime", target=1,
-                            generator=seed, batch_size=5000).coef[:, 0].double().numpy() for seed in (3, 4)]
-    lime_lime = np.concatenate([relative_max_diff(lime_runs[0], lime_runs[1]),
-                                relative_max_diff(lime_runs[1], lime_runs[0])])
+    ours = [
+        explain_tabular(
+            SklearnModel(clf),
+            torch.from_numpy(rows),
+            training_data=stats,
+            preset="lime",
+            target=1,
+            generator=seed,
+            batch_size=5000,
+        )
+        .coef[:, 0]
+        .double()
+        .numpy()
+        for seed in (3, 4)
+    ]
+    lime_lime = np.concatenate(
+        [relative_max_diff(lime_runs[0], lime_runs[1]), relative_max_diff(lime_runs[1], lime_runs[0])]
+    )
     ours_lime = np.concatenate([relative_max_diff(o, ref) for o in ours for ref in lime_runs])
     # measured: lime vs lime median 0.18, 90th percentile 0.30; torchlime vs lime 0.19 and 0.27
     assert np.median(ours_lime) <= 1.25 * np.median(lime_lime)
@@ -108,8 +152,9 @@ def test_samples_follow_limes_law(discretize_continuous):
     x_tr, _, x_te = breast_cancer()
     x_tr, x_te = with_category(x_tr), with_category(x_te)
     d, n = x_tr.shape[1], 100_000
-    explainer = lime_tabular.LimeTabularExplainer(x_tr, categorical_features=[d - 1], random_state=0,
-                                                  discretize_continuous=discretize_continuous)
+    explainer = lime_tabular.LimeTabularExplainer(
+        x_tr, categorical_features=[d - 1], random_state=0, discretize_continuous=discretize_continuous
+    )
     _, lime_rows = explainer._LimeTabularExplainer__data_inverse(x_te[5], n)
     stats = fit_stats(torch.from_numpy(x_tr), categorical_features=[d - 1])
     x = torch.from_numpy(x_te[5:6])

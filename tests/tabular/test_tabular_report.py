@@ -4,6 +4,7 @@ Every result row of the JSON must appear, rendered as below, in the document's t
 settings the prose quotes (N, inputs, lime's inputs) are the JSON's; the prose quotes no other
 decimal figure than the tables'. The benchmark script itself runs end to end with ``--quick``.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,11 @@ from tests.helpers import pct, with_sem
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 RESULT = BENCH / "results" / "tabular_faithfulness.json"
 DOC = BENCH / "TABULAR.md"
-CONSTANTS = {"0.75": "lime's kernel width factor", "0.1": "torchlime.engine.quality's R² threshold",
-             "5.2": "the LIME paper's section"}
+CONSTANTS = {
+    "0.75": "lime's kernel width factor",
+    "0.1": "torchlime.engine.quality's R² threshold",
+    "5.2": "the LIME paper's section",
+}
 
 
 def recall_rows(payload: dict) -> list[str]:
@@ -29,10 +33,12 @@ def recall_rows(payload: dict) -> list[str]:
     for r in payload["results"]:
         lime = with_sem(r["lime"]) if "lime" in r else "–"
         same = with_sem(r["torchlime_ridge_same_inputs"]) if "lime" in r else "–"
-        out.append(f"| `{r['dataset']}` | {r['n_features']} | {r['description']} | {pct(r['accuracy'])} | "
-                   f"{r['gold_mean']:.1f} / {r['gold_max']} | {with_sem(r['torchlime_ridge'])} | "
-                   f"{with_sem(r['torchlime_klasso'])} | {lime} | {same} | {with_sem(r['random'])} | "
-                   f"{pct(r['random_expected'])} |")
+        out.append(
+            f"| `{r['dataset']}` | {r['n_features']} | {r['description']} | {pct(r['accuracy'])} | "
+            f"{r['gold_mean']:.1f} / {r['gold_max']} | {with_sem(r['torchlime_ridge'])} | "
+            f"{with_sem(r['torchlime_klasso'])} | {lime} | {same} | {with_sem(r['random'])} | "
+            f"{pct(r['random_expected'])} |"
+        )
     return out
 
 
@@ -41,8 +47,10 @@ def detail_rows(payload: dict) -> list[str]:
     out = []
     for r in payload["results"]:
         weights = ", ".join(f"{w:.3f}" for w in r["gold_weights"]) if r.get("gold_weights") else "–"
-        out.append(f"| `{r['dataset']}` | {r['model']} | {r['torchlime_ridge']['r2_median']:.2f} | "
-                   f"{r['torchlime_klasso']['r2_median']:.2f} | {weights} |")
+        out.append(
+            f"| `{r['dataset']}` | {r['model']} | {r['torchlime_ridge']['r2_median']:.2f} | "
+            f"{r['torchlime_klasso']['r2_median']:.2f} | {weights} |"
+        )
     return out
 
 
@@ -69,8 +77,9 @@ def test_result_is_a_full_run_of_the_protocol(payload):
 def test_every_row_of_the_json_is_in_the_document(payload, document):
     lines = set(document.splitlines())
     missing = [row for row in recall_rows(payload) + detail_rows(payload) if row not in lines]
-    assert not missing, "TABULAR.md disagrees with results/tabular_faithfulness.json; expected rows:\n" + \
-        "\n".join(missing)
+    assert not missing, "TABULAR.md disagrees with results/tabular_faithfulness.json; expected rows:\n" + "\n".join(
+        missing
+    )
 
 
 def test_the_prose_quotes_the_json(payload, document):
@@ -89,8 +98,13 @@ def test_the_prose_quotes_the_json(payload, document):
 def test_benchmark_runs_quick(tmp_path):
     pytest.importorskip("sklearn")
     out = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "benchmarks/tabular_faithfulness.py", "--quick", "--out", str(out)],
-                          cwd=BENCH.parent, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/tabular_faithfulness.py", "--quick", "--out", str(out)],
+        cwd=BENCH.parent,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     result = json.loads((out / "tabular_faithfulness_quick.json").read_text())
     assert result["quick"] is True and result["device_type"] == "cpu" and len(result["results"]) == 4

@@ -1,5 +1,6 @@
 """Training statistics against lime's: the same bins (quartile, decile, entropy), bin statistics,
 levels, frequencies and scaler, on the same training data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,16 +36,19 @@ def data(name: str):
 @pytest.mark.parametrize("discretizer", ["quartile", "decile", "entropy"])
 def test_bins_and_bin_statistics_equal_lime(name, discretizer):
     x, y = data(name)
-    ref = getattr(discretize, LIME[discretizer])(x, [], [str(i) for i in range(x.shape[1])], labels=y,
-                                                  random_state=0)
+    ref = getattr(discretize, LIME[discretizer])(x, [], [str(i) for i in range(x.shape[1])], labels=y, random_state=0)
     stats = fit_stats(torch.from_numpy(x), discretizer=discretizer, training_labels=torch.from_numpy(y))
     for f in range(x.shape[1]):
         ours = stats.boundaries[f][stats.boundaries[f].isfinite()].numpy()
         np.testing.assert_array_equal(ours, np.array(ref.mins[f][1:]), err_msg=f"column {f}")
         k = len(ref.means[f])
         assert int(stats.n_levels[f]) == k
-        for mine, theirs in ((stats.level_mean, ref.means), (stats.level_std, ref.stds),
-                             (stats.level_lo, ref.mins), (stats.level_hi, ref.maxs)):
+        for mine, theirs in (
+            (stats.level_mean, ref.means),
+            (stats.level_std, ref.stds),
+            (stats.level_lo, ref.mins),
+            (stats.level_hi, ref.maxs),
+        ):
             np.testing.assert_allclose(mine[f, :k].numpy(), np.array(theirs[f]), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(stats.levels(torch.from_numpy(x)).numpy(), ref.discretize(x))
 
@@ -52,14 +56,15 @@ def test_bins_and_bin_statistics_equal_lime(name, discretizer):
 def test_frequencies_scaler_and_categories_equal_lime():
     x, y = datasets.load_iris(return_X_y=True)
     x = np.concatenate((x, (y[:, None] + 3.0) * (np.arange(len(y))[:, None] % 2)), 1)  # a categorical column
-    explainer = lime_tabular.LimeTabularExplainer(x, categorical_features=[4], discretize_continuous=True,
-                                                  random_state=0)
+    explainer = lime_tabular.LimeTabularExplainer(
+        x, categorical_features=[4], discretize_continuous=True, random_state=0
+    )
     stats = fit_stats(torch.from_numpy(x), categorical_features=[4])
     for f in range(5):
         values = np.asarray(explainer.feature_values[f], dtype=float)
         freq = explainer.feature_frequencies[f]
         if f == 4:  # the category values themselves
-            np.testing.assert_array_equal(stats.values[f, :len(values)].numpy(), values)
+            np.testing.assert_array_equal(stats.values[f, : len(values)].numpy(), values)
             levels = np.arange(len(values))
         else:  # bins: lime lists only the bins that occur
             levels = values.astype(int)

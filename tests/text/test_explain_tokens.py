@@ -1,4 +1,5 @@
 """``explain_tokens``: parity with a slow per-sample reference, deletion, fixed tokens, chunking, words."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,9 @@ from tests.helpers.reference import cosine_distance_to_ones, weighted_ridge
 from tests.helpers.text import CLS, MASK, PAD, SEP, PositionBag, Recorder, batch_with_padding
 
 
-def perturb_reference(ids: list[int], attn: list[int], feats: list[int], mask: np.ndarray, mode: str,
-                      mask_id: int, pad_id: int) -> tuple[list[int], list[int]]:
+def perturb_reference(
+    ids: list[int], attn: list[int], feats: list[int], mask: np.ndarray, mode: str, mask_id: int, pad_id: int
+) -> tuple[list[int], list[int]]:
     """One perturbed row, token by token (obviously correct, slow)."""
     hidden = [f >= 0 and not mask[f] for f in feats]
     if mode == "replace":
@@ -28,9 +30,20 @@ def perturb_reference(ids: list[int], attn: list[int], feats: list[int], mask: n
 def test_lime_text_preset_matches_slow_reference(mode):
     ids, attn = batch_with_padding()
     model = PositionBag().eval()
-    exp = explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mode=mode, mask_id=MASK,
-                         pad_id=PAD, preset="lime_text", n_samples=300, return_samples=True,
-                         surrogate=Ridge(alpha=1.0, dtype=torch.float64), generator=5)
+    exp = explain_tokens(
+        model,
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mode=mode,
+        mask_id=MASK,
+        pad_id=PAD,
+        preset="lime_text",
+        n_samples=300,
+        return_samples=True,
+        surrogate=Ridge(alpha=1.0, dtype=torch.float64),
+        generator=5,
+    )
     assert exp.coef.shape == (3, 1, 8)
     assert exp.features.shape == (3, 10) and exp.input_shape == (10,)
     for b in range(3):
@@ -45,7 +58,7 @@ def test_lime_text_preset_matches_slow_reference(mode):
                 out = model(torch.tensor([p_ids]), torch.tensor([p_attn]))
             outputs.append(float(out[0, target]))
             d = cosine_distance_to_ones(m.astype(float)) * 100.0
-            weights.append(np.exp(-d * d / (2 * 25.0 ** 2)))
+            weights.append(np.exp(-d * d / (2 * 25.0**2)))
         outputs, weights = np.array(outputs), np.array(weights)
         coef, intercept = weighted_ridge(masks.astype(float), outputs, weights, alpha=1.0)
         np.testing.assert_allclose(exp.outputs[b, :, 0].numpy(), outputs, rtol=1e-5, atol=1e-5)
@@ -67,15 +80,24 @@ def test_delete_tokens_repads_left_aligned():
 def test_delete_mode_feeds_the_model_repadded_rows():
     ids, attn = batch_with_padding()
     rec = Recorder(PositionBag())
-    exp = explain_tokens(rec, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="delete", pad_id=PAD,
-                         n_samples=40, return_samples=True)
+    exp = explain_tokens(
+        rec,
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mode="delete",
+        pad_id=PAD,
+        n_samples=40,
+        return_samples=True,
+    )
     seen_ids, seen_attn = rec.perturbed(3, 40)
     seen_ids, seen_attn = seen_ids.view(3, 40, -1), seen_attn.view(3, 40, -1)
     for b in range(3):
         feats = exp.features[b].tolist()
         for s in range(40):
-            want = perturb_reference(ids[b].tolist(), attn[b].tolist(), feats, exp.samples[b, s].numpy(),
-                                     "delete", MASK, PAD)
+            want = perturb_reference(
+                ids[b].tolist(), attn[b].tolist(), feats, exp.samples[b, s].numpy(), "delete", MASK, PAD
+            )
             assert seen_ids[b, s].tolist() == want[0] and seen_attn[b, s].tolist() == want[1]
     # attention masks are a prefix of ones; CLS stays first; SEP right after the last kept token
     n = seen_attn.sum(-1)
@@ -88,8 +110,9 @@ def test_delete_mode_feeds_the_model_repadded_rows():
 def test_special_tokens_and_padding_never_change(mode):
     ids, attn = batch_with_padding()
     rec = Recorder(PositionBag())
-    explain_tokens(rec, ids, attention_mask=attn, special_ids=[CLS, SEP], mode=mode, mask_id=MASK,
-                   n_samples=64, batch_size=50)
+    explain_tokens(
+        rec, ids, attention_mask=attn, special_ids=[CLS, SEP], mode=mode, mask_id=MASK, n_samples=64, batch_size=50
+    )
     seen_ids, seen_attn = rec.perturbed(3, 64)
     rows = torch.arange(3).repeat_interleave(64)
     if mode == "replace":
@@ -109,8 +132,7 @@ def test_lime_text_preset_is_chunked():
     sizes = [c[0].shape[0] for c in rec.calls]
     assert sum(sizes) == 5000 and len(sizes) >= 5  # N = 5000 rows, in chunks
     rec.calls.clear()
-    explain_tokens(rec, ids, mode="delete", preset="lime_text", n_samples=500, batch_size=64,
-                   model_inputs="positional")
+    explain_tokens(rec, ids, mode="delete", preset="lime_text", n_samples=500, batch_size=64, model_inputs="positional")
     assert max(c[0].shape[0] for c in rec.calls) == 64
 
 
@@ -118,8 +140,16 @@ def test_word_features_hide_whole_words():
     ids = torch.tensor([[CLS, 10, 11, 12, 13, 14, 15, SEP]])
     words = torch.tensor([[-1, 0, 0, 1, 2, 2, 2, -1]])
     rec = Recorder(PositionBag())
-    exp = explain_tokens(rec, ids, attention_mask=torch.ones_like(ids), word_ids=words, special_ids=[CLS, SEP],
-                         mask_id=MASK, n_samples=50, return_samples=True)
+    exp = explain_tokens(
+        rec,
+        ids,
+        attention_mask=torch.ones_like(ids),
+        word_ids=words,
+        special_ids=[CLS, SEP],
+        mask_id=MASK,
+        n_samples=50,
+        return_samples=True,
+    )
     assert exp.coef.shape == (1, 1, 3)
     assert exp.features.tolist() == [[-1, 0, 0, 1, 2, 2, 2, -1]]
     seen, _ = rec.perturbed(1, 50)
@@ -138,15 +168,31 @@ def test_keywords_logits_objects_and_probabilities():
             return type("Out", (), {"logits": self.inner(input_ids, attention_mask)})()
 
     ids, attn = batch_with_padding()
-    a = explain_tokens(HFLike(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK,
-                       model_inputs="keywords", n_samples=80, target="all")
-    b = explain_tokens(PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK,
-                       n_samples=80, target="all")
+    a = explain_tokens(
+        HFLike(),
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mask_id=MASK,
+        model_inputs="keywords",
+        n_samples=80,
+        target="all",
+    )
+    b = explain_tokens(
+        PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK, n_samples=80, target="all"
+    )
     torch.testing.assert_close(a.coef, b.coef)
-    probs = explain_tokens(lambda i, m: PositionBag()(i, m).softmax(1), ids, attention_mask=attn,
-                           special_ids=[CLS, SEP], mask_id=MASK, n_samples=80)
-    soft = explain_tokens(PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK,
-                          n_samples=80, softmax=True)
+    probs = explain_tokens(
+        lambda i, m: PositionBag()(i, m).softmax(1),
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mask_id=MASK,
+        n_samples=80,
+    )
+    soft = explain_tokens(
+        PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK, n_samples=80, softmax=True
+    )
     torch.testing.assert_close(probs.coef, soft.coef)
 
 
@@ -177,16 +223,25 @@ def test_reproducible_and_generator_sensitive():
 def test_device_variants(device, mode):
     ids, attn = batch_with_padding()
     rec = Recorder(PositionBag()).to(device)
-    exp = explain_tokens(rec, ids.to(device), attention_mask=attn.to(device), special_ids=[CLS, SEP],
-                         mask_id=MASK, mode=mode, n_samples=100, return_samples=True)
+    exp = explain_tokens(
+        rec,
+        ids.to(device),
+        attention_mask=attn.to(device),
+        special_ids=[CLS, SEP],
+        mask_id=MASK,
+        mode=mode,
+        n_samples=100,
+        return_samples=True,
+    )
     assert exp.coef.device.type == device.type and exp.coef.shape == (3, 1, 8)
     assert bool(torch.isfinite(exp.coef).all())
     assert all(c[0].device.type == device.type for c in rec.calls)
     # every perturbed row is still what the masks say (the device path builds the same rows)
     seen, seen_attn = rec.perturbed(3, 100)
     b, s = 1, 7
-    want = perturb_reference(ids[b].tolist(), attn[b].tolist(), exp.features[b].tolist(),
-                             exp.samples[b, s].cpu().numpy(), mode, MASK, PAD)
+    want = perturb_reference(
+        ids[b].tolist(), attn[b].tolist(), exp.features[b].tolist(), exp.samples[b, s].cpu().numpy(), mode, MASK, PAD
+    )
     assert seen[b * 100 + s].tolist() == want[0] and seen_attn[b * 100 + s].tolist() == want[1]
 
 
@@ -201,8 +256,17 @@ def test_delete_mode_keeps_left_padding_on_the_left():
             return torch.stack([(input_ids[:, -1] == 14).float(), (input_ids[:, -1] == 26).float()], 1)
 
     rec = Recorder(LastToken())
-    exp = explain_tokens(rec, ids, attention_mask=attn, mode="delete", pad_id=PAD, n_samples=32, target=0,
-                         return_samples=True, generator=0)
+    exp = explain_tokens(
+        rec,
+        ids,
+        attention_mask=attn,
+        mode="delete",
+        pad_id=PAD,
+        n_samples=32,
+        target=0,
+        return_samples=True,
+        generator=0,
+    )
     seen_ids, seen_attn = rec.perturbed(2, 32)
     seen_ids, seen_attn = seen_ids.view(2, 32, -1), seen_attn.view(2, 32, -1)
     assert torch.equal(seen_ids[:, 0], ids) and torch.equal(seen_attn[:, 0], attn)  # row 0: the input itself
@@ -229,14 +293,13 @@ def test_feature_positions_map_feature_ids_to_token_positions():
     from torchlime.text import feature_positions
 
     ids, attn = batch_with_padding()
-    exp = explain_tokens(PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK,
-                         n_samples=16)
+    exp = explain_tokens(PositionBag(), ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK, n_samples=16)
     pos = feature_positions(exp)
     for b in range(ids.shape[0]):
         feats = exp.features[b].tolist()
         want = [feats.index(f) for f in range(int(exp.n_features[b]))]
         got = pos[b].tolist()
-        assert got[:len(want)] == want and all(p == -1 for p in got[len(want):])
+        assert got[: len(want)] == want and all(p == -1 for p in got[len(want) :])
 
 
 def test_delete_tokens_leaves_a_row_with_every_token_kept_as_it_came():

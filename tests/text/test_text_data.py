@@ -1,4 +1,5 @@
 """The synthetic sentiment data, the committed CNN and the bigram MLM."""
+
 from __future__ import annotations
 
 import torch
@@ -37,8 +38,15 @@ def test_committed_model_loads_and_is_accurate():
     assert float(acc) >= 0.95
     assert good.item() == 1 and not_good.item() == 0  # it uses word order
     # its explanations point at the planted words
-    exp = explain_tokens(model, held.input_ids[:8], attention_mask=held.attention_mask[:8],
-                         special_ids=[CLS, SEP], mask_id=MASK, preset="lime_text", n_samples=300)
+    exp = explain_tokens(
+        model,
+        held.input_ids[:8],
+        attention_mask=held.attention_mask[:8],
+        special_ids=[CLS, SEP],
+        mask_id=MASK,
+        preset="lime_text",
+        n_samples=300,
+    )
     top, _ = exp.top_features(1)
     first = exp.features[:8].eq(top[:, 0]).float().argmax(1)  # position of each top feature
     assert bool(held.rationale[:8].gather(1, first.unsqueeze(1)).all())

@@ -1,4 +1,5 @@
 """Bad text inputs: errors that name the argument, what was expected and what came."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,11 @@ def case():
 
 def test_non_integer_ids(case):
     model, ids, attn = case
-    with pytest.raises(TypeError, match=r"`input_ids` must have an integer dtype \(e\.g\. torch\.long\), "
-                                        r"got torch\.float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"`input_ids` must have an integer dtype \(e\.g\. torch\.long\), "
+        r"got torch\.float32",
+    ):
         explain_tokens(model, ids.float(), attention_mask=attn, mask_id=MASK)
     with pytest.raises(TypeError, match=r"`input_ids` must be a torch\.Tensor, got list"):
         explain_tokens(model, ids.tolist(), mask_id=MASK)
@@ -32,8 +36,11 @@ def test_ids_outside_the_vocabulary(case):
     model, ids, attn = case
     bad = ids.clone()
     bad[1, 2] = 40
-    with pytest.raises(ValueError, match=r"`input_ids` must be in \[0, 40\) \(the model's vocabulary size\), "
-                                         r"got ids \[40\] \(min 0, max 40\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`input_ids` must be in \[0, 40\) \(the model's vocabulary size\), "
+        r"got ids \[40\] \(min 0, max 40\)",
+    ):
         explain_tokens(model, bad, attention_mask=attn, mask_id=MASK)  # inferred from the embedding
     with pytest.raises(ValueError, match=r"`input_ids` must be in \[0, 20\)"):
         explain_tokens(lambda i, m: PositionBag()(i, m), ids, attention_mask=attn, mask_id=MASK, vocab_size=20)
@@ -43,8 +50,11 @@ def test_ids_outside_the_vocabulary(case):
 
 def test_attention_mask_shape_and_dtype(case):
     model, ids, attn = case
-    with pytest.raises(ValueError, match=r"`attention_mask` must have the shape of `input_ids` \(3, 10\), "
-                                         r"got \(3, 9\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`attention_mask` must have the shape of `input_ids` \(3, 10\), "
+        r"got \(3, 9\)",
+    ):
         explain_tokens(model, ids, attention_mask=attn[:, :9], mask_id=MASK)
     with pytest.raises(TypeError, match=r"`attention_mask` must be bool or integer \(0/1\), got torch\.float32"):
         explain_tokens(model, ids, attention_mask=attn.float(), mask_id=MASK)
@@ -54,8 +64,11 @@ def test_row_without_perturbable_tokens(case):
     model, ids, attn = case
     ids = ids.clone()
     ids[1, 1:6] = CLS  # row 1: only special tokens and padding left
-    with pytest.raises(ValueError, match=r"at least 2 features to explain; `input_ids` rows \[1\] have fewer "
-                                         r"\(.*special tokens and padding, are never perturbed\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"at least 2 features to explain; `input_ids` rows \[1\] have fewer "
+        r"\(.*special tokens and padding, are never perturbed\)",
+    ):
         explain_tokens(model, ids, attention_mask=attn, special_ids=[CLS, SEP], mask_id=MASK)
     attn = attn.clone()
     attn[2] = 0
@@ -106,8 +119,10 @@ def test_input_space_kernels_are_refused_for_tokens():
 
     ids = torch.tensor([[5, 6, 7, 8]])
     with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
-        explain_tokens(lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8,
-                       kernel="wasserstein")
+        explain_tokens(
+            lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8, kernel="wasserstein"
+        )
     with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
-        explain_tokens(lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8,
-                       preset="captum")  # the preset's kernel is an input-space one
+        explain_tokens(
+            lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8, preset="captum"
+        )  # the preset's kernel is an input-space one

@@ -1,4 +1,5 @@
 """Hugging Face models built from tiny configs (random weights, nothing downloaded)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,16 @@ VOCAB, PAD, CLS, SEP, MASK = 60, 0, 1, 2, 3
 
 
 def tiny_config(**kw):
-    return transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                   intermediate_size=32, max_position_embeddings=32, pad_token_id=PAD, **kw)
+    return transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        pad_token_id=PAD,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +58,21 @@ def test_bert_classifier_with_bert_mlm(models, mode):
     ids, attn = batch()
     rec = HFRecorder(clf)
     infill = Infiller(mlm, mlm_inputs="keywords", synonym_threshold=0.95)
-    exp = explain_tokens(rec, ids, attention_mask=attn, special_ids=[CLS, SEP], mode=mode, mask_id=MASK,
-                         model_inputs="keywords", infill=infill, n_samples=64, target="all", softmax=True,
-                         return_samples=True, kernel=HybridKernel(mlm) if mode == "infill" else 25.0)
+    exp = explain_tokens(
+        rec,
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mode=mode,
+        mask_id=MASK,
+        model_inputs="keywords",
+        infill=infill,
+        n_samples=64,
+        target="all",
+        softmax=True,
+        return_samples=True,
+        kernel=HybridKernel(mlm) if mode == "infill" else 25.0,
+    )
     assert exp.coef.shape == (2, 3, 10) and bool(torch.isfinite(exp.coef).all())
     assert exp.n_features.tolist() == [10, 7]
     if mode == "infill":
@@ -74,8 +95,16 @@ def test_bert_vocab_inferred_and_single_protocol(models):
     bad[0, 3] = VOCAB + 5
     with pytest.raises(ValueError, match=r"`input_ids` must be in \[0, 60\)"):
         explain_tokens(clf, bad, attention_mask=attn, mask_id=MASK)
-    exp = explain_tokens(clf, ids, attention_mask=attn, special_ids=[CLS, SEP], mode="infill", mask_id=MASK,
-                         infill=Infiller(mlm, protocol="single", objective="boundary", top_k=3), n_samples=31,
-                         return_samples=True)
+    exp = explain_tokens(
+        clf,
+        ids,
+        attention_mask=attn,
+        special_ids=[CLS, SEP],
+        mode="infill",
+        mask_id=MASK,
+        infill=Infiller(mlm, protocol="single", objective="boundary", top_k=3),
+        n_samples=31,
+        return_samples=True,
+    )
     assert bool(((~exp.samples[:, 1:]).sum(-1) <= 1).all())
     assert exp.meta["objective"] == "boundary"

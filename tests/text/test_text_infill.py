@@ -1,4 +1,5 @@
 """Masked-LM infill (joint and single-mask protocols), the synonym guard and the hybrid kernel."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,8 +18,17 @@ SPECIAL = [CLS, SEP]
 
 
 def run(model, ids, attn, infill, **kw):
-    return explain_tokens(model, ids, attention_mask=attn, special_ids=SPECIAL, mode="infill", mask_id=MASK,
-                          infill=infill, return_samples=True, **kw)
+    return explain_tokens(
+        model,
+        ids,
+        attention_mask=attn,
+        special_ids=SPECIAL,
+        mode="infill",
+        mask_id=MASK,
+        infill=infill,
+        return_samples=True,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("strategy", ["sample", "argmax"])
@@ -28,8 +38,7 @@ def test_infill_never_returns_the_original_token(strategy, protocol):
     # an MLM whose favourite is the original token and whose runner-up is a special id
     mlm = CheatMLM(ids[0], second=torch.full((10,), SEP))
     rec = Recorder(PositionBag())
-    exp = run(rec, ids, attn, Infiller(mlm, strategy=strategy, protocol=protocol, synonym_threshold=None),
-              n_samples=60)
+    exp = run(rec, ids, attn, Infiller(mlm, strategy=strategy, protocol=protocol, synonym_threshold=None), n_samples=60)
     seen, seen_attn = rec.perturbed(3, 60)
     rows = torch.arange(3).repeat_interleave(60)
     lab = exp.features[rows]  # (B·S, L)
@@ -49,9 +58,18 @@ def test_single_protocol_round_robin_over_words():
     ids = torch.tensor([[CLS, 10, 11, 12, 13, 14, SEP]])
     words = torch.tensor([[-1, 0, 0, 1, 2, 2, -1]])
     rec = Recorder(PositionBag())
-    exp = explain_tokens(rec, ids, word_ids=words, special_ids=SPECIAL, mode="infill", mask_id=MASK,
-                         infill=Infiller(ToyMLM(), protocol="single", synonym_threshold=None), n_samples=10,
-                         return_samples=True, model_inputs="positional")
+    exp = explain_tokens(
+        rec,
+        ids,
+        word_ids=words,
+        special_ids=SPECIAL,
+        mode="infill",
+        mask_id=MASK,
+        infill=Infiller(ToyMLM(), protocol="single", synonym_threshold=None),
+        n_samples=10,
+        return_samples=True,
+        model_inputs="positional",
+    )
     hidden_feature = (~exp.samples[0, 1:]).float().argmax(-1)
     assert hidden_feature.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2]
     seen, _ = rec.perturbed(1, 10)
@@ -72,10 +90,17 @@ def test_neutral_and_boundary_objectives():
     seen = {}
     for objective in ("neutral", "boundary"):
         rec = Recorder(Detector())
-        exp = explain_tokens(rec, ids, attention_mask=torch.ones_like(ids), special_ids=SPECIAL, mode="infill",
-                             mask_id=MASK, n_samples=21, return_samples=True,
-                             infill=Infiller(mlm, protocol="single", objective=objective, top_k=3,
-                                             synonym_threshold=None))
+        exp = explain_tokens(
+            rec,
+            ids,
+            attention_mask=torch.ones_like(ids),
+            special_ids=SPECIAL,
+            mode="infill",
+            mask_id=MASK,
+            n_samples=21,
+            return_samples=True,
+            infill=Infiller(mlm, protocol="single", objective=objective, top_k=3, synonym_threshold=None),
+        )
         assert exp.meta["model_rows"] == 1 + 21 + 5 * 3  # prediction, the 21 samples, 3 candidates x 5 words
         seen[objective] = torch.cat([c[0] for c in rec.calls])[-20:]  # the 20 perturbed samples
     assert bool((seen["boundary"] == 9).any(1).all())  # every sample flips the label
@@ -119,13 +144,23 @@ def test_hybrid_kernel_matches_hand_computation():
     kernel = HybridKernel(emb, alpha=0.3)
     orig = torch.tensor([[CLS, 7, 8, 7, 9, SEP, PAD]])
     attn = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
-    pert = torch.tensor([[CLS, 7, MASK, 10, 9, SEP, PAD], [CLS, 11, 11, 11, 12, SEP, PAD],
-                         [CLS, 7, 8, 7, 9, SEP, PAD], [CLS, 9, 7, SEP, PAD, PAD, PAD]])
+    pert = torch.tensor(
+        [
+            [CLS, 7, MASK, 10, 9, SEP, PAD],
+            [CLS, 11, 11, 11, 12, SEP, PAD],
+            [CLS, 7, 8, 7, 9, SEP, PAD],
+            [CLS, 9, 7, SEP, PAD, PAD, PAD],
+        ]
+    )
     pattn = (pert != PAD).long()
     w = kernel.weights(pert, pattn, orig, attn, ignore_ids=[CLS, SEP, MASK, PAD])
     o = [7, 8, 7, 9]
-    want = [hand_hybrid([7, 10, 9], o, emb.numpy(), 0.3), hand_hybrid([11, 11, 11, 12], o, emb.numpy(), 0.3),
-            1.0, hand_hybrid([9, 7], o, emb.numpy(), 0.3)]
+    want = [
+        hand_hybrid([7, 10, 9], o, emb.numpy(), 0.3),
+        hand_hybrid([11, 11, 11, 12], o, emb.numpy(), 0.3),
+        1.0,
+        hand_hybrid([9, 7], o, emb.numpy(), 0.3),
+    ]
     np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)
     bow_only = HybridKernel(emb, alpha=1.0, ignore_ids=(CLS, SEP, PAD))
     assert bow_only.weights(pert[1:2], pattn[1:2], orig, attn).item() == 0.0  # no shared word
@@ -148,7 +183,15 @@ def test_hybrid_kernel_weights_reach_the_fit():
 def test_infill_device_variants(device):
     ids, attn = batch_with_padding()
     mlm = ToyMLM().to(device)
-    exp = explain_tokens(PositionBag().to(device), ids.to(device), attention_mask=attn.to(device),
-                         special_ids=SPECIAL, mode="infill", mask_id=MASK, n_samples=50,
-                         infill=Infiller(mlm), kernel=HybridKernel(mlm))
+    exp = explain_tokens(
+        PositionBag().to(device),
+        ids.to(device),
+        attention_mask=attn.to(device),
+        special_ids=SPECIAL,
+        mode="infill",
+        mask_id=MASK,
+        n_samples=50,
+        infill=Infiller(mlm),
+        kernel=HybridKernel(mlm),
+    )
     assert exp.coef.device.type == device.type and bool(torch.isfinite(exp.coef).all())

@@ -1,4 +1,5 @@
 """Text pictures: HTML escaping (text stays text), colours, merged words, the bar chart."""
+
 from __future__ import annotations
 
 import html.parser
@@ -55,8 +56,15 @@ def test_colours_and_legend():
 def test_explanation_html_merges_words_and_bar_chart():
     ids = torch.tensor([[CLS, 10, 11, 12, SEP]])
     words = torch.tensor([[-1, 0, 0, 1, -1]])
-    exp = explain_tokens(PositionBag(), ids, word_ids=words, special_ids=[CLS, SEP], mask_id=MASK, n_samples=40,
-                         model_inputs="positional")
+    exp = explain_tokens(
+        PositionBag(),
+        ids,
+        word_ids=words,
+        special_ids=[CLS, SEP],
+        mask_id=MASK,
+        n_samples=40,
+        model_inputs="positional",
+    )
     tokens = ["[CLS]", "un", "##<tag>", 'say"', "[SEP]"]
     page = explanation_html(exp, tokens)
     assert "un&lt;tag&gt;" in page and "say&quot;" in page and "[CLS]" not in page

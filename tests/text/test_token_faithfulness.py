@@ -5,6 +5,7 @@ The script runs end to end with ``--quick`` (a few seconds) and writes a JSON of
 layout; every result row of the committed JSON must appear, rendered as below, in the section
 "The same protocol on tokens", so a table left behind by a new run fails.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,12 @@ def recall_rows(payload: dict) -> list[str]:
     for r in payload["results"]:
         lime = with_sem(r["lime"]) if "lime" in r else "–"
         same = with_sem(r["torchlime_ridge_same_inputs"]) if "lime" in r else "–"
-        out.append(f"| {r['description']} | {pct(r['accuracy'])} | {r['torchlime_ridge']['n']} ({r['skipped']}) | "
-                   f"{r['tokens_mean']:.1f} | {r['gold_mean']:.2f} / {r['gold_max']} | "
-                   f"{with_sem(r['torchlime_ridge'])} | {with_sem(r['torchlime_klasso'])} | {lime} | {same} | "
-                   f"{with_sem(r['random'])} | {pct(r['random_expected'])} |")
+        out.append(
+            f"| {r['description']} | {pct(r['accuracy'])} | {r['torchlime_ridge']['n']} ({r['skipped']}) | "
+            f"{r['tokens_mean']:.1f} | {r['gold_mean']:.2f} / {r['gold_max']} | "
+            f"{with_sem(r['torchlime_ridge'])} | {with_sem(r['torchlime_klasso'])} | {lime} | {same} | "
+            f"{with_sem(r['random'])} | {pct(r['random_expected'])} |"
+        )
     return out
 
 
@@ -40,12 +43,15 @@ def detail_rows(payload: dict) -> list[str]:
     """The second table: recall among the top g features (g = gold tokens), median R², gold weights."""
     out = []
     for r in payload["results"]:
-        weights = ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in r["gold_weights"]) \
-            if r.get("gold_weights") else "–"
+        weights = (
+            ", ".join(f"{w['word']} {w['weight']:+.3f}" for w in r["gold_weights"]) if r.get("gold_weights") else "–"
+        )
         ridge, klasso = r["torchlime_ridge"], r["torchlime_klasso"]
-        out.append(f"| {r['model']} | {r['gold_tokens_mean']:.2f} | {with_sem(ridge['top_gold_tokens'])} | "
-                   f"{with_sem(klasso['top_gold_tokens'])} | {ridge['r2_median']:.2f} | "
-                   f"{klasso['r2_median']:.2f} | {weights} |")
+        out.append(
+            f"| {r['model']} | {r['gold_tokens_mean']:.2f} | {with_sem(ridge['top_gold_tokens'])} | "
+            f"{with_sem(klasso['top_gold_tokens'])} | {ridge['r2_median']:.2f} | "
+            f"{klasso['r2_median']:.2f} | {weights} |"
+        )
     return out
 
 
@@ -64,7 +70,7 @@ def check_layout(payload: dict, quick: bool) -> None:
         assert r["random"]["n"] == payload["n_test"]
         if payload["lime"] is not None:
             assert r["lime"]["n"] == r["torchlime_ridge_same_inputs"]["n"] == payload["lime_inputs"]
-    assert (payload["results"][0]["gold_weights"] and len(payload["results"][0]["gold_weights"]) <= 10)
+    assert payload["results"][0]["gold_weights"] and len(payload["results"][0]["gold_weights"]) <= 10
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +89,13 @@ def section() -> str:
 def test_benchmark_runs_quick(tmp_path):
     pytest.importorskip("sklearn")
     out = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "benchmarks/token_faithfulness.py", "--quick", "--out", str(out)],
-                          cwd=BENCH.parent, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/token_faithfulness.py", "--quick", "--out", str(out)],
+        cwd=BENCH.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert sorted(p.name for p in out.iterdir()) == ["token_faithfulness_quick.json"]
     result = json.loads((out / "token_faithfulness_quick.json").read_text())
@@ -100,8 +111,9 @@ def test_result_is_a_full_run_of_the_protocol(payload):
 def test_every_row_of_the_json_is_in_the_document(payload, section):
     lines = set(section.splitlines())
     missing = [row for row in recall_rows(payload) + detail_rows(payload) if row not in lines]
-    assert not missing, "TABULAR.md's token tables disagree with results/token_faithfulness.json; expected rows:\n" \
-        + "\n".join(missing)
+    assert not missing, (
+        "TABULAR.md's token tables disagree with results/token_faithfulness.json; expected rows:\n" + "\n".join(missing)
+    )
 
 
 def test_the_prose_quotes_the_json(payload, section):

@@ -6,6 +6,7 @@
 ``viz`` (pictures and WAV files), ``data`` and ``models`` (the embedded SpecNet and its
 synthetic clips with planted evidence).
 """
+
 from torchlime.audio._explain import explain_spectrogram, explain_waveform
 
 __all__ = ["explain_spectrogram", "explain_waveform"]

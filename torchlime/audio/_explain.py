@@ -12,6 +12,7 @@ then calls the engine once:
   forward pass (``stft.ISTFTModel``), so a model with its own front end (e.g. a
   torchaudio ``MelSpectrogram``) works unchanged.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,8 +72,10 @@ def check_sample_rate(model: Any, sample_rate: Optional[float]) -> Optional[floa
     rate = check_positive_float(sample_rate, "sample_rate")
     declared = model_sample_rate(model)
     if declared is not None and rate != declared:
-        raise ValueError(f"`sample_rate` ({sample_rate} Hz) disagrees with the model's sample_rate "
-                         f"({declared:g} Hz); resample the audio or pass the model's rate")
+        raise ValueError(
+            f"`sample_rate` ({sample_rate} Hz) disagrees with the model's sample_rate "
+            f"({declared:g} Hz); resample the audio or pass the model's rate"
+        )
     return rate
 
 
@@ -80,8 +83,9 @@ def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> Baseli
     """The fill of an audio explanation: ``baseline``, or the deprecated ``content`` name; when
     neither was passed, the preset's fill (``UNSET``: the engine resolves it) or silence ("zero")."""
     if content is not None:
-        warnings.warn("`content=` is now `baseline=` (content='mean' is baseline='signal_mean')",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "`content=` is now `baseline=` (content='mean' is baseline='signal_mean')", DeprecationWarning, stacklevel=3
+        )
         baseline = _CONTENT_NAMES.get(content, content) if isinstance(content, str) else content
     if baseline is UNSET:
         check_preset(preset)
@@ -102,9 +106,11 @@ def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length:
         try:
             istft(probe, n_fft, hop, win, length)
         except RuntimeError:
-            raise ValueError(f"the STFT with n_fft={n_fft}, hop_length={hop}, win_length={win} cannot be inverted "
-                             f"for {length} samples (torch.istft: the overlap-added Hann windows vanish somewhere); "
-                             f"pass a smaller `hop_length` (e.g. {max(1, win // 4)} = win_length // 4)") from None
+            raise ValueError(
+                f"the STFT with n_fft={n_fft}, hop_length={hop}, win_length={win} cannot be inverted "
+                f"for {length} samples (torch.istft: the overlap-added Hann windows vanish somewhere); "
+                f"pass a smaller `hop_length` (e.g. {max(1, win // 4)} = win_length // 4)"
+            ) from None
 
 
 def _check_audio(x: Any, name: str, ndims: tuple[int, ...], layout: str) -> None:
@@ -114,12 +120,25 @@ def _check_audio(x: Any, name: str, ndims: tuple[int, ...], layout: str) -> None
         raise TypeError(f"`{name}` must be a real floating tensor, got {x.dtype}")
 
 
-def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentSpec = "grid",
-                        time_segments: int = 5, freq_segments: int = 4, baseline: BaselineSpec = UNSET,
-                        sample_rate: Optional[float] = None, hop_length: Optional[int] = None,
-                        n_fft: Optional[int] = None, bin_freqs: Optional[Any] = None, fmin: float = 0.0,
-                        fmax: Optional[float] = None, n_segments: Optional[int] = None,
-                        compactness: float = 0.1, content: Any = None, **kwargs: Any) -> Explanation:
+def explain_spectrogram(
+    model: Model,
+    specs: torch.Tensor,
+    *,
+    segments: SegmentSpec = "grid",
+    time_segments: int = 5,
+    freq_segments: int = 4,
+    baseline: BaselineSpec = UNSET,
+    sample_rate: Optional[float] = None,
+    hop_length: Optional[int] = None,
+    n_fft: Optional[int] = None,
+    bin_freqs: Optional[Any] = None,
+    fmin: float = 0.0,
+    fmax: Optional[float] = None,
+    n_segments: Optional[int] = None,
+    compactness: float = 0.1,
+    content: Any = None,
+    **kwargs: Any,
+) -> Explanation:
     """Explain a model of spectrograms over time-frequency segments.
 
     Args:
@@ -159,23 +178,52 @@ def explain_spectrogram(model: Model, specs: torch.Tensor, *, segments: SegmentS
     _check_audio(specs, "specs", (3, 4), "(B, Fr, Tm) or (B, C, Fr, Tm)")
     sample_rate = check_sample_rate(model, sample_rate)
     features = spectrogram_segments(
-        specs, segments, time_segments=time_segments, freq_segments=freq_segments, sample_rate=sample_rate,
-        n_fft=n_fft, bin_freqs=bin_freqs, fmin=fmin, fmax=fmax, n_segments=n_segments, compactness=compactness)
+        specs,
+        segments,
+        time_segments=time_segments,
+        freq_segments=freq_segments,
+        sample_rate=sample_rate,
+        n_fft=n_fft,
+        bin_freqs=bin_freqs,
+        fmin=fmin,
+        fmax=fmax,
+        n_segments=n_segments,
+        compactness=compactness,
+    )
     fill = _fill(baseline, content, kwargs.get("preset"))
     exp = execute(Request(model, specs, features, dict(kwargs, baseline=fill), modality="audio", input_name="specs"))
     exp.meta["audio"] = dict(
-        input="spectrogram", segments=segments if isinstance(segments, str) else "explicit",
-        time_segments=time_segments, freq_segments=freq_segments, sample_rate=sample_rate,
-        hop_length=hop_length, n_fft=n_fft, fmin=fmin, fmax=fmax,
-        bin_freqs=None if bin_freqs is None else [float(f) for f in torch.as_tensor(bin_freqs)])
+        input="spectrogram",
+        segments=segments if isinstance(segments, str) else "explicit",
+        time_segments=time_segments,
+        freq_segments=freq_segments,
+        sample_rate=sample_rate,
+        hop_length=hop_length,
+        n_fft=n_fft,
+        fmin=fmin,
+        fmax=fmax,
+        bin_freqs=None if bin_freqs is None else [float(f) for f in torch.as_tensor(bin_freqs)],
+    )
     return exp
 
 
-def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, features: str = "time",
-                     time_segments: Optional[int] = None, freq_segments: int = 4, n_fft: int = 512,
-                     hop_length: Optional[int] = None, win_length: Optional[int] = None,
-                     freq_scale: str = "linear", baseline: BaselineSpec = UNSET, crossfade: float = 0.0,
-                     content: Any = None, **kwargs: Any) -> Explanation:
+def explain_waveform(
+    model: Model,
+    waves: torch.Tensor,
+    *,
+    sample_rate: float,
+    features: str = "time",
+    time_segments: Optional[int] = None,
+    freq_segments: int = 4,
+    n_fft: int = 512,
+    hop_length: Optional[int] = None,
+    win_length: Optional[int] = None,
+    freq_scale: str = "linear",
+    baseline: BaselineSpec = UNSET,
+    crossfade: float = 0.0,
+    content: Any = None,
+    **kwargs: Any,
+) -> Explanation:
     """Explain a model of raw audio over time segments or time-frequency cells.
 
     Args:
@@ -233,8 +281,10 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
             raise ValueError(f"`waves` has {n_samp} samples, too short for time_segments={time_segments}")
         fade = int(round(crossfade * sample_rate))
         if fade and 2 * fade >= n_samp // time_segments:
-            raise ValueError(f"`crossfade` ({crossfade} s = {fade} samples) must be shorter than half a "
-                             f"segment ({n_samp // time_segments} samples)")
+            raise ValueError(
+                f"`crossfade` ({crossfade} s = {fade} samples) must be shorter than half a "
+                f"segment ({n_samp // time_segments} samples)"
+            )
         if fade:
             kwargs.setdefault("perturb_fn", crossfade_blend(fade))
         feats = even_bands(n_samp, time_segments, waves.device).view(*lead, n_samp)
@@ -250,11 +300,15 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
     if win > n_fft:
         raise ValueError(f"`win_length` must be <= n_fft ({n_fft}), got {win}")
     if hop > win:
-        raise ValueError(f"`hop_length` must be <= win_length ({win}) for the STFT of features='time_frequency' "
-                         f"(frames must overlap for torch.istft to rebuild the audio), got {hop}")
+        raise ValueError(
+            f"`hop_length` must be <= win_length ({win}) for the STFT of features='time_frequency' "
+            f"(frames must overlap for torch.istft to rebuild the audio), got {hop}"
+        )
     if n_samp < n_fft:
-        raise ValueError(f"`waves` has {n_samp} samples, too short for the STFT with n_fft={n_fft}; "
-                         f"pass a smaller `n_fft` or longer audio")
+        raise ValueError(
+            f"`waves` has {n_samp} samples, too short for the STFT with n_fft={n_fft}; "
+            f"pass a smaller `n_fft` or longer audio"
+        )
     if crossfade:
         raise ValueError("`crossfade` applies to features='time' only (STFT cells overlap-add smoothly)")
     kernel, source = kwargs.get("kernel"), "`kernel`"
@@ -262,23 +316,36 @@ def explain_waveform(model: Model, waves: torch.Tensor, *, sample_rate: float, f
         kernel = resolve(kwargs["preset"], dict(kernel=UNSET), "audio")["kernel"]
         source = f"`kernel` (from preset={kwargs['preset']!r})"
     if kernel is not None and resolve_kernel(kernel).space == "input":
-        raise ValueError(f"{source} must measure distances on the masks (space='mask') with "
-                         f"features='time_frequency': the explained inputs are complex STFTs; pass a mask-space "
-                         f"kernel (e.g. kernel='lime')")
+        raise ValueError(
+            f"{source} must measure distances on the masks (space='mask') with "
+            f"features='time_frequency': the explained inputs are complex STFTs; pass a mask-space "
+            f"kernel (e.g. kernel='lime')"
+        )
     check_finite(waves, "waves")  # the engine checks the STFT, not the audio itself
     spec = stft(waves, n_fft, hop, win)  # (B, [C,] Fr, Tm) complex
     check_invertible(spec, n_fft, hop, win, n_samp)
     n_freq, n_frames = spec.shape[-2:]
     check_segment_counts(n_freq, n_frames, freq_segments, time_segments, what="the STFT of `waves`")
-    bands = mel_bands(bin_frequencies(n_freq, sample_rate, n_fft, waves.device), freq_segments) \
-        if freq_scale == "mel" else None
+    bands = (
+        mel_bands(bin_frequencies(n_freq, sample_rate, n_fft, waves.device), freq_segments)
+        if freq_scale == "mel"
+        else None
+    )
     feats = grid((n_freq, n_frames), (freq_segments, time_segments), bands=(bands, None), device=waves.device)
-    adapter = functools.partial(ISTFTModel, n_fft=n_fft, hop_length=hop, win_length=win, length=n_samp,
-                                reference=waves)
-    meta.update(time_segments=time_segments, freq_segments=freq_segments, n_fft=n_fft, hop_length=hop,
-                win_length=win, freq_scale=freq_scale)
+    adapter = functools.partial(ISTFTModel, n_fft=n_fft, hop_length=hop, win_length=win, length=n_samp, reference=waves)
+    meta.update(
+        time_segments=time_segments,
+        freq_segments=freq_segments,
+        n_fft=n_fft,
+        hop_length=hop,
+        win_length=win,
+        freq_scale=freq_scale,
+    )
     features = feats.view(*lead, n_freq, n_frames)
-    exp = execute(Request(model, spec, features, dict(kwargs, baseline=fill), modality="audio", input_name="waves",
-                          adapter=adapter))
+    exp = execute(
+        Request(
+            model, spec, features, dict(kwargs, baseline=fill), modality="audio", input_name="waves", adapter=adapter
+        )
+    )
     exp.meta["audio"] = meta
     return exp

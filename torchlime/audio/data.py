@@ -16,6 +16,7 @@ alone reaches ``EVIDENCE_DB`` dB below its own peak. Negative clips have an
 all-False mask. Generation is vectorised over clips, draws every random number
 from its own ``torch.Generator`` and is fully determined by ``(n, seed)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -88,13 +89,15 @@ def stft_magnitude(waves: torch.Tensor, n_fft: int = N_FFT, hop_length: int = HO
     """``|STFT|`` (..., Fr, Tm) of float waves (..., S), Hann window, centred frames."""
     lead = waves.shape[:-1]
     window = torch.hann_window(n_fft, device=waves.device, dtype=waves.dtype)
-    spec = torch.stft(waves.reshape(-1, waves.shape[-1]), n_fft, hop_length, window=window,
-                      center=True, return_complex=True)
+    spec = torch.stft(
+        waves.reshape(-1, waves.shape[-1]), n_fft, hop_length, window=window, center=True, return_complex=True
+    )
     return spec.abs().reshape(*lead, *spec.shape[-2:])
 
 
-def make_clips(n: int, seed: int, *, sample_rate: int = SAMPLE_RATE, duration: float = DURATION,
-               positive_fraction: float = 0.5) -> AudioClips:
+def make_clips(
+    n: int, seed: int, *, sample_rate: int = SAMPLE_RATE, duration: float = DURATION, positive_fraction: float = 0.5
+) -> AudioClips:
     """Synthesise ``n`` clips (see the module docstring).
 
     Args:
@@ -122,8 +125,9 @@ def make_clips(n: int, seed: int, *, sample_rate: int = SAMPLE_RATE, duration: f
     s = int(round(sample_rate * duration))
     t = torch.arange(s, dtype=torch.float32) / sample_rate  # (S,)
     p = _draw(n, s, duration, positive_fraction, gen)
-    waves, voice = zip(*(_render({k: v[i:i + _CHUNK] for k, v in p.items()}, t, sample_rate)
-                         for i in range(0, n, _CHUNK)))
+    waves, voice = zip(
+        *(_render({k: v[i : i + _CHUNK] for k, v in p.items()}, t, sample_rate) for i in range(0, n, _CHUNK))
+    )
     waves, evidence_wave = torch.cat(waves), torch.cat(voice)
     labels = p["labels"]
     mag = stft_magnitude(evidence_wave)
@@ -134,8 +138,7 @@ def make_clips(n: int, seed: int, *, sample_rate: int = SAMPLE_RATE, duration: f
     return AudioClips(waves, labels, evidence, window, p["f0"] * pos, evidence_wave)
 
 
-def _draw(n: int, s: int, duration: float, positive_fraction: float,
-          gen: torch.Generator) -> dict[str, torch.Tensor]:
+def _draw(n: int, s: int, duration: float, positive_fraction: float, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """Every random parameter of n clips (leading dim n), drawn in a fixed order from ``gen``."""
 
     def uni(shape: tuple[int, ...], lo: float, hi: float) -> torch.Tensor:

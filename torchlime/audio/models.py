@@ -7,6 +7,7 @@ takes raw audio. ``load_audio_model`` loads the weights shipped in
 ``torchlime/audio/weights/audio_cnn.pt`` (trained by ``examples/train_audio_model.py``)
 with ``torch.load(weights_only=True)``.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,15 +36,17 @@ class SpecNet(nn.Module):
     Output: (B, K) logits.
     """
 
-    def __init__(self, n_classes: int = 2, channels: tuple[int, int, int] = (8, 16, 32),
-                 in_channels: int = 1) -> None:
+    def __init__(self, n_classes: int = 2, channels: tuple[int, int, int] = (8, 16, 32), in_channels: int = 1) -> None:
         super().__init__()
         c1, c2, c3 = channels
         self.in_channels = in_channels
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, c1, 5, stride=2, padding=2), nn.ReLU(),
-            nn.Conv2d(c1, c2, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(c2, c3, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(in_channels, c1, 5, stride=2, padding=2),
+            nn.ReLU(),
+            nn.Conv2d(c1, c2, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(c2, c3, 3, stride=2, padding=1),
+            nn.ReLU(),
         )
         self.head = nn.Linear(c3, n_classes)
         # input standardisation, set from the training data
@@ -64,8 +67,13 @@ class WaveformClassifier(nn.Module):
     The ``sample_rate`` attribute lets ``explain_waveform`` check the caller's rate.
     """
 
-    def __init__(self, net: SpecNet, sample_rate: int = audio_data.SAMPLE_RATE,
-                 n_fft: int = audio_data.N_FFT, hop_length: int = audio_data.HOP_LENGTH) -> None:
+    def __init__(
+        self,
+        net: SpecNet,
+        sample_rate: int = audio_data.SAMPLE_RATE,
+        n_fft: int = audio_data.N_FFT,
+        hop_length: int = audio_data.HOP_LENGTH,
+    ) -> None:
         super().__init__()
         self.net = net
         self.sample_rate = sample_rate
@@ -88,8 +96,9 @@ def audio_model_info() -> dict[str, Any]:
     return json.loads(_data_file(METADATA).read_text())
 
 
-def load_audio_model(device: Union[str, torch.device] = "cpu", *, waveform: bool = False,
-                     path: Optional[Union[str, Path]] = None) -> nn.Module:
+def load_audio_model(
+    device: Union[str, torch.device] = "cpu", *, waveform: bool = False, path: Optional[Union[str, Path]] = None
+) -> nn.Module:
     """Load the committed audio CNN in eval mode.
 
     Args:

@@ -12,6 +12,7 @@ image read row by row from the lowest band: ``id = band * time_segments + slot``
 * ``"slic"``: SLIC superpixels of the spectrogram (``torchlime.image.segments.slic``);
 * an explicit integer tensor, or a callable ``specs -> tensor``.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Union
@@ -35,8 +36,9 @@ def mel_to_hz(mel: torch.Tensor) -> torch.Tensor:
     return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
 
 
-def bin_frequencies(n_bins: int, sample_rate: float, n_fft: Optional[int] = None,
-                    device: Union[str, torch.device, None] = None) -> torch.Tensor:
+def bin_frequencies(
+    n_bins: int, sample_rate: float, n_fft: Optional[int] = None, device: Union[str, torch.device, None] = None
+) -> torch.Tensor:
     """Centre frequency (Hz) of each of the ``n_bins`` rows of a linear STFT spectrogram.
 
     ``n_fft`` defaults to ``2 * (n_bins - 1)`` (a one-sided spectrum).
@@ -48,8 +50,7 @@ def bin_frequencies(n_bins: int, sample_rate: float, n_fft: Optional[int] = None
     return torch.arange(n_bins, device=device, dtype=torch.float32) * (float(sample_rate) / n_fft)
 
 
-def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0,
-              fmax: Optional[float] = None) -> torch.Tensor:
+def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0, fmax: Optional[float] = None) -> torch.Tensor:
     """Assign bins to ``n_bands`` bands whose edges are equally spaced on the mel scale.
 
     Args:
@@ -66,28 +67,32 @@ def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0,
     """
     f = bin_freqs.float()
     hi = float(f.max()) if fmax is None else float(fmax)
-    edges = torch.linspace(float(hz_to_mel(torch.tensor(float(fmin)))), float(hz_to_mel(torch.tensor(hi))),
-                           n_bands + 1, device=f.device)
+    edges = torch.linspace(
+        float(hz_to_mel(torch.tensor(float(fmin)))), float(hz_to_mel(torch.tensor(hi))), n_bands + 1, device=f.device
+    )
     bands = torch.bucketize(hz_to_mel(f.clamp_min(0)), edges[1:-1], right=True)
     counts = torch.bincount(bands, minlength=n_bands)
     if bool((counts == 0).any()):
         empty = (counts == 0).nonzero().flatten().tolist()
-        raise ValueError(f"`freq_segments` ({n_bands}) is too many mel bands for {f.numel()} frequency bins: "
-                         f"bands {empty} hold no bin; use fewer bands or a finer spectrogram")
+        raise ValueError(
+            f"`freq_segments` ({n_bands}) is too many mel bands for {f.numel()} frequency bins: "
+            f"bands {empty} hold no bin; use fewer bands or a finer spectrogram"
+        )
     return bands
 
 
-def check_segment_counts(n_freq: int, n_time: int, freq_segments: int, time_segments: int,
-                         what: str = "`specs`") -> None:
+def check_segment_counts(
+    n_freq: int, n_time: int, freq_segments: int, time_segments: int, what: str = "`specs`"
+) -> None:
     """Raise unless 1 <= time_segments <= Tm frames and 1 <= freq_segments <= Fr bins."""
     check_positive_int(time_segments, "time_segments")
     check_positive_int(freq_segments, "freq_segments")
     if time_segments > n_time:
-        raise ValueError(f"`time_segments` must be <= the number of frames of {what} ({n_time}), "
-                         f"got {time_segments}")
+        raise ValueError(f"`time_segments` must be <= the number of frames of {what} ({n_time}), got {time_segments}")
     if freq_segments > n_freq:
-        raise ValueError(f"`freq_segments` must be <= the number of frequency bins of {what} ({n_freq}), "
-                         f"got {freq_segments}")
+        raise ValueError(
+            f"`freq_segments` must be <= the number of frequency bins of {what} ({n_freq}), got {freq_segments}"
+        )
 
 
 def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1) -> torch.Tensor:
@@ -105,11 +110,20 @@ def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1
     return slic_labels(x, n_segments=n_segments, compactness=compactness, lab=False)
 
 
-def spectrogram_segments(specs: torch.Tensor, segments: SegmentSpec = "grid", *, time_segments: int = 5,
-                         freq_segments: int = 4, sample_rate: Optional[float] = None,
-                         n_fft: Optional[int] = None, bin_freqs: Optional[Sequence[float] | torch.Tensor] = None,
-                         fmin: float = 0.0, fmax: Optional[float] = None, n_segments: Optional[int] = None,
-                         compactness: float = 0.1) -> torch.Tensor:
+def spectrogram_segments(
+    specs: torch.Tensor,
+    segments: SegmentSpec = "grid",
+    *,
+    time_segments: int = 5,
+    freq_segments: int = 4,
+    sample_rate: Optional[float] = None,
+    n_fft: Optional[int] = None,
+    bin_freqs: Optional[Sequence[float] | torch.Tensor] = None,
+    fmin: float = 0.0,
+    fmax: Optional[float] = None,
+    n_segments: Optional[int] = None,
+    compactness: float = 0.1,
+) -> torch.Tensor:
     """The feature map of spectrograms (B, Fr, Tm) or (B, C, Fr, Tm).
 
     Args:
@@ -139,13 +153,16 @@ def spectrogram_segments(specs: torch.Tensor, segments: SegmentSpec = "grid", *,
         if bin_freqs is not None:
             freqs = torch.as_tensor(bin_freqs, dtype=torch.float32, device=dev)
             if freqs.shape != (n_freq,):
-                raise ValueError(f"`bin_freqs` must have one frequency per bin, shape ({n_freq},), "
-                                 f"got {tuple(freqs.shape)}")
+                raise ValueError(
+                    f"`bin_freqs` must have one frequency per bin, shape ({n_freq},), got {tuple(freqs.shape)}"
+                )
         elif sample_rate is not None:
             freqs = bin_frequencies(n_freq, sample_rate, n_fft, dev)
         else:
-            raise ValueError("`segments='mel'` needs the bins' frequencies: pass `sample_rate` "
-                             "(and `n_fft` if it is not 2 * (Fr - 1)) or `bin_freqs`")
+            raise ValueError(
+                "`segments='mel'` needs the bins' frequencies: pass `sample_rate` "
+                "(and `n_fft` if it is not 2 * (Fr - 1)) or `bin_freqs`"
+            )
         bands = mel_bands(freqs, freq_segments, fmin, fmax)
         out = grid((n_freq, n_time), (freq_segments, time_segments), bands=(bands, None), device=dev)
     elif segments == "slic":
@@ -154,8 +171,10 @@ def spectrogram_segments(specs: torch.Tensor, segments: SegmentSpec = "grid", *,
         labels = slic_segments(x, check_positive_int(n_seg, "n_segments"), compactness)
         return labels.unsqueeze(1) if specs.ndim == 4 else labels
     else:
-        raise ValueError(f"`segments` must be one of {list(SEGMENTATIONS)}, an integer tensor or a callable, "
-                         f"got {describe(segments)}")
+        raise ValueError(
+            f"`segments` must be one of {list(SEGMENTATIONS)}, an integer tensor or a callable, "
+            f"got {describe(segments)}"
+        )
     return out.view(1, 1, n_freq, n_time) if specs.ndim == 4 else out.view(1, n_freq, n_time)
 
 
@@ -173,6 +192,8 @@ def _explicit(segments: torch.Tensor, specs: torch.Tensor) -> torch.Tensor:
         ok = seg.shape[1] in (1, specs.shape[1])
     if not ok:
         lead = "(B or 1, 1 or C, " if specs.ndim == 4 else "(B or 1, "
-        raise ValueError(f"`segments` tensor must have shape {fr_tm} or {lead}{fr_tm[0]}, {fr_tm[1]}) for "
-                         f"spectrograms of shape {tuple(specs.shape)}, got {tuple(segments.shape)}")
+        raise ValueError(
+            f"`segments` tensor must have shape {fr_tm} or {lead}{fr_tm[0]}, {fr_tm[1]}) for "
+            f"spectrograms of shape {tuple(specs.shape)}, got {tuple(segments.shape)}"
+        )
     return seg.long()

@@ -7,6 +7,7 @@ and the wrapper turns every perturbed STFT back into audio with
 ``torch.istft`` (same length as the original) on the model's device, chunk by
 chunk, before calling the model.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -37,8 +38,9 @@ def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> t
     return spec.reshape(*waves.shape[:-1], *spec.shape[-2:])
 
 
-def istft(spec: torch.Tensor, n_fft: int, hop_length: int, win_length: int, length: int,
-          dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def istft(
+    spec: torch.Tensor, n_fft: int, hop_length: int, win_length: int, length: int, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Inverse of ``stft``: complex (..., Fr, Tm) -> real (..., length) in ``dtype``."""
     window = torch.hann_window(win_length, device=spec.device, dtype=spec.real.dtype)
     flat = spec.reshape(-1, *spec.shape[-2:])
@@ -58,8 +60,15 @@ class ISTFTModel(nn.Module):
     Input: complex (c, [C,] Fr, Tm). Output: whatever ``model`` returns.
     """
 
-    def __init__(self, model: Callable[[torch.Tensor], Any], n_fft: int, hop_length: int,
-                 win_length: int, length: int, reference: torch.Tensor) -> None:
+    def __init__(
+        self,
+        model: Callable[[torch.Tensor], Any],
+        n_fft: int,
+        hop_length: int,
+        win_length: int,
+        length: int,
+        reference: torch.Tensor,
+    ) -> None:
         super().__init__()
         self.model = model
         self.n_fft, self.hop_length, self.win_length, self.length = n_fft, hop_length, win_length, length

@@ -7,6 +7,7 @@ only when a figure is drawn. ``save_top_segments_wav`` writes what the model
 relied on as 16-bit PCM WAV files (standard-library ``wave``): the top-k
 segments alone, their complement, and the original clip.
 """
+
 from __future__ import annotations
 
 import operator
@@ -24,9 +25,15 @@ from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
 
 
-def _axes(meta: dict[str, Any], n_freq: int, n_time: int, sample_rate: Optional[float],
-          hop_length: Optional[int], n_fft: Optional[int],
-          bin_freqs: Optional[Sequence[float]]) -> tuple[np.ndarray, np.ndarray, str, str]:
+def _axes(
+    meta: dict[str, Any],
+    n_freq: int,
+    n_time: int,
+    sample_rate: Optional[float],
+    hop_length: Optional[int],
+    n_fft: Optional[int],
+    bin_freqs: Optional[Sequence[float]],
+) -> tuple[np.ndarray, np.ndarray, str, str]:
     """Frame times and bin frequencies (or indices) with their axis labels."""
     sr = sample_rate or meta.get("sample_rate")
     hop = hop_length or meta.get("hop_length")
@@ -47,12 +54,20 @@ def _axes(meta: dict[str, Any], n_freq: int, n_time: int, sample_rate: Optional[
 
 def _borders(labels: np.ndarray, times: np.ndarray, freqs: np.ndarray) -> list[list[tuple[float, float]]]:
     """Line pieces between adjacent (Fr, Tm) cells with different labels, in axis units."""
-    te = np.concatenate([[times[0] - (times[1] - times[0]) / 2 if len(times) > 1 else -0.5],
-                         (times[1:] + times[:-1]) / 2, [times[-1] + (times[-1] - times[-2]) / 2
-                                                        if len(times) > 1 else 0.5]])
-    fe = np.concatenate([[freqs[0] - (freqs[1] - freqs[0]) / 2 if len(freqs) > 1 else -0.5],
-                         (freqs[1:] + freqs[:-1]) / 2, [freqs[-1] + (freqs[-1] - freqs[-2]) / 2
-                                                        if len(freqs) > 1 else 0.5]])
+    te = np.concatenate(
+        [
+            [times[0] - (times[1] - times[0]) / 2 if len(times) > 1 else -0.5],
+            (times[1:] + times[:-1]) / 2,
+            [times[-1] + (times[-1] - times[-2]) / 2 if len(times) > 1 else 0.5],
+        ]
+    )
+    fe = np.concatenate(
+        [
+            [freqs[0] - (freqs[1] - freqs[0]) / 2 if len(freqs) > 1 else -0.5],
+            (freqs[1:] + freqs[:-1]) / 2,
+            [freqs[-1] + (freqs[-1] - freqs[-2]) / 2 if len(freqs) > 1 else 0.5],
+        ]
+    )
     fi, ti = np.nonzero(labels[:, 1:] != labels[:, :-1])  # vertical borders
     lines = [[(te[t + 1], fe[f]), (te[t + 1], fe[f + 1])] for f, t in zip(fi, ti)]
     fi, ti = np.nonzero(labels[1:, :] != labels[:-1, :])  # horizontal borders
@@ -82,12 +97,23 @@ def _clip_map(explanation: Explanation, index: int) -> torch.Tensor:
     return lab
 
 
-def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, *, index: int = 0,
-                                 target_index: int = 0, channel: int = 0, top_k: int = 3,
-                                 sample_rate: Optional[float] = None, hop_length: Optional[int] = None,
-                                 n_fft: Optional[int] = None, bin_freqs: Optional[Sequence[float]] = None,
-                                 truth: Optional[torch.Tensor] = None, alpha: float = 0.55,
-                                 title: Optional[str] = None, ax: Any = None) -> Any:
+def plot_spectrogram_explanation(
+    explanation: Explanation,
+    specs: torch.Tensor,
+    *,
+    index: int = 0,
+    target_index: int = 0,
+    channel: int = 0,
+    top_k: int = 3,
+    sample_rate: Optional[float] = None,
+    hop_length: Optional[int] = None,
+    n_fft: Optional[int] = None,
+    bin_freqs: Optional[Sequence[float]] = None,
+    truth: Optional[torch.Tensor] = None,
+    alpha: float = 0.55,
+    title: Optional[str] = None,
+    ax: Any = None,
+) -> Any:
     """Spectrogram of clip ``index`` with its explanation overlaid.
 
     Args:
@@ -110,28 +136,35 @@ def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, 
     """
     check_tensor(specs, "specs")
     if specs.ndim not in (3, 4):
-        raise ValueError(f"`specs` must be the (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms that were explained (for "
-                         f"waveforms, their STFT: torchlime.audio.stft.stft(waves, n_fft, hop_length, win_length) "
-                         f"with the explanation's meta['audio'] settings), got shape {tuple(specs.shape)}")
+        raise ValueError(
+            f"`specs` must be the (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms that were explained (for "
+            f"waveforms, their STFT: torchlime.audio.stft.stft(waves, n_fft, hop_length, win_length) "
+            f"with the explanation's meta['audio'] settings), got shape {tuple(specs.shape)}"
+        )
     meta = explanation.meta.get("audio", {})
     index = _position(index, "index", explanation.coef.shape[0], "a clip of the explanation")
     target_index = _position(target_index, "target_index", explanation.coef.shape[1], "an explained target")
     if specs.shape[0] != explanation.coef.shape[0]:
-        raise ValueError(f"`specs` must hold the {explanation.coef.shape[0]} clips of the explanation, "
-                         f"got {specs.shape[0]}")
+        raise ValueError(
+            f"`specs` must hold the {explanation.coef.shape[0]} clips of the explanation, got {specs.shape[0]}"
+        )
     channel = _position(channel, "channel", specs.shape[1] if specs.ndim == 4 else 1, "a channel of `specs`")
     labels = _clip_map(explanation, index).detach().cpu()
     labels = labels[channel] if labels.ndim == 3 else labels
     if labels.ndim != 2 or meta.get("features") == "time":
-        raise ValueError(f"`explanation` must be over time-frequency cells (explain_spectrogram or "
-                         f"explain_waveform(features='time_frequency')), got one over time segments (feature map "
-                         f"of clip {index}: shape {tuple(explanation.features[index].shape)})")
+        raise ValueError(
+            f"`explanation` must be over time-frequency cells (explain_spectrogram or "
+            f"explain_waveform(features='time_frequency')), got one over time segments (feature map "
+            f"of clip {index}: shape {tuple(explanation.features[index].shape)})"
+        )
     x = specs[index].detach().cpu()
     x = x[channel] if x.ndim == 3 else x
     if tuple(x.shape) != tuple(labels.shape):
-        raise ValueError(f"`specs` clip {index} is a {tuple(x.shape)} grid but the explanation's feature map is "
-                         f"{tuple(labels.shape)}: pass the spectrograms that were explained (for explain_waveform, "
-                         f"stft(waves, n_fft, hop_length, win_length) with meta['audio']'s settings)")
+        raise ValueError(
+            f"`specs` clip {index} is a {tuple(x.shape)} grid but the explanation's feature map is "
+            f"{tuple(labels.shape)}: pass the spectrograms that were explained (for explain_waveform, "
+            f"stft(waves, n_fft, hop_length, win_length) with meta['audio']'s settings)"
+        )
     plt = require("matplotlib.pyplot", "viz", "plot_spectrogram_explanation")
     from matplotlib.collections import LineCollection
 
@@ -145,8 +178,7 @@ def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, 
     fig = ax.figure
     ax.pcolormesh(times, freqs, x.numpy(), shading="nearest", cmap="gray_r")
     lim = float(heat.abs().max()) or 1.0
-    mesh = ax.pcolormesh(times, freqs, heat.numpy(), shading="nearest", cmap="RdBu_r",
-                         vmin=-lim, vmax=lim, alpha=alpha)
+    mesh = ax.pcolormesh(times, freqs, heat.numpy(), shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim, alpha=alpha)
     fig.colorbar(mesh, ax=ax, label="LIME coefficient")
     ax.add_collection(LineCollection(_borders(labels.numpy(), times, freqs), colors="k", linewidths=0.8))
     if truth is not None:
@@ -156,9 +188,17 @@ def plot_spectrogram_explanation(explanation: Explanation, specs: torch.Tensor, 
         for rank, f in enumerate(idx[index, target_index].tolist(), 1):
             fi, ti = np.nonzero(labels.numpy() == f)
             if len(fi):
-                ax.text(times[ti].mean(), freqs[fi].mean(), str(rank), ha="center", va="center",
-                        fontsize=11, weight="bold", color="k",
-                        bbox=dict(boxstyle="circle,pad=0.2", fc="yellow", alpha=0.8))
+                ax.text(
+                    times[ti].mean(),
+                    freqs[fi].mean(),
+                    str(rank),
+                    ha="center",
+                    va="center",
+                    fontsize=11,
+                    weight="bold",
+                    color="k",
+                    bbox=dict(boxstyle="circle,pad=0.2", fc="yellow", alpha=0.8),
+                )
     ax.set_xlabel(t_label)
     ax.set_ylabel(f_label)
     ax.set_title(title or f"clip {index}, target {int(explanation.target[index, target_index])}")
@@ -191,8 +231,9 @@ def _check_waves(explanation: Explanation, waves: Any, index: int) -> torch.Tens
     it lies far outside [-1, 1] (its WAV would be mostly clipped)."""
     check_tensor(waves, "waves")
     if waves.is_complex() or not waves.is_floating_point():
-        raise TypeError(f"`waves` must be float audio in [-1, 1], got dtype {waves.dtype}; for int16 PCM pass "
-                        f"waves.float() / 32768")
+        raise TypeError(
+            f"`waves` must be float audio in [-1, 1], got dtype {waves.dtype}; for int16 PCM pass waves.float() / 32768"
+        )
     check_ndim(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
     batch = explanation.coef.shape[0]
     if waves.shape[0] != batch:
@@ -201,17 +242,29 @@ def _check_waves(explanation: Explanation, waves: Any, index: int) -> torch.Tens
     peak = float(wav.abs().max()) if wav.numel() else 0.0
     if peak > CLIP_WARN_PEAK:
         clipped = float((wav.abs() > 1).float().mean()) * 100
-        warnings.warn(f"`waves` clip {index} peaks at {peak:.4g}, far outside [-1, 1]: {clipped:.2f} % of its samples "
-                      f"are clipped in the 16-bit WAV files; scale the audio to [-1, 1] (int16 PCM: divide by 32768)",
-                      UserWarning, stacklevel=3)
+        warnings.warn(
+            f"`waves` clip {index} peaks at {peak:.4g}, far outside [-1, 1]: {clipped:.2f} % of its samples "
+            f"are clipped in the 16-bit WAV files; scale the audio to [-1, 1] (int16 PCM: divide by 32768)",
+            UserWarning,
+            stacklevel=3,
+        )
     return wav
 
 
-def save_top_segments_wav(explanation: Explanation, waves: torch.Tensor, out_dir: Union[str, Path], *,
-                          k: int = 3, index: int = 0, target_index: int = 0,
-                          sample_rate: Optional[int] = None, n_fft: Optional[int] = None,
-                          hop_length: Optional[int] = None, win_length: Optional[int] = None,
-                          prefix: str = "clip") -> dict[str, Path]:
+def save_top_segments_wav(
+    explanation: Explanation,
+    waves: torch.Tensor,
+    out_dir: Union[str, Path],
+    *,
+    k: int = 3,
+    index: int = 0,
+    target_index: int = 0,
+    sample_rate: Optional[int] = None,
+    n_fft: Optional[int] = None,
+    hop_length: Optional[int] = None,
+    win_length: Optional[int] = None,
+    prefix: str = "clip",
+) -> dict[str, Path]:
     """Write the clip, its top-k segments alone and their complement as WAV files.
 
     Works for explanations over time segments of the samples (``explain_waveform``) and
@@ -246,12 +299,16 @@ def save_top_segments_wav(explanation: Explanation, waves: torch.Tensor, out_dir
     keep = _keep_map(explanation, index, target_index, k).to(wav.device)
     over_time = meta.get("features") == "time" or (keep.ndim == 1 and meta.get("features") is None)
     if over_time and keep.shape[-1] != wav.shape[-1]:
-        raise ValueError(f"`waves` must have the {keep.shape[-1]} samples the explanation's time segments cover "
-                         f"(features='time'), got {wav.shape[-1]}")
+        raise ValueError(
+            f"`waves` must have the {keep.shape[-1]} samples the explanation's time segments cover "
+            f"(features='time'), got {wav.shape[-1]}"
+        )
     if not over_time and keep.ndim != 2:
-        raise ValueError(f"`explanation` must be over time segments of the samples or over one time-frequency grid "
-                         f"(Fr, Tm) per clip, got a feature map of shape {tuple(explanation.features[index].shape)} "
-                         f"for clip {index}")
+        raise ValueError(
+            f"`explanation` must be over time segments of the samples or over one time-frequency grid "
+            f"(Fr, Tm) per clip, got a feature map of shape {tuple(explanation.features[index].shape)} "
+            f"for clip {index}"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if over_time:
@@ -267,5 +324,7 @@ def save_top_segments_wav(explanation: Explanation, waves: torch.Tensor, out_dir
         top = istft(spec * grid, fft, hop, win, wav.shape[-1])
         rest = istft(spec * ~grid, fft, hop, win, wav.shape[-1])
     names = dict(original=wav, top=top, complement=rest)
-    return {name: write_wav(out / f"{prefix}{index}_{name if name != 'top' else f'top{k}'}.wav", a, sr)
-            for name, a in names.items()}
+    return {
+        name: write_wav(out / f"{prefix}{index}_{name if name != 'top' else f'top{k}'}.wav", a, sr)
+        for name, a in names.items()
+    }

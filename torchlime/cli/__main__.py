@@ -1,4 +1,5 @@
 """``python -m torchlime.cli``: the ``torchlime`` command line."""
+
 import sys
 
 from torchlime.cli.main import main

@@ -2,6 +2,7 @@
 
 Usage errors are one line on stderr and exit code 2 (``Parser``), never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,26 +52,39 @@ SEGMENTERS = ["slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"]
 
 
 def model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL",
-                   help="a TorchScript file, an ExportedProgram file (torch.export.save) or module:factory")
-    p.add_argument("--weights", type=Path, metavar="FILE",
-                   help="state dict for MODEL module:factory (torch.load with weights_only=True)")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a TorchScript file, an ExportedProgram file (torch.export.save) or module:factory",
+    )
+    p.add_argument(
+        "--weights",
+        type=Path,
+        metavar="FILE",
+        help="state dict for MODEL module:factory (torch.load with weights_only=True)",
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N (default: auto)")
 
 
 def explain_args(p: argparse.ArgumentParser, target: str, target_help: str) -> None:
-    p.add_argument("--n-samples", type=int_at_least(2), default=1000,
-                   help="perturbed samples per input (default: %(default)s)")
+    p.add_argument(
+        "--n-samples", type=int_at_least(2), default=1000, help="perturbed samples per input (default: %(default)s)"
+    )
     p.add_argument("--target", default=target, help=target_help)
     p.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the masks (default: %(default)s)")
     p.add_argument("--softmax", action="store_true", help="explain probabilities (softmax of the outputs)")
 
 
 def image_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--segments", choices=SEGMENTERS, default="slic",
-                   help="image segmentation (default: %(default)s; grid: about --n-segments cells)")
-    p.add_argument("--n-segments", type=int_at_least(2), default=50,
-                   help="segments asked for (slic, grid; default: %(default)s)")
+    p.add_argument(
+        "--segments",
+        choices=SEGMENTERS,
+        default="slic",
+        help="image segmentation (default: %(default)s; grid: about --n-segments cells)",
+    )
+    p.add_argument(
+        "--n-segments", type=int_at_least(2), default=50, help="segments asked for (slic, grid; default: %(default)s)"
+    )
     p.add_argument("--size", type=int_at_least(1), nargs=2, metavar=("H", "W"), help="resize every image to H x W")
     p.add_argument("--channels", type=int, choices=[1, 3], default=3, help="read images as RGB (3) or grey (1)")
     p.add_argument("--mean", type=float_, nargs="+", help="per-channel mean the model normalises with")

@@ -5,6 +5,7 @@ model that does not load, an option that does not fit the inputs); ``torchlime.c
 as one line on stderr with exit code 2. ``output_folder`` removes a folder the command created
 when the command fails, so an error never leaves an empty or half-written folder behind.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,7 +34,7 @@ def one_line(message: Any, limit: int = 500) -> str:
         'first | second'
     """
     text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def model_failure(err: Exception, what: str) -> CliError:
@@ -42,8 +43,12 @@ def model_failure(err: Exception, what: str) -> CliError:
     hint for exported programs, which accept only the input shapes they were exported with."""
     if isinstance(err, (ValueError, TypeError)):
         return CliError(f"cannot explain {what}: {short_error(err)}")
-    hint = (" (an exported program accepts only the input shape it was exported with: pass inputs of that "
-            "shape, e.g. --size H W)" if "guard" in str(err).lower() else "")
+    hint = (
+        " (an exported program accepts only the input shape it was exported with: pass inputs of that "
+        "shape, e.g. --size H W)"
+        if "guard" in str(err).lower()
+        else ""
+    )
     msg = short_error(err)
     if not re.match(r"^\w+(Error|Exception|Failure): ", msg):
         msg = f"{type(err).__name__}: {msg}"
@@ -174,6 +179,7 @@ def unique_stems(paths: list[Path], out: Optional[Path] = None, keep: tuple[Path
     """
     kept: list[str] = []  # names of the files to keep that lie in `out` (links as links, not their targets)
     if out is not None:
+
         def place(q: Path) -> Path:  # absolute, ".." resolved, links not followed
             return Path(os.path.normpath(q.absolute()))
 
@@ -220,8 +226,10 @@ def normalization(args: Any) -> Optional[tuple[tuple[float, ...], tuple[float, .
     if mean is None and std is None:
         return None
     if mean is None or std is None or len(mean) != len(std) or len(mean) != args.channels:
-        raise CliError(f"--mean and --std go together, with one value per channel ({args.channels}) each; got "
-                       f"{len(mean or [])} and {len(std or [])} values")
+        raise CliError(
+            f"--mean and --std go together, with one value per channel ({args.channels}) each; got "
+            f"{len(mean or [])} and {len(std or [])} values"
+        )
     if any(s <= 0 for s in std):
         raise CliError(f"--std values must be > 0, got {std}")
     return tuple(mean), tuple(std)

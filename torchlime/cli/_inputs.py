@@ -9,6 +9,7 @@
 
 Every failure is a ``CliError`` naming the file and what was expected.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ def modality_of(paths: list[Path], forced: Optional[str]) -> str:
     for p in paths:
         kind = EXTENSIONS.get(p.suffix.lower())
         if kind is None:
-            raise CliError(f"cannot tell the modality of {p} from its extension (.png/.jpg/.jpeg: image, .wav: audio, "
-                           f".txt: text); pass --modality image|audio|text")
+            raise CliError(
+                f"cannot tell the modality of {p} from its extension (.png/.jpg/.jpeg: image, .wav: audio, "
+                f".txt: text); pass --modality image|audio|text"
+            )
         kinds.setdefault(kind, p)
     if len(kinds) > 1:
         mixed = ", ".join(f"{k}: {p}" for k, p in kinds.items())
@@ -68,8 +71,9 @@ def read_image(path: Path, channels: int = 3, size: Optional[tuple[int, int]] = 
         raise CliError(f"cannot read image {path}: {short_error(err, 200)} (a PNG or JPEG file expected)") from None
     x = img.float() / (65535.0 if img.dtype == torch.uint16 else 255.0)
     if size is not None and tuple(x.shape[-2:]) != tuple(size):
-        x = torch.nn.functional.interpolate(x[None], size=size, mode="bilinear", antialias=True,
-                                            align_corners=False)[0].clamp(0, 1)
+        x = torch.nn.functional.interpolate(x[None], size=size, mode="bilinear", antialias=True, align_corners=False)[
+            0
+        ].clamp(0, 1)
     return x
 
 
@@ -85,7 +89,7 @@ def read_wav(path: Path) -> tuple[torch.Tensor, int]:
     n = len(raw) // (width * n_ch)
     if n == 0:
         raise CliError(f"cannot read WAV {path}: it holds no audio samples")
-    raw = raw[:n * width * n_ch]
+    raw = raw[: n * width * n_ch]
     if width == 1:
         data = (np.frombuffer(raw, np.uint8).astype(np.float32) - 128.0) / 128.0
     elif width == 2:
@@ -163,23 +167,27 @@ def tokenize_with_vocab(texts: list[str], names: list[str], vocab_path: Path, lo
     mask = _first(vocab, MASK_TOKENS)
     mask = unk if mask is None else mask
     if mask is None:
-        raise CliError(f"--vocab {vocab_path} has no {MASK_TOKENS[0]}/{MASK_TOKENS[1]} or {UNK_TOKENS[0]}/"
-                       f"{UNK_TOKENS[1]} token to hide words with")
+        raise CliError(
+            f"--vocab {vocab_path} has no {MASK_TOKENS[0]}/{MASK_TOKENS[1]} or {UNK_TOKENS[0]}/"
+            f"{UNK_TOKENS[1]} token to hide words with"
+        )
     pad = 0 if pad is None else pad
     rows: list[list[str]] = []
     for text, name in zip(texts, names):
         words = [w.lower() if lowercase and w not in vocab else w for w in text.split()]
         unknown = sorted({w for w in words if w not in vocab})
         if unknown and unk is None:
-            raise CliError(f"{name}: {len(unknown)} word(s) not in --vocab {vocab_path} (e.g. {unknown[:5]}) and it "
-                           f"has no {UNK_TOKENS[0]}/{UNK_TOKENS[1]} token")
+            raise CliError(
+                f"{name}: {len(unknown)} word(s) not in --vocab {vocab_path} (e.g. {unknown[:5]}) and it "
+                f"has no {UNK_TOKENS[0]}/{UNK_TOKENS[1]} token"
+            )
         rows.append(words)
     length = max(len(r) for r in rows)
     ids = torch.full((len(rows), length), pad, dtype=torch.long)
     attn = torch.zeros((len(rows), length), dtype=torch.long)
     for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor([vocab.get(w, unk if unk is not None else pad) for w in r], dtype=torch.long)
-        attn[i, :len(r)] = 1
+        ids[i, : len(r)] = torch.tensor([vocab.get(w, unk if unk is not None else pad) for w in r], dtype=torch.long)
+        attn[i, : len(r)] = 1
     special = sorted({i for t, i in vocab.items() if len(t) > 2 and (t[0], t[-1]) in (("[", "]"), ("<", ">"))})
     strings = [r + [tokens[pad]] * (length - len(r)) for r in rows]
     return Tokens(ids, attn, None, special, mask, pad, strings)
@@ -194,9 +202,11 @@ def tokenize_with_hf(texts: list[str], name: str) -> Tokens:
     try:
         tok = AutoTokenizer.from_pretrained(name, local_files_only=True)
     except Exception as err:  # noqa: BLE001 - transformers raises OSError, ValueError, ...
-        raise CliError(f"--tokenizer {name} cannot be loaded offline: give a local folder (tokenizer.save_pretrained) "
-                       f"or a name already in the Hugging Face cache, torchlime never downloads "
-                       f"({type(err).__name__}: {one_line(err, 160)})") from None
+        raise CliError(
+            f"--tokenizer {name} cannot be loaded offline: give a local folder (tokenizer.save_pretrained) "
+            f"or a name already in the Hugging Face cache, torchlime never downloads "
+            f"({type(err).__name__}: {one_line(err, 160)})"
+        ) from None
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     if tok.pad_token_id is None:
         tok.pad_token = tok.convert_ids_to_tokens(pad)

@@ -12,6 +12,7 @@ The kind of a file is read from its zip archive's entries before anything is unp
 state dict or a stray file given as MODEL gets a one-line explanation, not a loader's traceback.
 Every failure is a ``CliError``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,14 +59,16 @@ class ExportedModel(nn.Module):
             return self.graph(*args)
         n, outs = args[0].shape[0], []
         for i in range(0, n, b):
-            piece = [a[i:i + b] for a in args]
+            piece = [a[i : i + b] for a in args]
             rows = piece[0].shape[0]
             if rows < b:
                 piece = [torch.cat([p, p[-1:].expand(b - rows, *p.shape[1:])]) for p in piece]
             out = self.graph(*piece)
             if not isinstance(out, torch.Tensor):
-                raise TypeError(f"an exported model with a static batch size ({b}) must return a tensor, "
-                                f"got {describe(out)}; export it with a dynamic batch dimension")
+                raise TypeError(
+                    f"an exported model with a static batch size ({b}) must return a tensor, "
+                    f"got {describe(out)}; export it with a dynamic batch dimension"
+                )
             outs.append(out[:rows])
         return torch.cat(outs)
 
@@ -114,8 +117,9 @@ def load_model(spec: str, weights: Optional[Path], device: torch.device) -> tupl
     path = Path(spec)
     if path.is_file():
         if weights is not None:
-            raise CliError(f"--weights goes with MODEL given as module:factory; {spec} is a model file "
-                           f"that holds its own weights")
+            raise CliError(
+                f"--weights goes with MODEL given as module:factory; {spec} is a model file that holds its own weights"
+            )
         kind = archive_kind(path)
         model = _load_file(path, kind, device)
     elif path.is_dir():
@@ -144,10 +148,13 @@ def _load_file(path: Path, kind: str, device: torch.device) -> nn.Module:
     except Exception as err:  # noqa: BLE001 - any loader failure is reported in one line
         raise CliError(f"MODEL {path} ({kind}) does not load: {type(err).__name__}: {short_error(err, 300)}") from None
     if kind == "torch.save":
-        raise CliError(f"MODEL {path} is a torch.save file (a state dict?), not a model: save the model with "
-                       f"torch.jit.save or torch.export.save, or pass MODEL as module:factory with --weights {path}")
-    raise CliError(f"MODEL {path} is neither a TorchScript file (torch.jit.save) nor an ExportedProgram "
-                   f"(torch.export.save)")
+        raise CliError(
+            f"MODEL {path} is a torch.save file (a state dict?), not a model: save the model with "
+            f"torch.jit.save or torch.export.save, or pass MODEL as module:factory with --weights {path}"
+        )
+    raise CliError(
+        f"MODEL {path} is neither a TorchScript file (torch.jit.save) nor an ExportedProgram (torch.export.save)"
+    )
 
 
 def _import(module_name: str, spec: str) -> Any:
@@ -175,11 +182,14 @@ def _from_factory(spec: str) -> nn.Module:
     except CliError:
         raise
     except ModuleNotFoundError as err:
-        raise CliError(f"MODEL {spec}: cannot import {module_name} ({short_error(err)}); run from the folder that "
-                       f"holds it or install it") from None
+        raise CliError(
+            f"MODEL {spec}: cannot import {module_name} ({short_error(err)}); run from the folder that "
+            f"holds it or install it"
+        ) from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while importing
-        raise CliError(f"MODEL {spec}: importing {module_name} failed: {type(err).__name__}: {short_error(err, 300)}") \
-            from None
+        raise CliError(
+            f"MODEL {spec}: importing {module_name} failed: {type(err).__name__}: {short_error(err, 300)}"
+        ) from None
     try:
         factory = functools.reduce(getattr, attr.split("."), module)
     except AttributeError:
@@ -206,29 +216,43 @@ def load_weights(model: nn.Module, weights: Path, spec: str) -> None:
     if kind in ("torchscript", "exported"):
         raise CliError(f"--weights {weights} is a whole model ({kind}), not a state dict; give it as MODEL instead")
     if kind == "unknown":
-        raise CliError(f"--weights {weights} is not a torch.save file (a state dict saved with "
-                       f"torch.save(model.state_dict(), FILE) expected)")
+        raise CliError(
+            f"--weights {weights} is not a torch.save file (a state dict saved with "
+            f"torch.save(model.state_dict(), FILE) expected)"
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             state = torch.load(weights, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - unpickling errors come in many types
-        why = ("it holds objects other than tensors and plain containers, which weights_only=True refuses; save "
-               "model.state_dict()") if "Weights only load failed" in str(err) else short_error(err, 240)
+        why = (
+            (
+                "it holds objects other than tensors and plain containers, which weights_only=True refuses; save "
+                "model.state_dict()"
+            )
+            if "Weights only load failed" in str(err)
+            else short_error(err, 240)
+        )
         raise CliError(f"--weights {weights} cannot be read with torch.load(weights_only=True): {why}") from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise CliError(f"--weights {weights} must hold a state dict (parameter names -> tensors), got "
-                       f"{describe(state)[:120]}")
+        raise CliError(
+            f"--weights {weights} must hold a state dict (parameter names -> tensors), got {describe(state)[:120]}"
+        )
     own = model.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
-    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
-              if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    shapes = [
+        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+        for k, v in own.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
     if missing or unexpected or shapes:
-        parts = [f"{len(missing)} missing key(s) {missing[:4]}" if missing else "",
-                 f"{len(unexpected)} unexpected key(s) {unexpected[:4]}" if unexpected else "",
-                 f"{len(shapes)} shape mismatch(es) (file vs model): {'; '.join(shapes[:3])}" if shapes else ""]
+        parts = [
+            f"{len(missing)} missing key(s) {missing[:4]}" if missing else "",
+            f"{len(unexpected)} unexpected key(s) {unexpected[:4]}" if unexpected else "",
+            f"{len(shapes)} shape mismatch(es) (file vs model): {'; '.join(shapes[:3])}" if shapes else "",
+        ]
         raise CliError(f"--weights {weights} does not fit {spec}: {', '.join(p for p in parts if p)}")
     model.load_state_dict(state)

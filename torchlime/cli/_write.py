@@ -3,6 +3,7 @@
 Pictures need matplotlib (``pip install torchlime[viz]``); without it they are skipped and the
 explanation files and the summary are still written.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,10 @@ from typing import Any, NamedTuple
 
 from torchlime.engine.explanation import Explanation
 
-PAGE = ('<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
-        '<body style="max-width:60em;margin:2em auto">\n{body}\n</body></html>\n')
+PAGE = (
+    '<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+    '<body style="max-width:60em;margin:2em auto">\n{body}\n</body></html>\n'
+)
 
 
 class Group(NamedTuple):
@@ -47,11 +50,20 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     path = out / f"{stem}.explanation.pt"
     one.save(path)
     idx, w = one.top_features(args.top_k)
-    rec: dict[str, Any] = dict(name=stem, explanation=path.name, pictures=[], sounds=[], html=None,
-                               target=one.target[0].tolist(), weighted_r2=one.score[0].float().tolist(),
-                               n_features=int(one.n_features[0]), top_features=idx[0].tolist(),
-                               top_weights=w[0].float().tolist(), top_names=idx[0].tolist(),
-                               unreliable=one.meta.get("unreliable"))
+    rec: dict[str, Any] = dict(
+        name=stem,
+        explanation=path.name,
+        pictures=[],
+        sounds=[],
+        html=None,
+        target=one.target[0].tolist(),
+        weighted_r2=one.score[0].float().tolist(),
+        n_features=int(one.n_features[0]),
+        top_features=idx[0].tolist(),
+        top_weights=w[0].float().tolist(),
+        top_names=idx[0].tolist(),
+        unreliable=one.meta.get("unreliable"),
+    )
     pictures = has_matplotlib()
     if modality == "image" and pictures:
         from torchlime.image.viz import save_image_explanation
@@ -72,8 +84,9 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     return rec
 
 
-def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: dict[str, Any],
-                 pictures: bool) -> None:
+def _write_audio(
+    out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: dict[str, Any], pictures: bool
+) -> None:
     from torchlime.audio.viz import save_top_segments_wav
 
     exp = g.exp.to("cpu")
@@ -83,9 +96,8 @@ def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespac
         from torchlime.audio.stft import stft
         from torchlime.audio.viz import plot_spectrogram_explanation
 
-        spec = stft(waves[j:j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
-        fig = plot_spectrogram_explanation(exp[j], spec, top_k=args.top_k, title=f"{stem}: target "
-                                           f"{rec['target'][0]}")
+        spec = stft(waves[j : j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
+        fig = plot_spectrogram_explanation(exp[j], spec, top_k=args.top_k, title=f"{stem}: target {rec['target'][0]}")
         _savefig(fig, out / f"{stem}.png")
         rec["pictures"].append(f"{stem}.png")
     written = save_top_segments_wav(exp, waves, out, k=args.top_k, index=j, prefix=f"{stem}.")

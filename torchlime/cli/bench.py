@@ -12,6 +12,7 @@ the model's own cost, without building the perturbed inputs), at the best of a f
 (median). The ratio explanation / floor is what torchlime adds on top of the forward passes
 LIME needs anyway: 1.0 would be free.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,14 @@ from torchlime.cli._model import load_model
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="time an explanation of your model against its forward floor")
     model_args(p)
-    p.add_argument("--input-shape", type=int_at_least(1), nargs=3, required=True, metavar=("C", "H", "W"),
-                   help="shape of one input")
+    p.add_argument(
+        "--input-shape",
+        type=int_at_least(1),
+        nargs=3,
+        required=True,
+        metavar=("C", "H", "W"),
+        help="shape of one input",
+    )
     p.add_argument("--batch", type=int_at_least(1), default=1, help="inputs per explanation (default: 1)")
     p.add_argument("--n-samples", type=int_at_least(2), default=1000, help="samples per input (default: 1000)")
     p.add_argument("--n-segments", type=int_at_least(2), default=64, help="grid cells (default: 64)")
@@ -85,20 +92,30 @@ def model_dtype(model: torch.nn.Module) -> torch.dtype:
     return torch.float32
 
 
-def floor_fn(model: torch.nn.Module, shape: tuple[int, ...], rows: int, chunk: int, device: torch.device,
-             dtype: torch.dtype) -> Callable[[], None]:
+def floor_fn(
+    model: torch.nn.Module, shape: tuple[int, ...], rows: int, chunk: int, device: torch.device, dtype: torch.dtype
+) -> Callable[[], None]:
     """Forward ``rows`` rows in chunks of ``chunk`` (one device-resident chunk, sliced for the last)."""
     x = torch.rand(chunk, *shape, generator=torch.Generator().manual_seed(1)).to(device, dtype)
 
     def run() -> None:
         with torch.inference_mode():
             for i in range(0, rows, chunk):
-                model(x[:min(chunk, rows - i)])
+                model(x[: min(chunk, rows - i)])
+
     return run
 
 
-def bench(model: torch.nn.Module, shape: tuple[int, int, int], batch: int, n_samples: int, n_segments: int,
-          reps: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
+def bench(
+    model: torch.nn.Module,
+    shape: tuple[int, int, int],
+    batch: int,
+    n_samples: int,
+    n_segments: int,
+    reps: int,
+    device: torch.device,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Time the explanation and the floor (see the module docstring); return every figure."""
     from torchlime.image import explain_image
 
@@ -124,13 +141,25 @@ def bench(model: torch.nn.Module, shape: tuple[int, int, int], batch: int, n_sam
         floors[chunk] = statistics.median(timed(run, device) for _ in range(reps))
     best = min(floors, key=floors.__getitem__)
     seconds = statistics.median(times)
-    return dict(device=device_name(device), device_type=device.type, torch=torch.__version__,
-                input_shape=list(shape), batch=batch, n_samples=n_samples, rows=rows,
-                n_features=int(exp.n_features[0]), reps=reps, engine_chunk=engine_chunk,
-                explain_seconds=dict(median=seconds, runs=times), floor_seconds_by_chunk={str(k): v for k, v in
-                                                                                        floors.items()},
-                floor_chunk=best, floor_seconds=floors[best], ratio=seconds / floors[best],
-                explanations_per_second=batch / seconds, rows_per_second=rows / seconds)
+    return dict(
+        device=device_name(device),
+        device_type=device.type,
+        torch=torch.__version__,
+        input_shape=list(shape),
+        batch=batch,
+        n_samples=n_samples,
+        rows=rows,
+        n_features=int(exp.n_features[0]),
+        reps=reps,
+        engine_chunk=engine_chunk,
+        explain_seconds=dict(median=seconds, runs=times),
+        floor_seconds_by_chunk={str(k): v for k, v in floors.items()},
+        floor_chunk=best,
+        floor_seconds=floors[best],
+        ratio=seconds / floors[best],
+        explanations_per_second=batch / seconds,
+        rows_per_second=rows / seconds,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,18 +171,32 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     try:
         with collected_warnings(notes):
-            res = bench(model, tuple(args.input_shape), args.batch, args.n_samples, args.n_segments, args.reps,
-                        device, args.seed)
+            res = bench(
+                model,
+                tuple(args.input_shape),
+                args.batch,
+                args.n_samples,
+                args.n_segments,
+                args.reps,
+                device,
+                args.seed,
+            )
     except Exception as err:  # noqa: BLE001 - whatever the user's model raises becomes one line
         raise model_failure(err, f"inputs of shape {tuple(args.input_shape)}") from None
     res.update(model=args.model, warnings=notes)
-    print(f"{args.model} on {res['device']}: {res['batch']} input(s) x {res['n_samples']} samples = {res['rows']} "
-          f"rows, {res['n_features']} grid segments")
-    print(f"  explanation  {res['explain_seconds']['median']:.4f} s (median of {res['reps']}, engine chunk "
-          f"{res['engine_chunk']})")
+    print(
+        f"{args.model} on {res['device']}: {res['batch']} input(s) x {res['n_samples']} samples = {res['rows']} "
+        f"rows, {res['n_features']} grid segments"
+    )
+    print(
+        f"  explanation  {res['explain_seconds']['median']:.4f} s (median of {res['reps']}, engine chunk "
+        f"{res['engine_chunk']})"
+    )
     print(f"  forward floor {res['floor_seconds']:.4f} s (best chunk {res['floor_chunk']})")
-    print(f"  ratio {res['ratio']:.2f}x the floor | {res['explanations_per_second']:.2f} explanations/s | "
-          f"{res['rows_per_second']:.0f} rows/s")
+    print(
+        f"  ratio {res['ratio']:.2f}x the floor | {res['explanations_per_second']:.2f} explanations/s | "
+        f"{res['rows_per_second']:.0f} rows/s"
+    )
     if args.json is not None:
         try:
             args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ alone), a picture (``NAME.png``: the four image panels, or the spectrogram with 
 coefficients), for audio ``NAME.original.wav`` / ``NAME.topK.wav`` / ``NAME.complement.wav``,
 for text ``NAME.html``; and ``summary.json`` for the whole run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,27 +49,41 @@ from torchlime.engine.explanation import Explanation
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain", help="explain image, audio or text files with your model; write pictures, "
-                                       "explanation files and a JSON summary")
+    p = sub.add_parser(
+        "explain",
+        help="explain image, audio or text files with your model; write pictures, explanation files and a JSON summary",
+    )
     model_args(p)
     p.add_argument("inputs", metavar="INPUT", nargs="+", help="PNG/JPEG images, WAV files or UTF-8 text files")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--modality", choices=["image", "audio", "text"], help="default: from the file extensions")
     explain_args(p, "top", "top (the top class, default), a class index, topK or all")
-    p.add_argument("--top-k", type=int_at_least(1), default=3,
-                   help="features shown and listed per input (default: %(default)s)")
+    p.add_argument(
+        "--top-k", type=int_at_least(1), default=3, help="features shown and listed per input (default: %(default)s)"
+    )
     p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: measured)")
     image_args(p)
     p.add_argument("--sample-rate", type=int_at_least(1), help="audio: the rate the model expects (never resampled)")
-    p.add_argument("--audio-features", choices=["time_frequency", "time"], default="time_frequency",
-                   help="audio: STFT cells or time segments (default: %(default)s)")
+    p.add_argument(
+        "--audio-features",
+        choices=["time_frequency", "time"],
+        default="time_frequency",
+        help="audio: STFT cells or time segments (default: %(default)s)",
+    )
     p.add_argument("--time-segments", type=int_at_least(1), help="audio: time slots (default 5, or 10 for time)")
     p.add_argument("--freq-segments", type=int_at_least(1), default=4, help="audio: frequency bands (default: 4)")
     p.add_argument("--n-fft", type=int_at_least(2), default=512, help="audio: STFT size (default: %(default)s)")
-    p.add_argument("--tokenizer", metavar="NAME_OR_FOLDER",
-                   help="text: a Hugging Face tokenizer, offline (a local folder or a cached name)")
-    p.add_argument("--vocab", type=Path, metavar="FILE",
-                   help="text: split on whitespace, ids from this vocabulary (one token per line, or JSON)")
+    p.add_argument(
+        "--tokenizer",
+        metavar="NAME_OR_FOLDER",
+        help="text: a Hugging Face tokenizer, offline (a local folder or a cached name)",
+    )
+    p.add_argument(
+        "--vocab",
+        type=Path,
+        metavar="FILE",
+        help="text: split on whitespace, ids from this vocabulary (one token per line, or JSON)",
+    )
     p.add_argument("--lowercase", action="store_true", help="text with --vocab: lower-case unknown words")
     p.set_defaults(parser=p)
 
@@ -81,8 +96,14 @@ def _run_model(fn: Callable[[], Explanation], what: str) -> Explanation:
 
 
 def _common(args: argparse.Namespace, target: Any, positions: list[int], device: torch.device) -> dict[str, Any]:
-    return dict(n_samples=args.n_samples, target=target, generator=args.seed, batch_size=args.batch_size,
-                softmax=args.softmax, index=torch.tensor(positions, device=device))
+    return dict(
+        n_samples=args.n_samples,
+        target=target,
+        generator=args.seed,
+        batch_size=args.batch_size,
+        softmax=args.softmax,
+        index=torch.tensor(positions, device=device),
+    )
 
 
 def _groups(items: list[torch.Tensor]) -> dict[tuple[int, ...], list[int]]:
@@ -92,8 +113,9 @@ def _groups(items: list[torch.Tensor]) -> dict[tuple[int, ...], list[int]]:
     return out
 
 
-def explain_images(model: Any, args: argparse.Namespace, paths: list[Path], target: Any,
-                   device: torch.device) -> list[Group]:
+def explain_images(
+    model: Any, args: argparse.Namespace, paths: list[Path], target: Any, device: torch.device
+) -> list[Group]:
     """Segment every group of equal-size images, check ``--top-k``, then explain each group."""
     from torchlime.image import explain_image
     from torchlime.image.segments import resolve_segments
@@ -104,18 +126,32 @@ def explain_images(model: Any, args: argparse.Namespace, paths: list[Path], targ
     plans = []
     for pos in _groups(images).values():
         x = torch.stack([images[k] for k in pos]).to(device)
-        seg = (grid_segments(x, args.n_segments) if args.segments == "grid"
-               else resolve_segments(x, args.segments, n_segments=args.n_segments))
+        seg = (
+            grid_segments(x, args.n_segments)
+            if args.segments == "grid"
+            else resolve_segments(x, args.segments, n_segments=args.n_segments)
+        )
         counts = [int(s.unique().numel()) for s in seg]
         check_top_k(args.top_k, counts, "segments", [str(paths[k]) for k in pos])
         plans.append((pos, x, seg))
-    return [Group(pos, x, _run_model(lambda x=x, seg=seg, pos=pos: explain_image(
-        model, x, segments=seg, normalize=normalize, **_common(args, target, pos, device)),
-        f"images of shape {tuple(x.shape[1:])}")) for pos, x, seg in plans]
+    return [
+        Group(
+            pos,
+            x,
+            _run_model(
+                lambda x=x, seg=seg, pos=pos: explain_image(
+                    model, x, segments=seg, normalize=normalize, **_common(args, target, pos, device)
+                ),
+                f"images of shape {tuple(x.shape[1:])}",
+            ),
+        )
+        for pos, x, seg in plans
+    ]
 
 
-def explain_audio(model: Any, args: argparse.Namespace, paths: list[Path], target: Any,
-                  device: torch.device) -> list[Group]:
+def explain_audio(
+    model: Any, args: argparse.Namespace, paths: list[Path], target: Any, device: torch.device
+) -> list[Group]:
     """Read the WAVs (one sample rate, never resampled), then explain each group of one length."""
     from torchlime.audio import explain_waveform
 
@@ -123,11 +159,15 @@ def explain_audio(model: Any, args: argparse.Namespace, paths: list[Path], targe
     rate = args.sample_rate
     for p, (_, r) in zip(paths, read):
         if rate is not None and r != rate:
-            raise CliError(f"{p} has a sample rate of {r} Hz, --sample-rate is {rate} Hz; resample it first "
-                           f"(torchlime does not resample)")
+            raise CliError(
+                f"{p} has a sample rate of {r} Hz, --sample-rate is {rate} Hz; resample it first "
+                f"(torchlime does not resample)"
+            )
         if rate is None and r != read[0][1]:
-            raise CliError(f"the WAV files have different sample rates ({paths[0]}: {read[0][1]} Hz, {p}: {r} Hz); "
-                           f"resample them to one rate or explain them separately")
+            raise CliError(
+                f"the WAV files have different sample rates ({paths[0]}: {read[0][1]} Hz, {p}: {r} Hz); "
+                f"resample them to one rate or explain them separately"
+            )
     rate = rate or read[0][1]
     tf = args.audio_features == "time_frequency"
     time_segments = args.time_segments or (5 if tf else 10)
@@ -137,16 +177,29 @@ def explain_audio(model: Any, args: argparse.Namespace, paths: list[Path], targe
     out = []
     for shape, pos in _groups(waves).items():
         x = torch.stack([waves[k] for k in pos]).to(device)
-        kw = dict(features=args.audio_features, time_segments=time_segments, freq_segments=args.freq_segments,
-                  n_fft=args.n_fft) if tf else dict(features="time", time_segments=time_segments)
-        exp = _run_model(lambda x=x, kw=kw, pos=pos: explain_waveform(
-            model, x, sample_rate=rate, **kw, **_common(args, target, pos, device)), f"audio of shape {shape}")
+        kw = (
+            dict(
+                features=args.audio_features,
+                time_segments=time_segments,
+                freq_segments=args.freq_segments,
+                n_fft=args.n_fft,
+            )
+            if tf
+            else dict(features="time", time_segments=time_segments)
+        )
+        exp = _run_model(
+            lambda x=x, kw=kw, pos=pos: explain_waveform(
+                model, x, sample_rate=rate, **kw, **_common(args, target, pos, device)
+            ),
+            f"audio of shape {shape}",
+        )
         out.append(Group(pos, x, exp))
     return out
 
 
-def explain_texts(model: Any, args: argparse.Namespace, paths: list[Path], target: Any,
-                  device: torch.device) -> list[Group]:
+def explain_texts(
+    model: Any, args: argparse.Namespace, paths: list[Path], target: Any, device: torch.device
+) -> list[Group]:
     """Tokenise every text into one padded batch and explain it over words (or tokens)."""
     from torchlime.text import explain_tokens
 
@@ -161,10 +214,20 @@ def explain_texts(model: Any, args: argparse.Namespace, paths: list[Path], targe
     check_top_k(args.top_k, counts, "words", [str(p) for p in paths])
     pos = list(range(len(paths)))
     word_ids = None if tokens.word_ids is None else tokens.word_ids.to(device)
-    exp = _run_model(lambda: explain_tokens(
-        model, tokens.input_ids.to(device), attention_mask=tokens.attention_mask.to(device), word_ids=word_ids,
-        special_ids=tokens.special_ids, mode="replace", mask_id=tokens.mask_id, pad_id=tokens.pad_id,
-        **_common(args, target, pos, device)), f"token ids of shape {tuple(tokens.input_ids.shape)}")
+    exp = _run_model(
+        lambda: explain_tokens(
+            model,
+            tokens.input_ids.to(device),
+            attention_mask=tokens.attention_mask.to(device),
+            word_ids=word_ids,
+            special_ids=tokens.special_ids,
+            mode="replace",
+            mask_id=tokens.mask_id,
+            pad_id=tokens.pad_id,
+            **_common(args, target, pos, device),
+        ),
+        f"token ids of shape {tuple(tokens.input_ids.shape)}",
+    )
     return [Group(pos, tokens, exp)]
 
 
@@ -193,25 +256,42 @@ def run(args: argparse.Namespace) -> int:
             for j, k in enumerate(g.positions):
                 records[k] = write_group(modality, out, g, j, names[k], args)
                 records[k]["file"] = str(paths[k])
-        summary = dict(command="explain", model=args.model, model_kind=kind,
-                       weights=None if args.weights is None else str(args.weights), modality=modality,
-                       device=str(device), n_samples=args.n_samples, seed=args.seed, target=args.target,
-                       top_k=args.top_k, seconds=seconds, seconds_per_input=seconds / len(paths),
-                       inputs=records, warnings=notes)
+        summary = dict(
+            command="explain",
+            model=args.model,
+            model_kind=kind,
+            weights=None if args.weights is None else str(args.weights),
+            modality=modality,
+            device=str(device),
+            n_samples=args.n_samples,
+            seed=args.seed,
+            target=args.target,
+            top_k=args.top_k,
+            seconds=seconds,
+            seconds_per_input=seconds / len(paths),
+            inputs=records,
+            warnings=notes,
+        )
         write_json(out / "summary.json", summary)
     n_pictures = sum(len(r["pictures"]) for r in records)
     n_sounds, n_pages = sum(len(r["sounds"]) for r in records), sum(r["html"] is not None for r in records)
-    print(f"explained {len(paths)} {modality} input(s) with {args.n_samples} samples each on {device} in "
-          f"{seconds:.2f} s ({1000 * seconds / len(paths):.0f} ms per input)")
+    print(
+        f"explained {len(paths)} {modality} input(s) with {args.n_samples} samples each on {device} in "
+        f"{seconds:.2f} s ({1000 * seconds / len(paths):.0f} ms per input)"
+    )
     for r in records:
         r2 = ", ".join(f"{v:.2f}" for v in r["weighted_r2"])
         flag = f"  UNRELIABLE: {r['unreliable']}" if r["unreliable"] else ""
         print(f"  {r['file']}: target {r['target']} weighted R^2 {r2} top-{args.top_k} {r['top_names'][0]}{flag}")
     for note in notes:
         print(f"torchlime explain: warning: {note}", file=sys.stderr)
-    files = {"image": f"{n_pictures} picture(s)", "audio": f"{n_pictures} picture(s), {n_sounds} WAV file(s)",
-             "text": f"{n_pages} HTML page(s)"}[modality]
-    missing = " (install matplotlib for pictures: torchlime[viz])" if modality != "text" and not has_matplotlib() \
-        else ""
+    files = {
+        "image": f"{n_pictures} picture(s)",
+        "audio": f"{n_pictures} picture(s), {n_sounds} WAV file(s)",
+        "text": f"{n_pages} HTML page(s)",
+    }[modality]
+    missing = (
+        " (install matplotlib for pictures: torchlime[viz])" if modality != "text" and not has_matplotlib() else ""
+    )
     print(f"wrote {len(paths)} explanation file(s), {files} and summary.json to {args.out}{missing}")
     return 0

@@ -8,6 +8,7 @@ reads them), and running the same command again after an interruption computes o
 shards. ``DIR/dataset.json`` maps the global index of every input back to its file and class.
 By default every image is explained for its own label (``--target label``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,19 +35,22 @@ from torchlime.cli._model import load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain-dataset", help="explain a folder of images (ImageFolder layout) into resumable "
-                                               "shards (torchlime.dataset)")
+    p = sub.add_parser(
+        "explain-dataset",
+        help="explain a folder of images (ImageFolder layout) into resumable shards (torchlime.dataset)",
+    )
     model_args(p)
     p.add_argument("folder", metavar="FOLDER", help="class sub-folders of PNG/JPEG images; label = class index")
     p.add_argument("--out", type=Path, required=True, help="result folder (run again to resume)")
     explain_args(p, "label", "label (each image's class, default), top, a class index, topK or all")
-    p.add_argument("--batch-size", type=int_at_least(1), default=32,
-                   help="images per explanation call (default: %(default)s)")
+    p.add_argument(
+        "--batch-size", type=int_at_least(1), default=32, help="images per explanation call (default: %(default)s)"
+    )
     p.add_argument("--model-batch-size", type=int_at_least(1), help="rows per model call (default: measured)")
-    p.add_argument("--shard-size", type=int_at_least(1), default=1024,
-                   help="explanations per shard file (default: %(default)s)")
-    p.add_argument("--max-memory", type=memory,
-                   help="CUDA memory of a chunk: a fraction of the device (<= 1) or bytes")
+    p.add_argument(
+        "--shard-size", type=int_at_least(1), default=1024, help="explanations per shard file (default: %(default)s)"
+    )
+    p.add_argument("--max-memory", type=memory, help="CUDA memory of a chunk: a fraction of the device (<= 1) or bytes")
     p.add_argument("--workers", type=int_at_least(0), default=0, help="image-reading worker processes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     image_args(p)
@@ -69,8 +73,9 @@ class ImageFolderFiles(torch.utils.data.Dataset):
             raise CliError(f"FOLDER {root} has no class sub-folders (ImageFolder layout: FOLDER/CLASS/IMAGE.png)")
         self.files: list[tuple[Path, int]] = []
         for label, name in enumerate(self.classes):
-            found = sorted(p for p in (root / name).rglob("*")
-                           if p.is_file() and EXTENSIONS.get(p.suffix.lower()) == "image")
+            found = sorted(
+                p for p in (root / name).rglob("*") if p.is_file() and EXTENSIONS.get(p.suffix.lower()) == "image"
+            )
             self.files += [(p, label) for p in found]
         if not self.files:
             raise CliError(f"FOLDER {root} holds no PNG or JPEG images in its class sub-folders {self.classes[:5]}")
@@ -85,8 +90,10 @@ class ImageFolderFiles(torch.utils.data.Dataset):
         path, label = self.files[i]
         x = read_image(path, self.channels, self.size)
         if tuple(x.shape) != self.shape:
-            raise CliError(f"{path} has shape {tuple(x.shape)}, the first image {self.files[0][0]} has {self.shape}; "
-                           f"pass --size H W to resize every image")
+            raise CliError(
+                f"{path} has shape {tuple(x.shape)}, the first image {self.files[0][0]} has {self.shape}; "
+                f"pass --size H W to resize every image"
+            )
         return x, label
 
 
@@ -111,27 +118,48 @@ def run(args: argparse.Namespace) -> int:
         kwargs.update(segments=args.segments, n_segments=args.n_segments)
     if normalization(args) is not None:
         kwargs["normalize"] = normalization(args)
-    source: Any = data if not args.workers else torch.utils.data.DataLoader(
-        data, batch_size=args.batch_size, num_workers=args.workers)
+    source: Any = (
+        data
+        if not args.workers
+        else torch.utils.data.DataLoader(data, batch_size=args.batch_size, num_workers=args.workers)
+    )
     created = not args.out.exists()
     notes: list[str] = []
     try:
         with collected_warnings(notes):
-            explain_dataset(model, source, args.out, batch_size=args.batch_size, shard_size=args.shard_size,
-                            generator=args.seed, progress=not args.no_progress, max_memory=args.max_memory,
-                            device=device, model_batch_size=args.model_batch_size, **kwargs)
+            explain_dataset(
+                model,
+                source,
+                args.out,
+                batch_size=args.batch_size,
+                shard_size=args.shard_size,
+                generator=args.seed,
+                progress=not args.no_progress,
+                max_memory=args.max_memory,
+                device=device,
+                model_batch_size=args.model_batch_size,
+                **kwargs,
+            )
     except BaseException:
         if created and not _finished_shards(args.out):
             shutil.rmtree(args.out, ignore_errors=True)
         raise
-    write_json(args.out / "dataset.json", dict(root=str(data.root), classes=data.classes,
-                                               files=[str(p.relative_to(data.root)) for p, _ in data.files],
-                                               labels=[label for _, label in data.files]))
+    write_json(
+        args.out / "dataset.json",
+        dict(
+            root=str(data.root),
+            classes=data.classes,
+            files=[str(p.relative_to(data.root)) for p, _ in data.files],
+            labels=[label for _, label in data.files],
+        ),
+    )
     res = load_results(args.out)
     for note in notes:
         print(f"torchlime explain-dataset: warning: {note}", file=sys.stderr)
     shards = len(list(args.out.glob("shard-*.safetensors")))
-    print(f"explained {len(res)} image(s) of {len(data.classes)} class(es) into {args.out}: {shards} shard(s)"
-          f"{'' if res.complete else ' (incomplete)'}; read them with "
-          f"torchlime.dataset.load_results({str(args.out)!r})")
+    print(
+        f"explained {len(res)} image(s) of {len(data.classes)} class(es) into {args.out}: {shards} shard(s)"
+        f"{'' if res.complete else ' (incomplete)'}; read them with "
+        f"torchlime.dataset.load_results({str(args.out)!r})"
+    )
     return 0

@@ -12,6 +12,7 @@ fails (``explain-dataset`` keeps one that holds finished shards, to resume from)
 unexpected failure is one line with exit code 1 (``TORCHLIME_DEBUG=1`` shows the traceback);
 an interruption (Ctrl-C) exits with 130.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,7 @@ from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error
 
 #: command name -> its module (``add_parser(sub)`` and ``run(args) -> exit code``), in ``--help`` order
-COMMANDS: dict[str, ModuleType] = {"demo": demo, "explain": explain, "explain-dataset": explain_dataset,
-                                   "bench": bench}
+COMMANDS: dict[str, ModuleType] = {"demo": demo, "explain": explain, "explain-dataset": explain_dataset, "bench": bench}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,15 +49,21 @@ def _run(args: argparse.Namespace) -> int:
     except (CliError, ValueError, TypeError, ImportError, OSError) as err:
         parser.error(short_error(err, 500))
     except KeyboardInterrupt:
-        resume = " (finished shards are kept: run the same command again to resume)" \
-            if args.command == "explain-dataset" else ""
+        resume = (
+            " (finished shards are kept: run the same command again to resume)"
+            if args.command == "explain-dataset"
+            else ""
+        )
         print(f"{parser.prog}: interrupted{resume}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - a bug: one line unless TORCHLIME_DEBUG asks for the traceback
         if os.environ.get("TORCHLIME_DEBUG"):
             raise
-        print(f"{parser.prog}: internal error: {type(err).__name__}: {short_error(err, 500)} "
-              f"(set TORCHLIME_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"{parser.prog}: internal error: {type(err).__name__}: {short_error(err, 500)} "
+            f"(set TORCHLIME_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
     return 1  # pragma: no cover - parser.error exits
 

@@ -6,6 +6,7 @@ folder ``out`` as safetensors shards plus ``index.json``; it resumes after an in
 and splits the shards over the ranks of a ``torchrun`` job. ``load_results(out)`` returns a
 ``LazyResults`` that reads shards on access (``len``, slices, iteration by shard).
 """
+
 from torchlime.dataset._explain import explain_dataset
 from torchlime.dataset._results import LazyResults, Results, load_results
 

@@ -19,6 +19,7 @@
 A shuffling loader (``RandomSampler``) or a ``DistributedSampler`` is refused: positions
 would then name different inputs from one run or rank to the next.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -38,8 +39,18 @@ from torch.utils.data.distributed import DistributedSampler
 from torchlime._checks import describe
 
 Batch = tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]  # positions (b,), inputs (b, ...), labels
-_COPIED = ("num_workers", "collate_fn", "pin_memory", "timeout", "worker_init_fn", "multiprocessing_context",
-           "generator", "persistent_workers", "pin_memory_device", "in_order")
+_COPIED = (
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+    "persistent_workers",
+    "pin_memory_device",
+    "in_order",
+)
 
 
 def unpack(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -68,8 +79,13 @@ class Source:
         self.template: Optional[DataLoader] = None
         self.batch_size, self.drop_last = batch_size, False
         self.seen = 0
-        if (isinstance(data, tuple) and len(data) > 1 and all(isinstance(t, torch.Tensor) and t.ndim for t in data)
-                and len({t.shape[0] for t in data}) == 1 and data[1].ndim < data[0].ndim):
+        if (
+            isinstance(data, tuple)
+            and len(data) > 1
+            and all(isinstance(t, torch.Tensor) and t.ndim for t in data)
+            and len({t.shape[0] for t in data}) == 1
+            and data[1].ndim < data[0].ndim
+        ):
             data = TensorDataset(*data)  # (inputs (N, ...), labels (N,), ...): not a tuple of inputs
         if isinstance(data, DataLoader):
             self._from_loader(data)
@@ -78,24 +94,34 @@ class Source:
         elif hasattr(data, "__len__") and hasattr(data, "__getitem__"):
             self.dataset = data
         else:
-            raise TypeError(f"`data` must be a torch Dataset, a DataLoader, an IterableDataset or a sized indexable "
-                            f"(tensor, list), got {describe(data)}")
+            raise TypeError(
+                f"`data` must be a torch Dataset, a DataLoader, an IterableDataset or a sized indexable "
+                f"(tensor, list), got {describe(data)}"
+            )
         self.n_inputs = self._length()
 
     def _from_loader(self, loader: DataLoader) -> None:
         if isinstance(loader.sampler, DistributedSampler):
-            raise ValueError("`data` must not use a DistributedSampler: explain_dataset splits the data by rank "
-                             "itself (shard k to rank k % world_size); pass the plain DataLoader")
+            raise ValueError(
+                "`data` must not use a DistributedSampler: explain_dataset splits the data by rank "
+                "itself (shard k to rank k % world_size); pass the plain DataLoader"
+            )
         if isinstance(loader.sampler, RandomSampler):
-            raise ValueError("`data` must yield inputs in the same order on every run: got a DataLoader that "
-                             "shuffles (shuffle=True, RandomSampler), whose positions would name different inputs "
-                             "on a resumed run or another rank; pass shuffle=False")
+            raise ValueError(
+                "`data` must yield inputs in the same order on every run: got a DataLoader that "
+                "shuffles (shuffle=True, RandomSampler), whose positions would name different inputs "
+                "on a resumed run or another rank; pass shuffle=False"
+            )
         if loader.batch_size is None and loader.batch_sampler is None:
-            raise ValueError("`data` must yield batches: got a DataLoader with batch_size=None (single inputs); "
-                             "give it a batch_size")
+            raise ValueError(
+                "`data` must yield batches: got a DataLoader with batch_size=None (single inputs); give it a batch_size"
+            )
         bs = loader.batch_sampler
-        plain = (type(bs) is BatchSampler and type(bs.sampler) is SequentialSampler
-                 and not isinstance(loader.dataset, IterableDataset))
+        plain = (
+            type(bs) is BatchSampler
+            and type(bs.sampler) is SequentialSampler
+            and not isinstance(loader.dataset, IterableDataset)
+        )
         if plain:
             self.dataset, self.batch_size, self.drop_last = loader.dataset, bs.batch_size, bs.drop_last
             self.template = loader
@@ -117,8 +143,13 @@ class Source:
         collate = getattr(self.template, "collate_fn", None) or default_collate
         return unpack(collate([self.dataset[0]]))[0][0]
 
-    def batches(self, shards: Sequence[int], wanted: Callable[[int], bool], shard_size: int,
-                on_first: Callable[[torch.Tensor], None] = lambda x: None) -> Iterator[Batch]:
+    def batches(
+        self,
+        shards: Sequence[int],
+        wanted: Callable[[int], bool],
+        shard_size: int,
+        on_first: Callable[[torch.Tensor], None] = lambda x: None,
+    ) -> Iterator[Batch]:
         """The batches of ``shards`` (map-style), or of every wanted shard (generic path, which
         calls ``on_first(input 0)`` before anything is yielded)."""
         if self.dataset is not None:
@@ -128,9 +159,12 @@ class Source:
 
     def _mapped(self, shards: Sequence[int], shard_size: int) -> Iterator[Batch]:
         n = self.n_inputs
-        plan = [list(range(lo, min(lo + self.batch_size, stop)))
-                for k in shards for stop in [min(n, (k + 1) * shard_size)]
-                for lo in range(k * shard_size, stop, self.batch_size)]
+        plan = [
+            list(range(lo, min(lo + self.batch_size, stop)))
+            for k in shards
+            for stop in [min(n, (k + 1) * shard_size)]
+            for lo in range(k * shard_size, stop, self.batch_size)
+        ]
         if not plan:
             return
         template = self.template
@@ -143,12 +177,14 @@ class Source:
         for idx, batch in zip(plan, loader):
             inputs, labels = unpack(batch)
             if inputs.shape[0] != len(idx):
-                raise ValueError(f"`data` must collate {len(idx)} inputs into a batch of {len(idx)}, got "
-                                 f"{describe(inputs)}")
+                raise ValueError(
+                    f"`data` must collate {len(idx)} inputs into a batch of {len(idx)}, got {describe(inputs)}"
+                )
             yield torch.tensor(idx, dtype=torch.long), inputs, labels
 
-    def _streamed(self, wanted: Callable[[int], bool], shard_size: int,
-                  on_first: Callable[[torch.Tensor], None]) -> Iterator[Batch]:
+    def _streamed(
+        self, wanted: Callable[[int], bool], shard_size: int, on_first: Callable[[torch.Tensor], None]
+    ) -> Iterator[Batch]:
         count = 0
         for batch in self.loader:
             inputs, labels = unpack(batch)

@@ -7,6 +7,7 @@ become their class and the SHA-256 of their ``state_dict``; functions their qual
 name; dataclasses (samplers, kernels, surrogates) their class and fields; anything else
 its ``repr`` with memory addresses removed (they change between processes).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,11 +83,16 @@ def describe_value(value: Any) -> Any:
     if isinstance(value, torch.nn.Module):
         return describe_model(value)
     if isinstance(value, functools.partial):
-        return {"partial": describe_value(value.func), "args": describe_value(list(value.args)),
-                "keywords": describe_value(dict(value.keywords))}
+        return {
+            "partial": describe_value(value.func),
+            "args": describe_value(list(value.args)),
+            "keywords": describe_value(dict(value.keywords)),
+        }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"type": qualified_name(value),
-                "fields": {f.name: describe_value(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        return {
+            "type": qualified_name(value),
+            "fields": {f.name: describe_value(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         return qualified_name(value)
     if hasattr(value, "__array__") and hasattr(value, "shape"):  # NumPy arrays and the like
@@ -117,6 +123,7 @@ def differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
         ...             {"generator": 0, "explain_kwargs": {"n_samples": 32}})
         ['n_samples: stored 64, given 32']
     """
+
     def short(v: Any) -> str:
         return "(not given)" if v is _MISSING else json.dumps(v, sort_keys=True)[:120]
 

@@ -8,6 +8,7 @@ barriers only when the run opens (rank 0 checks or writes ``index.json``) and wh
 initialised, a gloo group is created for these meetings and destroyed at the end.
 Errors raised on one rank at a meeting are raised on every rank, so none waits forever.
 """
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ per shard and written as safetensors files with an ``index.json`` (``_store``); 
 reads them back (``_results``); under ``torchrun`` shard k goes to rank k % world_size
 (``_distributed``).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,17 @@ from torchlime.stages.forward.chunking import check_max_memory
 _PADDED = ("coef", "coef_std")
 
 
-def _check(model: Any, out: Any, explain_fn: Any, batch_size: Any, shard_size: Any, generator: Any, progress: Any,
-           model_batch_size: Any, explain_kwargs: dict[str, Any]) -> None:
+def _check(
+    model: Any,
+    out: Any,
+    explain_fn: Any,
+    batch_size: Any,
+    shard_size: Any,
+    generator: Any,
+    progress: Any,
+    model_batch_size: Any,
+    explain_kwargs: dict[str, Any],
+) -> None:
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
     if not isinstance(out, (str, os.PathLike)):
@@ -40,8 +50,10 @@ def _check(model: Any, out: Any, explain_fn: Any, batch_size: Any, shard_size: A
     check_positive_int(batch_size, "batch_size")
     check_positive_int(shard_size, "shard_size")
     if isinstance(generator, bool) or not isinstance(generator, int):
-        raise TypeError(f"`generator` must be an int seed (every input's masks derive from the seed and its index, "
-                        f"so a torch.Generator's state cannot be used), got {describe(generator)}")
+        raise TypeError(
+            f"`generator` must be an int seed (every input's masks derive from the seed and its index, "
+            f"so a torch.Generator's state cannot be used), got {describe(generator)}"
+        )
     if generator < 0:
         raise ValueError(f"`generator` must be an int seed >= 0, got {generator}")
     if not isinstance(progress, bool):
@@ -52,11 +64,21 @@ def _check(model: Any, out: Any, explain_fn: Any, batch_size: Any, shard_size: A
         raise ValueError("`index` must not be given: explain_dataset passes each input's global index itself")
 
 
-def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
-                    explain_fn: Callable[..., Explanation] = explain_image, batch_size: int = 32,
-                    shard_size: int = 1024, generator: int = 0, progress: bool = True,
-                    max_memory: Union[None, int, float] = None, device: Union[None, str, torch.device] = None,
-                    model_batch_size: Optional[int] = None, **explain_kwargs: Any) -> Path:
+def explain_dataset(
+    model: Any,
+    data: Any,
+    out: Union[str, os.PathLike],
+    *,
+    explain_fn: Callable[..., Explanation] = explain_image,
+    batch_size: int = 32,
+    shard_size: int = 1024,
+    generator: int = 0,
+    progress: bool = True,
+    max_memory: Union[None, int, float] = None,
+    device: Union[None, str, torch.device] = None,
+    model_batch_size: Optional[int] = None,
+    **explain_kwargs: Any,
+) -> Path:
     """Explain every input of a data set and write the results to ``out`` in shards (resumable).
 
     Each batch goes through ``explain_fn(model, inputs, index=global_index, generator=seed,
@@ -118,10 +140,21 @@ def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
     ctx = context(model, device)
     try:
         model = place(model, ctx.device)
-        arguments = {"model": describe_model(model), "explain_fn": describe_value(explain_fn), "generator": generator,
-                     "shard_size": shard_size, "explain_kwargs": describe_value(explain_kwargs)}
-        store = Store(Path(out), arguments, fingerprint(arguments), shard_size, source.n_inputs,
-                      environment(ctx.device, ctx.world))
+        arguments = {
+            "model": describe_model(model),
+            "explain_fn": describe_value(explain_fn),
+            "generator": generator,
+            "shard_size": shard_size,
+            "explain_kwargs": describe_value(explain_kwargs),
+        }
+        store = Store(
+            Path(out),
+            arguments,
+            fingerprint(arguments),
+            shard_size,
+            source.n_inputs,
+            environment(ctx.device, ctx.world),
+        )
         error: Optional[BaseException] = None
         first = source.first_input()
         first = None if first is None else input_fingerprint(first)
@@ -136,8 +169,18 @@ def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
         error = None
         try:
             if not store.complete:
-                _explain_shards(model, source, store, ctx, explain_fn, generator, max_memory, model_batch_size,
-                                progress, explain_kwargs)
+                _explain_shards(
+                    model,
+                    source,
+                    store,
+                    ctx,
+                    explain_fn,
+                    generator,
+                    max_memory,
+                    model_batch_size,
+                    progress,
+                    explain_kwargs,
+                )
         except Exception as err:  # noqa: BLE001 - shared with the other ranks, then raised
             error = err
         ctx.raise_together(error)
@@ -152,9 +195,18 @@ def explain_dataset(model: Any, data: Any, out: Union[str, os.PathLike], *,
     return Path(out)
 
 
-def _explain_shards(model: Any, source: Source, store: Store, ctx: Context, explain_fn: Callable[..., Explanation],
-                    generator: int, max_memory: Any, model_batch_size: Optional[int], progress: bool,
-                    explain_kwargs: dict[str, Any]) -> None:
+def _explain_shards(
+    model: Any,
+    source: Source,
+    store: Store,
+    ctx: Context,
+    explain_fn: Callable[..., Explanation],
+    generator: int,
+    max_memory: Any,
+    model_batch_size: Optional[int],
+    progress: bool,
+    explain_kwargs: dict[str, Any],
+) -> None:
     """This rank's missing shards: read, explain, gather per shard, write."""
     size = store.shard_size
     clean_temporary(store.out, ctx.owns)
@@ -171,11 +223,13 @@ def _explain_shards(model: Any, source: Source, store: Store, ctx: Context, expl
     written = 0
     pending: dict[int, list[dict[str, torch.Tensor]]] = {}
     by_label = isinstance(explain_kwargs.get("target"), str) and explain_kwargs["target"] == "label"
-    bar = tqdm(total=total, unit="expl", desc="explain_dataset", disable=not progress or ctx.rank != 0,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=total, unit="expl", desc="explain_dataset", disable=not progress or ctx.rank != 0, dynamic_ncols=True
+    )
     try:
-        for pos, inputs, labels in source.batches(todo, wanted, size,
-                                                  lambda x: store.check_first(input_fingerprint(x))):
+        for pos, inputs, labels in source.batches(
+            todo, wanted, size, lambda x: store.check_first(input_fingerprint(x))
+        ):
             kwargs = dict(explain_kwargs)
             if by_label:
                 if labels is None:
@@ -183,8 +237,14 @@ def _explain_shards(model: Any, source: Source, store: Store, ctx: Context, expl
                 kwargs["target"] = labels.to(ctx.device).long()
             if model_batch_size is not None:
                 kwargs["batch_size"] = model_batch_size
-            exp = explain_fn(model, inputs.to(ctx.device), index=pos.to(ctx.device), generator=generator,
-                             max_memory=max_memory, **kwargs)
+            exp = explain_fn(
+                model,
+                inputs.to(ctx.device),
+                index=pos.to(ctx.device),
+                generator=generator,
+                max_memory=max_memory,
+                **kwargs,
+            )
             rows = _rows(exp, pos, labels)
             shard_of = pos // size
             for k in shard_of.unique().tolist():
@@ -200,8 +260,10 @@ def _explain_shards(model: Any, source: Source, store: Store, ctx: Context, expl
     if store.n_inputs is None:  # data of unknown length: now read to the end
         store.n_inputs = source.seen
     elif source.dataset is None and source.seen != store.n_inputs:
-        raise ValueError(f"`data` must yield the {store.n_inputs} inputs of the run stored in `out` "
-                         f"{str(store.out)!r}, got {source.seen}")
+        raise ValueError(
+            f"`data` must yield the {store.n_inputs} inputs of the run stored in `out` "
+            f"{str(store.out)!r}, got {source.seen}"
+        )
     for k in sorted(pending):
         if _count(pending[k]) != _expected(k, store):
             raise ValueError(f"`data` yielded {_count(pending[k])} inputs of shard {k}, expected {_expected(k, store)}")
@@ -223,8 +285,10 @@ def _rows(exp: Any, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[s
         raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
     b = pos.shape[0]
     if exp.coef.shape[0] != b:
-        raise ValueError(f"`explain_fn` must return an Explanation of the {b} inputs it was given, got coef of "
-                         f"shape {tuple(exp.coef.shape)}")
+        raise ValueError(
+            f"`explain_fn` must return an Explanation of the {b} inputs it was given, got coef of "
+            f"shape {tuple(exp.coef.shape)}"
+        )
     rows = {"index": pos, **{name: getattr(exp, name).detach().cpu() for name in REQUIRED[1:]}}
     rows["target"], rows["n_features"] = rows["target"].long(), rows["n_features"].long()
     used = exp.meta.get("samples_used")

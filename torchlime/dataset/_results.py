@@ -4,6 +4,7 @@
 the shard files when asked for (safetensors reads just the rows a slice needs), so a folder
 larger than memory can be walked shard by shard.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -172,17 +173,21 @@ class LazyResults:
                         t = torch.nn.functional.pad(t, (0, self.n_features_max - t.shape[-1]))
                     parts.setdefault(name, []).append(t)
         if not parts:
-            return {"index": torch.zeros(0, dtype=torch.long), "coef": torch.zeros(0, self.n_targets,
-                                                                                 self.n_features_max),
-                    **{k: torch.zeros(0, self.n_targets) for k in ("intercept", "score", "local_pred")},
-                    "target": torch.zeros(0, self.n_targets, dtype=torch.long),
-                    "n_features": torch.zeros(0, dtype=torch.long)}
+            return {
+                "index": torch.zeros(0, dtype=torch.long),
+                "coef": torch.zeros(0, self.n_targets, self.n_features_max),
+                **{k: torch.zeros(0, self.n_targets) for k in ("intercept", "score", "local_pred")},
+                "target": torch.zeros(0, self.n_targets, dtype=torch.long),
+                "n_features": torch.zeros(0, dtype=torch.long),
+            }
         return {k: torch.cat(v) for k, v in parts.items()}
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else f"incomplete: {len(self.entries)} of {self.info.get('n_shards', '?')}"
-        return (f"LazyResults of {len(self)} input(s) in {len(self.entries)} shard(s) ({state}) at {str(self.out)!r}: "
-                f"{self.n_targets} target(s), up to {self.n_features_max} features")
+        return (
+            f"LazyResults of {len(self)} input(s) in {len(self.entries)} shard(s) ({state}) at {str(self.out)!r}: "
+            f"{self.n_targets} target(s), up to {self.n_features_max} features"
+        )
 
 
 def load_results(out: Union[str, Path]) -> LazyResults:

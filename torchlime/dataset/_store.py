@@ -21,6 +21,7 @@ Every file is written to a hidden temporary file in the folder, flushed to disk,
 proof that the shard is finished: the index lists what the last writer knew, and a resumed run
 or ``load_results`` adopts shard files with the run's fingerprint that the index misses.
 """
+
 from __future__ import annotations
 
 import json
@@ -100,9 +101,14 @@ def replace_atomic(path: Path, write: Callable[[Path], None], point: str = "", s
 def environment(device: torch.device, world: int) -> dict[str, Any]:
     """Versions and placement of the run (recorded; a resumed run that differs is warned)."""
     lime = sys.modules.get("torchlime")
-    return {"torch": torch.__version__, "torchlime": getattr(lime, "__version__", "unknown"),
-            "safetensors": safetensors.__version__, "python": platform.python_version(),
-            "device": device.type, "world_size": world}
+    return {
+        "torch": torch.__version__,
+        "torchlime": getattr(lime, "__version__", "unknown"),
+        "safetensors": safetensors.__version__,
+        "python": platform.python_version(),
+        "device": device.type,
+        "world_size": world,
+    }
 
 
 def read_index(out: Path) -> dict[str, Any]:
@@ -113,8 +119,9 @@ def read_index(out: Path) -> dict[str, Any]:
     """
     path = Path(out) / INDEX
     if not path.is_file():
-        raise FileNotFoundError(f"`out` must be a folder written by explain_dataset (with {INDEX}), "
-                                f"got {str(out)!r} without one")
+        raise FileNotFoundError(
+            f"`out` must be a folder written by explain_dataset (with {INDEX}), got {str(out)!r} without one"
+        )
     info = json.loads(path.read_text())
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         found = info.get("format") if isinstance(info, dict) else type(info).__name__
@@ -132,12 +139,20 @@ def shard_entry(path: Path) -> Optional[dict[str, Any]]:
         return None
     if meta.get("format") != SHARD_FORMAT:
         return None
-    return {"shard": int(meta["shard"]), "file": path.name, "start": int(meta["start"]), "stop": int(meta["stop"]),
-            "n_features_max": int(coef[2]), "n_targets": int(coef[1]), "fingerprint": meta.get("fingerprint")}
+    return {
+        "shard": int(meta["shard"]),
+        "file": path.name,
+        "start": int(meta["start"]),
+        "stop": int(meta["stop"]),
+        "n_features_max": int(coef[2]),
+        "n_targets": int(coef[1]),
+        "fingerprint": meta.get("fingerprint"),
+    }
 
 
-def collect(out: Path, fingerprint: str, shard_size: int, n_inputs: Optional[int],
-            owned: Callable[[int], bool] = lambda k: True) -> dict[int, dict[str, Any]]:
+def collect(
+    out: Path, fingerprint: str, shard_size: int, n_inputs: Optional[int], owned: Callable[[int], bool] = lambda k: True
+) -> dict[int, dict[str, Any]]:
     """Finished shards of the run ``fingerprint`` in ``out`` (those ``owned``), by shard number.
 
     Raises:
@@ -150,16 +165,19 @@ def collect(out: Path, fingerprint: str, shard_size: int, n_inputs: Optional[int
             continue
         entry = shard_entry(Path(out) / name)
         if entry is None:
-            warnings.warn(f"unreadable shard file {Path(out) / name}: it will be computed again", RuntimeWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"unreadable shard file {Path(out) / name}: it will be computed again", RuntimeWarning, stacklevel=3
+            )
             continue
         k = int(m.group(1))
         start, stop = shard_range(k, shard_size, n_inputs)
         ok = entry.pop("fingerprint") == fingerprint and entry["shard"] == k and entry["start"] == start
         ok = ok and (entry["stop"] == stop if n_inputs is not None else start < entry["stop"] <= stop)
         if not ok:
-            raise ValueError(f"`out` holds {Path(out) / name}, written by a run with other arguments or another "
-                             f"data set; remove it or choose another folder")
+            raise ValueError(
+                f"`out` holds {Path(out) / name}, written by a run with other arguments or another "
+                f"data set; remove it or choose another folder"
+            )
         found[k] = entry
     return found
 
@@ -180,8 +198,15 @@ class Store:
         shard_size: inputs per shard. n_inputs: N, or None while unknown. env: ``environment()``.
     """
 
-    def __init__(self, out: Path, arguments: dict[str, Any], fingerprint: str, shard_size: int,
-                 n_inputs: Optional[int], env: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        out: Path,
+        arguments: dict[str, Any],
+        fingerprint: str,
+        shard_size: int,
+        n_inputs: Optional[int],
+        env: dict[str, Any],
+    ) -> None:
         self.out, self.arguments, self.fingerprint = Path(out), arguments, fingerprint
         self.shard_size, self.n_inputs, self.env = shard_size, n_inputs, env
         self.entries: dict[int, dict[str, Any]] = {}
@@ -197,9 +222,11 @@ class Store:
         """
         stored = stored if stored is not None else self.first_input
         if given is not None and stored is not None and given != stored:
-            raise ValueError(f"`data` must be the data set of the run stored in `out` {str(self.out)!r}: its first "
-                             f"input differs from that run's (resuming on other data would mix results; a data set "
-                             f"with random transforms gives other inputs on every read); choose another folder")
+            raise ValueError(
+                f"`data` must be the data set of the run stored in `out` {str(self.out)!r}: its first "
+                f"input differs from that run's (resuming on other data would mix results; a data set "
+                f"with random transforms gives other inputs on every read); choose another folder"
+            )
         self.first_input = stored if stored is not None else given
 
     def open(self, first_input: Optional[str] = None) -> None:
@@ -222,28 +249,40 @@ class Store:
         info = read_index(self.out)
         diffs = differences(info["arguments"], self.arguments)
         if diffs:
-            raise ValueError(f"`out` {str(self.out)!r} holds explanations made with other arguments "
-                             f"({'; '.join(diffs)}); call with the stored arguments to resume, or choose another "
-                             f"folder")
+            raise ValueError(
+                f"`out` {str(self.out)!r} holds explanations made with other arguments "
+                f"({'; '.join(diffs)}); call with the stored arguments to resume, or choose another "
+                f"folder"
+            )
         stored = info.get("n_inputs")
         if stored is not None and self.n_inputs is not None and stored != self.n_inputs:
-            raise ValueError(f"`data` must hold the {stored} inputs of the run stored in `out` {str(self.out)!r}, "
-                             f"got {self.n_inputs}")
+            raise ValueError(
+                f"`data` must hold the {stored} inputs of the run stored in `out` {str(self.out)!r}, "
+                f"got {self.n_inputs}"
+            )
         if self.n_inputs is None:
             self.n_inputs = stored
         self.check_first(first_input, info.get("first_input"))
         old = {k: v for k, v in info.get("environment", {}).items() if k in ("torch", "torchlime", "device")}
         new = {k: self.env[k] for k in old}
         if old != new:
-            warnings.warn(f"resuming {str(self.out)!r}, written with {old}, with {new}: the new shards may differ "
-                          f"from the old ones in the last bits", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"resuming {str(self.out)!r}, written with {old}, with {new}: the new shards may differ "
+                f"from the old ones in the last bits",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         self._listed(info)
 
     def _listed(self, info: dict[str, Any]) -> None:
         """Take the index's shard list; the run is complete if it says so and every listed file is there."""
         self.entries = {int(e["shard"]): e for e in info.get("shards", [])}
-        self.complete = (bool(info.get("complete")) and self.n_shards is not None and len(self.entries) == self.n_shards
-                         and all((self.out / e["file"]).is_file() for e in self.entries.values()))
+        self.complete = (
+            bool(info.get("complete"))
+            and self.n_shards is not None
+            and len(self.entries) == self.n_shards
+            and all((self.out / e["file"]).is_file() for e in self.entries.values())
+        )
 
     def follow(self) -> None:
         """Read what rank 0's ``open`` settled (N, completeness) from the index (the other ranks)."""
@@ -260,11 +299,18 @@ class Store:
 
     def write_index(self) -> None:
         """Write ``index.json`` from ``entries`` (atomically)."""
-        info = {"format": FORMAT, "arguments": self.arguments, "fingerprint": self.fingerprint,
-                "n_inputs": self.n_inputs, "first_input": self.first_input, "shard_size": self.shard_size,
-                "n_shards": self.n_shards,
-                "complete": self.complete, "environment": self.env,
-                "shards": [self.entries[k] for k in sorted(self.entries)]}
+        info = {
+            "format": FORMAT,
+            "arguments": self.arguments,
+            "fingerprint": self.fingerprint,
+            "n_inputs": self.n_inputs,
+            "first_input": self.first_input,
+            "shard_size": self.shard_size,
+            "n_shards": self.n_shards,
+            "complete": self.complete,
+            "environment": self.env,
+            "shards": [self.entries[k] for k in sorted(self.entries)],
+        }
         text = json.dumps(info, indent=1)
         replace_atomic(self.out / INDEX, lambda p: p.write_text(text))
 
@@ -276,12 +322,24 @@ class Store:
         """
         index = tensors["index"]
         start, stop = int(index[0]), int(index[-1]) + 1
-        meta = {"format": SHARD_FORMAT, "shard": str(k), "start": str(start), "stop": str(stop),
-                "fingerprint": self.fingerprint}
-        replace_atomic(self.out / shard_name(k), lambda p: save_file(tensors, str(p), metadata=meta),
-                       "before_rename", k)
+        meta = {
+            "format": SHARD_FORMAT,
+            "shard": str(k),
+            "start": str(start),
+            "stop": str(stop),
+            "fingerprint": self.fingerprint,
+        }
+        replace_atomic(
+            self.out / shard_name(k), lambda p: save_file(tensors, str(p), metadata=meta), "before_rename", k
+        )
         coef = tensors["coef"]
-        entry = {"shard": k, "file": shard_name(k), "start": start, "stop": stop,
-                 "n_features_max": int(coef.shape[2]), "n_targets": int(coef.shape[1])}
+        entry = {
+            "shard": k,
+            "file": shard_name(k),
+            "start": start,
+            "stop": stop,
+            "n_features_max": int(coef.shape[2]),
+            "n_targets": int(coef.shape[1]),
+        }
         self.entries[k] = entry
         return entry

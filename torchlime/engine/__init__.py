@@ -5,6 +5,7 @@ the engine, and the four steps over it: ``resolve``, ``plan``, ``run``, ``assemb
 ``explanation`` (the result), ``registry`` (the names of samplers, kernels and surrogates),
 ``presets`` (other implementations' defaults) and ``quality`` (the check in every explanation).
 """
+
 from torchlime.engine.explainer import Explainer, explain
 from torchlime.engine.explanation import Explanation
 

@@ -4,6 +4,7 @@ The surrogate is solved from the accumulated normal equations for all B·T fits 
 non-finite outputs and the quality flags (``quality``) are read back together, the call's last
 host synchronisation; ``meta`` records the settings, the chunk size, the timings and the flags.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,22 +27,36 @@ def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
     if bool(bad.any()):
         per_input = bad.sum(1)
         which = per_input.nonzero().flatten().tolist()
-        raise ValueError(f"the model returned non-finite outputs for {int(per_input.sum())} of "
-                         f"{outputs.shape[0] * outputs.shape[1]} samples (inputs {which}); "
-                         f"check the model and the baseline")
+        raise ValueError(
+            f"the model returned non-finite outputs for {int(per_input.sum())} of "
+            f"{outputs.shape[0] * outputs.shape[1]} samples (inputs {which}); "
+            f"check the model and the baseline"
+        )
 
 
 def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Any) -> dict[str, Any]:
     """``Explanation.meta``: the settings as plain data, the chunk size, the timings, the quality flags."""
     s = plan.settings
     perturbation = "blend" if s.perturb_fn is None and s.adapter is None else "custom"
-    return dict(n_samples=s.n_samples if s.adaptive is None else repr(s.adaptive), sampler=repr(plan.sampler),
-                kernel=repr(plan.run.kernel), surrogate=repr(s.surrogate), baseline=describe_baseline(s.baseline),
-                perturbation=perturbation, normalize=None if plan.normalize is None else list(plan.normalize),
-                preset=s.preset, batch_size=plan.chunks.chosen, softmax=s.softmax, model_rows=sum(passes.used),
-                samples_used=passes.used, peak_memory=plan.chunks.peak_memory(), quality=quality,
-                unreliable=unreliable, seconds_forward=passes.finished - plan.started,
-                seconds_total=time.perf_counter() - plan.started)
+    return dict(
+        n_samples=s.n_samples if s.adaptive is None else repr(s.adaptive),
+        sampler=repr(plan.sampler),
+        kernel=repr(plan.run.kernel),
+        surrogate=repr(s.surrogate),
+        baseline=describe_baseline(s.baseline),
+        perturbation=perturbation,
+        normalize=None if plan.normalize is None else list(plan.normalize),
+        preset=s.preset,
+        batch_size=plan.chunks.chosen,
+        softmax=s.softmax,
+        model_rows=sum(passes.used),
+        samples_used=passes.used,
+        peak_memory=plan.chunks.peak_memory(),
+        quality=quality,
+        unreliable=unreliable,
+        seconds_forward=passes.finished - plan.started,
+        seconds_total=time.perf_counter() - plan.started,
+    )
 
 
 def assemble(plan: Plan, passes: Passes) -> Explanation:
@@ -66,12 +81,25 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
     quality, unreliable = report(flags, counts)
     if unreliable:
-        warnings.warn(f"unreliable explanation: {unreliable} (see torchlime.engine.quality)",
-                      UnreliableExplanationWarning, stacklevel=user_stacklevel())
+        warnings.warn(
+            f"unreliable explanation: {unreliable} (see torchlime.engine.quality)",
+            UnreliableExplanationWarning,
+            stacklevel=user_stacklevel(),
+        )
     keep = s.return_samples
     return Explanation(
-        perturbation=plan.perturbation, coef=fit.coef, intercept=fit.intercept, score=fit.score,
-        local_pred=fit.local_pred, coef_std=fit.coef_std, target=run.targets, features=fmap.labels,
-        n_features=fmap.n_features, input_shape=tuple(s.inputs.shape[1:]),
-        samples=torch.cat(run.kept_masks, 1) if keep else None, outputs=outputs if keep else None,
-        weights=torch.cat(run.kept_weights, 1) if keep else None, meta=_meta(plan, passes, quality, unreliable))
+        perturbation=plan.perturbation,
+        coef=fit.coef,
+        intercept=fit.intercept,
+        score=fit.score,
+        local_pred=fit.local_pred,
+        coef_std=fit.coef_std,
+        target=run.targets,
+        features=fmap.labels,
+        n_features=fmap.n_features,
+        input_shape=tuple(s.inputs.shape[1:]),
+        samples=torch.cat(run.kept_masks, 1) if keep else None,
+        outputs=outputs if keep else None,
+        weights=torch.cat(run.kept_weights, 1) if keep else None,
+        meta=_meta(plan, passes, quality, unreliable),
+    )

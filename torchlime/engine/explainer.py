@@ -9,6 +9,7 @@ and ``execute`` runs the four steps of an explanation, each in a module of its o
 perturbation, chunk sizes) -> ``run`` (the chunked forward passes and the accumulated normal
 equations) -> ``assemble`` (the fit, the quality check, the ``Explanation``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -96,8 +97,11 @@ class Explainer:
 
     def __post_init__(self) -> None:
         check_preset(self.preset)
-        for value, resolver in ((self.sampler, resolve_sampler), (self.kernel, resolve_kernel),
-                                (self.surrogate, resolve_surrogate)):
+        for value, resolver in (
+            (self.sampler, resolve_sampler),
+            (self.kernel, resolve_kernel),
+            (self.surrogate, resolve_surrogate),
+        ):
             if value is not UNSET:
                 resolver(value)
         if isinstance(self.baseline, str) and self.baseline not in NAMES:
@@ -110,12 +114,24 @@ class Explainer:
         if not isinstance(self.progress, bool):
             raise TypeError(f"`progress` must be True or False, got {describe(self.progress)}")
 
-    def explain(self, model: Model, inputs: torch.Tensor, features: torch.Tensor, *, target: TargetSpec = UNSET,
-                n_samples: NSamples = UNSET, generator: Union[None, int, torch.Generator] = None,
-                index: Optional[torch.Tensor] = None, return_samples: bool = False, output: Any = None,
-                softmax: bool = False, masks: Optional[torch.Tensor] = None, perturb_fn: Optional[PerturbFn] = None,
-                normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
-                chunk_format: Optional[InputFormat] = None) -> Explanation:
+    def explain(
+        self,
+        model: Model,
+        inputs: torch.Tensor,
+        features: torch.Tensor,
+        *,
+        target: TargetSpec = UNSET,
+        n_samples: NSamples = UNSET,
+        generator: Union[None, int, torch.Generator] = None,
+        index: Optional[torch.Tensor] = None,
+        return_samples: bool = False,
+        output: Any = None,
+        softmax: bool = False,
+        masks: Optional[torch.Tensor] = None,
+        perturb_fn: Optional[PerturbFn] = None,
+        normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+        chunk_format: Optional[InputFormat] = None,
+    ) -> Explanation:
         """Explain B inputs with this configuration (the arguments are ``torchlime.explain``'s).
 
         Args:
@@ -137,25 +153,57 @@ class Explainer:
         Returns:
             ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T).
         """
-        options = dict(sampler=self.sampler, kernel=self.kernel, surrogate=self.surrogate, baseline=self.baseline,
-                       preset=self.preset, accelerate=self.accelerate, max_memory=self.max_memory,
-                       batch_size=self.batch_size, progress=self.progress, target=target, n_samples=n_samples,
-                       generator=generator, index=index, return_samples=return_samples, output=output,
-                       softmax=softmax, masks=masks, perturb_fn=perturb_fn, normalize=normalize,
-                       chunk_format=chunk_format)
+        options = dict(
+            sampler=self.sampler,
+            kernel=self.kernel,
+            surrogate=self.surrogate,
+            baseline=self.baseline,
+            preset=self.preset,
+            accelerate=self.accelerate,
+            max_memory=self.max_memory,
+            batch_size=self.batch_size,
+            progress=self.progress,
+            target=target,
+            n_samples=n_samples,
+            generator=generator,
+            index=index,
+            return_samples=return_samples,
+            output=output,
+            softmax=softmax,
+            masks=masks,
+            perturb_fn=perturb_fn,
+            normalize=normalize,
+            chunk_format=chunk_format,
+        )
         return execute(Request(model, inputs, features, options))
 
 
-def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
-            target: TargetSpec = UNSET, n_samples: NSamples = UNSET, baseline: BaselineSpec = UNSET,
-            sampler: Union[Sampler, str] = UNSET, kernel: Union[Kernel, str, float] = UNSET,
-            surrogate: Union[Surrogate, str] = UNSET, batch_size: Optional[int] = None,
-            generator: Union[None, int, torch.Generator] = None, return_samples: bool = False,
-            preset: Optional[str] = None, output: Any = None, softmax: bool = False,
-            progress: bool = False, masks: Optional[torch.Tensor] = None,
-            perturb_fn: Optional[PerturbFn] = None, normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
-            max_memory: MemorySpec = None, index: Optional[torch.Tensor] = None,
-            chunk_format: Optional[InputFormat] = None, accelerate: Optional[str] = None) -> Explanation:
+def explain(
+    model: Model,
+    inputs: torch.Tensor,
+    features: torch.Tensor,
+    *,
+    target: TargetSpec = UNSET,
+    n_samples: NSamples = UNSET,
+    baseline: BaselineSpec = UNSET,
+    sampler: Union[Sampler, str] = UNSET,
+    kernel: Union[Kernel, str, float] = UNSET,
+    surrogate: Union[Surrogate, str] = UNSET,
+    batch_size: Optional[int] = None,
+    generator: Union[None, int, torch.Generator] = None,
+    return_samples: bool = False,
+    preset: Optional[str] = None,
+    output: Any = None,
+    softmax: bool = False,
+    progress: bool = False,
+    masks: Optional[torch.Tensor] = None,
+    perturb_fn: Optional[PerturbFn] = None,
+    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+    max_memory: MemorySpec = None,
+    index: Optional[torch.Tensor] = None,
+    chunk_format: Optional[InputFormat] = None,
+    accelerate: Optional[str] = None,
+) -> Explanation:
     """Explain B inputs with LIME in one chunked batched pass (``Explainer(...).explain(...)`` in one call).
 
     Args:
@@ -218,8 +266,30 @@ def explain(model: Model, inputs: torch.Tensor, features: torch.Tensor, *,
         >>> exp.coef.shape
         torch.Size([2, 1, 8])
     """
-    how = Explainer(sampler=sampler, kernel=kernel, surrogate=surrogate, baseline=baseline, preset=preset,
-                    accelerate=accelerate, max_memory=max_memory, batch_size=batch_size, progress=progress)
-    return how.explain(model, inputs, features, target=target, n_samples=n_samples, generator=generator, index=index,
-                       return_samples=return_samples, output=output, softmax=softmax, masks=masks,
-                       perturb_fn=perturb_fn, normalize=normalize, chunk_format=chunk_format)
+    how = Explainer(
+        sampler=sampler,
+        kernel=kernel,
+        surrogate=surrogate,
+        baseline=baseline,
+        preset=preset,
+        accelerate=accelerate,
+        max_memory=max_memory,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    return how.explain(
+        model,
+        inputs,
+        features,
+        target=target,
+        n_samples=n_samples,
+        generator=generator,
+        index=index,
+        return_samples=return_samples,
+        output=output,
+        softmax=softmax,
+        masks=masks,
+        perturb_fn=perturb_fn,
+        normalize=normalize,
+        chunk_format=chunk_format,
+    )

@@ -1,4 +1,5 @@
 """The result of an explanation: coefficients per (input, target, feature) and how to read them."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,10 +12,31 @@ import torch
 
 from torchlime._checks import check_positive_int, describe
 
-_TENSORS = ("coef", "intercept", "score", "local_pred", "target", "features", "n_features",
-            "samples", "outputs", "weights", "coef_std")
-_PER_INPUT = ("coef", "intercept", "score", "local_pred", "target", "n_features", "samples", "outputs", "weights",
-              "coef_std")
+_TENSORS = (
+    "coef",
+    "intercept",
+    "score",
+    "local_pred",
+    "target",
+    "features",
+    "n_features",
+    "samples",
+    "outputs",
+    "weights",
+    "coef_std",
+)
+_PER_INPUT = (
+    "coef",
+    "intercept",
+    "score",
+    "local_pred",
+    "target",
+    "n_features",
+    "samples",
+    "outputs",
+    "weights",
+    "coef_std",
+)
 
 
 @dataclass(eq=False)  # tensors have no single truth value: equality is identity
@@ -78,8 +100,10 @@ class Explanation:
             if isinstance(target_index, bool) or not isinstance(target_index, int):
                 raise TypeError(f"`target_index` must be None or an int, got {describe(target_index)}")
             if not -t <= target_index < t:
-                raise IndexError(f"`target_index` must be in [0, {t}) for an explanation of {t} target(s) "
-                                 f"per input, got {target_index}")
+                raise IndexError(
+                    f"`target_index` must be in [0, {t}) for an explanation of {t} target(s) "
+                    f"per input, got {target_index}"
+                )
         lab = self.features.to(self.coef.device).reshape(b, 1, -1).expand(b, t, -1)
         lab = torch.where(lab < 0, f, lab)  # elements outside every feature get 0
         coef = torch.nn.functional.pad(self.coef, (0, 1))
@@ -129,8 +153,10 @@ class Explanation:
         required = {"coef", "intercept", "score", "local_pred", "target", "features", "n_features", "input_shape"}
         if not isinstance(data, dict) or not required <= set(data):
             found = sorted(map(str, data)) if isinstance(data, dict) else describe(data)
-            raise ValueError(f"`path` must be a file written by Explanation.save, with the fields "
-                             f"{sorted(required)}; {path} holds {found}")
+            raise ValueError(
+                f"`path` must be a file written by Explanation.save, with the fields "
+                f"{sorted(required)}; {path} holds {found}"
+            )
         data["input_shape"] = tuple(data["input_shape"])
         return cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
 
@@ -177,8 +203,9 @@ class Explanation:
         if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) == b:
             meta["samples_used"] = meta["samples_used"][start:stop]
         if isinstance(meta.get("tabular"), dict):  # per-input bins and category values, for `conditions`
-            meta["tabular"] = {k: v[start:stop] if k in ("levels", "instances") else v
-                               for k, v in meta["tabular"].items()}
+            meta["tabular"] = {
+                k: v[start:stop] if k in ("levels", "instances") else v for k, v in meta["tabular"].items()
+            }
         return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, **fields)
 
     def __repr__(self) -> str:
@@ -188,11 +215,12 @@ class Explanation:
         feats = f"{nf[0]}" if len(set(nf)) == 1 else f"{min(nf)}-{max(nf)}"
         score = self.score.float()
         targets = self.target[:4].tolist()
-        lines = [f"Explanation of {b} input(s) of shape {tuple(self.input_shape)}: {t} target(s) and {feats} "
-                 f"features each",
-                 f"  targets: {targets}{' ...' if b > 4 else ''}",
-                 f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
-                 f"  weighted R²: median {float(score.median()):.3f}, min {float(score.min()):.3f}"]
+        lines = [
+            f"Explanation of {b} input(s) of shape {tuple(self.input_shape)}: {t} target(s) and {feats} features each",
+            f"  targets: {targets}{' ...' if b > 4 else ''}",
+            f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
+            f"  weighted R²: median {float(score.median()):.3f}, min {float(score.min()):.3f}",
+        ]
         if self.samples is not None:
             lines.append(f"  samples kept: masks {tuple(self.samples.shape)}, outputs {tuple(self.outputs.shape)}")
         return "\n".join(lines)

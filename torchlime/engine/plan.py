@@ -5,6 +5,7 @@ explicit masks are checked against it, the sampler and kernel are bound to it, t
 key and the fill are made, and the perturbation (the fused blend, or the front door's own), the
 chunk plan and the ``Run`` that scores and accumulates the rows are set up.
 """
+
 from __future__ import annotations
 
 import math
@@ -95,13 +96,41 @@ def plan(s: Settings) -> Plan:
     fmt = (s.chunk_format or input_format(s.model, inputs)) if s.perturb_fn is None else None
     stats = check_normalize(s.normalize, inputs.shape[1]) if s.normalize is not None else None
     norm = Normalize(*stats).on(inputs) if stats is not None else None  # on the device once per call
-    perturbation = Perturbation(inputs, base, fmap.index, fmap.n_features, fmap.f_max, fmap.fixed, s.perturb_fn, fmt,
-                                norm, s.adapter, reusable=getattr(sampler, "reusable", True))
+    perturbation = Perturbation(
+        inputs,
+        base,
+        fmap.index,
+        fmap.n_features,
+        fmap.f_max,
+        fmap.fixed,
+        s.perturb_fn,
+        fmt,
+        norm,
+        s.adapter,
+        reusable=getattr(sampler, "reusable", True),
+    )
     m_dev, m_dtype = chunk_placement(s.model, inputs, fmt.dtype if fmt is not None else None)
-    signature = (tuple(inputs.shape[1:]), str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
-                 bool(fmt and fmt.channels_last), s.perturb_fn is None)
+    signature = (
+        tuple(inputs.shape[1:]),
+        str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
+        bool(fmt and fmt.channels_last),
+        s.perturb_fn is None,
+    )
     chunks = ChunkPlan(s.model, signature, m_dev, s.batch_size, s.max_memory)
-    run = Run(model=s.model, fmap=fmap, draw=draw, perturbation=perturbation, kernel=kernel, plan=chunks,
-              placement=(m_dev, m_dtype), n_cap=s.n_samples, target_spec=s.target, output=s.output,
-              softmax=s.softmax, progress=s.progress, fit_dtype=s.surrogate.dtype, keep=s.return_samples)
+    run = Run(
+        model=s.model,
+        fmap=fmap,
+        draw=draw,
+        perturbation=perturbation,
+        kernel=kernel,
+        plan=chunks,
+        placement=(m_dev, m_dtype),
+        n_cap=s.n_samples,
+        target_spec=s.target,
+        output=s.output,
+        softmax=s.softmax,
+        progress=s.progress,
+        fit_dtype=s.surrogate.dtype,
+        keep=s.return_samples,
+    )
     return Plan(s, fmap, sampler, perturbation, chunks, run, stats, started)

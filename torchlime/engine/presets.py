@@ -17,6 +17,7 @@ reference implementation differs by modality, settings for ``"image"``,
                Ridge(1), N = 8192 (also ``veracity``)
 =============  ===============================================================
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -39,19 +40,36 @@ UNSET: Any = _Unset()
 MODALITIES = ("any", "image", "audio", "text", "tabular")
 
 ENGINE: dict[str, Any] = dict(
-    target=None, n_samples=1000, baseline=0.0, sampler=BernoulliSampler(0.5),
-    kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0),
+    target=None,
+    n_samples=1000,
+    baseline=0.0,
+    sampler=BernoulliSampler(0.5),
+    kernel=ExponentialKernel(width=0.25),
+    surrogate=Ridge(alpha=1.0),
 )
 
-_LIME_TEXT = dict(target=None, n_samples=5000, baseline=0.0, sampler=UniformCountSampler(),
-                  kernel=ExponentialKernel(width=25.0, scale=100.0), surrogate=Ridge(alpha=1.0))
-_SLIME = dict(n_samples=8192, sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25),
-              surrogate=Ridge(alpha=1.0))
+_LIME_TEXT = dict(
+    target=None,
+    n_samples=5000,
+    baseline=0.0,
+    sampler=UniformCountSampler(),
+    kernel=ExponentialKernel(width=25.0, scale=100.0),
+    surrogate=Ridge(alpha=1.0),
+)
+_SLIME = dict(
+    n_samples=8192, sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)
+)
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "lime": {
-        "any": dict(target="top5", n_samples=1000, baseline="mean", sampler=BernoulliSampler(0.5),
-                    kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)),
+        "any": dict(
+            target="top5",
+            n_samples=1000,
+            baseline="mean",
+            sampler=BernoulliSampler(0.5),
+            kernel=ExponentialKernel(width=0.25),
+            surrogate=Ridge(alpha=1.0),
+        ),
         "image": dict(segments="quickshift"),  # quickshift(kernel_size=4, max_dist=200, ratio=0.2)
         "text": _LIME_TEXT,
         # LimeTabularExplainer: N = 5000, Ridge(1); the top class (lime's labels=(1,): pass target=1).
@@ -60,15 +78,31 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "tabular": dict(target=None, n_samples=5000, surrogate=Ridge(alpha=1.0)),
     },
     "lime_text": {"any": _LIME_TEXT},
-    "captum": {"any": dict(target=None, n_samples=25, baseline=0.0, sampler=BernoulliSampler(0.5),
-                           kernel=ExponentialKernel(width=1.0, space="input"), surrogate=Lasso(alpha=0.01))},
+    "captum": {
+        "any": dict(
+            target=None,
+            n_samples=25,
+            baseline=0.0,
+            sampler=BernoulliSampler(0.5),
+            kernel=ExponentialKernel(width=1.0, space="input"),
+            surrogate=Lasso(alpha=0.01),
+        )
+    },
     "slime": {"any": _SLIME},
     "veracity": {"any": _SLIME},
     # KernelSHAP (torchlime.methods.kernel_shap): Shapley-kernel coalitions (all of them when 2^F <= N), Shapley
     # kernel weights, least squares with phi_0 = f(baseline) and phi_0 + sum(phi) = f(x) imposed exactly; the fill
     # is the reference
-    "kernel_shap": {"any": dict(target=None, n_samples=2048, baseline=0.0, sampler=KernelShapSampler(),
-                                kernel=ShapleyKernel(), surrogate=KernelShapRegression())},
+    "kernel_shap": {
+        "any": dict(
+            target=None,
+            n_samples=2048,
+            baseline=0.0,
+            sampler=KernelShapSampler(),
+            kernel=ShapleyKernel(),
+            surrogate=KernelShapRegression(),
+        )
+    },
 }
 
 

@@ -19,6 +19,7 @@ Three signs that a LIME surrogate is unreliable, each with a threshold:
 call with ``UnreliableExplanationWarning``. Fidelity (R²) is reported but never trusted alone:
 the audio veracity study shows it cannot tell a right explanation from a wrong one.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
@@ -46,8 +47,13 @@ class Flags(NamedTuple):
         return torch.stack((self.saturated.sum(), self.poor_fit.sum(), self.few_samples.sum()))
 
 
-def assess(ss_tot: torch.Tensor, weight_sum: torch.Tensor, weight_sq_sum: torch.Tensor, score: torch.Tensor,
-           n_features: torch.Tensor) -> Flags:
+def assess(
+    ss_tot: torch.Tensor,
+    weight_sum: torch.Tensor,
+    weight_sq_sum: torch.Tensor,
+    score: torch.Tensor,
+    n_features: torch.Tensor,
+) -> Flags:
     """The checks, on the device, from quantities the fit already has.
 
     Args:
@@ -58,7 +64,7 @@ def assess(ss_tot: torch.Tensor, weight_sum: torch.Tensor, weight_sq_sum: torch.
     std = torch.sqrt(ss_tot / sw.unsqueeze(1))
     saturated = std < MIN_OUTPUT_STD
     poor_fit = ~saturated & (score < MIN_R2)
-    kish = weight_sum ** 2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
+    kish = weight_sum**2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
     few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
     return Flags(saturated, poor_fit, few)
 
@@ -68,13 +74,16 @@ def report(flags: Flags, counts: list[int]) -> tuple[dict[str, Any], Optional[st
 
     Reads the flagged indices from the device only when ``counts`` shows a flag.
     """
-    quality: dict[str, Any] = dict(thresholds=dict(min_output_std=MIN_OUTPUT_STD, min_r2=MIN_R2,
-                                                   min_kish_per_feature=MIN_KISH_PER_FEATURE))
+    quality: dict[str, Any] = dict(
+        thresholds=dict(min_output_std=MIN_OUTPUT_STD, min_r2=MIN_R2, min_kish_per_feature=MIN_KISH_PER_FEATURE)
+    )
     parts = []
     names = ("saturated", "poor_fit", "few_samples")
-    advice = {"saturated": "outputs barely vary (a saturated probability? explain logits: softmax=False)",
-              "poor_fit": f"weighted R² below {MIN_R2}",
-              "few_samples": "fewer effective samples (Kish) than features (more samples or a wider kernel)"}
+    advice = {
+        "saturated": "outputs barely vary (a saturated probability? explain logits: softmax=False)",
+        "poor_fit": f"weighted R² below {MIN_R2}",
+        "few_samples": "fewer effective samples (Kish) than features (more samples or a wider kernel)",
+    }
     for name, count, flag in zip(names, counts, flags):
         where = flag.nonzero().tolist() if count else []
         quality[name] = where

@@ -5,6 +5,7 @@ members; the methods built on them (``designs``, ``smile``, ``bayes``) live in m
 own. The name tables are here, above all of them, so that no stage module imports the modules
 that build on it.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Union

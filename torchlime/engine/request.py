@@ -4,6 +4,7 @@ A ``Request`` carries the model, the inputs, their feature map, the caller's key
 door's own hooks (which presets apply, the name of the inputs in messages, a model wrapper);
 ``explainer.execute`` explains it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,4 +38,3 @@ class Request:
     modality: str = "any"
     input_name: str = "inputs"
     adapter: Optional[Callable[[Model], Model]] = None
-

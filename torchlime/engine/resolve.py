@@ -5,6 +5,7 @@ for any modality, which win over the engine's defaults (``presets.resolve``); na
 kernels and surrogates become objects (``registry``). Every check raises an error that names the
 argument, what was expected and what came; nothing here touches the device's data.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,9 +31,27 @@ from torchlime.stages.weighting import Kernel
 
 #: keywords ``Request.options`` may hold, with the value that stands for "not given"
 OPTIONS: dict[str, Any] = dict(
-    target=UNSET, n_samples=UNSET, baseline=UNSET, sampler=UNSET, kernel=UNSET, surrogate=UNSET, batch_size=None,
-    generator=None, return_samples=False, preset=None, output=None, softmax=False, progress=False, masks=None,
-    perturb_fn=None, normalize=None, max_memory=None, index=None, chunk_format=None, accelerate=None)
+    target=UNSET,
+    n_samples=UNSET,
+    baseline=UNSET,
+    sampler=UNSET,
+    kernel=UNSET,
+    surrogate=UNSET,
+    batch_size=None,
+    generator=None,
+    return_samples=False,
+    preset=None,
+    output=None,
+    softmax=False,
+    progress=False,
+    masks=None,
+    perturb_fn=None,
+    normalize=None,
+    max_memory=None,
+    index=None,
+    chunk_format=None,
+    accelerate=None,
+)
 
 
 @dataclass(frozen=True)
@@ -84,14 +103,15 @@ def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
         raise ValueError(f"`{name}` must hold at least one input (B >= 1), got shape {tuple(inputs.shape)}")
     check_integer(features, "features")
     if features.device != inputs.device:
-        raise ValueError(f"`features` must be on the same device as `{name}` ({inputs.device}), "
-                         f"got {features.device}")
+        raise ValueError(f"`features` must be on the same device as `{name}` ({inputs.device}), got {features.device}")
     ok = features.ndim == inputs.ndim and features.shape[0] in (1, inputs.shape[0])
     if ok:
         ok = all(f in (1, i) for f, i in zip(features.shape[1:], inputs.shape[1:]))
     if not ok:
-        raise ValueError(f"`features` must have shape (B or 1, ...) broadcastable to `{name}` "
-                         f"{tuple(inputs.shape)}, got {tuple(features.shape)}")
+        raise ValueError(
+            f"`features` must have shape (B or 1, ...) broadcastable to `{name}` "
+            f"{tuple(inputs.shape)}, got {tuple(features.shape)}"
+        )
 
 
 def resolve(request: Request) -> Settings:
@@ -104,14 +124,22 @@ def resolve(request: Request) -> Settings:
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {unknown}; torchlime.explain takes {sorted(OPTIONS)}")
     o = {**OPTIONS, **request.options}
-    opts = resolve_preset(o["preset"], {k: o[k] for k in ("target", "n_samples", "baseline", "sampler", "kernel",
-                                                           "surrogate")}, request.modality)
+    opts = resolve_preset(
+        o["preset"],
+        {k: o[k] for k in ("target", "n_samples", "baseline", "sampler", "kernel", "surrogate")},
+        request.modality,
+    )
     n_samples, adaptive = resolve_n_samples(opts["n_samples"])
     if adaptive is not None and (o["return_samples"] or o["masks"] is not None):
-        raise ValueError("`n_samples='auto'` draws its own samples in rounds: it cannot return or take `masks` "
-                         "(pass an int n_samples)")
-    sampler, kernel, surrogate = (resolve_sampler(opts["sampler"]), resolve_kernel(opts["kernel"]),
-                                  resolve_surrogate(opts["surrogate"]))
+        raise ValueError(
+            "`n_samples='auto'` draws its own samples in rounds: it cannot return or take `masks` "
+            "(pass an int n_samples)"
+        )
+    sampler, kernel, surrogate = (
+        resolve_sampler(opts["sampler"]),
+        resolve_kernel(opts["kernel"]),
+        resolve_surrogate(opts["surrogate"]),
+    )
     inputs, features = request.inputs, request.features
     check_inputs(inputs, features, request.input_name)
     batch_size = None if o["batch_size"] is None else check_positive_int(o["batch_size"], "batch_size")
@@ -128,12 +156,34 @@ def resolve(request: Request) -> Settings:
         if index.shape != (inputs.shape[0],):
             raise ValueError(f"`index` must have shape ({inputs.shape[0]},), got {tuple(index.shape)}")
     if adaptive is not None and not getattr(sampler, "adaptive", True):
-        raise ValueError(f"`sampler` {sampler!r} plans all of its samples at once: it needs an int n_samples, "
-                         f"not 'auto'")
+        raise ValueError(
+            f"`sampler` {sampler!r} plans all of its samples at once: it needs an int n_samples, not 'auto'"
+        )
     return Settings(
-        model=model, inputs=inputs, features=features, modality=request.modality, input_name=request.input_name,
-        adapter=request.adapter, target=opts["target"], n_samples=n_samples, adaptive=adaptive,
-        baseline=opts["baseline"], sampler=sampler, kernel=kernel, surrogate=surrogate, batch_size=batch_size,
-        generator=o["generator"], return_samples=o["return_samples"], preset=o["preset"], output=o["output"],
-        softmax=o["softmax"], progress=o["progress"], masks=o["masks"], perturb_fn=o["perturb_fn"],
-        normalize=o["normalize"], max_memory=max_memory, index=index, chunk_format=o["chunk_format"])
+        model=model,
+        inputs=inputs,
+        features=features,
+        modality=request.modality,
+        input_name=request.input_name,
+        adapter=request.adapter,
+        target=opts["target"],
+        n_samples=n_samples,
+        adaptive=adaptive,
+        baseline=opts["baseline"],
+        sampler=sampler,
+        kernel=kernel,
+        surrogate=surrogate,
+        batch_size=batch_size,
+        generator=o["generator"],
+        return_samples=o["return_samples"],
+        preset=o["preset"],
+        output=o["output"],
+        softmax=o["softmax"],
+        progress=o["progress"],
+        masks=o["masks"],
+        perturb_fn=o["perturb_fn"],
+        normalize=o["normalize"],
+        max_memory=max_memory,
+        index=index,
+        chunk_format=o["chunk_format"],
+    )

@@ -6,6 +6,7 @@ the default targets), then every input's samples 1..S-1, input-major; later roun
 The fit accumulates the weighted normal equations of any inputs and sample range, drawing the masks
 again in fixed blocks of ``FIT_BLOCK`` samples. The model sees each row exactly once.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -65,10 +66,24 @@ class Run:
         keep: keep masks and weights for ``return_samples``.
     """
 
-    def __init__(self, *, model: Model, fmap: FeatureMap, draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                 perturbation: Perturbation, kernel: Kernel, plan: ChunkPlan, placement: tuple, n_cap: int,
-                 target_spec: Any, output: Any, softmax: bool, progress: bool, fit_dtype: torch.dtype,
-                 keep: bool) -> None:
+    def __init__(
+        self,
+        *,
+        model: Model,
+        fmap: FeatureMap,
+        draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        perturbation: Perturbation,
+        kernel: Kernel,
+        plan: ChunkPlan,
+        placement: tuple,
+        n_cap: int,
+        target_spec: Any,
+        output: Any,
+        softmax: bool,
+        progress: bool,
+        fit_dtype: torch.dtype,
+        keep: bool,
+    ) -> None:
         self.model, self.fmap, self.draw, self.perturbation, self.kernel = model, fmap, draw, perturbation, kernel
         self.plan, self.placement, self.n_cap = plan, placement, n_cap
         self.target_spec, self.output, self.softmax, self.progress = target_spec, output, softmax, progress
@@ -87,8 +102,9 @@ class Run:
         self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
             every = torch.arange(self.batch, device=self.device)
-            self.originals = perturbation.build(self.chunk(every, torch.zeros_like(every), 0,
-                                                           0 if self.batch == 1 else -1))
+            self.originals = perturbation.build(
+                self.chunk(every, torch.zeros_like(every), 0, 0 if self.batch == 1 else -1)
+            )
             self.dists = torch.zeros(self.batch, n_cap, device=self.device)
 
     def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
@@ -119,15 +135,17 @@ class Run:
         if self.width is None:
             self.width = sc.shape[1]
         if sc.shape[1] != self.width:
-            raise ValueError(f"the model's output width changed: expected {self.width} columns (from its first "
-                             f"call), got {sc.shape[1]} at rows {start}..{stop - 1}; the explained model must "
-                             f"return the same outputs whatever the batch size")
+            raise ValueError(
+                f"the model's output width changed: expected {self.width} columns (from its first "
+                f"call), got {sc.shape[1]} at rows {start}..{stop - 1}; the explained model must "
+                f"return the same outputs whatever the batch size"
+            )
         sc = (sc.float().softmax(1) if self.softmax else sc.float()).to(self.device)
         refs = order.refs
         if start < refs:  # unperturbed inputs: full scores, they choose the targets
             if self._reference is None:
                 self._reference = torch.empty(refs, self.width, device=self.device)
-            self._reference[start:min(stop, refs)] = sc[:refs - start]
+            self._reference[start : min(stop, refs)] = sc[: refs - start]
             if stop >= refs:
                 self.targets = resolve_target(self.target_spec, self._reference)
                 self.scores = torch.empty(self.batch, self.n_cap, self.targets.shape[1], device=self.device)
@@ -135,7 +153,7 @@ class Run:
         if stop > refs:
             lo = max(start, refs)
             b, s, _, _ = order.coords(lo, stop)
-            self.scores[b, s] = sc[lo - start:].gather(1, self.targets[b])
+            self.scores[b, s] = sc[lo - start :].gather(1, self.targets[b])
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
@@ -151,7 +169,7 @@ class Run:
             s = torch.arange(s0, s1, device=dev)
             block_m, block_w = [], []
             for g0 in range(0, len(idx_all), group):  # groups of inputs bound the memory; sums are per input
-                b = idx_all[g0:g0 + group]
+                b = idx_all[g0 : g0 + group]
                 n = b.shape[0]
                 z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
                 if self.dists is None:

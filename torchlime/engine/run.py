@@ -4,6 +4,7 @@ The B unperturbed inputs and every input's samples go through the model once eac
 (``rows.Run``); with ``n_samples="auto"`` further rounds double the samples of the inputs whose
 top features are not stable yet (``methods.adaptive``), reusing every earlier sample.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,8 +44,10 @@ def run_passes(plan: Plan) -> Passes:
     if run.dists is not None:  # kernels normalised by all S distances of an input (e.g. max-normalised)
         run.scale = run.kernel.normaliser(run.dists, torch.ones_like(run.dists, dtype=torch.bool))
         if run.scale is not None and adaptive is not None:
-            raise ValueError(f"`kernel` {run.kernel!r} normalises by all of an input's distances: it needs an int "
-                             f"n_samples, not 'auto'")
+            raise ValueError(
+                f"`kernel` {run.kernel!r} normalises by all of an input's distances: it needs an int "
+                f"n_samples, not 'auto'"
+            )
     run.accumulate(everyone, 0, first)
     used = [first] * batch  # samples per input (host ints)
     if adaptive:  # rounds: double the samples of the inputs whose top-k is not stable yet

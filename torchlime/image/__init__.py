@@ -5,8 +5,8 @@ engine once. Submodules: ``segments`` (SLIC on the device, grids, scikit-image a
 ``viz`` (pictures, needs matplotlib), ``data`` and ``models`` (the embedded demo classifier
 and its synthetic images with planted ground truth), ``demo`` (``torchlime demo``).
 """
+
 from torchlime.image._explain import LIME_QUICKSHIFT, explain_image
 from torchlime.image.segments import boundaries, grid, resolve_segments, skimage_segments, slic
 
-__all__ = ["explain_image", "LIME_QUICKSHIFT", "slic", "grid", "skimage_segments", "boundaries",
-           "resolve_segments"]
+__all__ = ["explain_image", "LIME_QUICKSHIFT", "slic", "grid", "skimage_segments", "boundaries", "resolve_segments"]

@@ -9,14 +9,15 @@ merging rounds flatten their merge forests with a fixed number of pointer jumps.
 loops check for convergence only once per block of rounds, so a typical call costs three
 host synchronisations whatever the batch size.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-UNION_BLOCK = 6   # union-find rounds between convergence checks
-MERGE_BLOCK = 4   # merging rounds between convergence checks
+UNION_BLOCK = 6  # union-find rounds between convergence checks
+MERGE_BLOCK = 4  # merging rounds between convergence checks
 
 
 def _jump(parent: torch.Tensor, times: int) -> torch.Tensor:

@@ -1,4 +1,5 @@
 """``explain_image``: superpixel features and a fill, then the engine, once."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence, Union
@@ -16,11 +17,18 @@ from torchlime.stages.forward.model import InputFormat, Model
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
 
 
-def explain_image(model: Model, images: torch.Tensor, *,
-                  segments: Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] = UNSET,
-                  n_segments: int = 100, normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
-                  channels_last: Optional[bool] = None, accelerate: Optional[str] = None,
-                  preset: Optional[str] = None, **kwargs: Any) -> Explanation:
+def explain_image(
+    model: Model,
+    images: torch.Tensor,
+    *,
+    segments: Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] = UNSET,
+    n_segments: int = 100,
+    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+    channels_last: Optional[bool] = None,
+    accelerate: Optional[str] = None,
+    preset: Optional[str] = None,
+    **kwargs: Any,
+) -> Explanation:
     """Explain image classifiers with superpixel LIME.
 
     Args:

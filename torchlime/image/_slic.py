@@ -13,6 +13,7 @@ Both share the seeding grid and the post-processing (``finish``): clusters large
 under ``min_size_factor`` segments are merged into their largest neighbour
 (``_connect.connect``), and labels are numbered 0..F_b-1 per image.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,11 @@ def iterate_torch(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: i
         t = F.pad(t, pad).view(t.shape[0], t.shape[1], gh, sh, gw, sw)
         return t.permute(0, 2, 4, 3, 5, 1).reshape(t.shape[0], ncell, npix, t.shape[1])
 
-    yx = torch.stack(torch.meshgrid(torch.arange(gh * sh, device=dev, dtype=dt),
-                                    torch.arange(gw * sw, device=dev, dtype=dt), indexing="ij"))
+    yx = torch.stack(
+        torch.meshgrid(
+            torch.arange(gh * sh, device=dev, dtype=dt), torch.arange(gw * sw, device=dev, dtype=dt), indexing="ij"
+        )
+    )
     yx = cells(yx[None, :, :h, :w] * (compactness / step))  # (1, L, P, 2) scaled positions
     origin = yx[:, :, :1]  # (1, L, 1, 2): the first pixel of every cell
     col = cells(x)
@@ -143,8 +147,7 @@ def iterate_triton(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: 
     ncell, cell = gh * gw, (sh, sw)
     feats = _backend.slic_features(x, compactness / step)  # (B, D, H, W) float32
     d = feats.shape[1]
-    seeds = ((torch.arange(h, device=dev) // sh).view(h, 1) * gw
-             + torch.arange(w, device=dev) // sw).to(torch.int32)
+    seeds = ((torch.arange(h, device=dev) // sh).view(h, 1) * gw + torch.arange(w, device=dev) // sw).to(torch.int32)
     labels = seeds.expand(b, h, w)
     sums, counts = _backend.slic_update(feats, labels, ncell, cell)
     centres = sums / counts.unsqueeze(-1)  # (B, L, D); no seeding cell is empty
@@ -156,8 +159,9 @@ def iterate_triton(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: 
     return labels.long()
 
 
-def finish(clusters: torch.Tensor, grid: SeedGrid, n_segments: int, max_size_factor: float,
-           min_size_factor: float) -> torch.Tensor:
+def finish(
+    clusters: torch.Tensor, grid: SeedGrid, n_segments: int, max_size_factor: float, min_size_factor: float
+) -> torch.Tensor:
     """Post-processing shared by both implementations: long (B, H, W) labels 0..F_b-1.
 
     Args:

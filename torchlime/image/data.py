@@ -24,6 +24,7 @@ so ``evidence`` is exactly the set of pixels an explanation should point at.
 Generation is vectorised over images, uses only its own ``torch.Generator``
 (never the global RNG) and is fully determined by ``(n, seed, size)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -234,12 +235,16 @@ def _equals(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 # Shape of each class on local box coordinates u (m, 1, size), v (m, size, 1) in
 # units of the box side (0 and 1 at its edges); returns bool (m, size, size).
 _SHAPES: tuple[Callable[[torch.Tensor, torch.Tensor], torch.Tensor], ...] = (
-    _triangle, _plus, _ring, _equals,
+    _triangle,
+    _plus,
+    _ring,
+    _equals,
 )
 
 
-def _evidence_mask(labels: torch.Tensor, y0: torch.Tensor, x0: torch.Tensor,
-                   side: torch.Tensor, size: int) -> torch.Tensor:
+def _evidence_mask(
+    labels: torch.Tensor, y0: torch.Tensor, x0: torch.Tensor, side: torch.Tensor, size: int
+) -> torch.Tensor:
     """Rasterise each image's evidence shape.
 
     Args:
@@ -262,8 +267,9 @@ def _evidence_mask(labels: torch.Tensor, y0: torch.Tensor, x0: torch.Tensor,
     return mask & inside
 
 
-def _place_distractor(boxes: list[torch.Tensor], active: torch.Tensor, size: int,
-                      gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _place_distractor(
+    boxes: list[torch.Tensor], active: torch.Tensor, size: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Place one distractor per image away from every box in ``boxes``.
 
     Tries ``_PLACEMENT_TRIES`` random positions per image and keeps the first
@@ -299,8 +305,8 @@ def _place_distractor(boxes: list[torch.Tensor], active: torch.Tensor, size: int
     half = side[:, None] / 2
     dy = (grid[None, :] - y0[:, None] - half) / half  # (n, size)
     dx = (grid[None, :] - x0[:, None] - half) / half
-    fy = torch.where(is_disc[:, None], dy ** 2, 2.0 * (dy.abs() > 1))
-    fx = torch.where(is_disc[:, None], dx ** 2, 2.0 * (dx.abs() > 1))
+    fy = torch.where(is_disc[:, None], dy**2, 2.0 * (dy.abs() > 1))
+    fx = torch.where(is_disc[:, None], dx**2, 2.0 * (dx.abs() > 1))
     fy = fy.masked_fill(~placed[:, None], 2.0)
     mask = (fy[:, :, None] + fx[:, None, :]) <= 1.0
     box = torch.stack([y0, x0, y0 + side, x0 + side], dim=1)
@@ -321,8 +327,12 @@ def _overlaps(y0: torch.Tensor, x0: torch.Tensor, side: torch.Tensor, taken: tor
     """
     y0, x0, side = y0[:, :, None], x0[:, :, None], side[:, :, None]
     taken = taken[:, None]  # (n, 1, k, 4)
-    return ((y0 < taken[..., 2] + _MARGIN) & (y0 + side + _MARGIN > taken[..., 0])
-            & (x0 < taken[..., 3] + _MARGIN) & (x0 + side + _MARGIN > taken[..., 1]))
+    return (
+        (y0 < taken[..., 2] + _MARGIN)
+        & (y0 + side + _MARGIN > taken[..., 0])
+        & (x0 < taken[..., 3] + _MARGIN)
+        & (x0 + side + _MARGIN > taken[..., 1])
+    )
 
 
 def _object_colour(bg_colour: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

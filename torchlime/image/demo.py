@@ -6,6 +6,7 @@ planted object among distractors, so the right explanation is known pixel by
 pixel. The demo explains a batch of held-out images in one call and reports,
 per image, how much of the planted object the top-k segments cover.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,15 @@ def hits(exp_features: torch.Tensor, top: torch.Tensor, evidence: torch.Tensor) 
     return (chosen_pixels(exp_features, top[:, :1]) & evidence).any(2).any(1)
 
 
-def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int = 1000, n_segments: int = 40,
-             top_k: int = 3, seed: int = 0) -> dict[str, Any]:
+def run_demo(
+    out: Path,
+    device: str = "cpu",
+    n_images: int = 8,
+    n_samples: int = 1000,
+    n_segments: int = 40,
+    top_k: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Explain ``n_images`` held-out images, write one PNG each and ``summary.json`` into ``out``."""
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("`--device cuda` was asked for, but torch.cuda.is_available() is False")
@@ -65,10 +73,13 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
     segments = slic(images, n_segments=n_segments)
     fewest = int(segments.flatten(1).amax(1).min()) + 1
     if top_k > fewest:
-        raise ValueError(f"--top-k must be at most the number of segments of every image ({fewest} with "
-                         f"--n-segments {n_segments}), got {top_k}")
-    exp = explain_image(model, images, segments=segments, n_samples=n_samples, baseline="mean",
-                        generator=seed)  # logits: probabilities of a confident model saturate
+        raise ValueError(
+            f"--top-k must be at most the number of segments of every image ({fewest} with "
+            f"--n-segments {n_segments}), got {top_k}"
+        )
+    exp = explain_image(
+        model, images, segments=segments, n_samples=n_samples, baseline="mean", generator=seed
+    )  # logits: probabilities of a confident model saturate
     if dev.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
@@ -83,23 +94,46 @@ def run_demo(out: Path, device: str = "cpu", n_images: int = 8, n_samples: int =
         from torchlime.image.viz import save_image_explanation
 
         for i in range(n_images):
-            pngs.append(str(save_image_explanation(
-                out / f"explanation_{i:02d}.png", images, exp, i, num_features=top_k,
-                class_names=list(CLASS_NAMES), truth=evidence[i])))
+            pngs.append(
+                str(
+                    save_image_explanation(
+                        out / f"explanation_{i:02d}.png",
+                        images,
+                        exp,
+                        i,
+                        num_features=top_k,
+                        class_names=list(CLASS_NAMES),
+                        truth=evidence[i],
+                    )
+                )
+            )
     except ImportError:
         pngs = []  # matplotlib missing: the JSON still has everything
     summary = dict(
-        device=str(dev), n_images=n_images, n_samples=n_samples, n_segments_asked=n_segments, top_k=top_k,
-        seconds_total=seconds, seconds_per_explanation=seconds / n_images,
+        device=str(dev),
+        n_images=n_images,
+        n_samples=n_samples,
+        n_segments_asked=n_segments,
+        top_k=top_k,
+        seconds_total=seconds,
+        seconds_per_explanation=seconds / n_images,
         mean_weighted_r2=float(exp.score[:, 0].mean()),
         mean_top_k_coverage=float(cov.mean()),
         top1_hit_rate=float(hit.float().mean()),
         accuracy=float((pred == labels).float().mean()),
-        images=[dict(index=i, true_class=CLASS_NAMES[int(labels[i])], predicted=CLASS_NAMES[int(pred[i])],
-                     n_segments=int(exp.n_features[i]), weighted_r2=float(exp.score[i, 0]),
-                     top_k_coverage=float(cov[i]), top1_hits_object=bool(hit[i]),
-                     top_segments=top[i, 0].tolist())
-                for i in range(n_images)],
+        images=[
+            dict(
+                index=i,
+                true_class=CLASS_NAMES[int(labels[i])],
+                predicted=CLASS_NAMES[int(pred[i])],
+                n_segments=int(exp.n_features[i]),
+                weighted_r2=float(exp.score[i, 0]),
+                top_k_coverage=float(cov[i]),
+                top1_hits_object=bool(hit[i]),
+                top_segments=top[i, 0].tolist(),
+            )
+            for i in range(n_images)
+        ],
         pictures=pngs,
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -11,6 +11,7 @@ Example:
     >>> model(images).shape
     torch.Size([4, 4])
 """
+
 from __future__ import annotations
 
 import json

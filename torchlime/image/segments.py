@@ -7,6 +7,7 @@ device too. ``grid`` gives rectangles, ``skimage_segments`` wraps scikit-image's
 segmenters (on the host), and ``resolve_segments`` turns any ``segments=`` argument of
 ``explain_image`` into labels.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence, Union
@@ -45,8 +46,9 @@ def check_images(images: Any, name: str = "images") -> None:
         raise ValueError(f"`{name}` must not be empty, got shape {tuple(images.shape)}")
 
 
-def check_slic_args(n_segments: int, compactness: float, n_iter: int, max_size_factor: float,
-                    min_size_factor: float, lab: bool) -> tuple[float, float, float]:
+def check_slic_args(
+    n_segments: int, compactness: float, n_iter: int, max_size_factor: float, min_size_factor: float, lab: bool
+) -> tuple[float, float, float]:
     """Validate SLIC's settings; returns ``compactness``, ``max_size_factor`` and ``min_size_factor``."""
     check_positive_int(n_segments, "n_segments")
     check_positive_int(n_iter, "n_iter")
@@ -58,8 +60,16 @@ def check_slic_args(n_segments: int, compactness: float, n_iter: int, max_size_f
     return compactness, max_size_factor, min_size_factor
 
 
-def slic(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0, n_iter: int = 10, *,
-         max_size_factor: float = 3.0, min_size_factor: float = 0.25, lab: bool = True) -> torch.Tensor:
+def slic(
+    images: torch.Tensor,
+    n_segments: int = 100,
+    compactness: float = 10.0,
+    n_iter: int = 10,
+    *,
+    max_size_factor: float = 3.0,
+    min_size_factor: float = 0.25,
+    lab: bool = True,
+) -> torch.Tensor:
     """SLIC superpixels, batched over images, on the images' device.
 
     Args:
@@ -94,8 +104,15 @@ def slic(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0,
     return slic_labels(images, n_segments, args[0], n_iter, args[1], args[2], lab)
 
 
-def slic_labels(images: torch.Tensor, n_segments: int = 100, compactness: float = 10.0, n_iter: int = 10,
-                max_size_factor: float = 3.0, min_size_factor: float = 0.25, lab: bool = True) -> torch.Tensor:
+def slic_labels(
+    images: torch.Tensor,
+    n_segments: int = 100,
+    compactness: float = 10.0,
+    n_iter: int = 10,
+    max_size_factor: float = 3.0,
+    min_size_factor: float = 0.25,
+    lab: bool = True,
+) -> torch.Tensor:
     """``slic`` on checked arguments (no host synchronisation of its own). Non-finite pixels are
     segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own finiteness check (the
     engine's) reports them, rather than a broken label map."""
@@ -106,13 +123,17 @@ def slic_labels(images: torch.Tensor, n_segments: int = 100, compactness: float 
         clusters = iterate_triton(x, grid_, compactness, n_iter)
     else:  # on the CPU, chunks of ~2^18 pixels keep the working set in cache; CUDA takes the batch
         chunk = max(1, _CPU_CHUNK // (h * w)) if x.device.type == "cpu" else b
-        clusters = torch.cat([iterate_torch(x[i:i + chunk], grid_, compactness, n_iter)
-                              for i in range(0, b, chunk)])
+        clusters = torch.cat([iterate_torch(x[i : i + chunk], grid_, compactness, n_iter) for i in range(0, b, chunk)])
     return finish(clusters, grid_, n_segments, max_size_factor, min_size_factor)
 
 
-def grid(images_or_shape: Union[torch.Tensor, Sequence[int]], rows: int, cols: int, *,
-         device: Union[torch.device, str, None] = None) -> torch.Tensor:
+def grid(
+    images_or_shape: Union[torch.Tensor, Sequence[int]],
+    rows: int,
+    cols: int,
+    *,
+    device: Union[torch.device, str, None] = None,
+) -> torch.Tensor:
     """Regular grid segmentation: ``rows`` x ``cols`` rectangles, numbered row-major.
 
     Args:
@@ -126,12 +147,17 @@ def grid(images_or_shape: Union[torch.Tensor, Sequence[int]], rows: int, cols: i
     if isinstance(images_or_shape, torch.Tensor):
         check_ndim(images_or_shape, "images_or_shape", (4,), "(B, C, H, W)")
         shape, device = tuple(images_or_shape.shape), images_or_shape.device
-    elif (isinstance(images_or_shape, (tuple, list, torch.Size)) and len(images_or_shape) in (3, 4)
-          and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in images_or_shape)):
+    elif (
+        isinstance(images_or_shape, (tuple, list, torch.Size))
+        and len(images_or_shape) in (3, 4)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in images_or_shape)
+    ):
         shape = tuple(images_or_shape)
     else:
-        raise TypeError("`images_or_shape` must be a tensor (B, C, H, W) or a shape (B, C, H, W) or "
-                        f"(B, H, W) of positive ints, got {describe(images_or_shape)}")
+        raise TypeError(
+            "`images_or_shape` must be a tensor (B, C, H, W) or a shape (B, C, H, W) or "
+            f"(B, H, W) of positive ints, got {describe(images_or_shape)}"
+        )
     b, h, w = shape[0], shape[-2], shape[-1]
     check_positive_int(rows, "rows")
     check_positive_int(cols, "cols")
@@ -183,8 +209,7 @@ def boundaries(labels: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *,
-                     n_segments: int = 100) -> torch.Tensor:
+def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *, n_segments: int = 100) -> torch.Tensor:
     """Turn any accepted ``segments`` argument into labels for ``images`` (B, C, H, W).
 
     ``segments``: None or "slic" (``slic(images, n_segments)``), another name in ``METHODS``
@@ -209,8 +234,9 @@ def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *,
         return skimage_segments(images, "slic" if segments == "skimage_slic" else segments)
     if not isinstance(segments, torch.Tensor):
         if not callable(segments):
-            raise TypeError("`segments` must be None, a method name, a callable or an integer tensor, "
-                            f"got {describe(segments)}")
+            raise TypeError(
+                f"`segments` must be None, a method name, a callable or an integer tensor, got {describe(segments)}"
+            )
         segments, name = segments(images), "segments(images)"
         if not isinstance(segments, torch.Tensor):
             raise TypeError(f"`{name}` must return a torch.Tensor, got {describe(segments)}")
@@ -219,10 +245,14 @@ def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *,
     if segments.ndim == 4 and segments.shape[1] != 1:
         raise ValueError(f"`{name}` with 4 dimensions must be (B, 1, H, W), got shape {tuple(segments.shape)}")
     if tuple(segments.shape[-2:]) != (h, w):
-        raise ValueError(f"`{name}` must have the spatial size (H, W) = {(h, w)} of `images` "
-                         f"{tuple(images.shape)}, got shape {tuple(segments.shape)}")
+        raise ValueError(
+            f"`{name}` must have the spatial size (H, W) = {(h, w)} of `images` "
+            f"{tuple(images.shape)}, got shape {tuple(segments.shape)}"
+        )
     if segments.ndim > 2 and segments.shape[0] not in (1, b):
-        raise ValueError(f"`{name}` must have batch size 1 or B = {b} like `images` "
-                         f"{tuple(images.shape)}, got shape {tuple(segments.shape)}")
+        raise ValueError(
+            f"`{name}` must have batch size 1 or B = {b} like `images` "
+            f"{tuple(images.shape)}, got shape {tuple(segments.shape)}"
+        )
     check_same_device(segments, name, images, "images")
     return segments.reshape(-1, h, w).expand(b, h, w).to(torch.long, copy=True)

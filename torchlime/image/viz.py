@@ -5,6 +5,7 @@ segment borders come from ``segments.boundaries``);
 ``plot_image_explanation`` and ``save_image_explanation`` draw a four-panel figure:
 input, segment boundaries, heatmap over the image, top segments.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,9 +18,17 @@ from torchlime.engine.explanation import Explanation
 from torchlime.image.segments import boundaries
 
 
-def image_and_mask(images: torch.Tensor, exp: Explanation, *, target_index: int = 0,
-                   positive_only: bool = True, negative_only: bool = False, num_features: int = 5,
-                   hide_rest: bool = False, min_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def image_and_mask(
+    images: torch.Tensor,
+    exp: Explanation,
+    *,
+    target_index: int = 0,
+    positive_only: bool = True,
+    negative_only: bool = False,
+    num_features: int = 5,
+    hide_rest: bool = False,
+    min_weight: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """lime's ``get_image_and_mask`` for a batch, on the images' device.
 
     Args:
@@ -64,9 +73,16 @@ def _to_hwc(image: torch.Tensor) -> Any:
     return img.permute(1, 2, 0).squeeze(-1).numpy() if img.shape[0] in (1, 3) else img[:3].permute(1, 2, 0).numpy()
 
 
-def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 0, *, target_index: int = 0,
-                           num_features: int = 5, class_names: Optional[list[str]] = None,
-                           truth: Optional[torch.Tensor] = None) -> Any:
+def plot_image_explanation(
+    images: torch.Tensor,
+    exp: Explanation,
+    index: int = 0,
+    *,
+    target_index: int = 0,
+    num_features: int = 5,
+    class_names: Optional[list[str]] = None,
+    truth: Optional[torch.Tensor] = None,
+) -> Any:
     """A matplotlib figure with four panels for input ``index``.
 
     Panels: the input; segment boundaries; the coefficient heatmap (red positive,
@@ -80,13 +96,18 @@ def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 
     k = max(1, 256 // max(images.shape[-2:]))
     up = lambda t: t.repeat_interleave(k, -2).repeat_interleave(k, -1)  # noqa: E731
     img = _to_hwc(up(images[index]))
-    labels = up(exp.features[index:index + 1, 0].cpu())
+    labels = up(exp.features[index : index + 1, 0].cpu())
     edges = boundaries(labels)[0]
     halo = torch.nn.functional.max_pool2d(edges[None, None].float(), 3, 1, 1)[0, 0].bool().numpy()
     edges = edges.numpy()
     heat = up(exp.heatmap(target_index)[index, 0].detach().float().cpu()).numpy()
-    _, mask = image_and_mask(images[index:index + 1], _slice(exp, index),
-                             target_index=target_index, num_features=num_features, hide_rest=True)
+    _, mask = image_and_mask(
+        images[index : index + 1],
+        _slice(exp, index),
+        target_index=target_index,
+        num_features=num_features,
+        hide_rest=True,
+    )
     kept = up(mask[0] != 0).cpu().numpy()
     target = int(exp.target[index, target_index])
     name = class_names[target] if class_names else str(target)
@@ -104,9 +125,14 @@ def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 
     bar = fig.colorbar(im, ax=axes[2], fraction=0.046, pad=0.04)
     bar.set_label(f"weight for '{name}'")
     axes[2].set_title(f"weights (R² {float(exp.score[index, target_index]):.2f})")
-    axes[2].legend(handles=[Patch(color="#d62728", label=f"raises '{name}'"),
-                            Patch(color="#1f77b4", label=f"lowers '{name}'")],
-                   loc="lower center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
+    axes[2].legend(
+        handles=[Patch(color="#d62728", label=f"raises '{name}'"), Patch(color="#1f77b4", label=f"lowers '{name}'")],
+        loc="lower center",
+        bbox_to_anchor=(0.5, -0.22),
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+    )
     shown = over.copy()
     shown[~kept] = shown[~kept] * 0.15
     axes[3].imshow(shown)
@@ -124,12 +150,21 @@ def plot_image_explanation(images: torch.Tensor, exp: Explanation, index: int = 
 def _slice(exp: Explanation, index: int) -> Explanation:
     """The explanation of input ``index`` alone (B = 1)."""
     keep = slice(index, index + 1)
-    return Explanation(exp.coef[keep], exp.intercept[keep], exp.score[keep], exp.local_pred[keep],
-                       exp.target[keep], exp.features[keep], exp.n_features[keep], exp.input_shape)
+    return Explanation(
+        exp.coef[keep],
+        exp.intercept[keep],
+        exp.score[keep],
+        exp.local_pred[keep],
+        exp.target[keep],
+        exp.features[keep],
+        exp.n_features[keep],
+        exp.input_shape,
+    )
 
 
-def save_image_explanation(path: Union[str, Path], images: torch.Tensor, exp: Explanation, index: int = 0,
-                           **kwargs: Any) -> Path:
+def save_image_explanation(
+    path: Union[str, Path], images: torch.Tensor, exp: Explanation, index: int = 0, **kwargs: Any
+) -> Path:
     """Draw ``plot_image_explanation`` and write it as a PNG."""
     plt = require("matplotlib.pyplot", "viz", "save_image_explanation")
 
@@ -141,9 +176,15 @@ def save_image_explanation(path: Union[str, Path], images: torch.Tensor, exp: Ex
     return path
 
 
-def plot_coefficients_with_uncertainty(exp: Explanation, index: int = 0, target_index: int = 0, *,
-                                       z: float = 1.96, feature_names: Optional[list[str]] = None,
-                                       ax: Any = None) -> Any:
+def plot_coefficients_with_uncertainty(
+    exp: Explanation,
+    index: int = 0,
+    target_index: int = 0,
+    *,
+    z: float = 1.96,
+    feature_names: Optional[list[str]] = None,
+    ax: Any = None,
+) -> Any:
     """Coefficients of one (input, target) with error bars ``coef +- z * coef_std`` (95 % for z = 1.96).
 
     For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
@@ -177,8 +218,10 @@ def plot_coefficients_with_uncertainty(exp: Explanation, index: int = 0, target_
     plt = require("matplotlib.pyplot", "viz", "plot_coefficients_with_uncertainty")
     check_positive_float(z, "z")
     if exp.coef_std is None:
-        raise ValueError("`exp` must carry posterior standard deviations (coef_std), as explanations with "
-                         "surrogate='bayes' do; got an explanation with coef_std=None")
+        raise ValueError(
+            "`exp` must carry posterior standard deviations (coef_std), as explanations with "
+            "surrogate='bayes' do; got an explanation with coef_std=None"
+        )
     b, t, _ = exp.coef.shape
     if not -b <= index < b or not -t <= target_index < t:
         raise ValueError(f"`index` must be in [0, {b}) and `target_index` in [0, {t}), got {index} and {target_index}")

@@ -22,6 +22,7 @@ only when ``ExplainCallback`` is first used::
 With ``lightning`` installed the callback subclasses ``lightning.pytorch.Callback``, else
 ``pytorch_lightning.Callback`` (a trainer only accepts callbacks of its own package).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -50,10 +51,20 @@ class ExplainCallbackLogic:
         **explain_kwargs: passed to ``explain_fn`` (n_samples, target, ...).
     """
 
-    def __init__(self, probe_inputs: torch.Tensor, features_or_segments: Any = None, *, every: int = 100,
-                 explain_fn: Optional[Callable[..., Explanation]] = None, log_images: bool = True,
-                 tag: str = "torchlime", stream: bool = False, max_history: Optional[int] = 256,
-                 sink: Optional[Callable[[int, Explanation], Any]] = None, **explain_kwargs: Any) -> None:
+    def __init__(
+        self,
+        probe_inputs: torch.Tensor,
+        features_or_segments: Any = None,
+        *,
+        every: int = 100,
+        explain_fn: Optional[Callable[..., Explanation]] = None,
+        log_images: bool = True,
+        tag: str = "torchlime",
+        stream: bool = False,
+        max_history: Optional[int] = 256,
+        sink: Optional[Callable[[int, Explanation], Any]] = None,
+        **explain_kwargs: Any,
+    ) -> None:
         check_tensor(probe_inputs, "probe_inputs")
         check_positive_int(every, "every")
         self.probe_inputs = probe_inputs.detach().clone()
@@ -73,15 +84,22 @@ class ExplainCallbackLogic:
         """Build the ``ProbeExplainer`` on the module and its device."""
         device = getattr(pl_module, "device", self.probe_inputs.device)
         features = self.features.to(device) if isinstance(self.features, torch.Tensor) else self.features
-        self.probe = ProbeExplainer(pl_module, self.probe_inputs.to(device), features, every=self.every,
-                                    explain_fn=self.explain_fn, **self.options)
+        self.probe = ProbeExplainer(
+            pl_module,
+            self.probe_inputs.to(device),
+            features,
+            every=self.every,
+            explain_fn=self.explain_fn,
+            **self.options,
+        )
 
     def on_train_start(self, trainer: Any, pl_module: torch.nn.Module) -> None:
         """Explain the weights training starts from (step 0, or the resumed step if it is a multiple)."""
         self._maybe(trainer)
 
-    def on_train_batch_end(self, trainer: Any, pl_module: torch.nn.Module, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: torch.nn.Module, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         """Explain after every ``every``-th optimizer step."""
         self._maybe(trainer)
 
@@ -100,8 +118,9 @@ class ExplainCallbackLogic:
         for logger in getattr(trainer, "loggers", []):
             writer = getattr(logger, "experiment", None)
             if callable(getattr(writer, "add_scalar", None)) and callable(getattr(writer, "add_images", None)):
-                log_explanation(writer, exp, step, tag=self.tag, images=images, log_images=self.log_images,
-                                seconds=seconds)
+                log_explanation(
+                    writer, exp, step, tag=self.tag, images=images, log_images=self.log_images, seconds=seconds
+                )
             else:
                 logger.log_metrics({f"{self.tag}/{k}": v for k, v in quality_scalars(exp, seconds).items()}, step)
 
@@ -118,8 +137,10 @@ def _callback_base() -> type:
 
             return pytorch_lightning.Callback
         except ImportError:
-            raise ImportError("ExplainCallback needs the optional package `lightning`: pip install "
-                              "'torchlime[lightning]' (or pip install lightning)") from None
+            raise ImportError(
+                "ExplainCallback needs the optional package `lightning`: pip install "
+                "'torchlime[lightning]' (or pip install lightning)"
+            ) from None
 
 
 def __getattr__(name: str) -> Any:
@@ -128,8 +149,15 @@ def __getattr__(name: str) -> Any:
     if name != "ExplainCallback":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if _CLASS is None:
-        _CLASS = type("ExplainCallback", (ExplainCallbackLogic, _callback_base()),
-                      {"__module__": __name__, "__doc__": ExplainCallbackLogic.__doc__.replace(
-                          "What ``ExplainCallback`` does, without Lightning", "A Lightning callback explaining "
-                          "probe inputs every k steps")})
+        _CLASS = type(
+            "ExplainCallback",
+            (ExplainCallbackLogic, _callback_base()),
+            {
+                "__module__": __name__,
+                "__doc__": ExplainCallbackLogic.__doc__.replace(
+                    "What ``ExplainCallback`` does, without Lightning",
+                    "A Lightning callback explaining probe inputs every k steps",
+                ),
+            },
+        )
     return _CLASS

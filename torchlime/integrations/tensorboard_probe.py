@@ -27,6 +27,7 @@ Usage (``pip install tensorboard``)::
 with ``add_scalar`` / ``add_images`` / ``add_text`` (a ``SummaryWriter``, a Lightning
 TensorBoardLogger's ``experiment``).
 """
+
 from __future__ import annotations
 
 import time
@@ -41,8 +42,14 @@ from torchlime.training import ProbeExplainer
 FLAGS = ("saturated", "poor_fit", "few_samples")
 
 
-def heatmap_rgb(exp: Explanation, index: int = 0, target_index: int = 0, image: Optional[torch.Tensor] = None,
-                alpha: float = 0.65, min_size: int = 64) -> torch.Tensor:
+def heatmap_rgb(
+    exp: Explanation,
+    index: int = 0,
+    target_index: int = 0,
+    image: Optional[torch.Tensor] = None,
+    alpha: float = 0.65,
+    min_size: int = 64,
+) -> torch.Tensor:
     """The coefficients of one (input, target) as an RGB picture (3, H, W) in [0, 1].
 
     Red raises the target, blue lowers it, white is 0 (scaled by the largest |coefficient|).
@@ -99,9 +106,17 @@ def quality_scalars(exp: Explanation, seconds: Optional[float] = None, max_input
     return out
 
 
-def log_explanation(writer: Any, exp: Explanation, step: int, *, tag: str = "torchlime",
-                    images: Optional[torch.Tensor] = None, log_images: bool = True, max_images: int = 8,
-                    seconds: Optional[float] = None) -> dict[str, float]:
+def log_explanation(
+    writer: Any,
+    exp: Explanation,
+    step: int,
+    *,
+    tag: str = "torchlime",
+    images: Optional[torch.Tensor] = None,
+    log_images: bool = True,
+    max_images: int = 8,
+    seconds: Optional[float] = None,
+) -> dict[str, float]:
     """Write one explanation's figures (and heatmaps) to ``writer`` at ``step``; return the scalars.
 
     Args:
@@ -152,9 +167,17 @@ class TensorBoardProbe:
         last: ``{"step", "explain_seconds", "log_seconds", **scalars}`` of the last logged call.
     """
 
-    def __init__(self, probe: ProbeExplainer, writer: Any = None, *, log_dir: Optional[str] = None,
-                 tag: str = "torchlime", log_images: bool = True, images: Optional[torch.Tensor] = None,
-                 max_images: int = 8) -> None:
+    def __init__(
+        self,
+        probe: ProbeExplainer,
+        writer: Any = None,
+        *,
+        log_dir: Optional[str] = None,
+        tag: str = "torchlime",
+        log_images: bool = True,
+        images: Optional[torch.Tensor] = None,
+        max_images: int = 8,
+    ) -> None:
         if not isinstance(probe, ProbeExplainer):
             raise TypeError(f"`probe` must be a torchlime.training.ProbeExplainer, got {describe(probe)}")
         if not isinstance(tag, str) or not tag:
@@ -191,8 +214,16 @@ class TensorBoardProbe:
 
     def _log(self, step: int, exp: Explanation, seconds: float) -> Explanation:
         t0 = time.perf_counter()
-        scalars = log_explanation(self.writer, exp, step, tag=self.tag, images=self.images,
-                                  log_images=self.log_images, max_images=self.max_images, seconds=seconds)
+        scalars = log_explanation(
+            self.writer,
+            exp,
+            step,
+            tag=self.tag,
+            images=self.images,
+            log_images=self.log_images,
+            max_images=self.max_images,
+            seconds=seconds,
+        )
         spent = time.perf_counter() - t0
         self.calls += 1
         self.seconds_explaining += seconds

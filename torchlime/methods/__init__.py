@@ -5,6 +5,7 @@
 statistical-distance kernels), ``feature_selection`` (lime's feature selection) and ``sp_lime``
 (SP-LIME's submodular pick). Methods import only the stages, never the engine.
 """
+
 from torchlime.methods import adaptive, baylime, designs, feature_selection, kernel_shap, smile, sp_lime
 
 __all__ = ["designs", "adaptive", "kernel_shap", "baylime", "smile", "feature_selection", "sp_lime"]

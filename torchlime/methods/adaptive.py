@@ -13,6 +13,7 @@ with the standard errors of the weighted fit, ``se_j² = ss_res / (n_eff - F - 1
 penalty or 1e-6), or at ``cap`` samples. ``Explanation.meta["samples_used"]`` records how many
 samples each input got. One host synchronisation per round.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ class Adaptive:
         """
         gram = normal.gram + torch.diag_embed((~valid).double() + max(alpha, 1e-6))
         inv_diag = torch.linalg.inv(gram).diagonal(dim1=-2, dim2=-1)  # (B, F)
-        n_eff = normal.weight_sum ** 2 / normal.weight_sq_sum.clamp_min(1e-300)
+        n_eff = normal.weight_sum**2 / normal.weight_sq_sum.clamp_min(1e-300)
         ss_res = (1.0 - fit.score.double()).clamp_min(0) * normal.ss_tot  # (B, T)
         dof = (n_eff - valid.sum(1) - 1).clamp_min(1.0)
         var = (ss_res / dof.unsqueeze(1)).unsqueeze(2) * inv_diag.unsqueeze(1)  # (B, T, F)
@@ -61,7 +62,7 @@ class Adaptive:
         k = min(self.top_k, coef.shape[-1] - 1)
         if k < 1:
             return torch.ones(coef.shape[0], dtype=torch.bool, device=coef.device)
-        order = coef.argsort(-1, descending=True)[..., k - 1:k + 1]  # the k-th and (k+1)-th
+        order = coef.argsort(-1, descending=True)[..., k - 1 : k + 1]  # the k-th and (k+1)-th
         gap = coef.gather(-1, order).diff(dim=-1).squeeze(-1).neg()
         se = var.gather(-1, order).sum(-1).sqrt().clamp_min(1e-300)
         z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(self.confidence, dtype=torch.float64))

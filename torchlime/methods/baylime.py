@@ -24,6 +24,7 @@ Every step runs batched over inputs and targets on one eigendecomposition of the
 matrix per input (per target when the precision differs by target); the hyperparameter iterations
 are O(B T F) each.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,8 +46,10 @@ def _check_prior(value: Any, name: str, positive: bool) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return check_positive_float(value, name) if positive else float(value)
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        raise TypeError(f"`{name}` must be None, a number, a floating tensor of shape (F,) or (B, T, F)"
-                        f"{'' if positive else ' or an Explanation'}, got {describe(value)}")
+        raise TypeError(
+            f"`{name}` must be None, a number, a floating tensor of shape (F,) or (B, T, F)"
+            f"{'' if positive else ' or an Explanation'}, got {describe(value)}"
+        )
     if value.ndim not in (0, 1, 3):
         raise ValueError(f"`{name}` must have shape (F,) or (B, T, F), got {tuple(value.shape)}")
     if not bool(torch.isfinite(value).all()) or (positive and not bool((value > 0).all())):
@@ -107,11 +110,14 @@ class BayesianRidge(Surrogate):
         def show(v: Any) -> str:
             return f"tensor{tuple(v.shape)}" if isinstance(v, torch.Tensor) else repr(v)
 
-        return (f"BayesianRidge(prior_mean={show(self.prior_mean)}, prior_precision={show(self.prior_precision)}, "
-                f"alpha={self.alpha!r})")
+        return (
+            f"BayesianRidge(prior_mean={show(self.prior_mean)}, prior_precision={show(self.prior_precision)}, "
+            f"alpha={self.alpha!r})"
+        )
 
-    def _prior(self, value: Any, name: str, shape: tuple[int, int, int], default: float,
-               device: torch.device) -> torch.Tensor:
+    def _prior(
+        self, value: Any, name: str, shape: tuple[int, int, int], default: float, device: torch.device
+    ) -> torch.Tensor:
         """The prior as float64 (B or 1, T or 1, F) on ``device``."""
         b, t, f = shape
         if value is None or isinstance(value, float):
@@ -123,8 +129,9 @@ class BayesianRidge(Surrogate):
             return value.view(1, 1, f)
         if value.ndim == 3 and value.shape[2] == f and value.shape[0] in (1, b) and value.shape[1] in (1, t):
             return value
-        raise ValueError(f"`{name}` must have shape (F,) = ({f},) or (B, T, F) = {shape} for this fit, "
-                         f"got {tuple(value.shape)}")
+        raise ValueError(
+            f"`{name}` must have shape (F,) = ({f},) or (B, T, F) = {shape} for this fit, got {tuple(value.shape)}"
+        )
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
         b, f, t = ne.rhs.shape
@@ -142,8 +149,13 @@ class BayesianRidge(Surrogate):
         evals = evals.clamp_min(0)  # (B, Tp, F); Tp = 1 unless the precision differs by target
         c = (evecs.transpose(-1, -2) @ (scale * (rhs - g_mu)).unsqueeze(-1)).squeeze(-1)  # (B, T, F) rotated
         sw = ne.weight_sum.unsqueeze(1)  # (B, 1): scikit-learn's sw_sum
-        alpha = torch.full_like(syy, self.alpha) if self.alpha is not None else \
-            torch.full_like(syy, self.alpha_init) if self.alpha_init is not None else 1.0 / (syy / sw + _EPS)
+        alpha = (
+            torch.full_like(syy, self.alpha)
+            if self.alpha is not None
+            else torch.full_like(syy, self.alpha_init)
+            if self.alpha_init is not None
+            else 1.0 / (syy / sw + _EPS)
+        )
         fixed_lambda = self.prior_precision is not None
         lam = torch.full_like(syy, 1.0 if fixed_lambda or self.lambda_init is None else self.lambda_init)
         if self.alpha is None or not fixed_lambda:
@@ -155,9 +167,17 @@ class BayesianRidge(Surrogate):
         fit = finish((beta * one.unsqueeze(1)).transpose(1, 2), ne)
         return Fit(*(x.to(self.dtype) for x in fit[:4]), coef_std=std.to(self.dtype))
 
-    def _evidence(self, evals: torch.Tensor, evecs: torch.Tensor, c: torch.Tensor, syy: torch.Tensor,
-                  sw: torch.Tensor, alpha: torch.Tensor, lam: torch.Tensor,
-                  fixed_lambda: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _evidence(
+        self,
+        evals: torch.Tensor,
+        evecs: torch.Tensor,
+        c: torch.Tensor,
+        syy: torch.Tensor,
+        sw: torch.Tensor,
+        alpha: torch.Tensor,
+        lam: torch.Tensor,
+        fixed_lambda: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """scikit-learn's ``BayesianRidge`` loop for every fit at once: alpha and lambda of each fit stop
         changing at the iteration where its coefficients moved by less than ``tol`` (L1)."""
         active = torch.ones_like(syy, dtype=torch.bool)
@@ -168,8 +188,9 @@ class BayesianRidge(Surrogate):
             sse = (syy - 2 * (d * c).sum(-1) + (evals * d * d).sum(-1)).clamp_min(0)
             gamma = (alpha.unsqueeze(-1) * evals / (lam.unsqueeze(-1) + alpha.unsqueeze(-1) * evals)).sum(-1)
             if not fixed_lambda:
-                lam = torch.where(active, (gamma + 2 * self.lambda_1) / ((coef * coef).sum(-1) + 2 * self.lambda_2),
-                                  lam)
+                lam = torch.where(
+                    active, (gamma + 2 * self.lambda_1) / ((coef * coef).sum(-1) + 2 * self.lambda_2), lam
+                )
             if self.alpha is None:
                 alpha = torch.where(active, (sw - gamma + 2 * self.alpha_1) / (sse + 2 * self.alpha_2), alpha)
             if old is not None:

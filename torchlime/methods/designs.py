@@ -12,6 +12,7 @@ drawn on its own), and every prefix of samples 1..S' is itself a good design, so
 * ``SobolSampler``: quasi-random masks, ``u < p`` on a Sobol sequence (one dimension per
   feature) with a random digital shift per input drawn from the call's key.
 """
+
 from __future__ import annotations
 
 import functools
@@ -101,8 +102,9 @@ class SobolSampler(Sampler):
 
     def sample(self, rows: Rows) -> torch.Tensor:
         if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:
-            raise ValueError(f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features, "
-                             f"got {rows.f_max}")
+            raise ValueError(
+                f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features, got {rows.f_max}"
+            )
         dev = rows.samples.device
         v = _directions(max(rows.f_max, 1)).to(dev)[: rows.f_max]  # (F, 30)
         x = torch.zeros(rows.samples.shape[0], rows.f_max, dtype=torch.long, device=dev)

@@ -26,6 +26,7 @@ on the chosen features only; the other coefficients are 0. Methods (lime's names
 
 Inputs with F_b < K features keep all of them (lime's ``min(num_features, F)``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -112,8 +113,9 @@ def _min_pos(v: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     return torch.where(where & (v > 0), v, _BIG).amin(-1)
 
 
-def lasso_path(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int, count: torch.Tensor,
-               max_iter: int = 500) -> torch.Tensor:
+def lasso_path(
+    gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int, count: torch.Tensor, max_iter: int = 500
+) -> torch.Tensor:
     """lime's ``lasso_path`` selection: bool (B, T, F), the support of the last point of sklearn's
     LARS-lasso path with at most k non-zero coefficients (all features if the path is empty).
 
@@ -185,8 +187,13 @@ def lasso_path(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: in
         corr = torch.round((g @ ls.unsqueeze(-1)).squeeze(-1), decimals=15)
         inactive = ~act & valid
         cc, a1 = c.unsqueeze(-1), aa.unsqueeze(-1)
-        gamma = torch.minimum(torch.minimum(_min_pos((cc - cov) / (a1 - corr + _TINY32), inactive),
-                                            _min_pos((cc + cov) / (a1 + corr + _TINY32), inactive)), c / aa)
+        gamma = torch.minimum(
+            torch.minimum(
+                _min_pos((cc - cov) / (a1 - corr + _TINY32), inactive),
+                _min_pos((cc + cov) / (a1 + corr + _TINY32), inactive),
+            ),
+            c / aa,
+        )
         z = -coef / (ls + _TINY32)
         z_pos = _min_pos(z, act)
         dropping = live & (z_pos < gamma)
@@ -197,7 +204,7 @@ def lasso_path(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: in
         new_cov = torch.where(inactive, cov - gamma.unsqueeze(-1) * corr, cov)
         new_cov = torch.where(gone, xy - (g @ new_coef.unsqueeze(-1)).squeeze(-1), new_cov)
         new_act = act & ~gone
-        before = (pos.unsqueeze(-2) < pos.unsqueeze(-1))  # [i, j]: j is before i
+        before = pos.unsqueeze(-2) < pos.unsqueeze(-1)  # [i, j]: j is before i
         rank_kept = (before & new_act.unsqueeze(-2)).sum(-1)
         rank_gone = new_act.sum(-1, keepdim=True) + (before & gone.unsqueeze(-2)).sum(-1)
         new_pos = torch.where(new_act, rank_kept, torch.where(gone, rank_gone, pos))
@@ -212,8 +219,9 @@ def lasso_path(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: in
     return best & valid
 
 
-def select_features(ne: Normal, valid: torch.Tensor, num_features: int, method: str = "auto",
-                    count: Optional[torch.Tensor] = None) -> torch.Tensor:
+def select_features(
+    ne: Normal, valid: torch.Tensor, num_features: int, method: str = "auto", count: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """The features lime's ``feature_selection`` chooses for every fit: bool (B, T, F).
 
     Args:
@@ -261,8 +269,18 @@ def restrict(ne: Normal, chosen: torch.Tensor) -> Normal:
     rep = lambda v: v.repeat_interleave(t, 0)  # noqa: E731
     y_shift = None if ne.y_shift is None else ne.y_shift.reshape(b * t, 1)
     n_samples = None if ne.n_samples is None else rep(ne.n_samples)
-    return Normal(gram, rhs, rep(ne.x_mean), ne.y_mean.reshape(b * t, 1), rep(ne.weight_sum),
-                  ne.ss_tot.reshape(b * t, 1), rep(ne.weight_sq_sum), None, y_shift, n_samples)
+    return Normal(
+        gram,
+        rhs,
+        rep(ne.x_mean),
+        ne.y_mean.reshape(b * t, 1),
+        rep(ne.weight_sum),
+        ne.ss_tot.reshape(b * t, 1),
+        rep(ne.weight_sq_sum),
+        None,
+        y_shift,
+        n_samples,
+    )
 
 
 @dataclass(frozen=True)
@@ -318,8 +336,9 @@ class Select(Surrogate):
         anc = None if anchors is None else anchors.transpose(1, 2).reshape(b * t, -1, 1)
         fit = self.refit.fit_normal(sub, chosen.reshape(b * t, f), anchors=anc)
         shape = lambda v, *s: None if v is None else v.reshape(b, t, *s).to(self.dtype)  # noqa: E731
-        return Fit(shape(fit.coef, f), shape(fit.intercept), shape(fit.score), shape(fit.local_pred),
-                   shape(fit.coef_std, f))
+        return Fit(
+            shape(fit.coef, f), shape(fit.intercept), shape(fit.score), shape(fit.local_pred), shape(fit.coef_std, f)
+        )
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """The refitted coefficients (B, F, T), zero outside the chosen features."""

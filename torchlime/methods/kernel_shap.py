@@ -22,6 +22,7 @@ outside S replaced by the baseline), whatever the model (Lundberg & Lee 2017, th
 it is KernelSHAP's estimate, exact for models additive in the features. Padded features
 (f >= F_b) are always kept and get phi = 0.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -105,8 +106,10 @@ class KernelShapSampler(Sampler):
 
     def bind(self, features: Any, n_samples: int) -> KernelShapSampler:
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 3:
-            raise ValueError(f"`n_samples` must be an int >= 3 for KernelSHAP (sample 0: the input, 1: the all-hidden "
-                             f"coalition, then coalitions), got {n_samples!r}")
+            raise ValueError(
+                f"`n_samples` must be an int >= 3 for KernelSHAP (sample 0: the input, 1: the all-hidden "
+                f"coalition, then coalitions), got {n_samples!r}"
+            )
         return dataclasses.replace(self, n_samples=n_samples)
 
     def sample(self, rows: Rows) -> torch.Tensor:
@@ -194,8 +197,10 @@ class KernelShapRegression(Surrogate):
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
         if anchors is None or ne.raw is None or anchors.ndim != 3 or anchors.shape[1] != 2:
             got = "None" if anchors is None or ne.raw is None else f"shape {tuple(anchors.shape)}"
-            raise ValueError(f"`anchors` (B, 2, T): KernelShapRegression needs the outputs of samples 0 (the input) "
-                             f"and 1 (the all-hidden coalition) and the uncentred moments, got {got}")
+            raise ValueError(
+                f"`anchors` (B, 2, T): KernelShapRegression needs the outputs of samples 0 (the input) "
+                f"and 1 (the all-hidden coalition) and the uncentred moments, got {got}"
+            )
         sxx, sxy, sx, sy, syy = ne.raw  # of x' = z - 1/2 and y' = y - y_shift
         sw = ne.weight_sum
         one = valid.double()
@@ -204,8 +209,11 @@ class KernelShapRegression(Surrogate):
         # moments of u = z - 1 = x' - 1/2 and of y~ = y - f(x) = y' + d
         d = ne.y_shift - fx
         su = (sx - 0.5 * sw.unsqueeze(1)) * one  # (B, F)
-        guu = (sxx - 0.5 * (sx.unsqueeze(2) + sx.unsqueeze(1)) + 0.25 * sw.view(-1, 1, 1)) \
-            * one.unsqueeze(2) * one.unsqueeze(1)
+        guu = (
+            (sxx - 0.5 * (sx.unsqueeze(2) + sx.unsqueeze(1)) + 0.25 * sw.view(-1, 1, 1))
+            * one.unsqueeze(2)
+            * one.unsqueeze(1)
+        )
         guy = (sxy - 0.5 * sy.unsqueeze(1)) * one.unsqueeze(2) + su.unsqueeze(2) * d.unsqueeze(1)  # (B, F, T)
         syy_t = syy + 2 * d * sy + d * d * sw.unsqueeze(1)
         delta = fx - fb
@@ -222,4 +230,3 @@ class KernelShapRegression(Surrogate):
         score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), (ss_res == 0).double())
         fit = Fit(phi.transpose(1, 2), fb, score, fb + phi.sum(1))
         return Fit(*(t.to(self.dtype) for t in fit[:4]))
-

@@ -17,6 +17,7 @@ are merged (a stable sort), the running count of x values in the pooled order gi
 pooled value, and the runs of equal values (ties) give the midranks, so ties are handled exactly as scipy
 handles them. Equal sizes give W1 directly as the mean |difference| of the sorted samples.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -143,11 +144,11 @@ def anderson_standardize(a2: torch.Tensor, n: int, m: int) -> torch.Tensor:
     g = float((hs / torch.arange(2, big, dtype=torch.float64)).sum())
     hh = 1.0 / n + 1.0 / m
     a = (4 * g - 6) * (k - 1) + (10 - 6 * g) * hh
-    b = (2 * g - 4) * k ** 2 + 8 * h * k + (2 * g - 14 * h - 4) * hh - 8 * h + 4 * g - 6
-    c = (6 * h + 2 * g - 2) * k ** 2 + (4 * h - 4 * g + 6) * k + (2 * h - 6) * hh + 4 * h
-    d = (2 * h + 6) * k ** 2 - 4 * h * k
-    var = (a * big ** 3 + b * big ** 2 + c * big + d) / ((big - 1.0) * (big - 2.0) * (big - 3.0))
-    return (a2 - (k - 1)) / var ** 0.5
+    b = (2 * g - 4) * k**2 + 8 * h * k + (2 * g - 14 * h - 4) * hh - 8 * h + 4 * g - 6
+    c = (6 * h + 2 * g - 2) * k**2 + (4 * h - 4 * g + 6) * k + (2 * h - 6) * hh + 4 * h
+    d = (2 * h + 6) * k**2 - 4 * h * k
+    var = (a * big**3 + b * big**2 + c * big + d) / ((big - 1.0) * (big - 2.0) * (big - 3.0))
+    return (a2 - (k - 1)) / var**0.5
 
 
 def channel_samples(x: torch.Tensor) -> torch.Tensor:
@@ -232,8 +233,8 @@ class SmileKernel(Kernel):
         step = max(1, limit // max(2 * p.shape[1] * p.shape[2], 1))
         out = []
         for lo in range(0, p.shape[0], step):  # groups of rows bound the memory of the pooled sort
-            ys = p[lo:lo + step].to(dt).sort(-1).values
-            xs = o[rows[lo:lo + step].to(o.device)].to(p.device)
+            ys = p[lo : lo + step].to(dt).sort(-1).values
+            xs = o[rows[lo : lo + step].to(o.device)].to(p.device)
             d = _statistic(xs, ys, self.statistic).clamp_min(0).mean(1)
             same = (xs == ys).flatten(1).all(1)  # the input's own values (the input itself): d = 0 exactly
             out.append(torch.where(same, 0.0, d).float())

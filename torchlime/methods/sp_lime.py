@@ -21,6 +21,7 @@ Coverage needs features that mean the same thing in every input (``feature_ids``
 * superpixels differ from image to image: use a grid, or give ids of your own (e.g. the cluster of
   each segment's embedding), (B, F) long, -1 for features to ignore.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -50,8 +51,10 @@ def feature_values(features: torch.Tensor, values: torch.Tensor, n_features: Opt
         check_tensor(t, name)
         check_integer(t, name)
     if features.shape != values.shape or features.ndim < 2:
-        raise ValueError(f"`features` and `values` must have the same shape (B, ...), got {tuple(features.shape)} "
-                         f"and {tuple(values.shape)}")
+        raise ValueError(
+            f"`features` and `values` must have the same shape (B, ...), got {tuple(features.shape)} "
+            f"and {tuple(values.shape)}"
+        )
     b = features.shape[0]
     lab = features.reshape(b, -1).long()
     f = int(lab.amax()) + 1 if n_features is None else n_features
@@ -80,16 +83,18 @@ def explanation_matrix(explanation: Any, feature_ids: Optional[torch.Tensor] = N
     """
     coef = getattr(explanation, "coef", explanation)
     if not isinstance(coef, torch.Tensor) or coef.ndim not in (2, 3) or not coef.is_floating_point():
-        raise TypeError(f"`explanation` must be an Explanation or a float tensor (B, T, F) or (B, F), "
-                        f"got {describe(explanation)}")
+        raise TypeError(
+            f"`explanation` must be an Explanation or a float tensor (B, T, F) or (B, F), got {describe(explanation)}"
+        )
     w = (coef.sum(1) if coef.ndim == 3 else coef).double()
     if feature_ids is None:
         return w
     check_tensor(feature_ids, "feature_ids")
     check_integer(feature_ids, "feature_ids")
     if feature_ids.shape != w.shape or feature_ids.device != w.device:
-        raise ValueError(f"`feature_ids` must be a (B, F) = {tuple(w.shape)} tensor on {w.device}, "
-                         f"got {describe(feature_ids)}")
+        raise ValueError(
+            f"`feature_ids` must be a (B, F) = {tuple(w.shape)} tensor on {w.device}, got {describe(feature_ids)}"
+        )
     ids = feature_ids.long()
     g = max(int(ids.amax()) + 1, 1)
     out = torch.zeros(w.shape[0], g + 1, dtype=w.dtype, device=w.device)

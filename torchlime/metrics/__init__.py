@@ -18,6 +18,7 @@ number or a name; random fills then draw from seed 0).
 
 Results are (B, T) tensors (per input and target) or (B,).
 """
+
 from torchlime.metrics.agreement import feature_mask, gold_recall, token_roc_auc
 from torchlime.metrics.curves import Curves, deletion, insertion, region_perturbation
 from torchlime.metrics.faithfulness import faithfulness_correlation, label_flip
@@ -27,7 +28,18 @@ from torchlime.metrics.stability import jaccard_topk, kendall_w
 from torchlime.metrics.viz import plot_curves
 
 __all__ = [
-    "deletion", "insertion", "region_perturbation", "Curves", "label_flip", "faithfulness_correlation",
-    "infidelity", "max_sensitivity", "jaccard_topk", "kendall_w", "gold_recall", "token_roc_auc",
-    "feature_mask", "plot_curves",
+    "deletion",
+    "insertion",
+    "region_perturbation",
+    "Curves",
+    "label_flip",
+    "faithfulness_correlation",
+    "infidelity",
+    "max_sensitivity",
+    "jaccard_topk",
+    "kendall_w",
+    "gold_recall",
+    "token_roc_auc",
+    "feature_mask",
+    "plot_curves",
 ]

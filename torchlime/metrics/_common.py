@@ -3,6 +3,7 @@
 Rankings are batched over inputs and targets with one stable sort each; features that do not
 exist (f >= F_b, padding) always rank last and are never counted.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Union
@@ -131,12 +132,16 @@ def feature_set(value: Any, explanation: Explanation, name: str) -> torch.Tensor
     valid = explanation.valid
     if isinstance(value, torch.Tensor):
         if value.dtype != torch.bool or tuple(value.shape) != (b, f):
-            raise ValueError(f"`{name}` must be a bool tensor ({b}, {f}) over the features or {b} lists of "
-                             f"feature indices, got {describe(value)}")
+            raise ValueError(
+                f"`{name}` must be a bool tensor ({b}, {f}) over the features or {b} lists of "
+                f"feature indices, got {describe(value)}"
+            )
         return value.to(dev) & valid
     if not isinstance(value, (list, tuple)) or len(value) != b:
-        raise TypeError(f"`{name}` must be a bool tensor ({b}, {f}) or a list of {b} lists of feature indices, "
-                        f"got {describe(value)}")
+        raise TypeError(
+            f"`{name}` must be a bool tensor ({b}, {f}) or a list of {b} lists of feature indices, "
+            f"got {describe(value)}"
+        )
     counts = explanation.n_features.tolist()
     out = torch.zeros(b, f, dtype=torch.bool)
     for row, (ids, n) in enumerate(zip(value, counts)):  # host data: the user's own lists
@@ -145,8 +150,9 @@ def feature_set(value: Any, explanation: Explanation, name: str) -> torch.Tensor
             raise TypeError(f"`{name}[{row}]` must be a list of int feature indices, got {describe(ids)}")
         bad = [i for i in ids if not 0 <= i < n]
         if bad:
-            raise ValueError(f"`{name}[{row}]` must hold feature indices in [0, {n}) (input {row} has {n} "
-                             f"features), got {bad}")
+            raise ValueError(
+                f"`{name}[{row}]` must hold feature indices in [0, {n}) (input {row} has {n} features), got {bad}"
+            )
         out[row, ids] = True
     return out.to(dev)
 
@@ -160,9 +166,9 @@ def given_perturbations(perturbations: Any, inputs: torch.Tensor) -> tuple[int, 
     """
     check_tensor(perturbations, "perturbations")
     b, shape = inputs.shape[0], tuple(inputs.shape[1:])
-    if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or \
-            tuple(perturbations.shape[2:]) != shape:
-        raise ValueError(f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), "
-                         f"got {tuple(perturbations.shape)}")
+    if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or tuple(perturbations.shape[2:]) != shape:
+        raise ValueError(
+            f"`perturbations` must have shape ({b}, n, {', '.join(map(str, shape))}), got {tuple(perturbations.shape)}"
+        )
     n = perturbations.shape[1]
     return n, perturbations.to(device=inputs.device, dtype=inputs.dtype).reshape(b * n, *shape)

@@ -16,6 +16,7 @@ use and the model the engine ran:
 chunks of ``chunking.ChunkPlan`` (``forward.run_rows``), keeping only what ``take`` selects of
 every chunk's scores: no host synchronisation per chunk.
 """
+
 from __future__ import annotations
 
 import math
@@ -71,8 +72,13 @@ def resolve_fill(spec: BaselineSpec, inputs: torch.Tensor, index: torch.Tensor, 
     if isinstance(spec, float) and not math.isfinite(spec):
         raise ValueError(f"`baseline` must be finite, got {spec}")
     dev = inputs.device
-    ctx = FillContext(index, f_max + 1, signal_dims(tuple(inputs.shape), tuple(index.shape)), make_key(None, dev),
-                      torch.arange(inputs.shape[0], device=dev))
+    ctx = FillContext(
+        index,
+        f_max + 1,
+        signal_dims(tuple(inputs.shape), tuple(index.shape)),
+        make_key(None, dev),
+        torch.arange(inputs.shape[0], device=dev),
+    )
     base = resolve_baseline(spec, inputs, ctx)
     if isinstance(spec, torch.Tensor) or callable(spec):
         check_finite(base, "baseline")
@@ -101,17 +107,22 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
     check_tensor(inputs, "inputs")
     b = exp.coef.shape[0]
     if inputs.ndim < 2 or inputs.shape[0] != b:
-        raise ValueError(f"`inputs` must be the explanation's {b} inputs, batched (B, ...), "
-                         f"got shape {tuple(inputs.shape)}")
+        raise ValueError(
+            f"`inputs` must be the explanation's {b} inputs, batched (B, ...), got shape {tuple(inputs.shape)}"
+        )
     p = exp.perturbation
     if p is not None:
         same = inputs is p.inputs or p.inputs.shape != inputs.shape  # other tensors: one synchronisation
         if not same and not torch.equal(inputs.to(p.inputs.device, p.inputs.dtype), p.inputs):
-            raise ValueError("`inputs` must be the inputs `explanation` explained, got other values (of the same "
-                             "shape): the metrics hide features of the explained inputs")
+            raise ValueError(
+                "`inputs` must be the inputs `explanation` explained, got other values (of the same "
+                "shape): the metrics hide features of the explained inputs"
+            )
         if not p.reusable:
-            raise ValueError("`explanation` was perturbed by a design tied to its own samples (text's single-mask "
-                             "infill protocol): its perturbation cannot hide other features")
+            raise ValueError(
+                "`explanation` was perturbed by a design tied to its own samples (text's single-mask "
+                "infill protocol): its perturbation cannot hide other features"
+            )
         if baseline is not None:
             p = p.with_baseline(resolve_fill(baseline, p.inputs, p.index, p.f_max))
         return Perturbed(p, p.adapt(model))
@@ -129,8 +140,12 @@ def recorded_fill(exp: Explanation) -> BaselineSpec:
     blur = re.fullmatch(r"Blur\(sigma=(None|[-+0-9.eE]+)\)", rec) if isinstance(rec, str) else None
     if blur:  # a Blur fill is recorded by its repr (audio's "blur" is Blur(sigma=2.0))
         return Blur(sigma=None if blur.group(1) == "None" else float(blur.group(1)))
-    warnings.warn(f"the explanation's fill ({rec}) was not saved with it: hiding features with 0 instead "
-                  f"(pass baseline= to choose)", UserWarning, stacklevel=4)
+    warnings.warn(
+        f"the explanation's fill ({rec}) was not saved with it: hiding features with 0 instead "
+        f"(pass baseline= to choose)",
+        UserWarning,
+        stacklevel=4,
+    )
     return 0.0
 
 
@@ -144,36 +159,58 @@ def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: Basel
     own = exp.meta.get("perturbation", "custom" if "mode" in exp.meta or "tabular" in exp.meta else "blend")
     if own != "blend":  # files saved before meta recorded it: text ("mode") and tabular were never blends
         how = f"text mode {exp.meta['mode']!r}" if "mode" in exp.meta else "its front door's own perturbation"
-        raise ValueError(f"`explanation` hid its features by {how}, which is not saved with it and not kept by "
-                         f"`to` another device: score the explanation as the front door returned it")
+        raise ValueError(
+            f"`explanation` hid its features by {how}, which is not saved with it and not kept by "
+            f"`to` another device: score the explanation as the front door returned it"
+        )
     f = exp.coef.shape[-1]
     feats = exp.features.to(inputs.device)
     fits = feats.ndim == inputs.ndim and all(s in (1, i) for s, i in zip(feats.shape[1:], inputs.shape[1:]))
     if not fits:
-        raise ValueError(f"`explanation.features` {tuple(feats.shape)} must broadcast to `inputs` "
-                         f"{tuple(inputs.shape)}: an explanation without its perturbation (loaded from a file) "
-                         f"is perturbed again as a blend of `inputs` and `baseline` over its feature map")
+        raise ValueError(
+            f"`explanation.features` {tuple(feats.shape)} must broadcast to `inputs` "
+            f"{tuple(inputs.shape)}: an explanation without its perturbation (loaded from a file) "
+            f"is perturbed again as a blend of `inputs` and `baseline` over its feature map"
+        )
     fmap = prepare_features(inputs, feats)
     if fmap.f_max != f or not torch.equal(fmap.n_features, exp.n_features.to(inputs.device)):
-        raise ValueError(f"`explanation.features` must number the features of `inputs` as the explanation "
-                         f"does ({exp.n_features.tolist()} features), got {fmap.n_features.tolist()}")
+        raise ValueError(
+            f"`explanation.features` must number the features of `inputs` as the explanation "
+            f"does ({exp.n_features.tolist()} features), got {fmap.n_features.tolist()}"
+        )
     base = resolve_fill(baseline, inputs, fmap.index, f)
     stats = exp.meta.get("normalize")  # the fused normalisation the explanation ran with
     norm = Normalize(*stats).on(inputs) if stats else None
-    return Perturbation(inputs, base, fmap.index, fmap.n_features, f, fmap.fixed, None,
-                        input_format(model, inputs), norm, None)
+    return Perturbation(
+        inputs, base, fmap.index, fmap.n_features, f, fmap.fixed, None, input_format(model, inputs), norm, None
+    )
 
 
 def signature_of(p: Perturbation) -> tuple:
     """The per-row signature the engine keys its measured chunk size with (so it is reused)."""
     fmt = p.fmt
-    return (tuple(p.inputs.shape[1:]), str(fmt.dtype if fmt and fmt.dtype else p.inputs.dtype),
-            bool(fmt and fmt.channels_last), p.perturb_fn is None)
+    return (
+        tuple(p.inputs.shape[1:]),
+        str(fmt.dtype if fmt and fmt.dtype else p.inputs.dtype),
+        bool(fmt and fmt.channels_last),
+        p.perturb_fn is None,
+    )
 
 
-def score_rows(model: Model, build: Callable[[int, int], Any], take: Callable[[torch.Tensor, int, int], torch.Tensor],
-               n_rows: int, width: int, *, reference: torch.Tensor, signature: tuple, output: OutputSelector,
-               softmax: bool, batch_size: Optional[int], chunk_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+def score_rows(
+    model: Model,
+    build: Callable[[int, int], Any],
+    take: Callable[[torch.Tensor, int, int], torch.Tensor],
+    n_rows: int,
+    width: int,
+    *,
+    reference: torch.Tensor,
+    signature: tuple,
+    output: OutputSelector,
+    softmax: bool,
+    batch_size: Optional[int],
+    chunk_dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
     """Float32 (n_rows, width): ``take(scores, start, stop)`` of every chunk of rows built by ``build``.
 
     ``scores`` are the model's float32 (c, K) outputs (softmax applied when asked) on
@@ -196,8 +233,17 @@ def score_rows(model: Model, build: Callable[[int, int], Any], take: Callable[[t
     return out
 
 
-def score_masks(setup: Perturbed, per_input: int, masks_of: MasksOf, take: Take, width: int, *,
-                output: OutputSelector, softmax: bool, batch_size: Optional[int]) -> torch.Tensor:
+def score_masks(
+    setup: Perturbed,
+    per_input: int,
+    masks_of: MasksOf,
+    take: Take,
+    width: int,
+    *,
+    output: OutputSelector,
+    softmax: bool,
+    batch_size: Optional[int],
+) -> torch.Tensor:
     """Float32 (B, M, width): row s of input b hides what ``masks_of(b, s)`` does not keep (M = ``per_input``).
 
     Rows run input-major (row r is input r // M, row r % M of it); features beyond an input's
@@ -223,7 +269,17 @@ def score_masks(setup: Perturbed, per_input: int, masks_of: MasksOf, take: Take,
     def take_rows(scores: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         return take(scores, *coords(start, stop))
 
-    out = score_rows(setup.model, build, take_rows, batch * per_input, width, reference=p.inputs,
-                     signature=signature_of(p), output=output, softmax=softmax, batch_size=batch_size,
-                     chunk_dtype=p.fmt.dtype if p.fmt is not None else None)
+    out = score_rows(
+        setup.model,
+        build,
+        take_rows,
+        batch * per_input,
+        width,
+        reference=p.inputs,
+        signature=signature_of(p),
+        output=output,
+        softmax=softmax,
+        batch_size=batch_size,
+        chunk_dtype=p.fmt.dtype if p.fmt is not None else None,
+    )
     return out.view(batch, per_input, width)

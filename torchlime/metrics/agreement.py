@@ -4,6 +4,7 @@ Ground truth is given per feature: a bool (B, F) tensor or B lists of feature in
 (``feature_mask`` turns an element-level mask, such as a text dataset's token rationale, into
 one). Features that do not exist (f >= F_b) are never counted.
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,13 +45,16 @@ def feature_mask(explanation: Explanation, mask: torch.Tensor) -> torch.Tensor:
     b, _, f = exp.coef.shape
     labels = exp.features.to(exp.coef.device)
     if mask.dtype != torch.bool or mask.ndim != labels.ndim or mask.shape[0] != b:
-        raise ValueError(f"`mask` must be bool ({b}, ...) with the dims of the feature map "
-                         f"{tuple(labels.shape)}, got {describe(mask)}")
+        raise ValueError(
+            f"`mask` must be bool ({b}, ...) with the dims of the feature map "
+            f"{tuple(labels.shape)}, got {describe(mask)}"
+        )
     try:
         shape = torch.broadcast_shapes(mask.shape, labels.shape)
     except RuntimeError:
-        raise ValueError(f"`mask` {tuple(mask.shape)} must broadcast with the feature map "
-                         f"{tuple(labels.shape)}") from None
+        raise ValueError(
+            f"`mask` {tuple(mask.shape)} must broadcast with the feature map {tuple(labels.shape)}"
+        ) from None
     lab = labels.expand(shape).reshape(b, -1)
     hit = mask.to(labels.device).expand(shape).reshape(b, -1).long()
     out = torch.zeros(b, f + 1, dtype=torch.long, device=labels.device)

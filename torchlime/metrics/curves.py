@@ -16,6 +16,7 @@ score of target t (softmax probabilities with ``softmax=True``) after step j, at
 x_bj = n_bj / F_b of features changed. The rows of all inputs, targets and steps go through the
 model in one chunked pass, perturbed exactly as the explanation perturbed its inputs.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Union
@@ -43,9 +44,19 @@ class Curves(NamedTuple):
     x: torch.Tensor
 
 
-def feature_curves(model: Model, inputs: torch.Tensor, explanation: Any, *, reveal: bool, descending: bool,
-                   baseline: Optional[BaselineSpec], steps: Optional[int], batch_size: Optional[int],
-                   output: OutputSelector, softmax: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def feature_curves(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    reveal: bool,
+    descending: bool,
+    baseline: Optional[BaselineSpec],
+    steps: Optional[int],
+    batch_size: Optional[int],
+    output: OutputSelector,
+    softmax: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Curves (B, T, P), fractions x (B, P) and the last step L_b (B,) of every input.
 
     ``reveal``: insertion (features shown in order) instead of deletion (hidden in order);
@@ -82,19 +93,47 @@ def feature_curves(model: Model, inputs: torch.Tensor, explanation: Any, *, reve
     return curves, changed.float() / nf.unsqueeze(1).float(), last
 
 
-def _auc(model: Model, inputs: torch.Tensor, explanation: Any, reveal: bool, baseline: Optional[BaselineSpec],
-         steps: Optional[int], batch_size: Optional[int], output: OutputSelector, softmax: bool,
-         return_curves: bool) -> Union[torch.Tensor, Curves]:
+def _auc(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    reveal: bool,
+    baseline: Optional[BaselineSpec],
+    steps: Optional[int],
+    batch_size: Optional[int],
+    output: OutputSelector,
+    softmax: bool,
+    return_curves: bool,
+) -> Union[torch.Tensor, Curves]:
     check_bool(return_curves, "return_curves")
-    curves, x, _ = feature_curves(model, inputs, explanation, reveal=reveal, descending=True, baseline=baseline,
-                                  steps=steps, batch_size=batch_size, output=output, softmax=softmax)
+    curves, x, _ = feature_curves(
+        model,
+        inputs,
+        explanation,
+        reveal=reveal,
+        descending=True,
+        baseline=baseline,
+        steps=steps,
+        batch_size=batch_size,
+        output=output,
+        softmax=softmax,
+    )
     auc = trapezoid(curves, x.unsqueeze(1))
     return Curves(auc, curves, x) if return_curves else auc
 
 
-def deletion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline: Optional[BaselineSpec] = None,
-             steps: Optional[int] = None, batch_size: Optional[int] = None, output: OutputSelector = None,
-             softmax: bool = False, return_curves: bool = False) -> Union[torch.Tensor, Curves]:
+def deletion(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    baseline: Optional[BaselineSpec] = None,
+    steps: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    output: OutputSelector = None,
+    softmax: bool = False,
+    return_curves: bool = False,
+) -> Union[torch.Tensor, Curves]:
     """Deletion AUC: hide features in order of decreasing coefficient; the area under the target score.
 
     ``AUC_bt = Σ_j (x_b,j+1 - x_bj) (y_btj + y_bt,j+1) / 2`` over x in [0, 1] (the trapezoid;
@@ -137,9 +176,18 @@ def deletion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline: 
     return _auc(model, inputs, explanation, False, baseline, steps, batch_size, output, softmax, return_curves)
 
 
-def insertion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline: Optional[BaselineSpec] = None,
-              steps: Optional[int] = None, batch_size: Optional[int] = None, output: OutputSelector = None,
-              softmax: bool = False, return_curves: bool = False) -> Union[torch.Tensor, Curves]:
+def insertion(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    baseline: Optional[BaselineSpec] = None,
+    steps: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    output: OutputSelector = None,
+    softmax: bool = False,
+    return_curves: bool = False,
+) -> Union[torch.Tensor, Curves]:
     """Insertion AUC: reveal features in order of decreasing coefficient, starting from all hidden.
 
     Same arguments, curves and area as ``deletion`` (``AUC_bt = Σ_j (x_b,j+1 - x_bj)
@@ -159,10 +207,18 @@ def insertion(model: Model, inputs: torch.Tensor, explanation: Any, *, baseline:
     return _auc(model, inputs, explanation, True, baseline, steps, batch_size, output, softmax, return_curves)
 
 
-def region_perturbation(model: Model, inputs: torch.Tensor, explanation: Any, *, order: str = "morf",
-                        steps: Optional[int] = None, baseline: Optional[BaselineSpec] = None,
-                        batch_size: Optional[int] = None, output: OutputSelector = None,
-                        softmax: bool = False) -> Curves:
+def region_perturbation(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    order: str = "morf",
+    steps: Optional[int] = None,
+    baseline: Optional[BaselineSpec] = None,
+    batch_size: Optional[int] = None,
+    output: OutputSelector = None,
+    softmax: bool = False,
+) -> Curves:
     """Region perturbation (Samek et al. 2017): hide features most- or least-relevant first; AOPC.
 
     ``AOPC_bt = 1 / (L_b + 1) Σ_{k=0..L_b} (y_bt0 - y_btk)``: the mean drop of the target score
@@ -189,9 +245,18 @@ def region_perturbation(model: Model, inputs: torch.Tensor, explanation: Any, *,
         torch.Size([3, 1])
     """
     check_choice(order, "order", ("morf", "lerf"))
-    curves, x, last = feature_curves(model, inputs, explanation, reveal=False, descending=order == "morf",
-                                     baseline=baseline, steps=steps, batch_size=batch_size, output=output,
-                                     softmax=softmax)
+    curves, x, last = feature_curves(
+        model,
+        inputs,
+        explanation,
+        reveal=False,
+        descending=order == "morf",
+        baseline=baseline,
+        steps=steps,
+        batch_size=batch_size,
+        output=output,
+        softmax=softmax,
+    )
     points = torch.arange(curves.shape[-1], device=curves.device) <= last.unsqueeze(1)  # (B, P)
     drops = (curves[..., :1] - curves) * points.unsqueeze(1)
     return Curves(drops.sum(-1) / (last.unsqueeze(1) + 1).float(), curves, x)

@@ -3,6 +3,7 @@
 Both hide features exactly as the explanation did (its recorded perturbation, or a blend with
 ``baseline=`` for one loaded from a file) and score every row in one chunked pass.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -19,9 +20,17 @@ from torchlime.stages.sampling import Rows, make_key
 _SUBSET_STREAM = 16  # random stream of the subsets (the engine's masks use 0-3, its fills 7-10)
 
 
-def label_flip(model: Model, inputs: torch.Tensor, explanation: Any, *, k: int,
-               baseline: Optional[BaselineSpec] = None, by: str = "value", batch_size: Optional[int] = None,
-               output: OutputSelector = None) -> torch.Tensor:
+def label_flip(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    k: int,
+    baseline: Optional[BaselineSpec] = None,
+    by: str = "value",
+    batch_size: Optional[int] = None,
+    output: OutputSelector = None,
+) -> torch.Tensor:
     """Does hiding the top-k features of a target change the model's predicted class?
 
     ``flip_bt = argmax f(x_b with the top-k features of target t hidden) != argmax f(x_b)``:
@@ -63,16 +72,25 @@ def label_flip(model: Model, inputs: torch.Tensor, explanation: Any, *, k: int,
     def take(scores: torch.Tensor, b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         return scores.argmax(1, keepdim=True).float()
 
-    pred = score_masks(setup, 1 + ranks.shape[1], masks_of, take, 1, output=output, softmax=False,
-                       batch_size=batch_size)[..., 0]  # (B, 1 + T)
+    pred = score_masks(
+        setup, 1 + ranks.shape[1], masks_of, take, 1, output=output, softmax=False, batch_size=batch_size
+    )[..., 0]  # (B, 1 + T)
     return pred[:, 1:] != pred[:, :1]
 
 
-def faithfulness_correlation(model: Model, inputs: torch.Tensor, explanation: Any, *, n_subsets: int = 128,
-                             subset_size: Optional[Union[int, float]] = None,
-                             generator: Union[None, int, torch.Generator] = None,
-                             baseline: Optional[BaselineSpec] = None, batch_size: Optional[int] = None,
-                             output: OutputSelector = None, softmax: bool = False) -> torch.Tensor:
+def faithfulness_correlation(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    n_subsets: int = 128,
+    subset_size: Optional[Union[int, float]] = None,
+    generator: Union[None, int, torch.Generator] = None,
+    baseline: Optional[BaselineSpec] = None,
+    batch_size: Optional[int] = None,
+    output: OutputSelector = None,
+    softmax: bool = False,
+) -> torch.Tensor:
     """Faithfulness correlation (Bhatt et al. 2020): do the coefficients of a subset predict its effect?
 
     For n random subsets S_bi of |S| features of input b (the same subsets for all targets),
@@ -111,8 +129,11 @@ def faithfulness_correlation(model: Model, inputs: torch.Tensor, explanation: An
     dev = p.inputs.device
     key = make_key(generator, dev)
     nf = p.n_features.to(dev)
-    size = (nf.clamp_max(subset_size) if isinstance(subset_size, int)
-            else (nf.double() * fraction + 0.5).floor().long().clamp(1))
+    size = (
+        nf.clamp_max(subset_size)
+        if isinstance(subset_size, int)
+        else (nf.double() * fraction + 0.5).floor().long().clamp(1)
+    )
     coef, target = explanation.coef.to(dev), explanation.target.to(dev)
     n_targets = target.shape[1]
 
@@ -128,8 +149,9 @@ def faithfulness_correlation(model: Model, inputs: torch.Tensor, explanation: An
         sums = (coef[b] * subsets(b, s).unsqueeze(1)).sum(-1)  # (c, T)
         return torch.cat((scores.gather(1, target[b]), sums.float()), 1)
 
-    out = score_masks(setup, 1 + n_subsets, masks_of, take, 2 * n_targets, output=output, softmax=softmax,
-                      batch_size=batch_size).double()
+    out = score_masks(
+        setup, 1 + n_subsets, masks_of, take, 2 * n_targets, output=output, softmax=softmax, batch_size=batch_size
+    ).double()
     drops = out[:, :1, :n_targets] - out[:, 1:, :n_targets]  # (B, n, T)
     sums = out[:, 1:, n_targets:]
     return pearson(sums, drops).float()
@@ -154,8 +176,10 @@ def _check_subset_size(subset_size: Any) -> float:
     if subset_size is None:
         return 0.25
     if isinstance(subset_size, bool) or not isinstance(subset_size, (int, float)):
-        raise TypeError(f"`subset_size` must be None, an int >= 1 or a fraction in (0, 1], got "
-                        f"{type(subset_size).__name__} {subset_size!r}")
+        raise TypeError(
+            f"`subset_size` must be None, an int >= 1 or a fraction in (0, 1], got "
+            f"{type(subset_size).__name__} {subset_size!r}"
+        )
     if isinstance(subset_size, int):
         check_positive_int(subset_size, "subset_size")
         return 1.0

@@ -21,6 +21,7 @@ A LIME coefficient is the effect of hiding a whole feature, and the heatmap repe
 element of the feature: a_btk weighs each feature by the perturbation summed over its elements,
 exactly as captum treats any attribution map it is given.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -45,10 +46,20 @@ def gaussian(key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int, st
     return (-2.0 * u1.log()).sqrt() * torch.cos(2 * torch.pi * u2)
 
 
-def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_perturb: int = 16,
-               noise_scale: float = 0.1, perturbations: Optional[torch.Tensor] = None, normalize: bool = False,
-               generator: Union[None, int, torch.Generator] = None, batch_size: Optional[int] = None,
-               output: OutputSelector = None, softmax: bool = False) -> torch.Tensor:
+def infidelity(
+    model: Model,
+    inputs: torch.Tensor,
+    explanation: Any,
+    *,
+    n_perturb: int = 16,
+    noise_scale: float = 0.1,
+    perturbations: Optional[torch.Tensor] = None,
+    normalize: bool = False,
+    generator: Union[None, int, torch.Generator] = None,
+    batch_size: Optional[int] = None,
+    output: OutputSelector = None,
+    softmax: bool = False,
+) -> torch.Tensor:
     """Infidelity of the painted coefficients under input perturbations (formula in the module docstring).
 
     Args:
@@ -89,12 +100,16 @@ def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_pertur
     check_run_options(batch_size, softmax)
     b, n_targets, f = exp.coef.shape
     if not inputs.is_floating_point() or tuple(inputs.shape) != (b, *exp.input_shape):
-        raise ValueError(f"`inputs` must be real floating ({b}, {', '.join(map(str, exp.input_shape))}): the inputs "
-                         f"the coefficients are painted on, got {describe(inputs)}")
+        raise ValueError(
+            f"`inputs` must be real floating ({b}, {', '.join(map(str, exp.input_shape))}): the inputs "
+            f"the coefficients are painted on, got {describe(inputs)}"
+        )
     p = exp.perturbation
     if p is not None and p.adapter is not None:
-        raise ValueError("`explanation` explains a wrapped model (token ids, time-frequency cells): infidelity "
-                         "perturbs the model's own real inputs, which its coefficients are not painted on")
+        raise ValueError(
+            "`explanation` explains a wrapped model (token ids, time-frequency cells): infidelity "
+            "perturbs the model's own real inputs, which its coefficients are not painted on"
+        )
     dev, shape = inputs.device, tuple(inputs.shape[1:])
     width = inputs[0].numel()
     if perturbations is not None:
@@ -129,8 +144,9 @@ def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_pertur
             return x
         c = x.shape[0]
         ones = torch.ones(c, 1, dtype=torch.bool, device=dev)
-        return perturb_rows(x, x, index, Chunk(ones, torch.arange(c, device=dev), bb, 0, -1), fmt=p.fmt,
-                            normalize=p.normalize)
+        return perturb_rows(
+            x, x, index, Chunk(ones, torch.arange(c, device=dev), bb, 0, -1), fmt=p.fmt, normalize=p.normalize
+        )
 
     def take(scores: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         bb, i = noise(start, stop)
@@ -140,9 +156,19 @@ def infidelity(model: Model, inputs: torch.Tensor, explanation: Any, *, n_pertur
         return torch.cat((scores.gather(1, target[bb]), a.float()), 1)
 
     sig = ("infidelity", shape, str(inputs.dtype))
-    out = score_rows(model, build, take, b * (n + 1), 2 * n_targets, reference=inputs, signature=sig,
-                     output=output, softmax=softmax, batch_size=batch_size,
-                     chunk_dtype=p.fmt.dtype if p is not None and p.fmt is not None else None).double()
+    out = score_rows(
+        model,
+        build,
+        take,
+        b * (n + 1),
+        2 * n_targets,
+        reference=inputs,
+        signature=sig,
+        output=output,
+        softmax=softmax,
+        batch_size=batch_size,
+        chunk_dtype=p.fmt.dtype if p is not None and p.fmt is not None else None,
+    ).double()
     base, rest = out[:b, :n_targets], out[b:].view(b, n, 2 * n_targets)
     d = base.unsqueeze(1) - rest[..., :n_targets]  # (B, n, T)
     a = rest[..., n_targets:]

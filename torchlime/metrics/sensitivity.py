@@ -10,6 +10,7 @@ inputs in input-major order (row i is perturbation i % n of input i // n, captum
 ``repeat_interleave``), all at once (``batch_size=None``, captum's
 ``max_examples_per_batch=None``) or ``batch_size`` rows at a time.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Union
@@ -24,10 +25,17 @@ from torchlime.stages.sampling import Rows, make_key
 _UNIFORM_STREAM = 19  # random stream of the default perturbations
 
 
-def max_sensitivity(explain_fn: Callable[[torch.Tensor], Any], inputs: torch.Tensor, *, radius: float = 0.02,
-                    n_perturb: int = 10, perturbations: Optional[torch.Tensor] = None,
-                    norm_ord: Union[str, float] = "fro", batch_size: Optional[int] = None,
-                    generator: Union[None, int, torch.Generator] = None) -> torch.Tensor:
+def max_sensitivity(
+    explain_fn: Callable[[torch.Tensor], Any],
+    inputs: torch.Tensor,
+    *,
+    radius: float = 0.02,
+    n_perturb: int = 10,
+    perturbations: Optional[torch.Tensor] = None,
+    norm_ord: Union[str, float] = "fro",
+    batch_size: Optional[int] = None,
+    generator: Union[None, int, torch.Generator] = None,
+) -> torch.Tensor:
     """Largest relative change of an explanation under small input perturbations (module docstring).
 
     Args:
@@ -60,8 +68,9 @@ def max_sensitivity(explain_fn: Callable[[torch.Tensor], Any], inputs: torch.Ten
         [0.5, 0.5]
     """
     if not callable(explain_fn):
-        raise TypeError(f"`explain_fn` must be a callable from inputs to an Explanation or a tensor, "
-                        f"got {describe(explain_fn)}")
+        raise TypeError(
+            f"`explain_fn` must be a callable from inputs to an Explanation or a tensor, got {describe(explain_fn)}"
+        )
     check_tensor(inputs, "inputs")
     if not inputs.is_floating_point() or inputs.ndim < 2:
         raise ValueError(f"`inputs` must be real floating and batched (B, ...), got {describe(inputs)}")
@@ -87,7 +96,7 @@ def max_sensitivity(explain_fn: Callable[[torch.Tensor], Any], inputs: torch.Ten
         rows = torch.arange(start, min(start + step, b * n), device=dev)
         bb = rows // n
         if perturbations is not None:
-            delta = flat[start:start + rows.shape[0]]
+            delta = flat[start : start + rows.shape[0]]
         else:
             u = Rows(key, bb, rows % n, torch.zeros_like(bb), width).uniform(_UNIFORM_STREAM, width)
             delta = ((2 * u - 1) * r).to(inputs.dtype).view(-1, *shape)
@@ -107,6 +116,8 @@ def _attribution(result: Any, rows: int, reference: Optional[torch.Tensor]) -> t
     if out.ndim < 2 or out.shape[0] != rows:
         raise ValueError(f"`explain_fn` must return one explanation per input ({rows} rows), got {describe(out)}")
     if reference is not None and out.shape[1:] != reference.shape[1:]:
-        raise ValueError(f"`explain_fn` must return explanations of one shape {tuple(reference.shape[1:])} for "
-                         f"every input (fix the targets and the feature map), got {tuple(out.shape[1:])}")
+        raise ValueError(
+            f"`explain_fn` must return explanations of one shape {tuple(reference.shape[1:])} for "
+            f"every input (fix the targets and the feature map), got {tuple(out.shape[1:])}"
+        )
     return out

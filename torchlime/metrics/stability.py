@@ -3,6 +3,7 @@
 Both take a list of m >= 2 explanations of the same inputs and targets (e.g. the same call
 with ``generator=0, 1, ...``) and compare them per input and target, over the valid features.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -17,19 +18,25 @@ from torchlime.metrics._common import average_ranks, check_by, check_explanation
 def _stack(explanations: Any) -> list[Explanation]:
     """The explanations, checked: a list of >= 2 with the same shape, feature counts and targets."""
     if not isinstance(explanations, (list, tuple)) or len(explanations) < 2:
-        raise ValueError(f"`explanations` must be a list of at least 2 explanations of the same inputs, "
-                         f"got {describe(explanations)}")
+        raise ValueError(
+            f"`explanations` must be a list of at least 2 explanations of the same inputs, got {describe(explanations)}"
+        )
     exps = [check_explanation(e, f"explanations[{i}]") for i, e in enumerate(explanations)]
     first = exps[0]
     dev = first.coef.device
     for i, e in enumerate(exps[1:], 1):
-        same = e.coef.shape == first.coef.shape and torch.equal(e.n_features.to(dev), first.n_features.to(dev)) \
+        same = (
+            e.coef.shape == first.coef.shape
+            and torch.equal(e.n_features.to(dev), first.n_features.to(dev))
             and torch.equal(e.target.to(dev), first.target.to(dev))
+        )
         if not same:
-            raise ValueError(f"`explanations` must explain the same inputs, features and targets: explanations[{i}] "
-                             f"has coef {tuple(e.coef.shape)}, targets {e.target.tolist()[:4]} and "
-                             f"{e.n_features.tolist()[:8]} features, explanations[0] {tuple(first.coef.shape)}, "
-                             f"{first.target.tolist()[:4]} and {first.n_features.tolist()[:8]}")
+            raise ValueError(
+                f"`explanations` must explain the same inputs, features and targets: explanations[{i}] "
+                f"has coef {tuple(e.coef.shape)}, targets {e.target.tolist()[:4]} and "
+                f"{e.n_features.tolist()[:8]} features, explanations[0] {tuple(first.coef.shape)}, "
+                f"{first.target.tolist()[:4]} and {first.n_features.tolist()[:8]}"
+            )
     return exps
 
 
@@ -110,5 +117,5 @@ def kendall_w(explanations: Sequence[Explanation]) -> torch.Tensor:
     total = torch.stack(ranks).sum(0)  # (B, T, F)
     n = exps[0].n_features.to(dev).double().view(-1, 1)
     s = (((total - m * (n.unsqueeze(-1) + 1) / 2) ** 2) * valid).sum(-1)
-    denom = m * m * (n ** 3 - n) - m * torch.stack(ties).sum(0)
+    denom = m * m * (n**3 - n) - m * torch.stack(ties).sum(0)
     return (12 * s / denom).float()

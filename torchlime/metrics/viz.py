@@ -1,4 +1,5 @@
 """Pictures of deletion / insertion / region-perturbation curves (matplotlib: ``pip install torchlime[viz]``)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -9,8 +10,14 @@ from torchlime._checks import check_tensor, describe, require
 from torchlime.metrics._common import trapezoid
 
 
-def plot_curves(curves: torch.Tensor, x: torch.Tensor, labels: Optional[Sequence[str]] = None, *,
-                ax: Any = None, title: Optional[str] = None) -> Any:
+def plot_curves(
+    curves: torch.Tensor,
+    x: torch.Tensor,
+    labels: Optional[Sequence[str]] = None,
+    *,
+    ax: Any = None,
+    title: Optional[str] = None,
+) -> Any:
     """Draw score curves against the fraction of features changed, with each curve's AUC in the legend.
 
     Args:

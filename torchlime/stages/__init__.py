@@ -12,6 +12,7 @@
 Stages import only each other (and the backend door, ``torchlime._backend``); the engine
 (``torchlime.engine``) chains them, and the methods (``torchlime.methods``) plug into their hooks.
 """
+
 from torchlime.stages import features, forward, perturb, sampling, surrogate, weighting
 
 __all__ = ["features", "sampling", "perturb", "forward", "weighting", "surrogate"]

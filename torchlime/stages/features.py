@@ -10,6 +10,7 @@ feature (padding, special tokens): they become -1 and are never perturbed.
 ``grid`` is the one regular partition every modality uses (image rectangles,
 spectrogram time x frequency cells, time slots of a waveform).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence, Union
@@ -71,8 +72,13 @@ def even_bands(n: int, k: int, device: Device = None) -> torch.Tensor:
     return torch.arange(n, device=device) * k // n
 
 
-def grid(shape: Sequence[int], counts: Sequence[int], *, bands: Optional[Sequence[Optional[torch.Tensor]]] = None,
-         device: Device = None) -> torch.Tensor:
+def grid(
+    shape: Sequence[int],
+    counts: Sequence[int],
+    *,
+    bands: Optional[Sequence[Optional[torch.Tensor]]] = None,
+    device: Device = None,
+) -> torch.Tensor:
     """A regular grid over the last ``len(shape)`` dimensions: long ``shape``, ids row-major.
 
     Dimension ``d`` of size ``shape[d]`` is cut into ``counts[d]`` bands
@@ -139,17 +145,25 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
     batch = inputs.shape[0]
     labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
     negative = (labels < 0).any()
-    nonfinite = (~torch.isfinite(inputs)).sum() if inputs.is_floating_point() or inputs.is_complex() \
+    nonfinite = (
+        (~torch.isfinite(inputs)).sum()
+        if inputs.is_floating_point() or inputs.is_complex()
         else torch.zeros((), dtype=torch.long, device=inputs.device)
+    )
     f_max, f_min, fixed, n_bad = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite)).tolist()
     if n_bad:
         raise nonfinite_error(inputs, name)
     if f_min < 2:
         single = (n_feat < 2).nonzero().flatten().tolist()
-        why = (" (elements with negative feature ids, such as special tokens and padding, are never perturbed)"
-               if fixed else "")
+        why = (
+            " (elements with negative feature ids, such as special tokens and padding, are never perturbed)"
+            if fixed
+            else ""
+        )
         how = {"images": "more segments, e.g. a larger n_segments", "input_ids": "texts of at least 2 tokens"}
-        raise ValueError(f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
-                         f"{why}: split them finer ({how.get(name, 'a finer feature map')})")
+        raise ValueError(
+            f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
+            f"{why}: split them finer ({how.get(name, 'a finer feature map')})"
+        )
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
     return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))

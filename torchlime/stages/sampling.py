@@ -13,6 +13,7 @@ when it needs them and draws them again for the fit instead of holding all B x S
 masks, and the masks do not depend on the chunk size, the device or the other inputs
 of the batch. The key comes from the caller's explicit generator (``make_key``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ def make_key(generator: Union[None, int, torch.Generator], device: torch.device)
         return torch.tensor([value & _M32, value >> 32], dtype=torch.long, device=device)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
-    seed = torch.randint(0, 2 ** 62, (1,), generator=generator, device=generator.device).to(device)
+    seed = torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).to(device)
     return torch.cat((seed & _M32, seed >> 32))
 
 
@@ -160,8 +161,9 @@ class Sampler:
         z = self.sample(rows) | ~rows.valid
         return z | (rows.samples == 0).unsqueeze(1)
 
-    def __call__(self, n_features: torch.Tensor, n_samples: int, f_max: int,
-                 generator: Union[None, int, torch.Generator] = None) -> torch.Tensor:
+    def __call__(
+        self, n_features: torch.Tensor, n_samples: int, f_max: int, generator: Union[None, int, torch.Generator] = None
+    ) -> torch.Tensor:
         """All masks (B, S, F) of B inputs at once (the engine draws blocks of rows instead).
 
         Args:

@@ -15,6 +15,7 @@ The intercept b is not penalised (data are centred by their weighted means).
 The score is sklearn's weighted R²; ``local_pred`` is the fit at the all-ones row.
 ``torch.linalg.lstsq`` is never used: on CUDA it silently assumes full rank.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -88,19 +89,24 @@ class NormalAccumulator:
         dtype: dtype of the per-block products.
     """
 
-    def __init__(self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor,
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor, dtype: torch.dtype = torch.float32
+    ) -> None:
         dev = y_shift.device
         z = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=dev)  # noqa: E731
         self.dtype = dtype
         self.y_shift = y_shift.to(dtype)
         self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
         self.n = z(batch)
-        self.sxx, self.sxy, self.syy = z(batch, n_features, n_features), z(batch, n_features, n_targets), \
-            z(batch, n_targets)
+        self.sxx, self.sxy, self.syy = (
+            z(batch, n_features, n_features),
+            z(batch, n_features, n_targets),
+            z(batch, n_targets),
+        )
 
-    def add(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0,
-            rows: Optional[torch.Tensor] = None) -> None:
+    def add(
+        self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
+    ) -> None:
         """Add a block of rows to the fits ``start .. start + g - 1``, or to the fits ``rows``.
 
         Args:
@@ -129,9 +135,18 @@ class NormalAccumulator:
         gram = self.sxx - sw.view(-1, 1, 1) * xm.unsqueeze(2) * xm.unsqueeze(1)
         rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
-        return Normal(0.5 * (gram + gram.transpose(1, 2)), rhs, xm + 0.5, ym + self.y_shift.double(),
-                      self.sw, ss_tot, self.sw2, (self.sxx, self.sxy, self.sx, self.sy, self.syy),
-                      self.y_shift.double(), self.n)
+        return Normal(
+            0.5 * (gram + gram.transpose(1, 2)),
+            rhs,
+            xm + 0.5,
+            ym + self.y_shift.double(),
+            self.sw,
+            ss_tot,
+            self.sw2,
+            (self.sxx, self.sxy, self.sx, self.sy, self.syy),
+            self.y_shift.double(),
+            self.n,
+        )
 
 
 def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
@@ -235,8 +250,15 @@ def _soft(v: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
     return torch.sign(v) * (v.abs() - thr).clamp_min(0)
 
 
-def fista_lasso(gram: torch.Tensor, rhs: torch.Tensor, lam: torch.Tensor, beta0: torch.Tensor,
-                max_iter: int, tol: float, check_every: int = 25) -> torch.Tensor:
+def fista_lasso(
+    gram: torch.Tensor,
+    rhs: torch.Tensor,
+    lam: torch.Tensor,
+    beta0: torch.Tensor,
+    max_iter: int,
+    tol: float,
+    check_every: int = 25,
+) -> torch.Tensor:
     """Batched FISTA with adaptive restart for min ½βᵀGβ - cᵀβ + λ||β||₁.
 
     Args:
@@ -322,8 +344,9 @@ class KLasso(Surrogate):
         beta = torch.zeros_like(rhs)
         entry = torch.full_like(rhs, float(self.n_lambdas))  # step at which each feature entered
         for step, r in enumerate(ratios.tolist()):
-            beta = fista_lasso(gram, rhs, lam_max * r, beta, self.iters_per_lambda, tol=0.0,
-                               check_every=self.iters_per_lambda + 1)
+            beta = fista_lasso(
+                gram, rhs, lam_max * r, beta, self.iters_per_lambda, tol=0.0, check_every=self.iters_per_lambda + 1
+            )
             entry = torch.where((beta != 0) & (entry == self.n_lambdas), float(step), entry)
         mag = beta.abs() / beta.abs().amax(1, keepdim=True).clamp_min(1e-30)
         key = -entry + 0.5 * mag  # earlier entry first, then larger final |β|

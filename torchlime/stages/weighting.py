@@ -8,6 +8,7 @@ calls the kernel's ``distances`` hook on every chunk before the model sees it, s
 kernel may measure anything about the perturbed input (the hybrid text kernel
 compares the words of the perturbed and the original text).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -11,6 +11,7 @@ condition is that level, written as lime writes it (``discretize.BaseDiscretizer
 ``conditions`` returns, per input, the (condition, weight) pairs of one target ranked by
 |weight| (lime's ``as_list`` order).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
@@ -38,9 +39,15 @@ def bin_condition(name: str, boundaries: Sequence[float], level: int, precision:
     return f"{q[level - 1]} < {name} <= {q[level]}"
 
 
-def conditions(exp: Explanation, feature_names: Optional[Sequence[str]] = None, *,
-               categorical_names: Optional[Mapping[int, Sequence[str]]] = None, k: Optional[int] = None,
-               target_index: int = 0, precision: int = 2) -> list[list[tuple[str, float]]]:
+def conditions(
+    exp: Explanation,
+    feature_names: Optional[Sequence[str]] = None,
+    *,
+    categorical_names: Optional[Mapping[int, Sequence[str]]] = None,
+    k: Optional[int] = None,
+    target_index: int = 0,
+    precision: int = 2,
+) -> list[list[tuple[str, float]]]:
     """Per input, the (condition, weight) pairs of one target, ranked by |weight|.
 
     Args:
@@ -69,11 +76,12 @@ def conditions(exp: Explanation, feature_names: Optional[Sequence[str]] = None, 
     """
     tab = exp.meta.get("tabular")
     if not isinstance(tab, dict):
-        raise ValueError("`exp` must come from torchlime.tabular.explain_tabular (its meta['tabular'] holds the "
-                         f"bins), got meta keys {sorted(exp.meta)}")
+        raise ValueError(
+            "`exp` must come from torchlime.tabular.explain_tabular (its meta['tabular'] holds the "
+            f"bins), got meta keys {sorted(exp.meta)}"
+        )
     b, t, d = exp.coef.shape
-    names = list(feature_names) if feature_names is not None else tab.get("feature_names") or [str(i) for i in
-                                                                                            range(d)]
+    names = list(feature_names) if feature_names is not None else tab.get("feature_names") or [str(i) for i in range(d)]
     if len(names) != d:
         raise ValueError(f"`feature_names` must hold {d} names (one per column), got {len(names)}")
     if isinstance(target_index, bool) or not isinstance(target_index, int) or not -t <= target_index < t:

@@ -17,6 +17,7 @@ A column's boundaries ``q_1 < ... < q_m`` cut it into m + 1 bins; a value x fall
 
 Boundaries are returned padded with +inf to a (D, Q) tensor, with the count per column.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,13 +106,15 @@ def entropy_bins(data: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor
         start = torch.where(cut, pos, 0).cummax(0).values  # node start of every position
         end = torch.where(cut, pos, n).flip(0).cummin(0).values.flip(0)  # next boundary at or after
         p = pos[1:n]  # (N-1, D) candidates
-        s, e = start[:n - 1], end[1:n]  # node of the rows p-1 .. : [s, e)
-        left, right = cum[1:n] - cum.gather(0, s.unsqueeze(-1).expand(-1, -1, cum.shape[2])), \
-            cum.gather(0, e.unsqueeze(-1).expand(-1, -1, cum.shape[2])) - cum[1:n]
+        s, e = start[: n - 1], end[1:n]  # node of the rows p-1 .. : [s, e)
+        left, right = (
+            cum[1:n] - cum.gather(0, s.unsqueeze(-1).expand(-1, -1, cum.shape[2])),
+            cum.gather(0, e.unsqueeze(-1).expand(-1, -1, cum.shape[2])) - cum[1:n],
+        )
         n_l, n_r = (p - s).double(), (e - p).double()
         proxy = -(n_r * _entropy(right, n_r)) - n_l * _entropy(left, n_l)
         node_h = _entropy(left + right, n_l + n_r)
-        ok = distinct & ~cut[1:n] & active[:n - 1] & (node_h > _EPSILON)
+        ok = distinct & ~cut[1:n] & active[: n - 1] & (node_h > _EPSILON)
         key = proxy.masked_fill(~ok, -math.inf)
         node = (s * d + cols).flatten()  # one id per (node, column)
         best = torch.full(((n + 1) * d,), -math.inf, dtype=torch.float64, device=dev)
@@ -129,7 +132,7 @@ def entropy_bins(data: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor
         cut = cut | new
     inner = cut.clone()
     inner[0] = inner[n] = False
-    lo, hi = xs[:n - 1].double(), xs[1:n].double()
+    lo, hi = xs[: n - 1].double(), xs[1:n].double()
     thr = torch.where(inner[1:n], lo / 2.0 + hi / 2.0, math.inf)  # (N-1, D)
     thr = torch.cat((thr, torch.full((1, d), math.inf, dtype=torch.float64, device=dev)))
     k = inner[1:n].sum(0)

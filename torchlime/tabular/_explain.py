@@ -6,6 +6,7 @@ column stay in the instance's level), ``TabularPerturbation`` (the values given 
 and lime's kernel; the engine samples, runs the model, weighs and fits, batched over the B
 inputs and T targets on the inputs' device.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,8 +36,10 @@ _PRESETS = (None, "lime")
 def _check_preset(preset: Any) -> None:
     check_preset(preset)
     if preset not in _PRESETS:
-        raise ValueError(f"`preset` must be None or 'lime' for tabular data (explain_tabular draws lime's tabular "
-                         f"samples and kernel; other presets would only change the surrogate), got {preset!r}")
+        raise ValueError(
+            f"`preset` must be None or 'lime' for tabular data (explain_tabular draws lime's tabular "
+            f"samples and kernel; other presets would only change the surrogate), got {preset!r}"
+        )
 
 
 def _check_x(x: Any) -> None:
@@ -66,7 +69,7 @@ def _seed(generator: Union[None, int, torch.Generator]) -> int:
     if generator is None:
         return 0
     if isinstance(generator, torch.Generator):
-        return int(torch.randint(0, 2 ** 62, (1,), generator=generator, device=generator.device))
+        return int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
     if isinstance(generator, bool) or not isinstance(generator, int):
         raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
     return generator
@@ -80,38 +83,56 @@ def _warn_unseen(levels: torch.Tensor, stats: TabularStats, names: Optional[list
     cols = unseen.any(0).nonzero().flatten().tolist()
     rows = unseen.any(1).nonzero().flatten().tolist()
     named = f" ({[names[c] for c in cols]})" if names is not None else ""
-    warnings.warn(f"`X` has values never seen in `training_data` in categorical column(s) {cols}{named} "
-                  f"(rows {rows}): lime never draws such a value, so every perturbed sample replaces it with a "
-                  f"training category and the feature is 1 only in sample 0", UserWarning, stacklevel=3)
+    warnings.warn(
+        f"`X` has values never seen in `training_data` in categorical column(s) {cols}{named} "
+        f"(rows {rows}): lime never draws such a value, so every perturbed sample replaces it with a "
+        f"training category and the feature is 1 only in sample 0",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
-def _stats(training_data: Any, x: torch.Tensor, categorical: Any, discretizer: str,
-           labels: Any) -> TabularStats:
+def _stats(training_data: Any, x: torch.Tensor, categorical: Any, discretizer: str, labels: Any) -> TabularStats:
     """Fitted statistics on X's device, checked against X."""
     d = x.shape[1]
     if isinstance(training_data, TabularStats):
         if categorical is not None or labels is not None or discretizer != training_data.discretizer:
-            raise ValueError(f"`training_data` is a TabularStats ({training_data!r}): it carries its own "
-                             f"categorical features, discretizer and labels; pass discretizer="
-                             f"{training_data.discretizer!r} and no categorical_features / training_labels")
+            raise ValueError(
+                f"`training_data` is a TabularStats ({training_data!r}): it carries its own "
+                f"categorical features, discretizer and labels; pass discretizer="
+                f"{training_data.discretizer!r} and no categorical_features / training_labels"
+            )
         if training_data.n_columns != d:
             raise ValueError(f"`training_data` must describe {d} columns like `X`, got {training_data.n_columns}")
         return training_data.to(x.device)
     data = as_float64(training_data, "training_data", x.device)
     if data.ndim != 2 or data.shape[1] != d or data.shape[0] == 0:
-        raise ValueError(f"`training_data` must have shape (N, {d}) (N >= 1 rows, the {d} columns of `X`), "
-                         f"got shape {tuple(data.shape)}")
+        raise ValueError(
+            f"`training_data` must have shape (N, {d}) (N >= 1 rows, the {d} columns of `X`), "
+            f"got shape {tuple(data.shape)}"
+        )
     return fit_stats(data, categorical, discretizer, labels)
 
 
-def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
-                    categorical_features: Optional[Sequence[int]] = None,
-                    feature_names: Optional[Sequence[str]] = None, discretizer: str = "quartile",
-                    discretize_continuous: bool = True, sample_around_instance: bool = False,
-                    kernel_width: Optional[float] = None, training_labels: Any = None,
-                    perturbed: Optional[torch.Tensor] = None, preset: Optional[str] = None,
-                    generator: Union[None, int, torch.Generator] = None, kernel: Any = UNSET,
-                    sampler: Any = UNSET, **kwargs: Any) -> Explanation:
+def explain_tabular(
+    model: Model,
+    X: torch.Tensor,
+    *,
+    training_data: Any,
+    categorical_features: Optional[Sequence[int]] = None,
+    feature_names: Optional[Sequence[str]] = None,
+    discretizer: str = "quartile",
+    discretize_continuous: bool = True,
+    sample_around_instance: bool = False,
+    kernel_width: Optional[float] = None,
+    training_labels: Any = None,
+    perturbed: Optional[torch.Tensor] = None,
+    preset: Optional[str] = None,
+    generator: Union[None, int, torch.Generator] = None,
+    kernel: Any = UNSET,
+    sampler: Any = UNSET,
+    **kwargs: Any,
+) -> Explanation:
     """Explain B rows of tabular data with lime's tabular LIME, batched on X's device.
 
     Every column is one interpretable feature: ``z_f = 1`` when the sample's value stays in
@@ -168,8 +189,10 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
     _check_x(X)
     _check_preset(preset)
     check_choice(discretizer, "discretizer", DISCRETIZERS)
-    for name, flag in (("discretize_continuous", discretize_continuous),
-                       ("sample_around_instance", sample_around_instance)):
+    for name, flag in (
+        ("discretize_continuous", discretize_continuous),
+        ("sample_around_instance", sample_around_instance),
+    ):
         if not isinstance(flag, bool):
             raise TypeError(f"`{name}` must be True or False, got {describe(flag)}")
     if kernel_width is not None:
@@ -192,35 +215,47 @@ def explain_tabular(model: Model, X: torch.Tensor, *, training_data: Any,
     width = default_width(d) if kernel_width is None else float(kernel_width)
     own_kernel = kernel is UNSET
     if own_kernel:
-        kernel = ExponentialKernel(width=width, distance="euclidean") if centre is None else \
-            ScaledEuclideanKernel(width, stats.scale, stats.categorical)
+        kernel = (
+            ExponentialKernel(width=width, distance="euclidean")
+            if centre is None
+            else ScaledEuclideanKernel(width, stats.scale, stats.categorical)
+        )
     if sampler is UNSET and kwargs.get("masks") is None:
         sampler = TabularSampler(keep_probability(stats, levels, centre))
     given = None if perturbed is None else perturbed.to(X.device)
     perturb = TabularPerturbation(stats, levels, centre, seed, ids, given)
-    options = dict(kwargs, baseline=0.0, perturb_fn=perturb, kernel=kernel, sampler=sampler, generator=seed,
-                   preset=preset)
-    exp = execute(Request(model, X, torch.arange(d, device=X.device).view(1, d), options, modality="tabular",
-                          input_name="X"))
+    options = dict(
+        kwargs, baseline=0.0, perturb_fn=perturb, kernel=kernel, sampler=sampler, generator=seed, preset=preset
+    )
+    exp = execute(
+        Request(model, X, torch.arange(d, device=X.device).view(1, d), options, modality="tabular", input_name="X")
+    )
     meta = dict(exp.meta)
     cat_idx = stats.categorical.nonzero().flatten()
     meta["tabular"] = dict(
         sampling="discretized" if centre is None else ("gaussian_instance" if sample_around_instance else "gaussian"),
-        discretizer=stats.discretizer, kernel_width=width if own_kernel else None,
-        feature_names=names, levels=levels.tolist(), categorical=cat_idx.tolist(),
+        discretizer=stats.discretizer,
+        kernel_width=width if own_kernel else None,
+        feature_names=names,
+        levels=levels.tolist(),
+        categorical=cat_idx.tolist(),
         instances=X[:, cat_idx].tolist(),  # the inputs' values of the categorical columns
         boundaries=[row[row.isfinite()].tolist() for row in stats.boundaries.cpu()],
-        values=[row[~row.isnan()].tolist() for row in stats.values.cpu()])
+        values=[row[~row.isnan()].tolist() for row in stats.values.cpu()],
+    )
     return dataclasses.replace(exp, meta=meta)
 
 
-def _given_rows(perturbed: Any, x: torch.Tensor, stats: TabularStats, levels: torch.Tensor,
-                kwargs: dict[str, Any]) -> dict[str, Any]:
+def _given_rows(
+    perturbed: Any, x: torch.Tensor, stats: TabularStats, levels: torch.Tensor, kwargs: dict[str, Any]
+) -> dict[str, Any]:
     """Check explicit sample rows (B, S, D); add ``n_samples`` and the masks they imply."""
     check_tensor(perturbed, "perturbed")
     if perturbed.ndim != 3 or perturbed.shape[0] != x.shape[0] or perturbed.shape[2] != x.shape[1]:
-        raise ValueError(f"`perturbed` must have shape ({x.shape[0]}, S, {x.shape[1]}) (S sample rows per row of "
-                         f"X), got shape {tuple(perturbed.shape)}")
+        raise ValueError(
+            f"`perturbed` must have shape ({x.shape[0]}, S, {x.shape[1]}) (S sample rows per row of "
+            f"X), got shape {tuple(perturbed.shape)}"
+        )
     check_finite(perturbed, "perturbed")
     out = dict(kwargs)
     out.setdefault("n_samples", perturbed.shape[1])

@@ -12,6 +12,7 @@ the instance's level: the engine's mask-space euclidean ``ExponentialKernel`` co
 With Gaussian sampling the continuous part needs the sampled values: ``ScaledEuclideanKernel``
 is an input-space kernel whose ``distances`` hook reads every chunk before the model does.
 """
+
 from __future__ import annotations
 
 import math

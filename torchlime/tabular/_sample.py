@@ -21,6 +21,7 @@ input's index, the sample and the column), so every row is the same whatever the
 the device or the other inputs, and the values always agree with the masks they are given
 (masks from any sampler, or a metric's, are valid). Sample 0 is the input itself.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,7 +56,7 @@ def truncated_normal(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch
     flip = a > 0
     lo, hi = torch.where(flip, -b, a), torch.where(flip, -a, b)
     cl, ch = _ndtr(lo), _ndtr(hi)
-    c = (cl + u * (ch - cl)).clamp(_TINY, 1.0 - 2.0 ** -53)
+    c = (cl + u * (ch - cl)).clamp(_TINY, 1.0 - 2.0**-53)
     z = torch.maximum(torch.minimum(torch.special.ndtri(c), hi), lo)
     return torch.where(flip, -z, z)
 
@@ -115,7 +116,7 @@ class TabularSampler(Sampler):
 
     def sample(self, rows: Rows) -> torch.Tensor:
         pos = rows.inputs if rows.positions is None else rows.positions
-        return rows.uniform(_MASK, rows.f_max).double() < self.keep[pos, :rows.f_max]
+        return rows.uniform(_MASK, rows.f_max).double() < self.keep[pos, : rows.f_max]
 
     def __repr__(self) -> str:
         return f"TabularSampler(inputs={self.keep.shape[0]}, columns={self.keep.shape[1]})"
@@ -155,7 +156,7 @@ class TabularPerturbation:
         """Float64 (c, D) values of rows of inputs b with masks keep (c, D)."""
         st = self.stats
         lev = self.levels[b]  # (c, D)
-        u = rows.uniform(_VALUE, st.n_columns).double() + 2.0 ** -25  # 24-bit uniforms, centred in their cells
+        u = rows.uniform(_VALUE, st.n_columns).double() + 2.0**-25  # 24-bit uniforms, centred in their cells
         level = torch.where(keep, lev, self._other_level(rows, lev))
         at = level.clamp_min(0).T  # (D, c)
         pick = lambda t: t.gather(1, at).T  # noqa: E731  per-(row, column) entry of a (D, V) table

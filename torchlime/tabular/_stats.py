@@ -7,6 +7,7 @@ bins the training mean, standard deviation (+1e-11, as lime) and range ``[lo, hi
 values inside (lime's ``undiscretize``: the lowest bin starts at the column's minimum, the
 highest ends at its maximum).
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,10 @@ class TabularStats:
         return TabularStats(**moved)
 
     def __repr__(self) -> str:
-        return (f"TabularStats({self.n_rows} rows, {self.n_columns} columns, "
-                f"{int(self.categorical.sum())} categorical, discretizer={self.discretizer!r})")
+        return (
+            f"TabularStats({self.n_rows} rows, {self.n_columns} columns, "
+            f"{int(self.categorical.sum())} categorical, discretizer={self.discretizer!r})"
+        )
 
 
 def as_float64(value: Any, name: str, device: Optional[torch.device] = None) -> torch.Tensor:
@@ -124,20 +127,26 @@ def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
     if isinstance(value, (torch.Tensor, np.ndarray)):
         if value.ndim != 1:
             raise ValueError(f"`categorical_features` must be a 1-D sequence of column indices, got {describe(value)}")
-        integer = not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool \
-            if isinstance(value, torch.Tensor) else value.dtype.kind in "iu"
+        integer = (
+            not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool
+            if isinstance(value, torch.Tensor)
+            else value.dtype.kind in "iu"
+        )
         if not integer:
             raise TypeError(f"`categorical_features` must hold int column indices, got {describe(value)}")
         items = [int(c) for c in value.tolist()]
     else:
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise TypeError(f"`categorical_features` must be a sequence of int column indices (e.g. [0]), "
-                            f"got {describe(value)}")
+            raise TypeError(
+                f"`categorical_features` must be a sequence of int column indices (e.g. [0]), got {describe(value)}"
+            )
         items = [_column_index(c) for c in value]
     bad = [c for c in items if not 0 <= c < n_columns]
     if bad:
-        raise ValueError(f"`categorical_features` must hold column indices in [0, {n_columns}) (the data has "
-                         f"{n_columns} columns), got {bad}")
+        raise ValueError(
+            f"`categorical_features` must hold column indices in [0, {n_columns}) (the data has "
+            f"{n_columns} columns), got {bad}"
+        )
     return sorted(set(items))
 
 
@@ -157,16 +166,19 @@ def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
         try:
             arr = np.asarray(value)
         except (TypeError, ValueError):
-            raise TypeError(f"`training_labels` must hold class labels (numbers or strings), "
-                            f"got {describe(value)}") from None
+            raise TypeError(
+                f"`training_labels` must hold class labels (numbers or strings), got {describe(value)}"
+            ) from None
         if arr.dtype.kind in "biuf":
             value = torch.as_tensor(arr)
         elif arr.dtype.kind in "USO":
             try:
                 codes = np.unique(arr.reshape(-1), return_inverse=True)[1]
             except TypeError:
-                raise TypeError(f"`training_labels` must hold class labels of one kind (numbers or strings) that "
-                                f"sort, got {describe(training_labels)}") from None
+                raise TypeError(
+                    f"`training_labels` must hold class labels of one kind (numbers or strings) that "
+                    f"sort, got {describe(training_labels)}"
+                ) from None
             value = torch.as_tensor(codes.reshape(-1).astype(np.int64))
         else:
             raise TypeError(f"`training_labels` must hold class labels (numbers or strings), got {describe(arr)}")
@@ -175,8 +187,12 @@ def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
     return value.to(device).reshape(-1)
 
 
-def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] = None,
-              discretizer: str = "quartile", training_labels: Optional[torch.Tensor] = None) -> TabularStats:
+def fit_stats(
+    training_data: Any,
+    categorical_features: Optional[Sequence[int]] = None,
+    discretizer: str = "quartile",
+    training_labels: Optional[torch.Tensor] = None,
+) -> TabularStats:
     """Training statistics (``TabularStats``) of tabular data, on its device.
 
     Args:
@@ -211,12 +227,15 @@ def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] 
     categorical[check_categorical(categorical_features, d)] = True
     if discretizer == "entropy":
         if training_labels is None:
-            raise ValueError("discretizer='entropy' needs `training_labels` (the class of every training row, "
-                             "lime's EntropyDiscretizer grows a tree on them), got None")
+            raise ValueError(
+                "discretizer='entropy' needs `training_labels` (the class of every training row, "
+                "lime's EntropyDiscretizer grows a tree on them), got None"
+            )
         labels = label_codes(training_labels, dev)
         if labels.shape[0] != n:
-            raise ValueError(f"`training_labels` must have one label per training row ({n}), "
-                             f"got shape {tuple(labels.shape)}")
+            raise ValueError(
+                f"`training_labels` must have one label per training row ({n}), got shape {tuple(labels.shape)}"
+            )
         bounds, n_bounds = entropy_bins(data, labels)
     else:
         bounds, n_bounds = quantile_bins(data, discretizer)
@@ -236,7 +255,7 @@ def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] 
     width = int(n_levels.max())
     values = torch.full((d, width), math.nan, dtype=torch.float64, device=dev)
     for f, v in zip(cat_cols, distinct):
-        values[f, :v.numel()] = v
+        values[f, : v.numel()] = v
     empty = torch.zeros(d, width, dtype=torch.float64, device=dev)
     stats = TabularStats(mean, scale, categorical, bounds, values, n_levels, *[empty] * 5, discretizer, n)
     level = stats.levels(data)  # (N, D), never -1 on the training data
@@ -252,7 +271,11 @@ def fit_stats(training_data: Any, categorical_features: Optional[Sequence[int]] 
     q = torch.cat((bounds, torch.full((d, 1), math.inf, dtype=torch.float64, device=dev)), 1)
     last = q.shape[1] - 1
     lo = torch.where(k == 0, data.min(0).values.unsqueeze(1), q.gather(1, (k - 1).clamp(0, last).expand(d, -1)))
-    hi = torch.where(k.unsqueeze(0) >= n_bounds.unsqueeze(1), data.max(0).values.unsqueeze(1),
-                     q.gather(1, k.clamp_max(last).expand(d, -1)))
-    return TabularStats(mean, scale, categorical, bounds, values, n_levels, count / n, level_mean, level_std,
-                        lo, hi, discretizer, n)
+    hi = torch.where(
+        k.unsqueeze(0) >= n_bounds.unsqueeze(1),
+        data.max(0).values.unsqueeze(1),
+        q.gather(1, k.clamp_max(last).expand(d, -1)),
+    )
+    return TabularStats(
+        mean, scale, categorical, bounds, values, n_levels, count / n, level_mean, level_std, lo, hi, discretizer, n
+    )

@@ -8,6 +8,7 @@ ids and attention mask (``perturb.pack``) with the text perturbation as its
 ``perturb_fn``, in chunks, so lime's text preset (N = 5000) never holds more
 than one chunk of activations.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,8 +61,9 @@ def feature_positions(exp: Explanation) -> torch.Tensor:
     return torch.where(first[:, :f] == length, -1, first[:, :f])
 
 
-def token_features(input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   word_ids: Optional[torch.Tensor], special_ids: torch.Tensor) -> torch.Tensor:
+def token_features(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, word_ids: Optional[torch.Tensor], special_ids: torch.Tensor
+) -> torch.Tensor:
     """Long (B, L) feature ids: the token position, or its word id; -1 for special/padding.
 
     Args:
@@ -69,8 +71,11 @@ def token_features(input_ids: torch.Tensor, attention_mask: torch.Tensor,
         special_ids: long (k,) ids never perturbed.
     """
     batch, length = input_ids.shape
-    base = (torch.arange(length, device=input_ids.device).expand(batch, length) if word_ids is None
-            else word_ids.long().expand(batch, length))
+    base = (
+        torch.arange(length, device=input_ids.device).expand(batch, length)
+        if word_ids is None
+        else word_ids.long().expand(batch, length)
+    )
     perturbable = (attention_mask != 0) & ~torch.isin(input_ids, special_ids) & (base >= 0)
     return torch.where(perturbable, base, -1)
 
@@ -87,8 +92,9 @@ def word_ids_from_encoding(encoding: Any, batch_size: Optional[int] = None) -> t
     return torch.tensor(rows, dtype=torch.long)
 
 
-def _check_args(input_ids: Any, attention_mask: Any, word_ids: Any, mode: str, mask_id: Any,
-                pad_id: Any, vocab_size: Optional[int]) -> torch.Tensor:
+def _check_args(
+    input_ids: Any, attention_mask: Any, word_ids: Any, mode: str, mask_id: Any, pad_id: Any, vocab_size: Optional[int]
+) -> torch.Tensor:
     """Validate the text arguments; return the attention mask (given or all ones)."""
     check_tensor(input_ids, "input_ids")
     check_integer(input_ids, "input_ids")
@@ -99,23 +105,28 @@ def _check_args(input_ids: Any, attention_mask: Any, word_ids: Any, mode: str, m
         attention_mask = torch.ones_like(input_ids)
     check_tensor(attention_mask, "attention_mask")
     if tuple(attention_mask.shape) != tuple(input_ids.shape):
-        raise ValueError(f"`attention_mask` must have the shape of `input_ids` {tuple(input_ids.shape)}, "
-                         f"got {tuple(attention_mask.shape)}")
+        raise ValueError(
+            f"`attention_mask` must have the shape of `input_ids` {tuple(input_ids.shape)}, "
+            f"got {tuple(attention_mask.shape)}"
+        )
     if attention_mask.dtype.is_floating_point or attention_mask.dtype.is_complex:
         raise TypeError(f"`attention_mask` must be bool or integer (0/1), got {attention_mask.dtype}")
     if attention_mask.device != input_ids.device:
-        raise ValueError(f"`attention_mask` must be on `input_ids`' device ({input_ids.device}), "
-                         f"got {attention_mask.device}")
+        raise ValueError(
+            f"`attention_mask` must be on `input_ids`' device ({input_ids.device}), got {attention_mask.device}"
+        )
     if word_ids is not None:
         check_tensor(word_ids, "word_ids")
         check_integer(word_ids, "word_ids")
         b, length = input_ids.shape
         if word_ids.ndim != 2 or word_ids.shape[0] not in (1, b) or word_ids.shape[1] != length:
-            raise ValueError(f"`word_ids` must have shape ({b}, {length}) or (1, {length}), "
-                             f"got {tuple(word_ids.shape)}")
+            raise ValueError(
+                f"`word_ids` must have shape ({b}, {length}) or (1, {length}), got {tuple(word_ids.shape)}"
+            )
     if mode != "delete" and mask_id is None:
-        raise ValueError(f"mode={mode!r} needs `mask_id` (the id hidden tokens take, e.g. "
-                         f"tokenizer.mask_token_id), got None")
+        raise ValueError(
+            f"mode={mode!r} needs `mask_id` (the id hidden tokens take, e.g. tokenizer.mask_token_id), got None"
+        )
     for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"`{name}` must be an int token id, got {describe(value)}")
@@ -123,12 +134,13 @@ def _check_args(input_ids: Any, attention_mask: Any, word_ids: Any, mode: str, m
         lo, hi = int(input_ids.min()), int(input_ids.max())
         if lo < 0 or hi >= vocab_size:
             bad = input_ids[(input_ids < 0) | (input_ids >= vocab_size)].unique()[:10].tolist()
-            raise ValueError(f"`input_ids` must be in [0, {vocab_size}) (the model's vocabulary size), "
-                             f"got ids {bad} (min {lo}, max {hi})")
+            raise ValueError(
+                f"`input_ids` must be in [0, {vocab_size}) (the model's vocabulary size), "
+                f"got ids {bad} (min {lo}, max {hi})"
+            )
         for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
             if value is not None and not 0 <= value < vocab_size:
-                raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), "
-                                 f"got {value}")
+                raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), got {value}")
     return attention_mask
 
 
@@ -144,17 +156,27 @@ def _as_id_tensor(ids: Union[None, int, Iterable[int], torch.Tensor], device: to
     try:
         return torch.tensor([int(i) for i in ids], dtype=torch.long, device=device)
     except (TypeError, ValueError):
-        raise TypeError(f"`special_ids` must be None, an int, ints or an integer tensor, "
-                        f"got {describe(ids)}") from None
+        raise TypeError(f"`special_ids` must be None, an int, ints or an integer tensor, got {describe(ids)}") from None
 
 
-def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
-                   attention_mask: Optional[torch.Tensor] = None, word_ids: Optional[torch.Tensor] = None,
-                   special_ids: Union[None, int, Iterable[int], torch.Tensor] = None, mode: str = "replace",
-                   mask_id: Optional[int] = None, pad_id: int = 0, vocab_size: Optional[int] = None,
-                   model_inputs: str = "auto", infill: Union[None, Infiller, Callable[..., Any]] = None,
-                   kernel: Any = UNSET, generator: Union[None, int, torch.Generator] = None,
-                   batch_size: Optional[int] = None, **kwargs: Any) -> Explanation:
+def explain_tokens(
+    model: Callable[..., Any],
+    input_ids: torch.Tensor,
+    *,
+    attention_mask: Optional[torch.Tensor] = None,
+    word_ids: Optional[torch.Tensor] = None,
+    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None,
+    mode: str = "replace",
+    mask_id: Optional[int] = None,
+    pad_id: int = 0,
+    vocab_size: Optional[int] = None,
+    model_inputs: str = "auto",
+    infill: Union[None, Infiller, Callable[..., Any]] = None,
+    kernel: Any = UNSET,
+    generator: Union[None, int, torch.Generator] = None,
+    batch_size: Optional[int] = None,
+    **kwargs: Any,
+) -> Explanation:
     """Explain B token sequences with LIME over their tokens or words.
 
     Args:
@@ -188,8 +210,9 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
     """
     bad = [k for k in kwargs if k in _RESERVED]
     if bad:
-        raise TypeError(f"explain_tokens() does not take {bad}: features come from the tokens and "
-                        f"hidden tokens from `mode`")
+        raise TypeError(
+            f"explain_tokens() does not take {bad}: features come from the tokens and hidden tokens from `mode`"
+        )
     if vocab_size is None:
         vocab_size = infer_vocab_size(model)
     attn = _check_args(input_ids, attention_mask, word_ids, mode, mask_id, pad_id, vocab_size)
@@ -208,8 +231,11 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
     if mode == "infill":
         infiller = _resolve_infiller(infill, mask_id, vocab_size)
         exclude = sorted({*exclude, *map(int, infiller.exclude_ids)})
-        fill_gen = generator if isinstance(generator, torch.Generator) else \
-            torch.Generator(dev).manual_seed((0 if generator is None else int(generator)) + 1)
+        fill_gen = (
+            generator
+            if isinstance(generator, torch.Generator)
+            else torch.Generator(dev).manual_seed((0 if generator is None else int(generator)) + 1)
+        )
         meta.update(infill=infiller.protocol, objective=infiller.objective, strategy=infiller.strategy, mlm_rows=0)
         if infiller.protocol == "single":
             given = [k for k in ("masks", "sampler") if k in kwargs]
@@ -217,18 +243,28 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
                 raise ValueError(f"{given} cannot be given with protocol='single' (it plans its own samples)")
             scorer, predicted = None, None
             if infiller.objective:
+
                 def scorer(build: Callable[[int, int], torch.Tensor], n_rows: int) -> torch.Tensor:
-                    return score(wrapped, build, n_rows, reference=packed, output=kwargs.get("output"),
-                                 softmax=bool(kwargs.get("softmax", False)), batch_size=batch_size,
-                                 signature=("tokens", length))
+                    return score(
+                        wrapped,
+                        build,
+                        n_rows,
+                        reference=packed,
+                        output=kwargs.get("output"),
+                        softmax=bool(kwargs.get("softmax", False)),
+                        batch_size=batch_size,
+                        signature=("tokens", length),
+                    )
 
                 predicted = scorer(lambda a, b: packed[a:b], batch).argmax(1)
                 extra_rows += batch
-            single = SingleSampler(infiller, input_ids.long(), attn.long(), int(mask_id), exclude, fill_gen,
-                                   scorer, predicted)  # type: ignore[arg-type]
+            single = SingleSampler(
+                infiller, input_ids.long(), attn.long(), int(mask_id), exclude, fill_gen, scorer, predicted
+            )  # type: ignore[arg-type]
             kwargs["sampler"] = single
             fill = single.apply
         else:
+
             def fill(ch: TokenChunk) -> torch.Tensor:
                 meta["mlm_rows"] += int((~ch.keep & (ch.attn != 0)).any(1).sum())
                 return joint_fill(infiller, ch.ids, ch.attn, ch.keep, int(mask_id), exclude, fill_gen)
@@ -238,19 +274,26 @@ def explain_tokens(model: Callable[..., Any], input_ids: torch.Tensor, *,
     else:
         chosen = resolve(kwargs.get("preset"), dict(kernel=kernel), "text")["kernel"]  # the preset's, if not given
         if chosen is not UNSET and chosen is not None and resolve_kernel(chosen).space == "input":
-            raise ValueError(f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
-                             f"tokens: an input-space kernel such as {chosen!r} would compare token ids as numbers")
-    options = dict(kwargs, kernel=kernel, generator=generator, batch_size=batch_size,
-                   perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill))
-    exp = execute(Request(model, packed, feats.unsqueeze(1), options, modality="text", input_name="input_ids",
-                          adapter=adapter))
+            raise ValueError(
+                f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
+                f"tokens: an input-space kernel such as {chosen!r} would compare token ids as numbers"
+            )
+    options = dict(
+        kwargs,
+        kernel=kernel,
+        generator=generator,
+        batch_size=batch_size,
+        perturb_fn=make_perturb_fn(mode, mask_id, pad_id, fill),
+    )
+    exp = execute(
+        Request(model, packed, feats.unsqueeze(1), options, modality="text", input_name="input_ids", adapter=adapter)
+    )
     if mode == "infill" and infiller.protocol == "single":
         plan = kwargs["sampler"].plan
         extra_rows += plan.extra_calls
         meta["mlm_rows"] = int(exp.n_features.sum())  # one MLM row per (input, feature)
     meta.update(exp.meta, mode=mode, model_rows=exp.meta["model_rows"] + extra_rows)
-    return dataclasses.replace(exp, features=exp.features.reshape(batch, length), input_shape=(length,),
-                               meta=meta)
+    return dataclasses.replace(exp, features=exp.features.reshape(batch, length), input_shape=(length,), meta=meta)
 
 
 def _resolve_infiller(infill: Any, mask_id: Optional[int], vocab_size: Optional[int]) -> Infiller:

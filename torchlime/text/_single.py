@@ -18,6 +18,7 @@ one that keeps the original class score highest and "boundary" the one that
 lowers it most. A feature without any surviving candidate is left unchanged
 and its samples' masks say so (all True), so it never counts as perturbed.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -65,10 +66,19 @@ class SinglePlan:
         return torch.where(hidden, new, ch.ids)
 
 
-def plan_single(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, labels: torch.Tensor,
-                n_features: torch.Tensor, n_samples: int, mask_id: int, exclude_ids: Sequence[int],
-                generator: Optional[torch.Generator], scorer: Optional[Scorer] = None,
-                predicted: Optional[torch.Tensor] = None) -> SinglePlan:
+def plan_single(
+    infiller: Infiller,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    labels: torch.Tensor,
+    n_features: torch.Tensor,
+    n_samples: int,
+    mask_id: int,
+    exclude_ids: Sequence[int],
+    generator: Optional[torch.Generator],
+    scorer: Optional[Scorer] = None,
+    predicted: Optional[torch.Tensor] = None,
+) -> SinglePlan:
     """Draw the candidates and the per-sample choices of a single-mask run.
 
     Args:
@@ -94,14 +104,14 @@ def plan_single(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, label
     logp[pb[pos[0]], pos[1]] = logp_h
     # a word's rank-j candidate: log-prob summed over its positions (independent fills)
     lab = torch.where(labels < 0, f_max, labels)
-    word = torch.zeros(batch, f_max + 1, k, device=dev).scatter_add_(
-        1, lab.unsqueeze(2).expand(-1, -1, k), logp)[:, :f_max]  # (B, F, k)
+    word = torch.zeros(batch, f_max + 1, k, device=dev).scatter_add_(1, lab.unsqueeze(2).expand(-1, -1, k), logp)[
+        :, :f_max
+    ]  # (B, F, k)
     extra = 0
     if infiller.objective is not None:
         if scorer is None or predicted is None:
             raise ValueError("the neutral / boundary objectives need the model's scores")
-        word, extra = _objective(infiller.objective, word, pb, pf, ids, attn, labels, cand,
-                                 scorer, predicted)
+        word, extra = _objective(infiller.objective, word, pb, pf, ids, attn, labels, cand, scorer, predicted)
     feature = torch.arange(n_samples, device=dev).unsqueeze(0) - 1  # (1, S)
     feature = torch.where(feature >= 0, feature % n_features.unsqueeze(1), -1)  # (B, S)
     rows = word.gather(1, feature.clamp_min(0).unsqueeze(2).expand(-1, -1, k))  # (B, S, k)
@@ -113,9 +123,18 @@ def plan_single(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, label
     return SinglePlan(labels, feature, choice, cand, masks[..., :f_max], extra)
 
 
-def _objective(objective: str, word: torch.Tensor, pb: torch.Tensor, pf: torch.Tensor,
-               ids: torch.Tensor, attn: torch.Tensor, labels: torch.Tensor, cand: torch.Tensor,
-               scorer: Scorer, predicted: torch.Tensor) -> tuple[torch.Tensor, int]:
+def _objective(
+    objective: str,
+    word: torch.Tensor,
+    pb: torch.Tensor,
+    pf: torch.Tensor,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    labels: torch.Tensor,
+    cand: torch.Tensor,
+    scorer: Scorer,
+    predicted: torch.Tensor,
+) -> tuple[torch.Tensor, int]:
     """Restrict every feature's candidate log-probs (B, F, k) to those meeting the objective."""
     k = word.shape[2]
     n_pairs = pb.shape[0]
@@ -156,9 +175,17 @@ class SingleSampler(Sampler):
     reusable = False  # the samples' perturbations are planned: other masks cannot be built
     adaptive = False  # and planned for all S samples at once, not in rounds
 
-    def __init__(self, infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, mask_id: int,
-                 exclude_ids: Sequence[int], generator: Optional[torch.Generator],
-                 scorer: Optional[Scorer] = None, predicted: Optional[torch.Tensor] = None) -> None:
+    def __init__(
+        self,
+        infiller: Infiller,
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        mask_id: int,
+        exclude_ids: Sequence[int],
+        generator: Optional[torch.Generator],
+        scorer: Optional[Scorer] = None,
+        predicted: Optional[torch.Tensor] = None,
+    ) -> None:
         self.args = (infiller, ids, attn)
         self.mask_id, self.exclude_ids, self.generator = mask_id, exclude_ids, generator
         self.scorer, self.predicted = scorer, predicted
@@ -167,12 +194,27 @@ class SingleSampler(Sampler):
     def bind(self, features: Any, n_samples: int) -> SingleSampler:
         infiller, ids, attn = self.args
         if n_samples - 1 < features.f_max:
-            warnings.warn(f"protocol='single' changes one feature per sample: n_samples={n_samples} leaves "
-                          f"some of the up to {features.f_max} features unperturbed (their coefficient is 0); "
-                          f"use n_samples > {features.f_max}", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"protocol='single' changes one feature per sample: n_samples={n_samples} leaves "
+                f"some of the up to {features.f_max} features unperturbed (their coefficient is 0); "
+                f"use n_samples > {features.f_max}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         labels = features.labels.reshape(ids.shape)
-        self.plan = plan_single(infiller, ids, attn, labels, features.n_features, n_samples, self.mask_id,
-                                self.exclude_ids, self.generator, self.scorer, self.predicted)
+        self.plan = plan_single(
+            infiller,
+            ids,
+            attn,
+            labels,
+            features.n_features,
+            n_samples,
+            self.mask_id,
+            self.exclude_ids,
+            self.generator,
+            self.scorer,
+            self.predicted,
+        )
         return self
 
     def sample(self, rows: Rows) -> torch.Tensor:

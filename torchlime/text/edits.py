@@ -7,6 +7,7 @@ Every chunk of perturbed rows is built from it with integer tensor work only
 or tokens. ``TokenModel`` unpacks the chunk again and calls the user's model
 with ``(input_ids, attention_mask)`` positionally, as keywords, or ids alone.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
@@ -25,8 +26,7 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     return torch.stack([input_ids.long(), attention_mask.long()], dim=1)
 
 
-def call_token_model(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     how: str) -> Any:
+def call_token_model(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor, how: str) -> Any:
     """Call ``model`` on token ids (c, L) and an attention mask (c, L).
 
     Args:
@@ -51,8 +51,13 @@ class TokenModel(nn.Module):
             caller's own: an int32 model gets int32 ids).
     """
 
-    def __init__(self, model: Callable[..., Any], how: str, mask_dtype: torch.dtype = torch.long,
-                 ids_dtype: torch.dtype = torch.long) -> None:
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        how: str,
+        mask_dtype: torch.dtype = torch.long,
+        ids_dtype: torch.dtype = torch.long,
+    ) -> None:
         super().__init__()
         self.model = model
         self.how = how
@@ -65,8 +70,7 @@ class TokenModel(nn.Module):
         return self.model
 
     def forward(self, packed: torch.Tensor) -> Any:
-        return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype),
-                                self.how)
+        return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype), self.how)
 
 
 class TokenChunk(NamedTuple):
@@ -99,8 +103,9 @@ def replace_tokens(ids: torch.Tensor, keep: torch.Tensor, mask_id: int) -> torch
     return torch.where(keep, ids, torch.full_like(ids, mask_id))
 
 
-def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor, pad_id: int,
-                  left: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+def delete_tokens(
+    ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor, pad_id: int, left: Optional[torch.Tensor] = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Drop hidden tokens and re-pad every row on the side the inputs were padded on.
 
     The surviving tokens (kept and attended) stay in their original order and move to the
@@ -125,7 +130,7 @@ def delete_tokens(ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor, pad
     """
     present = keep & (attn != 0)
     if left is None:
-        left = ((attn[:, :1] == 0) & (attn[:, -1:] != 0))
+        left = (attn[:, :1] == 0) & (attn[:, -1:] != 0)
     key = torch.where(left, present, ~present)  # left: the dropped first; right: the kept first
     order = torch.argsort(key.to(torch.uint8), dim=1, stable=True)
     whole = (present == (attn != 0)).all(1, keepdim=True)  # every token kept: the row as it came
@@ -148,8 +153,9 @@ def resolve_model_inputs(model_inputs: str, has_mask: bool) -> str:
     return model_inputs
 
 
-def make_perturb_fn(mode: str, mask_id: Optional[int], pad_id: int,
-                    fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None) -> Callable[..., torch.Tensor]:
+def make_perturb_fn(
+    mode: str, mask_id: Optional[int], pad_id: int, fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None
+) -> Callable[..., torch.Tensor]:
     """The engine's ``perturb_fn`` for a text mode.
 
     Args:

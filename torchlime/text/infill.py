@@ -20,6 +20,7 @@ The guard removes, before anything is chosen:
 All of it is batched over rows and positions; MLM calls are sub-batched so the
 (rows, L, V) logits stay bounded.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -98,9 +99,11 @@ class Infiller:
             if t > 1.0:
                 raise ValueError(f"`synonym_threshold` must be in [0, 1] or None, got {self.synonym_threshold}")
             if self.guard_matrix() is None:
-                raise TypeError("`synonym_threshold` needs an embedding: pass `embedding=` (a (V, D) "
-                                f"tensor or nn.Embedding) or an MLM with an input embedding, got mlm "
-                                f"{type(self.mlm).__name__} and embedding {describe(self.embedding)}")
+                raise TypeError(
+                    "`synonym_threshold` needs an embedding: pass `embedding=` (a (V, D) "
+                    f"tensor or nn.Embedding) or an MLM with an input embedding, got mlm "
+                    f"{type(self.mlm).__name__} and embedding {describe(self.embedding)}"
+                )
 
     def guard_matrix(self) -> Optional[torch.Tensor]:
         """(V, D) embedding matrix used by the synonym guard (None if there is none)."""
@@ -126,8 +129,9 @@ def mlm_output_logits(out: Any, rows: int, length: int) -> torch.Tensor:
     return out
 
 
-def is_trivial(original: torch.Tensor, proposed: torch.Tensor, matrix: Optional[torch.Tensor],
-               threshold: Optional[float]) -> torch.Tensor:
+def is_trivial(
+    original: torch.Tensor, proposed: torch.Tensor, matrix: Optional[torch.Tensor], threshold: Optional[float]
+) -> torch.Tensor:
     """Bool, same shape: True where ``proposed`` does not count as a perturbation of ``original``.
 
     That is: equal ids, or (with a matrix and threshold) input-embedding cosine
@@ -142,8 +146,14 @@ def is_trivial(original: torch.Tensor, proposed: torch.Tensor, matrix: Optional[
     return same | (cos > threshold)
 
 
-def mlm_candidates(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, hidden: torch.Tensor,
-                   mask_id: int, exclude_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def mlm_candidates(
+    infiller: Infiller,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    hidden: torch.Tensor,
+    mask_id: int,
+    exclude_ids: Sequence[int],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Guarded top-k MLM proposals for every hidden position.
 
     Args:
@@ -173,7 +183,7 @@ def mlm_candidates(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, hi
     cands, logps = [], []
     with torch.no_grad(), eval_mode(infiller.mlm):
         for lo in range(0, rows.numel(), step):  # sub-batches of rows, not samples one by one
-            r = rows[lo:lo + step]
+            r = rows[lo : lo + step]
             hid = hidden[r].to(m_dev)
             x = torch.where(hid, torch.full_like(ids[r], mask_id).to(m_dev), ids[r].to(m_dev))
             out = call_token_model(infiller.mlm, x, attn[r].to(m_dev), infiller.mlm_inputs)
@@ -192,9 +202,14 @@ def mlm_candidates(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, hi
     return cand, logp
 
 
-def _guarded_topk(logits: torch.Tensor, original: torch.Tensor, exclude_ids: Sequence[int],
-                  normed: Optional[torch.Tensor], threshold: Optional[float],
-                  k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _guarded_topk(
+    logits: torch.Tensor,
+    original: torch.Tensor,
+    exclude_ids: Sequence[int],
+    normed: Optional[torch.Tensor],
+    threshold: Optional[float],
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k log-probs and ids of logits (n, V) once excluded ids, originals and synonyms are out.
 
     Excluded ids and the original token are set to -inf in place (``logits`` must
@@ -219,8 +234,9 @@ def _guarded_topk(logits: torch.Tensor, original: torch.Tensor, exclude_ids: Seq
     return vals - norm, idx
 
 
-def choose(logp: torch.Tensor, strategy: str, temperature: float,
-           generator: Optional[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
+def choose(
+    logp: torch.Tensor, strategy: str, temperature: float, generator: Optional[torch.Generator]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick one slot per row of log-probs (n, k).
 
     Returns:
@@ -238,8 +254,15 @@ def choose(logp: torch.Tensor, strategy: str, temperature: float,
     return idx.to(logp.device), ok
 
 
-def joint_fill(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, keep: torch.Tensor,
-               mask_id: int, exclude_ids: Sequence[int], generator: Optional[torch.Generator]) -> torch.Tensor:
+def joint_fill(
+    infiller: Infiller,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    keep: torch.Tensor,
+    mask_id: int,
+    exclude_ids: Sequence[int],
+    generator: Optional[torch.Generator],
+) -> torch.Tensor:
     """Re-write every hidden, attended token of a chunk with an MLM proposal.
 
     Args:
@@ -254,4 +277,3 @@ def joint_fill(infiller: Infiller, ids: torch.Tensor, attn: torch.Tensor, keep: 
     slot, _ = choose(logp, infiller.strategy, infiller.temperature, generator)
     new = cand.gather(1, slot.unsqueeze(1)).squeeze(1)
     return ids.masked_scatter(hidden, new.to(ids.dtype))
-

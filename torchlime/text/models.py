@@ -10,6 +10,7 @@ load with ``load_text_model``.
 by ``log P(v | left) + log P(right | v)`` from bigram counts of a corpus, which
 is enough to propose fluent, in-distribution replacements on this task.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,11 +33,13 @@ class TextCNN(nn.Module):
         n_classes: K. width: convolution width (odd). pad_id: padding id.
     """
 
-    def __init__(self, vocab_size: int, dim: int = 32, channels: int = 64, n_classes: int = 2,
-                 width: int = 3, pad_id: int = 0) -> None:
+    def __init__(
+        self, vocab_size: int, dim: int = 32, channels: int = 64, n_classes: int = 2, width: int = 3, pad_id: int = 0
+    ) -> None:
         super().__init__()
-        self.config = dict(vocab_size=vocab_size, dim=dim, channels=channels, n_classes=n_classes,
-                           width=width, pad_id=pad_id)
+        self.config = dict(
+            vocab_size=vocab_size, dim=dim, channels=channels, n_classes=n_classes, width=width, pad_id=pad_id
+        )
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.conv = nn.Conv1d(dim, channels, width, padding=width // 2)
         self.head = nn.Linear(channels, n_classes)
@@ -53,8 +56,11 @@ class TextCNN(nn.Module):
         return self.head(h)
 
 
-def load_text_model(weights: Union[str, Path] = WEIGHTS, vocab: Union[str, Path] = VOCAB_FILE,
-                    map_location: Union[str, torch.device] = "cpu") -> tuple[TextCNN, list[str]]:
+def load_text_model(
+    weights: Union[str, Path] = WEIGHTS,
+    vocab: Union[str, Path] = VOCAB_FILE,
+    map_location: Union[str, torch.device] = "cpu",
+) -> tuple[TextCNN, list[str]]:
     """The committed sentiment CNN (eval mode) and its vocabulary (list of tokens, id order)."""
     state = torch.load(Path(weights), map_location=map_location, weights_only=True)
     model = TextCNN(**state["config"])
@@ -90,8 +96,14 @@ class BigramMLM(nn.Module):
         self.vectors = nn.Embedding.from_pretrained(vectors - vectors.mean(0), freeze=True)
 
     @classmethod
-    def from_corpus(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab_size: int,
-                    mask_id: int, smoothing: float = 0.1) -> BigramMLM:
+    def from_corpus(
+        cls,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        vocab_size: int,
+        mask_id: int,
+        smoothing: float = 0.1,
+    ) -> BigramMLM:
         """Count bigrams of attended neighbours in a corpus (n, L) with add-``smoothing``."""
         a, b = input_ids[:, :-1], input_ids[:, 1:]
         both = (attention_mask[:, :-1] != 0) & (attention_mask[:, 1:] != 0)

@@ -16,6 +16,7 @@ Everything is batched tensor work; the multiset dot products use the (c, L, L)
 token-equality tensor (no (c, V) count matrix) and the pooled embeddings one
 fused ``embedding_bag``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,8 +71,13 @@ def pair_count(a: torch.Tensor, va: torch.Tensor, b: torch.Tensor, vb: torch.Ten
     return eq.sum((1, 2), dtype=torch.float32)
 
 
-def bow_cosine(ids: torch.Tensor, valid: torch.Tensor, ref_ids: torch.Tensor, ref_valid: torch.Tensor,
-               ref_norm2: Optional[torch.Tensor] = None) -> torch.Tensor:
+def bow_cosine(
+    ids: torch.Tensor,
+    valid: torch.Tensor,
+    ref_ids: torch.Tensor,
+    ref_valid: torch.Tensor,
+    ref_norm2: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
     """Cosine similarity of the token multisets of two batches of rows.
 
     Args:
@@ -104,8 +110,9 @@ def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(1e-12)
 
 
-def mean_embedding_cosine(ids: torch.Tensor, valid: torch.Tensor, ref_ids: torch.Tensor,
-                          ref_valid: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+def mean_embedding_cosine(
+    ids: torch.Tensor, valid: torch.Tensor, ref_ids: torch.Tensor, ref_valid: torch.Tensor, matrix: torch.Tensor
+) -> torch.Tensor:
     """Cosine similarity of mean-pooled embeddings (float32 (c,); 0 for an empty side)."""
     a, b = mean_embedding(ids, valid, matrix), mean_embedding(ref_ids, ref_valid, matrix)
     sim = _cosine(a, b)
@@ -139,17 +146,25 @@ class HybridKernel(Kernel):
         if a > 1.0:
             raise ValueError(f"`alpha` must be in [0, 1], got {self.alpha}")
         if embedding_matrix(self.embedding) is None:
-            raise TypeError(f"`embedding` must be a (V, D) tensor, an nn.Embedding or a model with an "
-                            f"input embedding, got {describe(self.embedding)}")
+            raise TypeError(
+                f"`embedding` must be a (V, D) tensor, an nn.Embedding or a model with an "
+                f"input embedding, got {describe(self.embedding)}"
+            )
 
     @property
     def matrix(self) -> torch.Tensor:
         """The (V, D) embedding matrix."""
         return embedding_matrix(self.embedding)  # type: ignore[return-value]
 
-    def weights(self, ids: torch.Tensor, attn: torch.Tensor, ref_ids: torch.Tensor,
-                ref_attn: torch.Tensor, ignore_ids: Sequence[int] = (),
-                rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def weights(
+        self,
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        ref_ids: torch.Tensor,
+        ref_attn: torch.Tensor,
+        ignore_ids: Sequence[int] = (),
+        rows: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
         """Hybrid similarity of perturbed rows to their originals.
 
         Args:
@@ -162,8 +177,9 @@ class HybridKernel(Kernel):
         Returns:
             float32 (c,) weights in [0, 1].
         """
-        ignore = torch.tensor(sorted({*map(int, self.ignore_ids), *map(int, ignore_ids)}),
-                              dtype=torch.long, device=ids.device)
+        ignore = torch.tensor(
+            sorted({*map(int, self.ignore_ids), *map(int, ignore_ids)}), dtype=torch.long, device=ids.device
+        )
         v, rv = counted(ids, attn, ignore), counted(ref_ids, ref_attn, ignore)
         pick = (lambda t: t[rows.to(t.device)]) if rows is not None else (lambda t: t)
         w = torch.zeros(ids.shape[0], dtype=torch.float32, device=ids.device)

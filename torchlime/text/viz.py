@@ -7,6 +7,7 @@ explained class) are green, negative ones red; the colour's opacity is
 proportional to |weight| / max |weight|. matplotlib is imported only by
 ``plot_top_features``.
 """
+
 from __future__ import annotations
 
 import html
@@ -29,16 +30,24 @@ def _colour(weight: float, scale: float) -> str:
 
 def legend_html(scale: float) -> str:
     """A small legend: green supports the target, red opposes it, opacity = |weight|."""
-    return ('<div class="torchlime-legend" style="font:12px sans-serif;margin-top:6px">'
-            f'<span style="background:{_colour(1.0, 1.0)};padding:1px 6px;border-radius:3px">'
-            'supports the target</span> '
-            f'<span style="background:{_colour(-1.0, 1.0)};padding:1px 6px;border-radius:3px">'
-            'against the target</span> '
-            f'<span style="color:#666">opacity: |weight| up to {scale:.3g}</span></div>')
+    return (
+        '<div class="torchlime-legend" style="font:12px sans-serif;margin-top:6px">'
+        f'<span style="background:{_colour(1.0, 1.0)};padding:1px 6px;border-radius:3px">'
+        "supports the target</span> "
+        f'<span style="background:{_colour(-1.0, 1.0)};padding:1px 6px;border-radius:3px">'
+        "against the target</span> "
+        f'<span style="color:#666">opacity: |weight| up to {scale:.3g}</span></div>'
+    )
 
 
-def tokens_html(tokens: Sequence[str], weights: Union[Sequence[Optional[float]], torch.Tensor], *,
-                title: Optional[str] = None, legend: bool = True, scale: Optional[float] = None) -> str:
+def tokens_html(
+    tokens: Sequence[str],
+    weights: Union[Sequence[Optional[float]], torch.Tensor],
+    *,
+    title: Optional[str] = None,
+    legend: bool = True,
+    scale: Optional[float] = None,
+) -> str:
     """HTML of tokens highlighted by their weights.
 
     Args:
@@ -58,22 +67,23 @@ def tokens_html(tokens: Sequence[str], weights: Union[Sequence[Optional[float]],
     scale = float(scale) if scale is not None else (max(known) if known else 0.0)
     parts = ['<div class="torchlime-text" style="font:14px/1.9 sans-serif">']
     if title is not None:
-        parts.append(f"<div style=\"font-weight:bold\">{html.escape(title, quote=True)}</div>")
+        parts.append(f'<div style="font-weight:bold">{html.escape(title, quote=True)}</div>')
     for tok, w in zip(tokens, weights):
         text = html.escape(str(tok), quote=True)
         if w is None:
             parts.append(f'<span style="color:#888;padding:1px 2px">{text}</span> ')
         else:
-            parts.append(f'<span title="{float(w):+.4g}" style="background:{_colour(float(w), scale)};'
-                         f'padding:1px 2px;border-radius:3px">{text}</span> ')
+            parts.append(
+                f'<span title="{float(w):+.4g}" style="background:{_colour(float(w), scale)};'
+                f'padding:1px 2px;border-radius:3px">{text}</span> '
+            )
     if legend:
         parts.append(legend_html(scale))
     parts.append("</div>")
     return "".join(parts)
 
 
-def feature_strings(exp: Explanation, tokens: Sequence[str], index: int = 0,
-                    continuation: str = "##") -> list[str]:
+def feature_strings(exp: Explanation, tokens: Sequence[str], index: int = 0, continuation: str = "##") -> list[str]:
     """The text of each feature of input ``index``: its tokens joined (F_b strings).
 
     WordPiece continuation pieces (``continuation`` prefix) are glued to the
@@ -87,15 +97,23 @@ def feature_strings(exp: Explanation, tokens: Sequence[str], index: int = 0,
         if f >= 0:
             piece = str(tok)
             if out[f] and continuation and piece.startswith(continuation):
-                out[f] += piece[len(continuation):]
+                out[f] += piece[len(continuation) :]
             else:
                 out[f] = f"{out[f]} {piece}" if out[f] else piece
     return out
 
 
-def explanation_html(exp: Explanation, tokens: Sequence[str], index: int = 0, target_index: int = 0, *,
-                     merge_words: bool = True, show_fixed: bool = False, continuation: str = "##",
-                     title: Optional[str] = None) -> str:
+def explanation_html(
+    exp: Explanation,
+    tokens: Sequence[str],
+    index: int = 0,
+    target_index: int = 0,
+    *,
+    merge_words: bool = True,
+    show_fixed: bool = False,
+    continuation: str = "##",
+    title: Optional[str] = None,
+) -> str:
     """Highlight input ``index`` of a token/word explanation.
 
     Args:
@@ -122,7 +140,7 @@ def explanation_html(exp: Explanation, tokens: Sequence[str], index: int = 0, ta
         piece = str(tok)
         if merge_words and f == last:
             glue = continuation and piece.startswith(continuation)
-            shown[-1] += piece[len(continuation):] if glue else " " + piece
+            shown[-1] += piece[len(continuation) :] if glue else " " + piece
             continue
         shown.append(piece)
         weights.append(float(coef[f]))
@@ -132,8 +150,9 @@ def explanation_html(exp: Explanation, tokens: Sequence[str], index: int = 0, ta
     return tokens_html(shown, weights, title=title, scale=float(coef.abs().max()) if coef.numel() else None)
 
 
-def plot_top_features(exp: Explanation, names: Sequence[str], index: int = 0, target_index: int = 0,
-                      k: int = 10, ax: Any = None) -> Any:
+def plot_top_features(
+    exp: Explanation, names: Sequence[str], index: int = 0, target_index: int = 0, k: int = 10, ax: Any = None
+) -> Any:
     """Horizontal bar chart of the k features with the largest |coefficient|.
 
     Args:
@@ -151,8 +170,7 @@ def plot_top_features(exp: Explanation, names: Sequence[str], index: int = 0, ta
     keep = [(i, v) for i, v in zip(idx, vals) if i < n][::-1]  # largest at the top
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 0.35 * max(len(keep), 1) + 1))
-    ax.barh(range(len(keep)), [v for _, v in keep],
-            color=["#16a34a" if v >= 0 else "#dc2626" for _, v in keep])
+    ax.barh(range(len(keep)), [v for _, v in keep], color=["#16a34a" if v >= 0 else "#dc2626" for _, v in keep])
     ax.set_yticks(range(len(keep)), [str(names[i]) for i, _ in keep])
     ax.axvline(0, color="#444", lw=0.8)
     ax.set_xlabel(f"LIME coefficient (target {int(exp.target[index, target_index])})")

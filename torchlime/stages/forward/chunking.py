@@ -20,6 +20,7 @@ the call starts. The peak memory of the measured chunks gives the bytes per row,
 sizes predicted to exceed the budget are not tried. A real out-of-memory error halves
 the chunk and runs the same rows again (with a warning); finished rows are kept.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,9 +36,9 @@ import torch
 from torchlime._checks import describe
 
 MemorySpec = Union[None, int, float]
-GAIN = 0.02          # a larger chunk must be this much faster per row to be worth growing to
-PATIENCE = 2         # doublings in a row without that gain before the search stops
-REPEATS = 3          # timed calls per size; the size's time per row is the fastest of them
+GAIN = 0.02  # a larger chunk must be this much faster per row to be worth growing to
+PATIENCE = 2  # doublings in a row without that gain before the search stops
+REPEATS = 3  # timed calls per size; the size's time per row is the fastest of them
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 
@@ -48,12 +49,12 @@ _CACHE: dict[tuple, _Entry] = {}
 class _Entry:
     """What is known about one (model, row signature, device, max_memory)."""
 
-    per_row: dict[int, float] = field(default_factory=dict)   # size -> seconds per row (fastest timing)
-    timings: dict[int, list] = field(default_factory=dict)     # size -> seconds per row of each timed call
+    per_row: dict[int, float] = field(default_factory=dict)  # size -> seconds per row (fastest timing)
+    timings: dict[int, list] = field(default_factory=dict)  # size -> seconds per row of each timed call
     warmed: set[int] = field(default_factory=set)
-    bytes_per_row: float = 0.0                               # CUDA peak memory of a chunk / its rows
-    ceiling: int = MAX_CHUNK                                  # largest size that ran (halved on OOM)
-    best: Optional[int] = None                                # set once the measurement is done
+    bytes_per_row: float = 0.0  # CUDA peak memory of a chunk / its rows
+    ceiling: int = MAX_CHUNK  # largest size that ran (halved on OOM)
+    best: Optional[int] = None  # set once the measurement is done
 
 
 def clear_cache() -> None:
@@ -70,8 +71,10 @@ def check_max_memory(max_memory: Any) -> MemorySpec:
     if max_memory is None:
         return None
     if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)):
-        raise TypeError(f"`max_memory` must be None, a number of bytes (int) or a fraction in (0, 1] "
-                        f"(float), got {describe(max_memory)}")
+        raise TypeError(
+            f"`max_memory` must be None, a number of bytes (int) or a fraction in (0, 1] "
+            f"(float), got {describe(max_memory)}"
+        )
     if isinstance(max_memory, int) and max_memory < 1:
         raise ValueError(f"`max_memory` in bytes must be >= 1, got {max_memory}")
     if isinstance(max_memory, float) and not 0.0 < max_memory <= 1.0:
@@ -109,8 +112,14 @@ class ChunkPlan:
         max_memory: see ``check_max_memory``.
     """
 
-    def __init__(self, model: Any, signature: tuple, device: torch.device, batch_size: Optional[int],
-                 max_memory: MemorySpec = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        signature: tuple,
+        device: torch.device,
+        batch_size: Optional[int],
+        max_memory: MemorySpec = None,
+    ) -> None:
         self.device = device
         self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
         fixed = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
@@ -206,8 +215,9 @@ class ChunkPlan:
         # (one noisy timing on a busy machine does not end the search)
         sizes = sorted(e.per_row)
         recent = sizes[-PATIENCE:] if len(sizes) > PATIENCE else []
-        stalled = bool(recent) and all(e.per_row[s] >= min(e.per_row[t] for t in sizes if t < s) * (1 - GAIN)
-                                       for s in recent)
+        stalled = bool(recent) and all(
+            e.per_row[s] >= min(e.per_row[t] for t in sizes if t < s) * (1 - GAIN) for s in recent
+        )
         if stalled or 2 * size > MAX_CHUNK or not self._fits(2 * size):
             e.best = self._choice()
 
@@ -223,8 +233,11 @@ class ChunkPlan:
         # an out-of-memory error ends the size search: the sizes that fit are the ones measured
         # (without this the search would try the next doubling, the failed size, forever)
         e.best = min(e.best if e.best is not None else self._choice(), half)
-        warnings.warn(f"out of memory with a chunk of {size} samples; retrying with {half} "
-                      f"(finished samples are kept)", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"out of memory with a chunk of {size} samples; retrying with {half} (finished samples are kept)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
         torch.cuda.empty_cache()
 
     def peak_memory(self) -> Optional[int]:

@@ -1,5 +1,6 @@
 """Stage 4, the model's side: where it runs, the chunk format it wants, how it is called and how
 its output becomes (rows, K) scores. The chunked passes themselves are in ``passes``."""
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,9 @@ def model_placement(model: Model, inputs: torch.Tensor) -> tuple[torch.device, t
     return inputs.device, inputs.dtype
 
 
-def chunk_placement(model: Model, inputs: torch.Tensor, chunk_dtype: Optional[torch.dtype] = None
-                    ) -> tuple[torch.device, torch.dtype]:
+def chunk_placement(
+    model: Model, inputs: torch.Tensor, chunk_dtype: Optional[torch.dtype] = None
+) -> tuple[torch.device, torch.dtype]:
     """Where ``run_rows`` puts the chunks and in which floating dtype: ``model_placement``, except
     that chunks built in a dtype of their own (``InputFormat.dtype``: bf16 / fp16 for an
     ``Accelerated(autocast=...)`` model) keep it; they are not cast back to the weights' dtype."""
@@ -67,8 +69,9 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
         try:
             out = out[output]
         except (KeyError, IndexError, TypeError) as err:
-            raise ValueError(f"`output` selector {output!r} does not apply to the model output "
-                             f"({describe(out)}): {err}") from None
+            raise ValueError(
+                f"`output` selector {output!r} does not apply to the model output ({describe(out)}): {err}"
+            ) from None
     elif not isinstance(out, torch.Tensor):
         if hasattr(out, "logits"):
             out = out.logits
@@ -77,13 +80,14 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
         elif isinstance(out, dict) and "logits" in out:
             out = out["logits"]
     if not isinstance(out, torch.Tensor):
-        raise ValueError(f"model output must be a tensor of scores (pass `output=` to select one), "
-                         f"got {describe(out)}")
+        raise ValueError(f"model output must be a tensor of scores (pass `output=` to select one), got {describe(out)}")
     if out.ndim == 1:
         out = out.unsqueeze(1)
     if out.ndim != 2 or out.shape[0] != rows:
-        raise ValueError(f"model output must have shape ({rows},) or ({rows}, K) for a batch of "
-                         f"{rows} inputs, got shape {tuple(out.shape)}")
+        raise ValueError(
+            f"model output must have shape ({rows},) or ({rows}, K) for a batch of "
+            f"{rows} inputs, got shape {tuple(out.shape)}"
+        )
     return out
 
 
@@ -140,9 +144,11 @@ def input_format(model: Model, inputs: torch.Tensor) -> InputFormat:
     if isinstance(model, nn.Module):
         _, dtype = model_placement(model, inputs)
         convs = _conv_weights(model)
-        nhwc = any(w.ndim == 4 and not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last)
-                   for w in convs)
-        return InputFormat(dtype if dtype.is_floating_point else None,
-                           nhwc or (bool(convs) and inputs.device.type == "cpu"))
+        nhwc = any(
+            w.ndim == 4 and not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last) for w in convs
+        )
+        return InputFormat(
+            dtype if dtype.is_floating_point else None, nhwc or (bool(convs) and inputs.device.type == "cpu")
+        )
     nhwc = not inputs.is_contiguous() and inputs.is_contiguous(memory_format=torch.channels_last)
     return InputFormat(None, nhwc)

@@ -6,6 +6,7 @@ dtype, and hands the output to a consumer that writes into preallocated tensors,
 chunks are never lost. Chunk sizes come from ``chunking.ChunkPlan`` (measured, cached, within the
 memory budget); a real device out-of-memory error halves the chunk and runs the same rows again.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -23,9 +24,16 @@ def progress_bar(total: int, enabled: bool, desc: str = "torchlime") -> Any:
     return tqdm(total=total, disable=not enabled, desc=desc, unit="sample", unit_scale=True, leave=False)
 
 
-def run_rows(model: Model, build: Callable[[int, int], Any], consume: Callable[[Any, Any, int, int], None],
-             n_rows: int, plan: ChunkPlan, device: torch.device, dtype: torch.dtype,
-             progress: bool = False) -> None:
+def run_rows(
+    model: Model,
+    build: Callable[[int, int], Any],
+    consume: Callable[[Any, Any, int, int], None],
+    n_rows: int,
+    plan: ChunkPlan,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: bool = False,
+) -> None:
     """Run ``model`` over rows ``0..n_rows`` in chunks chosen by ``plan``.
 
     Args:
@@ -65,9 +73,17 @@ def run_rows(model: Model, build: Callable[[int, int], Any], consume: Callable[[
             bar.update(size)
 
 
-def score(model: Model, build: Callable[[int, int], Any], n_rows: int, *, reference: torch.Tensor,
-          output: OutputSelector = None, softmax: bool = False, batch_size: Optional[int] = None,
-          signature: tuple = ()) -> torch.Tensor:
+def score(
+    model: Model,
+    build: Callable[[int, int], Any],
+    n_rows: int,
+    *,
+    reference: torch.Tensor,
+    output: OutputSelector = None,
+    softmax: bool = False,
+    batch_size: Optional[int] = None,
+    signature: tuple = (),
+) -> torch.Tensor:
     """Float32 scores (n_rows, K) of rows built by ``build(start, stop)``, in chunks (``ChunkPlan``).
 
     For front doors that must score rows of their own before the explanation (text's

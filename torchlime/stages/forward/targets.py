@@ -5,6 +5,7 @@ inputs, a (B,) or (B, T) tensor, ``"all"`` or ``"topK"`` (e.g. "top5"). The type
 are checked before any model call (``check_target``), the values once the model's output
 width is known (``resolve_target``).
 """
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,9 @@ def resolve_target(target: TargetSpec, reference: torch.Tensor) -> torch.Tensor:
     if isinstance(target, (list, tuple)):
         bad = [t for t in target if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < k]
         if bad or not target:
-            raise ValueError(f"`target` list must hold ints in [0, {k}) for a model with {k} outputs, "
-                             f"got {list(target)}")
+            raise ValueError(
+                f"`target` list must hold ints in [0, {k}) for a model with {k} outputs, got {list(target)}"
+            )
         return torch.as_tensor(target, dtype=torch.long, device=dev).reshape(1, -1).expand(batch, -1)
     t = target.to(dev).long()  # a tensor, checked by ``check_target``
     t = t.unsqueeze(1) if t.ndim == 1 else t

@@ -12,6 +12,7 @@ There is no Python loop over samples or features.
 A front door whose perturbation is not a blend (deleting tokens, crossfades)
 passes a ``PerturbFn`` with the same signature as ``perturb_rows``.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Protocol, Sequence, Union
@@ -59,8 +60,7 @@ class Chunk(NamedTuple):
 class PerturbFn(Protocol):
     """``perturb(inputs, baseline, index, chunk) -> model input of the chunk``."""
 
-    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor,
-                 chunk: Chunk) -> Any: ...
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Any: ...
 
 
 def gather_rows(t: torch.Tensor, chunk: Chunk) -> torch.Tensor:
@@ -68,12 +68,19 @@ def gather_rows(t: torch.Tensor, chunk: Chunk) -> torch.Tensor:
     if t.shape[0] == 1:
         return t
     if chunk.first == chunk.last:
-        return t[chunk.first:chunk.first + 1]
+        return t[chunk.first : chunk.first + 1]
     return t[chunk.rows]
 
 
-def perturb_rows(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk, *,
-                 fmt: Optional[InputFormat] = None, normalize: Optional[Normalize] = None) -> torch.Tensor:
+def perturb_rows(
+    inputs: torch.Tensor,
+    baseline: torch.Tensor,
+    index: torch.Tensor,
+    chunk: Chunk,
+    *,
+    fmt: Optional[InputFormat] = None,
+    normalize: Optional[Normalize] = None,
+) -> torch.Tensor:
     """Build the perturbed model inputs of one chunk.
 
     Args:
@@ -96,6 +103,13 @@ def perturb_rows(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tens
     fmt = fmt or InputFormat()
     mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
     channels_last = fmt.channels_last and inputs.ndim == 4
-    return _backend.blend(gather_rows(inputs, chunk), gather_rows(baseline, chunk), gather_rows(index, chunk),
-                          chunk.masks, out_dtype=fmt.dtype if inputs.is_floating_point() else None,
-                          mean=mean, std=std, channels_last=channels_last)
+    return _backend.blend(
+        gather_rows(inputs, chunk),
+        gather_rows(baseline, chunk),
+        gather_rows(index, chunk),
+        chunk.masks,
+        out_dtype=fmt.dtype if inputs.is_floating_point() else None,
+        mean=mean,
+        std=std,
+        channels_last=channels_last,
+    )

@@ -27,6 +27,7 @@ Complex inputs (STFTs) take the statistics of the magnitude and keep their phase
 Random fills draw from the call's counter-based key (``sampling.make_key``) and the
 index of each input, so they depend only on the seed and the input.
 """
+
 from __future__ import annotations
 
 import math
@@ -91,8 +92,9 @@ def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) ->
         [[2.0, 2.0, 5.0]]
     """
     if inputs.is_complex():
-        return torch.complex(feature_mean(inputs.real, labels, n_features),
-                             feature_mean(inputs.imag, labels, n_features))
+        return torch.complex(
+            feature_mean(inputs.real, labels, n_features), feature_mean(inputs.imag, labels, n_features)
+        )
     batch = inputs.shape[0]
     lab = labels.expand(inputs.shape)
     channel = torch.zeros((), dtype=torch.long, device=inputs.device)
@@ -112,7 +114,8 @@ def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) ->
     groups = n_features * n_channels
     sums = torch.zeros(batch, groups, dtype=values.dtype, device=inputs.device).scatter_add_(1, keys, values)
     counts = torch.zeros(batch, groups, dtype=values.dtype, device=inputs.device).scatter_add_(
-        1, keys, torch.ones_like(values))
+        1, keys, torch.ones_like(values)
+    )
     means = sums / counts.clamp_min(1)
     return means.gather(1, keys).reshape(inputs.shape).to(inputs.dtype)
 
@@ -182,11 +185,11 @@ class Blur(Fill):
 
 
 def _statistic(name: str, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
-    """"min", "max", "signal_mean", "noise" and "shuffle" over the signal dims."""
+    """ "min", "max", "signal_mean", "noise" and "shuffle" over the signal dims."""
     dims = ctx.signal_dims
     if name == "shuffle":
         moved = inputs.movedim(dims, tuple(range(-len(dims), 0)))
-        flat = moved.reshape(*moved.shape[:-len(dims)], -1)
+        flat = moved.reshape(*moved.shape[: -len(dims)], -1)
         perm = _uniform_like(flat, ctx, 1).argsort(-1)
         return flat.gather(-1, perm).reshape(moved.shape).movedim(tuple(range(-len(dims), 0)), dims)
     mag = inputs.abs() if inputs.is_complex() else inputs
@@ -210,8 +213,9 @@ def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext)
             a tensor on another device or of a shape that does not broadcast.
     """
     if isinstance(spec, bool):
-        raise TypeError(f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, "
-                        f"got {describe(spec)}")
+        raise TypeError(
+            f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, got {describe(spec)}"
+        )
     if isinstance(spec, (int, float)):
         return torch.full_like(inputs, spec)
     if isinstance(spec, str):
@@ -236,11 +240,11 @@ def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext)
         try:
             out = torch.broadcast_to(spec, inputs.shape)
         except RuntimeError:
-            raise ValueError(f"`baseline` of shape {tuple(spec.shape)} does not broadcast to the inputs' "
-                             f"shape {tuple(inputs.shape)}") from None
+            raise ValueError(
+                f"`baseline` of shape {tuple(spec.shape)} does not broadcast to the inputs' shape {tuple(inputs.shape)}"
+            ) from None
         return out.to(inputs.dtype)
-    raise TypeError(f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, "
-                    f"got {describe(spec)}")
+    raise TypeError(f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, got {describe(spec)}")
 
 
 def describe_baseline(spec: Any) -> Any:

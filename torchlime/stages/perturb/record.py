@@ -7,6 +7,7 @@ saved with it, and dropped by ``Explanation.to``): ``rows(masks)`` builds the mo
 any masks, and ``adapt(model)`` turns the user's model into the model the engine ran (the
 front door's wrapper, if any).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,12 +73,16 @@ class Perturbation:
             ValueError: masks of the wrong shape, or a perturbation that cannot be reused.
         """
         if not self.reusable:
-            raise ValueError("this explanation's perturbation depends on its own samples (text's single-mask "
-                             "infill protocol): it cannot be applied to other masks")
+            raise ValueError(
+                "this explanation's perturbation depends on its own samples (text's single-mask "
+                "infill protocol): it cannot be applied to other masks"
+            )
         batch, m = masks.shape[:2]
         if masks.dtype != torch.bool or masks.shape != (batch, m, self.f_max) or batch != self.inputs.shape[0]:
-            raise ValueError(f"`masks` must be bool ({self.inputs.shape[0]}, M, {self.f_max}), "
-                             f"got {masks.dtype} {tuple(masks.shape)}")
+            raise ValueError(
+                f"`masks` must be bool ({self.inputs.shape[0]}, M, {self.f_max}), "
+                f"got {masks.dtype} {tuple(masks.shape)}"
+            )
         stop = batch * m if stop is None else stop
         dev = self.inputs.device
         valid = torch.arange(self.f_max, device=dev) < self.n_features.unsqueeze(1)  # (B, F)
