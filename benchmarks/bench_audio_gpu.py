@@ -56,7 +56,8 @@ def floor(
     prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
 ) -> Callable[[], None]:
     """A function running ``model(prepare(rows))`` over ``n_rows`` rows in chunks of ``chunk``
-    (the rows, copies of ``example``, built beforehand)."""
+    (the rows, copies of ``example``, built beforehand).
+    """
     rows = example.unsqueeze(0).expand(min(chunk, n_rows), *example.shape).contiguous()
     return forward_rows(lambda x: model(prepare(x)), rows, chunk, total=n_rows)
 

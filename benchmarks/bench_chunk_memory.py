@@ -94,7 +94,8 @@ def row_bytes(size: int) -> tuple[int, int, int]:
     """(input, activation, live) bytes of one (1, 3, size, size) float32 row, by forward hooks on every
     leaf module: the activations are the summed output sizes; live is what a chain of layers under
     ``inference_mode`` holds at once at its worst layer: the row (kept by the caller throughout) plus
-    that layer's input (unless it is the row) and output."""
+    that layer's input (unless it is the row) and output.
+    """
     model, outs, live = conv_net(), [0], [0]
     x = torch.zeros(1, 3, size, size)
 

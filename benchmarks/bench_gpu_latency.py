@@ -143,8 +143,9 @@ def explain_fn(
 def lime_fn(
     model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int, batch: int, device: torch.device
 ) -> Callable[[], None]:
-    """lime's LimeImageExplainer at its defaults (top 5 labels, mean-colour fill), our segments,
-    the classifier on ``device`` returning probabilities."""
+    """Lime's LimeImageExplainer at its defaults (top 5 labels, mean-colour fill), our segments,
+    the classifier on ``device`` returning probabilities.
+    """
     from lime import lime_image
 
     img = image[0].permute(1, 2, 0).double().cpu().numpy()
@@ -165,7 +166,7 @@ def lime_fn(
 def captum_fn(
     model: Callable, image: torch.Tensor, segments: torch.Tensor, n: int, ppe: int, device: torch.device
 ) -> Callable[[], None]:
-    """captum's Lime at its defaults (fill 0, Lasso), our segments as the feature mask, on ``device``."""
+    """Captum's Lime at its defaults (fill 0, Lasso), our segments as the feature mask, on ``device``."""
     from captum.attr import Lime
 
     x = image.to(device)
@@ -187,7 +188,8 @@ def captum_fn(
 def roomy_compile_cache(entries: int = 64) -> None:
     """Every compiled variant compiles the same torchvision ``forward`` (for other wrappers,
     dtypes, layouts and shapes): let torch.compile keep that many compiled versions of it instead
-    of its default 8, past which it would quietly run the model uncompiled."""
+    of its default 8, past which it would quietly run the model uncompiled.
+    """
     from torch._dynamo import config
 
     for name in ("cache_size_limit", "recompile_limit"):
@@ -284,7 +286,8 @@ def measure(
     st: dict[str, dict],
 ) -> None:
     """Warm-ups, then the interleaved repetitions, filling ``st`` as it goes (``variants``, ``errors``,
-    ``skipped``, ``anchor_warm``, ``times``, ``anchor_times``, ``peak``): a stop keeps what finished."""
+    ``skipped``, ``anchor_warm``, ``times``, ``anchor_times``, ``peak``): a stop keeps what finished.
+    """
     variants, errors, skipped = st["variants"], st["errors"], st["skipped"]
     for name in args.variants:
         try:

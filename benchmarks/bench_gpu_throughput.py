@@ -121,7 +121,8 @@ def measure(
     st: dict[str, dict],
 ) -> None:
     """Warm-ups, then the interleaved repetitions, filling ``st`` as it goes (``variants``, ``errors``,
-    ``times``, ``peak``): a stop keeps what finished."""
+    ``times``, ``peak``): a stop keeps what finished.
+    """
     rows = args.images * args.n
     variants, errors = st["variants"], st["errors"]
     for name in args.variants:

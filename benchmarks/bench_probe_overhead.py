@@ -61,7 +61,8 @@ from benchmarks.common import (
 def make_model(device: torch.device) -> torch.nn.Module:
     """The CNN for 32x32 inputs. Its 16x16 map is pooled to 2x2 by ``AvgPool2d(8)``, the same values
     as ``AdaptiveAvgPool2d(2)``, whose CUDA backward has no deterministic implementation (the
-    deterministic-algorithms half of the benchmark would raise on a GPU)."""
+    deterministic-algorithms half of the benchmark would raise on a GPU).
+    """
     torch.manual_seed(0)
     return torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1),

@@ -73,7 +73,8 @@ def backend(mode: str) -> Iterator[None]:
 
 def timeit(fn: Callable[[], Any], runs: int, warmup: int, device: torch.device) -> tuple[dict[str, Any], Any]:
     """Median / min / all wall times of ``fn`` in seconds (and the median process CPU time,
-    which a busy machine inflates less), and its last result."""
+    which a busy machine inflates less), and its last result.
+    """
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     result = None
     for _ in range(warmup):

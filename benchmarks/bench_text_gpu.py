@@ -118,7 +118,8 @@ def floor_fn(
     model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, n: int, chunk: int, rows: int | None = None
 ) -> Callable[[], None]:
     """The bare forward pass of B·N rows (the inputs repeated, built beforehand) in chunks
-    (the first ``rows`` of them when given)."""
+    (the first ``rows`` of them when given).
+    """
     total = ids.shape[0] * n if rows is None else rows
     all_ids = ids.repeat_interleave(n, 0)[:total]
     mask = attn.repeat_interleave(n, 0)[:total]

@@ -87,7 +87,8 @@ def vision_model(name: str, device: torch.device) -> torch.nn.Module:
 class Normalize(torch.nn.Module):
     """``model((x - mean) / std)``: what a model trained on normalised images sees. The anchors
     (lime, captum) and the forward floors run this wrapper; torchlime gets ``normalize=`` instead,
-    which it fuses into the perturbation pass (the user's way)."""
+    which it fuses into the perturbation pass (the user's way).
+    """
 
     def __init__(self, model: torch.nn.Module, mean=IMAGENET_MEAN, std=IMAGENET_STD) -> None:
         super().__init__()
@@ -106,7 +107,8 @@ def perturbed_images(
     Bernoulli(1/2) masks over the segments (row 0 all kept), hidden segments filled with their
     mean colour (lime's ``hide_color=None``) or zero. Plain torch, independent of torchlime.
     The masks are drawn on the CPU (the same for every device); the images are built on the
-    image's device."""
+    image's device.
+    """
     dev = image.device
     seg = segments.reshape(-1).long().to(dev)
     ids, inverse = seg.unique(return_inverse=True)
@@ -139,7 +141,8 @@ def formatted(rows: torch.Tensor, model) -> torch.Tensor:
     so a floor forwards what torchlime forwards. The result is an inference tensor, like torchlime's
     chunks (built under ``torch.inference_mode()``): a compiled model then runs the floor and
     torchlime on one graph (normal tensors would compile a second). ``rows`` built under inference
-    mode are not copied when the format leaves them as they are."""
+    mode are not copied when the format leaves them as they are.
+    """
     from torchlime.stages.forward.model import input_format
 
     fmt = input_format(model, rows[:1])
@@ -156,7 +159,8 @@ def forward_rows(
     model: Callable, rows: torch.Tensor, chunk: int, total: int | None = None, softmax: bool = False
 ) -> Callable[[], None]:
     """A function that forwards ``total`` rows (default: all of ``rows``) through ``model`` in chunks
-    of ``chunk`` under ``torch.inference_mode()``, cycling over the prebuilt ``rows``: a forward floor."""
+    of ``chunk`` under ``torch.inference_mode()``, cycling over the prebuilt ``rows``: a forward floor.
+    """
     total = rows.shape[0] if total is None else total
 
     def run() -> None:
@@ -177,7 +181,8 @@ def best_chunk(
     make: Callable[[int], Callable[[], object]], sizes, device: torch.device, repeats: int = 2
 ) -> tuple[int, dict[int, float]]:
     """The fastest of a few chunk sizes: ``make(size)`` gives the function to time; each size runs
-    once to warm up, then ``repeats`` times; returns (best size, {size: min seconds})."""
+    once to warm up, then ``repeats`` times; returns (best size, {size: min seconds}).
+    """
     seconds = {}
     for size in sorted(set(int(s) for s in sizes)):
         fn = make(size)
@@ -189,7 +194,8 @@ def best_chunk(
 def warm_up(explain: Callable[[], None], store: dict, least: int = 3, most: int = 8) -> int:
     """Call ``explain`` until the chunk size torchlime measures has settled (the same size in two
     calls in a row, at least ``least`` calls: this also covers compilation, cuDNN autotuning and
-    graph capture); returns that size."""
+    graph capture); returns that size.
+    """
     sizes: list[int] = []
     for _ in range(most):
         explain()
@@ -201,7 +207,8 @@ def warm_up(explain: Callable[[], None], store: dict, least: int = 3, most: int 
 
 def goal(description: str, value: float | None, limit: float, kind: str = "<=", quick: bool = False) -> dict:
     """A goal stored next to a figure: what it asks, the figure, and whether this run is within it
-    (None for smoke runs and missing figures: a quick run is not a measurement)."""
+    (None for smoke runs and missing figures: a quick run is not a measurement).
+    """
     within = None
     if value is not None and not quick:
         within = bool(value <= limit) if kind == "<=" else bool(value >= limit)
@@ -228,7 +235,8 @@ def optional_module(name: str):
 
 def smoke_threads(args, device: torch.device) -> None:
     """One torch thread for smoke runs on the CPU (unless ``args.threads`` says otherwise): on a
-    small shared machine two spinning threads can make a tiny run many times slower."""
+    small shared machine two spinning threads can make a tiny run many times slower.
+    """
     threads = getattr(args, "threads", None)
     if threads:
         torch.set_num_threads(threads)
@@ -256,7 +264,8 @@ def common_args(parser, default_device: str = "cpu"):
 
 def size_defaults(args, defaults: dict, quick: bool | None = None):
     """Fill every option left at None with its (quick, full) default: ``defaults`` maps an option
-    name to the pair; ``quick`` defaults to ``args.quick``. Returns ``args``."""
+    name to the pair; ``quick`` defaults to ``args.quick``. Returns ``args``.
+    """
     quick = args.quick if quick is None else quick
     for key, (small, full) in defaults.items():
         if getattr(args, key) is None:
@@ -275,7 +284,8 @@ def write(name: str, payload: dict, out: Path = RESULTS) -> Path:
 class Stopped(BaseException):
     """Raised inside :func:`until_stopped` by SIGTERM (``timeout``'s signal: run.sh's time limits).
     A BaseException, so that the benchmarks' ``except Exception`` around one variant does not
-    swallow it."""
+    swallow it.
+    """
 
 
 @contextlib.contextmanager
@@ -283,7 +293,8 @@ def until_stopped(record: dict) -> Iterator[None]:
     """Runs the block until it ends or SIGTERM / Ctrl-C stops it; a stop ends only the block, so
     the benchmark goes on to write what it finished. ``record["stopped_early"]`` names the signal
     (None when the block ran to its end); :func:`exit_if_stopped` then exits with status 124 (the
-    status ``timeout`` gives), after the JSON is written."""
+    status ``timeout`` gives), after the JSON is written.
+    """
 
     def stop(signum, frame) -> None:  # noqa: ARG001 - the signal module's signature
         raise Stopped(signal.Signals(signum).name)
@@ -301,6 +312,7 @@ def until_stopped(record: dict) -> Iterator[None]:
 
 def exit_if_stopped(record: dict) -> None:
     """Exit status 124 when :func:`until_stopped` was stopped: a runner sees the part as unfinished
-    although its JSON (with ``stopped_early`` set) was written."""
+    although its JSON (with ``stopped_early`` set) was written.
+    """
     if record.get("stopped_early"):
         raise SystemExit(124)

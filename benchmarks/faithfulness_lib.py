@@ -1,6 +1,7 @@
 """The parts of the LIME paper's faithfulness protocol (sec. 5.2) that the tabular and the token
 benchmarks share: the sparse classifiers whose gold features are known, and the summary of a
-per-input recall."""
+per-input recall.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ MAX_GOLD = 10  # the classifiers use at most this many features by construction
 def sparse_logreg_fit(x: np.ndarray, y: np.ndarray, wrap: Callable[[Any], Any] = lambda clf: clf):
     """The L1 logistic regression (liblinear) with the largest C of ``logspace(-3, 1, 41)`` that uses
     at most ``MAX_GOLD`` columns of x (n, D). ``wrap`` builds the estimator around the classifier (a
-    scaling pipeline, say); returns (fitted estimator, the classifier, the columns it uses, C)."""
+    scaling pipeline, say); returns (fitted estimator, the classifier, the columns it uses, C).
+    """
     from sklearn.linear_model import LogisticRegression
 
     # scikit-learn >= 1.8 spells the L1 penalty l1_ratio=1 (``penalty`` is deprecated there)
@@ -32,7 +34,8 @@ def sparse_logreg_fit(x: np.ndarray, y: np.ndarray, wrap: Callable[[Any], Any] =
 
 def decision_tree_fit(x: np.ndarray, y: np.ndarray, seed: int):
     """A decision tree of depth <= ``MAX_GOLD``, and a function rows (n, D) -> bool (n, D): the
-    distinct columns tested on each row's decision path."""
+    distinct columns tested on each row's decision path.
+    """
     from sklearn.tree import DecisionTreeClassifier
 
     clf = DecisionTreeClassifier(max_depth=MAX_GOLD, random_state=seed).fit(x, y)

@@ -51,7 +51,7 @@ def _mlp(d_in: int, d_out: int = 3, seed: int = 0) -> torch.nn.Module:
 
 
 def cases() -> dict[str, Callable[[], dict[str, str]]]:
-    """name -> a function returning the fingerprints of one seeded explanation."""
+    """Name -> a function returning the fingerprints of one seeded explanation."""
     from torchlime.audio import data as audio_data
     from torchlime.audio import explain_spectrogram, explain_waveform
     from torchlime.audio.models import load_audio_model

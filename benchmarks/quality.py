@@ -121,7 +121,8 @@ def feature_share(exp: Explanation, mask: torch.Tensor, of: str) -> torch.Tensor
     """Float (B, F): for every feature of ``exp`` the share of its elements inside ``mask``
     (``of="feature"``) or the share of ``mask``'s elements that fall in it (``of="mask"``).
     ``mask`` is bool, broadcastable with the feature map ``exp.features``; elements of no
-    feature (id < 0) are ignored."""
+    feature (id < 0) are ignored.
+    """
     labels = exp.features
     b, f = exp.coef.shape[0], exp.coef.shape[-1]
     shape = torch.broadcast_shapes(labels.shape, mask.shape)
@@ -408,8 +409,8 @@ def method_keywords(name: str, task: Task, budget: int, quick: bool) -> Optional
         return dict(lime, surrogate=BayesianRidge())
     if name == "uniform":
         return dict(lime, kernel=UniformKernel())
-    if name == "smile":
-        return dict(lime, kernel=SmileKernel("wasserstein"))
+    if name == "smile":  # an input-space kernel: token ids are not numbers to compare (the front door refuses)
+        return None if task.name == "text" else dict(lime, kernel=SmileKernel("wasserstein"))
     if name == "auto":
         return dict(lime, n_samples=Adaptive(start=16, cap=64) if quick else "auto")
     if name == "kernel_shap":
@@ -523,7 +524,8 @@ def run_method(task: Task, name: str, keywords: dict[str, Any], seeds: list[int]
 
 def torchlime_source() -> str:
     """Which torchlime ran: its path inside this repository when it is this checkout's, else
-    "installed" (never a path of the machine)."""
+    "installed" (never a path of the machine).
+    """
     here = Path(torchlime.__file__).resolve()
     root = Path(__file__).resolve().parents[1]
     return str(here.relative_to(root)) if here.is_relative_to(root) else "installed"
@@ -531,7 +533,8 @@ def torchlime_source() -> str:
 
 def source_state(suffix: str = "") -> dict[str, Any]:
     """Whether the run's code differs from the recorded commit (torchlime/ and this study's scripts):
-    the changed paths, and a hash of their diff against the commit (untracked files by name only)."""
+    the changed paths, and a hash of their diff against the commit (untracked files by name only).
+    """
     import hashlib
 
     paths = ["torchlime", "benchmarks/quality.py", "benchmarks/quality_report.py", "benchmarks/common.py"]
@@ -607,7 +610,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         for name in args.methods:
             keywords = method_keywords(name, task, budget, args.quick)
             if keywords is None:
-                print(f"  {name}: not in this package, skipped", flush=True)
+                print(f"  {name}: not available for {mod}, skipped", flush=True)
                 continue
             rec = run_method(task, name, keywords, seeds)
             record.setdefault("n_features", rec.pop("n_features"))  # the same for every method

@@ -282,7 +282,8 @@ def spread(payload: dict[str, Any]) -> str:
 def fidelity(payload: dict[str, Any]) -> str:
     """Does R² tell good explanations from bad ones? Per modality and method, over the inputs:
     Spearman's ρ between R² and ROC-AUC, and the AUC of R² separating the inputs whose
-    explanations found all gold features in their top #gold (every seed) from the others."""
+    explanations found all gold features in their top #gold (every seed) from the others.
+    """
     mods = [m for m in payload["modalities"] if m != "planted"]
     rows = []
     for name in _methods(payload):

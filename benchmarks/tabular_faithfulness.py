@@ -59,7 +59,7 @@ class SklearnModel:
 
 
 def datasets(seed: int) -> dict:
-    """name -> (X_train, X_test, y_train, y_test) as float64 / int numpy arrays."""
+    """Name -> (X_train, X_test, y_train, y_test) as float64 / int numpy arrays."""
     from sklearn.datasets import load_breast_cancer, make_classification
     from sklearn.model_selection import train_test_split
 
@@ -96,7 +96,7 @@ def recall(top: np.ndarray, gold: np.ndarray) -> np.ndarray:
 
 
 def lime_top(lime_tabular, x_train, rows, clf, n_samples: int, seed: int) -> np.ndarray:
-    """lime's own top-10 columns (num_features=10, its default feature selection)."""
+    """Lime's own top-10 columns (num_features=10, its default feature selection)."""
     explainer = lime_tabular.LimeTabularExplainer(x_train, discretize_continuous=True, random_state=seed)
     tops = []
     for row in rows:

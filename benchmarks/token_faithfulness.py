@@ -72,7 +72,8 @@ INDEX = {w: i for i, w in enumerate(VOCAB)}
 
 def bag_of_words(ids: torch.Tensor) -> torch.Tensor:
     """Float64 (rows, V) counts of every vocabulary id in each row of ``ids`` (rows, L); the
-    special and pad ids (and [MASK], which hidden tokens become) count nothing."""
+    special and pad ids (and [MASK], which hidden tokens become) count nothing.
+    """
     counts = torch.zeros(ids.shape[0], V, dtype=torch.float64, device=ids.device)
     counts.scatter_add_(1, ids.long(), torch.ones(ids.shape, dtype=torch.float64, device=ids.device))
     counts[:, IGNORED.to(ids.device)] = 0
@@ -81,7 +82,8 @@ def bag_of_words(ids: torch.Tensor) -> torch.Tensor:
 
 class SklearnTokenModel:
     """A scikit-learn classifier on bags of words as a torch callable:
-    ``(input_ids (rows, L), attention_mask) -> (rows, 2)`` float64 probabilities."""
+    ``(input_ids (rows, L), attention_mask) -> (rows, 2)`` float64 probabilities.
+    """
 
     def __init__(self, clf) -> None:
         self.clf = clf
@@ -108,7 +110,8 @@ def sparse_logreg(x: np.ndarray, y: np.ndarray):
 
 def decision_tree(x: np.ndarray, y: np.ndarray, seed: int):
     """A decision tree of depth <= 10; gold: the distinct words tested on each input's decision
-    path that occur in the input."""
+    path that occur in the input.
+    """
     clf, tested = decision_tree_fit(x, y, seed)
     return (
         clf,
@@ -147,7 +150,8 @@ def top_words(exp, ids: torch.Tensor, k: int = TOP_K) -> np.ndarray:
 
 def top_gold_tokens(exp, ids: torch.Tensor, n_gold_tokens: np.ndarray) -> np.ndarray:
     """(B, g_max) the words of each input's g features of largest |coefficient|, g = its number
-    of gold tokens (-1 beyond g): a ranking that puts every gold token first recalls them all."""
+    of gold tokens (-1 beyond g): a ranking that puts every gold token first recalls them all.
+    """
     words = top_words(exp, ids, int(n_gold_tokens.max()))
     return np.where(np.arange(words.shape[1]) < n_gold_tokens[:, None], words, -1)
 
@@ -164,7 +168,8 @@ def random_top(ids: torch.Tensor, features: torch.Tensor, rng: np.random.Generat
 
 def random_expected(counts: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Per input: the expected recall of a random top 10 of its T tokens: a gold word with m
-    tokens is missed with probability C(T - m, 10) / C(T, 10)."""
+    tokens is missed with probability C(T - m, 10) / C(T, 10).
+    """
     out = np.empty(len(counts))
     for i, (c, g) in enumerate(zip(counts, gold)):
         t = int(c.sum())
@@ -176,7 +181,7 @@ def random_expected(counts: np.ndarray, gold: np.ndarray) -> np.ndarray:
 def lime_top(
     lime_text, strings: list[str], model: SklearnTokenModel, length: int, n_samples: int, seed: int, labels: list[int]
 ) -> np.ndarray:
-    """lime's own top-10 words (``LimeTextExplainer``, whitespace split, bow=True, num_features=10)."""
+    """Lime's own top-10 words (``LimeTextExplainer``, whitespace split, bow=True, num_features=10)."""
 
     def classifier_fn(texts: list[str]) -> np.ndarray:
         ids = torch.full((len(texts), length), PAD, dtype=torch.long)

@@ -119,7 +119,8 @@ def quartiles(values: list[float]) -> str:
 
 def separation_auc(right: list[float], wrong: list[float]) -> Optional[float]:
     """P(a right explanation has a higher fidelity than a wrong one), ties count 1/2 (the ROC-AUC of
-    fidelity as a detector of right explanations; 0.5 = no information). None if a side is empty."""
+    fidelity as a detector of right explanations; 0.5 = no information). None if a side is empty.
+    """
     if not right or not wrong:
         return None
     a, b = torch.tensor(right).view(-1, 1), torch.tensor(wrong).view(1, -1)

@@ -1,0 +1,6 @@
+"""torchlime's Triton kernels and their torch references, shipped as ``torchlime.kernels``.
+
+``blend`` (the fused mask expansion and baseline blend), ``slic`` (SLIC's assignment and centre
+update) and ``reference`` (the torch references, with the same signatures). Only
+``torchlime._backend`` imports them.
+"""

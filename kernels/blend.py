@@ -1,36 +1,16 @@
 """Fused mask expansion + baseline blend (Triton).
 
-Computes, for a chunk of ``c`` perturbation rows::
-
-    out[i] = where(masks[i, labels[i]], x[i], base[i])        # (c, *shape)
-
-with optional extras fused into the same pass: per-channel normalisation
-``(v - mean[ch]) / std[ch]`` (channel = dim 1 of the output), a cast to
-``out_dtype`` and a ``channels_last`` output for 4-D results. The torch reference
-with the same signature is ``kernels.reference.blend_torch``.
-
-Launch: one program per (row, block of ``BLOCK`` output elements), grid
-``(c, cdiv(N, BLOCK))`` with ``N = prod(shape)``; no Python loop over rows. Every
-operand (x, base, labels, the statistics) is addressed through its own strides, so
-a leading size-1 operand (an input shared by all rows) is read with row stride 0
-(rows run in the fastest grid axis, so consecutive programs re-read the same block
-of the shared input from L2) and the labels index is computed per element from
-the output position (labels broadcast over channels have stride 0 there).
-
-The host side removes size-1 dims, orders the remaining dims by the output's
-memory order (so stores are always contiguous, also for ``channels_last``) and
-merges dims that are contiguous for every operand; the kernel handles up to
-``MAX_DIMS`` merged dims (images (C, H, W) with (1, H, W) labels become 2 dims,
-labels of the full shape 1 dim). Labels outside ``[0, F)`` read as hidden
-(baseline) instead of reading out of bounds.
-
-Only absolute imports of torch/triton and relative imports inside this folder:
-this folder ships as ``torchlime.kernels``.
+For a chunk of ``c`` rows, ``out[i] = where(masks[i, labels[i]], x[i], base[i])`` (c, *shape), with
+optional extras fused into the same pass: per-channel normalisation ``(v - mean[ch]) / std[ch]``
+(channel = dim 1 of the output), a cast to ``out_dtype`` and a ``channels_last`` output for 4-D
+results. The torch reference with the same signature is ``kernels.reference.blend_torch``. Only
+absolute imports of torch/triton and relative imports inside this folder: it ships as
+``torchlime.kernels``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 import torch
 import triton
@@ -52,7 +32,7 @@ _LABELS = (torch.int64, torch.int32)
 
 
 @triton.jit
-def _coords(n, D1, D2, D3, NDIM: tl.constexpr):
+def _coords(n, D1, D2, D3, NDIM: tl.constexpr):  # type: ignore[no-untyped-def]  # triton reads jit annotations
     """Row-major coordinates of flat index ``n`` in (D0, D1, D2, D3); the real dims are the last NDIM."""
     zero = n * 0
     if NDIM == 1:
@@ -82,7 +62,7 @@ def _coords(n, D1, D2, D3, NDIM: tl.constexpr):
 
 
 @triton.jit
-def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):
+def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):  # type: ignore[no-untyped-def]  # triton reads jit annotations
     """Offset of coordinates (c0..c3) for strides (s0..s3); only the last NDIM dims count."""
     off = c3 * s3
     if NDIM >= 2:
@@ -95,7 +75,7 @@ def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):
 
 
 @triton.jit
-def _blend_kernel(
+def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations
     out_ptr,
     x_ptr,
     base_ptr,
@@ -190,16 +170,16 @@ def interpreted() -> bool:
 
 class _Plan(NamedTuple):
     c: int
-    shape: tuple  # per-row output shape
+    shape: tuple[int, ...]  # per-row output shape
     n: int  # elements per row
-    sizes: list  # merged dims, padded at the front to MAX_DIMS
-    strides: dict  # operand -> merged strides, padded like sizes
-    flat: dict  # operand -> strides equal the output's (offset = flat index)
+    sizes: list[int]  # merged dims, padded at the front to MAX_DIMS
+    strides: dict[str, list[int]]  # operand -> merged strides, padded like sizes
+    flat: dict[str, bool]  # operand -> strides equal the output's (offset = flat index)
     ndim: int  # real merged dims (1..MAX_DIMS)
-    rows: dict  # operand -> row stride (0 for a shared leading-1 operand)
+    rows: dict[str, int]  # operand -> row stride (0 for a shared leading-1 operand)
 
 
-def _dense_strides(shape: tuple, channels_last: bool) -> list:
+def _dense_strides(shape: tuple[int, ...], channels_last: bool) -> list[int]:
     """Strides of a per-row output of ``shape``: row-major, or NHWC order for (C, H, W)."""
     if channels_last and len(shape) == 3:
         ch, h, w = shape
@@ -211,8 +191,29 @@ def _dense_strides(shape: tuple, channels_last: bool) -> list:
     return strides[::-1]
 
 
-def _plan(x, base, labels, masks, *, channels_last: bool = False, with_stats: bool = True):
-    """Launch plan, or a string saying why the kernel does not handle these inputs."""
+def _plan(
+    x: torch.Tensor,
+    base: torch.Tensor,
+    labels: torch.Tensor,
+    masks: torch.Tensor,
+    *,
+    channels_last: bool = False,
+    with_stats: bool = True,
+) -> Union[_Plan, str]:
+    """Launch plan, or a string saying why the kernel does not handle these inputs.
+
+    One program per (row, block of ``BLOCK`` output elements), grid ``(c, cdiv(N, BLOCK))`` with
+    ``N = prod(shape)``; no Python loop over rows. Every operand (x, base, labels, the statistics) is
+    addressed through its own strides, so a leading size-1 operand (an input shared by all rows) is
+    read with row stride 0 (rows run in the fastest grid axis, so consecutive programs re-read the
+    same block of the shared input from L2) and the labels index is computed per element from the
+    output position (labels broadcast over channels have stride 0 there). The plan removes size-1
+    dims, orders the remaining dims by the output's memory order (so stores are always contiguous,
+    also for ``channels_last``) and merges dims that are contiguous for every operand; the kernel
+    handles up to ``MAX_DIMS`` merged dims (images (C, H, W) with (1, H, W) labels become 2 dims,
+    labels of the full shape 1 dim). Labels outside ``[0, F)`` read as hidden (baseline) instead of
+    reading out of bounds.
+    """
     tensors = (x, base, labels, masks)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return "all inputs must be tensors"
@@ -316,14 +317,16 @@ def blend(
     """Fused ``where(masks[i, labels[i]], x[i], base[i])`` with optional normalise / cast / layout.
 
     Args:
-        x, base: (1 or c, *shape) float tensors of the same dtype (any strides).
+        x: (1 or c, *shape) float tensor (any strides).
+        base: (1 or c, *shape) the fill, the same dtype (any strides).
         labels: int64/int32 (1 or c, *fshape), ``fshape`` broadcastable to ``shape``; ids outside
             ``[0, F)`` give the baseline value.
         masks: bool (c, F).
         out_dtype: result dtype (default ``x.dtype``), e.g. bf16/fp16 for autocast models.
-        mean, std: per-channel statistics (tensor/sequence of length C = output dim 1, or a
-            scalar); the blended value becomes ``(v - mean[ch]) / std[ch]`` computed in float32
-            (float64 for float64 inputs). A missing one is 0 / 1.
+        mean: per-channel means (tensor/sequence of length C = output dim 1, or a scalar); the
+            blended value becomes ``(v - mean[ch]) / std[ch]`` computed in float32 (float64 for
+            float64 inputs). None is 0.
+        std: per-channel standard deviations, the same way. None is 1.
         channels_last: allocate the (4-D) result in ``torch.channels_last`` memory format.
 
     Returns:

@@ -8,22 +8,34 @@ not apply.
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Optional, Sequence, Union
+from typing import Any, ContextManager, Optional, Sequence, Union
 
 import torch
 
 Stat = Optional[Union[torch.Tensor, Sequence[float], float]]
 
 
-def launch_device(t: torch.Tensor) -> ContextManager:
-    """The context a kernel on ``t`` is launched in: ``t``'s CUDA device made current (Triton
-    launches on the current device, not the tensors'; on ``cuda:1`` tensors while ``cuda:0`` is
-    current a launch would fail or read the wrong memory); nothing for CPU tensors (interpreter)."""
+def launch_device(t: torch.Tensor) -> ContextManager[object]:
+    """The context a kernel on ``t`` is launched in: ``t``'s CUDA device made current.
+
+    Triton launches on the current device, not the tensors'; on ``cuda:1`` tensors while ``cuda:0``
+    is current a launch would fail or read the wrong memory. Nothing for CPU tensors (interpreter).
+
+    Args:
+        t: a tensor the kernel reads.
+
+    Returns:
+        The context manager.
+    """
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype the normalisation is computed in: float64 for float64 inputs, else float32."""
+    """The dtype the normalisation is computed in: float64 for float64 inputs, else float32.
+
+    Args:
+        dtype: the inputs' dtype.
+    """
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
@@ -34,6 +46,16 @@ def channel_stats(
 
     A missing ``mean`` is 0 and a missing ``std`` is 1; a scalar or a single value
     applies to every channel.
+
+    Args:
+        mean: the means: None, a number, a sequence or a tensor.
+        std: the standard deviations, the same way.
+        channels: C, the number of channels.
+        dtype: the result's dtype.
+        device: the result's device.
+
+    Returns:
+        ``(mean, std)``, each (C,).
     """
 
     def one(v: Stat, default: float, name: str) -> torch.Tensor:
@@ -61,15 +83,17 @@ def blend_torch(
     """Torch reference of ``kernels.blend.blend``.
 
     Args:
-        x, base: (1 or c, *shape) float tensors of the same dtype.
+        x: (1 or c, *shape) float tensor (or token ids, complex spectra).
+        base: (1 or c, *shape) the fill, the same dtype.
         labels: integer (1 or c, *fshape), feature ids in ``[0, F)``, ``fshape`` broadcastable
             to ``shape`` (same number of dims).
         masks: bool (c, F); True keeps the feature (value from ``x``), False hides it
             (value from ``base``).
         out_dtype: dtype of the result (default ``x.dtype``).
-        mean, std: optional per-channel statistics (channel = dim 1 of the output); the
-            blended value ``v`` becomes ``(v - mean[ch]) / std[ch]``, computed in float32
-            (float64 for float64 inputs) before the cast to ``out_dtype``.
+        mean: optional per-channel means (channel = dim 1 of the output); the blended value
+            ``v`` becomes ``(v - mean[ch]) / std[ch]``, computed in float32 (float64 for float64
+            inputs) before the cast to ``out_dtype``.
+        std: optional per-channel standard deviations, the same way.
         channels_last: return a 4-D result in ``torch.channels_last`` memory format.
 
     Returns:
@@ -122,6 +146,10 @@ def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
     Channels 0..C-1 are ``colour`` (cast to float32), channel C is ``y * scale`` and channel
     C + 1 is ``x * scale``, with y / x the pixel's row / column index as float32 and ``scale``
     (``compactness / S`` for SLIC) rounded to float32 before the product.
+
+    Args:
+        colour: (B, C, H, W) the images' colours.
+        scale: the weight of the pixel coordinates.
     """
     b, _, h, w = colour.shape
     s = torch.tensor(scale, dtype=torch.float32, device=colour.device)
@@ -131,7 +159,7 @@ def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
     return torch.cat((colour.float(), yx.expand(b, 2, h, w)), 1).contiguous()
 
 
-def _cell(cell) -> tuple[int, int]:
+def _cell(cell: Any) -> tuple[int, int]:
     """``cell`` as two positive Python ints (sh, sw)."""
     try:
         sh, sw = cell
@@ -144,8 +172,20 @@ def _cell(cell) -> tuple[int, int]:
     return sh, sw
 
 
-def check_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[int, int]:
-    """Validate ``assign`` arguments; returns ``cell`` as ints. Raises TypeError / ValueError."""
+def check_assign(features: Any, centres: Any, cell: Any) -> tuple[int, int]:
+    """Validate ``assign`` arguments.
+
+    Args:
+        features: float (B, D, H, W) pixel features.
+        centres: (B, gh, gw, D) centres of the same dtype.
+        cell: (sh, sw) the seeding cell size.
+
+    Returns:
+        ``cell`` as ints.
+
+    Raises:
+        TypeError / ValueError: anything else.
+    """
     if not isinstance(features, torch.Tensor) or not isinstance(centres, torch.Tensor):
         raise TypeError("features and centres must be tensors")
     if features.dim() != 4 or centres.dim() != 4:
@@ -167,8 +207,21 @@ def check_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[i
     return sh, sw
 
 
-def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell) -> tuple[int, int]:
-    """Validate ``update`` arguments; returns ``cell`` as ints."""
+def check_update(features: Any, labels: Any, n_centres: Any, cell: Any) -> tuple[int, int]:
+    """Validate ``update`` arguments.
+
+    Args:
+        features: float (B, D, H, W) pixel features.
+        labels: int32 / int64 (B, H, W) the centre of every pixel.
+        n_centres: the number of centres per image.
+        cell: (sh, sw) the seeding cell size.
+
+    Returns:
+        ``cell`` as ints.
+
+    Raises:
+        TypeError / ValueError: anything else.
+    """
     if not isinstance(features, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise TypeError("features and labels must be tensors")
     if features.dim() != 4 or not features.dtype.is_floating_point:
@@ -191,7 +244,9 @@ def check_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, c
     return sh, sw
 
 
-def assign_torch(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.Tensor, torch.Tensor]:
+def assign_torch(
+    features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch reference of ``kernels.slic.assign``: SLIC's assignment step.
 
     Args:
@@ -234,7 +289,7 @@ def assign_torch(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[t
 
 
 def update_torch(
-    features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell
+    features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell: tuple[int, int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch reference of ``kernels.slic.update``: per-centre feature sums and pixel counts.
 

@@ -1,34 +1,16 @@
 """SLIC assignment and centre update (Triton).
 
-The contract (features, distance, centre grid) is documented in ``kernels/reference.py`` next to
-the torch references ``assign_torch`` and ``update_torch``, which have the same signatures:
-
-* ``assign(features, centres, cell) -> (labels, dist)``: every pixel takes the nearest of the
-  (up to 9) centres around its seeding cell, by plain squared distance over the D features
-  (colour channels + scaled y, x, see ``reference.slic_features``).
-  Launch: one program per (block of ``ASSIGN_BLOCK`` pixels, image), grid
-  ``(cdiv(H * W, ASSIGN_BLOCK), B)``. A program loads its pixels' features and, for each of the
-  9 neighbour slots in raster order, gathers the candidate centre (a tiny table, served from
-  cache), accumulates ``(f_j - c_j)^2`` over j = 0..D-1 in order and keeps a strictly smaller
-  distance; out-of-grid neighbours are skipped.
-
-* ``update(features, labels, n_centres, cell) -> (sums, counts)``: a deterministic per-centre
-    reduction. One program per (centre, image), grid ``(n_centres, B)``, walks the window of the
-    3x3 seeding cells around its centre (the only pixels ``assign`` can give it) in blocks of
-    ``UPDATE_BLOCK``
-    pixels, accumulates the features of the pixels labelled with it per lane and reduces the
-    lanes at the end. No atomics: the result does not depend on scheduling, batch size or the
-    other images. Every pixel is read by up to 9 programs (mostly from L2). The summation order
-    differs from ``update_torch``'s: compare sums with a tolerance (counts are exact).
-
-Kernels take float32 features / centres and int32 / int64 labels through their strides, and run
-on CUDA tensors (CPU tensors when this module is imported under ``TRITON_INTERPRET=1``).
-
-Only absolute imports of torch/triton and relative imports inside this folder: this folder ships
-as ``torchlime.kernels``.
+``assign`` (every pixel takes the nearest of the up to 9 centres around its seeding cell) and
+``update`` (a deterministic per-centre reduction: feature sums and pixel counts). The contract is
+documented in ``kernels/reference.py`` next to the torch references ``assign_torch`` and
+``update_torch``, which have the same signatures. Kernels run on CUDA tensors (CPU tensors when this
+module is imported under ``TRITON_INTERPRET=1``). Only absolute imports of torch/triton and
+relative imports inside this folder: it ships as ``torchlime.kernels``.
 """
 
 from __future__ import annotations
+
+from typing import Any, Optional
 
 import torch
 import triton
@@ -58,9 +40,11 @@ _I32 = 2**31 - 1
 
 
 @triton.jit
-def _pixel_block(H, W, BLOCK: tl.constexpr):
-    """This program's image ``b`` (grid dim 1) and its BLOCK pixels (grid dim 0): flat index
-    ``n``, ``valid`` (n < H*W), row ``y`` and column ``x``."""
+def _pixel_block(H, W, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # triton reads jit annotations
+    """This program's image ``b`` (grid dim 1) and its BLOCK pixels (grid dim 0).
+
+    Returns ``b``, the flat index ``n``, ``valid`` (n < H*W), row ``y`` and column ``x``.
+    """
     b = tl.program_id(1).to(tl.int64)
     n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     y = n // W
@@ -68,7 +52,7 @@ def _pixel_block(H, W, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _assign_kernel(
+def _assign_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations
     feat_ptr,
     cent_ptr,
     lab_ptr,
@@ -117,7 +101,7 @@ def _assign_kernel(
 
 
 @triton.jit
-def _update_cells_kernel(
+def _update_cells_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations
     feat_ptr,
     lab_ptr,
     sum_ptr,
@@ -189,9 +173,11 @@ def _span(t: torch.Tensor) -> int:
     return sum((s - 1) * st for s, st in zip(t.shape[1:], t.stride()[1:]) if s > 0)
 
 
-def _why_not_images(features: torch.Tensor, other: torch.Tensor):
-    """None when the float32 ``features`` and their companion (centres or labels) fit the kernels'
-    device and 32-bit indexing, else the reason."""
+def _why_not_images(features: torch.Tensor, other: torch.Tensor) -> Optional[str]:
+    """None when the float32 ``features`` and their companion fit the kernels, else the reason.
+
+    The companion is the centres or the labels; the kernels need their device and 32-bit indexing.
+    """
     if features.dtype != torch.float32:
         return f"features must be float32, got {features.dtype}"
     if not _device_ok(features.device):
@@ -204,7 +190,7 @@ def _why_not_images(features: torch.Tensor, other: torch.Tensor):
     return None
 
 
-def _why_not_assign(features, centres, cell):
+def _why_not_assign(features: Any, centres: Any, cell: Any) -> Optional[str]:
     """None when ``assign`` handles these inputs, else the reason."""
     try:
         check_assign(features, centres, cell)
@@ -213,7 +199,7 @@ def _why_not_assign(features, centres, cell):
     return _why_not_images(features, centres)
 
 
-def _why_not_update(features, labels, n_centres, cell):
+def _why_not_update(features: Any, labels: Any, n_centres: Any, cell: Any) -> Optional[str]:
     """None when ``update`` handles these inputs, else the reason."""
     try:
         check_update(features, labels, n_centres, cell)
@@ -225,19 +211,41 @@ def _why_not_update(features, labels, n_centres, cell):
     return reason
 
 
-def supports_assign(features: torch.Tensor, centres: torch.Tensor, cell) -> bool:
-    """Whether ``assign`` handles these inputs (else use ``assign_torch``): valid arguments, float32,
-    CUDA (CPU under the interpreter), at most 65535 images, images under 2**31 elements."""
+def supports_assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]) -> bool:
+    """Whether ``assign`` handles these inputs (else use ``assign_torch``).
+
+    Valid arguments, float32, CUDA (CPU under the interpreter), at most 65535 images, images under
+    2**31 elements.
+
+    Args:
+        features: float32 (B, D, H, W) pixel features.
+        centres: float32 (B, gh, gw, D) centres.
+        cell: (sh, sw) the seeding cell size.
+    """
     return _why_not_assign(features, centres, cell) is None
 
 
-def supports_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell) -> bool:
-    """Whether ``update`` handles these inputs (else use ``update_torch``); as ``supports_assign``."""
+def supports_update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell: tuple[int, int]) -> bool:
+    """Whether ``update`` handles these inputs (else use ``update_torch``); as ``supports_assign``.
+
+    Args:
+        features: float32 (B, D, H, W) pixel features.
+        labels: int32 / int64 (B, H, W) the centre of every pixel.
+        n_centres: the number of centres per image.
+        cell: (sh, sw) the seeding cell size.
+    """
     return _why_not_update(features, labels, n_centres, cell) is None
 
 
-def assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.Tensor, torch.Tensor]:
+def assign(features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
     """SLIC assignment, see ``reference.assign_torch`` for the contract.
+
+    By plain squared distance over the D features (colour channels + scaled y, x, see
+    ``reference.slic_features``). Launch: one program per (block of ``ASSIGN_BLOCK`` pixels, image),
+    grid ``(cdiv(H * W, ASSIGN_BLOCK), B)``. A program loads its pixels' features and, for each of
+    the 9 neighbour slots in raster order, gathers the candidate centre (a tiny table, served from
+    cache), accumulates ``(f_j - c_j)^2`` over j = 0..D-1 in order and keeps a strictly smaller
+    distance; out-of-grid neighbours are skipped.
 
     Args:
         features: float32 (B, D, H, W), any strides.
@@ -283,8 +291,17 @@ def assign(features: torch.Tensor, centres: torch.Tensor, cell) -> tuple[torch.T
     return labels, dist
 
 
-def update(features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell) -> tuple[torch.Tensor, torch.Tensor]:
+def update(
+    features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-centre feature sums and pixel counts, see ``reference.update_torch`` for the contract.
+
+    A deterministic per-centre reduction: one program per (centre, image), grid ``(n_centres, B)``,
+    walks the window of the 3x3 seeding cells around its centre (the only pixels ``assign`` can give
+    it) in blocks of ``UPDATE_BLOCK`` pixels, accumulates the features of the pixels labelled with it
+    per lane and reduces the lanes at the end. No atomics: the result does not depend on scheduling,
+    batch size or the other images. Every pixel is read by up to 9 programs (mostly from L2). The
+    summation order differs from ``update_torch``'s: compare sums with a tolerance (counts are exact).
 
     Args:
         features: float32 (B, D, H, W), any strides.

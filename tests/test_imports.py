@@ -25,6 +25,7 @@ INTERNALS = (
     "torchlime.stages.sampling",
     "torchlime.stages.forward.chunking",
     "torchlime.stages.surrogate",
+    "torchlime.stages.normal",
     "torchlime._backend",
     "torchlime.engine.rows",
     "torchlime.engine.run",
@@ -47,11 +48,27 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imports(name: str, path: Path) -> set[str]:
-    """Every torchlime module ``name`` imports, at module level or inside functions."""
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports that never run)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return inside
+
+
+def imports(name: str, path: Path, runtime: bool = False) -> set[str]:
+    """Every torchlime module ``name`` imports, at module level or inside functions.
+
+    With ``runtime``, imports inside ``if TYPE_CHECKING:`` blocks (for annotations only) are left out.
+    """
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skipped = _type_checking_only(tree) if runtime else set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -67,11 +84,13 @@ def imports(name: str, path: Path) -> set[str]:
 
 
 GRAPH = {name: imports(name, path) for name, path in modules().items()}
+#: the imports that run (``torchlime.typing`` names classes of the stages only for type checkers)
+RUNTIME_GRAPH = {name: imports(name, path, runtime=True) for name, path in modules().items()}
 
 
-def edges(name: str) -> set[str]:
+def edges(name: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
     """Imported modules that exist (``from .x import name`` counts as importing ``x``)."""
-    return {t for t in GRAPH[name] if t in GRAPH and t != name and not name.startswith(t + ".")}
+    return {t for t in graph[name] if t in graph and t != name and not name.startswith(t + ".")}
 
 
 def test_no_import_circles():
@@ -81,7 +100,7 @@ def test_no_import_circles():
     def visit(node: str) -> None:
         state[node] = 1
         stack.append(node)
-        for nxt in edges(node):
+        for nxt in edges(node, RUNTIME_GRAPH):
             if nxt in ("torchlime",) or nxt.endswith("__init__"):
                 continue
             if state.get(nxt) == 1:

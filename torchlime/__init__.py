@@ -10,7 +10,7 @@ is the method zoo; the modality front doors are ``image``, ``audio``, ``text`` a
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from types import ModuleType
 
 from torchlime import _aliases
 from torchlime.accel import Accelerated
@@ -33,7 +33,7 @@ from torchlime.training import ProbeExplainer
 
 _aliases.install()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
     "Explainer",
@@ -70,8 +70,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Old submodules as attributes (``torchlime.quality``): the alias, with a DeprecationWarning."""
+def __getattr__(name: str) -> ModuleType:
+    """Old submodules as attributes (``torchlime.quality``): the alias, with a DeprecationWarning.
+
+    Args:
+        name: the attribute.
+
+    Returns:
+        The module the old path now names.
+
+    Raises:
+        AttributeError: for any other name.
+    """
     if f"torchlime.{name}" in _aliases.ALIASES:
         return importlib.import_module(f"torchlime.{name}")
     raise AttributeError(f"module 'torchlime' has no attribute {name!r}")

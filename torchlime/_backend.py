@@ -1,32 +1,31 @@
 """The one door to ``kernels/``: Triton kernels or their torch references.
 
-``TORCHLIME_BACKEND`` chooses, read at every call:
-
-* ``auto`` (default): the Triton kernels for CUDA tensors, when ``triton`` imports and
-  torch's deterministic-algorithms mode is off (the references are the deterministic
-  path); the torch references otherwise;
-* ``torch``: never Triton;
-* ``triton``: always Triton, for CUDA tensors, and for CPU tensors when the kernels
-  run under Triton's interpreter (``TRITON_INTERPRET=1`` set before torchlime's kernels
-  are first imported), so a CPU-only machine runs exactly the product path a GPU runs.
-
-A kernel that does not handle its inputs (a dtype or layout it does not support)
-falls back to its reference in every mode. No other module imports ``kernels/``.
+``TORCHLIME_BACKEND`` chooses, read at every call: ``auto`` (default: the Triton kernels for CUDA
+tensors when ``triton`` imports and torch's deterministic-algorithms mode is off, the torch
+references otherwise), ``torch`` (never Triton) or ``triton`` (always, also for CPU tensors when the
+kernels run under Triton's interpreter, ``TRITON_INTERPRET=1`` set before they are first imported).
+A kernel that does not handle its inputs falls back to its reference in every mode. No other
+module imports ``kernels/``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 
-MODES = ("auto", "torch", "triton")
+from torchlime.typing import BackendMode, ChannelStats
+
+MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
 
 
-def mode() -> str:
+def mode() -> BackendMode:
     """The backend chosen by ``TORCHLIME_BACKEND`` ("auto" when unset).
+
+    Returns:
+        "auto", "torch" or "triton".
 
     Raises:
         ValueError: for a value other than auto, torch or triton.
@@ -34,7 +33,7 @@ def mode() -> str:
     value = os.environ.get("TORCHLIME_BACKEND", "auto").strip().lower() or "auto"
     if value not in MODES:
         raise ValueError(f"TORCHLIME_BACKEND must be one of {list(MODES)}, got {value!r}")
-    return value
+    return value  # narrowed to BackendMode by the check above
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,11 +52,18 @@ def interpreting() -> bool:
         return False
     from torchlime.kernels import blend as kernel
 
-    return kernel.interpreted()
+    flag: bool = kernel.interpreted()
+    return flag
 
 
 def use_triton(x: torch.Tensor) -> bool:
     """Whether the Triton kernels handle tensor ``x`` (see the module docstring).
+
+    Args:
+        x: a tensor the kernel would read.
+
+    Returns:
+        True for the Triton kernels, False for the torch references.
 
     Raises:
         RuntimeError: ``TORCHLIME_BACKEND=triton`` for a CPU tensor without the interpreter,
@@ -85,8 +91,8 @@ def blend(
     masks: torch.Tensor,
     *,
     out_dtype: Optional[torch.dtype] = None,
-    mean: Optional[Sequence[float]] = None,
-    std: Optional[Sequence[float]] = None,
+    mean: Optional[ChannelStats] = None,
+    std: Optional[ChannelStats] = None,
     channels_last: bool = False,
 ) -> torch.Tensor:
     """Mask expansion + baseline blend, with the cast, per-channel normalisation and layout fused.
@@ -96,25 +102,45 @@ def blend(
     ``kernels.reference.blend_torch``.
 
     Args:
-        x, base: (1 or c, *shape). labels: long (1 or c, *fshape). masks: bool (c, F).
+        x: (1 or c, *shape) the explained inputs of the rows.
+        base: (1 or c, *shape) their fill.
+        labels: long (1 or c, *fshape) the mask column of every element.
+        masks: bool (c, F) the rows' masks.
+        out_dtype: dtype of the result (default ``x.dtype``).
+        mean: optional per-channel means (a number, a sequence or a (C,) tensor).
+        std: optional per-channel standard deviations, the same way.
+        channels_last: return a 4-D result in ``torch.channels_last`` memory format.
+
+    Returns:
+        (c, *shape) the blended rows.
     """
     extras: dict[str, Any] = dict(out_dtype=out_dtype, mean=mean, std=std, channels_last=channels_last)
     if use_triton(x):
         from torchlime.kernels import blend as kernel
 
         if kernel.supports(x, base, labels, masks):
-            return kernel.blend(x, base, labels, masks, **extras)
+            out: torch.Tensor = kernel.blend(x, base, labels, masks, **extras)
+            return out
     from torchlime.kernels.reference import blend_torch
 
-    return blend_torch(x, base, labels, masks, **extras)
+    ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras)
+    return ref
 
 
-def normalize_stats(mean: Any, std: Any, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``mean`` and ``std`` (sequences or scalars) as 1-D tensors on ``like``'s device, in the dtype
-    ``blend`` normalises ``like``'s values in (float64 for float64, else float32).
+def normalize_stats(mean: ChannelStats, std: ChannelStats, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mean`` and ``std`` as 1-D tensors on ``like``'s device, in the dtype ``blend`` normalises in.
 
-    Made once per call: ``blend`` then uses them as they are on every chunk, where statistics given
-    as Python numbers would be copied from the host (a synchronisation on CUDA) chunk after chunk.
+    That dtype is float64 for float64 ``like``, else float32. Made once per call: ``blend`` then uses
+    them as they are on every chunk, where statistics given as Python numbers would be copied from
+    the host (a synchronisation on CUDA) chunk after chunk.
+
+    Args:
+        mean: per-channel means (a number, a sequence or a tensor).
+        std: per-channel standard deviations, the same way.
+        like: (B, C, ...) the tensor they normalise.
+
+    Returns:
+        ``(mean, std)``, each 1-D.
     """
     from torchlime.kernels.reference import compute_dtype
 
@@ -126,36 +152,66 @@ def normalize_stats(mean: Any, std: Any, like: torch.Tensor) -> tuple[torch.Tens
 
 
 def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
-    """SLIC's per-pixel features [colour, y * scale, x * scale]: float32 (B, C + 2, H, W)."""
+    """SLIC's per-pixel features [colour, y * scale, x * scale]: float32 (B, C + 2, H, W).
+
+    Args:
+        colour: (B, C, H, W) the images' colours.
+        scale: the weight of the pixel coordinates (``compactness / S`` for SLIC).
+    """
     from torchlime.kernels.reference import slic_features as features
 
-    return features(colour, scale)
+    out: torch.Tensor = features(colour, scale)
+    return out
 
 
 def slic_assign(
     features: torch.Tensor, centres: torch.Tensor, cell: tuple[int, int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``."""
+    """SLIC assignment: (int32 labels, squared distances), see ``kernels.reference.assign_torch``.
+
+    Args:
+        features: float32 (B, D, H, W) pixel features (``slic_features``).
+        centres: (B, gh, gw, D) the centres.
+        cell: (sh, sw) the seeding cell size in pixels.
+
+    Returns:
+        ``(labels, dist)``: int32 (B, H, W) the nearest centre of every pixel, (B, H, W) its squared distance.
+    """
     if use_triton(features):
         from torchlime.kernels import slic as kernel
 
         if kernel.supports_assign(features, centres, cell):
-            return kernel.assign(features, centres, cell)
+            out: tuple[torch.Tensor, torch.Tensor] = kernel.assign(features, centres, cell)
+            return out
     from torchlime.kernels.reference import assign_torch
 
-    return assign_torch(features, centres, cell)
+    ref: tuple[torch.Tensor, torch.Tensor] = assign_torch(features, centres, cell)
+    return ref
 
 
 def slic_update(
     features: torch.Tensor, labels: torch.Tensor, n_centres: int, cell: tuple[int, int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SLIC centre update: (per-centre feature sums, int32 pixel counts), see
-    ``kernels.reference.update_torch``; the kernel is a deterministic per-centre reduction."""
+    """SLIC centre update: per-centre feature sums and pixel counts, see ``kernels.reference.update_torch``.
+
+    The kernel is a deterministic per-centre reduction.
+
+    Args:
+        features: float32 (B, D, H, W) pixel features.
+        labels: int32 / int64 (B, H, W) the centre of every pixel.
+        n_centres: the number of centres per image.
+        cell: (sh, sw) the seeding cell size in pixels.
+
+    Returns:
+        ``(sums, counts)``: (B, n_centres, D) feature sums and int32 (B, n_centres) pixel counts.
+    """
     if use_triton(features):
         from torchlime.kernels import slic as kernel
 
         if kernel.supports_update(features, labels, n_centres, cell):
-            return kernel.update(features, labels, n_centres, cell)
+            out: tuple[torch.Tensor, torch.Tensor] = kernel.update(features, labels, n_centres, cell)
+            return out
     from torchlime.kernels.reference import update_torch
 
-    return update_torch(features, labels, n_centres, cell)
+    ref: tuple[torch.Tensor, torch.Tensor] = update_torch(features, labels, n_centres, cell)
+    return ref

@@ -11,15 +11,26 @@ import math
 import numbers
 import os
 import sys
-from typing import Any, Sequence
+from types import FrameType, ModuleType
+from typing import Any, Optional, Sequence, TypeVar, cast
 
 import numpy as np
 import torch
 
+T = TypeVar("T")
+
 
 def describe(value: Any) -> str:
-    """A short description of ``value`` for an error message: the type and shape of arrays, the
-    keys of a mapping and the length and first item's type of a long sequence, not their contents.
+    """A short description of ``value`` for an error message.
+
+    The type and shape of arrays, the keys of a mapping and the length and first item's type of a
+    long sequence, not their contents.
+
+    Args:
+        value: anything.
+
+    Returns:
+        At most 200 characters.
 
     Example:
         >>> describe({"logits": torch.zeros(2, 3)})
@@ -38,14 +49,29 @@ def describe(value: Any) -> str:
 
 
 def check_tensor(value: Any, name: str) -> torch.Tensor:
-    """Raise ``TypeError`` unless ``value`` is a tensor."""
+    """Raise ``TypeError`` unless ``value`` is a tensor.
+
+    Args:
+        value: anything.
+        name: its name in the message.
+
+    Returns:
+        ``value``.
+    """
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor, got {describe(value)}")
     return value
 
 
 def check_ndim(value: torch.Tensor, name: str, ndims: Sequence[int], layout: str) -> None:
-    """Raise ``ValueError`` unless ``value.ndim`` is one of ``ndims``."""
+    """Raise ``ValueError`` unless ``value.ndim`` is one of ``ndims``.
+
+    Args:
+        value: a tensor.
+        name: its name in the message.
+        ndims: the accepted numbers of dims.
+        layout: what the dims are, for the message (e.g. "(B, C, H, W)").
+    """
     if value.ndim not in ndims:
         raise ValueError(
             f"`{name}` must have {' or '.join(map(str, ndims))} dimensions {layout}, "
@@ -54,56 +80,107 @@ def check_ndim(value: torch.Tensor, name: str, ndims: Sequence[int], layout: str
 
 
 def check_integer(value: torch.Tensor, name: str) -> None:
-    """Raise ``TypeError`` unless ``value`` has an integer dtype."""
+    """Raise ``TypeError`` unless ``value`` has an integer dtype.
+
+    Args:
+        value: a tensor.
+        name: its name in the message.
+    """
     if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
         raise TypeError(f"`{name}` must have an integer dtype (e.g. torch.long), got {value.dtype}")
 
 
 def check_same_device(value: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str) -> None:
-    """Raise ``ValueError`` unless ``value`` lives on the same device as ``ref``."""
+    """Raise ``ValueError`` unless ``value`` lives on the same device as ``ref``.
+
+    Args:
+        value: a tensor.
+        name: its name in the message.
+        ref: the tensor whose device it must share.
+        ref_name: that tensor's name in the message.
+    """
     if value.device != ref.device:
         raise ValueError(f"`{name}` must be on the same device as `{ref_name}` ({ref.device}), got {value.device}")
 
 
 def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    """Raise unless ``value`` is an integer (a Python or NumPy int, not a bool) of at least
-    ``minimum``; returns it as a Python int."""
+    """Raise unless ``value`` is an integer (a Python or NumPy int, not a bool) of at least ``minimum``.
+
+    Args:
+        value: anything.
+        name: its name in the message.
+        minimum: the smallest accepted value.
+
+    Returns:
+        ``value`` as a Python int.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"`{name}` must be an int >= {minimum}, got {describe(value)}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
-    return value
+    number = int(value)
+    if number < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {number}")
+    return number
 
 
 def check_positive_float(value: Any, name: str, allow_zero: bool = False) -> float:
-    """Raise unless ``value`` is a finite real number > 0 (or >= 0)."""
+    """Raise unless ``value`` is a finite real number > 0 (or >= 0).
+
+    Args:
+        value: anything.
+        name: its name in the message.
+        allow_zero: accept 0.
+
+    Returns:
+        ``value`` as a Python float.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"`{name}` must be a number, got {describe(value)}")
-    value = float(value)
-    ok = value >= 0 if allow_zero else value > 0
-    if not ok or value != value or value == float("inf"):
+    number = float(value)
+    ok = number >= 0 if allow_zero else number > 0
+    if not ok or number != number or number == float("inf"):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"`{name}` must be finite and {bound}, got {value}")
-    return value
+        raise ValueError(f"`{name}` must be finite and {bound}, got {number}")
+    return number
 
 
-def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
-    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
+def check_choice(value: object, name: str, choices: Sequence[T]) -> T:
+    """Raise ``ValueError`` unless ``value`` is one of ``choices``.
+
+    Args:
+        value: anything.
+        name: its name in the message.
+        choices: the accepted values.
+
+    Returns:
+        ``value``, typed as one of ``choices``.
+    """
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}")
-    return value
+    return cast(T, value)  # one of ``choices``
 
 
 def nonfinite_error(value: torch.Tensor, name: str) -> ValueError:
-    """The error for a batched tensor (B, ...) holding NaN or inf: how many values, which inputs."""
+    """The error for a batched tensor holding NaN or inf: how many values, which inputs.
+
+    Args:
+        value: (B, ...) the tensor.
+        name: its name in the message.
+
+    Returns:
+        The ``ValueError`` to raise.
+    """
     bad = ~torch.isfinite(value.reshape(value.shape[0], -1))
     rows = bad.any(1).nonzero().flatten().tolist()
     return ValueError(f"`{name}` must be finite, got {int(bad.sum())} NaN/inf values (inputs {rows})")
 
 
 def check_finite(value: torch.Tensor, name: str) -> None:
-    """Raise ``ValueError`` (``nonfinite_error``) if a floating or complex (B, ...) tensor holds NaN/inf."""
+    """Raise ``ValueError`` (``nonfinite_error``) if a floating or complex tensor holds NaN/inf.
+
+    Args:
+        value: (B, ...) the tensor.
+        name: its name in the message.
+    """
     if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
         raise nonfinite_error(value, name)
 
@@ -114,8 +191,20 @@ def _is_real(v: Any) -> bool:
 
 
 def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]]:
-    """``normalize=(mean, std)``: two sequences (or tensors) of ``channels`` finite numbers, or of
-    one (used for every channel), every std > 0. Returns them as lists of ``channels`` floats."""
+    """Check ``normalize=(mean, std)``: two sequences (or tensors) of ``channels`` finite numbers, or of one.
+
+    One value is used for every channel; every std must be > 0.
+
+    Args:
+        value: the ``normalize`` argument.
+        channels: C, the inputs' channels (dim 1).
+
+    Returns:
+        ``(mean, std)`` as lists of ``channels`` floats.
+
+    Raises:
+        TypeError / ValueError: anything else.
+    """
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise TypeError(f"`normalize` must be a pair (mean, std) of per-channel values, got {describe(value)}")
     out = []
@@ -140,8 +229,16 @@ def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]
     return out[0], out[1]
 
 
-def require(module: str, extra: str, purpose: str) -> Any:
+def require(module: str, extra: str, purpose: str) -> ModuleType:
     """Import an optional dependency, or raise ``ImportError`` naming the extra that installs it.
+
+    Args:
+        module: the module to import.
+        extra: the torchlime extra that installs it.
+        purpose: what needs it, for the message.
+
+    Returns:
+        The module.
 
     Example:
         >>> require("math", "viz", "pictures").sqrt(4.0)
@@ -164,8 +261,12 @@ def user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning point at the caller's code: the first frame outside torchlime.
 
     Call it in the function that calls ``warnings.warn`` (level 1 is that function).
+
+    Returns:
+        The stack level.
     """
-    frame, level = sys._getframe(1), 1
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     return level

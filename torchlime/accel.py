@@ -1,16 +1,10 @@
 """``Accelerated``: the usual fast-inference options as one model wrapper.
 
-LIME spends almost all of its time in the forward pass of the perturbed batch, so
-the options that speed up inference speed up explanations. ``Accelerated`` wraps
-any model (an ``nn.Module`` or a callable) and is itself an ``nn.Module`` that
-returns float32 scores, so ``explain`` / ``explain_image`` take it like any model::
-
-    fast = Accelerated(model, autocast=torch.bfloat16, channels_last=True, compile=True)
-    exp = explain_image(fast, images)
-
+LIME spends almost all of its time in the forward pass of the perturbed batch, so the options that
+speed up inference speed up explanations. ``Accelerated`` wraps any model (an ``nn.Module`` or a
+callable) and is itself an ``nn.Module`` that returns float32 scores, so ``explain`` takes it like
+any model: ``explain_image(Accelerated(model, autocast=torch.bfloat16, compile=True), images)``.
 Every option is off by default (the wrapper then only casts the output to float32).
-Measured speed-ups are reported in ``benchmarks/README.md`` once a GPU run exists;
-this module makes no claim of its own.
 """
 
 from __future__ import annotations
@@ -18,66 +12,21 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Protocol, cast
 
 import torch
 from torch import nn
 
 from torchlime._checks import check_positive_int, describe
+from torchlime._cudagraphs import CudaGraphs
+from torchlime._nested import Args, Kwargs, concat_outputs, map_tensors, slice_pad, tensor_arguments, to_float32
 from torchlime.stages.forward.model import InputFormat
+from torchlime.typing import AccelerateMode, Model
+from torchlime.typing import CompileArg as CompileArg
 
 AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
-CompileArg = Union[bool, dict]
-
-
-def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """The tensor arguments, positional first, in order."""
-    return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-
-
-def _map(fn: Callable[[torch.Tensor], Any], out: Any) -> Any:
-    """Apply ``fn`` to every tensor of a (nested) tensor / tuple / list / dict output."""
-    if isinstance(out, torch.Tensor):
-        return fn(out)
-    if isinstance(out, (tuple, list)):
-        items = [_map(fn, o) for o in out]
-        return type(out)(items) if not hasattr(out, "_fields") else type(out)(*items)
-    if isinstance(out, Mapping):
-        return _rebuild(out, {k: _map(fn, v) for k, v in out.items()})
-    return out
-
-
-def _rebuild(template: Mapping, values: dict) -> Any:
-    """A mapping of the same type as ``template`` (e.g. a transformers ``ModelOutput``) when possible."""
-    for make in (lambda: type(template)(**values), lambda: type(template)(values)):
-        try:
-            return make()
-        except Exception:  # noqa: BLE001 - fall back to a plain dict
-            continue
-    return dict(values)
-
-
-def _concat(parts: list[Any], sizes: list[int]) -> Any:
-    """Concatenate per-chunk outputs along dim 0 (leaves without a batch dim are taken from part 0)."""
-    first = parts[0]
-    if isinstance(first, torch.Tensor):
-        if first.ndim >= 1 and all(p.shape[0] == s for p, s in zip(parts, sizes)):
-            return torch.cat(parts)
-        return first
-    if isinstance(first, (tuple, list)):
-        items = [_concat([p[i] for p in parts], sizes) for i in range(len(first))]
-        return type(first)(items) if not hasattr(first, "_fields") else type(first)(*items)
-    if isinstance(first, Mapping):
-        return _rebuild(first, {k: _concat([p[k] for p in parts], sizes) for k in first})
-    raise TypeError(
-        f"Accelerated with `chunk_size` or `cuda_graphs` needs model outputs made of "
-        f"tensors, tuples, lists or dicts to split and join, got {describe(first)}"
-    )
-
-
-def _to_float32(t: torch.Tensor) -> torch.Tensor:
-    return t.float() if t.is_floating_point() else t
+#: ``torch.compiler.cudagraph_mark_step_begin``, typed (torch leaves it unannotated)
+_mark_step: Callable[[], None] = torch.compiler.cudagraph_mark_step_begin
 
 
 def bucket(n: int, chunk_size: Optional[int]) -> int:
@@ -85,75 +34,24 @@ def bucket(n: int, chunk_size: Optional[int]) -> int:
 
     Fixed-shape runs (``cuda_graphs`` or ``chunk_size``) therefore see at most
     ``log2(chunk_size) + 2`` distinct batch sizes, each compiled / captured once.
+
+    Args:
+        n: the rows of the batch.
+        chunk_size: the cap, or None.
+
+    Returns:
+        The padded size.
     """
     p = 1 << max(0, math.ceil(math.log2(max(n, 1))))
     return p if chunk_size is None else min(p, chunk_size)
 
 
-class _CudaGraphs:
-    """Plain ``torch.cuda.CUDAGraph`` capture of ``fn``, one graph per input signature.
-
-    Each new signature (shapes, strides, dtypes, devices of the tensor arguments, the
-    other arguments by value) is warmed up on a side stream, then captured with static
-    input buffers; later calls copy their inputs into the buffers, replay the graph and
-    return clones of the static outputs. Each graph keeps its own memory pool.
-    """
-
-    def __init__(self, fn: Callable[..., Any], warmup: int = 2) -> None:
-        self.fn = fn
-        self.warmup = warmup
-        self.graphs: dict[tuple, tuple] = {}
-
-    @staticmethod
-    def signature(args: tuple, kwargs: dict) -> tuple:
-        def one(a: Any) -> Any:
-            if isinstance(a, torch.Tensor):
-                return ("T", tuple(a.shape), a.stride(), a.dtype, a.device)
-            try:
-                hash(a)
-            except TypeError:
-                raise TypeError(
-                    f"Accelerated(cuda_graphs=True) takes tensors and hashable arguments only, got {describe(a)}"
-                ) from None
-            return ("V", type(a), a)
-
-        return (
-            tuple(one(a) for a in args),
-            tuple((k, one(v)) for k, v in sorted(kwargs.items())),
-            torch.is_autocast_enabled("cuda"),
-            torch.get_autocast_dtype("cuda"),
-        )
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key = self.signature(args, kwargs)
-        entry = self.graphs.get(key)
-        if entry is None:
-            entry = self.graphs[key] = self._capture(args, kwargs)
-        graph, s_args, s_kwargs, s_out = entry
-        for static, new in zip((*s_args, *s_kwargs.values()), (*args, *kwargs.values())):
-            if isinstance(static, torch.Tensor):
-                static.copy_(new)
-        graph.replay()
-        return _map(torch.clone, s_out)
-
-    def _capture(self, args: tuple, kwargs: dict) -> tuple:
-        s_args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-        s_kwargs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
-        device = _tensors(args, kwargs)[0].device
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):  # warm-up: lazy init, cuDNN algorithm choice
-            for _ in range(self.warmup):
-                self.fn(*s_args, **s_kwargs)
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            s_out = self.fn(*s_args, **s_kwargs)
-        return graph, s_args, s_kwargs, s_out
-
-
 class Accelerated(nn.Module):
     """Wrap a model with fast-inference options; returns float32 scores.
+
+    LIME spends almost all of its time in the forward pass, so the options that speed up inference
+    speed up explanations. Measured speed-ups are reported in ``benchmarks/README.md`` once a GPU run
+    exists; this class makes no claim of its own.
 
     Args:
         model: an ``nn.Module`` or any callable on (c, ...) batches (tensors, or several
@@ -198,9 +96,11 @@ class Accelerated(nn.Module):
         torch.float32
     """
 
+    _fn: Callable[..., Any]  # the model as called: compiled, graphed or as given (not a submodule)
+
     def __init__(
         self,
-        model: Callable[..., Any],
+        model: Model,
         *,
         autocast: Optional[torch.dtype] = None,
         channels_last: bool = False,
@@ -231,7 +131,7 @@ class Accelerated(nn.Module):
                     "`cuda_graphs=True` needs a CUDA device, but torch.cuda.is_available() "
                     "is False; use cuda_graphs=False on CPU"
                 )
-            devices = {t.device for t in _module_tensors(model)}
+            devices = {t.device for t in _moduletensor_arguments(model)}
             off = sorted(str(d) for d in devices if d.type != "cuda")
             if off:
                 raise ValueError(
@@ -257,7 +157,7 @@ class Accelerated(nn.Module):
             fn = torch.compile(model, **kwargs)
         elif cuda_graphs:
             inner = model
-            fn = _CudaGraphs(lambda *a, **k: _map(_to_float32, inner(*a, **k)))
+            fn = CudaGraphs(lambda *a, **k: map_tensors(to_float32, inner(*a, **k)))
         # kept out of the submodule registry: the compiled module shares ``model``'s parameters
         object.__setattr__(self, "_fn", fn)
 
@@ -272,6 +172,7 @@ class Accelerated(nn.Module):
         return self.cuda_graphs or self.chunk_size is not None
 
     def extra_repr(self) -> str:
+        """The options, for ``repr``."""
         return (
             f"autocast={self.autocast}, channels_last={self.channels_last}, compile={self.compile_options}, "
             f"cuda_graphs={self.cuda_graphs}, chunk_size={self.chunk_size}"
@@ -281,13 +182,14 @@ class Accelerated(nn.Module):
         """Scores of a batch.
 
         Args:
-            *args, **kwargs: the wrapped model's arguments; tensors whose dim 0 equals
-                the batch size (that of the first tensor argument) are split / padded.
+            *args: the wrapped model's positional arguments; tensors (c, ...) whose dim 0 equals the
+                batch size c (that of the first tensor argument) are split / padded.
+            **kwargs: its keyword arguments, the same way.
 
         Returns:
             The model's output with every floating tensor in float32 (e.g. (c, K) scores).
         """
-        tensors = _tensors(args, kwargs)
+        tensors = tensor_arguments(args, kwargs)
         if not tensors:
             raise TypeError(
                 "Accelerated needs at least one tensor argument (the batch), got "
@@ -304,26 +206,30 @@ class Accelerated(nn.Module):
             for start in range(0, n, step):
                 stop = min(start + step, n)
                 size = bucket(stop - start, self.chunk_size)
-                a, k = _slice_pad(args, kwargs, n, start, stop, size)
+                a, k = slice_pad(args, kwargs, n, start, stop, size)
                 out = self._run(a, k)
-                parts.append(_map(lambda t, s=stop - start, p=size: t[:s] if t.ndim and t.shape[0] == p else t, out))
-                sizes.append(stop - start)
-            return parts[0] if len(parts) == 1 else _concat(parts, sizes)
 
-    def _run(self, args: tuple, kwargs: dict) -> Any:
+                def trim(t: torch.Tensor, s: int = stop - start, p: int = size) -> torch.Tensor:
+                    return t[:s] if t.ndim and t.shape[0] == p else t
+
+                parts.append(map_tensors(trim, out))
+                sizes.append(stop - start)
+            return parts[0] if len(parts) == 1 else concat_outputs(parts, sizes)
+
+    def _run(self, args: Args, kwargs: Kwargs) -> Any:
         """One call of the (compiled / graphed) model on prepared arguments."""
         if self.channels_last:
 
-            def fmt(a: Any) -> Any:
+            def fmt(a: object) -> object:
                 if isinstance(a, torch.Tensor) and a.ndim == 4:
                     return a.contiguous(memory_format=torch.channels_last)
                 return a
 
             args = tuple(fmt(a) for a in args)
             kwargs = {k: fmt(v) for k, v in kwargs.items()}
-        device_type = _tensors(args, kwargs)[0].device.type
+        device_type = tensor_arguments(args, kwargs)[0].device.type
         if self.cuda_graphs and self.compile_options is not False:
-            torch.compiler.cudagraph_mark_step_begin()
+            _mark_step()
         if self.autocast is not None:
             # cuda graphs: the autocast weight-cast cache must not outlive a capture
             with torch.autocast(device_type, dtype=self.autocast, cache_enabled=not self.cuda_graphs):
@@ -331,36 +237,28 @@ class Accelerated(nn.Module):
         else:
             out = self._fn(*args, **kwargs)
         if self.cuda_graphs and self.compile_options is not False:
-            out = _map(torch.clone, out)  # cudagraph-tree outputs are overwritten by the next replay
-        return _map(_to_float32, out)
+            out = map_tensors(torch.clone, out)  # cudagraph-tree outputs are overwritten by the next replay
+        return map_tensors(to_float32, out)
 
 
-def _module_tensors(model: Any) -> list[torch.Tensor]:
+def _moduletensor_arguments(model: object) -> list[torch.Tensor]:
     if isinstance(model, nn.Module):
         return [*model.parameters(), *model.buffers()]
     return []
 
 
-def _slice_pad(args: tuple, kwargs: dict, n: int, start: int, stop: int, size: int) -> tuple[tuple, dict]:
-    """Rows ``start:stop`` of every batched tensor argument, padded to ``size`` rows by repeating the last."""
-
-    def one(a: Any) -> Any:
-        if not (isinstance(a, torch.Tensor) and a.ndim and a.shape[0] == n):
-            return a
-        part = a[start:stop]
-        extra = size - (stop - start)
-        if extra:
-            part = torch.cat((part, part[-1:].expand(extra, *part.shape[1:])))
-        return part
-
-    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
-
-
-ACCELERATE = (None, "fast")
+ACCELERATE: tuple[Optional[AccelerateMode], ...] = (None, "fast")
 _FAST: weakref.WeakKeyDictionary[Any, Accelerated] = weakref.WeakKeyDictionary()
 
 
-def accelerate_model(model: Callable[..., Any], accelerate: Optional[str], inputs: torch.Tensor) -> Callable[..., Any]:
+class _FrontDoorWrapper(Protocol):
+    """A front door's per-call model wrapper: the model it wraps, and the identity it caches under."""
+
+    model: Model
+    cache_identity: Model
+
+
+def accelerate_model(model: Model, accelerate: object, inputs: torch.Tensor) -> Model:
     """The model the engine runs for ``accelerate`` (None or "fast").
 
     "fast" on CUDA inputs: ``Accelerated(model, autocast=torch.bfloat16, channels_last=True,
@@ -369,6 +267,14 @@ def accelerate_model(model: Callable[..., Any], accelerate: Optional[str], input
     compiles once. A front door's per-call wrapper (one with ``cache_identity`` and ``model``,
     e.g. the inverse-STFT or token wrapper) gets its inner model accelerated instead. On the CPU
     the model runs as given (bf16 and compilation rarely pay there).
+
+    Args:
+        model: the model the engine would run.
+        accelerate: None or "fast".
+        inputs: (B, ...) the explained inputs (their device and shape decide).
+
+    Returns:
+        The model to run.
 
     Raises:
         ValueError: for another value of ``accelerate``.
@@ -381,12 +287,13 @@ def accelerate_model(model: Callable[..., Any], accelerate: Optional[str], input
         return model
     inner = getattr(model, "cache_identity", None)
     if inner is not None and getattr(model, "model", None) is inner:
-        model.model = _fast(inner, image_like=False)
+        wrapper = cast(_FrontDoorWrapper, model)  # checked just above
+        wrapper.model = _fast(wrapper.cache_identity, image_like=False)  # ``inner``
         return model
     return _fast(model, image_like=inputs.ndim == 4 and inputs.is_floating_point())
 
 
-def _fast(model: Callable[..., Any], image_like: bool) -> Accelerated:
+def _fast(model: Model, image_like: bool) -> Accelerated:
     """The cached ``Accelerated`` "fast" wrapper of ``model``."""
     try:
         fast = _FAST.get(model)

@@ -1,29 +1,17 @@
 """``ProbeExplainer``: explain a fixed probe batch every k steps of a training loop.
 
-Watching how explanations of a few fixed inputs evolve during training is cheap
-with a batched LIME, as long as the probe leaves training exactly as it was:
-
-* no autograd: the call runs under ``torch.no_grad()`` (the engine's forward passes
-  under ``torch.inference_mode()``), so no parameter's ``.grad`` changes, and the
-  optimizer, which the probe never sees, keeps its state;
-* modes: the model runs in eval mode (no dropout, no BatchNorm statistics updates)
-  and every submodule's train/eval mode is restored afterwards;
-* randomness: masks come from an explicit ``torch.Generator`` (seeded, so every probe
-  uses the same masks and explanations are comparable across steps), and the global
-  RNG states of torch (CPU and every initialised CUDA device), NumPy and ``random``
-  are saved before and restored after the call, so training draws the same numbers;
-* memory: the explanation is moved to the CPU before the call returns, and nothing
-  else is kept, so on CUDA ``torch.cuda.memory_allocated()`` is the same after the
-  call as before it (the first call may create cuBLAS/cuDNN workspaces once).
-
-Training with a probe therefore gives bit-identical weights to training without it
-(with the same seeds), which ``tests/test_training.py`` checks.
+Watching how explanations of a few fixed inputs evolve during training is cheap with a batched
+LIME, as long as the probe leaves training exactly as it was: no autograd, eval mode restored, the
+global RNG states restored (``preserved_rng``), nothing kept on the device. Training with a probe
+gives bit-identical weights to training without it (with the same seeds), which
+``tests/test_training.py`` checks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+from types import ModuleType
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -31,20 +19,32 @@ import torch
 from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.stages.forward.model import eval_mode
+from torchlime.typing import Model
+
+#: torch functions and classes that torch leaves unannotated, typed
+_cuda_initialized: Callable[[], bool] = torch.cuda.is_initialized
+_stream: Callable[[torch.device], torch.cuda.Stream] = torch.cuda.Stream
 
 
 @contextlib.contextmanager
 def preserved_rng() -> Iterator[None]:
-    """Save the global RNG states (torch CPU, initialised CUDA devices, NumPy, ``random``); restore on exit."""
+    """Save the global RNG states (torch CPU, initialised CUDA devices, NumPy, ``random``); restore on exit.
+
+    Yields:
+        Nothing: the states are restored when the context ends.
+    """
     cpu = torch.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and _cuda_initialized() else None
     py = random.getstate()
+    np_random: Optional[ModuleType] = None
+    np_state: object = None
     try:
         import numpy as np
 
-        np_state: Any = np.random.get_state()
+        np_random = np.random
+        np_state = np.random.get_state()
     except ImportError:  # numpy is a dependency, but the guard costs nothing
-        np, np_state = None, None
+        pass
     try:
         yield
     finally:
@@ -52,12 +52,24 @@ def preserved_rng() -> Iterator[None]:
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
         random.setstate(py)
-        if np is not None:
-            np.random.set_state(np_state)
+        if np_random is not None:
+            np_random.set_state(np_state)
 
 
 class ProbeExplainer:
     """Explain ``probe_inputs`` every ``every`` training steps, leaving training untouched.
+
+    * no autograd: the call runs under ``torch.no_grad()`` (the engine's forward passes under
+      ``torch.inference_mode()``), so no parameter's ``.grad`` changes, and the optimizer, which the
+      probe never sees, keeps its state;
+    * modes: the model runs in eval mode (no dropout, no BatchNorm statistics updates) and every
+      submodule's train/eval mode is restored afterwards;
+    * randomness: masks come from an explicit seed (so every probe uses the same masks and
+      explanations are comparable across steps), and the global RNG states of torch (CPU and every
+      initialised CUDA device), NumPy and ``random`` are saved before and restored after the call;
+    * memory: the explanation is moved to the CPU before the call returns, and nothing else is kept,
+      so on CUDA ``torch.cuda.memory_allocated()`` is the same after the call as before it (the first
+      call may create cuBLAS/cuDNN workspaces once).
 
     Args:
         model: the model being trained (``nn.Module`` or callable), on any device.
@@ -101,15 +113,15 @@ class ProbeExplainer:
 
     def __init__(
         self,
-        model: Callable[..., Any],
+        model: Model,
         probe_inputs: torch.Tensor,
-        features_or_segments: Any,
+        features_or_segments: object,
         *,
         every: int = 100,
         stream: bool = False,
         explain_fn: Optional[Callable[..., Explanation]] = None,
         max_history: Optional[int] = 256,
-        sink: Optional[Callable[[int, Explanation], Any]] = None,
+        sink: Optional[Callable[[int, Explanation], object]] = None,
         **explain_kwargs: Any,
     ) -> None:
         from torchlime.engine import explain
@@ -135,8 +147,7 @@ class ProbeExplainer:
         if not callable(explain_fn):
             raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
         if explain_fn is explain:
-            check_tensor(features_or_segments, "features_or_segments")
-            check_integer(features_or_segments, "features_or_segments")
+            check_integer(check_tensor(features_or_segments, "features_or_segments"), "features_or_segments")
         self.model = model
         self.probe_inputs = probe_inputs.detach().clone()
         self.features = (
@@ -146,7 +157,7 @@ class ProbeExplainer:
         )
         self.every = every
         self.stream = stream
-        self.explain_fn = explain_fn
+        self.explain_fn: Callable[..., Explanation] = explain_fn
         self._as_segments = explain_fn is explain_image
         self.explain_kwargs = explain_kwargs
         self.history: list[tuple[int, Explanation]] = []
@@ -172,6 +183,9 @@ class ProbeExplainer:
 
     def explain(self, step: int) -> Explanation:
         """Explain the probe now (whatever the step) and record it under ``step``.
+
+        Args:
+            step: the training step it is recorded under.
 
         Returns:
             The explanation with every tensor on the CPU: coef (B, T, F), ...
@@ -201,7 +215,7 @@ class ProbeExplainer:
             return
         device = self.probe_inputs.device
         if self._side is None:
-            self._side = torch.cuda.Stream(device)
+            self._side = _stream(device)
         main = torch.cuda.current_stream(device)
         self._side.wait_stream(main)
         try:

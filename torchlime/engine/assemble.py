@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -17,8 +17,10 @@ from torchlime._checks import user_stacklevel
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.plan import Plan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
+from torchlime.engine.rows import ready
 from torchlime.engine.run import Passes
 from torchlime.stages.perturb.fills import describe_baseline
+from torchlime.stages.perturb.packing import Unpack
 
 
 def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
@@ -34,11 +36,11 @@ def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
         )
 
 
-def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Any) -> dict[str, Any]:
+def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Optional[str]) -> dict[str, Any]:
     """``Explanation.meta``: the settings as plain data, the chunk size, the timings, the quality flags."""
     s = plan.settings
     perturbation = "blend" if s.perturb_fn is None and s.adapter is None else "custom"
-    return dict(
+    meta: dict[str, Any] = dict(
         n_samples=s.n_samples if s.adaptive is None else repr(s.adaptive),
         sampler=repr(plan.sampler),
         kernel=repr(plan.run.kernel),
@@ -57,10 +59,20 @@ def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Any) 
         seconds_forward=passes.finished - plan.started,
         seconds_total=time.perf_counter() - plan.started,
     )
+    if isinstance(s.perturb_fn, Unpack):  # a tuple of inputs: the shape of each tensor
+        meta["input_shapes"] = [list(shape) for shape in s.perturb_fn.shapes]
+    return meta
 
 
 def assemble(plan: Plan, passes: Passes) -> Explanation:
     """Fit the surrogates, check the outputs and the fits, and build the ``Explanation``.
+
+    Args:
+        plan: the call.
+        passes: what its forward passes left.
+
+    Returns:
+        The ``Explanation`` of the call.
 
     Raises:
         ValueError: when the model returned NaN or inf for some drawn sample.
@@ -70,11 +82,11 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     """
     s, run, fmap = plan.settings, plan.run, plan.fmap
     n_samples, dev = s.n_samples, s.inputs.device
-    outputs = run.scores
+    outputs = ready(run.scores, "the scores")
     drawn = torch.arange(n_samples, device=dev) < torch.tensor(passes.used, device=dev).unsqueeze(1)  # (B, S)
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
-    normal = run.acc.normal()
-    fit = s.surrogate.fit_normal(normal, fmap.valid, anchors=run.scores[:, :2])
+    normal = ready(run.acc, "the normal equations").normal()
+    fit = s.surrogate.fit_normal(normal, fmap.valid, anchors=outputs[:, :2])
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
     if n_bad:
@@ -94,7 +106,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         score=fit.score,
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
-        target=run.targets,
+        target=ready(run.targets, "the targets"),
         features=fmap.labels,
         n_features=fmap.n_features,
         input_shape=tuple(s.inputs.shape[1:]),

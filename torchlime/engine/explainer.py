@@ -13,7 +13,7 @@ equations) -> ``assemble`` (the fit, the quality check, the ``Explanation``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Optional, Sequence, Union, cast
 
 import torch
 
@@ -21,25 +21,44 @@ from torchlime._checks import check_positive_int, describe
 from torchlime.accel import ACCELERATE
 from torchlime.engine.assemble import assemble
 from torchlime.engine.explanation import Explanation
+from torchlime.engine.multi import packed_request
 from torchlime.engine.plan import plan
 from torchlime.engine.presets import UNSET, check_preset
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
 from torchlime.engine.request import Request
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
-from torchlime.methods.adaptive import NSamples
-from torchlime.stages.forward.chunking import MemorySpec, check_max_memory
-from torchlime.stages.forward.model import InputFormat, Model
-from torchlime.stages.forward.targets import TargetSpec
+from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn
-from torchlime.stages.perturb.fills import NAMES, BaselineSpec
-from torchlime.stages.sampling import Sampler
-from torchlime.stages.surrogate import Surrogate
-from torchlime.stages.weighting import Kernel
+from torchlime.stages.perturb.fills import NAMES
+from torchlime.typing import (
+    AccelerateMode,
+    BaselineSpecs,
+    FeatureSpec,
+    KernelSpec,
+    MemorySpec,
+    Model,
+    NormalizeSpec,
+    NSamples,
+    OutputSelector,
+    PresetName,
+    SamplerSpec,
+    Seed,
+    SurrogateSpec,
+    TargetSpec,
+)
 
 
 def execute(request: Request) -> Explanation:
-    """Explain ``request``: resolve, plan, run, assemble."""
+    """Explain ``request``: resolve, plan, run, assemble.
+
+    Args:
+        request: the call, as the front door hands it over.
+
+    Returns:
+        The ``Explanation``.
+    """
     settings = resolve(request)
     prepared = plan(settings)
     passes = run_passes(prepared)
@@ -54,7 +73,7 @@ class Explainer:
     else the engine's default (Bernoulli(1/2) masks, lime's cosine kernel of width 0.25,
     ``Ridge(alpha=1)``, a fill of 0), when ``explain`` runs.
 
-    Args:
+    Attributes:
         sampler: a ``Sampler`` or a name: "bernoulli", "uniform_count", "shapley", "stratified",
             "antithetic", "sobol".
         kernel: a ``Kernel``, a float width of lime's kernel, or a name: "lime", "captum",
@@ -62,7 +81,8 @@ class Explainer:
         surrogate: a ``Surrogate`` or a name: "ridge", "lasso", "klasso", "bayes".
         baseline: the fill of hidden features: a number, a tensor (B, ...) or (...), a callable
             ``inputs -> tensor``, or "zero", "mean", "blur", "min", "max", "signal_mean", "noise",
-            "shuffle" (``torchlime.stages.perturb.fills``).
+            "shuffle" (``torchlime.stages.perturb.fills``); for a tuple of inputs, one fill or a tuple
+            of fills, one per tensor.
         preset: None or a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
             "kernel_shap"): another implementation's defaults for whatever is not set here.
         accelerate: None (the model runs as given) or "fast" (bf16 autocast, channels-last and
@@ -85,25 +105,24 @@ class Explainer:
         torch.Size([2, 2, 8])
     """
 
-    sampler: Union[Sampler, str] = UNSET
-    kernel: Union[Kernel, str, float] = UNSET
-    surrogate: Union[Surrogate, str] = UNSET
-    baseline: BaselineSpec = UNSET
-    preset: Optional[str] = None
-    accelerate: Optional[str] = None
+    sampler: SamplerSpec = UNSET
+    kernel: KernelSpec = UNSET
+    surrogate: SurrogateSpec = UNSET
+    baseline: BaselineSpecs = UNSET
+    preset: Optional[PresetName] = None
+    accelerate: Optional[AccelerateMode] = None
     max_memory: MemorySpec = None
     batch_size: Optional[int] = None
     progress: bool = False
 
     def __post_init__(self) -> None:
         check_preset(self.preset)
-        for value, resolver in (
-            (self.sampler, resolve_sampler),
-            (self.kernel, resolve_kernel),
-            (self.surrogate, resolve_surrogate),
-        ):
-            if value is not UNSET:
-                resolver(value)
+        if self.sampler is not UNSET:
+            resolve_sampler(self.sampler)
+        if self.kernel is not UNSET:
+            resolve_kernel(self.kernel)
+        if self.surrogate is not UNSET:
+            resolve_surrogate(self.surrogate)
         if isinstance(self.baseline, str) and self.baseline not in NAMES:
             raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {self.baseline!r}")
         if self.accelerate is not None and (not isinstance(self.accelerate, str) or self.accelerate not in ACCELERATE):
@@ -117,27 +136,33 @@ class Explainer:
     def explain(
         self,
         model: Model,
-        inputs: torch.Tensor,
-        features: torch.Tensor,
+        inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+        features: FeatureSpec = None,
         *,
+        additional_forward_args: object = None,
         target: TargetSpec = UNSET,
         n_samples: NSamples = UNSET,
-        generator: Union[None, int, torch.Generator] = None,
+        generator: Seed = None,
         index: Optional[torch.Tensor] = None,
         return_samples: bool = False,
-        output: Any = None,
+        output: OutputSelector = None,
         softmax: bool = False,
         masks: Optional[torch.Tensor] = None,
         perturb_fn: Optional[PerturbFn] = None,
-        normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+        normalize: Optional[NormalizeSpec] = None,
         chunk_format: Optional[InputFormat] = None,
     ) -> Explanation:
         """Explain B inputs with this configuration (the arguments are ``torchlime.explain``'s).
 
         Args:
             model: any callable from a (c, ...) batch to scores (c, K) or (c,).
-            inputs: (B, ...) the inputs to explain (never modified).
-            features: integer (B or 1, ...) feature map, broadcastable to ``inputs``.
+            inputs: (B, ...) the inputs to explain (never modified), or a tuple of tensors, each
+                (B, *shape_i), for a model called as ``model(*inputs, *additional_forward_args)``.
+            features: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
+                feature per element (captum's default); for a tuple, None or a tuple of maps, one per tensor (an id used in
+                several tensors is one feature).
+            additional_forward_args: passed to the model after the inputs, never perturbed: one
+                object or a tuple; tensors whose first dim is B follow each row's input.
             target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
             n_samples: S samples per input (the input itself included), or "auto".
             generator: an int seed or a ``torch.Generator``; None: seed 0.
@@ -175,34 +200,42 @@ class Explainer:
             normalize=normalize,
             chunk_format=chunk_format,
         )
-        return execute(Request(model, inputs, features, options))
+        # a tuple of tensors (a list of plain values is one malformed input, refused by name below)
+        several = isinstance(inputs, (tuple, list)) and (not inputs or any(isinstance(x, torch.Tensor) for x in inputs))
+        if several or additional_forward_args is not None:
+            return execute(packed_request(model, inputs, features, options, additional_forward_args))
+        if features is None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1:
+            features = torch.arange(inputs[0].numel(), device=inputs.device).view(1, *inputs.shape[1:])
+        # one tensor and its map, checked by ``resolve.check_inputs`` before any use
+        return execute(Request(model, cast(torch.Tensor, inputs), cast(torch.Tensor, features), options))
 
 
 def explain(
     model: Model,
-    inputs: torch.Tensor,
-    features: torch.Tensor,
+    inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+    features: FeatureSpec = None,
     *,
+    additional_forward_args: object = None,
     target: TargetSpec = UNSET,
     n_samples: NSamples = UNSET,
-    baseline: BaselineSpec = UNSET,
-    sampler: Union[Sampler, str] = UNSET,
-    kernel: Union[Kernel, str, float] = UNSET,
-    surrogate: Union[Surrogate, str] = UNSET,
+    baseline: BaselineSpecs = UNSET,
+    sampler: SamplerSpec = UNSET,
+    kernel: KernelSpec = UNSET,
+    surrogate: SurrogateSpec = UNSET,
     batch_size: Optional[int] = None,
-    generator: Union[None, int, torch.Generator] = None,
+    generator: Seed = None,
     return_samples: bool = False,
-    preset: Optional[str] = None,
-    output: Any = None,
+    preset: Optional[PresetName] = None,
+    output: OutputSelector = None,
     softmax: bool = False,
     progress: bool = False,
     masks: Optional[torch.Tensor] = None,
     perturb_fn: Optional[PerturbFn] = None,
-    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+    normalize: Optional[NormalizeSpec] = None,
     max_memory: MemorySpec = None,
     index: Optional[torch.Tensor] = None,
     chunk_format: Optional[InputFormat] = None,
-    accelerate: Optional[str] = None,
+    accelerate: Optional[AccelerateMode] = None,
 ) -> Explanation:
     """Explain B inputs with LIME in one chunked batched pass (``Explainer(...).explain(...)`` in one call).
 
@@ -211,10 +244,15 @@ def explain(
             ``nn.Module``, a TorchScript module, a function. Tuple/dict/``.logits``
             outputs are handled (``output=`` selects). It runs on its own device
             and dtype, in eval mode, under ``torch.inference_mode()``.
-        inputs: (B, ...) inputs to explain (never modified).
-        features: integer (B or 1, ...) feature map, broadcastable to ``inputs``;
+        inputs: (B, ...) inputs to explain (never modified), or a tuple of tensors, each
+            (B, *shape_i), for a model called as ``model(*inputs, *additional_forward_args)``
+            (``baseline`` may then be a tuple of fills, one per tensor).
+        features: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
+            feature per element (captum's default); for a tuple of inputs, None or one map per tensor (shared ids are one feature);
             any ids (relabelled to 0..F_b-1 per input); inputs may have different F_b;
             negative ids mark elements that are never perturbed.
+        additional_forward_args: passed to the model after the inputs, never perturbed: one
+            object or a tuple; tensors whose first dim is B follow each row's input.
         target: None (top class), int, (B,) or (B, T) tensor, list, "all" or "topK".
         n_samples: S, perturbed samples per input (sample 0 is the input itself); "auto" (or
             an ``methods.adaptive.Adaptive``): rounds of doubling samples until each input's
@@ -281,6 +319,7 @@ def explain(
         model,
         inputs,
         features,
+        additional_forward_args=additional_forward_args,
         target=target,
         n_samples=n_samples,
         generator=generator,

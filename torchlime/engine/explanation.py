@@ -11,6 +11,8 @@ from typing import Any, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_int, describe
+from torchlime.stages.perturb.record import Perturbation
+from torchlime.typing import RankBy
 
 _TENSORS = (
     "coef",
@@ -45,7 +47,8 @@ class Explanation:
 
     Attributes:
         coef: (B, T, F) surrogate coefficients; padded features (f >= F_b) are 0.
-        intercept: (B, T). score: (B, T) weighted R² of each surrogate.
+        intercept: (B, T) surrogate intercepts.
+        score: (B, T) weighted R² of each surrogate.
         local_pred: (B, T) surrogate prediction at the unperturbed input.
         target: long (B, T) explained output columns.
         features: long (B, *fshape) feature map, ids 0..F_b-1.
@@ -58,7 +61,7 @@ class Explanation:
             surrogates such as BayLIME), else None.
         meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
             quality flags).
-        perturbation: how the inputs were perturbed (``perturbation.Perturbation``), for
+        perturbation: how the inputs were perturbed (``stages.perturb.record.Perturbation``), for
             metrics that perturb them again; not saved, and dropped by ``to`` another device
             (``meta["perturbation"]`` says whether it was a blend with the fill, which the
             metrics can rebuild, or a front door's own, which they cannot).
@@ -77,7 +80,7 @@ class Explanation:
     weights: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
     meta: dict[str, Any] = field(default_factory=dict)
-    perturbation: Optional[Any] = field(default=None, repr=False, compare=False)
+    perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -111,8 +114,30 @@ class Explanation:
         maps = maps.expand(b, t, *self.input_shape)
         return maps if target_index is None else maps[:, target_index]
 
-    def top_features(self, k: int, *, by: str = "value") -> tuple[torch.Tensor, torch.Tensor]:
+    def heatmaps(self, target_index: Optional[int] = None) -> tuple[torch.Tensor, ...]:
+        """Coefficients painted back onto each tensor of a tuple of inputs (``meta["input_shapes"]``).
+
+        Args:
+            target_index: which of the T targets; None keeps all.
+
+        Returns:
+            One map per input tensor: (B, T, *shape_i), or (B, *shape_i) with ``target_index``; for a
+            single input tensor, a tuple of its ``heatmap``.
+        """
+        maps = self.heatmap(target_index)
+        shapes = self.meta.get("input_shapes")
+        if shapes is None:
+            return (maps,)
+        lead = maps.shape[: maps.ndim - 1]
+        sizes = [int(torch.Size(shape).numel()) for shape in shapes]
+        return tuple(part.reshape(*lead, *shape) for part, shape in zip(torch.split(maps, sizes, dim=-1), shapes))
+
+    def top_features(self, k: int, *, by: RankBy = "value") -> tuple[torch.Tensor, torch.Tensor]:
         """The k features with the largest coefficient (``by="value"``) or |coefficient| (``"abs"``).
+
+        Args:
+            k: how many features (at most F are returned).
+            by: "value" (the largest coefficients) or "abs" (the largest magnitudes).
 
         Returns:
             ``(indices, values)``, each (B, T, k'), k' = min(k, F); padded features rank last.
@@ -127,15 +152,27 @@ class Explanation:
         return idx, self.coef.gather(-1, idx)
 
     def to(self, device: Union[str, torch.device]) -> Explanation:
-        """A copy with every tensor on ``device``; the recorded ``perturbation`` is kept when the
-        device does not change, and dropped when it does (it holds the inputs and hooks of the
-        device the explanation ran on)."""
+        """A copy with every tensor on ``device``.
+
+        The recorded ``perturbation`` is kept when the device does not change, and dropped when it
+        does (it holds the inputs and hooks of the device the explanation ran on).
+
+        Args:
+            device: where the tensors go.
+
+        Returns:
+            The moved copy.
+        """
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
         same = moved["coef"].device == self.coef.device  # "cuda" and "cuda:0" are one device
         return dataclasses.replace(self, perturbation=self.perturbation if same else None, **moved)
 
     def save(self, path: Union[str, Path]) -> None:
-        """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``)."""
+        """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``).
+
+        Args:
+            path: the file to write.
+        """
         data = {name: getattr(self, name) for name in _TENSORS if getattr(self, name) is not None}
         data = {k: v.detach().cpu().clone() for k, v in data.items()}  # exp[j]'s views: not the whole batch
         data["input_shape"] = list(self.input_shape)
@@ -145,6 +182,13 @@ class Explanation:
     @classmethod
     def load(cls, path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Explanation:
         """Read an explanation written by ``save`` without unpickling arbitrary objects.
+
+        Args:
+            path: the file ``save`` wrote.
+            map_location: where the tensors go.
+
+        Returns:
+            The explanation (without a recorded perturbation).
 
         Raises:
             ValueError: when the file holds no explanation (another object, missing fields).
@@ -165,8 +209,9 @@ class Explanation:
         return self.coef.shape[0]
 
     def __getitem__(self, key: Union[int, slice]) -> Explanation:
-        """The explanation of input ``key`` (B = 1) or of a slice of inputs (step 1): every
-        per-input tensor, the quality flags and sample counts renumbered from 0. The recorded
+        """The explanation of input ``key`` (B = 1) or of a slice of inputs (step 1).
+
+        Every per-input tensor, the quality flags and sample counts are renumbered from 0. The recorded
         perturbation covers the whole batch, so it is dropped (metrics rebuild a blend).
 
         Example:
@@ -208,6 +253,12 @@ class Explanation:
             }
         return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, **fields)
 
+    def _repr_html_(self) -> str:
+        """A summary table and pictures of the first inputs, for notebooks (``engine.notebook``)."""
+        from torchlime.engine.notebook import to_html
+
+        return to_html(self)
+
     def __repr__(self) -> str:
         """A short summary: inputs, targets, features, samples, surrogate and fit quality (no tensor dumps)."""
         b, t, _ = self.coef.shape
@@ -222,7 +273,8 @@ class Explanation:
             f"  weighted R²: median {float(score.median()):.3f}, min {float(score.min()):.3f}",
         ]
         if self.samples is not None:
-            lines.append(f"  samples kept: masks {tuple(self.samples.shape)}, outputs {tuple(self.outputs.shape)}")
+            outputs = None if self.outputs is None else tuple(self.outputs.shape)
+            lines.append(f"  samples kept: masks {tuple(self.samples.shape)}, outputs {outputs}")
         return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
@@ -24,7 +24,7 @@ from torchlime.stages.forward.model import chunk_placement, input_format
 from torchlime.stages.perturb.blend import Normalize
 from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline, signal_dims
 from torchlime.stages.perturb.record import Perturbation
-from torchlime.stages.sampling import Rows, make_key
+from torchlime.stages.sampling import Rows, Sampler, make_key
 
 
 @dataclass(frozen=True)
@@ -32,17 +32,19 @@ class Plan:
     """One call, ready to run (``plan``).
 
     Attributes:
-        settings: the resolved arguments. fmap: the relabelled feature map.
+        settings: the resolved arguments.
+        fmap: the relabelled feature map.
         sampler: the sampler bound to the call (or the given one, with explicit masks).
         perturbation: how rows become model inputs (kept with the explanation for the metrics).
-        chunks: the chunk-size plan. run: the forward passes and the accumulated fit.
+        chunks: the chunk-size plan.
+        run: the forward passes and the accumulated fit.
         normalize: the per-channel statistics of ``normalize=`` as lists (for ``meta``), or None.
         started: ``time.perf_counter()`` when the device work began.
     """
 
     settings: Settings
     fmap: FeatureMap
-    sampler: Any
+    sampler: Sampler
     perturbation: Perturbation
     chunks: ChunkPlan
     run: Run
@@ -50,9 +52,11 @@ class Plan:
     started: float
 
 
-def _check_finite_fill(base: torch.Tensor, spec: Any) -> None:
-    """A fill must be finite: numbers checked on the host, tensors and callables on the device
-    (named fills of finite inputs are finite)."""
+def _check_finite_fill(base: torch.Tensor, spec: object) -> None:
+    """A fill must be finite: numbers checked on the host, tensors and callables on the device.
+
+    Named fills of finite inputs are finite.
+    """
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
         if not math.isfinite(spec):
             raise ValueError(f"`baseline` must be finite, got {spec}")
@@ -60,16 +64,22 @@ def _check_finite_fill(base: torch.Tensor, spec: Any) -> None:
         check_finite(base, "baseline")
 
 
-def _check_masks(masks: Any, batch: int, n_samples: int, f_max: int, device: torch.device) -> torch.Tensor:
+def _check_masks(masks: object, batch: int, n_samples: int, f_max: int, device: torch.device) -> torch.Tensor:
     """Explicit masks: bool (B, S, F) for the call's feature map, moved to the inputs' device."""
-    check_tensor(masks, "masks")
-    if masks.dtype != torch.bool or masks.shape != (batch, n_samples, f_max):
+    checked = check_tensor(masks, "masks")
+    if checked.dtype != torch.bool or checked.shape != (batch, n_samples, f_max):
         raise ValueError(f"`masks` must be bool with shape ({batch}, {n_samples}, {f_max}), got {describe(masks)}")
-    return masks.to(device)
+    return checked.to(device)
 
 
 def plan(s: Settings) -> Plan:
     """Build the call's feature map, masks, fill, perturbation, chunk plan and ``Run``.
+
+    Args:
+        s: the call's resolved arguments.
+
+    Returns:
+        The ``Plan`` of the call.
 
     Raises:
         ValueError: inputs with fewer than 2 features or non-finite values, masks of the wrong

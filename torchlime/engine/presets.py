@@ -1,32 +1,21 @@
 """Named bundles of defaults that reproduce other LIME implementations: one system for every modality.
 
-A preset fills every keyword the caller did not pass; keywords passed explicitly
-always win. Each preset has settings for any modality (``"any"``) and, where the
-reference implementation differs by modality, settings for ``"image"``,
-``"audio"`` or ``"text"`` on top. ``ENGINE`` holds torchlime's own defaults.
-
-=============  ===============================================================
-``lime``       lime's explainer of the modality: ``LimeImageExplainer`` (quickshift
-               superpixels, mean-colour fill, Bernoulli(1/2), cosine kernel 0.25,
-               Ridge(1), N = 1000, top 5 labels); for tokens ``LimeTextExplainer``
-               (remove k ~ U{1..D} words, cosine x 100 with width 25, N = 5000)
-``lime_text``  ``LimeTextExplainer``'s settings, for any modality
-``captum``     captum's ``Lime``: N = 25, fill 0, exp(-d²/2) on the input-space
-               cosine distance, Lasso(alpha=0.01)
-``slime``      SLIME / the audio veracity study: Bernoulli(1/2), cosine kernel 0.25,
-               Ridge(1), N = 8192 (also ``veracity``)
-=============  ===============================================================
+A preset fills every keyword the caller did not pass; keywords passed explicitly always win. Each
+preset has settings for any modality (``"any"``) and, where the reference implementation differs by
+modality, settings for ``"image"``, ``"audio"``, ``"text"`` or ``"tabular"`` on top (``resolve``
+lists them). ``ENGINE`` holds torchlime's own defaults.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from torchlime._checks import check_choice
 from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
 from torchlime.stages.sampling import BernoulliSampler, UniformCountSampler
 from torchlime.stages.surrogate import Lasso, Ridge
 from torchlime.stages.weighting import ExponentialKernel
+from torchlime.typing import Modality, PresetName
 
 
 class _Unset:
@@ -36,8 +25,9 @@ class _Unset:
         return "<default>"
 
 
+#: the default of every keyword a preset may fill; typed Any so that it can stand for any argument
 UNSET: Any = _Unset()
-MODALITIES = ("any", "image", "audio", "text", "tabular")
+MODALITIES: tuple[Modality, ...] = ("any", "image", "audio", "text", "tabular")
 
 ENGINE: dict[str, Any] = dict(
     target=None,
@@ -106,20 +96,35 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def check_preset(preset: Optional[str]) -> Optional[str]:
-    """Raise ``ValueError`` unless ``preset`` is None or a name in ``PRESETS``."""
+def check_preset(preset: object) -> Optional[PresetName]:
+    """Raise ``ValueError`` unless ``preset`` is None or a name in ``PRESETS``.
+
+    Args:
+        preset: the value to check.
+
+    Returns:
+        ``preset`` itself.
+    """
     if preset is not None and preset not in PRESETS:
         raise ValueError(f"`preset` must be None or one of {list(PRESETS)}, got {preset!r}")
-    return preset
+    return cast(Optional[PresetName], preset)  # a key of PRESETS
 
 
-def resolve(preset: Optional[str], given: dict[str, Any], modality: str = "any") -> dict[str, Any]:
+def resolve(preset: Optional[str], given: dict[str, Any], modality: Modality = "any") -> dict[str, Any]:
     """Resolve keywords: explicit > preset for the modality > preset for any > engine defaults.
 
     Args:
-        preset: None or a name in ``PRESETS``.
+        preset: None or a name in ``PRESETS``: "lime" (lime's explainer of the modality:
+            ``LimeImageExplainer``'s quickshift superpixels, mean-colour fill, Bernoulli(1/2), cosine
+            kernel 0.25, Ridge(1), N = 1000, top 5 labels; for tokens ``LimeTextExplainer``'s: remove
+            k ~ U{1..D} words, cosine x 100 with width 25, N = 5000; for tabular data
+            ``LimeTabularExplainer``'s N = 5000, Ridge(1)), "lime_text" (``LimeTextExplainer``'s
+            settings for any modality), "captum" (captum's ``Lime``: N = 25, fill 0, exp(-d²/2) on the
+            input-space cosine distance, Lasso(alpha=0.01)), "slime" or "veracity" (SLIME / the audio
+            veracity study: Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 8192), "kernel_shap"
+            (``methods.kernel_shap``: Shapley-kernel coalitions and weights, the constrained fit).
         given: keyword -> value, ``UNSET`` where the caller passed nothing.
-        modality: "any", "image", "audio" or "text".
+        modality: "any", "image", "audio", "text" or "tabular".
 
     Returns:
         ``given`` with every ``UNSET`` replaced (None where no default exists).
@@ -131,10 +136,10 @@ def resolve(preset: Optional[str], given: dict[str, Any], modality: str = "any")
         >>> resolve("lime", dict(n_samples=UNSET, baseline=0.5))
         {'n_samples': 1000, 'baseline': 0.5}
     """
-    check_preset(preset)
+    name = check_preset(preset)
     check_choice(modality, "modality", MODALITIES)
     base = dict(ENGINE)
-    if preset is not None:
-        base.update(PRESETS[preset]["any"])
-        base.update(PRESETS[preset].get(modality, {}))
+    if name is not None:
+        base.update(PRESETS[name]["any"])
+        base.update(PRESETS[name].get(modality, {}))
     return {k: (base.get(k) if v is UNSET else v) for k, v in given.items()}

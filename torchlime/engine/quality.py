@@ -1,23 +1,11 @@
 """A quality check in every explanation: is the surrogate worth reading?
 
-Three signs that a LIME surrogate is unreliable, each with a threshold:
-
-=====================  ======================================================================
-``saturated``          the explained output barely varies under perturbation: its weighted
-                       standard deviation over the samples is below ``MIN_OUTPUT_STD`` (1e-4).
-                       Typical of a saturated probability (softmax of a confident model):
-                       the coefficients are then noise-sized; explain the logits instead.
-``poor_fit``           the weighted R² of the surrogate is below ``MIN_R2`` (0.1): the linear
-                       model explains almost none of the output's variation.
-``few_samples``        Kish's effective sample size (Σw)² / Σw² is below ``MIN_KISH_PER_FEATURE``
-                       (1) times the number of features: the kernel leaves too few samples
-                       with weight for the fit to be determined.
-=====================  ======================================================================
-
-``Explanation.meta["quality"]`` records, per flag, the inputs (and targets) it concerns, and
-``meta["unreliable"]`` a one-line summary (None when all is well). The engine warns once per
-call with ``UnreliableExplanationWarning``. Fidelity (R²) is reported but never trusted alone:
-the audio veracity study shows it cannot tell a right explanation from a wrong one.
+Three signs that a LIME surrogate is unreliable, each with a threshold (``assess``): a saturated
+output, a poor fit, too few effective samples. ``Explanation.meta["quality"]`` records, per flag, the
+inputs (and targets) it concerns, and ``meta["unreliable"]`` a one-line summary (None when all is
+well); the engine warns once per call with ``UnreliableExplanationWarning``. Fidelity (R²) is
+reported but never trusted alone: the audio veracity study shows it cannot tell a right explanation
+from a wrong one.
 """
 
 from __future__ import annotations
@@ -36,7 +24,13 @@ class UnreliableExplanationWarning(UserWarning):
 
 
 class Flags(NamedTuple):
-    """Device tensors of the three checks: saturated (B, T), poor_fit (B, T), few_samples (B,)."""
+    """Device tensors of the three checks.
+
+    Attributes:
+        saturated: bool (B, T) outputs that barely vary.
+        poor_fit: bool (B, T) surrogates of low weighted R².
+        few_samples: bool (B,) inputs with fewer effective samples than features.
+    """
 
     saturated: torch.Tensor
     poor_fit: torch.Tensor
@@ -56,9 +50,24 @@ def assess(
 ) -> Flags:
     """The checks, on the device, from quantities the fit already has.
 
+    * ``saturated``: the explained output barely varies under perturbation: its weighted standard
+      deviation over the samples is below ``MIN_OUTPUT_STD`` (1e-4). Typical of a saturated
+      probability (softmax of a confident model): the coefficients are then noise-sized; explain
+      the logits instead.
+    * ``poor_fit``: the weighted R² of the surrogate is below ``MIN_R2`` (0.1): the linear model
+      explains almost none of the output's variation.
+    * ``few_samples``: Kish's effective sample size (Σw)² / Σw² is below ``MIN_KISH_PER_FEATURE`` (1)
+      times the number of features: the kernel leaves too few samples with weight for the fit.
+
     Args:
-        ss_tot: (B, T) Σ w (y - ȳ)². weight_sum, weight_sq_sum: (B,) Σw and Σw².
-        score: (B, T) weighted R². n_features: long (B,) F_b.
+        ss_tot: (B, T) Σ w (y - ȳ)².
+        weight_sum: (B,) Σw.
+        weight_sq_sum: (B,) Σw².
+        score: (B, T) weighted R².
+        n_features: long (B,) F_b.
+
+    Returns:
+        The ``Flags``.
     """
     sw = weight_sum.clamp_min(torch.finfo(weight_sum.dtype).tiny)
     std = torch.sqrt(ss_tot / sw.unsqueeze(1))
@@ -73,6 +82,13 @@ def report(flags: Flags, counts: list[int]) -> tuple[dict[str, Any], Optional[st
     """``meta["quality"]`` and the one-line summary (None when no flag is raised).
 
     Reads the flagged indices from the device only when ``counts`` shows a flag.
+
+    Args:
+        flags: the checks.
+        counts: how many fits (or inputs) each flag concerns (``Flags.counts``, read on the host).
+
+    Returns:
+        ``(quality, summary)``.
     """
     quality: dict[str, Any] = dict(
         thresholds=dict(min_output_std=MIN_OUTPUT_STD, min_r2=MIN_R2, min_kish_per_feature=MIN_KISH_PER_FEATURE)

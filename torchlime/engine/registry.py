@@ -8,7 +8,7 @@ that build on it.
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable
 
 from torchlime.methods.baylime import BayesianRidge
 from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler
@@ -16,6 +16,7 @@ from torchlime.methods.smile import STATISTICS, SmileKernel
 from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
 from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
+from torchlime.typing import KernelSpec, SamplerSpec, SmileStatistic, SurrogateSpec
 
 SAMPLERS: dict[str, Callable[[], Sampler]] = {
     "bernoulli": BernoulliSampler,
@@ -26,11 +27,17 @@ SAMPLERS: dict[str, Callable[[], Sampler]] = {
     "sobol": SobolSampler,
 }
 
+
+def _smile_kernel(statistic: SmileStatistic) -> Callable[[], Kernel]:
+    """The factory of SMILE's kernel on ``statistic``."""
+    return lambda: SmileKernel(statistic=statistic)
+
+
 KERNELS: dict[str, Callable[[], Kernel]] = {
     "lime": lambda: ExponentialKernel(width=0.25),
     "captum": lambda: ExponentialKernel(width=1.0, space="input"),
     "uniform": UniformKernel,
-    **{name: (lambda name=name: SmileKernel(statistic=name)) for name in STATISTICS},
+    **{name: _smile_kernel(name) for name in STATISTICS},
 }
 
 SURROGATES: dict[str, Callable[[], Surrogate]] = {
@@ -41,8 +48,18 @@ SURROGATES: dict[str, Callable[[], Surrogate]] = {
 }
 
 
-def resolve_sampler(sampler: Union[Sampler, str]) -> Sampler:
-    """A ``Sampler`` as given, or the one named in ``SAMPLERS`` (lime's "bernoulli", the designs, ...)."""
+def resolve_sampler(sampler: SamplerSpec) -> Sampler:
+    """A ``Sampler`` as given, or the one named in ``SAMPLERS`` (lime's "bernoulli", the designs, ...).
+
+    Args:
+        sampler: a ``Sampler`` or a name in ``SAMPLERS``.
+
+    Returns:
+        The sampler.
+
+    Raises:
+        ValueError: anything else.
+    """
     if isinstance(sampler, Sampler):
         return sampler
     if isinstance(sampler, str) and sampler in SAMPLERS:
@@ -50,9 +67,19 @@ def resolve_sampler(sampler: Union[Sampler, str]) -> Sampler:
     raise ValueError(f"`sampler` must be a Sampler or one of {list(SAMPLERS)}, got {sampler!r}")
 
 
-def resolve_kernel(kernel: Union[Kernel, str, float]) -> Kernel:
-    """A ``Kernel`` as given, one named in ``KERNELS`` ("lime", "captum", "uniform", a SMILE statistic:
-    "wasserstein", "ks", "kuiper", "cvm", "anderson"), or a float: the width of lime's kernel."""
+def resolve_kernel(kernel: KernelSpec) -> Kernel:
+    """A ``Kernel`` as given, one named in ``KERNELS``, or a float: the width of lime's kernel.
+
+    Args:
+        kernel: a ``Kernel``, a float width, or a name: "lime", "captum", "uniform", a SMILE
+            statistic ("wasserstein", "ks", "kuiper", "cvm", "anderson").
+
+    Returns:
+        The kernel.
+
+    Raises:
+        ValueError: anything else.
+    """
     if isinstance(kernel, Kernel):
         return kernel
     if isinstance(kernel, (int, float)) and not isinstance(kernel, bool):
@@ -62,8 +89,18 @@ def resolve_kernel(kernel: Union[Kernel, str, float]) -> Kernel:
     raise ValueError(f"`kernel` must be a Kernel, a float width, or one of {list(KERNELS)}, got {kernel!r}")
 
 
-def resolve_surrogate(surrogate: Union[Surrogate, str]) -> Surrogate:
-    """A ``Surrogate`` as given, or the one named in ``SURROGATES`` ("bayes": BayLIME's non-informative prior)."""
+def resolve_surrogate(surrogate: SurrogateSpec) -> Surrogate:
+    """A ``Surrogate`` as given, or the one named in ``SURROGATES`` ("bayes": BayLIME's non-informative prior).
+
+    Args:
+        surrogate: a ``Surrogate`` or a name in ``SURROGATES``.
+
+    Returns:
+        The surrogate.
+
+    Raises:
+        ValueError: anything else.
+    """
     if isinstance(surrogate, Surrogate):
         return surrogate
     if isinstance(surrogate, str) and surrogate in SURROGATES:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from torchlime.stages.forward.model import Model
+from torchlime.typing import Modality, Model
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,6 @@ class Request:
     inputs: torch.Tensor
     features: torch.Tensor
     options: dict[str, Any] = field(default_factory=dict)
-    modality: str = "any"
+    modality: Modality = "any"
     input_name: str = "inputs"
     adapter: Optional[Callable[[Model], Model]] = None

@@ -9,7 +9,7 @@ argument, what was expected and what came; nothing here touches the device's dat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -20,14 +20,24 @@ from torchlime.engine.presets import resolve as resolve_preset
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
 from torchlime.engine.request import Request
 from torchlime.methods.adaptive import Adaptive, resolve_n_samples
-from torchlime.stages.forward.chunking import MemorySpec, check_max_memory
-from torchlime.stages.forward.model import InputFormat, Model
-from torchlime.stages.forward.targets import TargetSpec, check_target
+from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.stages.forward.model import InputFormat
+from torchlime.stages.forward.targets import check_target
 from torchlime.stages.perturb.blend import PerturbFn
-from torchlime.stages.perturb.fills import BaselineSpec
 from torchlime.stages.sampling import Sampler
 from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import Kernel
+from torchlime.typing import (
+    BaselineSpec,
+    MemorySpec,
+    Modality,
+    Model,
+    NormalizeSpec,
+    OutputSelector,
+    PresetName,
+    Seed,
+    TargetSpec,
+)
 
 #: keywords ``Request.options`` may hold, with the value that stands for "not given"
 OPTIONS: dict[str, Any] = dict(
@@ -60,17 +70,39 @@ class Settings:
 
     Attributes:
         model: the model the engine runs (the front door's adapter and ``accelerate`` applied).
-        n_samples: S, an int; ``adaptive`` is set for ``n_samples="auto"`` (S is then the cap).
-        sampler, kernel, surrogate: objects (names and presets resolved), not yet bound to the call.
-        target, baseline: the specifications, checked for type and shape.
+        inputs: (B, ...) the inputs to explain.
+        features: integer (B or 1, ...) their feature map.
+        modality: which presets' settings applied.
+        input_name: the name of ``inputs`` in error messages.
+        adapter: the front door's model wrapper, or None.
+        target: the target specification, checked for type and shape.
+        n_samples: S, an int (the cap with ``n_samples="auto"``).
+        adaptive: the settings of ``n_samples="auto"``, or None.
+        baseline: the fill specification.
+        sampler: the sampler (names and presets resolved), not yet bound to the call.
+        kernel: the kernel, the same way.
+        surrogate: the surrogate, the same way.
+        batch_size: rows per model call, or None (measured).
+        generator: the seed or generator of the masks.
+        return_samples: keep masks (B, S, F), outputs (B, S, T) and weights (B, S).
+        preset: the preset's name, or None.
+        output: selector of tuple / dict model outputs.
+        softmax: explain the softmax of the outputs.
+        progress: show a progress bar.
+        masks: explicit bool masks (B, S, F), or None.
+        perturb_fn: the front door's perturbation, or None (the blend).
+        normalize: ``(mean, std)`` per channel, or None.
+        max_memory: the CUDA memory budget of a chunk.
+        index: long (B,) index of every input in a larger data set, or None.
+        chunk_format: dtype and layout of the perturbed chunks, or None (what the model wants).
     """
 
     model: Model
     inputs: torch.Tensor
     features: torch.Tensor
-    modality: str
+    modality: Modality
     input_name: str
-    adapter: Any
+    adapter: Optional[Callable[[Model], Model]]
     target: TargetSpec
     n_samples: int
     adaptive: Optional[Adaptive]
@@ -79,22 +111,31 @@ class Settings:
     kernel: Kernel
     surrogate: Surrogate
     batch_size: Optional[int]
-    generator: Any
+    generator: Seed
     return_samples: bool
-    preset: Optional[str]
-    output: Any
+    preset: Optional[PresetName]
+    output: OutputSelector
     softmax: bool
     progress: bool
     masks: Optional[torch.Tensor]
     perturb_fn: Optional[PerturbFn]
-    normalize: Any
+    normalize: Optional[NormalizeSpec]
     max_memory: MemorySpec
     index: Optional[torch.Tensor]
     chunk_format: Optional[InputFormat]
 
 
 def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
-    """Validate ``inputs`` (B, ...) and ``features`` (B or 1, ... broadcastable); no host sync."""
+    """Validate ``inputs`` and ``features``; no host sync.
+
+    Args:
+        inputs: (B, ...) the inputs to explain.
+        features: integer (B or 1, ...) feature map, broadcastable to ``inputs``.
+        name: the name of ``inputs`` in error messages.
+
+    Raises:
+        TypeError / ValueError: anything else (named, with what was expected and what came).
+    """
     check_tensor(inputs, name)
     check_tensor(features, "features")
     if inputs.ndim < 2:
@@ -116,6 +157,12 @@ def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
 
 def resolve(request: Request) -> Settings:
     """Check and resolve the arguments of ``request`` (presets, names, n_samples, the model to run).
+
+    Args:
+        request: the call as the front door handed it over.
+
+    Returns:
+        The call's ``Settings``.
 
     Raises:
         TypeError / ValueError: a bad argument (named, with what was expected and what came).

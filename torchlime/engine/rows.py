@@ -9,27 +9,55 @@ again in fixed blocks of ``FIT_BLOCK`` samples. The model sees each row exactly 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import torch
 
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.forward.chunking import ChunkPlan
-from torchlime.stages.forward.model import Model, eval_mode, select_output
+from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
 from torchlime.stages.forward.targets import resolve_target
+from torchlime.stages.normal import NormalAccumulator
 from torchlime.stages.perturb.blend import Chunk
 from torchlime.stages.perturb.record import Perturbation
-from torchlime.stages.surrogate import NormalAccumulator
 from torchlime.stages.weighting import Kernel
+from torchlime.typing import Model, OutputSelector, TargetSpec
 
+T = TypeVar("T")
 FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
 _FIT_ELEMENTS = 1 << 24  # bound on inputs x FIT_BLOCK x F mask elements held by the fit at once
 
 
+def ready(value: Optional[T], what: str) -> T:
+    """``value``, once the forward pass has set it.
+
+    Args:
+        value: a ``Run`` attribute set by the first forward pass (None before).
+        what: its name, for the error.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        RuntimeError: when it is not set yet (the unperturbed inputs are scored first).
+    """
+    if value is None:
+        raise RuntimeError(f"{what} is not known before the unperturbed inputs are scored (Run.forward)")
+    return value
+
+
 class RowOrder:
-    """Rows of one forward pass: sample ``s_lo..s_hi-1`` of each input in ``active`` (input-major),
-    preceded, when ``s_lo == 0``, by the unperturbed inputs (sample 0) of all of them."""
+    """Rows of one forward pass: sample ``s_lo..s_hi-1`` of each input in ``active`` (input-major).
+
+    When ``s_lo == 0`` they are preceded by the unperturbed inputs (sample 0) of all of them.
+
+    Args:
+        active: the inputs, in order.
+        s_lo: the first sample.
+        s_hi: the sample after the last.
+        device: where the row coordinates go.
+    """
 
     def __init__(self, active: Sequence[int], s_lo: int, s_hi: int, device: torch.device) -> None:
         self.active, self.device = list(active), device
@@ -40,11 +68,27 @@ class RowOrder:
         self._active = torch.tensor(self.active, dtype=torch.long, device=device)
 
     def input_of(self, r: int) -> int:
+        """The input of row ``r``.
+
+        Args:
+            r: a row of the pass.
+
+        Returns:
+            The index of its input.
+        """
         return self.active[r] if r < self.refs else self.active[(r - self.refs) // self.width]
 
     def coords(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-        """(input (c,), sample (c,), first, last) of rows start:stop; first == last when the rows
-        are samples of one input (which then need not be gathered)."""
+        """The coordinates of rows ``start:stop``.
+
+        Args:
+            start: the first row.
+            stop: the row after the last.
+
+        Returns:
+            ``(inputs, samples, first, last)``: long (c,) each, then two host ints, equal when the rows
+            are samples of one input (which then need not be gathered; -1 otherwise).
+        """
         r = torch.arange(start, stop, device=self.device)
         ref = r < self.refs
         rest = (r - self.refs).clamp_min(0)
@@ -60,9 +104,19 @@ class Run:
     """The forward pass and the fit of one call (see the module docstring).
 
     Args:
+        model: the model the engine runs.
+        fmap: the call's relabelled feature map.
         draw: masks (c, F) of rows (input b, sample s).
+        perturbation: how rows become model inputs.
+        kernel: the kernel bound to the call.
+        plan: the chunk sizes.
+        placement: the model's device and floating dtype.
         n_cap: the most samples any input can get (scores are stored for that many).
         target_spec: the ``target`` argument, resolved once the unperturbed inputs are scored.
+        output: selector of tuple / dict model outputs.
+        softmax: explain the softmax of the outputs.
+        progress: show a progress bar.
+        fit_dtype: dtype of the accumulated products.
         keep: keep masks and weights for ``return_samples``.
     """
 
@@ -75,10 +129,10 @@ class Run:
         perturbation: Perturbation,
         kernel: Kernel,
         plan: ChunkPlan,
-        placement: tuple,
+        placement: tuple[torch.device, torch.dtype],
         n_cap: int,
-        target_spec: Any,
-        output: Any,
+        target_spec: TargetSpec,
+        output: OutputSelector,
         softmax: bool,
         progress: bool,
         fit_dtype: torch.dtype,
@@ -96,8 +150,8 @@ class Run:
         self.acc: Optional[NormalAccumulator] = None
         self.kept_masks: list[torch.Tensor] = []
         self.kept_weights: list[torch.Tensor] = []
-        self.originals = None
-        self.dists = None
+        self.originals: Any = None  # the unperturbed inputs as the model sees them (input-space kernels)
+        self.dists: Optional[torch.Tensor] = None
         self._reference: Optional[torch.Tensor] = None
         self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
@@ -108,6 +162,14 @@ class Run:
             self.dists = torch.zeros(self.batch, n_cap, device=self.device)
 
     def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
+        """The ``Chunk`` of rows (input b, sample s), with the always-kept column if the map has one.
+
+        Args:
+            b: long (c,) the input of every row.
+            s: long (c,) the sample of every row.
+            first: the first input of the rows.
+            last: the last input (equal to ``first`` for one input, else -1).
+        """
         z = self.draw(b, s)
         if self.fmap.fixed:
             z = torch.nn.functional.pad(z, (0, 1), value=True)
@@ -115,7 +177,11 @@ class Run:
 
     # ---------------------------------------------------------------- forward
     def forward(self, order: RowOrder) -> None:
-        """Score every row of ``order`` (the model sees each exactly once)."""
+        """Score every row of ``order`` (the model sees each exactly once).
+
+        Args:
+            order: the rows of the pass.
+        """
 
         def build(start: int, stop: int) -> Any:
             b, s, first, last = order.coords(start, stop)
@@ -153,14 +219,23 @@ class Run:
         if stop > refs:
             lo = max(start, refs)
             b, s, _, _ = order.coords(lo, stop)
-            self.scores[b, s] = sc[lo - start :].gather(1, self.targets[b])
+            targets = ready(self.targets, "the targets")
+            ready(self.scores, "the scores")[b, s] = sc[lo - start :].gather(1, targets[b])
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
-        """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to the normal equations."""
+        """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to the normal equations.
+
+        Args:
+            active: the inputs.
+            s_lo: the first sample.
+            s_hi: the sample after the last.
+        """
         f_max, dev = self.fmap.f_max, self.device
+        targets, scores = ready(self.targets, "the targets"), ready(self.scores, "the scores")
         if self.acc is None:
-            self.acc = NormalAccumulator(self.batch, f_max, self.targets.shape[1], self.scores[:, 0], self.fit_dtype)
+            self.acc = NormalAccumulator(self.batch, f_max, targets.shape[1], scores[:, 0], self.fit_dtype)
+        acc = self.acc
         valid = self.fmap.valid
         group = max(1, _FIT_ELEMENTS // (FIT_BLOCK * max(f_max, 1)))
         idx_all = torch.tensor(list(active), dtype=torch.long, device=dev)
@@ -177,7 +252,7 @@ class Run:
                 else:
                     d = self.dists[b, s0:s1]
                     w = self.kernel.weigh(d if self.scale is None else d / self.scale[b].unsqueeze(1))
-                self.acc.add(z, self.scores[b, s0:s1], w, rows=b)
+                acc.add(z, scores[b, s0:s1], w, rows=b)
                 if self.keep:
                     block_m.append(z)
                     block_w.append(w)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 
 from torchlime.engine.plan import Plan
-from torchlime.engine.rows import RowOrder
+from torchlime.engine.rows import RowOrder, ready
 from torchlime.stages.surrogate import Ridge
 
 
@@ -31,6 +31,12 @@ class Passes(NamedTuple):
 
 def run_passes(plan: Plan) -> Passes:
     """Score every row of the call and accumulate its normal equations (rounds for ``n_samples="auto"``).
+
+    Args:
+        plan: the call, ready to run.
+
+    Returns:
+        The samples each input got, and when the passes ended.
 
     Raises:
         ValueError: a kernel that normalises by all of an input's distances with ``n_samples="auto"``,
@@ -54,8 +60,8 @@ def run_passes(plan: Plan) -> Passes:
         active, s_cur = list(everyone), first
         alpha = getattr(s.surrogate, "alpha", 0.0) if isinstance(s.surrogate, Ridge) else 0.0
         while s_cur < n_samples:
-            normal = run.acc.normal()
-            fit = s.surrogate.fit_normal(normal, plan.fmap.valid, anchors=run.scores[:, :2])
+            normal = ready(run.acc, "the normal equations").normal()
+            fit = s.surrogate.fit_normal(normal, plan.fmap.valid, anchors=ready(run.scores, "the scores")[:, :2])
             settled = adaptive.stable(normal, fit, plan.fmap.valid, alpha).tolist()
             active = [a for a in active if not settled[a]]
             if not active:

@@ -1,34 +1,34 @@
 """``n_samples="auto"``: draw samples in rounds until each input's top-k features are stable.
 
-The idea of S-LIME (Zhou et al., 2021): instead of a fixed N, keep sampling while the
-explanation would still change. Every round doubles the samples of the inputs still being
-sampled (all the samples drawn so far are kept: the masks of samples 0..S-1 are the same
-whatever the round), refits, and stops an input once, for every target, the gap between its
-k-th and (k+1)-th coefficient is significant:
-
-    (β_(k) - β_(k+1)) / sqrt(se_(k)² + se_(k+1)²) >= z_confidence      (one-sided normal test)
-
-with the standard errors of the weighted fit, ``se_j² = ss_res / (n_eff - F - 1) · [(G + αI)⁻¹]_jj``
-(n_eff is Kish's effective sample size, G the centred weighted Gram matrix, α the ridge
-penalty or 1e-6), or at ``cap`` samples. ``Explanation.meta["samples_used"]`` records how many
-samples each input got. One host synchronisation per round.
+The idea of S-LIME (Zhou et al., 2021): instead of a fixed N, keep sampling while the explanation
+would still change. Every round doubles the samples of the inputs still being sampled (the samples
+drawn so far are kept: masks do not depend on the round), refits, and stops an input once the gap
+between its k-th and (k+1)-th coefficient is significant for every target (``Adaptive.stable``), or
+at ``cap`` samples. ``Explanation.meta["samples_used"]`` records how many samples each input got.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Callable, Optional
 
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, describe
-from torchlime.stages.surrogate import Fit, Normal
+from torchlime.stages.normal import Fit, Normal
+from torchlime.typing import NSamples as NSamples
 
 
 @dataclass(frozen=True)
 class Adaptive:
-    """Settings of ``n_samples="auto"``: first round ``start`` samples, doubling up to ``cap``,
-    stop when the top ``top_k`` features are stable at ``confidence``."""
+    """Settings of ``n_samples="auto"``: rounds of doubling samples until the top features are stable.
+
+    Attributes:
+        start: the samples of the first round (>= 2).
+        cap: the most samples an input gets (>= ``start``).
+        top_k: how many of the top features must be stable.
+        confidence: the one-sided confidence of the test, in [0.5, 1).
+    """
 
     start: int = 256
     cap: int = 8192
@@ -46,14 +46,25 @@ class Adaptive:
             raise ValueError(f"`cap` must be >= `start` ({self.start}), got {self.cap}")
 
     def stable(self, normal: Normal, fit: Fit, valid: torch.Tensor, alpha: float) -> torch.Tensor:
-        """Bool (B,): inputs whose top-k is stable for every target (see the module docstring).
+        """Bool (B,): inputs whose top-k is stable for every target.
+
+        Stable: ``(β_(k) - β_(k+1)) / sqrt(se_(k)² + se_(k+1)²) >= z_confidence`` (a one-sided normal
+        test) with the standard errors of the weighted fit, ``se_j² = ss_res / (n_eff - F - 1) ·
+        [(G + αI)⁻¹]_jj`` (n_eff: Kish's effective sample size, G: the centred weighted Gram matrix,
+        α: the ridge penalty or 1e-6).
 
         Args:
-            normal: the accumulated normal equations. fit: their fit (coef (B, T, F), score (B, T)).
-            valid: bool (B, F). alpha: the surrogate's ridge penalty (0 for others).
+            normal: the accumulated normal equations, gram (B, F, F).
+            fit: their fit, coef (B, T, F) and score (B, T).
+            valid: bool (B, F) the features that exist for each input.
+            alpha: the surrogate's ridge penalty (0 for others).
+
+        Returns:
+            Bool (B,).
         """
         gram = normal.gram + torch.diag_embed((~valid).double() + max(alpha, 1e-6))
-        inv_diag = torch.linalg.inv(gram).diagonal(dim1=-2, dim2=-1)  # (B, F)
+        inverse: torch.Tensor = torch.linalg.inv(gram)  # torch.linalg is untyped
+        inv_diag = inverse.diagonal(dim1=-2, dim2=-1)  # (B, F)
         n_eff = normal.weight_sum**2 / normal.weight_sq_sum.clamp_min(1e-300)
         ss_res = (1.0 - fit.score.double()).clamp_min(0) * normal.ss_tot  # (B, T)
         dof = (n_eff - valid.sum(1) - 1).clamp_min(1.0)
@@ -65,13 +76,20 @@ class Adaptive:
         order = coef.argsort(-1, descending=True)[..., k - 1 : k + 1]  # the k-th and (k+1)-th
         gap = coef.gather(-1, order).diff(dim=-1).squeeze(-1).neg()
         se = var.gather(-1, order).sum(-1).sqrt().clamp_min(1e-300)
-        z = torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(self.confidence, dtype=torch.float64))
+        icdf: Callable[[torch.Tensor], torch.Tensor] = torch.distributions.Normal(0.0, 1.0).icdf  # untyped in torch
+        z = icdf(torch.tensor(self.confidence, dtype=torch.float64))
         ok = (gap / se >= z) | (valid.sum(1) <= self.top_k).unsqueeze(1)
         return ok.all(1)
 
 
-def resolve_n_samples(n_samples: Any) -> tuple[int, Optional[Adaptive]]:
-    """(S or the cap, the adaptive settings or None) of ``n_samples``: an int >= 2, "auto" or an ``Adaptive``.
+def resolve_n_samples(n_samples: object) -> tuple[int, Optional[Adaptive]]:
+    """S or the cap, and the adaptive settings or None, of ``n_samples``.
+
+    Args:
+        n_samples: an int >= 2, "auto" or an ``Adaptive``.
+
+    Returns:
+        ``(S, None)`` for an int, ``(cap, settings)`` otherwise.
 
     Raises:
         TypeError / ValueError: for anything else.
@@ -83,6 +101,3 @@ def resolve_n_samples(n_samples: Any) -> tuple[int, Optional[Adaptive]]:
     if isinstance(n_samples, str):
         raise ValueError(f"`n_samples` must be an int >= 2, 'auto' or an Adaptive, got {describe(n_samples)}")
     return check_positive_int(n_samples, "n_samples", minimum=2), None
-
-
-NSamples = Union[int, str, Adaptive]

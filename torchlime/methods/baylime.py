@@ -1,48 +1,37 @@
 """BayLIME: a Bayesian ridge surrogate with posterior standard deviations (``surrogate="bayes"``).
 
-Model of every (input, target) fit, with w the kernel's weights, X the masks and y the outputs:
-
-    y_s = b + x_s . beta + e_s,   e_s ~ N(0, 1 / (alpha w_s)),   beta ~ N(mu_0, diag(lambda p)^-1)
-
-The intercept b is flat (handled, as in scikit-learn, by centring X and y on their weighted
-means). With G = Xc' W Xc and r = Xc' W yc (the engine's normal equations), the posterior is
-
-    Sigma = (alpha G + diag(lambda p))^-1,   mu = mu_0 + Sigma alpha (r - G mu_0)
-
-and ``Fit.coef_std`` (``Explanation.coef_std``) is sqrt(diag Sigma): coef +- 1.96 coef_std is a 95 %
-credible interval. Hyperparameters (Zhao et al., BayLIME, UAI 2021):
-
-* non-informative prior (``prior_mean=None, prior_precision=None``): mu_0 = 0, p = 1, and alpha and
-  lambda are found by evidence maximisation with MacKay's updates, exactly scikit-learn's
-  ``BayesianRidge`` (same ``max_iter``, ``tol``, ``alpha_1``, ``alpha_2``, ``lambda_1``, ``lambda_2``,
-  ``alpha_init``, ``lambda_init``; sample weights count through their sum, as there);
-* informative prior: ``prior_mean`` (e.g. another explanation's ``coef``) and ``prior_precision`` p
-  (then lambda = 1: the precision is taken as given); ``alpha`` fixed (full) or None (estimated:
-  BayLIME's partial prior). A prior mean alone keeps lambda estimated around it.
-
-Every step runs batched over inputs and targets on one eigendecomposition of the whitened Gram
-matrix per input (per target when the precision differs by target); the hyperparameter iterations
-are O(B T F) each.
+Every (input, target) fit is a Bayesian linear model (Zhao et al., BayLIME, UAI 2021) with a
+non-informative prior whose hyperparameters are found by evidence maximisation, exactly as
+scikit-learn's ``BayesianRidge``, or an informative prior (e.g. another explanation's ``coef``).
+``Explanation.coef_std`` is the posterior standard deviation of every coefficient. Every step runs
+batched over inputs and targets on one eigendecomposition of the whitened Gram matrix per input.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional, Union, cast
 
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, describe
-from torchlime.stages.surrogate import Fit, Normal, Surrogate, finish
+from torchlime.stages.normal import Fit, Normal, finish
+from torchlime.stages.surrogate import Surrogate
+from torchlime.typing import HasCoef
 
 _EPS = float(torch.finfo(torch.float64).eps)
 
 
-def _check_prior(value: Any, name: str, positive: bool) -> Any:
+#: a prior: None, a number, a tensor (F,) or (B, T, F), or an ``Explanation`` (its ``coef``)
+PriorSpec = Union[None, float, torch.Tensor, HasCoef]
+
+
+def _check_prior(value: object, name: str, positive: bool) -> Union[None, float, torch.Tensor]:
     if value is None:
         return None
-    if isinstance(getattr(value, "coef", None), torch.Tensor):  # an Explanation (methods never import the engine)
-        value = value.coef
+    coef = getattr(value, "coef", None)
+    if isinstance(coef, torch.Tensor):  # an Explanation (methods never import the engine)
+        value = coef
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return check_positive_float(value, name) if positive else float(value)
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
@@ -59,17 +48,39 @@ def _check_prior(value: Any, name: str, positive: bool) -> Any:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class BayesianRidge(Surrogate):
-    """Bayesian ridge regression (BayLIME); see the module docstring for the model and the priors.
+    """Bayesian ridge regression (BayLIME).
 
-    Args:
+    Model of every (input, target) fit, with w the kernel's weights, X the masks and y the outputs:
+    ``y_s = b + x_s . beta + e_s``, ``e_s ~ N(0, 1 / (alpha w_s))``, ``beta ~ N(mu_0, diag(lambda p)^-1)``.
+    The intercept b is flat (handled, as in scikit-learn, by centring X and y on their weighted means).
+    With G = Xc' W Xc and r = Xc' W yc (the engine's normal equations), the posterior is
+    ``Sigma = (alpha G + diag(lambda p))^-1``, ``mu = mu_0 + Sigma alpha (r - G mu_0)``, and
+    ``Fit.coef_std`` (``Explanation.coef_std``) is sqrt(diag Sigma): coef +- 1.96 coef_std is a 95 %
+    credible interval. Hyperparameters:
+
+    * non-informative prior (``prior_mean=None, prior_precision=None``): mu_0 = 0, p = 1, and alpha and
+      lambda are found by evidence maximisation with MacKay's updates, exactly scikit-learn's
+      ``BayesianRidge`` (same ``max_iter``, ``tol``, ``alpha_1``, ``alpha_2``, ``lambda_1``, ``lambda_2``,
+      ``alpha_init``, ``lambda_init``; sample weights count through their sum, as there);
+    * informative prior: ``prior_mean`` (e.g. another explanation's ``coef``) and ``prior_precision`` p
+      (then lambda = 1: the precision is taken as given); ``alpha`` fixed (full) or None (estimated:
+      BayLIME's partial prior). A prior mean alone keeps lambda estimated around it.
+
+    Attributes:
         prior_mean: None (0), a number, a tensor (F,) or (B, T, F) (e.g. ``exp.coef`` of an earlier
             explanation of the same inputs and targets: pass ``target=exp.target``), or an
             ``Explanation`` (its ``coef``).
         prior_precision: None (isotropic lambda, estimated), a number or a tensor (F,) or (B, T, F)
             of positive precisions (fixed).
         alpha: noise precision; None estimates it (evidence maximisation).
-        max_iter, tol, alpha_1, alpha_2, lambda_1, lambda_2, alpha_init, lambda_init: as in
-            scikit-learn's ``BayesianRidge`` (its defaults), for the estimated hyperparameters.
+        max_iter: the most evidence iterations (scikit-learn's ``BayesianRidge``, as the next seven).
+        tol: an estimate stops once its coefficients move by less than ``tol`` (L1).
+        alpha_1: shape of the Gamma prior of alpha.
+        alpha_2: rate of the Gamma prior of alpha.
+        lambda_1: shape of the Gamma prior of lambda.
+        lambda_2: rate of the Gamma prior of lambda.
+        alpha_init: the first alpha (None: 1 / Var(y)).
+        lambda_init: the first lambda (None: 1).
         dtype: dtype of the accumulated products and of the returned fit (the solve runs in float64).
 
     Example:
@@ -82,8 +93,8 @@ class BayesianRidge(Surrogate):
         ([[[1.0, -2.0, 0.5]]], True)
     """
 
-    prior_mean: Any = None
-    prior_precision: Any = None
+    prior_mean: PriorSpec = None
+    prior_precision: PriorSpec = None
     alpha: Optional[float] = None
     max_iter: int = 300
     tol: float = 1e-3
@@ -96,7 +107,9 @@ class BayesianRidge(Surrogate):
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        def set_(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)  # frozen
+
         set_("prior_mean", _check_prior(self.prior_mean, "prior_mean", positive=False))
         set_("prior_precision", _check_prior(self.prior_precision, "prior_precision", positive=True))
         for name in ("alpha", "alpha_init", "lambda_init"):
@@ -107,7 +120,7 @@ class BayesianRidge(Surrogate):
         check_positive_int(self.max_iter, "max_iter")
 
     def __repr__(self) -> str:
-        def show(v: Any) -> str:
+        def show(v: object) -> str:
             return f"tensor{tuple(v.shape)}" if isinstance(v, torch.Tensor) else repr(v)
 
         return (
@@ -116,13 +129,13 @@ class BayesianRidge(Surrogate):
         )
 
     def _prior(
-        self, value: Any, name: str, shape: tuple[int, int, int], default: float, device: torch.device
+        self, value: PriorSpec, name: str, shape: tuple[int, int, int], default: float, device: torch.device
     ) -> torch.Tensor:
         """The prior as float64 (B or 1, T or 1, F) on ``device``."""
         b, t, f = shape
         if value is None or isinstance(value, float):
             return torch.full((1, 1, f), default if value is None else value, dtype=torch.float64, device=device)
-        value = value.to(device, torch.float64)
+        value = cast(torch.Tensor, value).to(device, torch.float64)  # a tensor: ``_check_prior`` made it one
         if value.ndim == 0:
             return value.expand(1, 1, f)
         if value.shape == (f,):
@@ -134,6 +147,16 @@ class BayesianRidge(Surrogate):
         )
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
+        """The posterior mean and standard deviation of every fit.
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+            anchors: (B, 2, T) the outputs of samples 0 and 1 (unused).
+
+        Returns:
+            ``Fit`` with coef and coef_std (B, T, F), intercept, score and local_pred (B, T).
+        """
         b, f, t = ne.rhs.shape
         dev = ne.gram.device
         one = valid.double()
@@ -165,7 +188,8 @@ class BayesianRidge(Surrogate):
         var = (evecs * evecs) @ (1.0 / (alpha.unsqueeze(-1) * evals + lam.unsqueeze(-1))).unsqueeze(-1)
         std = scale * var.squeeze(-1).sqrt()
         fit = finish((beta * one.unsqueeze(1)).transpose(1, 2), ne)
-        return Fit(*(x.to(self.dtype) for x in fit[:4]), coef_std=std.to(self.dtype))
+        d = self.dtype
+        return Fit(fit.coef.to(d), fit.intercept.to(d), fit.score.to(d), fit.local_pred.to(d), std.to(d))
 
     def _evidence(
         self,
@@ -178,8 +202,11 @@ class BayesianRidge(Surrogate):
         lam: torch.Tensor,
         fixed_lambda: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """scikit-learn's ``BayesianRidge`` loop for every fit at once: alpha and lambda of each fit stop
-        changing at the iteration where its coefficients moved by less than ``tol`` (L1)."""
+        """scikit-learn's ``BayesianRidge`` loop for every fit at once.
+
+        Alpha and lambda of each fit stop changing at the iteration where its coefficients moved by
+        less than ``tol`` (L1).
+        """
         active = torch.ones_like(syy, dtype=torch.bool)
         old = None
         for it in range(self.max_iter):

@@ -1,22 +1,16 @@
 """Sample-efficient mask designs: the same explanation from fewer model calls.
 
-All are ``sampling.Sampler`` subclasses, counter-based like the others (any block of rows can be
-drawn on its own), and every prefix of samples 1..S' is itself a good design, so they suit
-``n_samples="auto"``, which draws in rounds:
-
-* ``StratifiedSampler``: the number of kept features follows Binomial(F_b, p) as in lime, but
-  stratified: sample s takes the quantile ``frac(vdc(s) + shift_b)`` of that distribution (the van
-  der Corput sequence, randomly shifted per input), then a uniform random subset of that size.
-* ``AntitheticSampler``: samples come in pairs, the second the complement of the first, which
-  cancels the first-order noise of the fit; wraps any sampler.
-* ``SobolSampler``: quasi-random masks, ``u < p`` on a Sobol sequence (one dimension per
-  feature) with a random digital shift per input drawn from the call's key.
+``StratifiedSampler`` (stratified coalition sizes), ``AntitheticSampler`` (pairs of complementary
+masks) and ``SobolSampler`` (quasi-random masks) are ``sampling.Sampler`` subclasses, counter-based
+like the others (any block of rows can be drawn on its own), and every prefix of samples 1..S' is
+itself a good design, so they suit ``n_samples="auto"``, which draws in rounds.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -28,6 +22,12 @@ _SOBOL_BITS = 30
 
 def van_der_corput(n: torch.Tensor) -> torch.Tensor:
     """The base-2 radical inverse of long n >= 0: float64 in [0, 1) (bits of n mirrored).
+
+    Args:
+        n: long (...) non-negative integers.
+
+    Returns:
+        Float64 (...) the van der Corput numbers.
 
     Example:
         >>> van_der_corput(torch.arange(5)).tolist()
@@ -48,7 +48,15 @@ def _check_p(p: float) -> None:
 
 @dataclass(frozen=True)
 class StratifiedSampler(Sampler):
-    """Coalition sizes stratified over the samples (see the module docstring); ``p`` as in lime."""
+    """Coalition sizes stratified over the samples.
+
+    The number of kept features follows Binomial(F_b, p) as in lime, but stratified: sample s takes
+    the quantile ``frac(vdc(s) + shift_b)`` of that distribution (the van der Corput sequence,
+    randomly shifted per input), then a uniform random subset of that size.
+
+    Attributes:
+        p: the probability of keeping a feature, in (0, 1) (lime: 1/2).
+    """
 
     p: float = 0.5
 
@@ -56,12 +64,18 @@ class StratifiedSampler(Sampler):
         _check_p(self.p)
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): a stratified number of features of every row kept, uniformly chosen.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         nf = rows.n_features.double()
         shift = (rows.input_hash(4) >> 8).double() / (1 << 24)  # per input, not per sample
         u = torch.frac(van_der_corput(rows.samples) + shift)  # (c,)
         k = torch.arange(rows.f_max + 1, device=nf.device, dtype=torch.float64)
         binom = torch.distributions.Binomial(total_count=nf.unsqueeze(1), probs=torch.full_like(nf, self.p)[:, None])
-        pmf = torch.where(k <= nf.unsqueeze(1), binom.log_prob(torch.minimum(k, nf.unsqueeze(1))).exp(), 0.0)
+        log_prob: Callable[[torch.Tensor], torch.Tensor] = binom.log_prob  # untyped in torch
+        pmf = torch.where(k <= nf.unsqueeze(1), log_prob(torch.minimum(k, nf.unsqueeze(1))).exp(), 0.0)
         cdf = pmf.cumsum(1)
         kept = (cdf < u.unsqueeze(1) * cdf[:, -1:]).sum(1)  # inverse CDF: 0..F_b
         return _random_subset(rows, kept)
@@ -69,11 +83,22 @@ class StratifiedSampler(Sampler):
 
 @dataclass(frozen=True)
 class AntitheticSampler(Sampler):
-    """Pairs of samples: 2j+1 drawn from ``base``, 2j+2 its complement (over the existing features)."""
+    """Pairs of samples: 2j+1 drawn from ``base``, 2j+2 its complement (over the existing features).
+
+    The complement cancels the first-order noise of the fit.
+
+    Attributes:
+        base: the sampler of the first sample of every pair.
+    """
 
     base: Sampler = field(default_factory=BernoulliSampler)
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): the base sampler's masks, complemented in every second sample.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         pair = (rows.samples - 1).clamp_min(0) // 2
         first = Rows(rows.key, rows.inputs, pair + 1, rows.n_features, rows.f_max, rows.positions)
         masks = self.base.sample(first)
@@ -84,12 +109,18 @@ class AntitheticSampler(Sampler):
 @functools.lru_cache(maxsize=8)
 def _directions(dimension: int) -> torch.Tensor:
     """Sobol direction numbers (dimension, 30) as long, from torch's SobolEngine (CPU, cached)."""
-    return torch.quasirandom.SobolEngine(dimension=dimension, scramble=False).sobolstate.clone()
+    engine: Callable[..., torch.quasirandom.SobolEngine] = torch.quasirandom.SobolEngine  # untyped in torch
+    return engine(dimension=dimension, scramble=False).sobolstate.clone()
 
 
 @dataclass(frozen=True)
 class SobolSampler(Sampler):
     """Quasi-random masks: feature f kept when coordinate f of the shifted Sobol point s is below ``p``.
+
+    One dimension per feature, with a random digital shift per input drawn from the call's key.
+
+    Attributes:
+        p: the probability of keeping a feature, in (0, 1).
 
     Raises:
         ValueError: for more than 21201 features (the Sobol tables' dimension).
@@ -101,6 +132,11 @@ class SobolSampler(Sampler):
         _check_p(self.p)
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): the shifted Sobol points of the rows' samples, below ``p``.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:
             raise ValueError(
                 f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features, got {rows.f_max}"

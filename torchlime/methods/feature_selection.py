@@ -2,53 +2,40 @@
 
 ``Select(num_features=K, method=...)`` is a surrogate: it chooses K features for every (input,
 target) from the weighted centred normal equations (G = XcᵀWXc, c = XcᵀWyc; no samples held) as
-``lime.lime_base.LimeBase.feature_selection`` does, then refits ``refit`` (lime's ``Ridge(alpha=1)``)
-on the chosen features only; the other coefficients are 0. Methods (lime's names):
-
-* ``"forward_selection"``: K greedy steps, each adding the feature whose weighted least-squares fit
-  (with intercept) with the features chosen so far has the highest weighted R², i.e. the largest
-  gain ``r_j² / d_j`` (r, d: the right-hand side and diagonal of the normal equations swept by the
-  chosen features). Ties: the lowest feature index (lime keeps the first strictly better score).
-* ``"highest_weights"``: the K largest |β_j| of a weighted ridge (α = 0.01) on all features (lime
-  multiplies β by the first sample, the unperturbed input, whose mask keeps every feature). Ties:
-  the lowest index (lime's stable sort).
-* ``"lasso_path"``: sklearn's LARS-lasso path (``lars_path(method='lasso')``) on the weighted centred
-  data, run from G and c for all fits at once; the support of the last point of the path with at
-  most K non-zero coefficients (lime's K-Lasso; all features when the path is empty, e.g. constant
-  outputs). The path follows sklearn step by step: entry by the largest |correlation|, drops at zero
-  crossings, degenerate (collinear) regressors skipped as sklearn skips them, and its stops (alpha =
-  max |correlation| / S <= float32 eps, alpha increasing, 500 steps). S is the number of samples
-  the normal equations accumulated (``Normal.n_samples``), or ``Select(n_samples=S)`` if given
-  (only the stopping rule uses it). Ties of |correlation| go to the first
-  feature in sklearn's internal order (its swaps are tracked); ties that only rounding decides
-  (duplicate or collinear columns, typically fewer samples than features) may differ from sklearn.
-* ``"auto"``: ``"forward_selection"`` when K <= 6, else ``"highest_weights"`` (lime's rule).
-
-Inputs with F_b < K features keep all of them (lime's ``min(num_features, F)``).
+``lime.lime_base.LimeBase.feature_selection`` does (``select_features``: forward selection, highest
+weights, the lasso path), then refits ``refit`` (lime's ``Ridge(alpha=1)``) on the chosen features
+only; the other coefficients are 0. Inputs with F_b < K features keep all of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
 from torchlime._checks import check_choice, check_positive_int, describe
-from torchlime.stages.surrogate import Fit, Normal, Ridge, Surrogate, solve_spd
+from torchlime.methods.lars import lasso_path as lasso_path
+from torchlime.stages.normal import Fit, Normal, solve_spd
+from torchlime.stages.surrogate import Ridge, Surrogate
+from torchlime.typing import SelectionMethod
 
-METHODS = ("forward_selection", "highest_weights", "lasso_path", "auto")
-_EPS32 = float(torch.finfo(torch.float32).eps)
-_TINY32 = float(torch.finfo(torch.float32).tiny)
-_EPS64 = float(torch.finfo(torch.float64).eps)
-_BIG = float(torch.finfo(torch.float64).max)
+METHODS: tuple[SelectionMethod, ...] = ("forward_selection", "highest_weights", "lasso_path", "auto")
 
 
 def forward_selection(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
-    """lime's forward selection for every fit: bool (B, T, F), ``min(k, F_b)`` features each.
+    """Lime's forward selection for every fit: bool (B, T, F), ``min(k, F_b)`` features each.
+
+    K greedy steps, each adding the feature whose weighted least-squares fit (with intercept) with
+    the features chosen so far has the highest weighted R², i.e. the largest gain ``r_j² / d_j`` (r,
+    d: the right-hand side and diagonal of the normal equations swept by the chosen features). Ties:
+    the lowest feature index (lime keeps the first strictly better score).
 
     Args:
-        gram: (B, F, F) XcᵀWXc. rhs: (B, F, T) XcᵀWyc. valid: bool (B, F). k: features to choose.
+        gram: (B, F, F) XcᵀWXc.
+        rhs: (B, F, T) XcᵀWyc.
+        valid: bool (B, F) the features that exist for each input.
+        k: features to choose.
 
     Example:
         >>> gram = torch.eye(3, dtype=torch.float64).unsqueeze(0)
@@ -87,7 +74,16 @@ def _top_k(key: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def highest_weights(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
-    """lime's ``highest_weights``: the k largest |β| of a weighted ridge (α = 0.01), bool (B, T, F).
+    """Lime's ``highest_weights``: the k largest |β| of a weighted ridge (α = 0.01), bool (B, T, F).
+
+    Lime multiplies β by the first sample, the unperturbed input, whose mask keeps every feature.
+    Ties: the lowest index (lime's stable sort).
+
+    Args:
+        gram: (B, F, F) XcᵀWXc.
+        rhs: (B, F, T) XcᵀWyc.
+        valid: bool (B, F) the features that exist for each input.
+        k: features to choose.
 
     Example:
         >>> gram = torch.eye(3, dtype=torch.float64).unsqueeze(0)
@@ -100,133 +96,22 @@ def highest_weights(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, 
     return _top_k(beta.abs(), valid.unsqueeze(1), k)
 
 
-def _masked_solve(g: torch.Tensor, act: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-    """Solve G_AA v = rhs_A on every fit's active set A (G (B, 1 or T, F, F), act and rhs (B, T, F)); 0 elsewhere.
-    LU (``solve_ex``, no host sync): on CPU it is far faster than a batched Cholesky of small matrices."""
-    a = act.to(g.dtype)
-    m = g * a.unsqueeze(-1) * a.unsqueeze(-2) + torch.diag_embed(1.0 - a)
-    return torch.linalg.solve_ex(m, (rhs * a).unsqueeze(-1))[0].squeeze(-1) * a
-
-
-def _min_pos(v: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-    """sklearn's ``min_pos``: the smallest strictly positive value over ``where`` (the largest float if none)."""
-    return torch.where(where & (v > 0), v, _BIG).amin(-1)
-
-
-def lasso_path(
-    gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int, count: torch.Tensor, max_iter: int = 500
-) -> torch.Tensor:
-    """lime's ``lasso_path`` selection: bool (B, T, F), the support of the last point of sklearn's
-    LARS-lasso path with at most k non-zero coefficients (all features if the path is empty).
-
-    Args:
-        gram, rhs, valid: as in ``forward_selection``. count: (B,) samples per input (sklearn
-            stops the path once max |correlation| / count <= float32 eps). max_iter: as sklearn.
-
-    Example:
-        >>> gram = torch.tensor([[[1.0, 0.3, 0.0], [0.3, 1.0, 0.0], [0.0, 0.0, 1.0]]], dtype=torch.float64)
-        >>> rhs = torch.tensor([[[0.9], [0.5], [0.1]]], dtype=torch.float64)
-        >>> lasso_path(gram, rhs, torch.ones(1, 3, dtype=torch.bool), 2, torch.tensor([100.0]))[0, 0].tolist()
-        [True, True, False]
-    """
-    b, f, t = rhs.shape
-    dev, dt = rhs.device, rhs.dtype
-    g = gram.unsqueeze(1).expand(b, t, f, f)
-    xy = rhs.transpose(1, 2)
-    valid = valid.unsqueeze(1).expand(b, t, f)
-    n_feat = valid.sum(-1)
-    count = count.to(dt).view(b, 1)
-    cov, coef, sign = xy.clone(), torch.zeros_like(xy), torch.zeros_like(xy)
-    act = torch.zeros_like(valid)
-    pos = torch.arange(f, device=dev).expand(b, t, f).clone()  # place of each feature in sklearn's order
-    drop = torch.zeros(b, t, dtype=torch.bool, device=dev)
-    done, n_iter = drop.clone(), torch.zeros(b, t, dtype=torch.long, device=dev)
-    prev_alpha = torch.zeros(b, t, dtype=dt, device=dev)
-    best = valid.clone()
-    diag_g = g.diagonal(dim1=-2, dim2=-1)
-    for _ in range(4 * (max_iter + f)):  # loop guard; fits stop by sklearn's rules long before
-        live = ~done
-        inactive = ~act & valid
-        absc = torch.where(inactive, cov.abs(), -1.0)
-        c = torch.where(inactive.any(-1), absc.amax(-1), 0.0)
-        idx = torch.where(inactive & (absc == c.unsqueeze(-1)), pos, 2 * f).argmin(-1, keepdim=True)
-        alpha = c / count
-        n_act = act.sum(-1, keepdim=True)
-        stop = live & ((alpha <= _EPS32) | (n_iter >= max_iter) | (n_act.squeeze(-1) >= n_feat))
-        done, live = done | stop, live & ~stop
-        # add the feature of largest |correlation| unless the last step dropped one; sklearn swaps it
-        # with the first inactive feature q in its order (kept even when the regressor is degenerate)
-        add = live & ~drop
-        onehot = torch.zeros_like(act).scatter_(-1, idx, True) & add.unsqueeze(-1)
-        q = (pos == n_act).long().argmax(-1, keepdim=True)
-        q_hot = torch.zeros_like(act).scatter_(-1, q, True) & add.unsqueeze(-1)
-        pos = torch.where(onehot, n_act, torch.where(q_hot, pos.gather(-1, idx), pos))
-        col = g.gather(-1, idx.unsqueeze(-1).expand(b, t, f, 1)).squeeze(-1) * act
-        proj = (col * _masked_solve(g, act, col)).sum(-1)
-        pivot = (diag_g.gather(-1, idx).squeeze(-1) - proj).abs().sqrt().clamp_min(_EPS64)
-        degenerate = add & (pivot < 1e-7)
-        # degenerate regressor: sklearn zeroes the correlation at q's place and swaps the values back,
-        # so the feature keeps q's correlation and q gets 0; the step is redone
-        dg = degenerate.unsqueeze(-1)
-        cov = torch.where(onehot & dg, cov.gather(-1, q), cov)
-        cov = torch.where(q_hot & dg, 0.0, cov)
-        enter = onehot & ~dg
-        act = act | enter
-        sign = torch.where(enter, torch.sign(cov), sign)
-        live = live & ~degenerate
-        early = live & (n_iter > 0) & (prev_alpha < alpha)  # lasso: alpha no longer decreasing
-        done, live = done | early, live & ~early
-        if not bool(live.any()):
-            if bool(done.all()):
-                break
-            continue
-        # equiangular direction and step
-        ls = _masked_solve(g, act, sign)
-        aa = 1.0 / (ls * sign).sum(-1).clamp_min(_EPS64).sqrt()
-        ls = ls * aa.unsqueeze(-1)
-        corr = torch.round((g @ ls.unsqueeze(-1)).squeeze(-1), decimals=15)
-        inactive = ~act & valid
-        cc, a1 = c.unsqueeze(-1), aa.unsqueeze(-1)
-        gamma = torch.minimum(
-            torch.minimum(
-                _min_pos((cc - cov) / (a1 - corr + _TINY32), inactive),
-                _min_pos((cc + cov) / (a1 + corr + _TINY32), inactive),
-            ),
-            c / aa,
-        )
-        z = -coef / (ls + _TINY32)
-        z_pos = _min_pos(z, act)
-        dropping = live & (z_pos < gamma)
-        gamma = torch.where(dropping, z_pos, gamma)
-        gone = act & (z == z_pos.unsqueeze(-1)) & dropping.unsqueeze(-1)
-        # the new point of the path; a dropped feature becomes the first inactive one in sklearn's order
-        new_coef = torch.where(act & ~gone, coef + gamma.unsqueeze(-1) * ls, 0.0)
-        new_cov = torch.where(inactive, cov - gamma.unsqueeze(-1) * corr, cov)
-        new_cov = torch.where(gone, xy - (g @ new_coef.unsqueeze(-1)).squeeze(-1), new_cov)
-        new_act = act & ~gone
-        before = pos.unsqueeze(-2) < pos.unsqueeze(-1)  # [i, j]: j is before i
-        rank_kept = (before & new_act.unsqueeze(-2)).sum(-1)
-        rank_gone = new_act.sum(-1, keepdim=True) + (before & gone.unsqueeze(-2)).sum(-1)
-        new_pos = torch.where(new_act, rank_kept, torch.where(gone, rank_gone, pos))
-        lv = live.unsqueeze(-1)
-        coef, cov, act = torch.where(lv, new_coef, coef), torch.where(lv, new_cov, cov), torch.where(lv, new_act, act)
-        pos = torch.where(lv, new_pos, pos)
-        n_iter = n_iter + live.long()
-        prev_alpha = torch.where(live, alpha, prev_alpha)
-        drop = torch.where(live, dropping, drop)
-        keep = live & (new_act.sum(-1) <= k)
-        best = torch.where(keep.unsqueeze(-1), new_act, best)
-    return best & valid
-
-
 def select_features(
-    ne: Normal, valid: torch.Tensor, num_features: int, method: str = "auto", count: Optional[torch.Tensor] = None
+    ne: Normal,
+    valid: torch.Tensor,
+    num_features: int,
+    method: SelectionMethod = "auto",
+    count: Union[torch.Tensor, int, None] = None,
 ) -> torch.Tensor:
     """The features lime's ``feature_selection`` chooses for every fit: bool (B, T, F).
 
     Args:
-        ne: the weighted normal equations (``surrogate.Normal``). valid: bool (B, F).
-        num_features: K. method: one of ``METHODS``.
+        ne: the weighted normal equations (``normal.Normal``).
+        valid: bool (B, F) the features that exist for each input.
+        num_features: K.
+        method: lime's names: "forward_selection" (``forward_selection``), "highest_weights"
+            (``highest_weights``), "lasso_path" (``lasso_path``, lime's K-Lasso) or "auto"
+            ("forward_selection" when K <= 6, else "highest_weights": lime's rule).
         count: (B,) samples per input (or one int), for ``"lasso_path"``'s stopping rule; None: the
             Normal's ``n_samples`` if it has one, else Kish's effective sample size (Σw)² / Σw².
 
@@ -255,18 +140,28 @@ def select_features(
         count = ne.n_samples  # (B,) samples accumulated
     if count is None:  # normal equations built by hand
         count = ne.weight_sum.double() ** 2 / ne.weight_sq_sum.double().clamp_min(1e-300)
-    count = torch.as_tensor(count, dtype=torch.float64, device=gram.device).expand(gram.shape[0])
-    return lasso_path(gram, rhs, valid, num_features, count)
+    per_input = torch.as_tensor(count, dtype=torch.float64, device=gram.device).expand(gram.shape[0])
+    return lasso_path(gram, rhs, valid, num_features, per_input)
 
 
 def restrict(ne: Normal, chosen: torch.Tensor) -> Normal:
-    """The normal equations of every (input, target) restricted to its chosen features, as B·T
-    fits of one target each (gram (B·T, F, F) zero outside the chosen rows and columns)."""
+    """The normal equations of every (input, target) restricted to its chosen features.
+
+    Args:
+        ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+        chosen: bool (B, T, F) the chosen features.
+
+    Returns:
+        B·T fits of one target each (gram (B·T, F, F) zero outside the chosen rows and columns).
+    """
     b, t, f = chosen.shape
     p = chosen.to(ne.gram.dtype)
     gram = (ne.gram.unsqueeze(1) * p.unsqueeze(-1) * p.unsqueeze(-2)).reshape(b * t, f, f)
     rhs = (ne.rhs.transpose(1, 2) * p).reshape(b * t, f, 1)
-    rep = lambda v: v.repeat_interleave(t, 0)  # noqa: E731
+
+    def rep(v: torch.Tensor) -> torch.Tensor:
+        return v.repeat_interleave(t, 0)
+
     y_shift = None if ne.y_shift is None else ne.y_shift.reshape(b * t, 1)
     n_samples = None if ne.n_samples is None else rep(ne.n_samples)
     return Normal(
@@ -287,9 +182,9 @@ def restrict(ne: Normal, chosen: torch.Tensor) -> Normal:
 class Select(Surrogate):
     """Sparse surrogate: lime's feature selection, then ``refit`` on the chosen features only.
 
-    Args:
+    Attributes:
         num_features: K, features kept per (input, target) (lime's ``num_features``).
-        method: "forward_selection", "highest_weights", "lasso_path" or "auto" (module docstring).
+        method: "forward_selection", "highest_weights", "lasso_path" or "auto" (``select_features``).
         refit: the surrogate fitted on the chosen features (lime: ``Ridge(alpha=1)``); any
             surrogate that works from the centred normal equations (Ridge, Lasso, KLasso).
         n_samples: S, for ``"lasso_path"``'s stopping rule only (see ``select_features``).
@@ -310,7 +205,7 @@ class Select(Surrogate):
     """
 
     num_features: int = 10
-    method: str = "auto"
+    method: SelectionMethod = "auto"
     refit: Surrogate = Ridge(alpha=1.0)
     n_samples: Optional[int] = None
     dtype: torch.dtype = torch.float32
@@ -326,20 +221,42 @@ class Select(Surrogate):
             raise TypeError(f"`dtype` must be a floating torch.dtype, got {describe(self.dtype)}")
 
     def select(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
-        """Bool (B, T, F): the features chosen for every (input, target)."""
+        """Bool (B, T, F): the features chosen for every (input, target).
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
         return select_features(ne, valid, self.num_features, self.method, self.n_samples)
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
+        """Select the features of every fit, then refit on them.
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+            anchors: (B, 2, T) the outputs of samples 0 and 1, passed on to ``refit``.
+
+        Returns:
+            ``Fit`` with coef (B, T, F) (zero outside the chosen features), intercept, score, local_pred (B, T).
+        """
         chosen = self.select(ne, valid.to(ne.gram.device))
         b, t, f = chosen.shape
         sub = restrict(ne, chosen)
         anc = None if anchors is None else anchors.transpose(1, 2).reshape(b * t, -1, 1)
         fit = self.refit.fit_normal(sub, chosen.reshape(b * t, f), anchors=anc)
-        shape = lambda v, *s: None if v is None else v.reshape(b, t, *s).to(self.dtype)  # noqa: E731
-        return Fit(
-            shape(fit.coef, f), shape(fit.intercept), shape(fit.score), shape(fit.local_pred), shape(fit.coef_std, f)
-        )
+
+        def shape(v: torch.Tensor, *s: int) -> torch.Tensor:
+            return v.reshape(b, t, *s).to(self.dtype)
+
+        std = None if fit.coef_std is None else shape(fit.coef_std, f)
+        return Fit(shape(fit.coef, f), shape(fit.intercept), shape(fit.score), shape(fit.local_pred), std)
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
-        """The refitted coefficients (B, F, T), zero outside the chosen features."""
+        """The refitted coefficients (B, F, T), zero outside the chosen features.
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
         return self.fit_normal(ne, valid).coef.transpose(1, 2).double()

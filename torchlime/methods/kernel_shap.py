@@ -1,26 +1,11 @@
 """KernelSHAP on the engine: Shapley-kernel coalitions, weights and the constrained fit.
 
-``preset="kernel_shap"`` bundles the three pieces (with the fill, ``baseline``, as the reference):
-
-* ``KernelShapSampler``: sample 0 is the input itself (every feature kept, the engine's rule) and
-  sample 1 the all-hidden coalition (every feature hidden). An input whose 2^F_b coalitions fit in S
-  samples (2^F_b <= S) is *enumerated*: sample s = 2 .. 2^F_b - 1 is the coalition whose bitmask is
-  s - 1 (bit f set: feature f kept), so every non-trivial coalition appears exactly once; samples
-  s >= 2^F_b repeat the grand coalition, which weighs 0. Any other input is *sampled*: the size k
-  is drawn with P(k) proportional to the Shapley kernel's mass of that size, (F-1) / (k (F-k)),
-  1 <= k < F, then k features uniformly (``sampling.ShapleySampler``).
-* ``ShapleyKernel``: the weight of a coalition of k kept features out of F_b is 0 for k = 0 and
-  k = F_b (those two are constraints, imposed exactly by the fit); otherwise the Shapley kernel
-  ``pi(F, k) = (F-1) / (C(F, k) k (F-k))`` for enumerated inputs and 1 for sampled ones (their
-  sampling already follows the kernel).
-* ``KernelShapRegression``: ``min sum_s w_s (y_s - phi_0 - z_s . phi)^2`` subject to
-  ``phi_0 = f(baseline)`` (sample 1) and ``phi_0 + sum_f phi_f = f(x)`` (sample 0), solved exactly by
-  elimination on the engine's uncentred moments (no big weights standing in for the constraints).
-
-With enumeration the result is the exact Shapley value of the game v(S) = f(x with the features
+``preset="kernel_shap"`` bundles ``KernelShapSampler``, ``ShapleyKernel`` and ``KernelShapRegression``,
+with the fill (``baseline``) as the reference. Inputs whose 2^F_b coalitions fit in S samples are
+enumerated, and the result is then the exact Shapley value of the game v(S) = f(x with the features
 outside S replaced by the baseline), whatever the model (Lundberg & Lee 2017, theorem 2); sampled,
-it is KernelSHAP's estimate, exact for models additive in the features. Padded features
-(f >= F_b) are always kept and get phi = 0.
+it is KernelSHAP's estimate, exact for models additive in the features. Padded features (f >= F_b)
+are always kept and get phi = 0.
 """
 
 from __future__ import annotations
@@ -29,19 +14,29 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Callable, Optional
 
 import torch
 
+from torchlime.stages.features import FeatureMap
+from torchlime.stages.normal import Fit, Normal, normal_equations, solve_spd
 from torchlime.stages.sampling import Rows, Sampler, ShapleySampler
-from torchlime.stages.surrogate import Fit, Normal, Surrogate, normal_equations, solve_spd
+from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import Kernel
 
 _MAX_BITS = 62  # enumeration bitmasks live in int64
+#: ``torch.broadcast_tensors``, typed (torch leaves it unannotated)
+_broadcast_tensors: Callable[..., tuple[torch.Tensor, ...]] = torch.broadcast_tensors
 
 
 def max_enumerated(n_samples: int) -> int:
     """The largest F whose 2^F coalitions fit in ``n_samples`` samples (2^F <= S).
+
+    Args:
+        n_samples: S.
+
+    Returns:
+        F, at most 62 (enumeration bitmasks live in int64).
 
     Example:
         >>> max_enumerated(64), max_enumerated(100), max_enumerated(1)
@@ -57,11 +52,14 @@ def shapley_kernel(n_features: torch.Tensor, kept: torch.Tensor) -> torch.Tensor
         n_features: F, long (...), broadcastable with ``kept``.
         kept: k, long (...), 0 <= k <= F.
 
+    Returns:
+        Float64 (...) the weights.
+
     Example:
         >>> shapley_kernel(torch.tensor(4), torch.arange(5)).tolist()
         [0.0, 0.25, 0.125, 0.25, 0.0]
     """
-    f, k = torch.broadcast_tensors(n_features.long(), kept.long())
+    f, k = _broadcast_tensors(n_features.long(), kept.long())
     inner = (k >= 1) & (k <= f - 1)
     ks = torch.where(inner, k, torch.ones_like(k))
     fs = torch.where(inner, f, ks + 1)
@@ -89,10 +87,17 @@ def _bound(n_samples: Optional[int], what: str) -> int:
 
 @dataclass(frozen=True)
 class KernelShapSampler(Sampler):
-    """KernelSHAP's coalitions (see the module docstring): sample 1 all hidden, then every coalition
-    (2^F_b <= S) or coalitions drawn by the Shapley kernel's mass per size.
+    """KernelSHAP's coalitions: sample 1 all hidden, then every coalition or coalitions by the kernel's mass.
 
-    Args:
+    Sample 0 is the input itself (every feature kept, the engine's rule) and sample 1 the all-hidden
+    coalition. An input whose 2^F_b coalitions fit in S samples (2^F_b <= S) is *enumerated*: sample
+    s = 2 .. 2^F_b - 1 is the coalition whose bitmask is s - 1 (bit f set: feature f kept), so every
+    non-trivial coalition appears exactly once; samples s >= 2^F_b repeat the grand coalition, which
+    weighs 0. Any other input is *sampled*: the size k is drawn with P(k) proportional to the Shapley
+    kernel's mass of that size, (F-1) / (k (F-k)), 1 <= k < F, then k features uniformly
+    (``sampling.ShapleySampler``).
+
+    Attributes:
         n_samples: S, set by ``bind`` (the engine binds every sampler to its call).
 
     Example:
@@ -104,7 +109,19 @@ class KernelShapSampler(Sampler):
     n_samples: Optional[int] = None
     adaptive = False  # a class attribute: the enumeration needs all S samples, not rounds
 
-    def bind(self, features: Any, n_samples: int) -> KernelShapSampler:
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> KernelShapSampler:
+        """The sampler for a call of S = ``n_samples`` samples per input.
+
+        Args:
+            features: the call's feature map (unused).
+            n_samples: S, at least 3.
+
+        Returns:
+            The sampler with its S.
+
+        Raises:
+            ValueError: S < 3.
+        """
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 3:
             raise ValueError(
                 f"`n_samples` must be an int >= 3 for KernelSHAP (sample 0: the input, 1: the all-hidden "
@@ -113,6 +130,11 @@ class KernelShapSampler(Sampler):
         return dataclasses.replace(self, n_samples=n_samples)
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): the coalition of every row (enumerated, or drawn by the kernel's mass).
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         n_samples = _bound(self.n_samples, "KernelShapSampler")
         nf, s = rows.n_features, rows.samples
         enumerated = nf <= max_enumerated(n_samples)
@@ -129,10 +151,14 @@ class KernelShapSampler(Sampler):
 
 @dataclass(frozen=True)
 class ShapleyKernel(Kernel):
-    """KernelSHAP's weights of coalitions (see the module docstring): ``pi(F_b, k)`` for enumerated
-    inputs (2^F_b <= S), 1 for sampled ones, 0 for the empty and the grand coalition.
+    """KernelSHAP's weights of coalitions: ``pi(F_b, k)`` for enumerated inputs, 1 for sampled ones.
 
-    Args:
+    The weight of a coalition of k kept features out of F_b is 0 for k = 0 and k = F_b (those two are
+    constraints, imposed exactly by the fit); otherwise the Shapley kernel ``pi(F, k) = (F-1) /
+    (C(F, k) k (F-k))`` for enumerated inputs (2^F_b <= S) and 1 for sampled ones (their sampling
+    already follows the kernel).
+
+    Attributes:
         n_samples: S, set by ``bind``.
 
     Example:
@@ -144,14 +170,36 @@ class ShapleyKernel(Kernel):
 
     n_samples: Optional[int] = None
 
-    def bind(self, features: Any, n_samples: int) -> ShapleyKernel:
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> ShapleyKernel:
+        """The kernel for a call of S = ``n_samples`` samples per input.
+
+        Args:
+            features: the call's feature map (unused).
+            n_samples: S.
+
+        Returns:
+            The kernel with its S.
+        """
         return dataclasses.replace(self, n_samples=n_samples)
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        """Not defined: a Shapley kernel weighs coalitions (``weigh_masks``), not distances.
+
+        Args:
+            distances: (...) distances of any shape (refused).
+
+        Raises:
+            TypeError: always.
+        """
         raise TypeError("ShapleyKernel weighs coalitions, not distances: the engine calls weigh_masks")
 
     def weigh_masks(self, masks: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Float64 weights (g, r) of masks bool (g, r, F) with valid (g, F)."""
+        """Float64 weights (g, r) of the coalitions.
+
+        Args:
+            masks: bool (g, r, F) the masks of r samples of g inputs.
+            valid: bool (g, F) the features that exist for each input.
+        """
         n_samples = _bound(self.n_samples, "ShapleyKernel")
         kept = (masks & valid.unsqueeze(1)).sum(-1)
         nf = valid.sum(-1, keepdim=True)
@@ -167,18 +215,23 @@ class ShapleyKernel(Kernel):
 class KernelShapRegression(Surrogate):
     """Weighted least squares with KernelSHAP's two constraints, solved exactly (no free intercept).
 
-    With u = z - 1 (so u = 0 for the input itself) and y~ = y - f(x), the constraints reduce the model
-    to ``y~ = u . phi`` with ``sum_f phi_f = f(x) - f(baseline) =: Delta`` (over the input's F_b
-    features). Writing phi = (Delta / F_b) 1 + theta with theta orthogonal to 1, theta solves
-    ``(Q G Q + c 11'/F_b) theta = Q (b - G 1 Delta / F_b)``, where G = sum w u u', b = sum w u y~
-    (from the engine's uncentred moments ``Normal.raw``), Q the projector orthogonal to 1 and c > 0
-    any scale (the 1-direction is pinned by the constraint); a rank-safe eigen solve gives the
-    minimum-norm theta when the samples do not determine it. phi_0 = f(baseline) is the intercept and
-    ``local_pred`` = f(x).
+    ``min sum_s w_s (y_s - phi_0 - z_s . phi)^2`` subject to ``phi_0 = f(baseline)`` (sample 1) and
+    ``phi_0 + sum_f phi_f = f(x)`` (sample 0), by elimination on the engine's uncentred moments (no big
+    weights standing in for the constraints). With u = z - 1 (so u = 0 for the input itself) and
+    y~ = y - f(x), the constraints reduce the model to ``y~ = u . phi`` with
+    ``sum_f phi_f = f(x) - f(baseline) =: Delta`` (over the input's F_b features). Writing
+    phi = (Delta / F_b) 1 + theta with theta orthogonal to 1, theta solves
+    ``(Q G Q + c 11'/F_b) theta = Q (b - G 1 Delta / F_b)``, where G = sum w u u', b = sum w u y~ (from
+    the engine's uncentred moments ``Normal.raw``), Q the projector orthogonal to 1 and c > 0 any scale
+    (the 1-direction is pinned by the constraint); a rank-safe eigen solve gives the minimum-norm theta
+    when the samples do not determine it. phi_0 = f(baseline) is the intercept and ``local_pred`` = f(x).
 
     ``anchors`` (B, 2, T) must hold the outputs of the input (sample 0) and of the all-hidden
     coalition (sample 1), as ``KernelShapSampler`` lays them out; ``fit(x, y, w, valid)`` takes
     them from rows 0 and 1 of ``y``.
+
+    Attributes:
+        dtype: dtype of the accumulated products and of the returned fit.
 
     Example:
         >>> masks = torch.tensor([[[1, 1], [0, 0], [1, 0], [0, 1]]]).bool()
@@ -192,11 +245,35 @@ class KernelShapRegression(Surrogate):
     dtype: torch.dtype = torch.float32
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
+        """Fit on samples held in memory; rows 0 and 1 of ``y`` are the anchors.
+
+        Args:
+            x: (B, S, F) masks (bool or float).
+            y: (B, S, T) outputs.
+            w: (B, S) weights.
+            valid: bool (B, F) the features that exist for each input.
+
+        Returns:
+            ``Fit`` with coef (B, T, F) the Shapley values, intercept f(baseline) and local_pred f(x) (B, T).
+        """
         return self.fit_normal(normal_equations(x, y, w, self.dtype), valid, anchors=y[:, :2])
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
-        if anchors is None or ne.raw is None or anchors.ndim != 3 or anchors.shape[1] != 2:
-            got = "None" if anchors is None or ne.raw is None else f"shape {tuple(anchors.shape)}"
+        """Fit from the normal equations' uncentred moments and the anchors.
+
+        Args:
+            ne: the normal equations (with ``raw`` and ``y_shift``).
+            valid: bool (B, F) the features that exist for each input.
+            anchors: (B, 2, T) the outputs of sample 0 (the input) and 1 (the all-hidden coalition).
+
+        Returns:
+            ``Fit`` with coef (B, T, F) the Shapley values, intercept f(baseline) and local_pred f(x) (B, T).
+
+        Raises:
+            ValueError: anchors of the wrong shape, or normal equations without the uncentred moments.
+        """
+        if anchors is None or ne.raw is None or ne.y_shift is None or anchors.ndim != 3 or anchors.shape[1] != 2:
+            got = "None" if anchors is None or ne.raw is None or ne.y_shift is None else f"shape {tuple(anchors.shape)}"
             raise ValueError(
                 f"`anchors` (B, 2, T): KernelShapRegression needs the outputs of samples 0 (the input) "
                 f"and 1 (the all-hidden coalition) and the uncentred moments, got {got}"

@@ -1,21 +1,9 @@
 """SMILE kernels: proximity from statistical distances between two empirical distributions.
 
-SMILE (Aslansefat et al., 2021) weighs each perturbed sample by a two-sample statistic between
-the values of the explained input and the values of the perturbed input, seen as two samples:
-
-* ``"wasserstein"``: W1 = ∫ |F(t) - G(t)| dt                    (``scipy.stats.wasserstein_distance``)
-* ``"ks"``: D = sup |F(t) - G(t)|                               (``scipy.stats.ks_2samp`` statistic)
-* ``"kuiper"``: V = sup (F - G) + sup (G - F)                    (no scipy counterpart)
-* ``"cvm"``: T = U / (nmN) - (4nm - 1) / (6N),  U = n Σ (r(x_i) - i)² + m Σ (r(y_j) - j)²  with midranks r
-  (``scipy.stats.cramervonmises_2samp`` statistic)
-* ``"anderson"``: A²akN of Scholz & Stephens (1987, eq. 7, midranks: ``scipy.stats.anderson_ksamp``'s
-  default ``variant='midrank'`` before its standardisation; ``anderson_standardize`` gives scipy's statistic)
-
-F and G are the right-continuous empirical CDFs of x (n values) and y (m values), N = n + m. Everything is
-computed by sorting on the tensors' device, batched over rows: each sample is sorted, the two sorted runs
-are merged (a stable sort), the running count of x values in the pooled order gives F and G at every
-pooled value, and the runs of equal values (ties) give the midranks, so ties are handled exactly as scipy
-handles them. Equal sizes give W1 directly as the mean |difference| of the sorted samples.
+SMILE (Aslansefat et al., 2021) weighs each perturbed sample by a two-sample statistic between the
+values of the explained input and those of the perturbed input (``two_sample_distance``:
+Wasserstein, Kolmogorov-Smirnov, Kuiper, Cramér-von Mises, Anderson-Darling). Everything is computed
+by sorting on the tensors' device, batched over rows; ties are handled exactly as scipy handles them.
 """
 
 from __future__ import annotations
@@ -26,16 +14,21 @@ from typing import Any, Optional
 import torch
 
 from torchlime._checks import check_choice, check_positive_float, check_tensor, describe
+from torchlime.stages.features import FeatureMap
 from torchlime.stages.weighting import Kernel
+from torchlime.typing import SmileStatistic
 
-STATISTICS = ("wasserstein", "ks", "kuiper", "cvm", "anderson")
+STATISTICS: tuple[SmileStatistic, ...] = ("wasserstein", "ks", "kuiper", "cvm", "anderson")
 _GROUP_ELEMENTS = 1 << 18  # pooled values per group of rows held at once by ``SmileKernel.distances`` (CPU)
 _GROUP_ELEMENTS_CUDA = 1 << 24  # (CUDA: fewer, larger groups)
 
 
 def _pooled(xs: torch.Tensor, ys: torch.Tensor, runs: bool) -> dict[str, torch.Tensor]:
-    """Pool two sorted samples (a stable sort of two sorted runs is a merge): values, x-membership,
-    counts and, with ``runs``, the first and last pooled index of every run of ties (all (..., N))."""
+    """Pool two sorted samples (a stable sort of two sorted runs is a merge).
+
+    Returns the values, x-membership, counts and, with ``runs``, the first and last pooled index of
+    every run of ties (all (..., N)).
+    """
     n = xs.shape[-1]
     zs, order = torch.cat((xs, ys), -1).sort(dim=-1, stable=True)
     big = zs.shape[-1]
@@ -53,13 +46,28 @@ def _pooled(xs: torch.Tensor, ys: torch.Tensor, runs: bool) -> dict[str, torch.T
     return out
 
 
-def two_sample_distance(x: torch.Tensor, y: torch.Tensor, statistic: str = "wasserstein") -> torch.Tensor:
+def two_sample_distance(x: torch.Tensor, y: torch.Tensor, statistic: SmileStatistic = "wasserstein") -> torch.Tensor:
     """A two-sample statistic between the rows of x and y, batched over the leading dims.
 
+    F and G are the right-continuous empirical CDFs of x (n values) and y (m values), N = n + m:
+
+    * ``"wasserstein"``: W1 = ∫ |F(t) - G(t)| dt (``scipy.stats.wasserstein_distance``)
+    * ``"ks"``: D = sup |F(t) - G(t)| (``scipy.stats.ks_2samp`` statistic)
+    * ``"kuiper"``: V = sup (F - G) + sup (G - F) (no scipy counterpart)
+    * ``"cvm"``: T = U / (nmN) - (4nm - 1) / (6N), U = n Σ (r(x_i) - i)² + m Σ (r(y_j) - j)² with
+      midranks r (``scipy.stats.cramervonmises_2samp`` statistic)
+    * ``"anderson"``: A²akN of Scholz & Stephens (1987, eq. 7, midranks: ``scipy.stats.anderson_ksamp``'s
+      default ``variant='midrank'`` before its standardisation; ``anderson_standardize`` gives scipy's)
+
+    Each sample is sorted, the two sorted runs are merged (a stable sort), the running count of x
+    values in the pooled order gives F and G at every pooled value, and the runs of equal values
+    (ties) give the midranks. Equal sizes give W1 directly as the mean |difference| of the sorted samples.
+
     Args:
-        x: real (..., n) samples. y: real (..., m) samples, the same leading dims.
-        statistic: one of ``STATISTICS`` (see the module docstring for the formulas);
-            ``"anderson"`` is A²akN (>= 0, 0 for equal samples), not standardised.
+        x: real (..., n) samples.
+        y: real (..., m) samples, the same leading dims.
+        statistic: one of ``STATISTICS``; ``"anderson"`` is A²akN (>= 0, 0 for equal samples), not
+            standardised.
 
     Returns:
         (...,) float64 when x or y is float64, else float32 (the values are sorted in that
@@ -87,7 +95,7 @@ def two_sample_distance(x: torch.Tensor, y: torch.Tensor, statistic: str = "wass
     return _statistic(x.to(dt).sort(-1).values, y.to(dt).sort(-1).values, statistic).to(dt)
 
 
-def _statistic(xs: torch.Tensor, ys: torch.Tensor, statistic: str) -> torch.Tensor:
+def _statistic(xs: torch.Tensor, ys: torch.Tensor, statistic: SmileStatistic) -> torch.Tensor:
     """The statistic of sorted samples xs (..., n) and ys (..., m), float64 (...,)."""
     n, m = xs.shape[-1], ys.shape[-1]
     big = n + m
@@ -130,9 +138,17 @@ def _statistic(xs: torch.Tensor, ys: torch.Tensor, statistic: str) -> torch.Tens
 
 
 def anderson_standardize(a2: torch.Tensor, n: int, m: int) -> torch.Tensor:
-    """scipy's ``anderson_ksamp`` statistic (A²akN - 1) / σ of two samples of sizes n and m.
+    """Scipy's ``anderson_ksamp`` statistic (A²akN - 1) / σ of two samples of sizes n and m.
 
     σ² is Scholz & Stephens' variance of A²kN (it depends on n and m only), as in scipy.
+
+    Args:
+        a2: (...) A²akN values (``two_sample_distance(..., "anderson")``).
+        n: the size of the first sample.
+        m: the size of the second sample.
+
+    Returns:
+        (...) float64 standardised statistics.
 
     Example:
         >>> round(float(anderson_standardize(torch.tensor(1.0, dtype=torch.float64), 10, 10)), 6)
@@ -148,13 +164,18 @@ def anderson_standardize(a2: torch.Tensor, n: int, m: int) -> torch.Tensor:
     c = (6 * h + 2 * g - 2) * k**2 + (4 * h - 4 * g + 6) * k + (2 * h - 6) * hh + 4 * h
     d = (2 * h + 6) * k**2 - 4 * h * k
     var = (a * big**3 + b * big**2 + c * big + d) / ((big - 1.0) * (big - 2.0) * (big - 3.0))
-    return (a2 - (k - 1)) / var**0.5
+    sigma: float = var**0.5  # float ** float is typed Any (it may be complex)
+    return (a2 - (k - 1)) / sigma
 
 
 def channel_samples(x: torch.Tensor) -> torch.Tensor:
-    """The per-channel samples (c, C, n) of a batch of inputs (c, ...): dim 1 is the channel of
-    inputs of 3 or more dims per row ((c, C, H, W), (c, C, L)); a row of 1 or 2 dims ((c, L),
-    (c, H, W)) is one channel. Complex values give their magnitude.
+    """The per-channel samples (c, C, n) of a batch of inputs (c, ...).
+
+    Dim 1 is the channel of inputs of 3 or more dims per row ((c, C, H, W), (c, C, L)); a row of 1 or
+    2 dims ((c, L), (c, H, W)) is one channel. Complex values give their magnitude.
+
+    Args:
+        x: (c, ...) a batch of inputs.
 
     Example:
         >>> channel_samples(torch.zeros(4, 3, 5, 5)).shape, channel_samples(torch.zeros(4, 5, 5)).shape
@@ -182,7 +203,7 @@ class SmileKernel(Kernel):
     [0, 1], the weights into [exp(-1 / (2 width²)), 1]. It therefore needs an int ``n_samples``
     (not ``"auto"``).
 
-    Args:
+    Attributes:
         statistic: one of ``STATISTICS``; ``kernel=`` accepts the names directly.
         width: the kernel width on the normalised distance (lime's 0.25 by default).
 
@@ -200,17 +221,27 @@ class SmileKernel(Kernel):
         ([1.0, 1.0], True)
     """
 
-    statistic: str = "wasserstein"
+    statistic: SmileStatistic = "wasserstein"
     width: float = 0.25
-    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: dict[str, tuple[torch.Tensor, tuple[int, torch.dtype], torch.Tensor]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     space = "input"  # a class attribute, not a field
 
     def __post_init__(self) -> None:
         check_choice(self.statistic, "statistic", STATISTICS)
         check_positive_float(self.width, "width")
 
-    def bind(self, features: Any, n_samples: int) -> SmileKernel:
-        """A fresh kernel for one call (its own cache of the sorted inputs)."""
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> SmileKernel:
+        """A fresh kernel for one call (its own cache of the sorted inputs).
+
+        Args:
+            features: the call's feature map (unused).
+            n_samples: S (unused).
+
+        Returns:
+            The fresh kernel.
+        """
         return SmileKernel(self.statistic, self.width)
 
     def _sorted_inputs(self, inputs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -223,7 +254,16 @@ class SmileKernel(Kernel):
         return hit[2]
 
     def distances(self, perturbed: Any, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """Distances float32 (c,) of perturbed rows (c, ...) from their inputs ``inputs[rows]``."""
+        """Distances float32 (c,) of perturbed rows from their inputs ``inputs[rows]``.
+
+        Args:
+            perturbed: (c, ...) the perturbed model inputs.
+            inputs: (B, ...) the explained inputs.
+            rows: long (c,) the explained input of every row.
+
+        Raises:
+            TypeError: perturbed inputs that are not one (c, ...) tensor.
+        """
         if not isinstance(perturbed, torch.Tensor) or perturbed.shape[0] != rows.shape[0]:
             raise TypeError(f"SmileKernel needs the perturbed inputs as one (c, ...) tensor, got {describe(perturbed)}")
         p = channel_samples(perturbed)
@@ -241,9 +281,19 @@ class SmileKernel(Kernel):
         return torch.cat(out)
 
     def normaliser(self, distances: torch.Tensor, drawn: torch.Tensor) -> Optional[torch.Tensor]:
-        """Each input's largest distance (B,) over the samples drawn (1 where it is 0)."""
+        """Each input's largest distance (B,) over the samples drawn (1 where it is 0).
+
+        Args:
+            distances: (B, S) the distances of every sample.
+            drawn: bool (B, S) marks the samples drawn.
+        """
         top = torch.where(drawn, distances, 0.0).amax(1)
         return torch.where(top > 0, top, 1.0)
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        """``exp(-d² / (2 width²))`` of the normalised distances (...), the same shape.
+
+        Args:
+            distances: (...) normalised distances, any shape.
+        """
         return torch.exp(-(distances * distances) / (2.0 * self.width * self.width))

@@ -1,39 +1,28 @@
 """SP-LIME: pick the inputs whose explanations together cover the most important features.
 
-Ribeiro et al. (2016), Algorithm 2, on the device. From the explanation matrix W (B inputs x G
-global features; lime sums an input's coefficients over its explained labels, and so does
-``explanation_matrix``):
-
-* importance  I_j = sqrt(Σ_i |W_ij|)
-* coverage    c(V) = Σ_j [∃ i ∈ V: W_ij != 0] I_j
-* greedy:     V ← V ∪ {argmax_i c(V ∪ {i})}, ``budget`` times (c is submodular and monotone, so the
-  greedy coverage is at least (1 - 1/e) of the best coverage of ``budget`` inputs).
-
-Ties: the last of the inputs of equal coverage, as lime's ``SubmodularPick`` (``>=`` in its loop).
-
-Coverage needs features that mean the same thing in every input (``feature_ids``):
-
-* tabular columns, the cells of a fixed grid (``image.segments.grid``, the audio time x frequency
-  grid, time slots): feature f is the same everywhere: ``feature_ids=None``;
-* tokens: the vocabulary id of every token feature, ``feature_values(exp.features, input_ids)``
-  (a token repeated in one text adds its coefficients, like lime's bag of words); words: a word id
-  of your own per word feature, passed the same way;
-* superpixels differ from image to image: use a grid, or give ids of your own (e.g. the cluster of
-  each segment's embedding), (B, F) long, -1 for features to ignore.
+Ribeiro et al. (2016), Algorithm 2, on the device: from the explanation matrix W (B inputs x G global
+features, ``explanation_matrix``), the importance of feature j is I_j = sqrt(Σ_i |W_ij|), the coverage
+of a set V of inputs c(V) = Σ_j [∃ i ∈ V: W_ij != 0] I_j (``coverage``), and ``submodular_pick`` adds
+the input of the largest coverage ``budget`` times (c is submodular and monotone, so the greedy
+coverage is at least (1 - 1/e) of the best). Ties: the last of the inputs of equal coverage, as
+lime's ``SubmodularPick``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional, Union
 
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime.typing import HasCoef
 
 
 def feature_values(features: torch.Tensor, values: torch.Tensor, n_features: Optional[int] = None) -> torch.Tensor:
-    """The value of every feature of every input (B, F): ``values`` at the feature's first element
-    in the flattened map (-1 for features an input does not have), e.g. the token id of each token.
+    """The value of every feature of every input (B, F), e.g. the token id of each token.
+
+    ``values`` at the feature's first element in the flattened map (-1 for features an input does
+    not have).
 
     Args:
         features: long (B, ...) feature map, ids 0..F_b-1, negative for no feature (``exp.features``).
@@ -66,13 +55,19 @@ def feature_values(features: torch.Tensor, values: torch.Tensor, n_features: Opt
     return torch.where(first < lab.shape[1], flat.gather(1, first.clamp_max(lab.shape[1] - 1)), -1)
 
 
-def explanation_matrix(explanation: Any, feature_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """W (B, G) float64: the coefficients of every input summed over its targets (lime's sum over
-    labels) and, with ``feature_ids`` (B, F) long, added into global features 0..G-1 (ids < 0 dropped).
+def explanation_matrix(
+    explanation: Union[HasCoef, torch.Tensor], feature_ids: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """W (B, G) float64: the coefficients of every input summed over its targets (lime's sum over labels).
+
+    With ``feature_ids`` (B, F) long, they are added into global features 0..G-1 (ids < 0 dropped).
 
     Args:
         explanation: an ``Explanation`` (its ``coef`` (B, T, F)), or a tensor (B, T, F) or (B, F).
         feature_ids: None (feature f is the same in every input) or long (B, F) global ids.
+
+    Returns:
+        Float64 (B, G) the explanation matrix.
 
     Raises:
         TypeError / ValueError: anything else, or ``feature_ids`` of the wrong shape or device.
@@ -81,7 +76,7 @@ def explanation_matrix(explanation: Any, feature_ids: Optional[torch.Tensor] = N
         >>> explanation_matrix(torch.tensor([[1.0, -2.0], [0.5, 0.0]]), torch.tensor([[3, 0], [0, -1]])).tolist()
         [[-2.0, 0.0, 0.0, 1.0], [0.5, 0.0, 0.0, 0.0]]
     """
-    coef = getattr(explanation, "coef", explanation)
+    coef: object = getattr(explanation, "coef", explanation)
     if not isinstance(coef, torch.Tensor) or coef.ndim not in (2, 3) or not coef.is_floating_point():
         raise TypeError(
             f"`explanation` must be an Explanation or a float tensor (B, T, F) or (B, F), got {describe(explanation)}"
@@ -102,7 +97,11 @@ def explanation_matrix(explanation: Any, feature_ids: Optional[torch.Tensor] = N
 
 
 def coverage(w: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
-    """c(V) of the inputs ``picked`` (long (k,)) for an explanation matrix W (B, G): float64 ().
+    """c(V) of the inputs ``picked`` for an explanation matrix W: float64 ().
+
+    Args:
+        w: (B, G) the explanation matrix.
+        picked: long (k,) the inputs V.
 
     Example:
         >>> float(coverage(torch.tensor([[1.0, 0.0], [0.0, 4.0]]), torch.tensor([1])))
@@ -112,15 +111,23 @@ def coverage(w: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
     return ((w[picked] != 0).any(0).double() * importance).cumsum(0)[-1]
 
 
-def submodular_pick(explanation: Any, budget: int, *, feature_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+def submodular_pick(
+    explanation: Union[HasCoef, torch.Tensor], budget: int, *, feature_ids: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """SP-LIME's greedy pick of ``budget`` inputs covering the most important features.
 
     Args:
         explanation: an ``Explanation`` of B inputs (its coef (B, T, F) summed over targets),
             or the matrix as a tensor (B, T, F) or (B, F).
         budget: how many inputs to pick, 1 <= budget <= B.
-        feature_ids: None, or long (B, F) global feature ids (module docstring: how to get them
-            for every modality).
+        feature_ids: None, or long (B, F) global feature ids, -1 for features to ignore. Coverage
+            needs features that mean the same thing in every input: tabular columns and the cells of
+            a fixed grid (``image.segments.grid``, the audio time x frequency grid, time slots) are
+            the same everywhere (None); for tokens, the vocabulary id of every token feature,
+            ``feature_values(exp.features, input_ids)`` (a token repeated in one text adds its
+            coefficients, like lime's bag of words), for words a word id of your own per word
+            feature; superpixels differ from image to image: use a grid, or ids of your own (e.g.
+            the cluster of each segment's embedding).
 
     Returns:
         long (budget,) the picked inputs in the order picked, on the explanation's device.

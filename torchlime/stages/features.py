@@ -1,25 +1,21 @@
 """Stage 1: interpretable features.
 
-A feature map assigns every element of an input to one of F interpretable
-features (a superpixel, a time-frequency cell, a word). Users may pass any
-integer ids (scikit-image's SLIC starts at 1, a mask may skip ids); ``relabel``
-numbers them ``0..F_b-1`` for every input ``b`` independently, keeping the
-order of the original ids. Negative ids mark elements that belong to no
-feature (padding, special tokens): they become -1 and are never perturbed.
-
-``grid`` is the one regular partition every modality uses (image rectangles,
-spectrogram time x frequency cells, time slots of a waveform).
+A feature map assigns every element of an input to one of F interpretable features (a superpixel,
+a time-frequency cell, a word). Users may pass any integer ids; ``relabel`` numbers them
+``0..F_b-1`` for every input ``b`` independently, keeping their order. Negative ids mark elements
+that belong to no feature (padding, special tokens): they become -1 and are never perturbed.
+``grid`` is the one regular partition every modality uses (image rectangles, spectrogram cells,
+time slots of a waveform).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
-
-Device = Union[str, torch.device, None]
+from torchlime.typing import Device as Device
 
 
 def relabel(features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,6 +61,14 @@ def even_bands(n: int, k: int, device: Device = None) -> torch.Tensor:
 
     Position ``i`` is in band ``i * k // n``.
 
+    Args:
+        n: the number of positions.
+        k: the number of bands, ``1..n``.
+        device: where the result goes.
+
+    Returns:
+        Long (n,) the band of every position.
+
     Example:
         >>> even_bands(5, 2).tolist()
         [0, 0, 0, 1, 1]
@@ -88,7 +92,11 @@ def grid(
     Args:
         shape: sizes of the gridded dims, e.g. (H, W) or (Fr, Tm) or (S,).
         counts: bands per dim, each in ``1..shape[d]``.
-        bands: optional per-dim band assignment (None entries use even bands).
+        bands: optional per-dim band assignment, each long (shape[d],) (None entries use even bands).
+        device: where the grid goes.
+
+    Returns:
+        Long ``shape`` cell ids, ``0..prod(counts)-1``.
 
     Raises:
         ValueError: when a count is not in ``1..shape[d]``.
@@ -125,7 +133,7 @@ class FeatureMap(NamedTuple):
     """
 
     labels: torch.Tensor
-    index: torch.Tensor
+    index: torch.Tensor  # type: ignore[assignment]  # the field shadows tuple.index (a method) by design
     n_features: torch.Tensor
     f_max: int
     fixed: bool
@@ -138,6 +146,14 @@ class FeatureMap(NamedTuple):
 
 def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:
     """Relabel ``features`` and check the inputs, with one host synchronisation.
+
+    Args:
+        inputs: (B, ...) the inputs, checked to be finite.
+        features: integer (B or 1, ...) feature map, broadcastable to ``inputs``.
+        name: the name of ``inputs`` in error messages.
+
+    Returns:
+        The ``FeatureMap`` of the B inputs.
 
     Raises:
         ValueError: an input with fewer than 2 features, or non-finite inputs.

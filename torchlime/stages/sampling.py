@@ -1,27 +1,23 @@
 """Stage 2: perturbation masks.
 
-A sampler gives boolean masks ``Z``: ``Z[b, s, f]`` is True when feature ``f`` of
-input ``b`` is kept in sample ``s``. Row ``s = 0`` of every input is all ones (the
-input itself). Features beyond an input's own count F_b (padding when inputs have
-different F) are always True, so they never change the input.
-
-Randomness is counter-based: every random number is a hash of a 64-bit key and its
-coordinates (input, sample, feature, stream), computed with integer tensor ops on
-the masks' device. So any block of rows can be drawn on its own, in any order and
-any chunking, and is the same every time: the engine draws the rows of each chunk
-when it needs them and draws them again for the fit instead of holding all B x S x F
-masks, and the masks do not depend on the chunk size, the device or the other inputs
-of the batch. The key comes from the caller's explicit generator (``make_key``).
+A sampler gives boolean masks ``Z``: ``Z[b, s, f]`` is True when feature ``f`` of input ``b`` is kept
+in sample ``s``; row ``s = 0`` is all ones (the input itself) and features beyond an input's own F_b
+are always kept. Randomness is counter-based: every number is a hash of the call's 64-bit key
+(``make_key``) and its coordinates (input, sample, feature, stream), so any block of rows can be
+drawn on its own, in any order and chunking, the same every time and on every device; the engine
+draws each chunk's rows when it needs them and draws them again for the fit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional
 
 import torch
 
 from torchlime._checks import check_positive_float, describe
+from torchlime.stages.features import FeatureMap
+from torchlime.typing import Seed
 
 _M32 = 0xFFFFFFFF
 _GOLDEN = 0x9E3779B9
@@ -50,7 +46,7 @@ def _splitmix64(seed: int) -> int:
     return z ^ (z >> 31)
 
 
-def make_key(generator: Union[None, int, torch.Generator], device: torch.device) -> torch.Tensor:
+def make_key(generator: Seed, device: torch.device) -> torch.Tensor:
     """The 64-bit key of a call's masks, as a long (2,) tensor of 32-bit words on ``device``.
 
     Args:
@@ -58,6 +54,10 @@ def make_key(generator: Union[None, int, torch.Generator], device: torch.device)
             ``torch.Generator``, from which one 62-bit number is drawn on the generator's
             device (a CUDA generator's number stays on the GPU: no host synchronisation),
             so two calls with the same generator object differ.
+        device: where the key goes.
+
+    Returns:
+        Long (2,) the key's low and high 32-bit words.
 
     Raises:
         TypeError: for anything else.
@@ -97,7 +97,14 @@ class Rows:
     positions: Optional[torch.Tensor] = None
 
     def input_hash(self, stream: int) -> torch.Tensor:
-        """A 32-bit hash (c,) of the key, each row's input and ``stream`` (not of the sample)."""
+        """A 32-bit hash (c,) of the key, each row's input and ``stream`` (not of the sample).
+
+        Args:
+            stream: which independent stream of numbers.
+
+        Returns:
+            Long (c,) values in [0, 2**32).
+        """
         h = mix32(self.key[0] ^ (self.inputs & _M32))
         h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
         return mix32((h + stream * _GOLDEN) & _M32)
@@ -111,7 +118,12 @@ class Rows:
     def uniform(self, stream: int = 0, width: Optional[int] = None) -> torch.Tensor:
         """Uniform [0, 1) float32 numbers: (c,) or, with ``width``, (c, width) (one per feature).
 
-        Different ``stream`` values give independent numbers for the same rows.
+        Args:
+            stream: which independent stream: different values give independent numbers for the same rows.
+            width: None (one number per row) or the number of columns (one per feature).
+
+        Returns:
+            Float32 (c,) or (c, width).
         """
         h = self._row_hash(stream)
         if width is not None:
@@ -124,6 +136,13 @@ class Rows:
 
         A 32-bit hash gives 32 independent fair bits, so Bernoulli(1/2) masks cost one hash
         per 32 features instead of one per feature.
+
+        Args:
+            stream: which independent stream of numbers.
+            width: the number of columns (one per feature).
+
+        Returns:
+            Bool (c, width).
         """
         words = -(-width // 32)
         h = self._row_hash(stream)
@@ -147,29 +166,53 @@ class Sampler:
     """
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Draw the masks of a block of c rows, before the common rules of ``masks``.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+
+        Returns:
+            Bool (c, F): True where a feature is kept.
+        """
         raise NotImplementedError
 
-    def bind(self, features: Any, n_samples: int) -> Sampler:
-        """The sampler for one call, given its ``features.FeatureMap`` and S (default: itself).
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> Sampler:
+        """The sampler for one call, given its feature map and S (default: itself).
 
         A design planned from the data (e.g. text's single-mask protocol) overrides it.
+
+        Args:
+            features: the call's relabelled feature map (None where a design does not need it).
+            n_samples: S, the samples per input.
+
+        Returns:
+            The sampler the call draws its masks from.
         """
         return self
 
     def masks(self, rows: Rows) -> torch.Tensor:
-        """Bool (c, F) masks of ``rows``: row s = 0 all ones, features f >= F_b kept."""
+        """Bool (c, F) masks of ``rows``: row s = 0 all ones, features f >= F_b kept.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+
+        Returns:
+            Bool (c, F).
+        """
         z = self.sample(rows) | ~rows.valid
         return z | (rows.samples == 0).unsqueeze(1)
 
-    def __call__(
-        self, n_features: torch.Tensor, n_samples: int, f_max: int, generator: Union[None, int, torch.Generator] = None
-    ) -> torch.Tensor:
+    def __call__(self, n_features: torch.Tensor, n_samples: int, f_max: int, generator: Seed = None) -> torch.Tensor:
         """All masks (B, S, F) of B inputs at once (the engine draws blocks of rows instead).
 
         Args:
             n_features: long (B,) F_b per input.
-            n_samples: S. f_max: F.
+            n_samples: S.
+            f_max: F.
             generator: the key's source (see ``make_key``).
+
+        Returns:
+            Bool (B, S, F).
 
         Example:
             >>> BernoulliSampler(0.5)(torch.tensor([3, 2]), 4, 3, generator=0).shape
@@ -187,6 +230,9 @@ class BernoulliSampler(Sampler):
     """lime's image sampler: every feature kept independently with probability ``p``.
 
     The number of kept features is Binomial(F, p). lime uses p = 1/2.
+
+    Attributes:
+        p: the probability of keeping a feature, in (0, 1).
     """
 
     p: float = 0.5
@@ -196,6 +242,11 @@ class BernoulliSampler(Sampler):
             raise ValueError(f"`p` must be in (0, 1), got {self.p}")
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): every feature of ``rows`` kept with probability ``p``.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         if self.p == 0.5:  # one hash per 32 features
             return rows.bits(3, rows.f_max)
         return rows.uniform(0, rows.f_max) < self.p
@@ -206,6 +257,11 @@ class UniformCountSampler(Sampler):
     """lime's text sampler: remove k ~ U{1..F_b} features, chosen uniformly without replacement."""
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): k ~ U{1..F_b} features of every row removed.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         nf = rows.n_features
         k = (rows.uniform(1) * nf).long().clamp_max(nf - 1) + 1  # 1..F_b removed
         return ~_random_subset(rows, k)
@@ -220,6 +276,11 @@ class ShapleySampler(Sampler):
     """
 
     def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): k features of every row kept, k drawn from the Shapley kernel's mass per size.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
         nf = rows.n_features.unsqueeze(1).double()
         k = torch.arange(1, max(rows.f_max, 2), device=nf.device, dtype=torch.float64)  # (F-1,)
         prob = torch.where(k < nf, (nf - 1) / (k * (nf - k)), torch.zeros((), dtype=torch.float64, device=nf.device))
@@ -230,12 +291,17 @@ class ShapleySampler(Sampler):
 
 
 def _random_subset(rows: Rows, k: torch.Tensor) -> torch.Tensor:
-    """Bool (c, F): a uniform random subset of exactly ``k[i]`` of row i's F_b features."""
+    """Bool (c, F): a uniform random subset of exactly ``k[i]`` of row i's F_b features (k long (c,))."""
     noise = rows.uniform(2, rows.f_max).masked_fill(~rows.valid, 2.0)  # padded features rank last
     rank = noise.argsort(-1).argsort(-1)
     return rank < k.unsqueeze(-1)
 
 
 def valid_features(n_features: torch.Tensor, f_max: int) -> torch.Tensor:
-    """Bool (B, F): True where feature f exists for input b (f < F_b)."""
+    """Bool (B, F): True where feature f exists for input b (f < F_b).
+
+    Args:
+        n_features: long (B,) F_b per input.
+        f_max: F.
+    """
     return torch.arange(f_max, device=n_features.device) < n_features.unsqueeze(1)

@@ -1,193 +1,29 @@
-"""Stage 6: batched weighted linear surrogates.
+"""Stage 6: batched weighted linear surrogates, one per (input, target), all B·T solved at once.
 
-Every (input, target) pair gets its own weighted linear model over the masks.
-All B·T fits are solved at once: the T targets of one input share one weighted
-Gram matrix, so ridge is one batched Cholesky with T right-hand sides.
-
-Objectives (w = proximity weights, X = masks, y = model outputs):
-
-* ``Ridge``:  min Σ w (y - b - Xβ)² + α ||β||²               (sklearn ``Ridge`` with sample_weight)
-* ``Lasso``:  min (1 / 2Σw) Σ w (y - b - Xβ)² + α ||β||₁      (sklearn ``Lasso`` with sample_weight)
-* ``KLasso``: the support of the last point on the Lasso path with at most K
-  features, refit by weighted least squares (lime's ``lasso_path`` selection).
-
-The intercept b is not penalised (data are centred by their weighted means).
-The score is sklearn's weighted R²; ``local_pred`` is the fit at the all-ones row.
-``torch.linalg.lstsq`` is never used: on CUDA it silently assumes full rank.
+Objectives (w = proximity weights, X = masks, y = model outputs; the intercept b is not penalised):
+``Ridge`` min Σ w (y - b - Xβ)² + α ||β||² (sklearn's ``Ridge``), ``Lasso`` min (1 / 2Σw) Σ w (y - b -
+Xβ)² + α ||β||₁ (sklearn's ``Lasso``), ``KLasso`` the first K features on the Lasso path, refit by
+least squares (lime's ``lasso_path`` selection). The score is sklearn's weighted R²; ``local_pred``
+is the fit at the all-ones row. The fits need only the normal equations (``stages.normal``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Optional
+from typing import Optional
 
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int
-
-
-class Fit(NamedTuple):
-    """Result of a batched surrogate fit (all tensors in the fit dtype)."""
-
-    coef: torch.Tensor  # (B, T, F)
-    intercept: torch.Tensor  # (B, T)
-    score: torch.Tensor  # (B, T)
-    local_pred: torch.Tensor  # (B, T)
-    coef_std: Optional[torch.Tensor] = None  # (B, T, F) posterior standard deviation (Bayesian surrogates)
-
-
-@contextlib.contextmanager
-def exact_matmul() -> Iterator[None]:
-    """Keep TF32 off while normal equations are accumulated (restores the user's setting)."""
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
-
-
-class Normal(NamedTuple):
-    """Weighted, centred normal equations of a batch of fits (float64).
-
-    Attributes:
-        gram: (B, F, F) Xcᵀ W Xc. rhs: (B, F, T) Xcᵀ W yc.
-        x_mean: (B, F) and y_mean: (B, T) weighted means. weight_sum: (B,) Σw.
-        ss_tot: (B, T) Σ w (y - ȳ)², the denominator of the weighted R².
-        weight_sq_sum: (B,) Σw² (with Σw, Kish's effective sample size).
-        raw: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)`` of the shifted data
-            x' = x - 1/2, y' = y - ``y_shift`` (for fits without a free intercept, e.g. KernelSHAP).
-        y_shift: (B, T) the outputs of the unperturbed inputs (sample 0).
-        n_samples: (B,) float64 number of samples accumulated per fit (lime's lasso-path stopping rule).
-    """
-
-    gram: torch.Tensor
-    rhs: torch.Tensor
-    x_mean: torch.Tensor
-    y_mean: torch.Tensor
-    weight_sum: torch.Tensor
-    ss_tot: torch.Tensor
-    weight_sq_sum: torch.Tensor
-    raw: Optional[tuple] = None
-    y_shift: Optional[torch.Tensor] = None
-    n_samples: Optional[torch.Tensor] = None
-
-
-class NormalAccumulator:
-    """Weighted sufficient statistics, accumulated block by block of rows.
-
-    Each block's products run in ``dtype`` (float32 by default, TF32 off) on
-    shifted data (masks - 1/2, outputs - the input's own output ``y_shift``), so
-    the sums stay well conditioned; the running sums are float64. Memory is
-    O(B·F·(F + T)), whatever the number of samples.
-
-    Args:
-        batch, n_features, n_targets: B, F, T.
-        y_shift: (B, T) a typical output per fit (the unperturbed input's).
-        dtype: dtype of the per-block products.
-    """
-
-    def __init__(
-        self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor, dtype: torch.dtype = torch.float32
-    ) -> None:
-        dev = y_shift.device
-        z = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=dev)  # noqa: E731
-        self.dtype = dtype
-        self.y_shift = y_shift.to(dtype)
-        self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
-        self.n = z(batch)
-        self.sxx, self.sxy, self.syy = (
-            z(batch, n_features, n_features),
-            z(batch, n_features, n_targets),
-            z(batch, n_targets),
-        )
-
-    def add(
-        self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
-    ) -> None:
-        """Add a block of rows to the fits ``start .. start + g - 1``, or to the fits ``rows``.
-
-        Args:
-            x: (g, r, F) masks (bool or float). y: (g, r, T) outputs. w: (g, r) weights.
-            rows: optional long (g,) the fit of each of the g blocks (distinct).
-        """
-        g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
-        x = x.to(self.dtype) - 0.5
-        y = y.to(self.dtype) - self.y_shift[g].unsqueeze(1)
-        w = w.to(self.dtype)
-        with exact_matmul():
-            xw = x * w.unsqueeze(-1)
-            self.sxx.index_add_(0, g, (xw.transpose(1, 2) @ x).double())
-            self.sxy.index_add_(0, g, (xw.transpose(1, 2) @ y).double())
-        self.sw.index_add_(0, g, w.sum(1).double())
-        self.sw2.index_add_(0, g, (w * w).sum(1).double())
-        self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
-        self.sx.index_add_(0, g, xw.sum(1).double())
-        self.sy.index_add_(0, g, (w.unsqueeze(-1) * y).sum(1).double())
-        self.syy.index_add_(0, g, (w.unsqueeze(-1) * y * y).sum(1).double())
-
-    def normal(self) -> Normal:
-        """The centred normal equations of everything added (float64)."""
-        sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
-        xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
-        gram = self.sxx - sw.view(-1, 1, 1) * xm.unsqueeze(2) * xm.unsqueeze(1)
-        rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
-        ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
-        return Normal(
-            0.5 * (gram + gram.transpose(1, 2)),
-            rhs,
-            xm + 0.5,
-            ym + self.y_shift.double(),
-            self.sw,
-            ss_tot,
-            self.sw2,
-            (self.sxx, self.sxy, self.sx, self.sy, self.syy),
-            self.y_shift.double(),
-            self.n,
-        )
-
-
-def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
-    """The weighted centred normal equations of x (B, S, F), y (B, S, T), w (B, S), in one block."""
-    acc = NormalAccumulator(x.shape[0], x.shape[2], y.shape[2], y[:, 0], dtype)
-    acc.add(x, y, w)
-    return acc.normal()
-
-
-def finish(beta: torch.Tensor, ne: Normal) -> Fit:
-    """Intercept, weighted R² and local prediction from coefficients beta (B, F, T), all from the
-    normal equations (no samples needed): Σw(y - ŷ)² = ss_tot - 2βᵀ(XᵀWy) + βᵀ(XᵀWX)β."""
-    intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
-    explained = (beta * ne.rhs).sum(1)
-    quad = (beta * (ne.gram @ beta)).sum(1)
-    ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
-    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
-    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), (ss_res == 0).to(beta.dtype))
-    local_pred = intercept + beta.sum(1)  # the row of all ones
-    return Fit(beta.transpose(1, 2), intercept, score, local_pred)
-
-
-def _pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Put 1 on the diagonal of padded features so their coefficient solves to 0."""
-    return gram + torch.diag_embed((~valid).to(gram.dtype))
-
-
-def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:
-    """Solve (gram + αI) β = rhs for a batch; α = 0 uses the eigen pseudo-inverse (rank-safe).
-
-    Args:
-        gram: (..., F, F) symmetric PSD. rhs: (..., F, T).
-    """
-    if alpha > 0:
-        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-        chol, _ = torch.linalg.cholesky_ex(gram + alpha * eye)  # SPD by construction; no host sync
-        return torch.cholesky_solve(rhs, chol)
-    evals, evecs = torch.linalg.eigh(gram)
-    tol = evals.amax(-1, keepdim=True).clamp_min(0) * gram.shape[-1] * torch.finfo(gram.dtype).eps
-    inv = torch.where(evals > tol, 1.0 / evals.clamp_min(torch.finfo(gram.dtype).tiny), 0.0)
-    return evecs @ (inv.unsqueeze(-1) * (evecs.transpose(-1, -2) @ rhs))
+from torchlime.stages.normal import Fit as Fit
+from torchlime.stages.normal import Normal as Normal
+from torchlime.stages.normal import NormalAccumulator as NormalAccumulator
+from torchlime.stages.normal import exact_matmul as exact_matmul
+from torchlime.stages.normal import finish as finish
+from torchlime.stages.normal import normal_equations as normal_equations
+from torchlime.stages.normal import pad_identity
+from torchlime.stages.normal import solve_spd as solve_spd
 
 
 class Surrogate:
@@ -202,25 +38,41 @@ class Surrogate:
     dtype: torch.dtype = torch.float32
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
+        """The coefficients of every fit from the normal equations.
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+
+        Returns:
+            Float64 (B, F, T) coefficients.
+        """
         raise NotImplementedError
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
         """Fit B·T weighted linear models from their normal equations.
 
         Args:
-            ne: the normal equations. valid: bool (B, F).
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
             anchors: (B, 2, T) the outputs of samples 0 and 1 (the unperturbed input, and the
                 sample a design may reserve, e.g. KernelSHAP's all-hidden coalition); most
                 surrogates ignore them.
+
+        Returns:
+            ``Fit`` with coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T).
         """
         beta = self.solve(ne, valid) * valid.unsqueeze(-1).to(torch.float64)
-        return Fit(*(None if t is None else t.to(self.dtype) for t in finish(beta, ne)))
+        fit = finish(beta, ne)  # coef_std None
+        return Fit(*(t.to(self.dtype) for t in fit[:4]))
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
         """Fit B·T weighted linear models on samples held in memory.
 
         Args:
-            x: (B, S, F) masks (bool or float). y: (B, S, T) outputs. w: (B, S) weights.
+            x: (B, S, F) masks (bool or float).
+            y: (B, S, T) outputs.
+            w: (B, S) weights.
             valid: bool (B, F), features that exist for each input.
 
         Returns:
@@ -234,6 +86,10 @@ class Ridge(Surrogate):
     """Weighted ridge regression with an unpenalised intercept (lime: alpha=1).
 
     ``alpha=0`` gives ordinary weighted least squares via a rank-safe pseudo-inverse.
+
+    Attributes:
+        alpha: the ridge penalty α >= 0.
+        dtype: dtype of the accumulated products and of the returned fit.
     """
 
     alpha: float = 1.0
@@ -243,7 +99,13 @@ class Ridge(Surrogate):
         check_positive_float(self.alpha, "alpha", allow_zero=True)
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
-        return solve_spd(_pad_identity(ne.gram, valid), ne.rhs, self.alpha)
+        """Float64 (B, F, T): the ridge coefficients (a batched Cholesky, or a pseudo-inverse at α = 0).
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
+        return solve_spd(pad_identity(ne.gram, valid), ne.rhs, self.alpha)
 
 
 def _soft(v: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
@@ -262,11 +124,19 @@ def fista_lasso(
     """Batched FISTA with adaptive restart for min ½βᵀGβ - cᵀβ + λ||β||₁.
 
     Args:
-        gram: (B, F, F) normalised Gram (Xcᵀ W Xc / Σw). rhs: (B, F, T).
-        lam: (B, 1, T) or broadcastable penalties. beta0: (B, F, T) warm start.
-        max_iter: iteration cap. tol: stop when max |Δβ| < tol (checked every ``check_every``).
+        gram: (B, F, F) normalised Gram (Xcᵀ W Xc / Σw).
+        rhs: (B, F, T) normalised right-hand sides (Xcᵀ W yc / Σw).
+        lam: (B, 1, T) or broadcastable penalties.
+        beta0: (B, F, T) warm start.
+        max_iter: iteration cap.
+        tol: stop when max |Δβ| < tol.
+        check_every: iterations between the checks of ``tol``.
+
+    Returns:
+        (B, F, T) the coefficients.
     """
-    lip = torch.linalg.eigvalsh(gram)[..., -1].clamp_min(1e-12).view(-1, 1, 1)
+    eigenvalues: torch.Tensor = torch.linalg.eigvalsh(gram)  # torch.linalg is untyped
+    lip = eigenvalues[..., -1].clamp_min(1e-12).view(-1, 1, 1)
     step = 1.0 / lip
     beta = beta0
     z = beta0
@@ -292,6 +162,12 @@ class Lasso(Surrogate):
     """Weighted Lasso (sklearn's objective), solved by batched FISTA on the Gram matrix.
 
     captum's default is alpha=0.01 (on probabilities).
+
+    Attributes:
+        alpha: the L1 penalty α >= 0.
+        max_iter: FISTA's iteration cap.
+        tol: FISTA stops when no coefficient moves by ``tol`` or more.
+        dtype: dtype of the accumulated products and of the returned fit.
     """
 
     alpha: float = 0.01
@@ -304,6 +180,12 @@ class Lasso(Surrogate):
         check_positive_int(self.max_iter, "max_iter")
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
+        """Float64 (B, F, T): the Lasso coefficients (batched FISTA from 0).
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
         sw = ne.weight_sum.view(-1, 1, 1)
         gram = ne.gram / sw
         rhs = ne.rhs / sw
@@ -320,6 +202,14 @@ class KLasso(Surrogate):
     the path step at which they enter (ties: larger |β| at the end of the path);
     the first ``k`` are refit by weighted ridge with ``refit_alpha`` (0: least squares).
     Fewer than ``k`` are kept only when fewer ever enter the path.
+
+    Attributes:
+        k: the number of features kept per fit.
+        refit_alpha: the ridge penalty of the refit (0: least squares).
+        n_lambdas: the number of penalties on the path (>= 2).
+        eps: the smallest penalty, as a fraction of λ_max.
+        iters_per_lambda: FISTA iterations per penalty.
+        dtype: dtype of the accumulated products and of the returned fit.
     """
 
     k: int = 10
@@ -335,7 +225,12 @@ class KLasso(Surrogate):
         check_positive_int(self.n_lambdas, "n_lambdas", minimum=2)
 
     def select(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
-        """Bool (B, F, T): the chosen support of every fit."""
+        """Bool (B, F, T): the chosen support of every fit.
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
         sw = ne.weight_sum.view(-1, 1, 1)
         gram = ne.gram / sw
         rhs = ne.rhs / sw
@@ -357,6 +252,12 @@ class KLasso(Surrogate):
         return chosen & torch.isfinite(key)
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
+        """Float64 (B, F, T): the refitted coefficients, zero outside the chosen features.
+
+        Args:
+            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
         chosen = self.select(ne, valid)  # (B, F, T)
         sel = chosen.transpose(1, 2).to(ne.gram.dtype)  # (B, T, F)
         gram = ne.gram.unsqueeze(1) * sel.unsqueeze(-1) * sel.unsqueeze(-2)

@@ -17,12 +17,14 @@ from typing import Any, Optional
 import torch
 
 from torchlime._checks import check_choice, check_positive_float
+from torchlime.stages.features import FeatureMap
+from torchlime.typing import DistanceName, KernelSpace
 
-DISTANCES = ("cosine", "hamming", "euclidean")
-SPACES = ("mask", "input")
+DISTANCES: tuple[DistanceName, ...] = ("cosine", "hamming", "euclidean")
+SPACES: tuple[KernelSpace, ...] = ("mask", "input")
 
 
-def mask_distance(masks: torch.Tensor, valid: torch.Tensor, metric: str) -> torch.Tensor:
+def mask_distance(masks: torch.Tensor, valid: torch.Tensor, metric: DistanceName) -> torch.Tensor:
     """Distance of every mask row from the all-ones row.
 
     Args:
@@ -47,7 +49,7 @@ def mask_distance(masks: torch.Tensor, valid: torch.Tensor, metric: str) -> torc
     return torch.sqrt(total - kept)
 
 
-def input_distance(perturbed: torch.Tensor, original: torch.Tensor, metric: str) -> torch.Tensor:
+def input_distance(perturbed: torch.Tensor, original: torch.Tensor, metric: DistanceName) -> torch.Tensor:
     """Distance between flattened perturbed inputs and their originals.
 
     Args:
@@ -66,7 +68,8 @@ def input_distance(perturbed: torch.Tensor, original: torch.Tensor, metric: str)
         return 1.0 - sim
     if metric == "hamming":
         return (p != o).float().mean(1)
-    return torch.linalg.vector_norm(p - o, dim=1)
+    norm: torch.Tensor = torch.linalg.vector_norm(p - o, dim=1)  # torch.linalg is untyped
+    return norm
 
 
 class Kernel:
@@ -77,37 +80,76 @@ class Kernel:
     perturbed model inputs before the model sees it.
     """
 
-    distance: str = "cosine"
-    space: str = "mask"
+    distance: DistanceName = "cosine"
+    space: KernelSpace = "mask"
     scale: float = 1.0
 
-    def distances(self, perturbed: Any, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def distances(self, perturbed: Any, inputs: Any, rows: torch.Tensor) -> torch.Tensor:
         """Distances (c,) of a chunk of perturbed model inputs (c, ...) from their originals.
 
         Args:
-            perturbed: the chunk as the model will see it.
-            inputs: (B, ...) the explained inputs, in the same form.
+            perturbed: the chunk as the model will see it: a (c, ...) tensor, or the model's
+                arguments with their flat carrier (``packing.PackedArgs``).
+            inputs: the B explained inputs, in the same form: (B, ...).
             rows: long (c,) the explained input of every row.
+
+        Returns:
+            Float (c,) distances.
         """
+        flat = getattr(perturbed, "flat", None)  # several input tensors: their flat carrier (packing.PackedArgs)
+        if flat is not None:
+            return input_distance(flat, inputs.flat[rows], self.distance)
         return input_distance(perturbed, inputs[rows], self.distance)
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
-        """Weights of distances (any shape), same shape."""
+        """Weights of distances.
+
+        Args:
+            distances: (...) distances of any shape.
+
+        Returns:
+            (...) weights, the same shape.
+        """
         raise NotImplementedError
 
     def weigh_masks(self, masks: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Weights (g, r) of mask-space samples: masks bool (g, r, F), valid (g, F). Default:
-        ``weigh(mask_distance(...))``; a kernel that needs the coalition itself overrides it."""
+        """Weights of mask-space samples.
+
+        Default: ``weigh(mask_distance(...))``; a kernel that needs the coalition itself overrides it.
+
+        Args:
+            masks: bool (g, r, F) the masks of r samples of g inputs.
+            valid: bool (g, F) the features that exist for each input.
+
+        Returns:
+            (g, r) weights.
+        """
         return self.weigh(mask_distance(masks, valid.unsqueeze(1), self.distance))
 
     def normaliser(self, distances: torch.Tensor, drawn: torch.Tensor) -> Optional[torch.Tensor]:
-        """For input-space kernels: a per-input divisor (B,) of the distances (B, S), computed once
-        all S distances are known (``drawn`` bool (B, S) marks the samples drawn), or None (the
-        default: no normalisation). A kernel that uses it keeps the S distances per input."""
+        """For input-space kernels: a per-input divisor of the distances, once all S are known.
+
+        The default is None (no normalisation). A kernel that uses it keeps the S distances per input.
+
+        Args:
+            distances: (B, S) the distances of every sample.
+            drawn: bool (B, S) marks the samples drawn.
+
+        Returns:
+            (B,) divisors, or None.
+        """
         return None
 
-    def bind(self, features: Any, n_samples: int) -> Kernel:
-        """The kernel for one call, given its feature map and S (default: itself)."""
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> Kernel:
+        """The kernel for one call, given its feature map and S (default: itself).
+
+        Args:
+            features: the call's relabelled feature map (None where a kernel does not need it).
+            n_samples: S, the samples per input.
+
+        Returns:
+            The kernel the call weighs its samples with.
+        """
         return self
 
 
@@ -115,7 +157,7 @@ class Kernel:
 class ExponentialKernel(Kernel):
     """``w = exp(-(scale·d)² / (2 width²))`` on a chosen distance.
 
-    Args:
+    Attributes:
         width: kernel width (lime image: 0.25; lime text: 25 with scale 100; captum: 1.0).
         distance: "cosine", "hamming" or "euclidean".
         space: "mask" (binary interpretable vectors, lime) or "input" (model inputs, captum).
@@ -123,8 +165,8 @@ class ExponentialKernel(Kernel):
     """
 
     width: float = 0.25
-    distance: str = "cosine"
-    space: str = "mask"
+    distance: DistanceName = "cosine"
+    space: KernelSpace = "mask"
     scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -134,6 +176,11 @@ class ExponentialKernel(Kernel):
         check_choice(self.space, "space", SPACES)
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        """``exp(-(scale·d)² / (2 width²))`` of distances (...), the same shape.
+
+        Args:
+            distances: (...) distances of any shape.
+        """
         d = distances * self.scale
         return torch.exp(-(d * d) / (2.0 * self.width * self.width))
 
@@ -143,4 +190,9 @@ class UniformKernel(Kernel):
     """Every sample weighs 1 (GLIME-style samplers and Kernel-SHAP-style fits)."""
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        """Ones shaped like distances (...).
+
+        Args:
+            distances: (...) distances of any shape.
+        """
         return torch.ones_like(distances)

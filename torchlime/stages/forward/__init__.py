@@ -1,5 +1,8 @@
-"""Stage 4: the model's side (``model``), the chunked passes (``passes``), the chunk-size policy
-(``chunking``) and the targets the outputs are gathered for (``targets``)."""
+"""Stage 4: the forward passes.
+
+The model's side (``model``), the chunked passes (``passes``), the chunk-size policy (``chunking``)
+and the targets the outputs are gathered for (``targets``).
+"""
 
 from torchlime.stages.forward import chunking, model, passes, targets
 

@@ -1,24 +1,11 @@
-"""The chunk-size policy: how many perturbed rows go through the model per call.
+"""The chunk-size policy: how many perturbed rows go through the model per call, chosen by measurement.
 
-The best chunk depends on the model, the machine and the torch version (on a 2-core
-CPU a mobilenet runs 1000 images fastest 10 at a time; on a GPU a resnet50 wants
-hundreds), so it is chosen by measurement, not by a byte rule. The first time a
-model meets an input shape on a device, the forward stage runs its first chunks at
-growing sizes (real rows whose outputs are kept: the model sees every row exactly
-once), each size once to warm up and then timed three times, its time per row the
-fastest of the three (a busy machine only ever adds time, so the minimum is the least
-disturbed figure: one preempted call cannot make a small size look best); it stops
-growing when two doublings in a row no longer lower the time per row by more than 2 %,
-and keeps the smallest size within 2 % of the fastest. The choice is cached per (model, per-row shape and dtype, device,
-``max_memory``), as cuDNN's benchmark mode caches its algorithms; a call with too few
-rows to finish leaves its timings for the next one. Coefficients never depend on the
-chunk (the fit accumulates in fixed blocks of rows).
-
-On CUDA every chunk stays within a memory budget: ``max_memory`` bytes, or that
-fraction (0, 1] of the device's total memory; by default half of the memory free when
-the call starts. The peak memory of the measured chunks gives the bytes per row, and
-sizes predicted to exceed the budget are not tried. A real out-of-memory error halves
-the chunk and runs the same rows again (with a warning); finished rows are kept.
+The first time a model meets an input shape on a device, its first chunks run at growing sizes (real
+rows, kept), each warmed up once and timed ``REPEATS`` times (the fastest counts); the search stops
+after ``PATIENCE`` doublings without a ``GAIN`` per row and keeps the smallest size within ``GAIN``
+of the fastest, cached per (model, row signature, device, ``max_memory``). On CUDA every chunk stays
+within a memory budget (``memory_budget``), and an out-of-memory error halves the chunk and runs the
+same rows again. Coefficients never depend on the chunk.
 """
 
 from __future__ import annotations
@@ -29,20 +16,25 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Iterator, Literal, Optional
 
 import torch
 
 from torchlime._checks import describe
+from torchlime.typing import MemorySpec as MemorySpec
+from torchlime.typing import Model
 
-MemorySpec = Union[None, int, float]
 GAIN = 0.02  # a larger chunk must be this much faster per row to be worth growing to
 PATIENCE = 2  # doublings in a row without that gain before the search stops
 REPEATS = 3  # timed calls per size; the size's time per row is the fastest of them
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 
-_CACHE: dict[tuple, _Entry] = {}
+#: the phase of a chunk: "warm" and "timed" while a size is measured, "run" after
+Phase = Literal["warm", "timed", "run"]
+#: per-row shapes / dtypes / layout of the chunks (part of the cache key)
+Signature = tuple[object, ...]
+_CACHE: dict[tuple[int, Signature, str, MemorySpec], _Entry] = {}
 
 
 @dataclass
@@ -50,7 +42,7 @@ class _Entry:
     """What is known about one (model, row signature, device, max_memory)."""
 
     per_row: dict[int, float] = field(default_factory=dict)  # size -> seconds per row (fastest timing)
-    timings: dict[int, list] = field(default_factory=dict)  # size -> seconds per row of each timed call
+    timings: dict[int, list[float]] = field(default_factory=dict)  # size -> seconds per row of each timed call
     warmed: set[int] = field(default_factory=set)
     bytes_per_row: float = 0.0  # CUDA peak memory of a chunk / its rows
     ceiling: int = MAX_CHUNK  # largest size that ran (halved on OOM)
@@ -64,6 +56,12 @@ def clear_cache() -> None:
 
 def check_max_memory(max_memory: Any) -> MemorySpec:
     """Validate ``max_memory``: None, bytes (int >= 1) or a fraction of the device memory in (0, 1].
+
+    Args:
+        max_memory: the value to check.
+
+    Returns:
+        ``max_memory`` itself.
 
     Raises:
         TypeError / ValueError: naming the argument, what was expected and what came.
@@ -83,7 +81,13 @@ def check_max_memory(max_memory: Any) -> MemorySpec:
 
 
 def memory_budget(max_memory: MemorySpec, device: torch.device) -> Optional[int]:
-    """Bytes a chunk may take on ``device``: None off CUDA (no budget)."""
+    """Bytes a chunk may take on ``device``: None off CUDA (no budget).
+
+    Args:
+        max_memory: None (half of the memory free, counting what torch's allocator caches), bytes
+            (int), or a fraction (float) of the device's total memory.
+        device: where the model runs.
+    """
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
     free, total = torch.cuda.mem_get_info(device)
@@ -114,26 +118,28 @@ class ChunkPlan:
 
     def __init__(
         self,
-        model: Any,
-        signature: tuple,
+        model: Model,
+        signature: Signature,
         device: torch.device,
         batch_size: Optional[int],
         max_memory: MemorySpec = None,
     ) -> None:
         self.device = device
         self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
-        fixed = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
-        ok = isinstance(fixed, numbers.Integral) and not isinstance(fixed, bool) and fixed > 0
-        self.fixed = int(fixed) if ok else None
+        fixed: object = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
+        self.fixed: Optional[int] = None
+        if isinstance(fixed, numbers.Integral) and not isinstance(fixed, bool) and int(fixed) > 0:
+            self.fixed = int(fixed)
         self.budget = memory_budget(max_memory, device)
         owner = getattr(model, "cache_identity", None)
         owner = model if owner is None else owner
         key = (id(owner), signature, str(device), max_memory)
-        self.entry = _CACHE.get(key)
-        if self.entry is None:
-            self.entry = _CACHE[key] = _Entry()
+        entry = _CACHE.get(key)
+        if entry is None:
+            entry = _CACHE[key] = _Entry()
             with contextlib.suppress(TypeError):  # a later model with the same id() must not inherit it
                 weakref.finalize(owner, _forget, id(owner))
+        self.entry: _Entry = entry
         self.sizes_used: list[int] = []
         self._peak = 0
         self._base = 0
@@ -153,8 +159,15 @@ class ChunkPlan:
             size //= 2
         return size
 
-    def next_size(self, remaining: int) -> tuple[int, str]:
-        """The next chunk's size and its phase: "warm" or "timed" (measuring), or "run"."""
+    def next_size(self, remaining: int) -> tuple[int, Phase]:
+        """The next chunk's size and its phase: "warm" or "timed" (measuring), or "run".
+
+        Args:
+            remaining: the rows left to run.
+
+        Returns:
+            ``(size, phase)``.
+        """
         e = self.entry
         if self.fixed is not None:
             return min(self._largest_fitting(self.fixed), remaining), "run"
@@ -166,8 +179,10 @@ class ChunkPlan:
         return size, ("timed" if size in e.warmed else "warm")
 
     def _candidate(self) -> int:
-        """The size being measured: the next doubling after the largest timed size, within the
-        ceiling and the memory budget (a size that ran out of memory is never tried again)."""
+        """The size being measured: the next doubling after the largest timed size.
+
+        Within the ceiling and the memory budget (a size that ran out of memory is never tried again).
+        """
         e = self.entry
         if not e.per_row:
             return self._largest_fitting(START["cuda" if self.on_cuda else "cpu"])
@@ -183,9 +198,18 @@ class ChunkPlan:
 
     # ------------------------------------------------------------------ observing
     @contextlib.contextmanager
-    def run(self, size: int, phase: str) -> Iterator[None]:
-        """Wrap one chunk: a "warm" or "timed" chunk records its peak memory (CUDA), a
-        "timed" one its time per row, which decides whether the next size is tried."""
+    def run(self, size: int, phase: Phase) -> Iterator[None]:
+        """Wrap one chunk: a "warm" or "timed" chunk records its peak memory (CUDA).
+
+        A "timed" one records its time per row, which decides whether the next size is tried.
+
+        Args:
+            size: the chunk's rows.
+            phase: "warm", "timed" or "run" (from ``next_size``).
+
+        Yields:
+            Nothing: the chunk runs inside the context.
+        """
         measuring = phase != "run"
         if measuring and self.on_cuda:
             torch.cuda.synchronize(self.device)
@@ -222,7 +246,11 @@ class ChunkPlan:
             e.best = self._choice()
 
     def out_of_memory(self, size: int) -> None:
-        """After a device out-of-memory error at ``size``: halve (warn), or re-raise at size 1."""
+        """After a device out-of-memory error at ``size``: halve (warn), or re-raise at size 1.
+
+        Args:
+            size: the size that ran out of memory.
+        """
         if size <= 1:
             raise
         half = max(1, size // 2)

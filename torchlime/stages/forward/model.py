@@ -1,25 +1,34 @@
-"""Stage 4, the model's side: where it runs, the chunk format it wants, how it is called and how
-its output becomes (rows, K) scores. The chunked passes themselves are in ``passes``."""
+"""Stage 4, the model's side.
+
+Where the model runs, the chunk format it wants, how it is called and how its output becomes
+(rows, K) scores. The chunked passes themselves are in ``passes``.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 import torch
 from torch import nn
 
 from torchlime._checks import describe
-
-Model = Callable[[torch.Tensor], Any]
-OutputSelector = Any  # None, an int/str key, or a callable(output) -> tensor
+from torchlime.typing import Model as Model
+from torchlime.typing import OutputSelector as OutputSelector
 
 
 def model_placement(model: Model, inputs: torch.Tensor) -> tuple[torch.device, torch.dtype]:
-    """The device and floating dtype the model expects (its first parameter or buffer).
+    """The device and floating dtype the model expects (its first floating parameter or buffer).
 
     Plain callables and parameter-free modules get the input's own device and dtype.
+
+    Args:
+        model: the model.
+        inputs: (B, ...) the explained inputs.
+
+    Returns:
+        ``(device, dtype)``.
     """
     if isinstance(model, nn.Module):
         for t in itertools.chain(model.parameters(), model.buffers()):
@@ -31,16 +40,34 @@ def model_placement(model: Model, inputs: torch.Tensor) -> tuple[torch.device, t
 def chunk_placement(
     model: Model, inputs: torch.Tensor, chunk_dtype: Optional[torch.dtype] = None
 ) -> tuple[torch.device, torch.dtype]:
-    """Where ``run_rows`` puts the chunks and in which floating dtype: ``model_placement``, except
-    that chunks built in a dtype of their own (``InputFormat.dtype``: bf16 / fp16 for an
-    ``Accelerated(autocast=...)`` model) keep it; they are not cast back to the weights' dtype."""
+    """Where ``run_rows`` puts the chunks and in which floating dtype.
+
+    ``model_placement``, except that chunks built in a dtype of their own (``InputFormat.dtype``:
+    bf16 / fp16 for an ``Accelerated(autocast=...)`` model) keep it; they are not cast back to the
+    weights' dtype.
+
+    Args:
+        model: the model.
+        inputs: (B, ...) the explained inputs.
+        chunk_dtype: the dtype the chunks are built in (None: the model's).
+
+    Returns:
+        ``(device, dtype)``.
+    """
     device, dtype = model_placement(model, inputs)
     return device, (chunk_dtype if chunk_dtype is not None else dtype)
 
 
 @contextlib.contextmanager
 def eval_mode(model: Model) -> Iterator[None]:
-    """Put an ``nn.Module`` in eval mode and restore every submodule's own mode afterwards."""
+    """Put an ``nn.Module`` in eval mode and restore every submodule's own mode afterwards.
+
+    Args:
+        model: the model (other callables are left alone).
+
+    Yields:
+        Nothing: the model runs in eval mode inside the context.
+    """
     if not isinstance(model, nn.Module):
         yield
         return
@@ -59,6 +86,14 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
     ``output`` may be None (a tensor, an object with ``.logits``, or the first
     element of a tuple/list), a key/index into a dict/tuple, or a callable.
     A 1-D output (one score per row: a regressor) becomes (rows, 1).
+
+    Args:
+        out: the model's output for ``rows`` rows.
+        output: the selector (see above).
+        rows: the number of rows the model saw.
+
+    Returns:
+        (rows, K) scores.
 
     Raises:
         ValueError: when the scores are not shaped (rows,) or (rows, K).
@@ -79,19 +114,29 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
             out = out[0]
         elif isinstance(out, dict) and "logits" in out:
             out = out["logits"]
+    if isinstance(out, (int, float)) and not isinstance(out, bool):
+        out = torch.tensor(float(out))
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"model output must be a tensor of scores (pass `output=` to select one), got {describe(out)}")
-    if out.ndim == 1:
-        out = out.unsqueeze(1)
-    if out.ndim != 2 or out.shape[0] != rows:
+    scores: torch.Tensor = out
+    if scores.ndim == 0:  # one number for the call: a score for one row only
+        if rows != 1:
+            raise ValueError(
+                f"the model returned one number for a batch of {rows} rows; return one score per row, "
+                f"shape ({rows},) or ({rows}, K), or pass batch_size=1 so that every row is a call of its own"
+            )
+        scores = scores.reshape(1, 1)
+    if scores.ndim == 1:
+        scores = scores.unsqueeze(1)
+    if scores.ndim != 2 or scores.shape[0] != rows:
         raise ValueError(
             f"model output must have shape ({rows},) or ({rows}, K) for a batch of "
-            f"{rows} inputs, got shape {tuple(out.shape)}"
+            f"{rows} inputs, got shape {tuple(scores.shape)}"
         )
-    return out
+    return scores
 
 
-def _place(t: Any, device: torch.device, dtype: torch.dtype) -> Any:
+def _place(t: object, device: torch.device, dtype: torch.dtype) -> object:
     if not isinstance(t, torch.Tensor):
         return t
     cast = dtype if (t.is_floating_point() and dtype.is_floating_point) else t.dtype
@@ -102,6 +147,15 @@ def call_model(model: Model, chunk: Any, device: torch.device, dtype: torch.dtyp
     """Call ``model`` on a chunk: a tensor, a tuple (positional) or a dict (keywords).
 
     Tensors move to the model's device; floating tensors take its dtype.
+
+    Args:
+        model: the model.
+        chunk: a (c, ...) tensor, or a tuple / dict of arguments.
+        device: the model's device.
+        dtype: the model's floating dtype.
+
+    Returns:
+        The model's output, as it comes.
     """
     if isinstance(chunk, dict):
         return model(**{k: _place(v, device, dtype) for k, v in chunk.items()})
@@ -135,6 +189,13 @@ def input_format(model: Model, inputs: torch.Tensor) -> InputFormat:
       at all (oneDNN runs such convolutions faster on channels-last input; the values
       are the same either way);
     * any other callable: the inputs' own dtype and layout.
+
+    Args:
+        model: the model.
+        inputs: (B, ...) the explained inputs.
+
+    Returns:
+        The ``InputFormat`` of the chunks.
     """
     own = getattr(model, "input_format", None)
     if isinstance(own, InputFormat):

@@ -13,12 +13,21 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from torchlime.stages.forward.chunking import ChunkPlan
+from torchlime.stages.forward.chunking import ChunkPlan, Signature
 from torchlime.stages.forward.model import Model, OutputSelector, call_model, eval_mode, model_placement, select_output
 
 
 def progress_bar(total: int, enabled: bool, desc: str = "torchlime") -> Any:
-    """A tqdm bar over ``total`` samples (a no-op object when ``enabled`` is False)."""
+    """A tqdm bar over ``total`` samples (a no-op object when ``enabled`` is False).
+
+    Args:
+        total: the samples to run.
+        enabled: show the bar.
+        desc: the bar's label.
+
+    Returns:
+        The ``tqdm`` bar (a context manager).
+    """
     from tqdm.auto import tqdm
 
     return tqdm(total=total, disable=not enabled, desc=desc, unit="sample", unit_scale=True, leave=False)
@@ -43,8 +52,10 @@ def run_rows(
             under ``torch.inference_mode()``, like the model.
         consume: ``consume(output, chunk, start, stop)`` stores what it needs (output and
             chunk are inference tensors: it may read them and write them into its own tensors).
-        n_rows: rows in total. plan: the chunk sizes.
-        device, dtype: where and in which floating dtype the model runs.
+        n_rows: rows in total.
+        plan: the chunk sizes.
+        device: where the model runs.
+        dtype: the floating dtype the model runs in.
         progress: show a tqdm progress bar.
 
     Raises:
@@ -82,13 +93,25 @@ def score(
     output: OutputSelector = None,
     softmax: bool = False,
     batch_size: Optional[int] = None,
-    signature: tuple = (),
+    signature: Signature = (),
 ) -> torch.Tensor:
     """Float32 scores (n_rows, K) of rows built by ``build(start, stop)``, in chunks (``ChunkPlan``).
 
     For front doors that must score rows of their own before the explanation (text's
-    neutral / boundary objectives). ``reference``: a tensor on the device the scores go to;
-    ``signature``: per-row shape of the chunks (keys the measured chunk size).
+    neutral / boundary objectives).
+
+    Args:
+        model: the model.
+        build: ``build(start, stop)`` returns the model input of rows ``start..stop-1``.
+        n_rows: rows in total.
+        reference: a tensor on the device the scores go to.
+        output: selector of tuple / dict model outputs.
+        softmax: score the softmax of the outputs.
+        batch_size: rows per model call (None: measured).
+        signature: per-row shape of the chunks (keys the measured chunk size).
+
+    Returns:
+        Float32 (n_rows, K) scores on ``reference``'s device.
     """
     m_dev, m_dtype = model_placement(model, reference)
     parts: list[torch.Tensor] = []

@@ -9,13 +9,12 @@ width is known (``resolve_target``).
 from __future__ import annotations
 
 import re
-from typing import Any, Union
+from typing import cast
 
 import torch
 
 from torchlime._checks import check_integer, describe
-
-TargetSpec = Union[None, int, str, torch.Tensor, list]
+from torchlime.typing import TargetSpec as TargetSpec
 
 
 def resolve_target(target: TargetSpec, reference: torch.Tensor) -> torch.Tensor:
@@ -25,6 +24,12 @@ def resolve_target(target: TargetSpec, reference: torch.Tensor) -> torch.Tensor:
         target: None (top class), an int, ``"all"``, ``"topK"`` (e.g. "top5"), a list of
             ints shared by all inputs, or a long tensor (B,) or (B, T).
         reference: (B, K) model scores of the unperturbed inputs.
+
+    Returns:
+        Long (B, T) the output columns of every input.
+
+    Raises:
+        ValueError: a column outside [0, K), or a malformed string.
     """
     batch, k = reference.shape
     dev = reference.device
@@ -48,17 +53,25 @@ def resolve_target(target: TargetSpec, reference: torch.Tensor) -> torch.Tensor:
                 f"`target` list must hold ints in [0, {k}) for a model with {k} outputs, got {list(target)}"
             )
         return torch.as_tensor(target, dtype=torch.long, device=dev).reshape(1, -1).expand(batch, -1)
-    t = target.to(dev).long()  # a tensor, checked by ``check_target``
+    t = cast(torch.Tensor, target).to(dev).long()  # a tensor, checked by ``check_target``
     t = t.unsqueeze(1) if t.ndim == 1 else t
     lo, hi = torch.stack((t.min(), t.max())).tolist()
     if lo < 0 or hi >= k:
-        bad = t[(t < 0) | (t >= k)].unique().tolist()
+        bad = torch.unique(t[(t < 0) | (t >= k)]).tolist()
         raise ValueError(f"`target` must be in [0, {k}) for a model with {k} outputs, got {bad}")
     return t
 
 
-def check_target(target: Any, batch: int) -> None:
-    """Check the type and shape of ``target`` before any model call (values are checked later)."""
+def check_target(target: object, batch: int) -> None:
+    """Check the type and shape of ``target`` before any model call (values are checked later).
+
+    Args:
+        target: the ``target`` argument (see ``resolve_target``).
+        batch: B, the number of inputs.
+
+    Raises:
+        TypeError / ValueError: a target of the wrong type or shape.
+    """
     if isinstance(target, str):
         m = re.fullmatch(r"top(\d+)", target)
         if target != "all" and (not m or int(m.group(1)) < 1):

@@ -1,6 +1,10 @@
-"""Stage 3: what hidden features become (``fills``), the fused blend of a chunk of rows (``blend``),
-and the record of both kept with every explanation so metrics can hide features again (``record``)."""
+"""Stage 3: the perturbation.
 
-from torchlime.stages.perturb import blend, fills, record
+What hidden features become (``fills``), the fused blend of a chunk of rows (``blend``), models of
+several inputs as one flat carrier (``packing``), and the record of the perturbation kept with every
+explanation so metrics can hide features again (``record``).
+"""
 
-__all__ = ["fills", "blend", "record"]
+from torchlime.stages.perturb import blend, fills, packing, record
+
+__all__ = ["fills", "blend", "packing", "record"]

@@ -1,16 +1,10 @@
-"""Stage 3: perturbed model inputs.
+"""Stage 3: perturbed model inputs, one chunk of rows at a time.
 
-The masks of a chunk of rows are expanded through the feature maps and blended
-with the fill (baseline), one chunk of rows at a time:
-
-    x[r] = where(Z[r, index[b_r]], inputs[b_r], baseline[b_r])
-
-then cast, normalised per channel and laid out as the model wants, all in one pass
-(``_backend.blend``: a fused Triton kernel on CUDA, its torch reference elsewhere).
-There is no Python loop over samples or features.
-
-A front door whose perturbation is not a blend (deleting tokens, crossfades)
-passes a ``PerturbFn`` with the same signature as ``perturb_rows``.
+The masks of a chunk are expanded through the feature maps and blended with the fill,
+``x[r] = where(Z[r, index[b_r]], inputs[b_r], baseline[b_r])``, then cast, normalised per channel
+and laid out as the model wants, in one pass (``_backend.blend``: a fused Triton kernel on CUDA,
+its torch reference elsewhere), with no Python loop over samples or features. A front door whose
+perturbation is not a blend (deleting tokens, crossfades) passes a ``PerturbFn`` instead.
 """
 
 from __future__ import annotations
@@ -26,15 +20,25 @@ from torchlime.stages.forward.model import InputFormat
 class Normalize(NamedTuple):
     """Per-channel (dim 1) normalisation the model expects: it sees ``(x - mean) / std``.
 
-    ``mean`` and ``std``: sequences of numbers, scalars, or 1-D tensors (``on`` makes them).
+    Attributes:
+        mean: the per-channel means: a sequence of numbers, or a (C,) tensor (``on`` makes it).
+        std: the per-channel standard deviations, the same way.
     """
 
     mean: Union[Sequence[float], torch.Tensor]
     std: Union[Sequence[float], torch.Tensor]
 
     def on(self, inputs: torch.Tensor) -> Normalize:
-        """The statistics as tensors on ``inputs``' device in the dtype the blend normalises in,
-        made once per call so that no chunk copies them from the host (``_backend.normalize_stats``)."""
+        """The statistics as tensors on ``inputs``' device in the dtype the blend normalises in.
+
+        Made once per call so that no chunk copies them from the host (``_backend.normalize_stats``).
+
+        Args:
+            inputs: (B, C, ...) the explained inputs.
+
+        Returns:
+            The ``Normalize`` of two (C,) (or (1,)) tensors.
+        """
         return Normalize(*_backend.normalize_stats(self.mean, self.std, inputs))
 
 
@@ -46,8 +50,9 @@ class Chunk(NamedTuple):
             elements outside every feature).
         rows: long (c,) the explained input of every row.
         samples: long (c,) the sample index of every row (0: the unperturbed input).
-        first, last: the first and last input of the chunk (host ints; equal when the
-            whole chunk perturbs one input, which then need not be gathered).
+        first: the first input of the chunk (a host int).
+        last: the last input of the chunk (a host int; equal to ``first`` when the whole chunk
+            perturbs one input, which then need not be gathered; -1 otherwise).
     """
 
     masks: torch.Tensor
@@ -60,11 +65,31 @@ class Chunk(NamedTuple):
 class PerturbFn(Protocol):
     """``perturb(inputs, baseline, index, chunk) -> model input of the chunk``."""
 
-    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Any: ...
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Any:
+        """The model input of a chunk of c rows.
+
+        Args:
+            inputs: (B, *shape) the explained inputs.
+            baseline: (B, *shape) their fill.
+            index: long (B or 1, *fshape) the mask column of every element.
+            chunk: the rows (masks, explained input of each row).
+
+        Returns:
+            What the model takes for c rows: a (c, ...) tensor, or a tuple / dict of them.
+        """
+        ...
 
 
 def gather_rows(t: torch.Tensor, chunk: Chunk) -> torch.Tensor:
-    """``t[chunk.rows]``, or the one shared row ``t[first:first+1]`` when the chunk has one input."""
+    """``t[chunk.rows]``, or the one shared row ``t[first:first+1]`` when the chunk has one input.
+
+    Args:
+        t: (B or 1, ...) a per-input tensor.
+        chunk: the rows.
+
+    Returns:
+        (c, ...) or (1, ...) the rows' values.
+    """
     if t.shape[0] == 1:
         return t
     if chunk.first == chunk.last:
@@ -84,7 +109,8 @@ def perturb_rows(
     """Build the perturbed model inputs of one chunk.
 
     Args:
-        inputs: (B, *shape) explained inputs. baseline: (B, *shape) their fill.
+        inputs: (B, *shape) explained inputs.
+        baseline: (B, *shape) their fill.
         index: long (B or 1, *fshape) mask column of every element, ``fshape``
             broadcastable to ``shape``.
         chunk: the rows (masks, explained input of each row).

@@ -1,46 +1,27 @@
-"""What hidden features become: the fill (baseline) tensor (B, *shape).
+"""What hidden features become: the fill (baseline) tensor (B, *shape), one concept for every modality.
 
-One concept for every modality. Accepted specifications:
-
-===============  ==============================================================
-a number         every hidden element takes that value (captum's default 0)
-a tensor         broadcastable to the inputs (B, *shape) or to one input (*shape)
-a callable       ``inputs -> tensor`` (any of the above shapes)
-``"zero"``       0 (silence for spectrograms and waveforms)
-``"mean"``       each feature's own mean, separately for every position of the dims
-                 the feature map broadcasts over (images: each superpixel's mean
-                 colour, lime's ``hide_color=None``)
-``"blur"``       ``Blur()``: the input smoothed by a Gaussian over its signal dims
-``"min"``        the smallest value of the input (per channel)
-``"max"``        the largest value of the input (per channel)
-``"signal_mean"`` the mean value of the input (per channel)
-``"noise"``      uniform noise in [min(lo, 0), hi] of the input (per channel)
-``"shuffle"``    the input's own elements in a random order (per channel)
-===============  ==============================================================
-
-The *signal dims* of an input are the dims its feature map varies over (H, W of an
-image, Fr, Tm of a spectrogram, the samples of a waveform); the others (colour or
-audio channels, over which the feature map broadcasts) keep separate statistics.
-Complex inputs (STFTs) take the statistics of the magnitude and keep their phase
-(``noise`` draws a uniform phase, ``shuffle`` moves whole complex bins).
-
-Random fills draw from the call's counter-based key (``sampling.make_key``) and the
-index of each input, so they depend only on the seed and the input.
+A fill is a number, a tensor, a callable ``inputs -> tensor``, a ``Fill`` object or one of the names
+in ``NAMES`` (``resolve_baseline`` says what each does). Statistics are taken over the *signal
+dims* of an input (those its feature map varies over: H, W of an image, the samples of a waveform);
+the dims the feature map broadcasts over (channels) keep separate ones. Complex inputs (STFTs) take
+the statistics of the magnitude and keep their phase. Random fills draw from the call's key and the
+index of each input (``sampling.make_key``), so they depend only on the seed and the input.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 
 from torchlime._checks import check_positive_float, describe
 from torchlime.stages.sampling import Rows
+from torchlime.typing import BaselineSpec as BaselineSpec
+from torchlime.typing import FillName
 
-BaselineSpec = Union[float, int, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor], "Fill"]
-NAMES = ("zero", "mean", "blur", "min", "max", "signal_mean", "noise", "shuffle")
+NAMES: tuple[FillName, ...] = ("zero", "mean", "blur", "min", "max", "signal_mean", "noise", "shuffle")
 _FILL_STREAM = 7  # random stream of fills (masks use streams 0-2)
 
 
@@ -51,7 +32,8 @@ class FillContext(NamedTuple):
         labels: long (B, *fshape) mask column of every element (0..F, broadcastable).
         n_columns: F + 1, an upper bound of the labels + 1.
         signal_dims: the dims (>= 1) the feature map varies over.
-        key: long (2,) the call's random key. input_ids: long (B,) index of every input.
+        key: long (2,) the call's random key.
+        input_ids: long (B,) index of every input.
     """
 
     labels: torch.Tensor
@@ -65,11 +47,28 @@ class Fill:
     """Base class of named fills: ``fill(inputs, context) -> (B, *shape)``."""
 
     def __call__(self, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+        """The fill of ``inputs``.
+
+        Args:
+            inputs: (B, *shape) the explained inputs.
+            ctx: what else the fill may use (labels, signal dims, the random key).
+
+        Returns:
+            (B, *shape) the fill, in the inputs' dtype.
+        """
         raise NotImplementedError
 
 
 def signal_dims(inputs_shape: tuple[int, ...], labels_shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Dims >= 1 along which the feature map varies (its size there is the input's, above 1)."""
+    """Dims >= 1 along which the feature map varies (its size there is the input's, above 1).
+
+    Args:
+        inputs_shape: the shape (B, *shape) of the inputs.
+        labels_shape: the shape (B or 1, *fshape) of their feature map.
+
+    Returns:
+        The signal dims (all dims >= 1 when the feature map varies along none).
+    """
     dims = tuple(d for d in range(1, len(inputs_shape)) if labels_shape[d] > 1 and inputs_shape[d] > 1)
     return dims or tuple(range(1, len(inputs_shape)))
 
@@ -78,8 +77,8 @@ def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) ->
     """Per-feature mean of the inputs, broadcast back to the inputs' shape.
 
     Args:
-        inputs: (B, *shape). labels: long (B, *fshape), fshape broadcastable to shape,
-            ids in [0, n_features).
+        inputs: (B, *shape) real or complex inputs.
+        labels: long (B, *fshape), fshape broadcastable to shape, ids in [0, n_features).
         n_features: an upper bound of the labels + 1.
 
     Returns:
@@ -126,6 +125,14 @@ def gaussian_blur(x: torch.Tensor, sigma: float, dims: tuple[int, ...]) -> torch
     Taps ``exp(-t² / 2σ²)`` for |t| <= round(3σ), normalised; reflect padding
     (replicate where a dim is not longer than the radius). Dims of size 1 are skipped.
 
+    Args:
+        x: (B, *shape) real values.
+        sigma: the Gaussian's standard deviation, in elements.
+        dims: the dims to smooth over.
+
+    Returns:
+        (B, *shape) the smoothed values, in ``x``'s dtype.
+
     Example:
         >>> gaussian_blur(torch.ones(1, 8, 8), 1.0, (1, 2)).allclose(torch.ones(1, 8, 8))
         True
@@ -166,8 +173,11 @@ def _uniform_like(x: torch.Tensor, ctx: FillContext, stream: int) -> torch.Tenso
 class Blur(Fill):
     """The input smoothed by a Gaussian of ``sigma`` elements over its signal dims.
 
-    ``sigma=None``: a sixteenth of the longest signal dim (a 224-pixel image: 14
-    pixels). Complex inputs blur their magnitude and keep their phase.
+    Complex inputs blur their magnitude and keep their phase.
+
+    Attributes:
+        sigma: the Gaussian's standard deviation in elements; None: a sixteenth of the longest
+            signal dim (a 224-pixel image: 14 pixels).
     """
 
     sigma: Optional[float] = None
@@ -177,6 +187,12 @@ class Blur(Fill):
             check_positive_float(self.sigma, "sigma")
 
     def __call__(self, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+        """The inputs (B, *shape) smoothed over ``ctx.signal_dims``: (B, *shape).
+
+        Args:
+            inputs: (B, *shape) the explained inputs.
+            ctx: the fill context (its signal dims).
+        """
         sigma = self.sigma if self.sigma is not None else max(inputs.shape[d] for d in ctx.signal_dims) / 16
         if inputs.is_complex():
             mag = inputs.abs()
@@ -185,7 +201,7 @@ class Blur(Fill):
 
 
 def _statistic(name: str, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
-    """ "min", "max", "signal_mean", "noise" and "shuffle" over the signal dims."""
+    """The "min", "max", "signal_mean", "noise" and "shuffle" over the signal dims."""
     dims = ctx.signal_dims
     if name == "shuffle":
         moved = inputs.movedim(dims, tuple(range(-len(dims), 0)))
@@ -200,13 +216,30 @@ def _statistic(name: str, inputs: torch.Tensor, ctx: FillContext) -> torch.Tenso
             return (_uniform_like(mag, ctx, 3) * hi) * phase
         lo = mag.amin(dim=dims, keepdim=True).clamp_max(0)
         return lo + _uniform_like(inputs, ctx, 3) * (hi - lo)
-    reduce = {"min": torch.amin, "max": torch.amax, "signal_mean": torch.mean}[name]
+    reducers: dict[str, Callable[..., torch.Tensor]] = {"min": torch.amin, "max": torch.amax, "signal_mean": torch.mean}
+    reduce = reducers[name]
     value = reduce(mag, dim=dims, keepdim=True).expand(inputs.shape)
     return value * _phase(inputs, mag) if inputs.is_complex() else value.clone()
 
 
 def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
     """Materialise the fill as a (B, *shape) tensor on the inputs' device (``inputs`` untouched).
+
+    Args:
+        spec: the fill: a number (every hidden element takes it: captum's default 0); a tensor
+            broadcastable to the inputs (B, *shape) or to one input (*shape); a callable
+            ``inputs -> tensor`` (any of these shapes); a ``Fill``; or a name: "zero" (0: silence for
+            spectrograms and waveforms), "mean" (each feature's own mean, separately for every
+            position of the dims the feature map broadcasts over: an image superpixel's mean colour,
+            lime's ``hide_color=None``), "blur" (``Blur()``), "min", "max" or "signal_mean" (the
+            input's smallest, largest or mean value per channel), "noise" (uniform noise in
+            [min(lo, 0), hi] of the input per channel; complex inputs: a uniform phase) or "shuffle"
+            (the input's own elements in a random order per channel; complex: whole bins).
+        inputs: (B, *shape) the explained inputs.
+        ctx: the fill context (labels, signal dims, the random key).
+
+    Returns:
+        (B, *shape) the fill, in the inputs' dtype.
 
     Raises:
         TypeError / ValueError: for a specification of the wrong type, an unknown name,
@@ -230,10 +263,11 @@ def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext)
         raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {spec!r}")
     if isinstance(spec, Fill):
         return spec(inputs, ctx)
-    if callable(spec) and not isinstance(spec, torch.Tensor):
-        spec = spec(inputs)
-        if not isinstance(spec, torch.Tensor):
-            raise TypeError(f"a callable `baseline` must return a tensor, got {describe(spec)}")
+    if not isinstance(spec, torch.Tensor) and callable(spec):
+        made: object = spec(inputs)
+        if not isinstance(made, torch.Tensor):
+            raise TypeError(f"a callable `baseline` must return a tensor, got {describe(made)}")
+        spec = made
     if isinstance(spec, torch.Tensor):
         if spec.device != inputs.device:
             raise ValueError(f"`baseline` must be on the inputs' device ({inputs.device}), got {spec.device}")
@@ -247,8 +281,15 @@ def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext)
     raise TypeError(f"`baseline` must be a number, a tensor, a callable or one of {list(NAMES)}, got {describe(spec)}")
 
 
-def describe_baseline(spec: Any) -> Any:
-    """A plain-data record of a fill for ``Explanation.meta`` (tensors and callables by description)."""
+def describe_baseline(spec: object) -> Union[str, float, None]:
+    """A plain-data record of a fill for ``Explanation.meta`` (tensors and callables by description).
+
+    Args:
+        spec: the fill specification (see ``resolve_baseline``).
+
+    Returns:
+        The number or name itself, else a short description.
+    """
     if isinstance(spec, (str, int, float)) or spec is None:
         return spec
     if isinstance(spec, Fill):

@@ -17,7 +17,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from torchlime.stages.forward.model import InputFormat
-from torchlime.stages.perturb.blend import Chunk, Normalize, perturb_rows
+from torchlime.stages.perturb.blend import Chunk, Normalize, PerturbFn, perturb_rows
+from torchlime.typing import Model
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,10 +30,13 @@ class Perturbation:
             STFT for time-frequency waveform features).
         baseline: (B, ...) the fill of hidden features.
         index: long (B or 1, *fshape) the mask column of every element.
-        n_features: long (B,) F_b. f_max: F. fixed: whether a column for never-perturbed
-            elements is appended to the masks.
+        n_features: long (B,) F_b.
+        f_max: F.
+        fixed: whether a column for never-perturbed elements is appended to the masks.
         perturb_fn: the front door's perturbation (None: the fused blend, with ``fmt`` and
             ``normalize``).
+        fmt: dtype and layout of the blended chunks (None: the inputs').
+        normalize: the per-channel normalisation fused into the blend, or None.
         adapter: turns a model into the one the engine ran (None: the model itself).
         reusable: False when the perturbation depends on the call's own samples (text's
             single-mask protocol), so other masks cannot be built.
@@ -44,30 +48,59 @@ class Perturbation:
     n_features: torch.Tensor
     f_max: int
     fixed: bool
-    perturb_fn: Optional[Callable[..., Any]] = None
+    perturb_fn: Optional[PerturbFn] = None
     fmt: Optional[InputFormat] = None
     normalize: Optional[Normalize] = None
-    adapter: Optional[Callable[[Any], Any]] = None
+    adapter: Optional[Callable[[Model], Model]] = None
     reusable: bool = True
 
     def build(self, chunk: Chunk) -> Any:
-        """The model input of a chunk of rows (the engine's stage 3)."""
+        """The model input of a chunk of c rows (the engine's stage 3).
+
+        Args:
+            chunk: the rows (masks, explained input of each row).
+
+        Returns:
+            What the model takes: a (c, ...) tensor, or a tuple / dict of them.
+        """
         if self.perturb_fn is not None:
             return self.perturb_fn(self.inputs, self.baseline, self.index, chunk)
         return perturb_rows(self.inputs, self.baseline, self.index, chunk, fmt=self.fmt, normalize=self.normalize)
 
     def with_baseline(self, baseline: torch.Tensor) -> Perturbation:
-        """The same perturbation with another fill (B, ...) (broadcast to the inputs)."""
+        """The same perturbation with another fill.
+
+        Args:
+            baseline: (B, ...) or broadcastable, the new fill.
+
+        Returns:
+            The new ``Perturbation``.
+        """
         return dataclasses.replace(self, baseline=torch.broadcast_to(baseline, self.inputs.shape).to(self.inputs))
 
-    def adapt(self, model: Any) -> Any:
-        """The model the engine ran, made from ``model`` (the user's)."""
+    def adapt(self, model: Model) -> Model:
+        """The model the engine ran, made from ``model`` (the user's).
+
+        Args:
+            model: the user's model.
+
+        Returns:
+            The front door's wrapper of it (or the model itself).
+        """
         return model if self.adapter is None else self.adapter(model)
 
     def rows(self, masks: torch.Tensor, start: int = 0, stop: Optional[int] = None) -> Any:
         """Model inputs of rows ``start:stop`` of masks (B, M, F), flattened input-major (B·M).
 
         Features beyond an input's own count are kept (padding); ``masks`` may be on any device.
+
+        Args:
+            masks: bool (B, M, F) masks, M per input.
+            start: the first row (of the B·M, input-major).
+            stop: the row after the last (None: B·M).
+
+        Returns:
+            The model input of the rows (stop - start, ...).
 
         Raises:
             ValueError: masks of the wrong shape, or a perturbation that cannot be reused.

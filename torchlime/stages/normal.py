@@ -1,0 +1,237 @@
+"""Stage 6, the data of the fits: weighted normal equations accumulated in blocks, and their solve.
+
+``NormalAccumulator`` sums the weighted, centred normal equations (``Normal``) of B·T fits block by
+block of rows, in float64 running sums (memory O(B·F·(F + T)), whatever the number of samples);
+``solve_spd`` solves them (a batched Cholesky, or a rank-safe eigen pseudo-inverse) and ``finish``
+turns coefficients into a ``Fit`` (intercept, weighted R², local prediction) without the samples.
+``torch.linalg.lstsq`` is never used: on CUDA it silently assumes full rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, NamedTuple, Optional
+
+import torch
+
+#: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
+RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+class Fit(NamedTuple):
+    """Result of a batched surrogate fit (all tensors in the fit dtype).
+
+    Attributes:
+        coef: (B, T, F) coefficients.
+        intercept: (B, T) intercepts.
+        score: (B, T) weighted R².
+        local_pred: (B, T) the fit at the all-ones row (the unperturbed input).
+        coef_std: (B, T, F) posterior standard deviation (Bayesian surrogates), else None.
+    """
+
+    coef: torch.Tensor
+    intercept: torch.Tensor
+    score: torch.Tensor
+    local_pred: torch.Tensor
+    coef_std: Optional[torch.Tensor] = None
+
+
+@contextlib.contextmanager
+def exact_matmul() -> Iterator[None]:
+    """Keep TF32 off while normal equations are accumulated (restores the user's setting)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+class Normal(NamedTuple):
+    """Weighted, centred normal equations of a batch of fits (float64).
+
+    Attributes:
+        gram: (B, F, F) Xcᵀ W Xc.
+        rhs: (B, F, T) Xcᵀ W yc.
+        x_mean: (B, F) weighted mean of the masks.
+        y_mean: (B, T) weighted mean of the outputs.
+        weight_sum: (B,) Σw.
+        ss_tot: (B, T) Σ w (y - ȳ)², the denominator of the weighted R².
+        weight_sq_sum: (B,) Σw² (with Σw, Kish's effective sample size).
+        raw: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)`` of the shifted data
+            x' = x - 1/2, y' = y - ``y_shift`` (for fits without a free intercept, e.g. KernelSHAP).
+        y_shift: (B, T) the outputs of the unperturbed inputs (sample 0).
+        n_samples: (B,) float64 number of samples accumulated per fit (lime's lasso-path stopping rule).
+    """
+
+    gram: torch.Tensor
+    rhs: torch.Tensor
+    x_mean: torch.Tensor
+    y_mean: torch.Tensor
+    weight_sum: torch.Tensor
+    ss_tot: torch.Tensor
+    weight_sq_sum: torch.Tensor
+    raw: Optional[RawMoments] = None
+    y_shift: Optional[torch.Tensor] = None
+    n_samples: Optional[torch.Tensor] = None
+
+
+class NormalAccumulator:
+    """Weighted sufficient statistics, accumulated block by block of rows.
+
+    Each block's products run in ``dtype`` (float32 by default, TF32 off) on
+    shifted data (masks - 1/2, outputs - the input's own output ``y_shift``), so
+    the sums stay well conditioned; the running sums are float64. Memory is
+    O(B·F·(F + T)), whatever the number of samples.
+
+    Args:
+        batch: B, the number of inputs.
+        n_features: F, the number of features.
+        n_targets: T, the number of targets per input.
+        y_shift: (B, T) a typical output per fit (the unperturbed input's).
+        dtype: dtype of the per-block products.
+    """
+
+    def __init__(
+        self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor, dtype: torch.dtype = torch.float32
+    ) -> None:
+        dev = y_shift.device
+
+        def z(*shape: int) -> torch.Tensor:
+            return torch.zeros(*shape, dtype=torch.float64, device=dev)
+
+        self.dtype = dtype
+        self.y_shift = y_shift.to(dtype)
+        self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
+        self.n = z(batch)
+        self.sxx, self.sxy, self.syy = (
+            z(batch, n_features, n_features),
+            z(batch, n_features, n_targets),
+            z(batch, n_targets),
+        )
+
+    def add(
+        self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
+    ) -> None:
+        """Add a block of rows to the fits ``start .. start + g - 1``, or to the fits ``rows``.
+
+        Args:
+            x: (g, r, F) masks (bool or float).
+            y: (g, r, T) outputs.
+            w: (g, r) weights.
+            start: the first fit, when ``rows`` is None.
+            rows: optional long (g,) the fit of each of the g blocks (distinct).
+        """
+        g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
+        x = x.to(self.dtype) - 0.5
+        y = y.to(self.dtype) - self.y_shift[g].unsqueeze(1)
+        w = w.to(self.dtype)
+        with exact_matmul():
+            xw = x * w.unsqueeze(-1)
+            self.sxx.index_add_(0, g, (xw.transpose(1, 2) @ x).double())
+            self.sxy.index_add_(0, g, (xw.transpose(1, 2) @ y).double())
+        self.sw.index_add_(0, g, w.sum(1).double())
+        self.sw2.index_add_(0, g, (w * w).sum(1).double())
+        self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
+        self.sx.index_add_(0, g, xw.sum(1).double())
+        self.sy.index_add_(0, g, (w.unsqueeze(-1) * y).sum(1).double())
+        self.syy.index_add_(0, g, (w.unsqueeze(-1) * y * y).sum(1).double())
+
+    def normal(self) -> Normal:
+        """The centred normal equations of everything added (float64).
+
+        Returns:
+            ``Normal`` with gram (B, F, F), rhs (B, F, T) and the moments of the fits.
+        """
+        sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
+        xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
+        gram = self.sxx - sw.view(-1, 1, 1) * xm.unsqueeze(2) * xm.unsqueeze(1)
+        rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
+        ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
+        return Normal(
+            0.5 * (gram + gram.transpose(1, 2)),
+            rhs,
+            xm + 0.5,
+            ym + self.y_shift.double(),
+            self.sw,
+            ss_tot,
+            self.sw2,
+            (self.sxx, self.sxy, self.sx, self.sy, self.syy),
+            self.y_shift.double(),
+            self.n,
+        )
+
+
+def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: torch.dtype = torch.float64) -> Normal:
+    """The weighted centred normal equations of samples held in memory, in one block.
+
+    Args:
+        x: (B, S, F) masks (bool or float).
+        y: (B, S, T) outputs.
+        w: (B, S) weights.
+        dtype: dtype of the products.
+
+    Returns:
+        ``Normal`` (float64) with gram (B, F, F) and rhs (B, F, T).
+    """
+    acc = NormalAccumulator(x.shape[0], x.shape[2], y.shape[2], y[:, 0], dtype)
+    acc.add(x, y, w)
+    return acc.normal()
+
+
+def finish(beta: torch.Tensor, ne: Normal) -> Fit:
+    """Intercept, weighted R² and local prediction of coefficients, all from the normal equations.
+
+    No samples are needed: Σw(y - ŷ)² = ss_tot - 2βᵀ(XᵀWy) + βᵀ(XᵀWX)β.
+
+    Args:
+        beta: (B, F, T) coefficients.
+        ne: the normal equations they were solved from.
+
+    Returns:
+        ``Fit`` with coef (B, T, F), intercept, score and local_pred (B, T).
+    """
+    intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
+    explained = (beta * ne.rhs).sum(1)
+    quad = (beta * (ne.gram @ beta)).sum(1)
+    ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
+    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
+    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), (ss_res == 0).to(beta.dtype))
+    local_pred = intercept + beta.sum(1)  # the row of all ones
+    return Fit(beta.transpose(1, 2), intercept, score, local_pred)
+
+
+def pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Put 1 on the diagonal of padded features so their coefficient solves to 0.
+
+    Args:
+        gram: (B, F, F) Gram matrices.
+        valid: bool (B, F) the features that exist.
+
+    Returns:
+        (B, F, F) the padded Gram matrices.
+    """
+    return gram + torch.diag_embed((~valid).to(gram.dtype))
+
+
+def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Solve (gram + αI) β = rhs for a batch; α = 0 uses the eigen pseudo-inverse (rank-safe).
+
+    Args:
+        gram: (..., F, F) symmetric PSD.
+        rhs: (..., F, T) right-hand sides.
+        alpha: the ridge penalty α >= 0.
+
+    Returns:
+        (..., F, T) the solutions β.
+    """
+    if alpha > 0:
+        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+        chol, _ = torch.linalg.cholesky_ex(gram + alpha * eye)  # SPD by construction; no host sync
+        return torch.cholesky_solve(rhs, chol)
+    evals: torch.Tensor
+    evecs: torch.Tensor
+    evals, evecs = torch.linalg.eigh(gram)  # torch.linalg is untyped
+    tol = evals.amax(-1, keepdim=True).clamp_min(0) * gram.shape[-1] * torch.finfo(gram.dtype).eps
+    inv = torch.where(evals > tol, 1.0 / evals.clamp_min(torch.finfo(gram.dtype).tiny), 0.0)
+    return evecs @ (inv.unsqueeze(-1) * (evecs.transpose(-1, -2) @ rhs))
