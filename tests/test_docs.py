@@ -1,5 +1,6 @@
-"""The documentation's examples run: every ``>>>`` example in the package's docstrings, and every
-Python block of README.md that follows a ``<!-- runnable -->`` marker."""
+"""The documentation's examples run: every ``>>>`` example in the package's docstrings, every Python
+block of README.md and docs/*.md that follows a ``<!-- runnable -->`` marker, and the docs site builds
+with warnings as errors."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import torch
 
 import torchlime
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 MODULES = sorted(
     m.name
     for m in pkgutil.walk_packages(torchlime.__path__, "torchlime.")
@@ -33,15 +36,34 @@ def test_docstring_examples(name):
     assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples of {name} failed"
 
 
-def runnable_blocks() -> list[str]:
-    return re.findall(r"<!-- runnable -->\s*```python\n(.*?)```", README.read_text(), flags=re.S)
+def runnable_blocks(page: Path = README) -> list[str]:
+    return re.findall(r"<!-- runnable -->\s*```python\n(.*?)```", page.read_text(), flags=re.S)
 
 
-def test_readme_has_runnable_blocks():
-    assert len(runnable_blocks()) >= 3
+BLOCKS = [(page, i) for page in PAGES for i in range(len(runnable_blocks(page)))]
 
 
-@pytest.mark.parametrize("index", range(len(runnable_blocks())))
-def test_readme_block_runs(index, tmp_path, monkeypatch):
+def test_readme_has_a_runnable_quick_start():
+    assert len(runnable_blocks()) >= 1
+
+
+def test_every_modality_page_has_a_runnable_block():
+    for name in ("getting-started", "images", "audio", "text", "tabular", "methods", "metrics"):
+        assert runnable_blocks(ROOT / "docs" / f"{name}.md"), f"docs/{name}.md has no runnable block"
+
+
+@pytest.mark.parametrize("page,index", BLOCKS, ids=[f"{p.name}-{i}" for p, i in BLOCKS])
+def test_block_runs(page, index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write files write them here
-    exec(compile(runnable_blocks()[index], f"README.md block {index}", "exec"), {"__name__": "readme"})
+    code = runnable_blocks(page)[index]
+    exec(compile(code, f"{page.name} block {index}", "exec"), {"__name__": "docs"})
+
+
+def test_docs_site_builds_without_warnings(tmp_path):
+    pytest.importorskip("sphinx", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(ROOT / "docs"), str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
