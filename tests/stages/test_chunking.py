@@ -1,5 +1,7 @@
-"""The chunk-size policy (``torchlime.stages.forward.chunking``): measured on real rows, cached, bounded, and
-coefficients that never depend on it. Timings come from a fake clock, so the tests are exact."""
+"""The chunk-size policy (``torchlime.stages.forward.chunking``): a rule by default (the same chunks, and
+bits, on every call), a timed search on request (cached; its rows run again at the chosen size), bounded
+by memory, and coefficients that never depend on it. Timings come from a fake clock, so the tests are
+exact."""
 
 from __future__ import annotations
 
@@ -43,22 +45,24 @@ def data(b=2):
 def test_measures_then_keeps_the_fastest_size(clock):
     model = Clocked(clock)
     x, f = data()
-    exp = explain(model, x, f, n_samples=2000)
+    exp = explain(model, x, f, n_samples=2000, batch_size="measure")
     # each size warms up once and is timed three times, doubling until two doublings in a row do not
     # lower the time per row by > 2 % (128 and 256 are slower per row than 64)
     assert model.sizes[:20] == [4] * 4 + [8] * 4 + [16] * 4 + [32] * 4 + [64] * 4
     assert model.sizes[20:28] == [128] * 4 + [256] * 4 and set(model.sizes[28:-1]) == {64}
-    assert sum(model.sizes) == 2 * 2000  # every row exactly once, the unperturbed inputs included
+    measured = 4 * (4 + 8 + 16 + 32 + 64 + 128 + 256)
+    assert sum(model.sizes) == 2 * 2000 + measured  # measured rows run again at 64; every kept row once
     assert exp.meta["batch_size"] == 64
     model.sizes.clear()
-    explain(model, x, f, n_samples=2000)  # cached: no measurement
+    again = explain(model, x, f, n_samples=2000, batch_size="measure")  # cached: no measurement
     assert set(model.sizes[:-1]) == {64}
+    assert torch.equal(again.coef, exp.coef)  # measured rows never reach the result
 
 
 def test_smallest_size_within_two_percent_of_the_fastest(clock):
     model = Clocked(clock, cost=lambda n: 1e-3 * n + (0.0 if n >= 16 else 5e-3))  # flat from 16 on
     x, f = data()
-    explain(model, x, f, n_samples=500)
+    explain(model, x, f, n_samples=500, batch_size="measure")
     assert chunking._CACHE[next(iter(chunking._CACHE))].best == 16
 
 
@@ -73,17 +77,63 @@ def test_one_disturbed_timing_does_not_choose_the_size(clock):
 
     model = Clocked(clock, cost=cost)
     x, f = data()
-    exp = explain(model, x, f, n_samples=2000)
+    exp = explain(model, x, f, n_samples=2000, batch_size="measure")
     assert exp.meta["batch_size"] == 64
 
 
-def test_measurement_carries_over_calls_with_few_rows(clock):
+def test_measured_calls_equal_the_fixed_chosen_size_bit_for_bit(clock):
     model = Clocked(clock)
     x, f = data(1)
-    for _ in range(4):
-        explain(model, x, f, n_samples=40)
-    entry = next(iter(chunking._CACHE.values()))
-    assert set(entry.per_row) >= {4, 8, 16} and sum(model.sizes) == 160
+    first = explain(model, x, f, n_samples=40, batch_size="measure")
+    later = explain(model, x, f, n_samples=40, batch_size="measure")
+    fixed = explain(model, x, f, n_samples=40, batch_size=first.meta["batch_size"])
+    assert torch.equal(first.coef, later.coef) and torch.equal(first.coef, fixed.coef)
+
+
+def test_default_rule_no_timing_the_same_chunks_every_call(clock):
+    x, f = data()
+    sizes = []
+    for _ in range(2):
+        chunking.clear_cache()  # whatever was cached: the rule does not read the cache
+        model = Clocked(clock)
+        exp = explain(model, x, f, n_samples=3000)
+        sizes.append(model.sizes)
+    # 16 float32 values a row: 16 MiB holds far more rows than MAX_CHUNK, so 6000 rows in 2 calls
+    assert sizes[0] == sizes[1] == [chunking.MAX_CHUNK, 6000 - chunking.MAX_CHUNK]
+    assert exp.meta["batch_size"] == chunking.MAX_CHUNK and not chunking._CACHE[next(iter(chunking._CACHE))].per_row
+
+
+def test_default_rule_bounds_a_chunk_by_its_input_bytes():
+    assert chunking.row_bytes(((3, 224, 224), "torch.float32", False, True)) == 3 * 224 * 224 * 4
+    assert chunking.row_bytes(("tokens", 128)) == 128 * 4
+    assert chunking.row_bytes(((4,), "torch.float64")) == 32
+    big = chunking.ChunkPlan(lambda v: v, ((3, 224, 224), "torch.float32"), torch.device("cpu"), None)
+    assert big.next_size(10_000) == (16, "run")  # 16 MiB / 588 KiB = 27 -> a power of two
+    tiny = chunking.ChunkPlan(lambda v: v, ((4,), "torch.float64"), torch.device("cpu"), None)
+    assert tiny.next_size(5001) == (chunking.MAX_CHUNK, "run") and tiny.next_size(5) == (5, "run")
+
+
+def test_a_tabular_first_call_makes_as_many_model_calls_as_its_rows_need():
+    """lime's iris scenario: 5000 samples of 4 columns through a function (a forest's predict_proba)."""
+    calls = []
+
+    def forest(rows):
+        calls.append(rows.shape[0])
+        return torch.stack((rows.sum(1), -rows.sum(1)), 1)
+
+    x = torch.rand(1, 4, dtype=torch.float64)
+    chunking.clear_cache()
+    first = explain(forest, x, torch.arange(4).view(1, 4), n_samples=5000, target=0)
+    assert calls == [4096, 5000 - 4096]
+    later = explain(forest, x, torch.arange(4).view(1, 4), n_samples=5000, target=0)
+    assert torch.equal(first.coef, later.coef)
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, "fast", True])
+def test_bad_batch_size_is_refused_by_name(value):
+    x, f = data()
+    with pytest.raises((TypeError, ValueError), match="`batch_size`"):
+        explain(torch.nn.Flatten(), x, f, n_samples=10, batch_size=value)
 
 
 def test_coefficients_do_not_depend_on_the_chunk(clock):
@@ -161,7 +211,7 @@ def test_out_of_memory_while_measuring_ends_the_search(clock):
     model = OutOfMemoryAbove(clock, limit=100)
     x, f = data()
     with pytest.warns(RuntimeWarning) as record:
-        exp = explain(model, x, f, n_samples=2000)
+        exp = explain(model, x, f, n_samples=2000, batch_size="measure")
     assert [str(w.message) for w in record] == [
         "out of memory with a chunk of 128 samples; retrying with 64 (finished samples are kept)"
     ]
@@ -170,7 +220,7 @@ def test_out_of_memory_while_measuring_ends_the_search(clock):
     entry = next(iter(chunking._CACHE.values()))
     assert entry.best == 64 and entry.ceiling == 64
     model.sizes.clear()
-    explain(model, x, f, n_samples=2000)  # cached: no measurement, no out-of-memory
+    explain(model, x, f, n_samples=2000, batch_size="measure")  # cached: no measurement, no out-of-memory
     assert set(model.sizes[:-1]) == {64}
 
 
@@ -227,3 +277,27 @@ def test_peak_memory_within_the_budget_on_cuda(cuda):
         model, images, grid_labels(128, 128, 8, 8).view(1, 1, 128, 128).to(cuda), n_samples=2000, max_memory=cap
     )
     assert 0 < exp.meta["peak_memory"] <= cap
+
+
+@pytest.mark.cuda
+def test_default_rule_on_cuda_probes_then_runs_the_same_chunks_every_call(cuda):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(5)
+    )
+    model = net.to(cuda)
+    model(torch.rand(1, 3, 32, 32, device=cuda))
+    sizes: list[list[int]] = []
+    hook = model.register_forward_pre_hook(lambda m, a: sizes[-1].append(a[0].shape[0]))
+    images = torch.rand(2, 3, 32, 32, device=cuda)
+    f = grid_labels(32, 32, 4, 4).view(1, 1, 32, 32).to(cuda)
+    runs = []
+    for _ in range(2):
+        chunking.clear_cache()
+        sizes.append([])
+        runs.append(explain(model, images, f, n_samples=1500))
+    hook.remove()
+    assert sizes[0] == sizes[1] and sizes[0][0] == chunking.PROBE
+    rest = sizes[0][1:-1]
+    assert rest and len(set(rest)) == 1 and rest[0] & (rest[0] - 1) == 0 and rest[0] <= chunking.CUDA_MAX_CHUNK
+    assert torch.equal(runs[0].coef, runs[1].coef)

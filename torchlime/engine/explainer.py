@@ -17,7 +17,7 @@ from typing import Optional, Sequence, Union, cast
 
 import torch
 
-from torchlime._checks import check_positive_int, describe
+from torchlime._checks import describe
 from torchlime.accel import ACCELERATE
 from torchlime.engine.assemble import assemble
 from torchlime.engine.explanation import Explanation
@@ -28,7 +28,7 @@ from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_s
 from torchlime.engine.request import Request
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
-from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.stages.forward.chunking import BatchSize, check_batch_size, check_max_memory
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn
 from torchlime.stages.perturb.fills import NAMES
@@ -89,7 +89,8 @@ class Explainer:
             ``torch.compile`` on CUDA; ``accel.accelerate_model``).
         max_memory: CUDA memory budget of a chunk: bytes (int) or a fraction of the device's
             memory in (0, 1]; None: half of the memory free when a call starts.
-        batch_size: rows per model call; None: measured once per model and input shape.
+        batch_size: rows per model call; None: the default rule (the same chunks on every call);
+            "measure": timed once per model and input shape (``torchlime.stages.forward.chunking``).
         progress: show a progress bar over the samples.
 
     Raises:
@@ -112,7 +113,7 @@ class Explainer:
     preset: Optional[PresetName] = None
     accelerate: Optional[AccelerateMode] = None
     max_memory: MemorySpec = None
-    batch_size: Optional[int] = None
+    batch_size: BatchSize = None
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -128,8 +129,7 @@ class Explainer:
         if self.accelerate is not None and (not isinstance(self.accelerate, str) or self.accelerate not in ACCELERATE):
             raise ValueError(f"`accelerate` must be None or 'fast', got {describe(self.accelerate)}")
         check_max_memory(self.max_memory)
-        if self.batch_size is not None:
-            check_positive_int(self.batch_size, "batch_size")
+        check_batch_size(self.batch_size)
         if not isinstance(self.progress, bool):
             raise TypeError(f"`progress` must be True or False, got {describe(self.progress)}")
 
@@ -159,8 +159,8 @@ class Explainer:
             inputs: (B, ...) the inputs to explain (never modified), or a tuple of tensors, each
                 (B, *shape_i), for a model called as ``model(*inputs, *additional_forward_args)``.
             features: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
-                feature per element (captum's default); for a tuple, None or a tuple of maps, one per tensor (an id used in
-                several tensors is one feature).
+                feature per element (captum's default); for a tuple, None or a tuple of maps, one
+                per tensor (an id used in several tensors is one feature).
             additional_forward_args: passed to the model after the inputs, never perturbed: one
                 object or a tuple; tensors whose first dim is B follow each row's input.
             target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
@@ -222,7 +222,7 @@ def explain(
     sampler: SamplerSpec = UNSET,
     kernel: KernelSpec = UNSET,
     surrogate: SurrogateSpec = UNSET,
-    batch_size: Optional[int] = None,
+    batch_size: BatchSize = None,
     generator: Seed = None,
     return_samples: bool = False,
     preset: Optional[PresetName] = None,
@@ -248,9 +248,9 @@ def explain(
             (B, *shape_i), for a model called as ``model(*inputs, *additional_forward_args)``
             (``baseline`` may then be a tuple of fills, one per tensor).
         features: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
-            feature per element (captum's default); for a tuple of inputs, None or one map per tensor (shared ids are one feature);
-            any ids (relabelled to 0..F_b-1 per input); inputs may have different F_b;
-            negative ids mark elements that are never perturbed.
+            feature per element (captum's default); for a tuple of inputs, None or one map per
+            tensor (shared ids are one feature); any ids (relabelled to 0..F_b-1 per input);
+            inputs may have different F_b; negative ids mark elements that are never perturbed.
         additional_forward_args: passed to the model after the inputs, never perturbed: one
             object or a tuple; tensors whose first dim is B follow each row's input.
         target: None (top class), int, (B,) or (B, T) tensor, list, "all" or "topK".
@@ -263,7 +263,8 @@ def explain(
         sampler: ``Sampler`` or "bernoulli" / "uniform_count" / "shapley" / a design's name.
         kernel: ``Kernel``, a float width, or "lime" / "captum" / "uniform" / a SMILE statistic.
         surrogate: ``Surrogate`` or "ridge" / "lasso" / "klasso" / "bayes".
-        batch_size: rows per model call; None measures the best (``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call; None: the default rule, the same chunks on every call;
+            "measure": timed once per model and input shape (``torchlime.stages.forward.chunking``).
         generator: ``torch.Generator`` (one number is drawn from it) or int seed; None = seed 0.
         return_samples: keep masks (B, S, F), outputs (B, S, T), weights (B, S).
         preset: a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",

@@ -13,14 +13,14 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime._checks import check_integer, check_tensor, describe
 from torchlime.accel import accelerate_model
 from torchlime.engine.presets import UNSET
 from torchlime.engine.presets import resolve as resolve_preset
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
 from torchlime.engine.request import Request
 from torchlime.methods.adaptive import Adaptive, resolve_n_samples
-from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.stages.forward.chunking import BatchSize, check_batch_size, check_max_memory
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.forward.targets import check_target
 from torchlime.stages.perturb.blend import PerturbFn
@@ -82,7 +82,7 @@ class Settings:
         sampler: the sampler (names and presets resolved), not yet bound to the call.
         kernel: the kernel, the same way.
         surrogate: the surrogate, the same way.
-        batch_size: rows per model call, or None (measured).
+        batch_size: rows per model call, None (the default rule) or "measure".
         generator: the seed or generator of the masks.
         return_samples: keep masks (B, S, F), outputs (B, S, T) and weights (B, S).
         preset: the preset's name, or None.
@@ -110,7 +110,7 @@ class Settings:
     sampler: Sampler
     kernel: Kernel
     surrogate: Surrogate
-    batch_size: Optional[int]
+    batch_size: BatchSize
     generator: Seed
     return_samples: bool
     preset: Optional[PresetName]
@@ -189,7 +189,7 @@ def resolve(request: Request) -> Settings:
     )
     inputs, features = request.inputs, request.features
     check_inputs(inputs, features, request.input_name)
-    batch_size = None if o["batch_size"] is None else check_positive_int(o["batch_size"], "batch_size")
+    batch_size = check_batch_size(o["batch_size"])
     max_memory = check_max_memory(o["max_memory"])
     check_target(opts["target"], inputs.shape[0])
     if not callable(request.model):

@@ -1,11 +1,12 @@
-"""The chunk-size policy: how many perturbed rows go through the model per call, chosen by measurement.
+"""The chunk-size policy: how many perturbed rows go through the model per call.
 
-The first time a model meets an input shape on a device, its first chunks run at growing sizes (real
-rows, kept), each warmed up once and timed ``REPEATS`` times (the fastest counts); the search stops
-after ``PATIENCE`` doublings without a ``GAIN`` per row and keeps the smallest size within ``GAIN``
-of the fastest, cached per (model, row signature, device, ``max_memory``). On CUDA every chunk stays
-within a memory budget (``memory_budget``), and an out-of-memory error halves the chunk and runs the
-same rows again. Coefficients never depend on the chunk.
+The default is a rule, not a measurement, so the same call gives the same chunks (and the same bits)
+on its first run and every later one: on the CPU as many rows as fit ``CPU_CHUNK_BYTES`` of input;
+on CUDA a first chunk of ``PROBE`` rows measures the memory a row takes and the rest run at the
+largest power of two within the memory budget (``memory_budget``) and ``CUDA_MAX_CHUNK``.
+``batch_size="measure"`` times growing sizes instead (extra chunks whose rows are run again at the
+chosen size, cached per model and row signature); an int fixes the size. An out-of-memory error
+halves the chunk and runs the same rows again. The fit never depends on the chunk.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Optional
+from typing import Any, Iterator, Literal, Optional, Union
 
 import torch
 
@@ -29,9 +30,15 @@ PATIENCE = 2  # doublings in a row without that gain before the search stops
 REPEATS = 3  # timed calls per size; the size's time per row is the fastest of them
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
+CPU_CHUNK_BYTES = 16 * 2**20  # default rule on the CPU: rows per chunk = this / bytes of one input row
+PROBE = 16  # default rule on CUDA: the first chunk, whose peak memory sizes the others
+CUDA_MAX_CHUNK = 1024
 
-#: the phase of a chunk: "warm" and "timed" while a size is measured, "run" after
-Phase = Literal["warm", "timed", "run"]
+#: the phase of a chunk: "warm" and "timed" while a size is measured (their rows run again), "probe"
+#: for the default rule's first CUDA chunk (kept), "run" after
+Phase = Literal["warm", "timed", "probe", "run"]
+#: ``batch_size``: rows per model call, None (the default rule) or "measure" (timed search)
+BatchSize = Union[int, Literal["measure"], None]
 #: per-row shapes / dtypes / layout of the chunks (part of the cache key)
 Signature = tuple[object, ...]
 _CACHE: dict[tuple[int, Signature, str, MemorySpec], _Entry] = {}
@@ -99,6 +106,53 @@ def memory_budget(max_memory: MemorySpec, device: torch.device) -> Optional[int]
     return int(max_memory)
 
 
+def check_batch_size(batch_size: Any) -> BatchSize:
+    """Validate ``batch_size``: None (the default rule), a positive int, or "measure".
+
+    Args:
+        batch_size: the value to check.
+
+    Returns:
+        ``batch_size`` (an int as a Python int).
+
+    Raises:
+        TypeError / ValueError: naming the argument, what was expected and what came.
+    """
+    if batch_size is None or batch_size == "measure":
+        return batch_size  # type: ignore[no-any-return]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+        raise TypeError(f'`batch_size` must be None, a positive int or "measure", got {describe(batch_size)}')
+    if int(batch_size) < 1:
+        raise ValueError(f"`batch_size` must be >= 1, got {batch_size}")
+    return int(batch_size)
+
+
+def row_bytes(signature: Signature) -> int:
+    """Bytes of one input row, read from a chunk signature (its row shape and dtype name).
+
+    Args:
+        signature: e.g. ``((3, 224, 224), "torch.float32", ...)``; ints outside a shape count as
+            elements (``("tokens", 128)``), an unknown dtype as 4 bytes.
+
+    Returns:
+        The row's bytes (at least 1).
+    """
+    numel, itemsize = 1, 4
+    shape = next((x for x in signature if isinstance(x, tuple)), None)
+    for n in shape if shape is not None else (x for x in signature if isinstance(x, int) and not isinstance(x, bool)):
+        numel *= int(n) if isinstance(n, int) else 1
+    name = next((x for x in signature if isinstance(x, str) and x.startswith("torch.")), None)
+    dtype = getattr(torch, name[len("torch.") :], None) if name else None
+    if isinstance(dtype, torch.dtype):
+        itemsize = dtype.itemsize
+    return max(1, numel * itemsize)
+
+
+def _pow2_floor(n: float) -> int:
+    """The largest power of two <= n (1 for n < 2)."""
+    return 1 << max(0, int(n).bit_length() - 1) if n >= 1 else 1
+
+
 def _forget(owner_id: int) -> None:
     for key in [k for k in _CACHE if k[0] == owner_id]:
         del _CACHE[key]
@@ -109,10 +163,11 @@ class ChunkPlan:
 
     Args:
         model: the model run on the chunks (its ``chunk_size`` attribute, if a positive
-            int, fixes the size; its ``cache_identity``, if any, keys the cache).
-        signature: per-row shapes / dtypes / layout of the chunks (part of the cache key).
+            int, fixes the size; its ``cache_identity``, if any, keys the measured sizes).
+        signature: per-row shapes / dtypes / layout of the chunks (sizes the default rule on the
+            CPU, keys the measured sizes).
         device: where the model runs.
-        batch_size: a fixed size from the caller (no measurement), or None.
+        batch_size: a fixed size, None (the default rule) or "measure" (see the module docstring).
         max_memory: see ``check_max_memory``.
     """
 
@@ -121,16 +176,21 @@ class ChunkPlan:
         model: Model,
         signature: Signature,
         device: torch.device,
-        batch_size: Optional[int],
+        batch_size: BatchSize,
         max_memory: MemorySpec = None,
     ) -> None:
         self.device = device
         self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
+        self.measure = batch_size == "measure"
         fixed: object = batch_size if batch_size is not None else getattr(model, "chunk_size", None)
         self.fixed: Optional[int] = None
         if isinstance(fixed, numbers.Integral) and not isinstance(fixed, bool) and int(fixed) > 0:
             self.fixed = int(fixed)
         self.budget = memory_budget(max_memory, device)
+        # the default rule: on the CPU from the row's bytes; on CUDA from the first chunk's memory
+        self.rule: Optional[int] = None
+        if not self.on_cuda:
+            self.rule = _pow2_floor(min(MAX_CHUNK, max(1, CPU_CHUNK_BYTES // row_bytes(signature))))
         owner = getattr(model, "cache_identity", None)
         owner = model if owner is None else owner
         key = (id(owner), signature, str(device), max_memory)
@@ -171,6 +231,10 @@ class ChunkPlan:
         e = self.entry
         if self.fixed is not None:
             return min(self._largest_fitting(self.fixed), remaining), "run"
+        if not self.measure:
+            if self.rule is None:  # CUDA: the probe chunk sizes the rest (a call of a few rows is one chunk)
+                return (PROBE, "probe") if remaining > PROBE else (remaining, "run")
+            return min(self.rule, remaining), "run"
         if e.best is not None:
             return min(self._largest_fitting(e.best), remaining), "run"
         size = self._candidate()
@@ -199,9 +263,10 @@ class ChunkPlan:
     # ------------------------------------------------------------------ observing
     @contextlib.contextmanager
     def run(self, size: int, phase: Phase) -> Iterator[None]:
-        """Wrap one chunk: a "warm" or "timed" chunk records its peak memory (CUDA).
+        """Wrap one chunk: a "warm", "timed" or "probe" chunk records its peak memory (CUDA).
 
-        A "timed" one records its time per row, which decides whether the next size is tried.
+        A "timed" one records its time per row, which decides whether the next size is tried; a
+        "probe" one sets the default rule's size for the rest of the call.
 
         Args:
             size: the chunk's rows.
@@ -226,6 +291,12 @@ class ChunkPlan:
             torch.cuda.synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device) - base
             e.bytes_per_row = max(e.bytes_per_row, peak / size)
+            if phase == "probe":
+                fits = CUDA_MAX_CHUNK if self.budget is None else self.budget / max(peak / size, 1.0)
+                self.rule = _pow2_floor(min(CUDA_MAX_CHUNK, max(1.0, fits)))
+        if phase == "probe":
+            self.rule = self.rule or PROBE
+            return
         seconds = time.perf_counter() - t0
         if phase == "warm":
             e.warmed.add(size)
@@ -258,6 +329,8 @@ class ChunkPlan:
         e.ceiling = min(e.ceiling, half)
         if self.fixed is not None:
             self.fixed = half
+        if self.rule is not None:
+            self.rule = min(self.rule, half)
         # an out-of-memory error ends the size search: the sizes that fit are the ones measured
         # (without this the search would try the next doubling, the failed size, forever)
         e.best = min(e.best if e.best is not None else self._choice(), half)

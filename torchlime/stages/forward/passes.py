@@ -3,17 +3,17 @@
 The (B·S, ...) perturbed batch is never materialised whole: ``run_rows`` builds each chunk on
 demand and runs the model, both under ``torch.inference_mode()``, on the model's own device and
 dtype, and hands the output to a consumer that writes into preallocated tensors, so finished
-chunks are never lost. Chunk sizes come from ``chunking.ChunkPlan`` (measured, cached, within the
-memory budget); a real device out-of-memory error halves the chunk and runs the same rows again.
+chunks are never lost. Chunk sizes come from ``chunking.ChunkPlan`` (a rule, or measured; within
+the memory budget); a real device out-of-memory error halves the chunk and runs the same rows again.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
-from torchlime.stages.forward.chunking import ChunkPlan, Signature
+from torchlime.stages.forward.chunking import BatchSize, ChunkPlan, Signature
 from torchlime.stages.forward.model import Model, OutputSelector, call_model, eval_mode, model_placement, select_output
 
 
@@ -67,6 +67,7 @@ def run_rows(
             size, phase = plan.next_size(n_rows - start)
             stop = start + size
             chunk = out = None
+            keep = phase in ("run", "probe")  # rows of a timed size run again at the chosen one
             try:
                 with plan.run(size, phase):
                     # the chunk is built under inference mode too: a chunk is then always an inference
@@ -75,13 +76,15 @@ def run_rows(
                     with torch.inference_mode():
                         chunk = build(start, stop)
                         out = call_model(model, chunk, device, dtype)
-                    consume(out, chunk, start, stop)
+                    if keep:
+                        consume(out, chunk, start, stop)
             except torch.OutOfMemoryError:
                 chunk = out = None  # free the failed chunk before retrying smaller
                 plan.out_of_memory(size)
                 continue
-            start = stop
-            bar.update(size)
+            if keep:
+                start = stop
+                bar.update(size)
 
 
 def score(
@@ -92,7 +95,7 @@ def score(
     reference: torch.Tensor,
     output: OutputSelector = None,
     softmax: bool = False,
-    batch_size: Optional[int] = None,
+    batch_size: BatchSize = None,
     signature: Signature = (),
 ) -> torch.Tensor:
     """Float32 scores (n_rows, K) of rows built by ``build(start, stop)``, in chunks (``ChunkPlan``).
@@ -107,7 +110,7 @@ def score(
         reference: a tensor on the device the scores go to.
         output: selector of tuple / dict model outputs.
         softmax: score the softmax of the outputs.
-        batch_size: rows per model call (None: measured).
+        batch_size: rows per model call (None: the default rule; "measure": timed).
         signature: per-row shape of the chunks (keys the measured chunk size).
 
     Returns:
