@@ -12,6 +12,7 @@ import warnings
 from typing import Any, Optional
 
 import torch
+from torch.profiler import record_function
 
 from torchlime._checks import user_stacklevel
 from torchlime.engine.explanation import Explanation
@@ -86,7 +87,8 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     drawn = torch.arange(n_samples, device=dev) < torch.tensor(passes.used, device=dev).unsqueeze(1)  # (B, S)
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
     normal = ready(run.acc, "the normal equations").normal()
-    fit = s.surrogate.fit_normal(normal, fmap.valid, anchors=outputs[:, :2])
+    with record_function("torchlime::fit"):
+        fit = s.surrogate.fit_normal(normal, fmap.valid, anchors=outputs[:, :2])
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
     if n_bad:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import torch
+from torch.profiler import record_function
 
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.forward.chunking import ChunkPlan
@@ -184,14 +185,18 @@ class Run:
         """
 
         def build(start: int, stop: int) -> Any:
-            b, s, first, last = order.coords(start, stop)
-            x = self.perturbation.build(self.chunk(b, s, first, last))
+            with record_function("torchlime::masks"):
+                b, s, first, last = order.coords(start, stop)
+                c = self.chunk(b, s, first, last)
+            with record_function("torchlime::blend"):
+                x = self.perturbation.build(c)
             if self.dists is not None:  # before the model sees the chunk (a model may write into its input)
                 self.dists[b, s] = self.kernel.distances(x, self.originals, b).to(self.device, torch.float32)
             return x
 
         def consume(out: Any, x: Any, start: int, stop: int) -> None:
-            self._consume(order, out, start, stop)
+            with record_function("torchlime::rows"):
+                self._consume(order, out, start, stop)
 
         with eval_mode(self.model):
             run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
@@ -246,13 +251,15 @@ class Run:
             for g0 in range(0, len(idx_all), group):  # groups of inputs bound the memory; sums are per input
                 b = idx_all[g0 : g0 + group]
                 n = b.shape[0]
-                z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
-                if self.dists is None:
-                    w = self.kernel.weigh_masks(z, valid[b])
-                else:
-                    d = self.dists[b, s0:s1]
-                    w = self.kernel.weigh(d if self.scale is None else d / self.scale[b].unsqueeze(1))
-                acc.add(z, scores[b, s0:s1], w, rows=b)
+                with record_function("torchlime::masks"):
+                    z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+                with record_function("torchlime::fit"):
+                    if self.dists is None:
+                        w = self.kernel.weigh_masks(z, valid[b])
+                    else:
+                        d = self.dists[b, s0:s1]
+                        w = self.kernel.weigh(d if self.scale is None else d / self.scale[b].unsqueeze(1))
+                    acc.add(z, scores[b, s0:s1], w, rows=b)
                 if self.keep:
                     block_m.append(z)
                     block_w.append(w)

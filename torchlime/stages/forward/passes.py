@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+from torch.profiler import record_function
 
 from torchlime.stages.forward.chunking import BatchSize, ChunkPlan, Signature
 from torchlime.stages.forward.model import Model, OutputSelector, call_model, eval_mode, model_placement, select_output
@@ -75,7 +76,8 @@ def run_rows(
                     # compiled model does not compile a second graph for the other kind of tensor
                     with torch.inference_mode():
                         chunk = build(start, stop)
-                        out = call_model(model, chunk, device, dtype)
+                        with record_function("torchlime::model"):
+                            out = call_model(model, chunk, device, dtype)
                     if keep:
                         consume(out, chunk, start, stop)
             except torch.OutOfMemoryError:

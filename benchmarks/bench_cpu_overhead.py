@@ -1,0 +1,168 @@
+"""torchlime's own work on the CPU beside lime's, with a model that costs almost nothing.
+
+One 96x96 RGB image, a 12x12 grid of 8x8 cells (144 features), N = 1000 samples, target 0, zero fill,
+and a model that reads one pixel per cell (its cost is measured and taken out). Interleaved
+repetitions of:
+
+* ``lime``: ``LimeImageExplainer.explain_instance`` with the same grid as ``segmentation_fn``,
+  ``hide_color=0``, ``num_samples=1000``, ``batch_size=1000`` (its fewest model calls);
+* ``torchlime``: ``torchlime.explain`` with the same feature map and fill, default settings.
+
+Each system's *own* time is its wall time minus the time spent inside the model (timed inside the
+model function; lime's conversion from its NumPy batch to a tensor counts as lime's work). The
+ratio lime-own / torchlime-own is the figure the goal names (>= 50). torchlime's own time is split
+by its profiler ranges (``torchlime::masks``, ``::blend``, ``::rows``, ``::fit``; the rest is planning
+and checks) from one profiled call.
+
+    python benchmarks/bench_cpu_overhead.py                      # results/cpu_overhead_cpu.json
+    python benchmarks/bench_cpu_overhead.py --quick --out /tmp/q  # smoke run: 3 repetitions
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
+import argparse
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+import torchlime
+
+from benchmarks.common import common_args, header, load_average, summary, write
+
+SIZE, CELL, N = 96, 8, 1000
+RANGES = ("torchlime::masks", "torchlime::blend", "torchlime::model", "torchlime::rows", "torchlime::fit")
+
+
+class Cheap:
+    """A model that reads one pixel per grid cell: (c, 3, 96, 96) -> (c, 2); records its own time."""
+
+    def __init__(self) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.w = torch.randn(SIZE // CELL * SIZE // CELL, 2, generator=g)
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
+        out = x[:, 0, CELL // 2 :: CELL, CELL // 2 :: CELL].reshape(x.shape[0], -1) @ self.w
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return out
+
+
+def grid() -> torch.Tensor:
+    """(96, 96) long ids of the 12x12 cells."""
+    cells = torch.arange(SIZE) // CELL
+    return cells.view(-1, 1) * (SIZE // CELL) + cells.view(1, -1)
+
+
+def run_torchlime(image: torch.Tensor) -> tuple[float, float, int]:
+    """One explanation: (wall seconds, model seconds, model calls)."""
+    model = Cheap()
+    t0 = time.perf_counter()
+    torchlime.explain(model, image, grid().view(1, 1, SIZE, SIZE), target=0, n_samples=N, baseline=0.0, generator=0)
+    return time.perf_counter() - t0, model.seconds, model.calls
+
+
+def run_lime(image: torch.Tensor) -> tuple[float, float, int]:
+    """One lime explanation: (wall seconds, model seconds, model calls)."""
+    from lime.lime_image import LimeImageExplainer
+
+    model = Cheap()
+    hwc = image[0].permute(1, 2, 0).double().numpy()
+    segments = grid().numpy()
+
+    def classifier_fn(batch: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2))).float()
+        return model(x).numpy()
+
+    explainer = LimeImageExplainer(random_state=0)
+    t0 = time.perf_counter()
+    explainer.explain_instance(
+        hwc,
+        classifier_fn,
+        labels=(0,),
+        top_labels=None,
+        hide_color=0,
+        num_samples=N,
+        batch_size=N,
+        segmentation_fn=lambda img: segments,
+        random_seed=0,
+    )
+    return time.perf_counter() - t0, model.seconds, model.calls
+
+
+def split(image: torch.Tensor) -> dict[str, float]:
+    """Seconds per profiler range of one torchlime call (CPU totals), and the call's wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        run_torchlime(image)
+        wall = time.perf_counter() - t0
+    totals = {e.key: e.cpu_time_total / 1e6 for e in prof.key_averages() if e.key in RANGES}
+    out = {name.split("::")[1]: totals.get(name, 0.0) for name in RANGES}
+    out["other"] = wall - sum(out.values())
+    out["wall_profiled"] = wall
+    return out
+
+
+def main() -> None:
+    parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    parser.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 15, quick 3)")
+    args = parser.parse_args()
+    reps = args.reps or (3 if args.quick else 15)
+    image = torch.rand(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    systems: dict[str, Callable[[torch.Tensor], tuple[float, float, int]]] = {
+        "torchlime": run_torchlime,
+        "lime": run_lime,
+    }
+    for fn in systems.values():  # warm-up: imports, first allocations
+        fn(image)
+    runs: dict[str, dict[str, list[float]]] = {k: {"wall": [], "model": [], "own": []} for k in systems}
+    calls: dict[str, int] = {}
+    for rep in range(reps):
+        for name, fn in systems.items():
+            wall, model, n_calls = fn(image)
+            runs[name]["wall"].append(wall)
+            runs[name]["model"].append(model)
+            runs[name]["own"].append(wall - model)
+            calls[name] = n_calls
+        print(f"rep {rep}: " + ", ".join(f"{k} own {v['own'][-1] * 1000:.1f} ms" for k, v in runs.items()))
+    own = {k: statistics.median(v["own"]) for k, v in runs.items()}
+    ratio = own["lime"] / own["torchlime"]
+    result = dict(
+        header(torch.device("cpu")),
+        threads=torch.get_num_threads(),
+        load_average=load_average(),
+        quick=args.quick,
+        setup=dict(size=SIZE, cells=(SIZE // CELL) ** 2, n_samples=N, fill=0.0, target=0, reps=reps),
+        systems={
+            k: dict(
+                wall=summary(v["wall"]),
+                model=summary(v["model"]),
+                own=summary(v["own"]),
+                model_calls=calls[k],
+            )
+            for k, v in runs.items()
+        },
+        torchlime_split_seconds=split(image),
+        lime_own_over_torchlime_own=ratio,
+        goal=dict(description="lime's own work / torchlime's own work >= 50", value=ratio, met=ratio >= 50),
+    )
+    print(f"own work: lime {own['lime'] * 1000:.1f} ms, torchlime {own['torchlime'] * 1000:.1f} ms, ratio {ratio:.1f}")
+    print("torchlime split (s):", {k: round(v, 4) for k, v in result["torchlime_split_seconds"].items()})
+    print(write("cpu_overhead_cpu.json", result, args.out))
+
+
+if __name__ == "__main__":
+    main()

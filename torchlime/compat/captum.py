@@ -1,0 +1,374 @@
+"""captum's ``Lime`` and ``KernelShap`` on torchlime's engine: switching is one import line.
+
+``from torchlime.compat.captum import Lime, KernelShap`` takes captum's constructors and
+``attribute(...)`` arguments and returns captum's shapes. The masks are drawn as captum draws them (from
+torch's global CPU generator, in captum's order, fit draws included), so a call after
+``torch.manual_seed(s)`` sees captum's samples; the forward passes run batched and chunked through
+torchlime (``perturbations_per_eval`` is the chunk), and the surrogate is torchlime's batched fit of
+captum's objective. captum's ``SkLearnLasso`` / ``SkLearnRidge`` / ``SkLearnLinearRegression`` (and the
+SGD variants, solved exactly) and its ``get_exp_kernel_similarity_function`` kernels are taken; other
+surrogates, kernels and perturbation functions are refused with the torchlime equivalent.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Optional, Union
+
+import torch
+
+from torchlime._checks import describe
+from torchlime.engine.explainer import explain
+from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
+from torchlime.stages.weighting import ExponentialKernel, Kernel
+
+TensorOrTuple = Union[torch.Tensor, tuple[torch.Tensor, ...]]
+_INF_WEIGHT = 1e6  # captum's KernelShap weight of the all-on and all-off coalitions
+
+
+def _surrogate(model: Any) -> Surrogate:
+    """Torchlime's surrogate for captum's ``interpretable_model`` (None: captum's ``SkLearnLasso(alpha=0.01)``)."""
+    if model is None:
+        return Lasso(alpha=0.01)
+    name = type(model).__name__
+    alpha = float(getattr(model, "construct_kwargs", {}).get("alpha", 1.0))
+    if name in ("SkLearnLasso", "SGDLasso"):
+        return Lasso(alpha=alpha)
+    if name in ("SkLearnRidge", "SGDRidge"):
+        return Ridge(alpha=alpha)
+    if name in ("SkLearnLinearRegression", "SGDLinearRegression"):
+        return Ridge(alpha=0.0)
+    if isinstance(model, Surrogate):
+        return model
+    raise TypeError(
+        f"`interpretable_model` {name} has no batched equivalent here; pass captum's SkLearnLasso / SkLearnRidge / "
+        f"SkLearnLinearRegression, or a torchlime surrogate (torchlime.Ridge, torchlime.Lasso), got {describe(model)}"
+    )
+
+
+def _kernel(similarity_func: Any) -> ExponentialKernel:
+    """Torchlime's input-space kernel for captum's ``similarity_func`` (None: cosine, width 1)."""
+    if similarity_func is None:
+        return ExponentialKernel(width=1.0, distance="cosine", space="input")
+    cells = dict(
+        zip(getattr(getattr(similarity_func, "__code__", None), "co_freevars", ()), similarity_func.__closure__ or ())
+    )
+    if set(cells) == {"distance_mode", "kernel_width"}:  # captum's get_exp_kernel_similarity_function
+        mode, width = cells["distance_mode"].cell_contents, float(cells["kernel_width"].cell_contents)
+        if mode not in ("cosine", "euclidean"):
+            raise ValueError(f"`similarity_func` distance_mode must be 'cosine' or 'euclidean', got {mode!r}")
+        return ExponentialKernel(width=width, distance=mode, space="input")
+    if isinstance(similarity_func, ExponentialKernel):
+        return similarity_func
+    raise TypeError(
+        "`similarity_func` must be captum's get_exp_kernel_similarity_function(...) or a torchlime "
+        f"ExponentialKernel(width=..., distance=..., space='input'), got {describe(similarity_func)}"
+    )
+
+
+class _Attribution:
+    """What ``Lime`` and ``KernelShap`` share: input formats, masks, the engine call, output shapes."""
+
+    name = "Lime"
+
+    def __init__(self, forward_func: Callable[..., Any]) -> None:
+        if not callable(forward_func):
+            raise TypeError(f"`forward_func` must be callable, got {describe(forward_func)}")
+        self.forward_func = forward_func
+
+    # captum's Attribution API
+    def has_convergence_delta(self) -> bool:
+        """False: no convergence delta (as captum)."""
+        return False
+
+    def attribute_future(self) -> None:
+        """Not implemented (as captum)."""
+        raise NotImplementedError("attribute_future is not implemented for " + self.name)
+
+    @classmethod
+    def get_name(cls) -> str:
+        """Captum's display name ("Lime", "Kernel Shap")."""
+        return cls.name
+
+    # ------------------------------------------------------------------ pieces
+    def _draw(self, n: int, m: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _weights(self, z: torch.Tensor, engine_weights: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    kernel: Kernel
+    surrogate: Surrogate
+    keeps_first: bool  # does captum's first sample equal the unperturbed input (the engine's row 0)
+
+    def attribute(
+        self,
+        inputs: TensorOrTuple,
+        baselines: Any = None,
+        target: Any = None,
+        additional_forward_args: Any = None,
+        feature_mask: Optional[TensorOrTuple] = None,
+        n_samples: int = 25,
+        perturbations_per_eval: int = 1,
+        return_input_shape: bool = True,
+        show_progress: bool = False,
+    ) -> TensorOrTuple:
+        """Captum's ``attribute``: coefficients per feature, in the inputs' shape or as (bsz, M).
+
+        Args:
+            inputs: (bsz, ...) tensor or tuple of tensors (the first dims equal).
+            baselines: None (0, False for bool), a number, a tensor or a tuple of them per input.
+            target: the output column(s): None, an int, a list or (bsz,) tensor.
+            additional_forward_args: passed to ``forward_func`` after the inputs, unperturbed.
+            feature_mask: None (one feature per element, numbered across the tuple) or long masks
+                broadcastable to each input, (1 or bsz, ...); an id shared by tensors is one feature.
+            n_samples: samples per example.
+            perturbations_per_eval: rows per model call.
+            return_input_shape: coefficients painted on the inputs (float32, the inputs' shapes) or
+                (bsz, M) (CPU float32).
+            show_progress: a progress bar on stderr.
+
+        Returns:
+            A tensor or tuple like ``inputs`` (``return_input_shape``), else (bsz, M); (1, ...) / (1, M)
+            for a model that returns one value per batch.
+        """
+        is_tuple = isinstance(inputs, tuple)
+        tensors = tuple(inputs) if is_tuple else (inputs,)
+        if not all(isinstance(t, torch.Tensor) for t in tensors):
+            raise TypeError(f"`inputs` must be a tensor or a tuple of tensors, got {describe(inputs)}")
+        tensors = tuple(t.detach() for t in tensors)
+        bsz = tensors[0].shape[0]
+        masks, m = _feature_masks(feature_mask, tensors)
+        fills = _baselines(baselines, tensors)
+        extra = () if additional_forward_args is None else additional_forward_args
+        extra = extra if isinstance(extra, tuple) else (extra,)
+        whole = bsz > 1 and _one_value_per_batch(self.forward_func, tensors, extra)
+        if whole and perturbations_per_eval != 1:
+            raise ValueError("`perturbations_per_eval` must be 1 when forward_func returns one value per batch")
+        examples = 1 if whole else bsz
+        if bsz > 1 and not whole:
+            warnings.warn(
+                "You are providing multiple inputs for Lime / Kernel SHAP attributions: a separate surrogate is "
+                "fitted for each example (in one batched call here)",
+                stacklevel=2,
+            )
+        z = torch.stack([self._draw_and_fit_draws(n_samples, m) for _ in range(examples)])  # (E, S, M) captum's
+        coef = self._fit(tensors, masks, fills, extra, target, z, whole, perturbations_per_eval, show_progress)
+        if not return_input_shape:
+            return coef.float().cpu()
+        painted = tuple(_paint(coef, mk, t, whole) for mk, t in zip(masks, tensors))
+        return painted if is_tuple else painted[0]
+
+    def _draw_and_fit_draws(self, n: int, m: int) -> torch.Tensor:
+        z = self._draw(n, m)
+        # captum's fit of each example draws from the global generator too (a DataLoader seed, a Linear(M, 1)):
+        # drawing them keeps the next example's samples (and any later call) on captum's stream
+        torch.empty((), dtype=torch.int64).random_()
+        torch.nn.Linear(m, 1)
+        return z
+
+    def _fit(
+        self,
+        tensors: tuple[torch.Tensor, ...],
+        masks: tuple[torch.Tensor, ...],
+        fills: tuple[Any, ...],
+        extra: tuple[Any, ...],
+        target: Any,
+        z: torch.Tensor,
+        whole: bool,
+        ppe: int,
+        show_progress: bool,
+    ) -> torch.Tensor:
+        examples, n, m = z.shape
+        dev = tensors[0].device
+        model: Callable[..., Any] = self.forward_func
+        if whole:  # the whole batch is one example: one row = one perturbed batch
+            bsz = tensors[0].shape[0]
+            forward, add, k = self.forward_func, extra, len(tensors)
+            tensors = tuple(t.unsqueeze(0) for t in tensors)
+            masks = tuple(mk.expand(bsz, *t.shape[2:]).unsqueeze(0) for mk, t in zip(masks, tensors))
+
+            def model(*rows: torch.Tensor) -> torch.Tensor:
+                out = forward(*(r[0] for r in rows[:k]), *add)
+                return torch.as_tensor(out, dtype=torch.float32).reshape(1, 1)
+
+            extra = ()
+        ids = _feature_ids(masks, examples, m, dev)  # (E, M) bool: which of captum's ids each example has
+        cols = ids.long().cumsum(1) - 1  # captum id -> the engine's relabelled column
+        f_max = int(ids.sum(1).max())
+        first = torch.ones(examples, 1, m, dtype=torch.bool)
+        rows = z.bool() if self.keeps_first else torch.cat((first, z.bool()), 1)
+        engine_masks = torch.zeros(examples, rows.shape[1], f_max, dtype=torch.bool)
+        e_idx, m_idx = ids.cpu().nonzero(as_tuple=True)
+        engine_masks[e_idx, :, cols.cpu()[e_idx, m_idx]] = rows[e_idx, :, m_idx]
+        from tqdm.auto import tqdm
+
+        with tqdm(total=examples * n, desc=f"{self.name} attribution", disable=not show_progress) as bar:
+            exp = explain(
+                model,
+                tensors,  # always the tuple path: it packs bool inputs and takes a fill per tensor
+                masks,
+                additional_forward_args=extra if extra else None,
+                target=target,
+                n_samples=rows.shape[1],
+                baseline=fills,
+                kernel=self.kernel,
+                surrogate=Ridge(alpha=0.0, dtype=torch.float64),
+                masks=engine_masks.to(dev),
+                batch_size=ppe,
+                return_samples=True,
+            )
+            bar.update(examples * n)
+        assert exp.outputs is not None and exp.weights is not None  # return_samples=True
+        lo = 0 if self.keeps_first else 1  # Lime: the engine's unperturbed row 0 is not one of captum's samples
+        out, w = exp.outputs[:, lo:, 0], self._weights(z.to(dev), exp.weights[:, lo:])  # (E, S)
+        valid = torch.ones(examples, m, dtype=torch.bool, device=dev)
+        fit = self.surrogate.fit(z.to(dev, torch.float32), out.unsqueeze(-1), w, valid)
+        return fit.coef[:, 0, :]  # (E, M)
+
+
+class Lime(_Attribution):
+    """captum's ``Lime``: ``Lime(forward_func, interpretable_model=None, similarity_func=None, perturb_func=None)``.
+
+    Args:
+        forward_func: the model (any callable of the inputs and ``additional_forward_args``).
+        interpretable_model: captum's SkLearnLasso / SkLearnRidge / SkLearnLinearRegression (or SGD
+            variants), a torchlime surrogate, or None (captum's ``SkLearnLasso(alpha=0.01)``).
+        similarity_func: captum's ``get_exp_kernel_similarity_function(mode, width)``, a torchlime
+            input-space ``ExponentialKernel``, or None (cosine, width 1).
+        perturb_func: None only (captum's Bernoulli(1/2) masks); torchlime's own samplers are the
+            ``sampler=`` argument of ``torchlime.explain``.
+    """
+
+    name = "Lime"
+    keeps_first = False
+
+    def __init__(
+        self,
+        forward_func: Callable[..., Any],
+        interpretable_model: Any = None,
+        similarity_func: Any = None,
+        perturb_func: Any = None,
+    ) -> None:
+        super().__init__(forward_func)
+        if perturb_func is not None:
+            raise TypeError(
+                "`perturb_func` is not taken: the masks are captum's Bernoulli(1/2) draws; for other designs use "
+                "torchlime.explain(..., sampler='stratified' | 'antithetic' | 'sobol' | a Sampler) or masks=..."
+            )
+        self.surrogate = _surrogate(interpretable_model)
+        self.kernel = _kernel(similarity_func)
+
+    def _draw(self, n: int, m: int) -> torch.Tensor:
+        return torch.bernoulli(torch.ones(n, m) * 0.5)  # captum's n draws of bernoulli(ones(1, M) * .5), at once
+
+    def _weights(self, z: torch.Tensor, engine_weights: torch.Tensor) -> torch.Tensor:
+        return engine_weights  # the input-space kernel, computed by the engine on every chunk
+
+
+class KernelShap(_Attribution):
+    """captum's ``KernelShap(forward_func)``: Shapley-kernel sampling, 1e6 weights on the end points, OLS.
+
+    Args:
+        forward_func: the model (any callable of the inputs and ``additional_forward_args``).
+    """
+
+    name = "Kernel Shap"
+    keeps_first = True
+
+    def __init__(self, forward_func: Callable[..., Any]) -> None:
+        super().__init__(forward_func)
+        self.surrogate = Ridge(alpha=0.0, dtype=torch.float64)
+        self.kernel = ExponentialKernel(width=1.0, distance="hamming")  # unused: weights are set from the masks
+
+    def _draw(self, n: int, m: int) -> torch.Tensor:
+        if m < 2:
+            raise ValueError(f"KernelShap needs at least 2 features, got {m}")
+        k = torch.arange(m, dtype=torch.float64)
+        probs = torch.tensor(m - 1) / (k * (m - k))
+        probs[0] = 0.0
+        sizes = torch.distributions.Categorical(probs)
+        rows = [torch.ones(1, m), torch.zeros(1, m)][:n]
+        for _ in range(n - 2):  # captum's per-sample stream: a coalition size, then normals whose k largest win
+            size = int(sizes.sample())
+            r = torch.randn(1, m)
+            rows.append((r > torch.kthvalue(r, m - size).values.item()).float())
+        return torch.cat(rows)
+
+    def _weights(self, z: torch.Tensor, engine_weights: torch.Tensor) -> torch.Tensor:
+        on = z.sum(-1)
+        edge = (on == 0) | (on == z.shape[-1])
+        return torch.where(edge, torch.full_like(on, _INF_WEIGHT), torch.ones_like(on)).double()
+
+
+# ---------------------------------------------------------------------- captum's input formats
+def _feature_masks(feature_mask: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], int]:
+    """Long masks per tensor, (1 or bsz, ...), and M = the largest id + 1 (captum's numbering)."""
+    if feature_mask is None:
+        masks, offset = [], 0
+        for t in tensors:
+            n = t[0].numel()
+            masks.append(offset + torch.arange(n, device=t.device).reshape(t[:1].shape))
+            offset += n
+        return tuple(masks), offset
+    given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
+    if len(given) != len(tensors) or not all(isinstance(mk, torch.Tensor) for mk in given):
+        raise TypeError(
+            f"`feature_mask` must be a tensor or a tuple of {len(tensors)} tensors, got {describe(feature_mask)}"
+        )
+    masks_l = [mk.to(tensors[0].device).long() for mk in given]
+    filled = [mk for mk in masks_l if mk.numel()]
+    low = min(int(mk.min()) for mk in filled)
+    if low != 0:
+        warnings.warn("Minimum element in feature mask is not 0, shifting indices to start at 0.", stacklevel=3)
+        masks_l = [mk - low for mk in masks_l]
+    return tuple(masks_l), max(int(mk.max()) for mk in masks_l if mk.numel()) + 1
+
+
+def _baselines(baselines: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+    if baselines is None:
+        return tuple(False if t.dtype == torch.bool else 0.0 for t in tensors)
+    given = baselines if isinstance(baselines, tuple) else (baselines,)
+    if len(given) != len(tensors):
+        raise ValueError(f"`baselines` must have one entry per input ({len(tensors)}), got {len(given)}")
+    return tuple(float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else b for b in given)
+
+
+def _one_value_per_batch(
+    forward: Callable[..., Any], tensors: tuple[torch.Tensor, ...], extra: tuple[Any, ...]
+) -> bool:
+    """The probe captum runs: does the model return one value for the whole batch (0-d, one element, a number)?"""
+    with torch.no_grad():
+        out = forward(*tensors, *extra)
+    if not isinstance(out, torch.Tensor):
+        return True
+    if out.numel() == 1:
+        return True
+    if out.numel() > 1 and out.shape[0] != tensors[0].shape[0]:
+        raise ValueError(
+            "forward_func must return one value per example or one value per batch, got an output of shape "
+            f"{tuple(out.shape)} for a batch of {tensors[0].shape[0]}"
+        )
+    return False
+
+
+def _feature_ids(masks: tuple[torch.Tensor, ...], examples: int, m: int, dev: torch.device) -> torch.Tensor:
+    """(E, M) bool: the ids that appear in each example's masks."""
+    seen = torch.zeros(examples, m + 1, dtype=torch.bool, device=dev)
+    for mk in masks:
+        if not mk.numel():
+            continue
+        flat = mk.reshape(mk.shape[0], -1).expand(examples, -1) if mk.shape[0] == 1 else mk.reshape(examples, -1)
+        seen.scatter_(1, flat.clamp(min=-1) % (m + 1), True)
+    return seen[:, :m]
+
+
+def _paint(coef: torch.Tensor, mask: torch.Tensor, tensor: torch.Tensor, whole: bool) -> torch.Tensor:
+    """Coefficients (E, M) on one input's elements: float32, the input's shape ((1, ...) for whole batches)."""
+    if whole:
+        shape = (1, *tensor.shape[1:])
+        return coef[0][mask.expand(tensor.shape)[:1]].reshape(shape).float() if tensor.numel() else torch.zeros(shape)
+    if not tensor.numel():
+        return torch.zeros(tensor.shape, dtype=torch.float32, device=tensor.device)
+    full = mask.expand(tensor.shape).reshape(tensor.shape[0], -1)
+    return coef.gather(1, full).reshape(tensor.shape).float()
