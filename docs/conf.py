@@ -53,6 +53,7 @@ def _plain_maths(app: object, what: str, name: str, obj: object, options: object
 def setup(app: object) -> None:
     app.connect("autodoc-process-docstring", _plain_maths)  # type: ignore[attr-defined]
 
+
 # napoleon's ivar fields link attribute names; two classes with an attribute of the same name (``score``)
 # make that link ambiguous, which is harmless
 suppress_warnings = ["ref.python"]

@@ -30,6 +30,89 @@ PUBLIC_PACKAGES = [
     "torchlime.integrations.tensorboard_probe",
     "torchlime.integrations.lightning_callback",
 ]
+#: public objects whose docstrings predate this rule (the modality packages); the set may only shrink:
+#: a listed object that now passes must leave it, and no other object may fail
+PENDING: frozenset[str] = frozenset(
+    {
+        "torchlime.audio._explain.explain_spectrogram",
+        "torchlime.audio._explain.explain_waveform",
+        "torchlime.dataset._results.LazyResults",
+        "torchlime.dataset._results.LazyResults.field",
+        "torchlime.dataset._results.Results",
+        "torchlime.image.segments.boundaries",
+        "torchlime.image.segments.grid",
+        "torchlime.image.segments.resolve_segments",
+        "torchlime.integrations.lightning_callback.ExplainCallback",
+        "torchlime.integrations.lightning_callback.ExplainCallbackLogic",
+        "torchlime.integrations.lightning_callback.ExplainCallbackLogic.on_fit_start",
+        "torchlime.integrations.lightning_callback.ExplainCallbackLogic.on_train_batch_end",
+        "torchlime.integrations.lightning_callback.ExplainCallbackLogic.on_train_start",
+        "torchlime.metrics.agreement.gold_recall",
+        "torchlime.metrics.curves.deletion",
+        "torchlime.metrics.curves.insertion",
+        "torchlime.metrics.curves.region_perturbation",
+        "torchlime.metrics.faithfulness.faithfulness_correlation",
+        "torchlime.metrics.faithfulness.label_flip",
+        "torchlime.metrics.fidelity.infidelity",
+        "torchlime.metrics.stability.jaccard_topk",
+        "torchlime.tabular._conditions.bin_condition",
+        "torchlime.tabular._explain.explain_tabular",
+        "torchlime.tabular._proximity.ScaledEuclideanKernel",
+        "torchlime.tabular._proximity.default_width",
+        "torchlime.tabular._sample.TabularPerturbation",
+        "torchlime.tabular._sample.TabularPerturbation.values",
+        "torchlime.tabular._sample.keep_probability",
+        "torchlime.tabular._stats.TabularStats",
+        "torchlime.tabular._stats.TabularStats.levels",
+        "torchlime.tabular._stats.TabularStats.to",
+        "torchlime.text._explain.feature_positions",
+        "torchlime.text._explain.token_features",
+        "torchlime.text.proximity.HybridKernel.distances",
+        "torchlime.text.proximity.HybridKernel.weights",
+    }
+)
+#: the modules pyproject.toml exempts from ruff's D rules (the same kind of list)
+RUFF_D_PENDING: frozenset[str] = frozenset(
+    {
+        "torchlime/audio/_explain.py",
+        "torchlime/audio/data.py",
+        "torchlime/audio/segments.py",
+        "torchlime/audio/stft.py",
+        "torchlime/audio/viz.py",
+        "torchlime/cli/__init__.py",
+        "torchlime/cli/_common.py",
+        "torchlime/cli/_inputs.py",
+        "torchlime/cli/bench.py",
+        "torchlime/cli/explain.py",
+        "torchlime/cli/explain_dataset.py",
+        "torchlime/dataset/_data.py",
+        "torchlime/dataset/_describe.py",
+        "torchlime/dataset/_store.py",
+        "torchlime/image/_connect.py",
+        "torchlime/image/_slic.py",
+        "torchlime/image/data.py",
+        "torchlime/image/demo.py",
+        "torchlime/image/segments.py",
+        "torchlime/image/viz.py",
+        "torchlime/integrations/tensorboard_probe.py",
+        "torchlime/metrics/_common.py",
+        "torchlime/metrics/_replay.py",
+        "torchlime/metrics/agreement.py",
+        "torchlime/metrics/curves.py",
+        "torchlime/metrics/faithfulness.py",
+        "torchlime/metrics/fidelity.py",
+        "torchlime/metrics/stability.py",
+        "torchlime/tabular/_explain.py",
+        "torchlime/tabular/_sample.py",
+        "torchlime/tabular/_stats.py",
+        "torchlime/text/_explain.py",
+        "torchlime/text/_single.py",
+        "torchlime/text/edits.py",
+        "torchlime/text/infill.py",
+        "torchlime/text/proximity.py",
+        "torchlime/text/viz.py",
+    }
+)
 SECTION = re.compile(r"^(\s*)(Args|Arguments|Attributes|Parameters):\s*$")
 ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:")
 SHAPE = re.compile(r"\([^()]*[A-Z0-9][^()]*\)|\bscalar\b|0-d|shape", re.IGNORECASE)
@@ -112,6 +195,19 @@ OBJECTS = public_objects()
 
 @pytest.mark.parametrize("qual, holder, target", OBJECTS, ids=[o[0] for o in OBJECTS])
 def test_every_argument_documented_with_shapes(qual: str, holder: Any, target: Any) -> None:
+    if qual in PENDING:
+        with pytest.raises(AssertionError):
+            check_arguments(qual, holder, target)  # still pending; once it passes, remove it from PENDING
+        return
+    check_arguments(qual, holder, target)
+
+
+def test_pending_names_exist() -> None:
+    assert PENDING <= {o[0] for o in OBJECTS}, sorted(PENDING - {o[0] for o in OBJECTS})
+
+
+def check_arguments(qual: str, holder: Any, target: Any) -> None:
+    """Assert that every parameter has an Args entry and every tensor parameter's entry a shape."""
     params = own_parameters(target)
     if inspect.isclass(holder) and dataclasses.is_dataclass(holder):
         params = [p for p in params if not p.name.startswith("_")]
@@ -146,3 +242,16 @@ def test_the_parser_reads_google_sections() -> None:
     args = documented_args(inspect.cleandoc(doc))
     assert set(args) == {"inputs", "n_samples"}
     assert SHAPE.search(args["inputs"]) and "any device" in args["inputs"]
+
+
+def test_ruff_docstring_exemptions_only_shrink() -> None:
+    """pyproject.toml exempts some modules from ruff's D rules; none may join the list."""
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    ignores = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["per-file-ignores"]
+    exempt = {k for k, v in ignores.items() if k.startswith("torchlime/") and "D" in v}
+    assert exempt <= RUFF_D_PENDING, f"modules newly exempt from ruff D: {sorted(exempt - RUFF_D_PENDING)}"
+    assert all((root / f).exists() for f in exempt)

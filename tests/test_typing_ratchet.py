@@ -8,8 +8,9 @@ held to ``strict`` options include at least the ones listed here (a module may j
 from __future__ import annotations
 
 import importlib.util
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 # modules that passed the strict options when they joined; the set in pyproject.toml must contain them

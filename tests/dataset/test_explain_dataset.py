@@ -77,7 +77,9 @@ def test_storage_format(reference_dir):
     assert args["generator"] == 5 and args["explain_fn"] == "torchlime.image._explain.explain_image"
     assert args["explain_kwargs"]["n_samples"] == 32 and args["explain_kwargs"]["segments"]["tensor"] == [8, 8]
     assert len(args["model"]["state_sha256"]) == 64
-    assert info["environment"]["torch"] == torch.__version__ and info["environment"]["torchlime"] == torchlime.__version__
+    assert (
+        info["environment"]["torch"] == torch.__version__ and info["environment"]["torchlime"] == torchlime.__version__
+    )
     with safe_open(str(reference_dir / "shard-000002.safetensors"), framework="pt") as f:
         meta = f.metadata()
         shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}

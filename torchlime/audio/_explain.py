@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import torch
 
@@ -49,7 +49,8 @@ _CONTENT_NAMES = {"mean": "signal_mean"}
 
 def model_sample_rate(model: Any) -> Optional[float]:
     """The sample rate a model declares: its own ``sample_rate`` attribute, else the first
-    submodule's (e.g. a torchaudio ``MelSpectrogram`` front end); None when there is none."""
+    submodule's (e.g. a torchaudio ``MelSpectrogram`` front end); None when there is none.
+    """
     candidates = [model]
     if isinstance(model, torch.nn.Module):
         candidates += list(model.modules())[1:]
@@ -81,12 +82,13 @@ def check_sample_rate(model: Any, sample_rate: Optional[float]) -> Optional[floa
 
 def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> BaselineSpec:
     """The fill of an audio explanation: ``baseline``, or the deprecated ``content`` name; when
-    neither was passed, the preset's fill (``UNSET``: the engine resolves it) or silence ("zero")."""
+    neither was passed, the preset's fill (``UNSET``: the engine resolves it) or silence ("zero").
+    """
     if content is not None:
         warnings.warn(
             "`content=` is now `baseline=` (content='mean' is baseline='signal_mean')", DeprecationWarning, stacklevel=3
         )
-        baseline = _CONTENT_NAMES.get(content, content) if isinstance(content, str) else content
+        baseline = cast(BaselineSpec, _CONTENT_NAMES.get(content, content) if isinstance(content, str) else content)
     if baseline is UNSET:
         check_preset(preset)
         table = PRESETS[preset] if preset is not None else {}
@@ -99,7 +101,8 @@ def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length:
     """Raise ``ValueError`` unless ``torch.istft`` can invert the STFT ``spec`` (B, [C,] Fr, Tm)
     made with these settings: its nonzero overlap-add condition (NOLA) holds for ``length``
     samples. Tried on one all-zero clip on the CPU (no device synchronisation: istft's NOLA check
-    reads a value back), so it fails here and not in the batched forward pass."""
+    reads a value back), so it fails here and not in the batched forward pass.
+    """
     probe = torch.zeros((1, *spec.shape[-2:]), dtype=torch.complex64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # istft's note on short signals; the forward pass gives it
@@ -267,7 +270,7 @@ def explain_waveform(
         (torch.Size([1, 1, 20]), torch.Size([1, 129, 63]))
     """
     _check_audio(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
-    sample_rate = check_sample_rate(model, check_positive_float(sample_rate, "sample_rate"))
+    sample_rate = cast(float, check_sample_rate(model, check_positive_float(sample_rate, "sample_rate")))
     check_choice(features, "features", ("time", "time_frequency"))
     check_choice(freq_scale, "freq_scale", ("linear", "mel"))
     crossfade = check_positive_float(crossfade, "crossfade", allow_zero=True)
@@ -341,10 +344,10 @@ def explain_waveform(
         win_length=win,
         freq_scale=freq_scale,
     )
-    features = feats.view(*lead, n_freq, n_frames)
+    feature_map = feats.view(*lead, n_freq, n_frames)
     exp = execute(
         Request(
-            model, spec, features, dict(kwargs, baseline=fill), modality="audio", input_name="waves", adapter=adapter
+            model, spec, feature_map, dict(kwargs, baseline=fill), modality="audio", input_name="waves", adapter=adapter
         )
     )
     exp.meta["audio"] = meta

@@ -125,10 +125,10 @@ def make_clips(
     s = int(round(sample_rate * duration))
     t = torch.arange(s, dtype=torch.float32) / sample_rate  # (S,)
     p = _draw(n, s, duration, positive_fraction, gen)
-    waves, voice = zip(
+    wave_parts, voice = zip(
         *(_render({k: v[i : i + _CHUNK] for k, v in p.items()}, t, sample_rate) for i in range(0, n, _CHUNK))
     )
-    waves, evidence_wave = torch.cat(waves), torch.cat(voice)
+    waves, evidence_wave = torch.cat(wave_parts), torch.cat(voice)
     labels = p["labels"]
     mag = stft_magnitude(evidence_wave)
     peak = mag.flatten(1).amax(1).view(-1, 1, 1)

@@ -57,7 +57,7 @@ class SpecNet(nn.Module):
         """(B, [C,] Fr, Tm) -> (B, K) logits."""
         if spec.ndim == 3:
             spec = spec.unsqueeze(1)
-        h = self.features((spec - self.offset) * self.scale)
+        h = self.features((spec - self.get_buffer("offset")) * self.get_buffer("scale"))
         return self.head(h.amax(dim=(2, 3)))
 
 

@@ -80,7 +80,7 @@ class ISTFTModel(nn.Module):
         return self.model
 
     def forward(self, spec: torch.Tensor) -> Any:
-        """complex (c, [C,] Fr, Tm) -> model(audio (c, [C,] S))."""
+        """Complex (c, [C,] Fr, Tm) -> model(audio (c, [C,] S))."""
         wave = istft(spec, self.n_fft, self.hop_length, self.win_length, self.length, self.audio_dtype)
         return self.model(wave)
 

@@ -228,7 +228,8 @@ def _keep_map(explanation: Explanation, index: int, target_index: int, k: int) -
 
 def _check_waves(explanation: Explanation, waves: Any, index: int) -> torch.Tensor:
     """Float clip ``index`` of ``waves`` (B, [C,] S), checked against the explanation; warns when
-    it lies far outside [-1, 1] (its WAV would be mostly clipped)."""
+    it lies far outside [-1, 1] (its WAV would be mostly clipped).
+    """
     check_tensor(waves, "waves")
     if waves.is_complex() or not waves.is_floating_point():
         raise TypeError(

@@ -40,7 +40,8 @@ def one_line(message: Any, limit: int = 500) -> str:
 def model_failure(err: Exception, what: str) -> CliError:
     """The one-line usage error for an explanation that raised: torchlime's own argument checks
     (ValueError, TypeError) as they are, anything else as the model failing on ``what``, with a
-    hint for exported programs, which accept only the input shapes they were exported with."""
+    hint for exported programs, which accept only the input shapes they were exported with.
+    """
     if isinstance(err, (ValueError, TypeError)):
         return CliError(f"cannot explain {what}: {short_error(err)}")
     hint = (

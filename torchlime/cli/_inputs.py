@@ -133,7 +133,8 @@ class Tokens(NamedTuple):
 
 def load_vocab(path: Path) -> list[str]:
     """Tokens in id order: a text file (one token per line) or JSON (a list, ``{"tokens": [...]}``
-    or ``{token: id}``)."""
+    or ``{token: id}``).
+    """
     _exists(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ for text ``NAME.html``; and ``summary.json`` for the whole run.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -139,8 +140,8 @@ def explain_images(
             pos,
             x,
             _run_model(
-                lambda x=x, seg=seg, pos=pos: explain_image(
-                    model, x, segments=seg, normalize=normalize, **_common(args, target, pos, device)
+                functools.partial(
+                    explain_image, model, x, segments=seg, normalize=normalize, **_common(args, target, pos, device)
                 ),
                 f"images of shape {tuple(x.shape[1:])}",
             ),
@@ -188,9 +189,7 @@ def explain_audio(
             else dict(features="time", time_segments=time_segments)
         )
         exp = _run_model(
-            lambda x=x, kw=kw, pos=pos: explain_waveform(
-                model, x, sample_rate=rate, **kw, **_common(args, target, pos, device)
-            ),
+            functools.partial(explain_waveform, model, x, sample_rate=rate, **kw, **_common(args, target, pos, device)),
             f"audio of shape {shape}",
         )
         out.append(Group(pos, x, exp))

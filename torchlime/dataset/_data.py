@@ -123,6 +123,7 @@ class Source:
             and not isinstance(loader.dataset, IterableDataset)
         )
         if plain:
+            assert isinstance(bs, BatchSampler)  # checked above: plain is its exact type
             self.dataset, self.batch_size, self.drop_last = loader.dataset, bs.batch_size, bs.drop_last
             self.template = loader
         else:
@@ -137,7 +138,8 @@ class Source:
 
     def first_input(self) -> Optional[torch.Tensor]:
         """Input 0 of map-style data, collated as its batches are (None on the generic path, where
-        ``batches`` hands it to ``on_first`` instead)."""
+        ``batches`` hands it to ``on_first`` instead).
+        """
         if self.dataset is None or self.n_inputs == 0:
             return None
         collate = getattr(self.template, "collate_fn", None) or default_collate
@@ -151,7 +153,8 @@ class Source:
         on_first: Callable[[torch.Tensor], None] = lambda x: None,
     ) -> Iterator[Batch]:
         """The batches of ``shards`` (map-style), or of every wanted shard (generic path, which
-        calls ``on_first(input 0)`` before anything is yielded)."""
+        calls ``on_first(input 0)`` before anything is yielded).
+        """
         if self.dataset is not None:
             yield from self._mapped(shards, shard_size)
         else:
@@ -159,6 +162,7 @@ class Source:
 
     def _mapped(self, shards: Sequence[int], shard_size: int) -> Iterator[Batch]:
         n = self.n_inputs
+        assert n is not None  # a map-style source has a length
         plan = [
             list(range(lo, min(lo + self.batch_size, stop)))
             for k in shards
@@ -169,7 +173,7 @@ class Source:
             return
         template = self.template
         kwargs = {} if template is None else {a: getattr(template, a) for a in _COPIED if hasattr(template, a)}
-        if kwargs.get("num_workers", 0) > 0:
+        if template is not None and kwargs.get("num_workers", 0) > 0:
             kwargs["prefetch_factor"] = template.prefetch_factor
         else:
             kwargs.pop("persistent_workers", None)
@@ -186,6 +190,7 @@ class Source:
         self, wanted: Callable[[int], bool], shard_size: int, on_first: Callable[[torch.Tensor], None]
     ) -> Iterator[Batch]:
         count = 0
+        assert self.loader is not None  # a streamed source always has its loader
         for batch in self.loader:
             inputs, labels = unpack(batch)
             b = inputs.shape[0]

@@ -108,7 +108,8 @@ def fingerprint(arguments: dict[str, Any]) -> str:
 
 def input_fingerprint(x: torch.Tensor) -> str:
     """SHA-256 of one input's shape, dtype and bytes: ties a result folder to its data set (the
-    first input is compared when a run resumes)."""
+    first input is compared when a run resumes).
+    """
     flat = x.detach().to("cpu").contiguous().reshape(-1)
     h = hashlib.sha256(f"{tuple(x.shape)} {x.dtype}".encode())
     h.update(flat.view(torch.uint8).numpy().tobytes())

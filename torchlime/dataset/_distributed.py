@@ -69,10 +69,10 @@ class Context:
 def model_device(model: Any) -> torch.device:
     """The device of a module's first parameter or buffer; the CPU for functions and empty modules."""
     if isinstance(model, torch.nn.Module):
-        for t in model.parameters():
-            return t.device
-        for t in model.buffers():
-            return t.device
+        for param in model.parameters():
+            return param.device
+        for buf in model.buffers():
+            return buf.device
     return torch.device("cpu")
 
 

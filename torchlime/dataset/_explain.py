@@ -156,8 +156,8 @@ def explain_dataset(
             environment(ctx.device, ctx.world),
         )
         error: Optional[BaseException] = None
-        first = source.first_input()
-        first = None if first is None else input_fingerprint(first)
+        first_input = source.first_input()
+        first = None if first_input is None else input_fingerprint(first_input)
         if ctx.rank == 0:
             try:
                 store.open(first)

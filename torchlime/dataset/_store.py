@@ -312,7 +312,11 @@ class Store:
             "shards": [self.entries[k] for k in sorted(self.entries)],
         }
         text = json.dumps(info, indent=1)
-        replace_atomic(self.out / INDEX, lambda p: p.write_text(text))
+
+        def write(path: Path) -> None:
+            path.write_text(text)
+
+        replace_atomic(self.out / INDEX, write)
 
     def write_shard(self, k: int, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
         """Write shard ``k`` (atomically) and return its index entry.

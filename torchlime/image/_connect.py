@@ -30,7 +30,8 @@ def _jump(parent: torch.Tensor, times: int) -> torch.Tensor:
 def _components(n: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Components of the graph with ``n`` nodes and edges ``a[i] - b[i]``: (n,) the smallest node of
     each node's component, fully flattened. Hooks only roots (so no link is lost), jumps pointers
-    twice a round, and stops after the first block whose last round changed nothing."""
+    twice a round, and stops after the first block whose last round changed nothing.
+    """
     parent = torch.arange(n, device=a.device)
     while True:
         for _ in range(UNION_BLOCK):

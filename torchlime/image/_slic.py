@@ -31,7 +31,8 @@ _BIG = 1e30  # distance to a centre outside the grid
 
 class SeedGrid(NamedTuple):
     """SLIC's seeding grid of an h x w image: step S = sqrt(h * w / n_segments), cells of
-    sh x sw pixels, a gh x gw grid of non-empty cells."""
+    sh x sw pixels, a gh x gw grid of non-empty cells.
+    """
 
     step: float
     sh: int
@@ -140,7 +141,8 @@ def iterate_torch(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: i
 def iterate_triton(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: int) -> torch.Tensor:
     """SLIC's iterations through ``_backend.slic_assign`` / ``slic_update`` (the Triton kernels):
     long (B, H, W) seeding-cell ids of the clusters. Deterministic: the update is a per-centre
-    reduction without atomics."""
+    reduction without atomics.
+    """
     b, _, h, w = x.shape
     dev = x.device
     step, sh, sw, gh, gw = grid

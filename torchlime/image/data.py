@@ -74,7 +74,7 @@ class Scenes:
 
     @property
     def distractors(self) -> torch.Tensor:
-        """bool (n, size, size), the pixels of all distractor objects."""
+        """Bool (n, size, size), the pixels of all distractor objects."""
         return self.distractor_ids >= 0
 
     def __len__(self) -> int:
@@ -136,7 +136,7 @@ def make_scenes(n: int, seed: int, size: int = 64, *, with_background: bool = Tr
 def _slice(scenes: Scenes, start: int, stop: int) -> Scenes:
     """A view of images ``start:stop`` of ``scenes``; writing to it writes through."""
     parts = {f.name: getattr(scenes, f.name) for f in fields(scenes)}
-    return Scenes(**{k: None if v is None else v[start:stop] for k, v in parts.items()})
+    return Scenes(**{k: None if v is None else v[start:stop] for k, v in parts.items()})  # type: ignore[arg-type]
 
 
 def _uniform(gen: torch.Generator, shape: tuple[int, ...], lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:

@@ -68,7 +68,7 @@ class DemoNet(nn.Module):
 
 def _data_file(name: str) -> Any:
     """A traversable for ``torchlime/image/weights/<name>`` (works from a wheel or a checkout)."""
-    return resources.files(__package__).joinpath("weights", name)
+    return resources.files(__package__).joinpath("weights").joinpath(name)
 
 
 def load_demo_model(device: str | torch.device = "cpu") -> DemoNet:

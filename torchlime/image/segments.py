@@ -115,7 +115,8 @@ def slic_labels(
 ) -> torch.Tensor:
     """``slic`` on checked arguments (no host synchronisation of its own). Non-finite pixels are
     segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own finiteness check (the
-    engine's) reports them, rather than a broken label map."""
+    engine's) reports them, rather than a broken label map.
+    """
     b, _, h, w = images.shape
     grid_ = seed_grid(h, w, n_segments)
     x = to_lab(torch.nan_to_num(images, nan=0.0, posinf=1.0, neginf=0.0), lab)
@@ -199,7 +200,8 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
 
 def boundaries(labels: torch.Tensor) -> torch.Tensor:
     """Segment borders of integer ``labels`` (B, H, W): bool (B, H, W), True where the
-    right or lower neighbour has another label."""
+    right or lower neighbour has another label.
+    """
     check_tensor(labels, "labels")
     check_integer(labels, "labels")
     check_ndim(labels, "labels", (3,), "(B, H, W)")

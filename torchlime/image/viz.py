@@ -29,7 +29,7 @@ def image_and_mask(
     hide_rest: bool = False,
     min_weight: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """lime's ``get_image_and_mask`` for a batch, on the images' device.
+    """Lime's ``get_image_and_mask`` for a batch, on the images' device.
 
     Args:
         images: (B, C, H, W) the explained images.
@@ -97,9 +97,9 @@ def plot_image_explanation(
     up = lambda t: t.repeat_interleave(k, -2).repeat_interleave(k, -1)  # noqa: E731
     img = _to_hwc(up(images[index]))
     labels = up(exp.features[index : index + 1, 0].cpu())
-    edges = boundaries(labels)[0]
-    halo = torch.nn.functional.max_pool2d(edges[None, None].float(), 3, 1, 1)[0, 0].bool().numpy()
-    edges = edges.numpy()
+    edge_t = boundaries(labels)[0]
+    halo = torch.nn.functional.max_pool2d(edge_t[None, None].float(), 3, 1, 1)[0, 0].bool().numpy()
+    edges = edge_t.numpy()
     heat = up(exp.heatmap(target_index)[index, 0].detach().float().cpu()).numpy()
     _, mask = image_and_mask(
         images[index : index + 1],

@@ -10,4 +10,4 @@
 Neither optional package is imported before it is used: importing these modules is free.
 """
 
-__all__ = ["lightning", "tensorboard"]
+__all__ = ["lightning_callback", "tensorboard_probe"]

@@ -154,7 +154,7 @@ def __getattr__(name: str) -> Any:
             (ExplainCallbackLogic, _callback_base()),
             {
                 "__module__": __name__,
-                "__doc__": ExplainCallbackLogic.__doc__.replace(
+                "__doc__": (ExplainCallbackLogic.__doc__ or "").replace(
                     "What ``ExplainCallback`` does, without Lightning",
                     "A Lightning callback explaining probe inputs every k steps",
                 ),

@@ -25,7 +25,7 @@ def _number(value: float) -> str:
 
 
 def bin_condition(name: str, boundaries: Sequence[float], level: int, precision: int = 2) -> str:
-    """lime's name of bin ``level`` of a column cut at ``boundaries``.
+    """Lime's name of bin ``level`` of a column cut at ``boundaries``.
 
     Example:
         >>> [bin_condition("petal length", [1.6, 4.35, 5.1], k) for k in (0, 1, 3)]

@@ -74,7 +74,7 @@ def _entropy(counts: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
 
 
 def entropy_bins(data: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """lime's entropy boundaries: the thresholds of a depth-3 entropy tree per column.
+    """Lime's entropy boundaries: the thresholds of a depth-3 entropy tree per column.
 
     Args:
         data: float64 (N, D) training data.

@@ -25,7 +25,7 @@ from torchlime.stages.weighting import Kernel
 
 
 def default_width(n_columns: int) -> float:
-    """lime's tabular kernel width ``0.75 √D``.
+    """Lime's tabular kernel width ``0.75 √D``.
 
     Example:
         >>> default_width(16)
@@ -52,11 +52,11 @@ class ScaledEuclideanKernel(Kernel):
 
     def __init__(self, width: float, scale: torch.Tensor, categorical: torch.Tensor) -> None:
         self.width = check_positive_float(width, "kernel_width")
-        self.scale, self.categorical = scale, categorical
+        self.column_scale, self.categorical = scale, categorical
 
     def distances(self, perturbed: Any, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         diff = perturbed.double() - inputs[rows].double()
-        scale = self.scale.to(diff)
+        scale = self.column_scale.to(diff)
         sq = torch.where(self.categorical.to(diff.device), (diff != 0).double(), (diff / scale) ** 2)
         return sq.sum(1).sqrt().float()
 

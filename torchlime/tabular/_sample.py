@@ -175,7 +175,8 @@ class TabularPerturbation:
 
     def _other_level(self, rows: Rows, lev: torch.Tensor) -> torch.Tensor:
         """Long (c, D): a level other than the instance's, drawn by training frequency (the
-        instance's own where no other has mass)."""
+        instance's own where no other has mass).
+        """
         freq = self.stats.freq.unsqueeze(0).expand(lev.shape[0], -1, -1)  # (c, D, V)
         levels_ = torch.arange(freq.shape[2], device=lev.device)
         freq = freq.masked_fill(levels_ == lev.unsqueeze(-1), 0.0)

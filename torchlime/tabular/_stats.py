@@ -76,7 +76,7 @@ class TabularStats:
     def to(self, device: torch.device) -> TabularStats:
         """The same statistics on ``device``."""
         moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in vars(self).items()}
-        return TabularStats(**moved)
+        return TabularStats(**moved)  # type: ignore[arg-type]  # the fields of self, moved
 
     def __repr__(self) -> str:
         return (
@@ -257,7 +257,8 @@ def fit_stats(
     for f, v in zip(cat_cols, distinct):
         values[f, : v.numel()] = v
     empty = torch.zeros(d, width, dtype=torch.float64, device=dev)
-    stats = TabularStats(mean, scale, categorical, bounds, values, n_levels, *[empty] * 5, discretizer, n)
+    e = empty  # freq, level_mean, level_std, level_lo, level_hi: filled below
+    stats = TabularStats(mean, scale, categorical, bounds, values, n_levels, e, e, e, e, e, discretizer, n)
     level = stats.levels(data)  # (N, D), never -1 on the training data
     ones = torch.ones_like(data)
     count = torch.zeros(d, width, dtype=torch.float64, device=dev).scatter_add_(1, level.T, ones.T)

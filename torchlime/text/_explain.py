@@ -151,10 +151,9 @@ def _as_id_tensor(ids: Union[None, int, Iterable[int], torch.Tensor], device: to
     if isinstance(ids, torch.Tensor):
         check_integer(ids, "special_ids")
         return ids.reshape(-1).long().to(device)
-    if isinstance(ids, int) and not isinstance(ids, bool):
-        ids = [ids]
+    listed: Any = [ids] if isinstance(ids, int) and not isinstance(ids, bool) else ids
     try:
-        return torch.tensor([int(i) for i in ids], dtype=torch.long, device=device)
+        return torch.tensor([int(i) for i in listed], dtype=torch.long, device=device)
     except (TypeError, ValueError):
         raise TypeError(f"`special_ids` must be None, an int, ints or an integer tensor, got {describe(ids)}") from None
 
@@ -229,6 +228,7 @@ def explain_tokens(
     extra_rows = 0
     fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None
     if mode == "infill":
+        assert mask_id is not None  # _check_args refuses infill without it
         infiller = _resolve_infiller(infill, mask_id, vocab_size)
         exclude = sorted({*exclude, *map(int, infiller.exclude_ids)})
         fill_gen = (
@@ -260,7 +260,7 @@ def explain_tokens(
                 extra_rows += batch
             single = SingleSampler(
                 infiller, input_ids.long(), attn.long(), int(mask_id), exclude, fill_gen, scorer, predicted
-            )  # type: ignore[arg-type]
+            )
             kwargs["sampler"] = single
             fill = single.apply
         else:

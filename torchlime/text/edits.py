@@ -141,7 +141,8 @@ def delete_tokens(
 
 def padded_left(attn: torch.Tensor) -> torch.Tensor:
     """0-d bool on the device: some input (B, L) starts with padding and ends with a token, so
-    the batch is left-padded (no host synchronisation)."""
+    the batch is left-padded (no host synchronisation).
+    """
     return ((attn[:, 0] == 0) & (attn[:, -1] != 0)).any()
 
 

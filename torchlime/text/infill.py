@@ -226,7 +226,7 @@ def _guarded_topk(
     norm = torch.where(torch.isfinite(norm), norm, torch.zeros_like(norm))
     guard = normed is not None and threshold is not None
     vals, idx = logits.topk(min(vocab, k + SYNONYM_MARGIN if guard else k), dim=-1)
-    if guard:
+    if guard and threshold is not None:
         sim = (normed[idx] * normed[original].unsqueeze(1)).sum(-1)  # type: ignore[index]
         vals = vals.masked_fill(sim > threshold, float("-inf"))
         vals, order = vals.topk(min(k, vals.shape[-1]), dim=-1)

@@ -125,4 +125,5 @@ class BigramMLM(nn.Module):
         if attention_mask is not None:  # padding neighbours say nothing
             att = attention_mask != 0
             right = torch.where(torch.cat([att[:, 1:], att[:, :1] & False], 1), right, self.mask_id)
-        return self.left[left] + self.right[right]
+        table_l, table_r = self.get_buffer("left"), self.get_buffer("right")
+        return table_l[left] + table_r[right]

@@ -164,8 +164,8 @@ def plot_top_features(
     """
     plt = require("matplotlib.pyplot", "viz", "plot_top_features")
 
-    idx, vals = exp.top_features(k, by="abs")
-    idx, vals = idx[index, target_index].tolist(), vals[index, target_index].tolist()
+    top, weights = exp.top_features(k, by="abs")
+    idx, vals = top[index, target_index].tolist(), weights[index, target_index].tolist()
     n = int(exp.n_features[index])
     keep = [(i, v) for i, v in zip(idx, vals) if i < n][::-1]  # largest at the top
     if ax is None:
