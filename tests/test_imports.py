@@ -227,8 +227,10 @@ LIBRARIES = {
     "zennit",
 }
 #: names that are meant to echo another module's: ``torchlime.typing`` holds the package's type aliases;
-#: ``torchlime.kernels`` is the Triton kernels' folder, fixed by the layout (never installed top-level)
+#: ``torchlime.kernels`` is the Triton kernels' folder, fixed by the layout (never installed top-level);
+#: ``torchlime.compat.<library>`` is the drop-in for that library's API, named for it on purpose
 ECHOES = {"typing", "kernels"}
+COMPAT = "torchlime.compat."
 
 
 def test_no_module_shares_a_name_with_a_library():
@@ -238,7 +240,7 @@ def test_no_module_shares_a_name_with_a_library():
     clashes = []
     for name in modules():
         base = name.rsplit(".", 1)[-1]
-        if name == "torchlime" or base.startswith("_") or base in ECHOES:
+        if name == "torchlime" or base.startswith("_") or base in ECHOES or name.startswith(COMPAT):
             continue
         if base in LIBRARIES or base in sys.stdlib_module_names or importlib.util.find_spec(base) is not None:
             clashes.append(name)

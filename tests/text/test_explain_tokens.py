@@ -130,7 +130,8 @@ def test_lime_text_preset_is_chunked():
     rec = Recorder(PositionBag())
     explain_tokens(rec, ids, mode="replace", mask_id=MASK, preset="lime_text", model_inputs="positional")
     sizes = [c[0].shape[0] for c in rec.calls]
-    assert sum(sizes) == 5000 and len(sizes) >= 5  # N = 5000 rows, in chunks
+    # N = 5000 rows in chunks of the default rule (16 MiB of input per chunk, at most 4096 rows)
+    assert sum(sizes) == 5000 and sizes == [4096, 904]
     rec.calls.clear()
     explain_tokens(rec, ids, mode="delete", preset="lime_text", n_samples=500, batch_size=64, model_inputs="positional")
     assert max(c[0].shape[0] for c in rec.calls) == 64
