@@ -95,10 +95,23 @@ def _highlight(words: Sequence[str], weights: torch.Tensor) -> str:
     return "<div style='line-height:1.8'>" + " ".join(spans) + "</div>"
 
 
+def _inline(pieces: Sequence[str], feats: Sequence[int], weights: torch.Tensor) -> str:
+    """A text as written (pieces), every word piece coloured by its feature's weight (F,)."""
+    colours = diverging(weights)
+    spans = [
+        html.escape(p) if f < 0 else f"<span style='background:rgb{tuple(colours[f].tolist())}'>{html.escape(p)}</span>"
+        for p, f in zip(pieces, feats)
+    ]
+    return "<div style='line-height:1.8;white-space:pre-wrap'>" + "".join(spans) + "</div>"
+
+
 def _picture(exp: Explanation, b: int) -> str:
     """The picture of input ``b``'s first target."""
     n = int(exp.n_features[b])
     weights = exp.coef[b, 0, :n].detach().float().cpu()
+    pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
+    if isinstance(pieces, list) and isinstance(feats, list) and b < len(pieces):  # explain_text's texts
+        return _inline(pieces[b], feats[b], weights)
     words = exp.meta.get("words")
     if isinstance(words, list) and b < len(words) and isinstance(words[b], list):
         return _highlight([str(w) for w in words[b]], weights)

@@ -1,16 +1,18 @@
-"""Text: LIME for token-ID classifiers.
+"""Text: LIME for text classifiers, over raw strings or token IDs.
 
-``explain_tokens`` builds token or word features and a perturbation (replace, delete,
-masked-LM infill), then calls the engine once. Submodules: ``perturb`` (token
-perturbations), ``infill`` (``Infiller``), ``kernel`` (``HybridKernel``), ``viz`` (HTML and
-bar charts), ``data`` and ``models`` (the embedded sentiment CNN and its planted rationales).
+``explain_text`` takes strings and a function over strings, or a tokenizer and a token-ID model,
+with words as features (``split`` cuts texts as lime does). ``explain_tokens`` explains token ids
+with token or word features, hiding them by replacement, deletion (``edits``) or masked-LM infill
+(``infill``); ``viz`` highlights texts, ``data`` and ``models`` hold the embedded sentiment CNN.
 """
 
 from torchlime.text._explain import explain_tokens, feature_positions, token_features, word_ids_from_encoding
+from torchlime.text._text import explain_text
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import HybridKernel
 
 __all__ = [
+    "explain_text",
     "explain_tokens",
     "feature_positions",
     "token_features",

@@ -53,7 +53,8 @@ def tokens_html(
     Args:
         tokens: n strings (escaped here; pass them raw).
         weights: n floats (None: shown without colour, e.g. special tokens).
-        title: optional heading (escaped). legend: append the colour legend.
+        title: optional heading (escaped).
+        legend: append the colour legend.
         scale: |weight| that gets full opacity (default: the largest |weight|).
 
     Returns:
@@ -119,9 +120,12 @@ def explanation_html(
     Args:
         exp: from ``explain_tokens`` (features (B, L)).
         tokens: the L token strings of that input (raw, e.g. ``tokenizer.convert_ids_to_tokens``).
+        index: which explained input.
         target_index: which explained target (column of ``exp.target``).
         merge_words: show each word once (consecutive tokens of one feature joined).
         show_fixed: also show never-perturbed tokens (special tokens, padding) in grey.
+        continuation: the prefix of word-continuation pieces (WordPiece's "##"), dropped when joined.
+        title: optional heading (escaped).
     """
     coef = exp.coef[index, target_index].detach().float().cpu()
     feats = exp.features[index].reshape(-1).tolist()
@@ -150,13 +154,53 @@ def explanation_html(
     return tokens_html(shown, weights, title=title, scale=float(coef.abs().max()) if coef.numel() else None)
 
 
+def text_html(exp: Explanation, index: int = 0, target_index: int = 0, *, title: Optional[str] = None) -> str:
+    """Text ``index`` of an ``explain_text`` explanation, every word highlighted in place.
+
+    Args:
+        exp: from ``explain_text`` (``meta`` holds the texts' pieces and their features).
+        index: which text (of the B).
+        target_index: which explained target (column of ``exp.target``).
+        title: optional heading (default: the target).
+
+    Returns:
+        A self-contained ``<div>`` string: the text as written, each word coloured by its weight.
+
+    Raises:
+        ValueError: for an explanation without texts (not from ``explain_text``).
+    """
+    pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
+    if not isinstance(pieces, list) or not isinstance(feats, list):
+        raise ValueError("`exp` must come from explain_text (meta['pieces'] holds its texts); use explanation_html")
+    coef = exp.coef[index, target_index].detach().float().cpu()
+    scale = float(coef.abs().max()) if coef.numel() else 0.0
+    if title is None:
+        title = f"target {int(exp.target[index, target_index])}"
+    parts = ['<div class="torchlime-text" style="font:14px/1.9 sans-serif;white-space:pre-wrap">']
+    parts.append(f'<div style="font-weight:bold">{html.escape(title, quote=True)}</div>')
+    for piece, f in zip(pieces[index], feats[index]):
+        text = html.escape(str(piece), quote=True)
+        if f < 0:
+            parts.append(text)
+            continue
+        w = float(coef[f])
+        parts.append(f'<span title="{w:+.4g}" style="background:{_colour(w, scale)};border-radius:3px">{text}</span>')
+    parts.append(legend_html(scale))
+    parts.append("</div>")
+    return "".join(parts)
+
+
 def plot_top_features(
     exp: Explanation, names: Sequence[str], index: int = 0, target_index: int = 0, k: int = 10, ax: Any = None
 ) -> Any:
     """Horizontal bar chart of the k features with the largest |coefficient|.
 
     Args:
+        exp: the explanation (coef (B, T, F)).
         names: a string per feature of input ``index`` (e.g. ``feature_strings``).
+        index: which explained input.
+        target_index: which explained target (column of ``exp.target``).
+        k: how many features to show.
         ax: a matplotlib Axes (default: a new figure's).
 
     Returns:
