@@ -161,7 +161,8 @@ def explain_tabular(
         preset: None or "lime" (``LimeTabularExplainer``'s settings: N = 5000, Ridge(1), top
             class); other presets are refused (they have no tabular sampler, kernel and values).
         generator: int seed or ``torch.Generator`` (masks and values derive from it).
-        kernel, sampler: replace lime's kernel / the level sampler (values follow any masks).
+        kernel: replaces lime's kernel (a ``torchlime.explain`` kernel; not with ``kernel_width``).
+        sampler: replaces the level sampler (a ``torchlime.explain`` sampler; values follow any masks).
         **kwargs: other ``torchlime.explain`` keywords (target, n_samples, surrogate, masks,
             batch_size, index, return_samples, ...).
 
@@ -188,7 +189,8 @@ def explain_tabular(
         raise TypeError(f"explain_tabular() does not take {bad}: one feature per column, values drawn as lime does")
     _check_x(X)
     _check_preset(preset)
-    check_choice(discretizer, "discretizer", DISCRETIZERS)
+    if not isinstance(training_data, TabularStats):  # fitted statistics carry their own discretizer's name
+        check_choice(discretizer, "discretizer", DISCRETIZERS)
     for name, flag in (
         ("discretize_continuous", discretize_continuous),
         ("sample_around_instance", sample_around_instance),

@@ -1,0 +1,18 @@
+"""lime's explainers on torchlime's engine: switching is one import line.
+
+``from torchlime.compat.lime import LimeTextExplainer, LimeImageExplainer, LimeTabularExplainer``
+takes lime's constructors and ``explain_instance`` arguments (numpy images and a ``classifier_fn``
+over numpy batches, raw strings with ``bow`` / ``char_level`` / ``mask_string`` /
+``split_expression``, tabular ``training_data`` dense or scipy sparse, ``training_data_stats``,
+discretizer names or lime's discretizer objects, ``random_state``) and returns explanations with
+lime's accessors (``as_list``, ``as_map``, ``local_exp``, ``intercept``, ``score``, ``top_labels``,
+``get_image_and_mask``, ``as_pyplot_figure``, ``as_html``, ``show_in_notebook``). Sampling, the model
+calls (in chunks), the kernel, the feature selection and the fit are torchlime's batched ones.
+"""
+
+from torchlime.compat.lime._explanation import Explanation, ImageExplanation
+from torchlime.compat.lime._image import LimeImageExplainer
+from torchlime.compat.lime._tabular import LimeTabularExplainer
+from torchlime.compat.lime._text import LimeTextExplainer
+
+__all__ = ["LimeTextExplainer", "LimeImageExplainer", "LimeTabularExplainer", "Explanation", "ImageExplanation"]

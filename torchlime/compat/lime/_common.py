@@ -1,0 +1,230 @@
+"""What lime's three explainers share: seeds, surrogates, targets, and the ranked weights of a label."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, cast
+
+import numpy as np
+import torch
+
+from torchlime._checks import describe
+from torchlime.methods.feature_selection import METHODS, Select
+from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
+from torchlime.typing import DistanceName, SelectionMethod
+
+#: lime's feature_selection names: torchlime's ``Select`` methods, and "none" (every feature)
+SELECTIONS = (*METHODS, "none")
+
+
+def random_state_from(random_state: Any) -> Any:
+    """Lime's ``random_state`` as lime keeps it: numpy's global generator, or a ``RandomState``.
+
+    Args:
+        random_state: None, an int or a ``numpy.random.RandomState`` / ``Generator``.
+
+    Returns:
+        None (the global generator), or the generator every call draws its seed from.
+    """
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return np.random.RandomState(int(random_state))
+    if random_state is not None and not isinstance(random_state, (np.random.RandomState, np.random.Generator)):
+        raise TypeError(f"`random_state` must be None, an int or a numpy RandomState, got {describe(random_state)}")
+    return random_state
+
+
+def seed_from(random_state: Any) -> int:
+    """An int seed from lime's ``random_state``.
+
+    Args:
+        random_state: None (drawn from numpy's global generator, so that ``np.random.seed``
+            makes runs repeat, as in lime), an int, or a ``numpy.random.RandomState`` /
+            ``numpy.random.Generator`` (one draw from it).
+
+    Returns:
+        The seed of torchlime's generator.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if random_state is None:
+        return int(np.random.randint(0, 2**31 - 1))
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**31 - 1))
+    raise TypeError(f"`random_state` must be None, an int or a numpy RandomState, got {describe(random_state)}")
+
+
+def refit_for(model_regressor: Any) -> Surrogate:
+    """Torchlime's surrogate for lime's ``model_regressor`` (None: lime's ``Ridge(alpha=1)``).
+
+    Args:
+        model_regressor: None, a scikit-learn ``Ridge``, ``LinearRegression`` or ``Lasso``, or a
+            torchlime surrogate.
+
+    Returns:
+        The batched surrogate fitted on the normal equations.
+
+    Raises:
+        TypeError: another regressor (names the torchlime surrogates to pass instead).
+    """
+    if model_regressor is None:
+        return Ridge(alpha=1.0, dtype=torch.float64)
+    if isinstance(model_regressor, Surrogate):
+        return model_regressor
+    name = type(model_regressor).__name__
+    params = model_regressor.get_params() if hasattr(model_regressor, "get_params") else {}
+    if params.get("fit_intercept", True) is not True:
+        raise ValueError(f"`model_regressor` must fit an intercept (lime reads intercept_), got {name}")
+    if name == "Ridge":
+        return Ridge(alpha=float(params.get("alpha", 1.0)), dtype=torch.float64)
+    if name == "LinearRegression":
+        return Ridge(alpha=0.0, dtype=torch.float64)
+    if name == "Lasso":
+        return Lasso(alpha=float(params.get("alpha", 1.0)), dtype=torch.float64)
+    raise TypeError(
+        f"`model_regressor` {name} has no batched equivalent here; pass scikit-learn's Ridge, "
+        f"LinearRegression or Lasso, or a torchlime surrogate (torchlime.Ridge, torchlime.Lasso), "
+        f"got {describe(model_regressor)}"
+    )
+
+
+def surrogate_for(model_regressor: Any, feature_selection: str, num_features: int, num_samples: int) -> Surrogate:
+    """Lime's feature selection then its regressor, as one batched surrogate.
+
+    Args:
+        model_regressor: see ``refit_for``.
+        feature_selection: "auto", "forward_selection", "highest_weights", "lasso_path" or "none".
+        num_features: K, features kept.
+        num_samples: N (the lasso path's stopping rule).
+
+    Returns:
+        ``Select(K, method, refit)``, or the refit alone for "none".
+    """
+    refit = refit_for(model_regressor)
+    if feature_selection == "none":
+        return refit
+    return Select(
+        num_features=num_features,
+        method=cast(SelectionMethod, feature_selection),
+        refit=refit,
+        n_samples=num_samples,
+        dtype=torch.float64,
+    )
+
+
+def check_distance(distance_metric: Any) -> DistanceName:
+    """Lime's ``distance_metric`` on the masks: "cosine" or "euclidean".
+
+    Args:
+        distance_metric: the value given.
+
+    Returns:
+        It, checked.
+
+    Raises:
+        ValueError: another metric.
+    """
+    if distance_metric not in ("cosine", "euclidean"):
+        raise ValueError(f"`distance_metric` must be 'cosine' or 'euclidean', got {distance_metric!r}")
+    return cast(DistanceName, distance_metric)
+
+
+def check_common(kernel: Any, feature_selection: Any, verbose: Any) -> None:
+    """Check the constructor arguments every lime explainer takes.
+
+    Args:
+        kernel: must be None (lime's exponential kernel; its width is ``kernel_width``).
+        feature_selection: one of ``SELECTIONS``.
+        verbose: a bool.
+
+    Raises:
+        TypeError / ValueError: naming the argument and what to pass.
+    """
+    if kernel is not None:
+        raise TypeError(
+            "`kernel` must be None: torchlime weighs samples with lime's exponential kernel, batched; "
+            "set its width with `kernel_width`, or use torchlime.explain(kernel=...) for other kernels, "
+            f"got {describe(kernel)}"
+        )
+    if feature_selection not in SELECTIONS:
+        raise ValueError(f"`feature_selection` must be one of {list(SELECTIONS)}, got {feature_selection!r}")
+    if not isinstance(verbose, bool):
+        raise TypeError(f"`verbose` must be True or False, got {describe(verbose)}")
+
+
+def target_for(labels: Sequence[int], top_labels: Optional[int]) -> Any:
+    """Torchlime's ``target`` for lime's ``labels`` / ``top_labels``.
+
+    Args:
+        labels: the classes to explain when ``top_labels`` is None.
+        top_labels: explain the K most probable classes instead.
+
+    Returns:
+        ``"topK"`` or a list of ints.
+    """
+    if top_labels:
+        return f"top{int(top_labels)}"
+    many: Any = labels if isinstance(labels, (list, tuple, np.ndarray)) else [labels]
+    listed = [int(x) for x in many]
+    if not listed:
+        raise ValueError("`labels` must name at least one class (or pass top_labels), got none")
+    return listed
+
+
+def ranked(coef: torch.Tensor, n_features: int, keep: int) -> list[tuple[int, float]]:
+    """Lime's ``local_exp`` of one label: (feature, weight) of the chosen features, largest |weight| first.
+
+    Args:
+        coef: (F,) coefficients (zero outside the chosen features).
+        n_features: F_b, the input's own features.
+        keep: how many lime lists (its ``num_features``, or every feature for "none").
+
+    Returns:
+        ``keep`` pairs (at most F_b), sorted by |weight| descending, then by feature.
+    """
+    values = coef[:n_features].double().cpu().tolist()
+    order = sorted(range(n_features), key=lambda f: (-abs(values[f]), f))
+    return [(f, values[f]) for f in order[: min(keep, n_features)]]
+
+
+class Recording:
+    """lime's ``classifier_fn`` as the engine's model: converts each chunk, calls it, keeps what lime reports.
+
+    The first row the engine sends is the unperturbed instance, so the first output row is lime's
+    ``predict_proba`` (or ``predicted_value``); the range of every output is a regression's
+    ``min_value`` / ``max_value``.
+
+    Args:
+        fn: the user's function over a batch (numpy array or list of strings).
+        convert: turns the engine's chunk into what ``fn`` takes (None: as it comes).
+    """
+
+    def __init__(self, fn: Callable[[Any], Any], convert: Optional[Callable[[Any], Any]] = None) -> None:
+        self.fn, self.convert = fn, convert
+        self.first: Optional[np.ndarray] = None
+        self.low, self.high = np.inf, -np.inf
+
+    @property
+    def cache_identity(self) -> Any:
+        """The wrapped function (keys any cached chunk size)."""
+        return self.fn
+
+    def __call__(self, chunk: Any) -> torch.Tensor:
+        """The scores of one chunk, (c, K) or (c,).
+
+        Args:
+            chunk: the engine's chunk: (c, ...) tensor, or a list of c strings.
+
+        Returns:
+            ``fn``'s output as a float64 tensor.
+        """
+        given = chunk if self.convert is None else self.convert(chunk)
+        out = np.asarray(self.fn(given), dtype=np.float64)
+        if out.size:
+            if self.first is None:
+                self.first = out[0].copy()
+            self.low, self.high = min(self.low, float(out.min())), max(self.high, float(out.max()))
+        return torch.from_numpy(np.ascontiguousarray(out))

@@ -1,0 +1,298 @@
+"""lime's explanation objects: ``Explanation`` (text, tabular) and ``ImageExplanation``, with lime's accessors.
+
+They hold what lime's hold (``local_exp``, ``intercept``, ``score``, ``local_pred``, ``top_labels``,
+``predict_proba``, ...) and the torchlime ``Explanation`` they were read from (``.result``).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from torchlime._checks import require
+from torchlime.compat.lime._common import ranked
+from torchlime.engine.explanation import Explanation as Result
+
+
+class Explanation:
+    """A lime ``Explanation`` of one text or table row.
+
+    Attributes:
+        mode: "classification" or "regression".
+        class_names: the class names ("0", "1", ... when none were given).
+        local_exp: label -> [(feature id, weight)], largest |weight| first (lime's ``as_map``).
+        intercept: label -> the surrogate's intercept.
+        score: the weighted R² of the surrogate of the label lime explains last (the top one with
+            ``top_labels``, else the last of ``labels``).
+        local_pred: the surrogate's prediction at the instance, last label (an array of one value).
+        predict_proba: (K,) the model's scores of the instance (classification).
+        top_labels: the labels by descending score when ``top_labels`` was asked, else None.
+        predicted_value, min_value, max_value: regression: the prediction and the range of the
+            samples' predictions.
+        result: the torchlime ``Explanation`` underneath (coef (1, T, F), samples, quality).
+
+    Args:
+        result: the torchlime ``Explanation`` of one input (coef (1, T, F)).
+        names: the F feature names (words, or tabular conditions such as "age <= 30.00").
+        mode: "classification" or "regression".
+        class_names: the class names, or None for "0", "1", ...
+        keep: how many features each label's ``local_exp`` keeps (lime's ``num_features``).
+        last: which of the T labels gives ``score`` and ``local_pred`` (lime reports the last it fitted).
+        reference: (K,) the model's scores of the instance (classification), or its (1,) prediction
+            (regression); None when unknown.
+        score_range: regression: the smallest and largest prediction over the samples.
+        instance_html: the instance rendered as HTML for ``as_html`` (text: words highlighted).
+    """
+
+    def __init__(
+        self,
+        result: Result,
+        names: Sequence[str],
+        *,
+        mode: str = "classification",
+        class_names: Optional[Sequence[Any]] = None,
+        keep: int,
+        last: int = -1,
+        reference: Optional[np.ndarray] = None,
+        score_range: tuple[float, float] = (0.0, 1.0),
+        instance_html: str = "",
+    ) -> None:
+        self.result, self.names, self.mode = result, list(names), mode
+        self.instance_html = instance_html
+        self.local_exp: dict[int, list[tuple[int, float]]] = {}
+        self.intercept: dict[int, float] = {}
+        self.top_labels: Optional[list[int]] = None
+        self.predict_proba: Optional[np.ndarray] = None
+        self.dummy_label = 1
+        self.word_starts: Optional[list[list[int]]] = None  # text: every word's character positions
+        targets = [int(t) for t in result.target[0].tolist()]
+        n = int(result.n_features[0])
+        for j, label in enumerate(targets):
+            self.local_exp[label] = ranked(result.coef[0, j], n, keep)
+            self.intercept[label] = float(result.intercept[0, j])
+        self.score = float(result.score[0, last])
+        self.local_pred = np.array([float(result.local_pred[0, last])])
+        if mode == "regression":
+            self.class_names = ["negative", "positive"]
+            self.predicted_value = float(np.ravel(reference)[0]) if reference is not None else None
+            self.min_value, self.max_value = score_range
+            self.intercept[1] = self.intercept[0]
+            self.local_exp[1] = list(self.local_exp[0])
+            self.local_exp[0] = [(f, -w) for f, w in self.local_exp[1]]
+        else:
+            self.predict_proba = None if reference is None else np.asarray(reference, dtype=float)
+            width = len(reference) if reference is not None else max(targets) + 1
+            self.class_names = (
+                [str(c) for c in class_names] if class_names is not None else [str(x) for x in range(width)]
+            )
+
+    # ------------------------------------------------------------------ lime's accessors
+    def available_labels(self) -> list[int]:
+        """The explained labels (``top_labels`` order when it was asked)."""
+        if self.mode != "classification":
+            raise NotImplementedError("Not supported for regression explanations.")
+        return list(self.top_labels) if self.top_labels else list(self.local_exp)
+
+    def _label(self, label: int) -> int:
+        key = label if self.mode == "classification" else self.dummy_label
+        if key not in self.local_exp:
+            raise KeyError(f"label {label} was not explained; explained labels: {sorted(self.local_exp)}")
+        return key
+
+    def as_list(self, label: int = 1, **kwargs: Any) -> list[tuple[str, float]]:
+        """(feature name, weight) of one label, largest |weight| first.
+
+        Args:
+            label: the class (lime's default 1; any label for regression).
+            **kwargs: for text, ``positions=True`` appends each word's character positions.
+
+        Returns:
+            The named weights.
+        """
+        pairs = self.local_exp[self._label(label)]
+        positions = kwargs.get("positions", False)
+        starts = getattr(self, "word_starts", None)
+        if positions and starts is not None:
+            return [(f"{self.names[f]}_{'-'.join(str(p) for p in starts[f])}", w) for f, w in pairs]
+        return [(self.names[f], w) for f, w in pairs]
+
+    def as_map(self) -> dict[int, list[tuple[int, float]]]:
+        """Label -> [(feature id, weight)] (lime's ``local_exp``)."""
+        return self.local_exp
+
+    def as_pyplot_figure(self, label: int = 1, figsize: tuple[float, float] = (4, 4), **kwargs: Any) -> Any:
+        """A horizontal bar chart of ``as_list(label)`` (matplotlib figure).
+
+        Args:
+            label: the class.
+            figsize: the figure's size in inches.
+            **kwargs: passed to ``as_list``.
+
+        Returns:
+            The matplotlib ``Figure``.
+        """
+        plt = require("matplotlib.pyplot", "viz", "as_pyplot_figure")
+        exp = self.as_list(label=label, **kwargs)[::-1]
+        fig = plt.figure(figsize=figsize)
+        vals = [w for _, w in exp]
+        plt.barh(np.arange(len(exp)) + 0.5, vals, align="center", color=["green" if v > 0 else "red" for v in vals])
+        plt.yticks(np.arange(len(exp)) + 0.5, [n for n, _ in exp])
+        title = (
+            f"Local explanation for class {self.class_names[label]}"
+            if self.mode == "classification"
+            else ("Local explanation")
+        )
+        plt.title(title)
+        return fig
+
+    def as_html(self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: Any) -> str:
+        """A self-contained HTML page: the scores, each label's weights as bars, and the instance.
+
+        Args:
+            labels: the labels to show (default: every explained one).
+            predict_proba: show the model's scores.
+            **kwargs: passed to ``as_list``.
+
+        Returns:
+            The HTML string (no scripts).
+        """
+        if labels is None:
+            labels = self.available_labels() if self.mode == "classification" else [self.dummy_label]
+        parts = ["<div class='torchlime-lime'>"]
+        if predict_proba and self.predict_proba is not None:
+            rows = "".join(
+                f"<tr><td>{html.escape(self.class_names[i])}</td><td>{p:.3f}</td></tr>"
+                for i, p in enumerate(self.predict_proba)
+            )
+            parts.append(f"<b>Prediction probabilities</b><table>{rows}</table>")
+        elif self.mode == "regression":
+            parts.append(f"<b>Predicted value</b>: {self.predicted_value}")
+        for label in labels:
+            pairs = self.as_list(label, **kwargs)
+            top = max((abs(w) for _, w in pairs), default=0.0) or 1.0
+            bars = "".join(
+                f"<tr><td style='text-align:right'>{html.escape(str(n))}</td><td><div style='background:"
+                f"{'#2ca02c' if w > 0 else '#d62728'};width:{int(150 * abs(w) / top)}px;height:10px'></div>"
+                f"</td><td>{w:+.4f}</td></tr>"
+                for n, w in pairs
+            )
+            name = self.class_names[label] if self.mode == "classification" else "value"
+            parts.append(f"<b>{html.escape(str(name))}</b><table>{bars}</table>")
+        parts.append(self.instance_html)
+        parts.append("</div>")
+        return "".join(parts)
+
+    def show_in_notebook(
+        self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: Any
+    ) -> None:
+        """Display ``as_html`` in a notebook (IPython).
+
+        Args:
+            labels: as in ``as_html``.
+            predict_proba: as in ``as_html``.
+            **kwargs: as in ``as_html``.
+        """
+        display = require("IPython.display", "notebook", "show_in_notebook")
+        display.display(display.HTML(self.as_html(labels=labels, predict_proba=predict_proba, **kwargs)))
+
+    def save_to_file(self, file_path: str, labels: Optional[Sequence[int]] = None, **kwargs: Any) -> None:
+        """Write ``as_html`` to ``file_path``.
+
+        Args:
+            file_path: the HTML file to write.
+            labels: as in ``as_html``.
+            **kwargs: as in ``as_html``.
+        """
+        with open(file_path, "w", encoding="utf8") as f:
+            f.write(self.as_html(labels=labels, **kwargs))
+
+    def _repr_html_(self) -> str:
+        return self.as_html()
+
+
+class ImageExplanation:
+    """lime's ``ImageExplanation``: superpixel weights of one image.
+
+    Attributes:
+        image: the (H, W, C) image as given.
+        segments: (H, W) integer superpixels (lime's segmentation ids).
+        local_exp: label -> [(segment id, weight)], largest |weight| first.
+        intercept: label -> the surrogate's intercept.
+        score, local_pred: the last label's weighted R² and prediction at the image.
+        top_labels: the labels by descending score (when ``top_labels`` was asked).
+        result: the torchlime ``Explanation`` underneath.
+
+    Args:
+        image: (H, W, C) the image as given.
+        segments: (H, W) integer superpixels.
+        result: the torchlime ``Explanation`` of the image (coef (1, T, F), one column per superpixel).
+        ids: the F segment ids, in the order of the surrogate's columns.
+        keep: how many superpixels each label's ``local_exp`` keeps (lime's ``num_features``).
+        last: which of the T labels gives ``score`` and ``local_pred``.
+    """
+
+    def __init__(
+        self, image: np.ndarray, segments: np.ndarray, result: Result, ids: Sequence[int], keep: int, last: int = -1
+    ) -> None:
+        self.image, self.segments, self.result = image, segments, result
+        self.local_exp: dict[int, list[tuple[int, float]]] = {}
+        self.intercept: dict[int, float] = {}
+        self.top_labels: Optional[list[int]] = None
+        n = int(result.n_features[0])
+        for j, label in enumerate(int(t) for t in result.target[0].tolist()):
+            self.local_exp[label] = [(int(ids[f]), w) for f, w in ranked(result.coef[0, j], n, keep)]
+            self.intercept[label] = float(result.intercept[0, j])
+        self.score = float(result.score[0, last])
+        self.local_pred = np.array([float(result.local_pred[0, last])])
+
+    def get_image_and_mask(
+        self,
+        label: int,
+        positive_only: bool = True,
+        negative_only: bool = False,
+        hide_rest: bool = False,
+        num_features: int = 5,
+        min_weight: float = 0.0,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The image with its top superpixels shown, and their mask, as lime returns them.
+
+        Args:
+            label: the class.
+            positive_only: only superpixels for the class.
+            negative_only: only superpixels against it.
+            hide_rest: zero the rest of the image.
+            num_features: how many superpixels.
+            min_weight: the smallest |weight| shown.
+
+        Returns:
+            ``(image (H, W, C), mask (H, W))``: mask 1 for shown superpixels (-1 for negative ones
+            when both signs are shown), for ``skimage.segmentation.mark_boundaries``.
+
+        Raises:
+            KeyError: a label that was not explained.
+            ValueError: ``positive_only`` and ``negative_only`` both set.
+        """
+        if label not in self.local_exp:
+            raise KeyError("Label not in explanation")
+        if positive_only and negative_only:
+            raise ValueError("Positive_only and negative_only cannot be true at the same time.")
+        exp, segs = self.local_exp[label], self.segments
+        mask = np.zeros(segs.shape, segs.dtype)
+        out = np.zeros(self.image.shape) if hide_rest else self.image.copy()
+        if positive_only or negative_only:
+            sign = 1 if positive_only else -1
+            chosen = [f for f, w in exp if sign * w > 0 and abs(w) > min_weight][:num_features]
+            shown = np.isin(segs, chosen)
+            out[shown] = self.image[shown]
+            mask[shown] = 1
+            return out, mask
+        for f, w in exp[:num_features]:
+            if abs(w) < min_weight:
+                continue
+            where = segs == f
+            mask[where] = -1 if w < 0 else 1
+            out[where] = self.image[where]
+            out[where, 0 if w < 0 else 1] = np.max(self.image)
+        return out, mask

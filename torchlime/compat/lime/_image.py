@@ -1,0 +1,161 @@
+"""``LimeImageExplainer``: lime's image explainer on the engine, for numpy HWC images and ``classifier_fn``."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from torchlime._checks import describe, require
+from torchlime.compat.lime._common import (
+    Recording,
+    check_common,
+    check_distance,
+    random_state_from,
+    seed_from,
+    surrogate_for,
+    target_for,
+)
+from torchlime.compat.lime._explanation import ImageExplanation
+from torchlime.engine.explainer import explain
+from torchlime.stages.perturb.fills import feature_mean
+from torchlime.stages.sampling import BernoulliSampler
+from torchlime.stages.weighting import ExponentialKernel
+
+
+def quickshift(image: np.ndarray, seed: int) -> np.ndarray:
+    """Lime's default segmentation: scikit-image's quickshift (kernel_size=4, max_dist=200, ratio=0.2).
+
+    Args:
+        image: (H, W, 3) image.
+        seed: quickshift's random seed.
+
+    Returns:
+        (H, W) integer segment ids.
+    """
+    seg = require("skimage.segmentation", "image", "LimeImageExplainer")
+    params = inspect.signature(seg.quickshift).parameters
+    key = "rng" if "rng" in params else "random_seed"
+    return np.asarray(seg.quickshift(image, kernel_size=4, max_dist=200, ratio=0.2, **{key: seed}))
+
+
+def _check_image(image: Any) -> np.ndarray:
+    """The image as an (H, W, C) array (a 2-D one becomes 3 grey channels, as lime's ``gray2rgb``)."""
+    if isinstance(image, torch.Tensor):
+        image = image.detach().cpu().numpy()
+    if not isinstance(image, np.ndarray) or image.ndim not in (2, 3) or image.dtype.kind not in "biuf":
+        raise TypeError(f"`image` must be a numpy array (H, W, C) or (H, W) of numbers, got {describe(image)}")
+    return np.stack([image] * 3, -1) if image.ndim == 2 else image
+
+
+def _fill(image: np.ndarray, segments: np.ndarray, hide_color: Any) -> torch.Tensor:
+    """Lime's ``fudged_image`` (1, H, W, C) in float64: each segment's mean colour, or ``hide_color``."""
+    x = torch.from_numpy(image).double().unsqueeze(0)
+    if hide_color is not None:
+        return torch.full_like(x, 0.0) + torch.as_tensor(hide_color, dtype=torch.float64)
+    labels = torch.from_numpy(np.unique(segments, return_inverse=True)[1].reshape(segments.shape)).long()
+    mean = feature_mean(x, labels.view(1, *segments.shape, 1), int(labels.max()) + 1)
+    # lime writes the means into a copy of the image: an integer image truncates them
+    return mean.trunc() if image.dtype.kind in "biu" else mean
+
+
+class LimeImageExplainer:
+    """lime's ``LimeImageExplainer``: the same constructor and ``explain_instance``, batched underneath.
+
+    Args:
+        kernel_width: width of lime's kernel on the cosine distance of the masks (lime: 0.25).
+        kernel: must be None (lime's exponential kernel).
+        verbose: accepted for lime's signature (nothing is printed).
+        feature_selection: "auto", "forward_selection", "highest_weights", "lasso_path" or "none".
+        random_state: None (numpy's global generator), an int or a ``numpy.random.RandomState``.
+    """
+
+    def __init__(
+        self,
+        kernel_width: float = 0.25,
+        kernel: Any = None,
+        verbose: bool = False,
+        feature_selection: str = "auto",
+        random_state: Any = None,
+    ) -> None:
+        check_common(kernel, feature_selection, verbose)
+        self.kernel_width = float(kernel_width)
+        self.feature_selection = feature_selection
+        self.random_state = random_state_from(random_state)
+
+    def _draw(self, high: int) -> int:
+        rs = self.random_state
+        return int(np.random.randint(0, high) if rs is None else rs.randint(0, high))
+
+    def explain_instance(
+        self,
+        image: np.ndarray,
+        classifier_fn: Callable[[np.ndarray], Any],
+        labels: Sequence[int] = (1,),
+        hide_color: Any = None,
+        top_labels: Optional[int] = 5,
+        num_features: int = 100000,
+        num_samples: int = 1000,
+        batch_size: int = 10,
+        segmentation_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+        distance_metric: str = "cosine",
+        model_regressor: Any = None,
+        random_seed: Optional[int] = None,
+        progress_bar: bool = True,
+    ) -> ImageExplanation:
+        """Explain one image as lime does, returning lime's ``ImageExplanation``.
+
+        Args:
+            image: (H, W, C) or (H, W) numpy image (any dtype; the classifier gets batches of it).
+            classifier_fn: a function over (c, H, W, C) numpy batches returning (c, K) probabilities.
+            labels: the classes to explain when ``top_labels`` is None.
+            hide_color: the colour of hidden superpixels (None: each superpixel's mean colour).
+            top_labels: explain the K most probable classes (lime: 5).
+            num_features: superpixels per label (lime: all of them).
+            num_samples: N, the instance included.
+            batch_size: images per ``classifier_fn`` call.
+            segmentation_fn: image -> (H, W) integer segments (default: lime's quickshift).
+            distance_metric: "cosine" (lime's) or "euclidean", on the masks.
+            model_regressor: None (``Ridge(alpha=1)``), or scikit-learn's Ridge / LinearRegression / Lasso.
+            random_seed: the segmentation's seed (default: drawn from ``random_state``, as lime).
+            progress_bar: show a progress bar.
+
+        Returns:
+            lime's ``ImageExplanation`` (``local_exp``, ``intercept``, ``score``, ``top_labels``,
+            ``get_image_and_mask``); ``.result`` is torchlime's ``Explanation``.
+        """
+        img = _check_image(image)
+        distance = check_distance(distance_metric)
+        if random_seed is None:
+            random_seed = self._draw(1000)
+        segments = np.asarray(segmentation_fn(img) if segmentation_fn is not None else quickshift(img, random_seed))
+        if segments.shape != img.shape[:2] or segments.dtype.kind not in "iu":
+            raise ValueError(
+                f"`segmentation_fn` must return integer segments of shape {img.shape[:2]}, "
+                f"got {segments.dtype} {segments.shape}"
+            )
+        ids = np.unique(segments)
+        dtype = img.dtype
+        rec = Recording(classifier_fn, lambda chunk: chunk.cpu().numpy().astype(dtype, copy=False))
+        x = torch.from_numpy(img).double().unsqueeze(0)
+        result = explain(
+            rec,
+            x,
+            torch.from_numpy(segments.astype(np.int64)).view(1, *segments.shape, 1),
+            baseline=_fill(img, segments, hide_color),
+            target=target_for(labels, top_labels),
+            n_samples=int(num_samples),
+            sampler=BernoulliSampler(0.5),
+            kernel=ExponentialKernel(width=self.kernel_width, distance=distance),
+            surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
+            generator=seed_from(self.random_state),
+            batch_size=int(batch_size),
+            progress=bool(progress_bar),
+        )
+        keep = len(ids) if self.feature_selection == "none" else int(num_features)
+        exp = ImageExplanation(img, segments, result, ids.tolist(), keep, 0 if top_labels else -1)
+        if top_labels:
+            exp.top_labels = [int(t) for t in result.target[0].tolist()]
+        return exp

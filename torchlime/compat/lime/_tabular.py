@@ -1,0 +1,246 @@
+"""``LimeTabularExplainer``: lime's tabular explainer on ``torchlime.tabular.explain_tabular``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+
+from torchlime._checks import describe
+from torchlime.compat.lime._common import (
+    Recording,
+    check_common,
+    random_state_from,
+    seed_from,
+    surrogate_for,
+    target_for,
+)
+from torchlime.compat.lime._explanation import Explanation
+from torchlime.compat.lime._stats import stats_from_lime
+from torchlime.tabular._conditions import bin_condition
+from torchlime.tabular._explain import explain_tabular
+from torchlime.tabular._stats import TabularStats, fit_stats
+
+_NAMES = {"QuartileDiscretizer": "quartile", "DecileDiscretizer": "decile", "EntropyDiscretizer": "entropy"}
+
+
+def _dense(data: Any, name: str) -> np.ndarray:
+    """A float64 (N, D) / (D,) array from a dense array, a tensor or a scipy sparse matrix."""
+    if hasattr(data, "toarray"):  # scipy sparse
+        data = data.toarray()
+    if isinstance(data, torch.Tensor):
+        data = data.detach().cpu().numpy()
+    arr = np.asarray(data)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"`{name}` must hold numbers (a numpy array or scipy sparse matrix), got {describe(data)}")
+    return arr.astype(np.float64)
+
+
+def _discretizer_name(discretizer: Any) -> str:
+    """Lime's discretizer name, from a name or one of lime's discretizer objects."""
+    if isinstance(discretizer, str):
+        if discretizer not in ("quartile", "decile", "entropy"):
+            raise ValueError(
+                "`discretizer` must be 'quartile', 'decile', 'entropy' or a lime discretizer object, "
+                f"got {discretizer!r}"
+            )
+        return discretizer
+    name = _NAMES.get(type(discretizer).__name__)
+    if name is None and hasattr(discretizer, "mins") and hasattr(discretizer, "means"):
+        name = "custom"
+    if name is None:
+        raise TypeError(f"`discretizer` must be a name or a lime BaseDiscretizer, got {describe(discretizer)}")
+    return name
+
+
+class LimeTabularExplainer:
+    """lime's ``LimeTabularExplainer``: the same constructor and ``explain_instance``, batched underneath.
+
+    Args:
+        training_data: (N, D) numpy array or scipy sparse matrix (sparse data is densified, and,
+            as in lime, not discretized).
+        mode: "classification" or "regression".
+        training_labels: (N,) labels (the entropy discretizer's).
+        feature_names: D names (default "0".."D-1").
+        categorical_features: the categorical columns.
+        categorical_names: column -> names of its values.
+        kernel_width: lime's kernel width (default 0.75 sqrt(D)).
+        kernel: must be None (lime's exponential kernel).
+        verbose: accepted for lime's signature (nothing is printed).
+        class_names: names of the classes.
+        feature_selection: "auto", "forward_selection", "highest_weights", "lasso_path" or "none".
+        discretize_continuous: discretize the continuous columns (lime's default).
+        discretizer: "quartile", "decile", "entropy", or a lime discretizer object.
+        sample_around_instance: Gaussian sampling around the instance (without discretization).
+        random_state: None (numpy's global generator), an int or a ``numpy.random.RandomState``.
+        training_data_stats: lime's dict of training statistics ("means", "mins", "maxs", "stds",
+            "feature_values", "feature_frequencies", and "bins").
+    """
+
+    def __init__(
+        self,
+        training_data: Any,
+        mode: str = "classification",
+        training_labels: Any = None,
+        feature_names: Optional[Sequence[Any]] = None,
+        categorical_features: Optional[Sequence[int]] = None,
+        categorical_names: Optional[Mapping[int, Sequence[str]]] = None,
+        kernel_width: Optional[float] = None,
+        kernel: Any = None,
+        verbose: bool = False,
+        class_names: Optional[Sequence[Any]] = None,
+        feature_selection: str = "auto",
+        discretize_continuous: bool = True,
+        discretizer: Any = "quartile",
+        sample_around_instance: bool = False,
+        random_state: Any = None,
+        training_data_stats: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        check_common(kernel, feature_selection, verbose)
+        if mode not in ("classification", "regression"):
+            raise ValueError(f"`mode` must be 'classification' or 'regression', got {mode!r}")
+        sparse = hasattr(training_data, "toarray")
+        data = _dense(training_data, "training_data")
+        if data.ndim != 2:
+            raise ValueError(f"`training_data` must have shape (N, D), got shape {data.shape}")
+        d = data.shape[1]
+        self.mode, self.class_names, self.feature_selection = mode, class_names, feature_selection
+        self.feature_names = (
+            [str(n) for n in feature_names] if feature_names is not None else [str(i) for i in range(d)]
+        )
+        self.categorical_names = dict(categorical_names or {})
+        self.kernel_width = float(kernel_width) if kernel_width is not None else None
+        self.sample_around_instance = bool(sample_around_instance)
+        self.random_state = random_state_from(random_state)
+        given = [int(c) for c in (categorical_features if categorical_features is not None else [])]
+        self.discretizer: Any = None
+        self.discretize = bool(discretize_continuous) and not sparse
+        if self.discretize:
+            self.discretizer = discretizer
+            name = _discretizer_name(discretizer) if training_data_stats is None else "stats"
+            source = training_data_stats if training_data_stats is not None else discretizer
+            if isinstance(source, str):
+                self.stats = fit_stats(data, given, source, _labels(training_labels))
+            else:
+                self.stats = stats_from_lime(data, given, source, name)
+            self.categorical_features = list(range(d))
+        else:
+            self.stats = fit_stats(data, given, "quartile")
+            self.categorical_features = given
+        self._names_source = None if isinstance(self.discretizer, str) else getattr(self.discretizer, "names", None)
+        self.feature_values, self.feature_frequencies = _values(self.stats, self.categorical_features)
+
+    def explain_instance(
+        self,
+        data_row: Any,
+        predict_fn: Callable[[np.ndarray], Any],
+        labels: Sequence[int] = (1,),
+        top_labels: Optional[int] = None,
+        num_features: int = 10,
+        num_samples: int = 5000,
+        distance_metric: str = "euclidean",
+        model_regressor: Any = None,
+        sampling_method: str = "gaussian",
+        **kwargs: Any,
+    ) -> Explanation:
+        """Explain one row as lime does, returning lime's ``Explanation``.
+
+        Args:
+            data_row: (D,) the row (numpy, tensor or a sparse row).
+            predict_fn: a function over (c, D) numpy rows returning (c, K) probabilities, or (c,)
+                predictions in regression mode.
+            labels: the classes to explain when ``top_labels`` is None.
+            top_labels: explain the K most probable classes instead.
+            num_features: columns per label in the explanation.
+            num_samples: N, the row included.
+            distance_metric: "euclidean" (lime's, on the scaled rows).
+            model_regressor: None (``Ridge(alpha=1)``), or scikit-learn's Ridge / LinearRegression / Lasso.
+            sampling_method: "gaussian" (lime's default; Latin hypercube sampling is not offered).
+            **kwargs: torchlime keywords (``batch_size``, ``progress``).
+
+        Returns:
+            lime's ``Explanation``; ``as_list`` names bins and categories as lime does.
+        """
+        if distance_metric != "euclidean":
+            raise ValueError(
+                f"`distance_metric` must be 'euclidean' (lime's tabular distance), got {distance_metric!r}"
+            )
+        if sampling_method != "gaussian":
+            raise ValueError(f"`sampling_method` must be 'gaussian' (lhs is not offered), got {sampling_method!r}")
+        row = _dense(data_row, "data_row").reshape(-1)
+        d = self.stats.n_columns
+        if row.shape[0] != d:
+            raise ValueError(f"`data_row` must have {d} values (the training data's columns), got {row.shape[0]}")
+        rec = Recording(predict_fn, lambda chunk: chunk.cpu().numpy())
+        regression = self.mode == "regression"
+        result = explain_tabular(
+            rec,
+            torch.from_numpy(row).view(1, d),
+            training_data=self.stats,
+            discretizer=self.stats.discretizer,
+            discretize_continuous=self.discretize,
+            sample_around_instance=self.sample_around_instance,
+            kernel_width=self.kernel_width,
+            feature_names=self.feature_names,
+            target=0 if regression else target_for(labels, top_labels),
+            n_samples=int(num_samples),
+            surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
+            generator=seed_from(self.random_state),
+            **kwargs,
+        )
+        keep = d if self.feature_selection == "none" else int(num_features)
+        exp = Explanation(
+            result,
+            self._names(result, row),
+            mode=self.mode,
+            class_names=self.class_names,
+            keep=keep,
+            last=0 if top_labels else -1,
+            reference=rec.first,
+            score_range=(rec.low, rec.high),
+        )
+        if top_labels and not regression:
+            exp.top_labels = [int(t) for t in result.target[0].tolist()]
+        return exp
+
+    def _names(self, result: Any, row: np.ndarray) -> list[str]:
+        """Lime's name of every column for this row: its bin, ``name=value``, or the plain name."""
+        tab = result.meta["tabular"]
+        names = []
+        for f, name in enumerate(self.feature_names):
+            level = tab["levels"][0][f]
+            if self.discretize and not bool(self.stats.categorical[f]):
+                if self._names_source is not None:
+                    names.append(str(self._names_source[f][level]))
+                else:
+                    names.append(bin_condition(name, tab["boundaries"][f], level))
+            elif f in self.categorical_features:
+                value = row[f]
+                shown = self.categorical_names.get(f, None)
+                label = shown[int(value)] if shown is not None else (int(value) if value.is_integer() else value)
+                names.append(f"{name}={label}")
+            else:
+                names.append(name)
+        return names
+
+
+def _labels(training_labels: Any) -> Any:
+    return None if training_labels is None else np.asarray(training_labels)
+
+
+def _values(stats: TabularStats, columns: Sequence[int]) -> tuple[dict[int, list[Any]], dict[int, np.ndarray]]:
+    """Lime's ``feature_values`` and ``feature_frequencies`` of the categorical (or discretized) columns."""
+    values, freqs = {}, {}
+    for f in columns:
+        k = int(stats.n_levels[f])
+        if bool(stats.categorical[f]):
+            vals = stats.values[f, :k].tolist()
+            values[f] = [int(v) if float(v).is_integer() else v for v in vals]
+        else:
+            values[f] = list(range(k))
+        fr = stats.freq[f, :k].numpy()
+        keep = fr > 0
+        values[f] = [v for v, kept in zip(values[f], keep) if kept]
+        freqs[f] = fr[keep] / fr[keep].sum()
+    return values, freqs
