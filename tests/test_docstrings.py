@@ -29,90 +29,13 @@ PUBLIC_PACKAGES = [
     "torchlime.dataset",
     "torchlime.integrations.tensorboard_probe",
     "torchlime.integrations.lightning_callback",
+    "torchlime.compat.captum",
+    "torchlime.compat.lime",
 ]
-#: public objects whose docstrings predate this rule (the modality packages); the set may only shrink:
-#: a listed object that now passes must leave it, and no other object may fail
-PENDING: frozenset[str] = frozenset(
-    {
-        "torchlime.audio._explain.explain_spectrogram",
-        "torchlime.audio._explain.explain_waveform",
-        "torchlime.dataset._results.LazyResults",
-        "torchlime.dataset._results.LazyResults.field",
-        "torchlime.dataset._results.Results",
-        "torchlime.image.segments.boundaries",
-        "torchlime.image.segments.grid",
-        "torchlime.image.segments.resolve_segments",
-        "torchlime.integrations.lightning_callback.ExplainCallback",
-        "torchlime.integrations.lightning_callback.ExplainCallbackLogic",
-        "torchlime.integrations.lightning_callback.ExplainCallbackLogic.on_fit_start",
-        "torchlime.integrations.lightning_callback.ExplainCallbackLogic.on_train_batch_end",
-        "torchlime.integrations.lightning_callback.ExplainCallbackLogic.on_train_start",
-        "torchlime.metrics.agreement.gold_recall",
-        "torchlime.metrics.curves.deletion",
-        "torchlime.metrics.curves.insertion",
-        "torchlime.metrics.curves.region_perturbation",
-        "torchlime.metrics.faithfulness.faithfulness_correlation",
-        "torchlime.metrics.faithfulness.label_flip",
-        "torchlime.metrics.fidelity.infidelity",
-        "torchlime.metrics.stability.jaccard_topk",
-        "torchlime.tabular._conditions.bin_condition",
-        "torchlime.tabular._explain.explain_tabular",
-        "torchlime.tabular._proximity.ScaledEuclideanKernel",
-        "torchlime.tabular._proximity.default_width",
-        "torchlime.tabular._sample.TabularPerturbation",
-        "torchlime.tabular._sample.TabularPerturbation.values",
-        "torchlime.tabular._sample.keep_probability",
-        "torchlime.tabular._stats.TabularStats",
-        "torchlime.tabular._stats.TabularStats.levels",
-        "torchlime.tabular._stats.TabularStats.to",
-        "torchlime.text._explain.feature_positions",
-        "torchlime.text._explain.token_features",
-        "torchlime.text.proximity.HybridKernel.distances",
-        "torchlime.text.proximity.HybridKernel.weights",
-    }
-)
-#: the modules pyproject.toml exempts from ruff's D rules (the same kind of list)
-RUFF_D_PENDING: frozenset[str] = frozenset(
-    {
-        "torchlime/audio/_explain.py",
-        "torchlime/audio/data.py",
-        "torchlime/audio/segments.py",
-        "torchlime/audio/stft.py",
-        "torchlime/audio/viz.py",
-        "torchlime/cli/__init__.py",
-        "torchlime/cli/_common.py",
-        "torchlime/cli/_inputs.py",
-        "torchlime/cli/bench.py",
-        "torchlime/cli/explain.py",
-        "torchlime/cli/explain_dataset.py",
-        "torchlime/dataset/_data.py",
-        "torchlime/dataset/_describe.py",
-        "torchlime/dataset/_store.py",
-        "torchlime/image/_connect.py",
-        "torchlime/image/_slic.py",
-        "torchlime/image/data.py",
-        "torchlime/image/demo.py",
-        "torchlime/image/segments.py",
-        "torchlime/image/viz.py",
-        "torchlime/integrations/tensorboard_probe.py",
-        "torchlime/metrics/_common.py",
-        "torchlime/metrics/_replay.py",
-        "torchlime/metrics/agreement.py",
-        "torchlime/metrics/curves.py",
-        "torchlime/metrics/faithfulness.py",
-        "torchlime/metrics/fidelity.py",
-        "torchlime/metrics/stability.py",
-        "torchlime/tabular/_explain.py",
-        "torchlime/tabular/_sample.py",
-        "torchlime/tabular/_stats.py",
-        "torchlime/text/_explain.py",
-        "torchlime/text/_single.py",
-        "torchlime/text/edits.py",
-        "torchlime/text/infill.py",
-        "torchlime/text/proximity.py",
-        "torchlime/text/viz.py",
-    }
-)
+#: public objects exempt from this rule: empty now, and kept empty (a listed object that passes fails the test)
+PENDING: frozenset[str] = frozenset()
+#: the modules pyproject.toml exempts from ruff's D rules: empty now, and kept empty
+RUFF_D_PENDING: frozenset[str] = frozenset()
 SECTION = re.compile(r"^(\s*)(Args|Arguments|Attributes|Parameters):\s*$")
 ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:")
 SHAPE = re.compile(r"\([^()]*[A-Z0-9][^()]*\)|\bscalar\b|0-d|shape", re.IGNORECASE)

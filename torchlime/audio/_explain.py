@@ -48,8 +48,10 @@ _CONTENT_NAMES = {"mean": "signal_mean"}
 
 
 def model_sample_rate(model: Any) -> Optional[float]:
-    """The sample rate a model declares: its own ``sample_rate`` attribute, else the first
-    submodule's (e.g. a torchaudio ``MelSpectrogram`` front end); None when there is none.
+    """The sample rate a model declares, or None when there is none.
+
+    The model's own ``sample_rate`` attribute, else the first submodule's (e.g. a torchaudio
+    ``MelSpectrogram`` front end).
     """
     candidates = [model]
     if isinstance(model, torch.nn.Module):
@@ -81,8 +83,10 @@ def check_sample_rate(model: Any, sample_rate: Optional[float]) -> Optional[floa
 
 
 def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> BaselineSpec:
-    """The fill of an audio explanation: ``baseline``, or the deprecated ``content`` name; when
-    neither was passed, the preset's fill (``UNSET``: the engine resolves it) or silence ("zero").
+    """The fill of an audio explanation.
+
+    ``baseline``, or the deprecated ``content`` name; when neither was passed, the preset's fill
+    (``UNSET``: the engine resolves it) or silence ("zero").
     """
     if content is not None:
         warnings.warn(
@@ -98,10 +102,12 @@ def _fill(baseline: BaselineSpec, content: Any, preset: Optional[str]) -> Baseli
 
 
 def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length: int) -> None:
-    """Raise ``ValueError`` unless ``torch.istft`` can invert the STFT ``spec`` (B, [C,] Fr, Tm)
-    made with these settings: its nonzero overlap-add condition (NOLA) holds for ``length``
-    samples. Tried on one all-zero clip on the CPU (no device synchronisation: istft's NOLA check
-    reads a value back), so it fails here and not in the batched forward pass.
+    """Raise ``ValueError`` unless ``torch.istft`` can invert the STFT ``spec`` (B, [C,] Fr, Tm).
+
+    The STFT was made with these settings; it can be inverted when its nonzero overlap-add condition
+    (NOLA) holds for ``length`` samples. Tried on one all-zero clip on the CPU (no device
+    synchronisation: istft's NOLA check reads a value back), so it fails here and not in the
+    batched forward pass.
     """
     probe = torch.zeros((1, *spec.shape[-2:]), dtype=torch.complex64)
     with warnings.catch_warnings():
@@ -150,15 +156,21 @@ def explain_spectrogram(
         segments: "grid" (time x frequency, default 5 x 4 as in SLIME / the veracity study),
             "time", "freq", "mel" (bands equally spaced on the mel scale), "slic"
             (superpixels), an integer map (Fr, Tm) / (B or 1, [1 or C,] Fr, Tm) or a callable.
-        time_segments, freq_segments: slots and bands of the grids.
+        time_segments: time slots of the grids ("grid", "time", "mel").
+        freq_segments: frequency bands of the grids ("grid", "freq", "mel").
         baseline: the fill of hidden segments (``torchlime.stages.perturb.fills``): "zero" (silence),
             "min", "max", "signal_mean", "noise", "shuffle", "blur" (a Gaussian of
             ``BLUR_SIGMA`` bins), "mean" (each segment's own mean), a number, a tensor or a
             callable. Default: the preset's fill (``preset="lime"``: "mean"), else "zero".
-        sample_rate, hop_length, n_fft: the spectrogram's STFT (for "mel", the plots and the
-            sample-rate check against ``model.sample_rate``); bin_freqs: (Fr,) bin frequencies
-            in Hz (e.g. a mel spectrogram's centres); fmin / fmax: range of the mel bands.
-        n_segments, compactness: SLIC settings (n_segments defaults to time x freq segments).
+        sample_rate: Hz of the audio behind the spectrogram (for "mel", the plots and the check
+            against ``model.sample_rate``).
+        hop_length: the spectrogram's STFT hop in samples (recorded for the plots).
+        n_fft: the spectrogram's STFT size (for "mel": the bins' frequencies).
+        bin_freqs: (Fr,) bin frequencies in Hz (e.g. a mel spectrogram's centres).
+        fmin: lowest frequency (Hz) of the mel bands.
+        fmax: highest frequency (Hz) of the mel bands (default: the highest bin).
+        n_segments: SLIC superpixels (defaults to time x freq segments).
+        compactness: SLIC compactness.
         content: deprecated name of ``baseline`` (content="mean" is baseline="signal_mean").
         **kwargs: any other ``torchlime.explain`` keyword (preset, target, n_samples, sampler,
             kernel, surrogate, generator, batch_size, softmax, return_samples, ...);
@@ -237,8 +249,10 @@ def explain_waveform(
         features: "time" (contiguous runs of samples) or "time_frequency" (cells of the STFT).
         time_segments: slots in time (default 10 for "time", 5 for "time_frequency").
         freq_segments: frequency bands for "time_frequency".
-        n_fft, hop_length (default n_fft // 4), win_length (default n_fft): the Hann-window
-            STFT of "time_frequency"; the model sees ``istft(masked STFT)`` of length S.
+        n_fft: FFT size of the Hann-window STFT of "time_frequency"; the model sees
+            ``istft(masked STFT)`` of length S.
+        hop_length: hop of that STFT in samples (default n_fft // 4).
+        win_length: Hann window length of that STFT (default n_fft).
         freq_scale: "linear" or "mel" spacing of the frequency bands.
         baseline: the fill of hidden segments, as in ``explain_spectrogram``, computed on
             the waveform for "time" and on the complex STFT for "time_frequency".

@@ -78,6 +78,8 @@ def log_spectrogram(waves: torch.Tensor, n_fft: int = N_FFT, hop_length: int = H
 
     Args:
         waves: float (..., S).
+        n_fft: FFT size (and Hann window length).
+        hop_length: samples between frames.
 
     Returns:
         float (..., n_fft // 2 + 1, S // hop_length + 1), non-negative.

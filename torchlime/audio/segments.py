@@ -56,8 +56,10 @@ def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0, fmax: Op
     Args:
         bin_freqs: (Fr,) frequency of every bin in Hz (increasing).
         n_bands: number of bands.
-        fmin, fmax: range split into bands (default: 0 to the highest bin); bins
-            outside it join the first / last band.
+        fmin: lowest frequency (Hz) of the range split into bands (default 0); lower bins join
+            the first band.
+        fmax: highest frequency (Hz) of that range (default: the highest bin); higher bins join
+            the last band.
 
     Returns:
         long (Fr,) band of every bin, 0..n_bands-1.
@@ -127,12 +129,19 @@ def spectrogram_segments(
     """The feature map of spectrograms (B, Fr, Tm) or (B, C, Fr, Tm).
 
     Args:
-        specs: the spectrograms (only their shape is used, except for ``"slic"``).
+        specs: (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms (only their shape is used, except for
+            ``"slic"``).
         segments: a name in ``SEGMENTATIONS``, an integer tensor (Fr, Tm), (B or 1, Fr, Tm)
             or (B or 1, 1 or C, Fr, Tm), or a callable ``specs -> tensor``.
-        time_segments, freq_segments: slots and bands of the grids.
-        sample_rate, n_fft, bin_freqs, fmin, fmax: frequency of the bins, for ``"mel"``.
-        n_segments, compactness: for ``"slic"`` (n_segments defaults to time x freq segments).
+        time_segments: time slots of the grids.
+        freq_segments: frequency bands of the grids.
+        sample_rate: Hz of the audio, for the bins' frequencies of ``"mel"``.
+        n_fft: STFT size, for the bins' frequencies of ``"mel"`` (default ``2 * (Fr - 1)``).
+        bin_freqs: (Fr,) frequency of every bin in Hz, for ``"mel"`` (instead of ``sample_rate``).
+        fmin: lowest frequency (Hz) of the ``"mel"`` bands.
+        fmax: highest frequency (Hz) of the ``"mel"`` bands (default: the highest bin).
+        n_segments: superpixels of ``"slic"`` (default time_segments x freq_segments).
+        compactness: SLIC compactness of ``"slic"``.
 
     Returns:
         long feature map with ``specs.ndim`` dimensions: (1 or B, Fr, Tm), or

@@ -1,5 +1,6 @@
-"""STFT plumbing of waveform explanations: the forward STFT, the ISTFT model
-wrapper and the crossfaded blend of time segments.
+"""STFT plumbing of waveform explanations.
+
+The forward STFT, the ISTFT model wrapper and the crossfaded blend of time segments.
 
 The wrapper makes a waveform model take complex STFTs: the engine masks the
 STFT cells with its default blend (``torch.where`` works on complex tensors)
@@ -26,6 +27,9 @@ def stft(waves: torch.Tensor, n_fft: int, hop_length: int, win_length: int) -> t
     Args:
         waves: real (..., S). Half / bfloat16 waves on the CPU, whose FFT has no kernels for
             them, are transformed in float32 (a complex64 result).
+        n_fft: FFT size.
+        hop_length: samples between frames.
+        win_length: length of the Hann window.
 
     Returns:
         complex (..., n_fft // 2 + 1, S // hop_length + 1) on the waves' device.
@@ -53,9 +57,11 @@ class ISTFTModel(nn.Module):
 
     Args:
         model: callable on (c, [C,] S) audio.
-        n_fft, hop_length, win_length: the STFT that made the inputs.
+        n_fft: FFT size of the STFT that made the inputs.
+        hop_length: hop in samples of that STFT.
+        win_length: Hann window length of that STFT.
         length: S, the audio length to restore.
-        reference: a waveform tensor; with it, the audio takes the model's floating dtype.
+        reference: (B, [C,] S) waveforms; with them, the audio takes the model's floating dtype.
 
     Input: complex (c, [C,] Fr, Tm). Output: whatever ``model`` returns.
     """

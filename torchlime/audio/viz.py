@@ -119,11 +119,18 @@ def plot_spectrogram_explanation(
     Args:
         explanation: from ``explain_spectrogram`` or ``explain_waveform(features="time_frequency")``.
         specs: the explained spectrograms (B, [C,] Fr, Tm), real or complex (shown in dB).
-        index, target_index, channel: which clip, explained target and channel.
+        index: which clip.
+        target_index: which explained target (column of ``explanation.target``).
+        channel: which channel of (B, C, Fr, Tm) spectrograms.
         top_k: number the k most positive segments (0: none).
-        sample_rate, hop_length, n_fft, bin_freqs: axis units (default: ``explanation.meta["audio"]``).
+        sample_rate: Hz, for the time and frequency axes (default: ``explanation.meta["audio"]``).
+        hop_length: STFT hop in samples, for the time axis (default: ``meta["audio"]``).
+        n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``).
+        bin_freqs: (Fr,) bin frequencies in Hz for the frequency axis (default: ``meta["audio"]``).
         truth: optional bool (Fr, Tm) ground-truth region, outlined in white.
-        alpha: opacity of the coefficient overlay. title: axes title. ax: draw into these axes.
+        alpha: opacity of the coefficient overlay.
+        title: axes title (default: the clip and its target).
+        ax: draw into these matplotlib axes (default: a new figure).
 
     Returns:
         The matplotlib ``Figure``.
@@ -227,8 +234,9 @@ def _keep_map(explanation: Explanation, index: int, target_index: int, k: int) -
 
 
 def _check_waves(explanation: Explanation, waves: Any, index: int) -> torch.Tensor:
-    """Float clip ``index`` of ``waves`` (B, [C,] S), checked against the explanation; warns when
-    it lies far outside [-1, 1] (its WAV would be mostly clipped).
+    """Float clip ``index`` of ``waves`` (B, [C,] S), checked against the explanation.
+
+    Warns when it lies far outside [-1, 1] (its WAV would be mostly clipped).
     """
     check_tensor(waves, "waves")
     if waves.is_complex() or not waves.is_floating_point():
@@ -276,9 +284,15 @@ def save_top_segments_wav(
 
     Args:
         explanation: the explanation of ``waves`` (or of spectrograms computed from them).
-        waves: real (B, S) or (B, C, S) audio. out_dir: created if missing.
-        k, index, target_index: top-k segments of clip ``index`` for that target.
+        waves: real (B, S) or (B, C, S) audio.
+        out_dir: folder of the files, created if missing.
+        k: how many top segments to keep.
+        index: which clip.
+        target_index: which explained target (column of ``explanation.target``).
         sample_rate: Hz (default ``meta["audio"]["sample_rate"]``).
+        n_fft: STFT size for time-frequency cells (default ``meta["audio"]``, else 512).
+        hop_length: STFT hop in samples (default ``meta["audio"]``, else n_fft // 4).
+        win_length: STFT Hann window length (default ``meta["audio"]``, else n_fft).
         prefix: file name prefix.
 
     Returns:

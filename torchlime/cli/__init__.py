@@ -1,5 +1,7 @@
-"""The ``torchlime`` command line: ``main`` runs it; one module per command (``demo``, ``explain``,
-``explain_dataset``, ``bench``), with the shared option groups in ``_args``.
+"""The ``torchlime`` command line.
+
+``main`` runs it; one module per command (``demo``, ``explain``, ``explain_dataset``, ``bench``),
+with the shared option groups in ``_args``.
 """
 
 from torchlime.cli.main import build_parser, main

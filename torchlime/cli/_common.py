@@ -27,10 +27,10 @@ class CliError(Exception):
 
 
 def one_line(message: Any, limit: int = 500) -> str:
-    """``message`` on one line (newlines joined with " | "), at most ``limit`` characters.
+    r"""``message`` on one line (newlines joined with " | "), at most ``limit`` characters.
 
     Example:
-        >>> one_line("first\\n  second\\n")
+        >>> one_line("first\n  second\n")
         'first | second'
     """
     text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
@@ -38,9 +38,11 @@ def one_line(message: Any, limit: int = 500) -> str:
 
 
 def model_failure(err: Exception, what: str) -> CliError:
-    """The one-line usage error for an explanation that raised: torchlime's own argument checks
-    (ValueError, TypeError) as they are, anything else as the model failing on ``what``, with a
-    hint for exported programs, which accept only the input shapes they were exported with.
+    """The one-line usage error for an explanation that raised.
+
+    torchlime's own argument checks (ValueError, TypeError) as they are, anything else as the model
+    failing on ``what``, with a hint for exported programs, which accept only the input shapes they
+    were exported with.
     """
     if isinstance(err, (ValueError, TypeError)):
         return CliError(f"cannot explain {what}: {short_error(err)}")
@@ -57,11 +59,13 @@ def model_failure(err: Exception, what: str) -> CliError:
 
 
 def short_error(err: BaseException, limit: int = 300) -> str:
-    """One line of an exception from a model or a library: the last line of a traceback carried in the
-    message (TorchScript, DataLoader workers), a C++ source location prefix (``fn, file.cpp:61, ...``) removed.
+    r"""One line of an exception from a model or a library.
+
+    The last line of a traceback carried in the message (TorchScript, DataLoader workers), a C++
+    source location prefix (``fn, file.cpp:61, ...``) removed.
 
     Example:
-        >>> short_error(RuntimeError("Traceback of TorchScript ...\\n  code\\nRuntimeError: shapes differ\\n"))
+        >>> short_error(RuntimeError("Traceback of TorchScript ...\n  code\nRuntimeError: shapes differ\n"))
         'RuntimeError: shapes differ'
     """
     text = str(err).strip()

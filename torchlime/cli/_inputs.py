@@ -132,8 +132,10 @@ class Tokens(NamedTuple):
 
 
 def load_vocab(path: Path) -> list[str]:
-    """Tokens in id order: a text file (one token per line) or JSON (a list, ``{"tokens": [...]}``
-    or ``{token: id}``).
+    """Tokens in id order.
+
+    Read from a text file (one token per line) or JSON (a list, ``{"tokens": [...]}`` or
+    ``{token: id}``).
     """
     _exists(path)
     try:

@@ -38,6 +38,7 @@ from torchlime.cli._model import load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``bench`` command's options."""
     p = sub.add_parser("bench", help="time an explanation of your model against its forward floor")
     model_args(p)
     p.add_argument(

@@ -50,6 +50,7 @@ from torchlime.engine.explanation import Explanation
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``explain`` command's options."""
     p = sub.add_parser(
         "explain",
         help="explain image, audio or text files with your model; write pictures, explanation files and a JSON summary",

@@ -35,6 +35,7 @@ from torchlime.cli._model import load_model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``explain-dataset`` command's options."""
     p = sub.add_parser(
         "explain-dataset",
         help="explain a folder of images (ImageFolder layout) into resumable shards (torchlime.dataset)",
@@ -61,7 +62,8 @@ class ImageFolderFiles(torch.utils.data.Dataset):
     """The images of an ImageFolder tree as ``(image (C, H, W) in [0, 1], label)`` pairs.
 
     Args:
-        root: the folder of class sub-folders. channels: 3 (RGB) or 1 (grey).
+        root: the folder of class sub-folders.
+        channels: 3 (RGB) or 1 (grey).
         size: (H, W) every image is resized to; None: every image must have the first one's size.
     """
 

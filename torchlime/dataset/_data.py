@@ -68,6 +68,11 @@ def unpack(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
 class Source:
     """Batches of one data set with the global index of every input (see the module docstring).
 
+    Args:
+        data: a torch Dataset, a DataLoader, an IterableDataset, a sized indexable (tensor, list) or a
+            tuple of tensors ``(inputs (N, ...), labels (N,), ...)``.
+        batch_size: inputs per batch (a DataLoader's own batch size takes precedence).
+
     Attributes:
         n_inputs: N, the number of inputs, or None when the data have no length.
         seen: inputs counted while reading (the generic path learns N this way).
@@ -137,8 +142,9 @@ class Source:
         return n - n % self.batch_size if self.drop_last else n
 
     def first_input(self) -> Optional[torch.Tensor]:
-        """Input 0 of map-style data, collated as its batches are (None on the generic path, where
-        ``batches`` hands it to ``on_first`` instead).
+        """Input 0 of map-style data, collated as its batches are.
+
+        None on the generic path, where ``batches`` hands it to ``on_first`` instead.
         """
         if self.dataset is None or self.n_inputs == 0:
             return None
@@ -152,8 +158,9 @@ class Source:
         shard_size: int,
         on_first: Callable[[torch.Tensor], None] = lambda x: None,
     ) -> Iterator[Batch]:
-        """The batches of ``shards`` (map-style), or of every wanted shard (generic path, which
-        calls ``on_first(input 0)`` before anything is yielded).
+        """The batches of ``shards`` (map-style), or of every wanted shard (generic path).
+
+        The generic path calls ``on_first(input 0)`` before anything is yielded.
         """
         if self.dataset is not None:
             yield from self._mapped(shards, shard_size)

@@ -40,9 +40,11 @@ def tensor_sha256(tensor: torch.Tensor, digest: Any = None) -> str:
 
 
 def describe_model(model: Any) -> dict[str, Any]:
-    """The class name of ``model`` (its ``__qualname__``, without the module, which is ``__main__`` in a
-    script and the module's name when imported) and, for modules, the SHA-256 of its ``state_dict``
-    (names, dtypes, shapes, bytes): the weights are what identify a model.
+    """The class name of ``model`` and, for modules, the SHA-256 of its ``state_dict``.
+
+    The name is the ``__qualname__``, without the module, which is ``__main__`` in a script and the
+    module's name when imported; the digest covers names, dtypes, shapes and bytes: the weights are
+    what identify a model.
 
     Example:
         >>> d = describe_model(torch.nn.Linear(2, 1))
@@ -107,8 +109,9 @@ def fingerprint(arguments: dict[str, Any]) -> str:
 
 
 def input_fingerprint(x: torch.Tensor) -> str:
-    """SHA-256 of one input's shape, dtype and bytes: ties a result folder to its data set (the
-    first input is compared when a run resumes).
+    """SHA-256 of one input's shape, dtype and bytes.
+
+    Ties a result folder to its data set (the first input is compared when a run resumes).
     """
     flat = x.detach().to("cpu").contiguous().reshape(-1)
     h = hashlib.sha256(f"{tuple(x.shape)} {x.dtype}".encode())

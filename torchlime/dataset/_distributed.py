@@ -24,8 +24,10 @@ class Context:
     """One process's place in the run.
 
     Attributes:
-        rank: this process's rank (0 without torch.distributed). world: the number of ranks.
-        device: where this rank explains. owns_group: the process group was created here.
+        rank: this process's rank (0 without torch.distributed).
+        world: the number of ranks.
+        device: where this rank explains.
+        owns_group: the process group was created here.
     """
 
     rank: int = 0

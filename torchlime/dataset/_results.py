@@ -30,7 +30,9 @@ class Results:
         index: long (n,) global index of each input in the data set.
         coef: (n, T, F) coefficients; F is the largest feature count of the folder, and
             coefficients of features f >= ``n_features[i]`` are 0 padding (see ``valid``).
-        intercept, score, local_pred: (n, T) surrogate intercept, weighted R², prediction at the input.
+        intercept: (n, T) surrogate intercept.
+        score: (n, T) weighted R² of the surrogate.
+        local_pred: (n, T) surrogate prediction at the input.
         target: long (n, T) explained output columns.
         n_features: long (n,) F_b of each input.
         samples_used: long (n,) samples each input got (n_samples="auto" varies it), or None.
@@ -76,6 +78,12 @@ class LazyResults:
     * ``res.coef``, ``res.score``, ``res.target``, ``res.intercept``, ``res.local_pred``,
       ``res.n_features``, ``res.field(name)``: one field of every input, stacked (read again at
       every access); ``res.load()``: everything (``res[:]``).
+
+    Args:
+        out: the result folder.
+        info: its ``index.json`` (arguments, versions, shards).
+        entries: one index entry per finished shard (``shard``, ``file``, ``start``, ``stop``,
+            ``n_features_max``, ``n_targets``), in any order.
     """
 
     def __init__(self, out: Union[str, Path], info: dict[str, Any], entries: list[dict[str, Any]]) -> None:
@@ -109,7 +117,17 @@ class LazyResults:
         return self._offsets[-1]
 
     def field(self, name: str) -> torch.Tensor:
-        """One stored field of every finished input, stacked: e.g. ``"coef"`` (n, T, F_max), ``"score"`` (n, T)."""
+        """One stored field of every finished input, stacked.
+
+        Args:
+            name: the field, one of the shard files' tensors: e.g. ``"coef"`` (n, T, F_max), ``"score"`` (n, T).
+
+        Returns:
+            The field of every finished input, stacked along the first dimension.
+
+        Raises:
+            ValueError: a name that is not a stored field.
+        """
         allowed = REQUIRED + OPTIONAL
         if name not in allowed:
             raise ValueError(f"`name` must be one of {list(allowed)}, got {name!r}")

@@ -194,8 +194,12 @@ class Store:
     """Writes one run's folder (see the module docstring).
 
     Args:
-        out: the folder. arguments: the run's plain-data arguments. fingerprint: their hash.
-        shard_size: inputs per shard. n_inputs: N, or None while unknown. env: ``environment()``.
+        out: the folder.
+        arguments: the run's plain-data arguments.
+        fingerprint: their hash.
+        shard_size: inputs per shard.
+        n_inputs: N, or None while unknown.
+        env: ``environment()``.
     """
 
     def __init__(
@@ -214,8 +218,9 @@ class Store:
         self.first_input: Optional[str] = None
 
     def check_first(self, given: Optional[str], stored: Optional[str] = None) -> None:
-        """Compare the fingerprint of the data's input 0 with the run's (``stored``, else the one
-        known); adopt it when the run has none yet.
+        """Compare the fingerprint of the data's input 0 with the run's.
+
+        The run's is ``stored``, else the one known; the given one is adopted when the run has none yet.
 
         Raises:
             ValueError: the data set is not the one the folder's shards were computed from.
@@ -322,7 +327,9 @@ class Store:
         """Write shard ``k`` (atomically) and return its index entry.
 
         Args:
-            tensors: the fields of the module docstring, contiguous CPU tensors of n rows.
+            k: the shard's number.
+            tensors: the fields of the module docstring, contiguous CPU tensors of n rows each: ``index``
+                (n,), ``coef`` (n, T, F), ... (shape (n, ...)).
         """
         index = tensors["index"]
         start, stop = int(index[0]), int(index[-1]) + 1

@@ -28,9 +28,11 @@ def _jump(parent: torch.Tensor, times: int) -> torch.Tensor:
 
 
 def _components(n: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Components of the graph with ``n`` nodes and edges ``a[i] - b[i]``: (n,) the smallest node of
-    each node's component, fully flattened. Hooks only roots (so no link is lost), jumps pointers
-    twice a round, and stops after the first block whose last round changed nothing.
+    """Components of the graph with ``n`` nodes and edges ``a[i] - b[i]``.
+
+    Returns (n,) the smallest node of each node's component, fully flattened. Hooks only roots (so
+    no link is lost), jumps pointers twice a round, and stops after the first block whose last round
+    changed nothing.
     """
     parent = torch.arange(n, device=a.device)
     while True:
@@ -46,8 +48,10 @@ def _components(n: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def connect(seg: torch.Tensor, min_size: int) -> torch.Tensor:
-    """4-connected components of ``seg`` (B, H, W), those under ``min_size`` pixels merged into
-    their largest neighbouring component (ties: the later one), round by round.
+    """4-connected components of ``seg`` (B, H, W), the small ones merged into a neighbour.
+
+    Components under ``min_size`` pixels are merged into their largest neighbouring component (ties:
+    the later one), round by round.
 
     Returns:
         long (B, H, W) component ids, unique across the batch but not contiguous (relabel them).

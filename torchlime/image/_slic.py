@@ -30,8 +30,9 @@ _BIG = 1e30  # distance to a centre outside the grid
 
 
 class SeedGrid(NamedTuple):
-    """SLIC's seeding grid of an h x w image: step S = sqrt(h * w / n_segments), cells of
-    sh x sw pixels, a gh x gw grid of non-empty cells.
+    """SLIC's seeding grid of an h x w image.
+
+    Step S = sqrt(h * w / n_segments), cells of sh x sw pixels, a gh x gw grid of non-empty cells.
     """
 
     step: float
@@ -70,6 +71,9 @@ def iterate_torch(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: i
 
     Args:
         x: (B, C, H, W) colour features (float32 or float64).
+        grid: the seeding grid (``seed_grid``).
+        compactness: weight of the position against the colour in the distance.
+        n_iter: assignment / update rounds.
     """
     b, c, h, w = x.shape
     dev, dt, d = x.device, x.dtype, c + 2
@@ -139,9 +143,10 @@ def iterate_torch(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: i
 
 @torch.no_grad()
 def iterate_triton(x: torch.Tensor, grid: SeedGrid, compactness: float, n_iter: int) -> torch.Tensor:
-    """SLIC's iterations through ``_backend.slic_assign`` / ``slic_update`` (the Triton kernels):
-    long (B, H, W) seeding-cell ids of the clusters. Deterministic: the update is a per-centre
-    reduction without atomics.
+    """SLIC's iterations through ``_backend.slic_assign`` / ``slic_update`` (the Triton kernels).
+
+    Returns long (B, H, W) seeding-cell ids of the clusters. Deterministic: the update is a
+    per-centre reduction without atomics.
     """
     b, _, h, w = x.shape
     dev = x.device
@@ -168,6 +173,10 @@ def finish(
 
     Args:
         clusters: long (B, H, W) cluster (seeding-cell) id of every pixel.
+        grid: the seeding grid the clusters come from.
+        n_segments: superpixels asked for (sets the expected segment size h * w / n_segments).
+        max_size_factor: clusters over this many expected segment sizes are split along the seeding cells.
+        min_size_factor: components under this many expected segment sizes are merged into a neighbour.
     """
     b, h, w = clusters.shape
     dev = clusters.device

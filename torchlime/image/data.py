@@ -249,7 +249,8 @@ def _evidence_mask(
 
     Args:
         labels: long (n,), the shape to draw.
-        y0, x0: float (n,), top-left corner of the square bounding box in pixels.
+        y0: float (n,), top edge of the square bounding box in pixels.
+        x0: float (n,), left edge of the square bounding box in pixels.
         side: float (n,), side of the bounding box in pixels.
         size: image side in pixels.
 
@@ -318,7 +319,8 @@ def _overlaps(y0: torch.Tensor, x0: torch.Tensor, side: torch.Tensor, taken: tor
     """Whether candidate squares, grown by ``_MARGIN``, overlap taken boxes.
 
     Args:
-        y0, x0: float (n, tries), top-left corners of the candidates.
+        y0: float (n, tries), top edges of the candidates.
+        x0: float (n, tries), left edges of the candidates.
         side: float (n, 1), their side.
         taken: float (n, k, 4), boxes ``(y0, x0, y1, x1)`` already in use.
 

@@ -35,7 +35,8 @@ def coverage(exp_features: torch.Tensor, top: torch.Tensor, evidence: torch.Tens
     """Fraction of each planted object's pixels inside the chosen segments (recall), float (B,).
 
     Args:
-        exp_features: long (B, 1, H, W) segment ids. top: long (B, k) chosen ids.
+        exp_features: long (B, 1, H, W) segment ids.
+        top: long (B, k) chosen ids.
         evidence: bool (B, H, W) planted object.
     """
     chosen = chosen_pixels(exp_features, top)

@@ -113,9 +113,10 @@ def slic_labels(
     min_size_factor: float = 0.25,
     lab: bool = True,
 ) -> torch.Tensor:
-    """``slic`` on checked arguments (no host synchronisation of its own). Non-finite pixels are
-    segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own finiteness check (the
-    engine's) reports them, rather than a broken label map.
+    """``slic`` on checked arguments (no host synchronisation of its own).
+
+    Non-finite pixels are segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own
+    finiteness check (the engine's) reports them, rather than a broken label map.
     """
     b, _, h, w = images.shape
     grid_ = seed_grid(h, w, n_segments)
@@ -140,7 +141,9 @@ def grid(
     Args:
         images_or_shape: images (B, C, H, W) (labels go to their device), or a shape
             (B, C, H, W) or (B, H, W) (labels go to ``device``, default CPU).
-        rows, cols: grid size, at most H and W.
+        rows: grid rows, at most H.
+        cols: grid columns, at most W.
+        device: where the labels go when ``images_or_shape`` is a shape (default CPU).
 
     Returns:
         long (B, H, W) labels 0..rows*cols-1; pixel (y, x) is in row ``y * rows // H``.
@@ -173,7 +176,8 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
     Args:
         images: float (B, C, H, W); RGB in [0, 1] for quickshift (C == 1 is repeated to 3).
         method: "quickshift" (lime's defaults kernel_size=4, max_dist=200, ratio=0.2),
-            "felzenszwalb" or "slic" (skimage's defaults); ``kwargs`` override them.
+            "felzenszwalb" or "slic" (skimage's defaults).
+        **kwargs: parameters of the scikit-image function, overriding those defaults.
 
     Returns:
         long (B, H, W) labels 0..F_b-1 per image, on the images' device.
@@ -199,8 +203,13 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
 
 
 def boundaries(labels: torch.Tensor) -> torch.Tensor:
-    """Segment borders of integer ``labels`` (B, H, W): bool (B, H, W), True where the
-    right or lower neighbour has another label.
+    """Segment borders of integer ``labels`` (B, H, W).
+
+    Args:
+        labels: integer (B, H, W) segment labels.
+
+    Returns:
+        bool (B, H, W), True where the right or lower neighbour has another label.
     """
     check_tensor(labels, "labels")
     check_integer(labels, "labels")
@@ -214,11 +223,15 @@ def boundaries(labels: torch.Tensor) -> torch.Tensor:
 def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *, n_segments: int = 100) -> torch.Tensor:
     """Turn any accepted ``segments`` argument into labels for ``images`` (B, C, H, W).
 
-    ``segments``: None or "slic" (``slic(images, n_segments)``), another name in ``METHODS``
-    ("grid": round(sqrt(n_segments)) cells a side, at most H and W, so 10 x 10 by default;
-    "quickshift" uses lime's parameters), a callable images -> labels, or
-    an integer tensor (H, W), (B, H, W) or (B, 1, H, W) (a batch of 1 is broadcast) on the
-    images' device. Checks ``images`` (but not their values: the engine does, once).
+    Checks ``images`` (but not their values: the engine does, once).
+
+    Args:
+        images: (B, C, H, W) images.
+        segments: None or "slic" (``slic(images, n_segments)``), another name in ``METHODS``
+            ("grid": round(sqrt(n_segments)) cells a side, at most H and W, so 10 x 10 by default;
+            "quickshift" uses lime's parameters), a callable images -> labels, or an integer tensor
+            (H, W), (B, H, W) or (B, 1, H, W) (a batch of 1 is broadcast) on the images' device.
+        n_segments: superpixels for "slic", cells for "grid".
 
     Returns:
         A new long (B, H, W) tensor, not necessarily numbered 0..F-1.

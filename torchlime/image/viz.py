@@ -35,8 +35,9 @@ def image_and_mask(
         images: (B, C, H, W) the explained images.
         exp: their explanation (features (B, 1, H, W)).
         target_index: which explained target (column of ``exp.target``).
-        positive_only / negative_only: keep only features with weight > min_weight
-            (or < -min_weight).
+        positive_only: keep only features with weight > min_weight (the default).
+        negative_only: with ``positive_only=False``, keep only features with weight < -min_weight.
+        min_weight: the weight a kept feature must exceed (in absolute value when neither flag is set).
         num_features: how many of the strongest features to keep.
         hide_rest: zero the pixels of the features not kept.
 
@@ -193,7 +194,8 @@ def plot_coefficients_with_uncertainty(
 
     Args:
         exp: an explanation with ``coef_std`` (B, T, F).
-        index: which input. target_index: which explained target (column of ``exp.target``).
+        index: which input.
+        target_index: which explained target (column of ``exp.target``).
         z: half-width of the intervals in standard deviations.
         feature_names: labels of the F_b features (default: their ids).
         ax: a matplotlib axes to draw into (default: a new figure).

@@ -47,7 +47,10 @@ class ExplainCallbackLogic:
         every: explain after every ``every``-th optimizer step (and at step 0).
         explain_fn: ``torchlime.explain`` (default), ``explain_image`` or any front door.
         log_images: log heatmaps to TensorBoard loggers.
-        tag: prefix of the logged names. stream, max_history, sink: as in ``ProbeExplainer``.
+        tag: prefix of the logged names.
+        stream: run the explanations on a dedicated CUDA stream, as in ``ProbeExplainer``.
+        max_history: the most explanations ``history`` keeps (None: all), as in ``ProbeExplainer``.
+        sink: optional ``sink(step, explanation)`` called with every explanation, as in ``ProbeExplainer``.
         **explain_kwargs: passed to ``explain_fn`` (n_samples, target, ...).
     """
 
@@ -81,7 +84,12 @@ class ExplainCallbackLogic:
         return [] if self.probe is None else self.probe.history
 
     def on_fit_start(self, trainer: Any, pl_module: torch.nn.Module) -> None:
-        """Build the ``ProbeExplainer`` on the module and its device."""
+        """Build the ``ProbeExplainer`` on the module and its device.
+
+        Args:
+            trainer: the Lightning ``Trainer``.
+            pl_module: the ``LightningModule`` being trained (the explained model).
+        """
         device = getattr(pl_module, "device", self.probe_inputs.device)
         features = self.features.to(device) if isinstance(self.features, torch.Tensor) else self.features
         self.probe = ProbeExplainer(
@@ -94,13 +102,26 @@ class ExplainCallbackLogic:
         )
 
     def on_train_start(self, trainer: Any, pl_module: torch.nn.Module) -> None:
-        """Explain the weights training starts from (step 0, or the resumed step if it is a multiple)."""
+        """Explain the weights training starts from (step 0, or the resumed step if it is a multiple).
+
+        Args:
+            trainer: the Lightning ``Trainer`` (its ``global_step``, ``is_global_zero`` and ``loggers``).
+            pl_module: the ``LightningModule`` being trained.
+        """
         self._maybe(trainer)
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: torch.nn.Module, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Explain after every ``every``-th optimizer step."""
+        """Explain after every ``every``-th optimizer step.
+
+        Args:
+            trainer: the Lightning ``Trainer`` (its ``global_step``, ``is_global_zero`` and ``loggers``).
+            pl_module: the ``LightningModule`` being trained.
+            outputs: what the training step returned (unused).
+            batch: the training batch (unused).
+            batch_idx: the batch's index in the epoch (unused).
+        """
         self._maybe(trainer)
 
     def _maybe(self, trainer: Any) -> None:

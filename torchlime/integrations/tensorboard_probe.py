@@ -121,9 +121,16 @@ def log_explanation(
 
     Args:
         writer: a ``SummaryWriter`` or anything with ``add_scalar``, ``add_images``, ``add_text``.
-        exp: the explanation. images: (B, C, H, W) the explained images, drawn beneath the heatmaps.
+        exp: the explanation.
+        step: the global step the figures are logged under.
+        tag: prefix of every logged name.
+        images: (B, C, H, W) the explained images, drawn beneath the heatmaps.
         log_images: also write ``tag/heatmap`` (the first target of the first ``max_images`` inputs).
+        max_images: inputs with a heatmap and a per-input R² figure.
         seconds: the explanation's wall time (default ``exp.meta["seconds_total"]``).
+
+    Returns:
+        The scalars written, keyed without the tag.
     """
     check_positive_int(max_images, "max_images")
     scalars = quality_scalars(exp, seconds, max_images)
@@ -156,14 +163,17 @@ class TensorBoardProbe:
     Args:
         probe: the ``ProbeExplainer`` (its model, probe inputs, ``every``, ``stream`` and explain keywords).
         writer: a ``SummaryWriter`` (or anything with its ``add_*`` methods); None makes one in ``log_dir``.
-        tag: prefix of every logged name. log_images: write the heatmaps too.
+        log_dir: where the ``SummaryWriter`` made for ``writer=None`` writes.
+        tag: prefix of every logged name.
+        log_images: write the heatmaps too.
         images: (B, C, H, W) pictures drawn beneath the heatmaps; default: the probe inputs when they
             are images (4-D).
         max_images: heatmaps (and per-input R² curves) logged per call.
 
     Attributes:
-        calls: explanations logged. seconds_explaining / seconds_logging: their total wall times
-            (the explanations, and the writing of figures and pictures), so the overhead is known.
+        calls: explanations logged.
+        seconds_explaining: total wall time of the explanations.
+        seconds_logging: total wall time of the writing of figures and pictures, so the overhead is known.
         last: ``{"step", "explain_seconds", "log_seconds", **scalars}`` of the last logged call.
     """
 

@@ -52,7 +52,8 @@ def feature_ranks(key: torch.Tensor, valid: torch.Tensor, descending: bool = Tru
     """Position of every feature in its (input, target) ranking.
 
     Args:
-        key: (B, T, F) scores. valid: bool (B, F) features that exist.
+        key: (B, T, F) scores.
+        valid: bool (B, F) features that exist.
         descending: largest key first (True) or smallest first.
 
     Returns:
@@ -79,7 +80,8 @@ def average_ranks(key: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor,
     """Ascending 1-based ranks with ties averaged, over the valid features only.
 
     Args:
-        key: (..., F) finite scores. valid: bool, broadcastable to ``key``.
+        key: (..., F) finite scores.
+        valid: bool, broadcastable to ``key`` (e.g. (..., F) or a 0-d True).
 
     Returns:
         ``(ranks, ties)``: float64 (..., F) ranks (valid features get 1..F_b, the mean
@@ -158,8 +160,9 @@ def feature_set(value: Any, explanation: Explanation, name: str) -> torch.Tensor
 
 
 def given_perturbations(perturbations: Any, inputs: torch.Tensor) -> tuple[int, torch.Tensor]:
-    """Check explicit perturbations (B, n, *shape) of ``inputs`` (B, *shape); return n and them as
-    (B·n, *shape) in the inputs' device and dtype.
+    """Check explicit perturbations (B, n, *shape) of ``inputs`` (B, *shape).
+
+    Returns n and the perturbations as (B·n, *shape) in the inputs' device and dtype.
 
     Raises:
         TypeError / ValueError: not a tensor, or of the wrong shape (named).

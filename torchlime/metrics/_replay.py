@@ -130,8 +130,10 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
 
 
 def recorded_fill(exp: Explanation) -> BaselineSpec:
-    """The fill ``exp.meta["baseline"]`` names (a number, a fill name or a ``Blur``), else 0 with a warning
-    (a tensor or callable fill is recorded only by its description). No record: 0.
+    """The fill ``exp.meta["baseline"]`` names (a number, a fill name or a ``Blur``), else 0 with a warning.
+
+    A tensor or callable fill is recorded only by its description, so it gives 0 with a warning.
+    No record: 0.
     """
     rec = exp.meta.get("baseline", 0.0)
     if rec is None:

@@ -72,7 +72,8 @@ def gold_recall(explanation: Explanation, gold: FeatureSet, k: int, *, by: str =
     Args:
         explanation: an ``Explanation``.
         gold: bool (B, F) or B lists of feature indices.
-        k: size of the top set. by: "value" or "abs".
+        k: size of the top set.
+        by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
 
     Returns:
         float32 (B, T).

@@ -153,7 +153,8 @@ def deletion(
             the model called on it directly: no fused normalisation, token packing or inverse STFT.
         steps: None (one feature per step) or the number of evenly spaced steps.
         batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
-        output, softmax: as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
         return_curves: also return the curves and the x positions.
 
     Returns:
@@ -193,6 +194,20 @@ def insertion(
     Same arguments, curves and area as ``deletion`` (``AUC_bt = Σ_j (x_b,j+1 - x_bj)
     (y_btj + y_bt,j+1) / 2``, the raw target score); higher is better.
 
+    Args:
+        model: the model the explanation explained (the user's), as in ``deletion``.
+        inputs: (B, ...) the explained inputs.
+        explanation: their ``Explanation``.
+        baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
+        steps: None (one feature per step) or the number of evenly spaced steps.
+        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
+        return_curves: also return the curves and the x positions.
+
+    Returns:
+        (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
+
     Raises:
         TypeError / ValueError: as ``deletion``.
 
@@ -227,8 +242,15 @@ def region_perturbation(
     with "lerf" a small one is.
 
     Args:
+        model: the model the explanation explained (the user's), as in ``deletion``.
+        inputs: (B, ...) the explained inputs.
+        explanation: their ``Explanation``.
         order: "morf" (decreasing coefficient) or "lerf" (increasing coefficient).
-        The others: as in ``deletion``.
+        steps: None (one feature per step) or the number of evenly spaced steps.
+        baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
+        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
 
     Returns:
         ``Curves(score=AOPC (B, T), curves (B, T, P), x (B, P))``.

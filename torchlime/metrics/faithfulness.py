@@ -38,9 +38,14 @@ def label_flip(
     coefficient (``by="abs"``: largest magnitude; ties: lower feature index first).
 
     Args:
-        model, inputs, explanation, baseline, batch_size, output: as in ``metrics.deletion``.
+        model: the model the explanation explained (the user's), as in ``metrics.deletion``.
+        inputs: (B, ...) the explained inputs.
+        explanation: their ``Explanation``.
         k: number of features hidden (clamped to each input's F_b).
-        by: "value" or "abs".
+        baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
+        by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
+        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
 
     Returns:
         bool (B, T).
@@ -99,12 +104,18 @@ def faithfulness_correlation(
     either side does not vary over the subsets (e.g. |S| = F_b).
 
     Args:
-        model, inputs, explanation, baseline, batch_size, output, softmax: as in ``metrics.deletion``.
+        model: the model the explanation explained (the user's), as in ``metrics.deletion``.
+        inputs: (B, ...) the explained inputs.
+        explanation: their ``Explanation``.
         n_subsets: n, random subsets per input (>= 2).
         subset_size: |S|: an int (clamped to F_b), a fraction of F_b in (0, 1] (rounded, halves
             up, at least 1), or None: a quarter of F_b (the same rounding).
         generator: int seed or ``torch.Generator`` of the subsets (None: seed 0); the subsets are
             a hash of the seed, the input's index and the subset's, drawn on the device.
+        baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
+        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
 
     Returns:
         float32 (B, T).

@@ -49,7 +49,8 @@ def jaccard_topk(explanations: Sequence[Explanation], k: int, *, by: str = "valu
 
     Args:
         explanations: m >= 2 explanations of the same inputs and targets.
-        k: size of the top sets. by: "value" or "abs".
+        k: size of the top sets.
+        by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
 
     Returns:
         float32 (B, T).

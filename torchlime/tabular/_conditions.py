@@ -27,6 +27,12 @@ def _number(value: float) -> str:
 def bin_condition(name: str, boundaries: Sequence[float], level: int, precision: int = 2) -> str:
     """Lime's name of bin ``level`` of a column cut at ``boundaries``.
 
+    Args:
+        name: the column's name.
+        boundaries: the column's increasing bin boundaries.
+        level: the bin, 0 (at most the first boundary) to ``len(boundaries)`` (above the last).
+        precision: decimals of the boundaries shown.
+
     Example:
         >>> [bin_condition("petal length", [1.6, 4.35, 5.1], k) for k in (0, 1, 3)]
         ['petal length <= 1.60', '1.60 < petal length <= 4.35', 'petal length > 5.10']

@@ -27,6 +27,9 @@ from torchlime.stages.weighting import Kernel
 def default_width(n_columns: int) -> float:
     """Lime's tabular kernel width ``0.75 √D``.
 
+    Args:
+        n_columns: D, the number of columns.
+
     Example:
         >>> default_width(16)
         3.0
@@ -38,8 +41,9 @@ class ScaledEuclideanKernel(Kernel):
     """``exp(-d² / (2 width²))`` on lime's scaled-data euclidean distance (input space).
 
     Args:
-        width: kernel width. scale: (D,) column scales. categorical: bool (D,) columns
-            compared by equality (distance 1 when they differ).
+        width: kernel width.
+        scale: (D,) column scales.
+        categorical: bool (D,) columns compared by equality (distance 1 when they differ).
 
     Example:
         >>> k = ScaledEuclideanKernel(1.0, torch.tensor([2.0, 1.0]), torch.tensor([False, True]))

@@ -93,6 +93,7 @@ def keep_probability(stats: TabularStats, levels: torch.Tensor, centre: Optional
     """P (B, D): probability that a sampled value falls in the instance's level.
 
     Args:
+        stats: the training statistics (``fit_stats``).
         levels: long (B, D) the instances' levels (``TabularStats.levels``).
         centre: None for discretised sampling, else (B or 1, D) the Gaussian's centre.
     """
@@ -127,9 +128,11 @@ class TabularPerturbation:
     """The engine's ``perturb_fn`` for tabular rows: the values of a chunk given its masks.
 
     Attributes:
-        stats: the training statistics. levels: long (B, D) the instances' levels.
+        stats: the training statistics.
+        levels: long (B, D) the instances' levels.
         centre: None (discretised sampling) or (B or 1, D) the Gaussian's centre.
-        seed: the call's int seed. ids: long (B,) every input's index (its randomness).
+        seed: the call's int seed.
+        ids: long (B,) every input's index (its randomness).
         given: optional (B, S, D) explicit sample rows (e.g. lime's own), used instead.
     """
 
@@ -153,7 +156,14 @@ class TabularPerturbation:
         return torch.where(exact.unsqueeze(1), original, out.to(inputs.dtype))
 
     def values(self, rows: Rows, b: torch.Tensor, keep: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
-        """Float64 (c, D) values of rows of inputs b with masks keep (c, D)."""
+        """Float64 (c, D) values of rows of inputs b with masks keep (c, D).
+
+        Args:
+            rows: the chunk's rows (``Rows``: the counter-based uniforms of every sample).
+            b: long (c,) the input of every row.
+            keep: bool (c, D) masks: True where the value stays in the instance's level.
+            original: float64 (c, D) the inputs' own values (used for unseen categories).
+        """
         st = self.stats
         lev = self.levels[b]  # (c, D)
         u = rows.uniform(_VALUE, st.n_columns).double() + 2.0**-25  # 24-bit uniforms, centred in their cells
@@ -174,8 +184,9 @@ class TabularPerturbation:
         return torch.where(st.categorical, category, numeric)
 
     def _other_level(self, rows: Rows, lev: torch.Tensor) -> torch.Tensor:
-        """Long (c, D): a level other than the instance's, drawn by training frequency (the
-        instance's own where no other has mass).
+        """Long (c, D): a level other than the instance's, drawn by training frequency.
+
+        The instance's own level where no other has mass.
         """
         freq = self.stats.freq.unsqueeze(0).expand(lev.shape[0], -1, -1)  # (c, D, V)
         levels_ = torch.arange(freq.shape[2], device=lev.device)

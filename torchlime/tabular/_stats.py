@@ -27,14 +27,19 @@ class TabularStats:
     """What an explanation needs of the training data (all on one device, float64).
 
     Attributes:
-        mean, scale: (D,) column mean and standard deviation (constant columns: 1).
+        mean: (D,) column mean.
+        scale: (D,) column standard deviation (constant columns: 1).
         categorical: bool (D,) categorical columns.
         boundaries: (D, Q) bin boundaries of continuous columns, +inf padded (categorical rows: +inf).
         values: (D, V) the distinct values of categorical columns, NaN padded (continuous rows: NaN).
         n_levels: long (D,) bins (continuous) or distinct values (categorical) per column.
         freq: (D, V) training frequency of every level (0 beyond ``n_levels``).
-        level_mean, level_std, level_lo, level_hi: (D, V) of the training values in every bin.
-        discretizer: the discretizer's name. n_rows: N.
+        level_mean: (D, V) mean of the training values in every bin.
+        level_std: (D, V) standard deviation (+1e-11) of the training values in every bin.
+        level_lo: (D, V) lowest value of every bin's range (the lowest bin: the column's minimum).
+        level_hi: (D, V) highest value of every bin's range (the highest bin: the column's maximum).
+        discretizer: the discretizer's name.
+        n_rows: N, the training rows.
     """
 
     mean: torch.Tensor
@@ -53,14 +58,21 @@ class TabularStats:
 
     @property
     def n_columns(self) -> int:
+        """D, the number of columns."""
         return int(self.mean.shape[0])
 
     def levels(self, x: torch.Tensor) -> torch.Tensor:
-        """Long (..., D) level of every value of x (..., D): its bin, or its category's index
-        (-1: a category unseen in training).
+        """Long (..., D) level of every value of x (..., D).
 
+        The level is its bin, or its category's index (-1: a category unseen in training).
         Categories are compared in x's floating dtype (the training values cast to it), so
         float32 rows find the levels of float64 training data (0.1 is not exact in float32).
+
+        Args:
+            x: (..., D) rows, on any device.
+
+        Returns:
+            long (..., D) levels, on the statistics' device.
         """
         x = x.to(self.mean.device)
         flat = x.reshape(-1, self.n_columns)
@@ -74,7 +86,11 @@ class TabularStats:
         return torch.where(self.categorical, cat, bins).reshape(x.shape)
 
     def to(self, device: torch.device) -> TabularStats:
-        """The same statistics on ``device``."""
+        """The same statistics on ``device``.
+
+        Args:
+            device: where the tensors go.
+        """
         moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in vars(self).items()}
         return TabularStats(**moved)  # type: ignore[arg-type]  # the fields of self, moved
 
@@ -114,8 +130,10 @@ def _column_index(c: Any) -> int:
 
 
 def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
-    """Sorted distinct column indices, each in [0, D), from a sequence of ints, numpy integers,
-    a 1-D integer array or a 1-D integer tensor (None: no categorical column).
+    """Sorted distinct column indices, each in [0, D).
+
+    From a sequence of ints, numpy integers, a 1-D integer array or a 1-D integer tensor (None: no
+    categorical column).
 
     Raises:
         TypeError: not a sequence, or an index that is not an integer. ValueError: an array or
@@ -151,8 +169,10 @@ def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
 
 
 def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
-    """(N,) class labels as a tensor on ``device``: a real tensor or array as it is; strings (or
-    other sortable objects) as the index of their value among the sorted distinct values.
+    """(N,) class labels as a tensor on ``device``.
+
+    A real tensor or array as it is; strings (or other sortable objects) as the index of their value
+    among the sorted distinct values.
 
     Raises:
         TypeError: complex labels, or labels that are neither numbers nor sortable values.

@@ -40,9 +40,16 @@ def infer_vocab_size(model: Any) -> Optional[int]:
 
 
 def feature_positions(exp: Explanation) -> torch.Tensor:
-    """The first token position of every feature of a token explanation: long (B, F), -1 for
-    the padding features of inputs with fewer. Feature ids skip special tokens and padding, so
-    they are not positions: this maps ``top_features`` ids back (one gather, on the device).
+    """The first token position of every feature of a token explanation.
+
+    Feature ids skip special tokens and padding, so they are not positions: this maps
+    ``top_features`` ids back (one gather, on the device).
+
+    Args:
+        exp: a token explanation (features (B, L), coef (B, T, F)).
+
+    Returns:
+        long (B, F): each feature's first position, -1 for the padding features of inputs with fewer.
 
     Example:
         >>> ids = torch.tensor([[101, 7, 8, 9, 102]])               # [CLS] 7 8 9 [SEP]
@@ -67,7 +74,9 @@ def token_features(
     """Long (B, L) feature ids: the token position, or its word id; -1 for special/padding.
 
     Args:
-        input_ids, attention_mask: (B, L). word_ids: (B or 1, L) or None, -1 = no word.
+        input_ids: (B, L) token ids.
+        attention_mask: (B, L) 1 for real tokens, 0 for padding.
+        word_ids: (B or 1, L) word of each token (-1 = no word), or None: one feature per token.
         special_ids: long (k,) ids never perturbed.
     """
     batch, length = input_ids.shape

@@ -82,8 +82,15 @@ def plan_single(
     """Draw the candidates and the per-sample choices of a single-mask run.
 
     Args:
-        ids, attn: long (B, L). labels: long (B, L) ids 0..F_b-1, -1 never perturbed.
-        n_features: long (B,) F_b. n_samples: S (row 0 is the input itself).
+        infiller: the ``Infiller`` (masked language model) proposing the replacement tokens.
+        ids: long (B, L) the explained token ids.
+        attn: long (B, L) their attention mask.
+        labels: long (B, L) feature ids 0..F_b-1, -1 never perturbed.
+        n_features: long (B,) F_b.
+        n_samples: S (row 0 is the input itself).
+        mask_id: the tokenizer's mask token id.
+        exclude_ids: token ids never proposed (special tokens).
+        generator: the random generator of the choices (None: the global one).
         scorer: ``scorer(build, n_rows) -> (n_rows, K)`` model scores of packed rows
             produced by ``build(start, stop) -> (c, 2, L)`` (needed by the objectives).
         predicted: long (B,) the model's predicted class of each input (objectives).
@@ -163,13 +170,20 @@ def _objective(
 
 
 class SingleSampler(Sampler):
-    """The single-mask protocol as a sampler: ``bind`` plans every sample from the engine's
-    feature map (``plan_single``); the masks are the plan's, and ``apply`` writes the
-    chosen candidates into a chunk's rows.
+    """The single-mask protocol as a sampler.
+
+    ``bind`` plans every sample from the engine's feature map (``plan_single``); the masks are
+    the plan's, and ``apply`` writes the chosen candidates into a chunk's rows.
 
     Args:
-        infiller: the ``Infiller``. ids, attn: long (B, L) the explained rows.
-        mask_id, exclude_ids, generator, scorer, predicted: as in ``plan_single``.
+        infiller: the ``Infiller``.
+        ids: long (B, L) the explained rows.
+        attn: long (B, L) their attention mask.
+        mask_id: as in ``plan_single``.
+        exclude_ids: as in ``plan_single``.
+        generator: as in ``plan_single``.
+        scorer: as in ``plan_single``.
+        predicted: as in ``plan_single``.
     """
 
     reusable = False  # the samples' perturbations are planned: other masks cannot be built

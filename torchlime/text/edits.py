@@ -30,6 +30,9 @@ def call_token_model(model: Callable[..., Any], input_ids: torch.Tensor, attenti
     """Call ``model`` on token ids (c, L) and an attention mask (c, L).
 
     Args:
+        model: the token model.
+        input_ids: (c, L) token ids.
+        attention_mask: (c, L) attention mask.
         how: "positional" -> ``model(ids, mask)``; "keywords" ->
             ``model(input_ids=ids, attention_mask=mask)``; "ids" -> ``model(ids)``.
     """
@@ -70,6 +73,7 @@ class TokenModel(nn.Module):
         return self.model
 
     def forward(self, packed: torch.Tensor) -> Any:
+        """Call the wrapped model on packed rows (c, 2, L): ids in ``[:, 0]``, mask in ``[:, 1]``."""
         return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype), self.how)
 
 
@@ -113,7 +117,10 @@ def delete_tokens(
     freed positions become ``pad_id`` with mask 0. A row whose tokens are all kept is unchanged.
 
     Args:
-        ids, attn: (c, L) token ids and attention mask. keep: bool (c, L).
+        ids: (c, L) token ids.
+        attn: (c, L) attention mask.
+        keep: bool (c, L) the tokens kept.
+        pad_id: the padding token id written into the freed positions.
         left: bool, broadcastable to (c, 1): pad on the left (a 0-d tensor for the whole batch,
             computed on the device). None: each row as it is padded (left when its first
             position is padding and its last is not).
@@ -140,8 +147,13 @@ def delete_tokens(
 
 
 def padded_left(attn: torch.Tensor) -> torch.Tensor:
-    """0-d bool on the device: some input (B, L) starts with padding and ends with a token, so
-    the batch is left-padded (no host synchronisation).
+    """Whether the batch is left-padded, as a 0-d bool on the device (no host synchronisation).
+
+    Args:
+        attn: (B, L) attention mask.
+
+    Returns:
+        0-d bool: some input starts with padding and ends with a token.
     """
     return ((attn[:, 0] == 0) & (attn[:, -1] != 0)).any()
 
@@ -161,6 +173,8 @@ def make_perturb_fn(
 
     Args:
         mode: "replace", "delete" or "infill".
+        mask_id: "replace": the id hidden tokens become.
+        pad_id: "delete": the id freed positions become.
         fill: for "infill": ``fill(token_chunk)`` returns the new ids (c, L).
 
     Returns:

@@ -157,7 +157,10 @@ def mlm_candidates(
     """Guarded top-k MLM proposals for every hidden position.
 
     Args:
-        ids, attn: long (c, L) rows. hidden: bool (c, L) positions to re-write.
+        infiller: the ``Infiller`` (masked language model and its guard).
+        ids: long (c, L) rows.
+        attn: long (c, L) their attention mask.
+        hidden: bool (c, L) positions to re-write.
         mask_id: id the hidden positions take in the MLM input.
         exclude_ids: ids never proposed (special, mask, padding).
 
@@ -266,7 +269,13 @@ def joint_fill(
     """Re-write every hidden, attended token of a chunk with an MLM proposal.
 
     Args:
-        ids, attn: long (c, L). keep: bool (c, L) (fixed tokens are always kept).
+        infiller: the ``Infiller`` (masked language model and its guard).
+        ids: long (c, L) rows.
+        attn: long (c, L) their attention mask.
+        keep: bool (c, L) the tokens kept (fixed tokens are always kept).
+        mask_id: id the hidden positions take in the MLM input.
+        exclude_ids: ids never proposed (special, mask, padding).
+        generator: the random generator of the proposals' draws (None: the global one).
 
     Returns:
         long (c, L) ids; hidden tokens differ from the original (and from its

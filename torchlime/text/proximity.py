@@ -65,7 +65,10 @@ def pair_count(a: torch.Tensor, va: torch.Tensor, b: torch.Tensor, vb: torch.Ten
     """Dot products of token-count vectors, Σ_ij [a_i == b_j] va_i vb_j, float32 (c,).
 
     Args:
-        a, b: long (c, L) (either may be (1, L)). va, vb: bool masks of the counted tokens.
+        a: long (c, L) or (1, L) token ids.
+        va: bool, shape of ``a``: the counted tokens of ``a``.
+        b: long (c, L) or (1, L) token ids.
+        vb: bool, shape of ``b``: the counted tokens of ``b``.
     """
     eq = (a.unsqueeze(2) == b.unsqueeze(1)) & va.unsqueeze(2) & vb.unsqueeze(1)
     return eq.sum((1, 2), dtype=torch.float32)
@@ -81,7 +84,10 @@ def bow_cosine(
     """Cosine similarity of the token multisets of two batches of rows.
 
     Args:
-        ids, ref_ids: long (c, L) (``ref_*`` may be (1, L)). valid, ref_valid: bool, same shapes.
+        ids: long (c, L) token ids.
+        valid: bool (c, L) the counted tokens of ``ids``.
+        ref_ids: long (c, L) or (1, L) reference token ids.
+        ref_valid: bool, shape of ``ref_ids``: the counted reference tokens.
         ref_norm2: optional precomputed ``pair_count(ref, ref)`` (c,).
 
     Returns:
@@ -168,8 +174,10 @@ class HybridKernel(Kernel):
         """Hybrid similarity of perturbed rows to their originals.
 
         Args:
-            ids, attn: (c, L) perturbed token ids and attention mask.
-            ref_ids, ref_attn: the originals: (c, L) or (1, L), or (B, L) with ``rows``.
+            ids: (c, L) perturbed token ids.
+            attn: (c, L) their attention mask.
+            ref_ids: (c, L) or (1, L) the originals' ids, or (B, L) with ``rows``.
+            ref_attn: the originals' attention mask, shape of ``ref_ids``.
             ignore_ids: extra ids not counted, on top of ``self.ignore_ids``.
             rows: optional long (c,) original of every perturbed row (the originals'
                 norms and pooled embeddings are then computed once per original).
@@ -195,11 +203,28 @@ class HybridKernel(Kernel):
         return w.clamp_min(0.0)
 
     def distances(self, perturbed: torch.Tensor, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``1 - w`` for packed token rows: perturbed (c, 2, L), originals (B, 2, L), rows (c,)."""
+        """Distances ``1 - w`` of packed token rows to their originals.
+
+        Args:
+            perturbed: (c, 2, L) packed perturbed rows (ids, attention mask).
+            inputs: (B, 2, L) packed originals.
+            rows: long (c,) the original of every perturbed row.
+
+        Returns:
+            float32 (c,) distances in [0, 1].
+        """
         w = self.weights(perturbed[:, 0], perturbed[:, 1], inputs[:, 0], inputs[:, 1], rows=rows)
         return 1.0 - w
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
+        """Weights ``1 - d``, clamped at 0.
+
+        Args:
+            distances: (c,) distances from ``distances``.
+
+        Returns:
+            (c,) weights.
+        """
         return (1.0 - distances).clamp_min(0.0)
 
     def __repr__(self) -> str:
