@@ -245,3 +245,18 @@ def test_no_module_shares_a_name_with_a_library():
         if base in LIBRARIES or base in sys.stdlib_module_names or importlib.util.find_spec(base) is not None:
             clashes.append(name)
     assert clashes == []
+
+
+def test_every_package_is_installed():
+    """A wheel holds only the packages pyproject.toml lists: a new subpackage must be listed there."""
+    import re
+
+    text = (PKG.parent / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(torchlime[\w.]*)"', re.search(r"packages = \[(.*?)\]", text, re.S).group(1)))
+    found = {
+        ".".join(p.parent.relative_to(PKG.parent).parts)
+        for p in PKG.rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    found.add("torchlime.kernels")  # the top-level kernels/ folder, installed under this name
+    assert found - listed == set(), f"packages missing from pyproject.toml: {sorted(found - listed)}"
