@@ -28,6 +28,10 @@ from torchlime.typing import Model, OutputSelector, TargetSpec
 T = TypeVar("T")
 FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
 _FIT_ELEMENTS = 1 << 24  # bound on inputs x FIT_BLOCK x F mask elements held by the fit at once
+#: a pass whose masks hold at most this many elements draws them at once, not chunk by chunk: the same
+#: bits (the numbers depend only on each row's coordinates), a few small tensor operations instead of
+#: a few dozen per chunk
+_PASS_ELEMENTS = 1 << 22
 
 
 def ready(value: Optional[T], what: str) -> T:
@@ -87,8 +91,7 @@ class RowOrder:
             stop: the row after the last.
 
         Returns:
-            ``(inputs, samples, first, last)``: long (c,) each, then two host ints, equal when the rows
-            are samples of one input (which then need not be gathered; -1 otherwise).
+            ``(inputs, samples, first, last)``: long (c,) each, then two host ints (``span``).
         """
         r = torch.arange(start, stop, device=self.device)
         ref = r < self.refs
@@ -96,9 +99,22 @@ class RowOrder:
         j = torch.where(ref, r, rest // max(self.width, 1))
         b = self._active[j.clamp_max(len(self.active) - 1)]
         s = torch.where(ref, 0, rest % max(self.width, 1) + self.s_lo)
+        return (b, s, *self.span(start, stop))
+
+    def span(self, start: int, stop: int) -> tuple[int, int]:
+        """The inputs of rows ``start:stop``, on the host.
+
+        Args:
+            start: the first row.
+            stop: the row after the last.
+
+        Returns:
+            ``(first, last)``: equal when the rows are samples of one input (which then need not be
+            gathered); ``(0, -1)`` otherwise.
+        """
         first, last = self.input_of(start), self.input_of(stop - 1)
         single = len(self.active) == 1 or (start >= self.refs and first == last)
-        return b, s, (first if single else 0), (first if single else -1)
+        return (first, first) if single else (0, -1)
 
 
 class Run:
@@ -162,7 +178,7 @@ class Run:
             )
             self.dists = torch.zeros(self.batch, n_cap, device=self.device)
 
-    def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int) -> Chunk:
+    def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int, z: Optional[torch.Tensor] = None) -> Chunk:
         """The ``Chunk`` of rows (input b, sample s), with the always-kept column if the map has one.
 
         Args:
@@ -170,8 +186,10 @@ class Run:
             s: long (c,) the sample of every row.
             first: the first input of the rows.
             last: the last input (equal to ``first`` for one input, else -1).
+            z: bool (c, F) their masks, already drawn (None: drawn here).
         """
-        z = self.draw(b, s)
+        if z is None:
+            z = self.draw(b, s)
         if self.fmap.fixed:
             z = torch.nn.functional.pad(z, (0, 1), value=True)
         return Chunk(z, b, s, first, last)
@@ -183,11 +201,16 @@ class Run:
         Args:
             order: the rows of the pass.
         """
+        with record_function("torchlime::masks"):  # the coordinates of every row (two longs each)
+            b_all, s_all, _, _ = order.coords(0, order.n_rows)
+            small = order.n_rows * max(self.fmap.f_max, 1) <= _PASS_ELEMENTS
+            z_all = self.draw(b_all, s_all) if small else None
 
         def build(start: int, stop: int) -> Any:
             with record_function("torchlime::masks"):
-                b, s, first, last = order.coords(start, stop)
-                c = self.chunk(b, s, first, last)
+                b, s = b_all[start:stop], s_all[start:stop]
+                z = None if z_all is None else z_all[start:stop]
+                c = self.chunk(b, s, *order.span(start, stop), z=z)
             with record_function("torchlime::blend"):
                 x = self.perturbation.build(c)
             if self.dists is not None:  # before the model sees the chunk (a model may write into its input)
@@ -196,12 +219,12 @@ class Run:
 
         def consume(out: Any, x: Any, start: int, stop: int) -> None:
             with record_function("torchlime::rows"):
-                self._consume(order, out, start, stop)
+                self._consume(order, out, start, stop, b_all[start:stop], s_all[start:stop])
 
         with eval_mode(self.model):
             run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
 
-    def _consume(self, order: RowOrder, out: Any, start: int, stop: int) -> None:
+    def _consume(self, order: RowOrder, out: Any, start: int, stop: int, b: torch.Tensor, s: torch.Tensor) -> None:
         sc = select_output(out, self.output, stop - start)
         if self.width is None:
             self.width = sc.shape[1]
@@ -222,10 +245,10 @@ class Run:
                 self.scores = torch.empty(self.batch, self.n_cap, self.targets.shape[1], device=self.device)
                 self.scores[:, 0] = self._reference.gather(1, self.targets)
         if stop > refs:
-            lo = max(start, refs)
-            b, s, _, _ = order.coords(lo, stop)
+            lo = max(start, refs) - start
+            b, s = b[lo:], s[lo:]
             targets = ready(self.targets, "the targets")
-            ready(self.scores, "the scores")[b, s] = sc[lo - start :].gather(1, targets[b])
+            ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, targets[b])
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
