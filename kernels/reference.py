@@ -79,8 +79,13 @@ def blend_torch(
     mean: Stat = None,
     std: Stat = None,
     channels_last: bool = False,
+    block_rows: int = 1,
 ) -> torch.Tensor:
-    """Torch reference of ``kernels.blend.blend``.
+    """Torch reference of ``kernels.blend.blend``, and the blend on the CPU.
+
+    Labels whose rows repeat in blocks (``block_rows`` > 1: grid cells, time-frequency rectangles)
+    have their masks expanded once per block and broadcast over its rows by ``lerp``, which writes
+    the same values with a fraction of the memory traffic.
 
     Args:
         x: (1 or c, *shape) float tensor (or token ids, complex spectra).
@@ -95,13 +100,28 @@ def blend_torch(
             inputs) before the cast to ``out_dtype``.
         std: optional per-channel standard deviations, the same way.
         channels_last: return a 4-D result in ``torch.channels_last`` memory format.
+        block_rows: k > 1 promises that rows ``jk .. jk + k - 1`` (dim -2) of ``labels`` are equal
+            (``torchlime.stages.features.block_rows``); 1 makes no promise.
 
     Returns:
         (c, *shape): ``where(masks[i, labels[i]], x[i], base[i])`` with the extras applied.
     """
     c = masks.shape[0]
     lab = labels.long().reshape(labels.shape[0], -1)
-    if x.is_floating_point() and base.is_floating_point():
+    k = block_rows
+    if x.is_floating_point() and base.is_floating_point() and k > 1 and labels.dim() >= 3:
+        # rows repeat in blocks of k (grid cells, time-frequency rectangles): expand the masks once
+        # per block and let lerp broadcast them over its k rows, half the memory traffic or less
+        h, w = labels.shape[-2], labels.shape[-1]
+        firsts = labels.long().reshape(*labels.shape[:-2], h // k, k, w)[..., 0, :]  # (1 or c, ..., H/k, W)
+        small = firsts.reshape(firsts.shape[0], -1)
+        weights = masks.to(x.dtype)
+        keep = weights.index_select(1, small[0]) if small.shape[0] == 1 else weights.gather(1, small)
+        keep = keep.view(c, *firsts.shape[1:-1], 1, w)
+        blocks = (*x.shape[1:-2], h // k, k, x.shape[-1])
+        out = torch.lerp(base.reshape(base.shape[0], *blocks), x.reshape(x.shape[0], *blocks), keep)
+        out = out.view(c, *x.shape[1:])
+    elif x.is_floating_point() and base.is_floating_point():
         # index_select / gather of the masks as weights, then lerp: exact at weights 0 and 1 for
         # finite values, and several times faster on CPU than gather + where with broadcasting
         weights = masks.to(x.dtype)

@@ -94,6 +94,7 @@ def blend(
     mean: Optional[ChannelStats] = None,
     std: Optional[ChannelStats] = None,
     channels_last: bool = False,
+    block_rows: int = 1,
 ) -> torch.Tensor:
     """Mask expansion + baseline blend, with the cast, per-channel normalisation and layout fused.
 
@@ -110,6 +111,8 @@ def blend(
         mean: optional per-channel means (a number, a sequence or a (C,) tensor).
         std: optional per-channel standard deviations, the same way.
         channels_last: return a 4-D result in ``torch.channels_last`` memory format.
+        block_rows: the rows (dim -2) of ``labels`` repeat in blocks of this many (a promise, e.g.
+            ``FeatureMap.block_rows``); the torch blend then expands the masks once per block.
 
     Returns:
         (c, *shape) the blended rows.
@@ -123,7 +126,7 @@ def blend(
             return out
     from torchlime.kernels.reference import blend_torch
 
-    ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras)
+    ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras, block_rows=block_rows)
     return ref
 
 

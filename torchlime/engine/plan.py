@@ -118,6 +118,7 @@ def plan(s: Settings) -> Plan:
         norm,
         s.adapter,
         reusable=getattr(sampler, "reusable", True),
+        block_rows=fmap.block_rows,
     )
     m_dev, m_dtype = chunk_placement(s.model, inputs, fmt.dtype if fmt is not None else None)
     signature = (

@@ -185,7 +185,17 @@ def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: Basel
     stats = exp.meta.get("normalize")  # the fused normalisation the explanation ran with
     norm = Normalize(*stats).on(inputs) if stats else None
     return Perturbation(
-        inputs, base, fmap.index, fmap.n_features, f, fmap.fixed, None, input_format(model, inputs), norm, None
+        inputs,
+        base,
+        fmap.index,
+        fmap.n_features,
+        f,
+        fmap.fixed,
+        None,
+        input_format(model, inputs),
+        norm,
+        None,
+        block_rows=fmap.block_rows,
     )
 
 

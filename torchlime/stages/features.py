@@ -120,6 +120,39 @@ def grid(
     return ids.expand(*shape).contiguous()
 
 
+def block_rows(index: torch.Tensor) -> torch.Tensor:
+    """How many consecutive rows of every feature map repeat: the blocks a blend may expand once.
+
+    A grid of 8-pixel-high cells has blocks of 8 rows; superpixels have none (1). On the device,
+    with no host synchronisation (a gcd of the rows where a new block starts).
+
+    Args:
+        index: integer (B, ..., H, W) feature maps (rows along dim -2).
+
+    Returns:
+        0-d long: the largest k dividing H such that rows ``jk .. jk + k - 1`` are equal in every
+        map; 1 for maps with fewer than 3 dims or a single row.
+
+    Example:
+        >>> int(block_rows(grid((1, 12, 12), (1, 3, 2)).unsqueeze(0)))  # 4-row cells
+        4
+    """
+    one = torch.ones(1, dtype=torch.long, device=index.device)
+    if index.dim() < 3 or index.shape[-2] < 2 or index.numel() == 0:
+        return one[0]
+    h = index.shape[-2]
+    rows = index.reshape(-1, h, index.shape[-1])
+    starts = (rows[:, 1:] != rows[:, :-1]).any(2).any(0)  # (H - 1,): row i + 1 starts a new block
+    v = torch.where(starts, torch.arange(1, h, device=index.device), 0)  # gcd(x, 0) = x
+    v = torch.cat((v, one * h))
+    while v.numel() > 1:  # a pairwise gcd reduction: log2(H) steps
+        if v.numel() % 2:
+            v = torch.cat((v, one * 0))
+        half = v.numel() // 2
+        v = torch.gcd(v[:half], v[half:])
+    return v[0]
+
+
 class FeatureMap(NamedTuple):
     """The engine's view of a feature map, after relabelling.
 
@@ -130,6 +163,7 @@ class FeatureMap(NamedTuple):
         n_features: long (B,) F_b.
         f_max: F, the largest F_b (a host int).
         fixed: whether some elements belong to no feature.
+        block_rows: the rows of every map repeat in blocks of this many (``block_rows``; 1: none).
     """
 
     labels: torch.Tensor
@@ -137,6 +171,7 @@ class FeatureMap(NamedTuple):
     n_features: torch.Tensor
     f_max: int
     fixed: bool
+    block_rows: int = 1
 
     @property
     def valid(self) -> torch.Tensor:
@@ -166,7 +201,9 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         if inputs.is_floating_point() or inputs.is_complex()
         else torch.zeros((), dtype=torch.long, device=inputs.device)
     )
-    f_max, f_min, fixed, n_bad = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite)).tolist()
+    f_max, f_min, fixed, n_bad, k = torch.stack(
+        (n_feat.max(), n_feat.min(), negative.long(), nonfinite, block_rows(labels))
+    ).tolist()
     if n_bad:
         raise nonfinite_error(inputs, name)
     if f_min < 2:
@@ -182,4 +219,4 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
             f"{why}: split them finer ({how.get(name, 'a finer feature map')})"
         )
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
-    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed))
+    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k))

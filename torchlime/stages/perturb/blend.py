@@ -105,6 +105,7 @@ def perturb_rows(
     *,
     fmt: Optional[InputFormat] = None,
     normalize: Optional[Normalize] = None,
+    block_rows: int = 1,
 ) -> torch.Tensor:
     """Build the perturbed model inputs of one chunk.
 
@@ -116,6 +117,7 @@ def perturb_rows(
         chunk: the rows (masks, explained input of each row).
         fmt: dtype and memory layout of the result (default: the inputs').
         normalize: optional per-channel normalisation applied after the blend.
+        block_rows: the rows of ``index`` repeat in blocks of this many (``FeatureMap.block_rows``).
 
     Returns:
         A new (c, *shape) tensor (never a view of ``inputs``).
@@ -138,4 +140,5 @@ def perturb_rows(
         mean=mean,
         std=std,
         channels_last=channels_last,
+        block_rows=block_rows,
     )

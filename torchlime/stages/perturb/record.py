@@ -40,6 +40,8 @@ class Perturbation:
         adapter: turns a model into the one the engine ran (None: the model itself).
         reusable: False when the perturbation depends on the call's own samples (text's
             single-mask protocol), so other masks cannot be built.
+        block_rows: the rows of ``index`` repeat in blocks of this many (``FeatureMap.block_rows``),
+            which the blend on the CPU expands once per block.
     """
 
     inputs: torch.Tensor
@@ -53,6 +55,7 @@ class Perturbation:
     normalize: Optional[Normalize] = None
     adapter: Optional[Callable[[Model], Model]] = None
     reusable: bool = True
+    block_rows: int = 1
 
     def build(self, chunk: Chunk) -> Any:
         """The model input of a chunk of c rows (the engine's stage 3).
@@ -65,7 +68,15 @@ class Perturbation:
         """
         if self.perturb_fn is not None:
             return self.perturb_fn(self.inputs, self.baseline, self.index, chunk)
-        return perturb_rows(self.inputs, self.baseline, self.index, chunk, fmt=self.fmt, normalize=self.normalize)
+        return perturb_rows(
+            self.inputs,
+            self.baseline,
+            self.index,
+            chunk,
+            fmt=self.fmt,
+            normalize=self.normalize,
+            block_rows=self.block_rows,
+        )
 
     def with_baseline(self, baseline: torch.Tensor) -> Perturbation:
         """The same perturbation with another fill.
