@@ -66,6 +66,18 @@ def test_same_seed_same_result_any_chunk_size():
     assert not torch.allclose(first.coef, second.coef)  # one generator object advances
 
 
+def test_masks_drawn_at_once_or_per_chunk_are_the_same(monkeypatch):
+    """A small pass draws its masks at once and the fit reads them again; per chunk gives the same bits."""
+    from torchlime.engine import rows
+
+    model, x, feats = setup(b=3)
+    at_once = explain(model, x, feats, n_samples=90, batch_size=16, generator=5, return_samples=True)
+    monkeypatch.setattr(rows, "_PASS_ELEMENTS", 0)  # every chunk draws its own, the fit draws again
+    per_chunk = explain(model, x, feats, n_samples=90, batch_size=16, generator=5, return_samples=True)
+    assert torch.equal(at_once.samples, per_chunk.samples) and torch.equal(at_once.weights, per_chunk.weights)
+    assert torch.equal(at_once.coef, per_chunk.coef) and torch.equal(at_once.intercept, per_chunk.intercept)
+
+
 def test_default_is_reproducible():
     model, x, feats = setup()
     torch.testing.assert_close(explain(model, x, feats, n_samples=50).coef, explain(model, x, feats, n_samples=50).coef)

@@ -101,6 +101,36 @@ class RowOrder:
         s = torch.where(ref, 0, rest % max(self.width, 1) + self.s_lo)
         return (b, s, *self.span(start, stop))
 
+    def covers(self, active: Sequence[int], s_lo: int, s_hi: int) -> bool:
+        """Whether samples ``s_lo..s_hi-1`` of the inputs ``active`` are rows of this pass, in its order.
+
+        Args:
+            active: the inputs (the same, in the same order, as the pass's).
+            s_lo: the first sample.
+            s_hi: the sample after the last.
+
+        Returns:
+            True when ``rows_of`` can place every one of them.
+        """
+        first_ok = s_lo >= self.s_lo or (self.refs > 0 and s_lo >= 0)
+        return list(active) == self.active and first_ok and s_hi <= self.s_lo + self.width
+
+    def rows_of(self, j0: int, n: int, s_lo: int, s_hi: int) -> torch.Tensor:
+        """The rows of samples ``s_lo..s_hi-1`` of the inputs at positions ``j0..j0+n-1`` (``covers``).
+
+        Args:
+            j0: the position of the first input in ``active``.
+            n: the number of inputs.
+            s_lo: the first sample.
+            s_hi: the sample after the last.
+
+        Returns:
+            Long (n, s_hi - s_lo) row indices of the pass.
+        """
+        j = torch.arange(j0, j0 + n, device=self.device).unsqueeze(1)
+        s = torch.arange(s_lo, s_hi, device=self.device).unsqueeze(0)
+        return torch.where(s == 0, j, self.refs + j * self.width + s - self.s_lo)
+
     def span(self, start: int, stop: int) -> tuple[int, int]:
         """The inputs of rows ``start:stop``, on the host.
 
@@ -166,6 +196,7 @@ class Run:
         self.scores: Optional[torch.Tensor] = None
         self.acc: Optional[NormalAccumulator] = None
         self.kept_masks: list[torch.Tensor] = []
+        self.drawn: Optional[tuple[RowOrder, torch.Tensor]] = None  # the last pass's masks, if drawn at once
         self.kept_weights: list[torch.Tensor] = []
         self.originals: Any = None  # the unperturbed inputs as the model sees them (input-space kernels)
         self.dists: Optional[torch.Tensor] = None
@@ -205,6 +236,7 @@ class Run:
             b_all, s_all, _, _ = order.coords(0, order.n_rows)
             small = order.n_rows * max(self.fmap.f_max, 1) <= _PASS_ELEMENTS
             z_all = self.draw(b_all, s_all) if small else None
+        self.drawn = None if z_all is None else (order, z_all)  # the fit reads them again
 
         def build(start: int, stop: int) -> Any:
             with record_function("torchlime::masks"):
@@ -267,6 +299,7 @@ class Run:
         valid = self.fmap.valid
         group = max(1, _FIT_ELEMENTS // (FIT_BLOCK * max(f_max, 1)))
         idx_all = torch.tensor(list(active), dtype=torch.long, device=dev)
+        drawn = self.drawn if self.drawn is not None and self.drawn[0].covers(active, s_lo, s_hi) else None
         for s0 in range(s_lo, s_hi, FIT_BLOCK):
             s1 = min(s0 + FIT_BLOCK, s_hi)
             s = torch.arange(s0, s1, device=dev)
@@ -275,7 +308,10 @@ class Run:
                 b = idx_all[g0 : g0 + group]
                 n = b.shape[0]
                 with record_function("torchlime::masks"):
-                    z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+                    if drawn is not None:  # the forward pass's masks of these rows: the same bits
+                        z = drawn[1][drawn[0].rows_of(g0, n, s0, s1)]
+                    else:
+                        z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
                 with record_function("torchlime::fit"):
                     if self.dists is None:
                         w = self.kernel.weigh_masks(z, valid[b])
