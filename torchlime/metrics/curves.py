@@ -152,7 +152,7 @@ def deletion(
             ``where(kept, inputs, baseline)`` over ``explanation.features`` (default fill 0), with
             the model called on it directly: no fused normalisation, token packing or inverse STFT.
         steps: None (one feature per step) or the number of evenly spaced steps.
-        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
         return_curves: also return the curves and the x positions.
@@ -200,7 +200,7 @@ def insertion(
         explanation: their ``Explanation``.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
         steps: None (one feature per step) or the number of evenly spaced steps.
-        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
         return_curves: also return the curves and the x positions.
@@ -248,7 +248,7 @@ def region_perturbation(
         order: "morf" (decreasing coefficient) or "lerf" (increasing coefficient).
         steps: None (one feature per step) or the number of evenly spaced steps.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
-        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
 

@@ -44,7 +44,7 @@ def label_flip(
         k: number of features hidden (clamped to each input's F_b).
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
-        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
 
     Returns:
@@ -113,7 +113,7 @@ def faithfulness_correlation(
         generator: int seed or ``torch.Generator`` of the subsets (None: seed 0); the subsets are
             a hash of the seed, the input's index and the subset's, drawn on the device.
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
-        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
 

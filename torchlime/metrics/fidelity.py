@@ -75,7 +75,7 @@ def infidelity(
         perturbations: explicit I, (B, n, *shape) (then ``n_perturb`` and ``noise_scale`` are unused).
         normalize: captum's ``normalize`` (the optimal rescaling β).
         generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
-        batch_size: rows per model call (None: measured, ``torchlime.stages.forward.chunking``).
+        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
 
