@@ -106,9 +106,7 @@ def blend_torch(
     Returns:
         (c, *shape): ``where(masks[i, labels[i]], x[i], base[i])`` with the extras applied.
     """
-    c = masks.shape[0]
-    lab = labels.long().reshape(labels.shape[0], -1)
-    k = block_rows
+    c, k = masks.shape[0], block_rows
     if x.is_floating_point() and base.is_floating_point() and k > 1 and labels.dim() >= 3:
         # rows repeat in blocks of k (grid cells, time-frequency rectangles): expand the masks once
         # per block and let lerp broadcast them over its k rows, half the memory traffic or less
@@ -125,9 +123,11 @@ def blend_torch(
         # index_select / gather of the masks as weights, then lerp: exact at weights 0 and 1 for
         # finite values, and several times faster on CPU than gather + where with broadcasting
         weights = masks.to(x.dtype)
+        lab = labels.long().reshape(labels.shape[0], -1)
         keep = weights.index_select(1, lab[0]) if lab.shape[0] == 1 else weights.gather(1, lab)
         out = torch.lerp(base, x, keep.view(c, *labels.shape[1:]))
     else:  # token ids, complex spectra
+        lab = labels.long().reshape(labels.shape[0], -1)
         keep = masks.gather(1, lab.expand(c, -1)).view(c, *labels.shape[1:])
         out = torch.where(keep, x, base)
     if mean is not None or std is not None:

@@ -232,15 +232,22 @@ class Run:
         Args:
             order: the rows of the pass.
         """
-        with record_function("torchlime::masks"):  # the coordinates of every row (two longs each)
-            b_all, s_all, _, _ = order.coords(0, order.n_rows)
-            small = order.n_rows * max(self.fmap.f_max, 1) <= _PASS_ELEMENTS
-            z_all = self.draw(b_all, s_all) if small else None
+        z_all: Optional[torch.Tensor] = None
+        if order.n_rows * max(self.fmap.f_max, 1) <= _PASS_ELEMENTS:  # a small pass: all at once
+            with record_function("torchlime::masks"):
+                b_all, s_all, _, _ = order.coords(0, order.n_rows)
+                z_all = self.draw(b_all, s_all)
         self.drawn = None if z_all is None else (order, z_all)  # the fit reads them again
+
+        def rows(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+            """Inputs and samples (c,) of rows ``start:stop`` (a large pass computes them per chunk)."""
+            if z_all is None:
+                return order.coords(start, stop)[:2]
+            return b_all[start:stop], s_all[start:stop]
 
         def build(start: int, stop: int) -> Any:
             with record_function("torchlime::masks"):
-                b, s = b_all[start:stop], s_all[start:stop]
+                b, s = rows(start, stop)
                 z = None if z_all is None else z_all[start:stop]
                 c = self.chunk(b, s, *order.span(start, stop), z=z)
             with record_function("torchlime::blend"):
@@ -251,7 +258,7 @@ class Run:
 
         def consume(out: Any, x: Any, start: int, stop: int) -> None:
             with record_function("torchlime::rows"):
-                self._consume(order, out, start, stop, b_all[start:stop], s_all[start:stop])
+                self._consume(order, out, start, stop, *rows(start, stop))
 
         with eval_mode(self.model):
             run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
