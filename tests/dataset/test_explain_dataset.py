@@ -12,12 +12,12 @@ import shutil
 import pytest
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data.distributed import DistributedSampler
 
 import torchlime
 from torchlime.dataset import LazyResults, Results, explain_dataset, load_results
+from torchlime.dataset._integrity import shard_bytes
 
 worker = importlib.import_module("tests.helpers.dataset_worker")  # tests/dataset_worker.py (tests/ is on sys.path)
 FIELDS = ("index", "coef", "intercept", "score", "local_pred", "target", "n_features", "samples_used", "label")
@@ -70,7 +70,8 @@ def test_storage_format(reference_dir):
     files = sorted(os.listdir(reference_dir))
     assert files == ["index.json", "shard-000000.safetensors", "shard-000001.safetensors", "shard-000002.safetensors"]
     info = json.loads((reference_dir / "index.json").read_text())
-    assert info["format"] == "torchlime.dataset/1" and info["complete"] and info["n_inputs"] == 20
+    assert info["format"] == "torchlime.dataset/2" and info["complete"] and info["n_inputs"] == 20
+    assert len(info["sha256"]) == 64 and all(len(e["sha256"]) == 64 for e in info["shards"])
     assert info["n_shards"] == 3 and info["shard_size"] == 8
     assert [(e["shard"], e["start"], e["stop"]) for e in info["shards"]] == [(0, 0, 8), (1, 8, 16), (2, 16, 20)]
     args = info["arguments"]
@@ -84,7 +85,8 @@ def test_storage_format(reference_dir):
         meta = f.metadata()
         shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
     assert meta["shard"] == "2" and meta["start"] == "16" and meta["stop"] == "20"
-    assert meta["fingerprint"] == info["fingerprint"]
+    assert meta["fingerprint"] == info["fingerprint"] and meta["sha256"] == info["shards"][2]["sha256"]
+    assert meta["format"] == "torchlime.dataset.shard/2"
     assert shapes == {
         "index": (4,),
         "coef": (4, 2, 16),
@@ -381,7 +383,7 @@ def test_folder_errors(tmp_path):
         worker.run(tmp_path / "file")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "index.json").write_text(json.dumps({"format": "something"}))
-    with pytest.raises(ValueError, match="`out` must hold an index of format 'torchlime.dataset/1', got 'something'"):
+    with pytest.raises(ValueError, match="`out` must hold an index of format 'torchlime.dataset/2', got 'something'"):
         load_results(tmp_path / "other")
 
 
@@ -390,7 +392,8 @@ def test_a_shard_of_another_run_is_refused(tmp_path, reference_dir):
     shard = tmp_path / "out" / "shard-000001.safetensors"
     with safe_open(str(shard), framework="pt") as f:
         tensors, meta = {k: f.get_tensor(k) for k in f.keys()}, {**f.metadata(), "fingerprint": "another run"}
-    save_file(tensors, str(shard), metadata=meta)
+    meta.pop("sha256")
+    shard.write_bytes(shard_bytes(tensors, meta)[0])  # a whole, verified file: of another run
     with pytest.raises(ValueError, match="shard-000001.safetensors, written by a run with other arguments"):
         load_results(tmp_path / "out")
     with pytest.raises(ValueError, match="shard-000001.safetensors, written by a run with other arguments"):

@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from torchlime.dataset import load_results
+from torchlime.dataset._lock import writer_tag
 
 worker = importlib.import_module("tests.helpers.dataset_worker")  # tests/dataset_worker.py (tests/ is on sys.path)
 SCRIPT = Path(worker.__file__)
@@ -88,10 +89,12 @@ def test_killed_between_temporary_write_and_rename(tmp_path, reference):
     wait_for(marker, proc)
     kill(proc)
     names = sorted(os.listdir(out))
-    assert names == [".shard-000001.safetensors.tmp", "index.json", "shard-000000.safetensors"]
+    tmp = f".shard-000001.safetensors.{writer_tag().rsplit('.', 1)[0]}.{proc.pid}.tmp"  # named with its writer
+    assert names == [".lock", tmp, "index.json", "shard-000000.safetensors"]
     assert listed(out) == [0] and len(load_results(out)) == 8  # the temporary file is no result
     before = stamps(out)
-    worker.run(out, batch_size=3)  # started again, here in the test process, with another batch size
+    with pytest.warns(RuntimeWarning, match="taking over the stale lock"):  # its writer is dead
+        worker.run(out, batch_size=3)  # started again, here in the test process, with another batch size
     assert stamps(out)["shard-000000.safetensors"] == before["shard-000000.safetensors"]  # not rewritten
     check_finished(out, reference)
 
@@ -101,11 +104,12 @@ def test_killed_between_rename_and_index_update(tmp_path, reference):
     proc, marker = start(out, "before_index:1")
     wait_for(marker, proc)
     kill(proc)
-    assert sorted(os.listdir(out)) == ["index.json", "shard-000000.safetensors", "shard-000001.safetensors"]
+    assert sorted(os.listdir(out)) == [".lock", "index.json", "shard-000000.safetensors", "shard-000001.safetensors"]
     assert listed(out) == [0]  # the index lags behind ...
     assert torch.equal(load_results(out).index, torch.arange(16))  # ... but the finished shard is found
     before = stamps(out)
-    worker.run(out)
+    with pytest.warns(RuntimeWarning, match="taking over the stale lock"):
+        worker.run(out)
     after = stamps(out)
     assert {k: after[k] for k in before} == before  # shards 0 and 1 kept as they were: only shard 2 computed
     check_finished(out, reference)

@@ -8,6 +8,7 @@ and splits the shards over the ranks of a ``torchrun`` job. ``load_results(out)`
 """
 
 from torchlime.dataset._explain import explain_dataset
+from torchlime.dataset._lock import FolderLockedError
 from torchlime.dataset._results import LazyResults, Results, load_results
 
-__all__ = ["explain_dataset", "load_results", "LazyResults", "Results"]
+__all__ = ["explain_dataset", "load_results", "LazyResults", "Results", "FolderLockedError"]

@@ -47,6 +47,14 @@ class Context:
             else:
                 dist.barrier()
 
+    def share(self, value: str) -> str:
+        """Rank 0's ``value`` on every rank (a collective call; a single process keeps its own)."""
+        if self.world == 1:
+            return value
+        box: list[Any] = [value]
+        dist.broadcast_object_list(box, src=0)
+        return str(box[0])
+
     def raise_together(self, error: Optional[BaseException]) -> None:
         """Raise ``error`` on this rank, and on every rank when any rank had one (a collective call)."""
         if self.world == 1:

@@ -22,7 +22,9 @@ from torchlime._checks import check_positive_int, describe
 from torchlime.dataset._data import Source
 from torchlime.dataset._describe import describe_model, describe_value, fingerprint, input_fingerprint
 from torchlime.dataset._distributed import Context, context, place
-from torchlime.dataset._store import OPTIONAL, REQUIRED, Store, clean_temporary, collect, environment, hook, shard_range
+from torchlime.dataset._lock import FolderLock, new_run_id
+from torchlime.dataset._scan import OPTIONAL, REQUIRED, clean_temporary, collect, shard_range
+from torchlime.dataset._store import Store, environment, hook
 from torchlime.engine.explanation import Explanation
 from torchlime.image import explain_image
 from torchlime.stages.forward.chunking import check_max_memory
@@ -155,44 +157,58 @@ def explain_dataset(
             source.n_inputs,
             environment(ctx.device, ctx.world),
         )
-        error: Optional[BaseException] = None
-        first_input = source.first_input()
-        first = None if first_input is None else input_fingerprint(first_input)
-        if ctx.rank == 0:
-            try:
-                store.open(first)
-            except (ValueError, OSError) as err:
-                error = err
-        ctx.raise_together(error)
-        if ctx.rank != 0:
-            store.follow()
-        error = None
+        lock = FolderLock(Path(out), ctx.share(new_run_id()))
         try:
-            if not store.complete:
-                _explain_shards(
-                    model,
-                    source,
-                    store,
-                    ctx,
-                    explain_fn,
-                    generator,
-                    max_memory,
-                    model_batch_size,
-                    progress,
-                    explain_kwargs,
-                )
-        except Exception as err:  # noqa: BLE001 - shared with the other ranks, then raised
-            error = err
-        ctx.raise_together(error)
-        ctx.barrier()
-        if ctx.rank == 0:
-            store.entries = collect(store.out, store.fingerprint, shard_size, store.n_inputs)
-            store.complete = store.n_shards is not None and len(store.entries) == store.n_shards
-            store.write_index()
-        ctx.barrier()
+            error: Optional[BaseException] = None
+            first_input = source.first_input()
+            first = None if first_input is None else input_fingerprint(first_input)
+            if ctx.rank == 0:
+                try:
+                    _check_folder(Path(out))
+                    Path(out).mkdir(parents=True, exist_ok=True)
+                    lock.acquire()
+                    store.open(first)
+                except (ValueError, OSError, RuntimeError) as err:
+                    error = err
+            ctx.raise_together(error)
+            if ctx.rank != 0:
+                lock.acquire()  # joins rank 0's lock: the same run id
+                store.follow()
+            error = None
+            try:
+                if not store.complete:
+                    _explain_shards(
+                        model,
+                        source,
+                        store,
+                        ctx,
+                        explain_fn,
+                        generator,
+                        max_memory,
+                        model_batch_size,
+                        progress,
+                        explain_kwargs,
+                    )
+            except Exception as err:  # noqa: BLE001 - shared with the other ranks, then raised
+                error = err
+            ctx.raise_together(error)
+            ctx.barrier()
+            if ctx.rank == 0:
+                if ctx.world > 1:  # the other ranks' shards: their writers verified them, read their headers
+                    store.entries = collect(store.out, store.fingerprint, shard_size, store.n_inputs, verify=False)
+                store.complete = store.n_shards is not None and len(store.entries) == store.n_shards
+                store.write_index()
+            ctx.barrier()
+        finally:
+            lock.release()
     finally:
         ctx.close()
     return Path(out)
+
+
+def _check_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"`out` must be a folder, got the file {str(out)!r}")
 
 
 def _explain_shards(
@@ -210,9 +226,12 @@ def _explain_shards(
     """This rank's missing shards: read, explain, gather per shard, write."""
     size = store.shard_size
     clean_temporary(store.out, ctx.owns)
-    done = collect(store.out, store.fingerprint, size, store.n_inputs, ctx.owns)
+    if store.verified is not None:  # rank 0 verified the folder when it opened it
+        done = {k: e for k, e in store.verified.items() if ctx.owns(k)}
+    else:
+        done = collect(store.out, store.fingerprint, size, store.n_inputs, ctx.owns)
     if ctx.world == 1 and done.keys() != store.entries.keys():  # adopt shards renamed before the index caught up
-        store.entries = done
+        store.entries = dict(done)
         store.write_index()
 
     def wanted(k: int) -> bool:

@@ -1,4 +1,4 @@
-"""The result folder of ``explain_dataset``: shard files and ``index.json``, written atomically.
+"""The result folder of ``explain_dataset``: shard files and ``index.json``, checksummed and written atomically.
 
 Layout of ``out/``:
 
@@ -8,18 +8,25 @@ Layout of ``out/``:
   ``score``, ``local_pred`` (n, T), ``target`` long (n, T), ``n_features`` long (n,) (F_b of
   each input: coefficients beyond it are 0 padding up to the shard's F), ``samples_used`` long
   (n,), and, when there are some, ``label`` (n, ...) (the data's labels) and ``coef_std``
-  (n, T, F); the file's metadata names its format, shard, range and the run's fingerprint.
-* ``index.json``: ``format``, ``arguments`` (plain-data description of the call: model,
-  explain_fn, explain_kwargs, the seed, shard_size), ``fingerprint`` (their SHA-256),
-  ``n_inputs`` (N; null while unknown), ``first_input`` (the SHA-256 of input 0, checked when a
-  run resumes; null until known), ``n_shards``, ``complete``, ``environment`` (torch,
-  torchlime, safetensors and Python versions, device type, world size) and ``shards``: one entry
-  per finished shard (``shard``, ``file``, ``start``, ``stop``, ``n_features_max``, ``n_targets``).
+  (n, T, F); the file's metadata names its format, shard, range, the run's fingerprint and the
+  file's ``sha256`` (``_integrity``).
+* ``index.json``: ``format`` (``torchlime.dataset/2``; the first format, without checksums, is
+  still read), ``arguments`` (plain-data description of the call: model, explain_fn,
+  explain_kwargs, the seed, shard_size), ``fingerprint`` (their SHA-256), ``n_inputs`` (N; null
+  while unknown), ``first_input`` (the SHA-256 of input 0, checked when a run resumes; null until
+  known), ``n_shards``, ``complete``, ``environment`` (torch, torchlime, safetensors and Python
+  versions, device type, world size), ``shards``: one entry per finished shard (``shard``,
+  ``file``, ``start``, ``stop``, ``n_features_max``, ``n_targets``, ``sha256``), and ``sha256``,
+  the digest of the rest.
+* ``.lock`` while a run writes the folder (``_lock``).
 
-Every file is written to a hidden temporary file in the folder, flushed to disk, then renamed
-(``os.replace``), so a reader or a resumed run sees a whole file or none. A shard file is the
-proof that the shard is finished: the index lists what the last writer knew, and a resumed run
-or ``load_results`` adopts shard files with the run's fingerprint that the index misses.
+Every file is written to a hidden temporary file in the folder named with its writer
+(``.NAME.HOST.PID.tmp``), flushed to disk (``fsync``), then renamed (``os.replace``) and the
+folder synced, so a reader or a resumed run sees a whole file or none, and a failed write
+removes its own temporary file. A shard file whose checksum holds is the proof that the shard
+is finished: the index lists what the last writer knew, and a resumed run or ``load_results``
+adopts verified shard files with the run's fingerprint that the index misses, and leaves out
+(with a warning naming the file) those that are damaged, so one rerun computes them again.
 """
 
 from __future__ import annotations
@@ -27,41 +34,29 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import safetensors
 import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 
 from torchlime.dataset._describe import differences
-
-FORMAT = "torchlime.dataset/1"
-SHARD_FORMAT = "torchlime.dataset.shard/1"
-INDEX = "index.json"
-REQUIRED = ("index", "coef", "intercept", "score", "local_pred", "target", "n_features")
-OPTIONAL = ("samples_used", "label", "coef_std")
-#: test hook: "before_rename:K" or "before_index:K" makes the writer of shard K touch the file named by
-#: TORCHLIME_DATASET_HOOK_FILE and sleep there (so a test can kill it at that point)
-HOOK_ENV, HOOK_FILE_ENV = "TORCHLIME_DATASET_HOOK", "TORCHLIME_DATASET_HOOK_FILE"
-_SHARD = re.compile(r"^shard-(\d{6,})\.safetensors$")
-_TMP = re.compile(r"^\.shard-(\d{6,})\.safetensors\.tmp$")
-
-
-def shard_name(k: int) -> str:
-    """File name of shard ``k``."""
-    return f"shard-{k:06d}.safetensors"
-
-
-def shard_range(k: int, shard_size: int, n_inputs: Optional[int]) -> tuple[int, int]:
-    """(start, stop) global indices of shard ``k`` (stop exclusive; unknown N: a full shard)."""
-    start = k * shard_size
-    return start, start + shard_size if n_inputs is None else min(n_inputs, start + shard_size)
+from torchlime.dataset._integrity import DIGEST, index_digest, shard_bytes
+from torchlime.dataset._lock import writer_tag
+from torchlime.dataset._scan import (
+    FORMAT,
+    HOOK_ENV,
+    HOOK_FILE_ENV,
+    INDEX,
+    SHARD_FORMAT,
+    DamagedIndexError,
+    collect,
+    read_index,
+    shard_name,
+)
 
 
 def hook(point: str, shard: int) -> None:
@@ -74,7 +69,7 @@ def hook(point: str, shard: int) -> None:
 
 
 def _fsync(path: Path) -> None:
-    """Flush a file (or a folder's entries) to disk; folders cannot be opened or synced on every platform."""
+    """Flush a folder's entries to disk; folders cannot be opened or synced on every platform."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -87,11 +82,29 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def replace_atomic(path: Path, write: Callable[[Path], None], point: str = "", shard: int = -1) -> None:
-    """Write ``path`` through a hidden temporary file in its folder, synced, then renamed over it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    _fsync(tmp)
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` and flush it to disk (``fsync``) before returning."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def replace_atomic(path: Path, data: bytes, point: str = "", shard: int = -1) -> None:
+    """Write ``path`` through a temporary file of this writer in its folder, synced, then renamed over it.
+
+    A failed write (a full disk: ``ENOSPC``, a file too large: ``EFBIG``, ...) removes the temporary
+    file and raises; ``path`` is left as it was.
+    """
+    tmp = path.with_name(f".{path.name}.{writer_tag()}.tmp")
+    try:
+        write_file(tmp, data)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
     if point:
         hook(point, shard)
     os.replace(tmp, path)
@@ -109,85 +122,6 @@ def environment(device: torch.device, world: int) -> dict[str, Any]:
         "device": device.type,
         "world_size": world,
     }
-
-
-def read_index(out: Path) -> dict[str, Any]:
-    """``index.json`` of ``out``.
-
-    Raises:
-        FileNotFoundError: no index in ``out``. ValueError: an index of another format.
-    """
-    path = Path(out) / INDEX
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"`out` must be a folder written by explain_dataset (with {INDEX}), got {str(out)!r} without one"
-        )
-    info = json.loads(path.read_text())
-    if not isinstance(info, dict) or info.get("format") != FORMAT:
-        found = info.get("format") if isinstance(info, dict) else type(info).__name__
-        raise ValueError(f"`out` must hold an index of format {FORMAT!r}, got {found!r} in {path}")
-    return info
-
-
-def shard_entry(path: Path) -> Optional[dict[str, Any]]:
-    """The index entry of a shard file, read from its header (no tensor is loaded); None if unreadable."""
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            coef = f.get_slice("coef").get_shape()
-    except Exception:  # noqa: BLE001 - a damaged file is treated as missing (and rewritten)
-        return None
-    if meta.get("format") != SHARD_FORMAT:
-        return None
-    return {
-        "shard": int(meta["shard"]),
-        "file": path.name,
-        "start": int(meta["start"]),
-        "stop": int(meta["stop"]),
-        "n_features_max": int(coef[2]),
-        "n_targets": int(coef[1]),
-        "fingerprint": meta.get("fingerprint"),
-    }
-
-
-def collect(
-    out: Path, fingerprint: str, shard_size: int, n_inputs: Optional[int], owned: Callable[[int], bool] = lambda k: True
-) -> dict[int, dict[str, Any]]:
-    """Finished shards of the run ``fingerprint`` in ``out`` (those ``owned``), by shard number.
-
-    Raises:
-        ValueError: a shard file of another run, or with the wrong range, is in the folder.
-    """
-    found = {}
-    for name in sorted(os.listdir(out)):
-        m = _SHARD.match(name)
-        if not m or not owned(int(m.group(1))):
-            continue
-        entry = shard_entry(Path(out) / name)
-        if entry is None:
-            warnings.warn(
-                f"unreadable shard file {Path(out) / name}: it will be computed again", RuntimeWarning, stacklevel=3
-            )
-            continue
-        k = int(m.group(1))
-        start, stop = shard_range(k, shard_size, n_inputs)
-        ok = entry.pop("fingerprint") == fingerprint and entry["shard"] == k and entry["start"] == start
-        ok = ok and (entry["stop"] == stop if n_inputs is not None else start < entry["stop"] <= stop)
-        if not ok:
-            raise ValueError(
-                f"`out` holds {Path(out) / name}, written by a run with other arguments or another "
-                f"data set; remove it or choose another folder"
-            )
-        found[k] = entry
-    return found
-
-
-def clean_temporary(out: Path, owned: Callable[[int], bool]) -> None:
-    """Remove temporary shard files left by a killed writer (of the shards ``owned`` only)."""
-    for name in os.listdir(out):
-        m = _TMP.match(name)
-        if m and owned(int(m.group(1))):
-            os.remove(Path(out) / name)
 
 
 class Store:
@@ -216,6 +150,8 @@ class Store:
         self.entries: dict[int, dict[str, Any]] = {}
         self.complete = False
         self.first_input: Optional[str] = None
+        #: shards of the folder verified by ``open`` (None: not read yet)
+        self.verified: Optional[dict[int, dict[str, Any]]] = None
 
     def check_first(self, given: Optional[str], stored: Optional[str] = None) -> None:
         """Compare the fingerprint of the data's input 0 with the run's.
@@ -237,21 +173,46 @@ class Store:
     def open(self, first_input: Optional[str] = None) -> None:
         """Create the folder and its index, or check that the existing index is of the same run.
 
+        The shard files already there are verified once (``verified``); a run the index calls complete
+        is complete only if every shard verifies, else the index is rewritten without the damaged ones.
+        A damaged index is rebuilt (with a warning) from the arguments, and the verified shards of the
+        same run are adopted.
+
         Args:
             first_input: the fingerprint of the data's input 0 (None: not known before reading).
 
         Raises:
             ValueError: ``out`` holds results of other arguments, or of a data set of another
-                length or another first input.
+                length or another first input, or of the first format (no checksums).
         """
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"`out` must be a folder, got the file {str(self.out)!r}")
         self.out.mkdir(parents=True, exist_ok=True)
-        if not (self.out / INDEX).is_file():
+        info: Optional[dict[str, Any]] = None
+        if (self.out / INDEX).is_file():
+            try:
+                info = read_index(self.out)
+            except DamagedIndexError as err:
+                warnings.warn(f"{err}: rebuilding it", RuntimeWarning, stacklevel=3)
+        if info is None:
             self.first_input = first_input
             self.write_index()
             return
-        info = read_index(self.out)
+        if info["format"] != FORMAT:
+            raise ValueError(
+                f"`out` {str(self.out)!r} was written in format {info['format']!r}, without checksums, by an "
+                f"earlier torchlime: read it with load_results, or choose another folder to compute it again"
+            )
+        self._check_same_run(info, first_input)
+        self.verified = collect(self.out, self.fingerprint, self.shard_size, self.n_inputs)
+        self.entries = self.verified
+        self.complete = bool(info.get("complete")) and self.n_shards is not None and len(self.entries) == self.n_shards
+        listed = {int(e["shard"]) for e in info.get("shards", [])}
+        if bool(info.get("complete")) != self.complete or listed != set(self.entries):
+            self.write_index()  # what the files prove, for the other ranks and for readers
+
+    def _check_same_run(self, info: dict[str, Any], first_input: Optional[str]) -> None:
+        """Refuse an index of other arguments or another data set; warn about other versions."""
         diffs = differences(info["arguments"], self.arguments)
         if diffs:
             raise ValueError(
@@ -275,27 +236,17 @@ class Store:
                 f"resuming {str(self.out)!r}, written with {old}, with {new}: the new shards may differ "
                 f"from the old ones in the last bits",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        self._listed(info)
-
-    def _listed(self, info: dict[str, Any]) -> None:
-        """Take the index's shard list; the run is complete if it says so and every listed file is there."""
-        self.entries = {int(e["shard"]): e for e in info.get("shards", [])}
-        self.complete = (
-            bool(info.get("complete"))
-            and self.n_shards is not None
-            and len(self.entries) == self.n_shards
-            and all((self.out / e["file"]).is_file() for e in self.entries.values())
-        )
 
     def follow(self) -> None:
-        """Read what rank 0's ``open`` settled (N, completeness) from the index (the other ranks)."""
+        """Read what rank 0's ``open`` settled (N, completeness, verified shards) from the index (the other ranks)."""
         info = read_index(self.out)
         if self.n_inputs is None:
             self.n_inputs = info.get("n_inputs")
         self.first_input = info.get("first_input")
-        self._listed(info)
+        self.entries = {int(e["shard"]): e for e in info.get("shards", [])}
+        self.complete = bool(info.get("complete"))
 
     @property
     def n_shards(self) -> Optional[int]:
@@ -316,12 +267,8 @@ class Store:
             "environment": self.env,
             "shards": [self.entries[k] for k in sorted(self.entries)],
         }
-        text = json.dumps(info, indent=1)
-
-        def write(path: Path) -> None:
-            path.write_text(text)
-
-        replace_atomic(self.out / INDEX, write)
+        info[DIGEST] = index_digest(info)
+        replace_atomic(self.out / INDEX, json.dumps(info, indent=1).encode())
 
     def write_shard(self, k: int, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
         """Write shard ``k`` (atomically) and return its index entry.
@@ -340,9 +287,8 @@ class Store:
             "stop": str(stop),
             "fingerprint": self.fingerprint,
         }
-        replace_atomic(
-            self.out / shard_name(k), lambda p: save_file(tensors, str(p), metadata=meta), "before_rename", k
-        )
+        data, digest = shard_bytes(tensors, meta)
+        replace_atomic(self.out / shard_name(k), data, "before_rename", k)
         coef = tensors["coef"]
         entry = {
             "shard": k,
@@ -351,6 +297,7 @@ class Store:
             "stop": stop,
             "n_features_max": int(coef.shape[2]),
             "n_targets": int(coef.shape[1]),
+            DIGEST: digest,
         }
         self.entries[k] = entry
         return entry

@@ -1,0 +1,176 @@
+"""One writer per result folder: ``out/.lock``, held for the duration of an ``explain_dataset`` run.
+
+The lock file is created with ``O_CREAT | O_EXCL`` (atomic on local file systems) and holds JSON: the
+writer's ``host``, ``pid``, ``started`` (UTC, ISO 8601) and ``run`` (an id shared by the ranks of one
+``torchrun`` job, so they join the lock of rank 0 instead of being refused). A second run on the same
+folder is refused at once with a ``FolderLockedError`` naming the holder. A lock is stale only when its
+host is this host and its pid is no longer alive: it is then taken over with a warning (renamed aside
+first, so two processes cannot both take it over). A lock of another host, or of a live process, is
+never broken here: the message says how to break it by hand.
+
+Temporary files carry their writer's identity (``writer_tag``), and cleanup removes only those of dead
+processes of this host (``tmp_is_orphan``), never another live writer's.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import socket
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+LOCK = ".lock"
+_TAG = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.tmp$")
+
+
+class FolderLockedError(RuntimeError):
+    """Another process holds the result folder's lock (see ``torchlime.dataset._lock``)."""
+
+
+def host() -> str:
+    """This machine's name (as the lock files write it: dots and slashes replaced)."""
+    return re.sub(r"[./]", "_", socket.gethostname()) or "localhost"
+
+
+def writer_tag() -> str:
+    """``HOST.PID``: the identity a temporary file carries."""
+    return f"{host()}.{os.getpid()}"
+
+
+def new_run_id() -> str:
+    """A fresh run id (the ranks of one torchrun job share rank 0's)."""
+    return uuid.uuid4().hex
+
+
+def pid_alive(pid: int) -> bool:
+    """True when process ``pid`` exists on this host (or cannot be signalled for lack of permission)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError as err:
+        return err.errno != errno.ESRCH
+    return True
+
+
+def tmp_is_orphan(name: str) -> bool:
+    """True for a temporary file left by a dead writer of this host (or of the first format, untagged).
+
+    Args:
+        name: a file name in the folder (``.NAME.HOST.PID.tmp``, or ``.NAME.tmp`` of the first format).
+    """
+    m = _TAG.match(name)
+    if m is None:
+        return name.startswith(".") and name.endswith(".tmp")
+    return m.group("host") == host() and not pid_alive(int(m.group("pid")))
+
+
+def _read(path: Path) -> Optional[dict[str, Any]]:
+    """The lock's holder, or None when the file vanished; a half-written lock reads as an unknown holder."""
+    for _ in range(50):  # a lock being written by its creator: give it a moment
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            info = json.loads(text)
+            if isinstance(info, dict):
+                return info
+        except ValueError:
+            pass
+        time.sleep(0.01)
+    return {"host": "?", "pid": -1, "started": "?", "run": "?"}
+
+
+class FolderLock:
+    """The lock of one result folder, for one run.
+
+    Args:
+        out: the folder (it must exist).
+        run: this run's id (``new_run_id``; shared by the ranks of one job).
+    """
+
+    def __init__(self, out: Path, run: str) -> None:
+        self.path, self.run, self.owned = Path(out) / LOCK, run, False
+
+    def acquire(self) -> None:
+        """Take the lock, join it (same run), or take over a stale one.
+
+        Raises:
+            FolderLockedError: another live writer (or one that cannot be checked) holds the folder.
+        """
+        for _ in range(3):
+            if self._create():
+                self.owned = True
+                return
+            holder = _read(self.path)
+            if holder is None:
+                continue  # released meanwhile: try again
+            if holder.get("run") == self.run:
+                return  # a rank of this run took it
+            same_host = holder.get("host") == host()
+            if same_host and isinstance(holder.get("pid"), int) and not pid_alive(holder["pid"]):
+                aside = self.path.with_name(f"{LOCK}.stale.{writer_tag()}")
+                try:
+                    os.replace(self.path, aside)  # only one of several takers gets the file
+                except FileNotFoundError:
+                    continue
+                os.remove(aside)
+                warnings.warn(
+                    f"taking over the stale lock of {self.path.parent}: its writer (pid {holder['pid']} on "
+                    f"{holder['host']}, started {holder.get('started')}) is no longer running",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                continue
+            how = (
+                "wait for it to finish"
+                if same_host
+                else f"if no process on {holder.get('host')} writes it any more, delete {self.path}"
+            )
+            raise FolderLockedError(
+                f"`out` {str(self.path.parent)!r} is being written by another run (pid {holder.get('pid')} on "
+                f"host {holder.get('host')}, started {holder.get('started')}): one writer per folder; {how}, "
+                f"or choose another folder"
+            )
+        raise FolderLockedError(f"could not take the lock {self.path}: it changes hands too often")
+
+    def _create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        info = {
+            "host": host(),
+            "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "run": self.run,
+        }
+        try:
+            os.write(fd, json.dumps(info).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+
+    def release(self) -> None:
+        """Remove the lock if this process took it and it is still this run's."""
+        if not self.owned:
+            return
+        self.owned = False
+        holder = _read(self.path)
+        if holder is not None and holder.get("run") == self.run:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
