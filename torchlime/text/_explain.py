@@ -194,7 +194,12 @@ def explain_tokens(
         attention_mask: (B, L) 1 = token, 0 = padding (default all ones).
         word_ids: (B or 1, L) word of every token (-1: none), e.g. from
             ``word_ids_from_encoding``; None makes every token its own feature.
-        special_ids: ids never perturbed (CLS, SEP, ...). Padding never is either.
+        special_ids: ids never perturbed (CLS, SEP, ...), wherever they stand. Padding never is
+            either. Leave the unknown token out when [UNK] tokens stand for words of the text
+            (``tokenizer.all_special_ids`` holds it): else those words are no features. Feature
+            ids are renumbered ``0..F_b-1`` over what is perturbed, so a word or token made only
+            of special ids has no coefficient and the next ones shift: read ``exp.features`` (or
+            ``feature_positions``) to map coefficients back, not the word ids given.
         mode: "replace" (hidden tokens -> ``mask_id``), "delete" (dropped, rows
             re-padded to the left with ``pad_id``) or "infill" (masked-LM proposals).
         mask_id: id of hidden tokens (replace) / of the MLM's mask token (infill).

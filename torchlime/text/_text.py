@@ -4,8 +4,9 @@ Words are the features (a word repeated in a text is one feature with ``bow=True
 function over strings (lime's ``classifier_fn``), the engine runs on the texts' pieces and every
 chunk of perturbed texts is one call of the function. With a Hugging Face tokenizer (a fast one:
 it maps tokens to words) and a token-ID model, the texts are tokenized once and the word features
-become token features for ``explain_tokens``: special tokens are never perturbed, and hidden words
-are deleted (every sample gets its own attention mask) or replaced by the mask token.
+become token features for ``explain_tokens``: special tokens are never perturbed (an unknown token
+stands for a word and is), and hidden words are deleted (every sample gets its own attention mask)
+or replaced by the mask token.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from torchlime.engine.presets import UNSET, resolve
 from torchlime.engine.registry import resolve_kernel
 from torchlime.engine.request import Request
 from torchlime.text._tokenized import explain_tokenized
-from torchlime.text.split import Splitter, feature_tensor, split_text, with_words
+from torchlime.text.split import Splitter, check_word_counts, feature_tensor, split_text, with_words
 from torchlime.text.strings import StringPerturbation, string_model
 
 _RESERVED = ("inputs", "features", "baseline", "perturb_fn", "input_ids", "attention_mask", "word_ids")
@@ -68,7 +69,10 @@ def explain_text(
             returning logits (c, K) or an object with ``.logits`` (``AutoModelForSequenceClassification``).
         texts: one string or a list of B strings.
         tokenizer: None, or a Hugging Face fast tokenizer whose ids ``model`` reads; words are then
-            the tokenizer's words and ``split_expression`` / ``char_level`` are not used.
+            the tokenizer's words and ``split_expression`` / ``char_level`` are not used. A word the
+            tokenizer maps to its unknown token is a feature like any other; the tokens it adds
+            ([CLS], [SEP], padding, ...) and special tokens written in a text are never perturbed,
+            and a word made only of those is not a feature (it is left out of ``meta["words"]``).
         split_expression: separators as a regular expression (lime's default ``\W+``), or a
             callable returning a text's words in order.
         bow: one feature per distinct word (True) or per occurrence (False).
@@ -88,12 +92,15 @@ def explain_text(
 
     Returns:
         ``Explanation`` with coef (B, T, F) over the words (F = the most words of any text);
-        ``meta["words"]`` holds every text's F_b words, ``meta["texts"]`` the texts and
+        ``meta["words"]`` holds every text's F_b words, ``coef[b, :, j]`` being the weight of
+        ``meta["words"][b][j]`` (``n_features[b]`` = F_b), ``meta["texts"]`` the texts and
         ``meta["pieces"]`` / ``meta["piece_features"]`` the texts cut into words and separators
         (``torchlime.text.viz.text_html`` highlights them).
 
     Raises:
         TypeError / ValueError: naming the argument, what was expected and what came.
+        ValueError: a text with fewer than 2 words that can be features (an empty text, one word,
+            only special tokens).
 
     Example:
         >>> def positive(texts):  # a "model" over strings: P(positive) grows with "good"
@@ -121,6 +128,8 @@ def explain_text(
     if mode is not None or max_length is not None:
         raise ValueError("`mode` and `max_length` apply with a `tokenizer`; without one, pass `mask_string`")
     splits = [split_text(t, split_expression, bow, char_level) for t in listed]
+    how = "characters" if char_level else f"split_expression {split_expression!r}"
+    check_word_counts(splits, lambda b: f"{how} (separators are never words)")
     dev = torch.device("cpu") if device is None else torch.device(device)
     pieces, feats = feature_tensor(splits, dev)
     if mask_string is None and not bow:

@@ -4,11 +4,18 @@ The texts are tokenized once (padded, optionally truncated); every token gets th
 word (``bow``: one feature per distinct word string of a text, else per word), special tokens and
 padding none; then ``explain_tokens`` explains the ids. The texts cut at the words' character
 spans go into ``meta`` for highlighting, as for a function over strings.
+
+Which tokens are never perturbed: the ones the tokenizer adds (``word_ids()`` is None: [CLS],
+[SEP], padding, ...) and special tokens written in a text (a literal "[SEP]"). The unknown token
+is not one of them: an [UNK] stands for a word of the text and is perturbed like any other token.
+A word made only of never-perturbed tokens is not a feature and is left out of the word list, so
+feature j of text b is always ``meta["words"][b][j]``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+import dataclasses
+from typing import Any, Collection, Optional, Union
 
 import torch
 
@@ -16,7 +23,8 @@ from torchlime._checks import describe
 from torchlime.engine.explanation import Explanation
 from torchlime.stages.forward.model import model_placement
 from torchlime.text._explain import explain_tokens
-from torchlime.text.split import SplitText, with_words
+from torchlime.text.infill import Infiller
+from torchlime.text.split import SplitText, check_word_counts, with_words
 
 
 def _encode(tokenizer: Any, texts: list[str], max_length: Optional[int]) -> Any:
@@ -32,23 +40,35 @@ def _encode(tokenizer: Any, texts: list[str], max_length: Optional[int]) -> Any:
     return enc
 
 
-def word_features(enc: Any, texts: list[str], bow: bool) -> tuple[torch.Tensor, list[SplitText]]:
+def word_features(
+    enc: Any, texts: list[str], bow: bool, fixed_ids: Collection[int] = ()
+) -> tuple[torch.Tensor, list[SplitText]]:
     """The feature of every token, and every text cut at its words' character spans.
+
+    A token is never perturbed (feature -1) when the tokenizer added it (``word_ids()`` is None)
+    or its id is in ``fixed_ids``. A word whose tokens are all never perturbed is no feature: it
+    is left out of the words and its text becomes a piece of feature -1, so the features of a
+    text are ``0..F_b-1`` in the order of the words, one per word of ``SplitText.words``.
 
     Args:
         enc: a fast tokenizer's ``BatchEncoding`` of the B texts, (B, L) ids.
         texts: the B texts.
         bow: one feature per distinct word string (True) or per word (False).
+        fixed_ids: token ids never perturbed where they stand for text (special tokens written
+            in a text); the unknown token's id does not belong here.
 
     Returns:
-        ``(features, splits)``: long (B, L) feature of every token (-1: special token or padding),
-        and the B ``SplitText``s of the words the encoding holds.
+        ``(features, splits)``: long (B, L) feature of every token (-1: never perturbed or
+        padding), and the B ``SplitText``s of the words the encoding holds.
     """
     batch, length = enc["input_ids"].shape
+    fixed = {int(i) for i in fixed_ids}
     feats = torch.full((batch, length), -1, dtype=torch.long)
     splits = []
     for b, text in enumerate(texts):
         word_of = enc.word_ids(b)
+        free = [w is not None and t not in fixed for w, t in zip(word_of, enc["input_ids"][b].tolist())]
+        live = {w for w, ok in zip(word_of, free) if ok}
         spans = {w: enc.word_to_chars(b, w) for w in sorted({w for w in word_of if w is not None})}
         ids: dict[Any, int] = {}
         fid: dict[int, int] = {}
@@ -58,23 +78,32 @@ def word_features(enc: Any, texts: list[str], bow: bool) -> tuple[torch.Tensor, 
         at = 0
         for w, span in spans.items():
             word = text[span.start : span.end]
-            key = word if bow else w
-            if key not in ids:
-                ids[key] = len(words)
-                words.append(word)
-            fid[w] = ids[key]
+            if w in live:
+                key = word if bow else w
+                if key not in ids:
+                    ids[key] = len(words)
+                    words.append(word)
+                fid[w] = ids[key]
             if span.start > at:
                 pieces.append(text[at : span.start])
                 feature.append(-1)
             pieces.append(word)
-            feature.append(fid[w])
+            feature.append(fid.get(w, -1))
             at = max(at, span.end)
         if at < len(text):
             pieces.append(text[at:])
             feature.append(-1)
-        feats[b] = torch.tensor([-1 if w is None else fid[w] for w in word_of], dtype=torch.long)
+        feats[b] = torch.tensor([fid[w] if ok else -1 for w, ok in zip(word_of, free)], dtype=torch.long)
         splits.append(SplitText(text, pieces, feature, words))
     return feats, splits
+
+
+def _never_proposed(infill: Any, unk: Optional[int]) -> Any:
+    """``infill`` as an ``Infiller`` that never proposes the unknown token (``unk``)."""
+    if infill is None or unk is None:
+        return infill
+    infiller = infill if isinstance(infill, Infiller) else Infiller(infill)
+    return dataclasses.replace(infiller, exclude_ids=(*infiller.exclude_ids, unk))
 
 
 def _mask_id(tokenizer: Any) -> Optional[int]:
@@ -96,22 +125,47 @@ def explain_tokenized(
     device: Union[None, str, torch.device],
     kwargs: dict[str, Any],
 ) -> Explanation:
-    """``explain_text`` for a tokenizer and a token-ID model (arguments as there)."""
+    """``explain_text`` for a tokenizer and a token-ID model (arguments as there).
+
+    Raises:
+        ValueError: a text with fewer than 2 words that can be features.
+    """
     enc = _encode(tokenizer, texts, max_length)
-    feats, splits = word_features(enc, texts, bow)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    unk = unk if isinstance(unk, int) else None
+    special = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
+    fixed = sorted(special - {unk})  # [UNK] stands for a word: it is perturbed like any token
+    feats, splits = word_features(enc, texts, bow, fixed)
+    tokens = [tokenizer.convert_ids_to_tokens(row) for row in enc["input_ids"].tolist()]
+    cut = "" if max_length is None else f", after truncation to max_length={max_length}"
+    check_word_counts(
+        splits,
+        lambda b: (
+            f"tokens {_shown(tokens[b], enc['attention_mask'][b])}{cut}; the tokenizer's special tokens "
+            "are never perturbed"
+        ),
+    )
     dev = model_placement(model, feats)[0] if device is None else torch.device(device)
     options = dict(kwargs)
     options.setdefault("mask_id", _mask_id(tokenizer))
     pad = getattr(tokenizer, "pad_token_id", None)
     options.setdefault("pad_id", pad if isinstance(pad, int) else 0)
+    mode = mode if mode is not None else ("delete" if bow else "replace")
+    if mode == "infill":  # [UNK] is a feature now, but still no proposal
+        options["infill"] = _never_proposed(options.get("infill"), unk)
     exp = explain_tokens(
         model,
         enc["input_ids"].to(dev),
         attention_mask=enc["attention_mask"].to(dev),
         word_ids=feats.to(dev),
-        special_ids=list(getattr(tokenizer, "all_special_ids", [])),
-        mode=mode if mode is not None else ("delete" if bow else "replace"),
+        special_ids=fixed,
+        mode=mode,
         **options,
     )
-    tokens = [tokenizer.convert_ids_to_tokens(row) for row in enc["input_ids"].tolist()]
     return with_words(exp, splits, tokens=tokens)
+
+
+def _shown(tokens: list[str], attention: torch.Tensor, most: int = 12) -> str:
+    """The attended tokens of a text, at most ``most`` of them, for an error message."""
+    kept = [t for t, a in zip(tokens, attention.tolist()) if a]
+    return repr(kept[:most])[:-1] + (f", ... ({len(kept)} in all)]" if len(kept) > most else "]")

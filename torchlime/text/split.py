@@ -152,6 +152,26 @@ def feature_tensor(splits: Sequence[SplitText], device: torch.device) -> tuple[t
     return torch.from_numpy(pos).to(device), torch.from_numpy(feats).to(device)
 
 
+def check_word_counts(splits: Sequence[SplitText], detail: Callable[[int], str]) -> None:
+    """Refuse texts with fewer than 2 words that can be features (LIME needs 2 to compare).
+
+    Args:
+        splits: the B split texts.
+        detail: ``detail(b)``, how text b was cut (its tokens, the splitter), for the message.
+
+    Raises:
+        ValueError: naming the texts with fewer than 2 words, the first one's words and ``detail``.
+    """
+    short = [b for b, s in enumerate(splits) if s.n_features < 2]
+    if short:
+        b = short[0]
+        text = splits[b].text if len(splits[b].text) <= 60 else splits[b].text[:57] + "..."
+        raise ValueError(
+            f"every text needs at least 2 words to explain; `texts` {short} have fewer: text {b} {text!r} "
+            f"has {splits[b].n_features} word(s) {splits[b].words}, from {detail(b)}"
+        )
+
+
 def with_words(exp: Explanation, splits: Sequence[SplitText], **extra: Any) -> Explanation:
     """``exp`` with the texts, their pieces and every feature's word in ``meta``.
 

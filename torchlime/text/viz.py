@@ -167,11 +167,21 @@ def text_html(exp: Explanation, index: int = 0, target_index: int = 0, *, title:
         A self-contained ``<div>`` string: the text as written, each word coloured by its weight.
 
     Raises:
-        ValueError: for an explanation without texts (not from ``explain_text``).
+        ValueError: for an explanation without texts (not from ``explain_text``), or whose words
+            and coefficients do not match one to one.
     """
     pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
     if not isinstance(pieces, list) or not isinstance(feats, list):
         raise ValueError("`exp` must come from explain_text (meta['pieces'] holds its texts); use explanation_html")
+    words, n = exp.meta.get("words"), int(exp.n_features[index])
+    named = max((int(f) for f in feats[index]), default=-1) + 1
+    if isinstance(words, list) and index < len(words) and isinstance(words[index], list):
+        named = max(named, len(words[index]))
+    if named != n:
+        raise ValueError(
+            f"`exp` must have one coefficient per word of text {index}: its meta names {named} words, "
+            f"got n_features {n}"
+        )
     coef = exp.coef[index, target_index].detach().float().cpu()
     scale = float(coef.abs().max()) if coef.numel() else 0.0
     if title is None:
