@@ -453,3 +453,22 @@ def test_subprocess_end_to_end(files, tmp_path):
     proc = run("explain", "tiny_factory:build", "a.png", "--weights", "wrong_sd.pt", "--out", tmp_path / "e", cwd=files)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "--weights wrong_sd.pt does not fit tiny_factory:build" in proc.stderr and not (tmp_path / "e").exists()
+
+
+def test_unknown_words_are_features_of_the_text(tmp_path):
+    """A word outside the vocabulary (the unknown token) is still a word to explain, with a weight of its own."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from torchlime.cli._inputs import feature_counts, tokenize_with_hf, tokenize_with_vocab
+
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[MASK]\ngood\nbad\n")
+    t = tokenize_with_vocab(["good zzz bad qqq"], ["a"], tmp_path / "vocab.txt", False)
+    assert 1 not in t.special_ids and feature_counts(t) == [4]
+    tok = Tokenizer(models.WordLevel(vocab={"[PAD]": 0, "[UNK]": 1, "[MASK]": 2, "good": 3}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", mask_token="[MASK]"
+    ).save_pretrained(tmp_path / "tok")
+    t = tokenize_with_hf(["good zzz , bad"], str(tmp_path / "tok"))
+    assert 1 not in t.special_ids and feature_counts(t) == [4]

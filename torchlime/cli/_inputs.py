@@ -163,7 +163,7 @@ def _first(vocab: dict[str, int], names: tuple[str, ...]) -> Optional[int]:
 
 
 def tokenize_with_vocab(texts: list[str], names: list[str], vocab_path: Path, lowercase: bool) -> Tokens:
-    """Whitespace tokenisation over a vocabulary file; ``[X]`` / ``<x>`` tokens are special."""
+    """Whitespace tokenisation over a vocabulary file; ``[X]`` / ``<x>`` tokens but the unknown one are special."""
     tokens = load_vocab(vocab_path)
     vocab = {t: i for i, t in enumerate(tokens)}
     unk, pad = _first(vocab, UNK_TOKENS), _first(vocab, PAD_TOKENS)
@@ -191,7 +191,10 @@ def tokenize_with_vocab(texts: list[str], names: list[str], vocab_path: Path, lo
     for i, r in enumerate(rows):
         ids[i, : len(r)] = torch.tensor([vocab.get(w, unk if unk is not None else pad) for w in r], dtype=torch.long)
         attn[i, : len(r)] = 1
-    special = sorted({i for t, i in vocab.items() if len(t) > 2 and (t[0], t[-1]) in (("[", "]"), ("<", ">"))})
+    # the unknown token stands for a word of the text: it is perturbed like any other word
+    special = sorted(
+        {i for t, i in vocab.items() if len(t) > 2 and (t[0], t[-1]) in (("[", "]"), ("<", ">")) and i != unk}
+    )
     strings = [r + [tokens[pad]] * (length - len(r)) for r in rows]
     return Tokens(ids, attn, None, special, mask, pad, strings)
 
@@ -225,7 +228,8 @@ def tokenize_with_hf(texts: list[str], name: str) -> Tokens:
     ids = enc["input_ids"].long()
     attn = enc.get("attention_mask", torch.ones_like(ids)).long()
     strings = [list(map(str, tok.convert_ids_to_tokens(row.tolist()))) for row in ids]
-    return Tokens(ids, attn, word_ids, sorted(set(tok.all_special_ids)), int(mask), int(pad), strings)
+    special = sorted(set(tok.all_special_ids) - {tok.unk_token_id})  # an unknown word is still a word to explain
+    return Tokens(ids, attn, word_ids, special, int(mask), int(pad), strings)
 
 
 def feature_counts(t: Tokens) -> list[int]:

@@ -213,7 +213,10 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
             if fixed
             else ""
         )
-        how = {"images": "more segments, e.g. a larger n_segments", "input_ids": "texts of at least 2 tokens"}
+        how = {
+            "images": "more segments, e.g. a larger n_segments",
+            "input_ids": "texts of at least 2 tokens that are neither special ids nor padding",
+        }
         raise ValueError(
             f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
             f"{why}: split them finer ({how.get(name, 'a finer feature map')})"
