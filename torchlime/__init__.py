@@ -24,6 +24,7 @@ from torchlime.methods.baylime import BayesianRidge
 from torchlime.methods.feature_selection import Select
 from torchlime.methods.smile import SmileKernel
 from torchlime.methods.sp_lime import submodular_pick
+from torchlime.stages.forward.errors import ModelCallError
 from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
 from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
@@ -47,6 +48,7 @@ __all__ = [
     "load_results",
     "Explanation",
     "UnreliableExplanationWarning",
+    "ModelCallError",
     "Accelerated",
     "ProbeExplainer",
     "Infiller",

@@ -48,6 +48,34 @@ def describe(value: Any) -> str:
     return f"{kind} {value!r}"[:200]
 
 
+def from_numpy(value: Any) -> Any:
+    """NumPy values where torch ones go: the one numpy rule of every front door.
+
+    An array of numbers (bool, int, float) becomes a new tensor of the same dtype (a copy: the caller's
+    array is never touched); a NumPy scalar becomes a Python number; a list or tuple holding such values
+    is converted item by item (a list of NumPy class indices, a tuple of arrays); anything else comes
+    back as it is.
+
+    Args:
+        value: anything.
+
+    Returns:
+        ``value`` in torch's terms.
+
+    Example:
+        >>> import numpy as np
+        >>> from_numpy(np.int64(3)), from_numpy(np.zeros(2)).dtype
+        (3, torch.float64)
+    """
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return torch.tensor(value)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (np.generic, np.ndarray)) for v in value):
+        return type(value)(from_numpy(v) for v in value)
+    return value
+
+
 def check_tensor(value: Any, name: str) -> torch.Tensor:
     """Raise ``TypeError`` unless ``value`` is a tensor.
 

@@ -64,3 +64,20 @@ def test_the_demo_flags_its_saturated_image(front):
     with pytest.warns(UnreliableExplanationWarning) as record:
         exp = explain_image(load_demo_model(), images, n_segments=40, n_samples=300, softmax=True, baseline="mean")
     assert len(record) == 1 and exp.meta["quality"]["saturated"]
+
+
+def test_advice_follows_the_cause():
+    """softmax=False is suggested only where softmax=True was asked; features outnumbering samples get
+    'fewer features', not 'more samples'; inputs of a data set are named by their data-set index too."""
+    x, f = data()
+    flat = lambda v: torch.zeros(v.shape[0], 2)  # noqa: E731 - logits that never move
+    with pytest.warns(UnreliableExplanationWarning) as caught:
+        exp = explain(flat, x, f, n_samples=50)
+    text = str(caught[0].message)
+    assert "outputs barely vary" in text and "softmax=False" not in text and "ignores these features" in text
+    pixels = torch.arange(3 * 8 * 8).view(1, 3, 8, 8)  # 192 per-pixel features for 100 samples
+    with pytest.warns(UnreliableExplanationWarning, match="192 features for 100 samples .*use fewer, larger features"):
+        explain(SegmentLinear(LABELS, 8), x, pixels, n_samples=100, kernel=0.05)
+    with pytest.warns(UnreliableExplanationWarning, match=r"input\(s\) \[0, 1, 2\] \(data-set index \[40, 41, 42\]\)"):
+        exp = explain(flat, x, f, n_samples=50, index=torch.tensor([40, 41, 42]))
+    assert exp.meta["quality"]["saturated"]

@@ -93,7 +93,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
     if n_bad:
         _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
-    quality, unreliable = report(flags, counts)
+    quality, unreliable = report(flags, counts, softmax=s.softmax, n_samples=n_samples, f_max=fmap.f_max, index=s.index)
     if unreliable:
         warnings.warn(
             f"unreliable explanation: {unreliable} (see torchlime.engine.quality)",

@@ -17,7 +17,7 @@ from typing import Optional, Sequence, Union, cast
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._checks import describe, from_numpy
 from torchlime.accel import ACCELERATE
 from torchlime.engine.assemble import assemble
 from torchlime.engine.explanation import Explanation
@@ -29,6 +29,7 @@ from torchlime.engine.request import Request
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
 from torchlime.stages.forward.chunking import BatchSize, check_batch_size, check_max_memory
+from torchlime.stages.forward.errors import expecting
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn
 from torchlime.stages.perturb.fills import NAMES
@@ -59,10 +60,11 @@ def execute(request: Request) -> Explanation:
     Returns:
         The ``Explanation``.
     """
-    settings = resolve(request)
-    prepared = plan(settings)
-    passes = run_passes(prepared)
-    return assemble(prepared, passes)
+    with expecting(request.input_name, request.inputs):
+        settings = resolve(request)
+        prepared = plan(settings)
+        passes = run_passes(prepared)
+        return assemble(prepared, passes)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,13 @@ class Explainer:
         Returns:
             ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T).
         """
+        # numpy where tensors go (copies), numpy integers where ints go: the same rule at every door
+        inputs, features, target, masks = (
+            from_numpy(inputs),
+            from_numpy(features),
+            from_numpy(target),
+            from_numpy(masks),
+        )
         options = dict(
             sampler=self.sampler,
             kernel=self.kernel,

@@ -78,7 +78,34 @@ def assess(
     return Flags(saturated, poor_fit, few)
 
 
-def report(flags: Flags, counts: list[int]) -> tuple[dict[str, Any], Optional[str]]:
+def _advice(name: str, softmax: bool, n_samples: int, f_max: int) -> str:
+    """What each flag means, and what to do, given the call's own settings."""
+    if name == "saturated":
+        if softmax:
+            return "outputs barely vary (saturated probabilities: explain logits, softmax=False)"
+        return (
+            "outputs barely vary under perturbation (the model ignores these features, or its output is "
+            "saturated: explain logits rather than probabilities; check the fill is not the input itself)"
+        )
+    if name == "poor_fit":
+        return f"weighted R² below {MIN_R2}"
+    if f_max >= n_samples:
+        return (
+            f"fewer effective samples (Kish) than features: {f_max} features for {n_samples} samples (use fewer, "
+            f"larger features: coarser segments or a grid, rather than more samples)"
+        )
+    return "fewer effective samples (Kish) than features (more samples or a wider kernel)"
+
+
+def report(
+    flags: Flags,
+    counts: list[int],
+    *,
+    softmax: bool = False,
+    n_samples: int = 0,
+    f_max: int = 0,
+    index: Optional[torch.Tensor] = None,
+) -> tuple[dict[str, Any], Optional[str]]:
     """``meta["quality"]`` and the one-line summary (None when no flag is raised).
 
     Reads the flagged indices from the device only when ``counts`` shows a flag.
@@ -86,6 +113,10 @@ def report(flags: Flags, counts: list[int]) -> tuple[dict[str, Any], Optional[st
     Args:
         flags: the checks.
         counts: how many fits (or inputs) each flag concerns (``Flags.counts``, read on the host).
+        softmax: the call explained probabilities (the advice for saturated outputs depends on it).
+        n_samples: S, samples per input (the advice for few samples depends on S against F).
+        f_max: F, the largest feature count.
+        index: long (B,) global index of every input in a larger data set, named beside the positions.
 
     Returns:
         ``(quality, summary)``.
@@ -95,15 +126,14 @@ def report(flags: Flags, counts: list[int]) -> tuple[dict[str, Any], Optional[st
     )
     parts = []
     names = ("saturated", "poor_fit", "few_samples")
-    advice = {
-        "saturated": "outputs barely vary (a saturated probability? explain logits: softmax=False)",
-        "poor_fit": f"weighted R² below {MIN_R2}",
-        "few_samples": "fewer effective samples (Kish) than features (more samples or a wider kernel)",
-    }
     for name, count, flag in zip(names, counts, flags):
         where = flag.nonzero().tolist() if count else []
         quality[name] = where
         if count:
             inputs = sorted({w[0] for w in where})
-            parts.append(f"{advice[name]} for input(s) {inputs[:10]}{' ...' if len(inputs) > 10 else ''}")
+            more = " ..." if len(inputs) > 10 else ""
+            which = f"input(s) {inputs[:10]}{more}"
+            if index is not None:
+                which += f" (data-set index {index[inputs[:10]].tolist()}{more})"
+            parts.append(f"{_advice(name, softmax, n_samples, f_max)} for {which}")
     return quality, ("; ".join(parts) or None)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from torchlime._checks import check_integer, check_tensor, describe
+from torchlime._checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.accel import accelerate_model
 from torchlime.engine.presets import UNSET
 from torchlime.engine.presets import resolve as resolve_preset
@@ -191,6 +191,7 @@ def resolve(request: Request) -> Settings:
     check_inputs(inputs, features, request.input_name)
     batch_size = check_batch_size(o["batch_size"])
     max_memory = check_max_memory(o["max_memory"])
+    opts["target"] = from_numpy(opts["target"])  # np.int64(3), a numpy array of classes
     check_target(opts["target"], inputs.shape[0])
     if not callable(request.model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(request.model)}")

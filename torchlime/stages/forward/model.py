@@ -13,7 +13,7 @@ from typing import Any, Iterator, NamedTuple, Optional
 import torch
 from torch import nn
 
-from torchlime._checks import describe
+from torchlime._checks import describe, from_numpy
 from torchlime.typing import Model as Model
 from torchlime.typing import OutputSelector as OutputSelector
 
@@ -84,7 +84,8 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
     """Pick the score tensor from a model output and shape it (rows, K).
 
     ``output`` may be None (a tensor, an object with ``.logits``, or the first
-    element of a tuple/list), a key/index into a dict/tuple, or a callable.
+    element of a tuple/list), a key/index into a dict/tuple, or a callable. NumPy scores (a
+    scikit-learn ``predict_proba``) become a tensor.
     A 1-D output (one score per row: a regressor) becomes (rows, 1).
 
     Args:
@@ -116,6 +117,7 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
             out = out["logits"]
     if isinstance(out, (int, float)) and not isinstance(out, bool):
         out = torch.tensor(float(out))
+    out = from_numpy(out)  # a numpy model (scikit-learn's predict_proba): its scores as a tensor
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"model output must be a tensor of scores (pass `output=` to select one), got {describe(out)}")
     scores: torch.Tensor = out

@@ -15,6 +15,7 @@ import torch
 from torch.profiler import record_function
 
 from torchlime.stages.forward.chunking import BatchSize, ChunkPlan, Signature
+from torchlime.stages.forward.errors import model_call_error
 from torchlime.stages.forward.model import Model, OutputSelector, call_model, eval_mode, model_placement, select_output
 
 
@@ -61,6 +62,8 @@ def run_rows(
 
     Raises:
         torch.OutOfMemoryError: when a chunk of a single row does not fit.
+        ModelCallError: the model raised a ``RuntimeError`` (raised from it, saying what it was sent;
+            other exceptions keep their type and get that text as a note).
     """
     with progress_bar(n_rows, progress) as bar:
         start = 0
@@ -77,7 +80,15 @@ def run_rows(
                     with torch.inference_mode():
                         chunk = build(start, stop)
                         with record_function("torchlime::model"):
-                            out = call_model(model, chunk, device, dtype)
+                            try:
+                                out = call_model(model, chunk, device, dtype)
+                            except torch.OutOfMemoryError:
+                                raise
+                            except Exception as err:  # the model's own error, said with what it was sent
+                                wrapped = model_call_error(err, chunk, start, dtype)
+                                if wrapped is err:
+                                    raise
+                                raise wrapped from err
                     if keep:
                         consume(out, chunk, start, stop)
             except torch.OutOfMemoryError:
