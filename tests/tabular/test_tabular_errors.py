@@ -26,7 +26,11 @@ def run(x=TRAIN[:2], **kw):
 @pytest.mark.parametrize(
     "x,error,match",
     [
-        ([[1.0, 2.0, 3.0, 4.0]], TypeError, r"`X` must be a torch.Tensor, got list"),
+        (
+            [[1.0, 2.0, 3.0, 4.0]],
+            TypeError,
+            r"`X` must be a torch.Tensor or a numpy array of numbers \(B, D\), got list",
+        ),
         (torch.ones(2, 4, dtype=torch.long), TypeError, r"`X` must be a floating tensor .*got dtype torch.int64"),
         (torch.ones(4), ValueError, r"`X` must have shape \(B, D\) .*got shape \(4,\)"),
         (torch.ones(2, 2, 2), ValueError, r"`X` must have shape \(B, D\) .*got shape \(2, 2, 2\)"),

@@ -24,12 +24,19 @@ import torch
 from torchlime._checks import (
     check_choice,
     check_finite,
-    check_ndim,
     check_positive_float,
     check_positive_int,
-    check_tensor,
+    from_numpy,
 )
-from torchlime.audio.segments import SegmentSpec, bin_frequencies, check_segment_counts, mel_bands, spectrogram_segments
+from torchlime.audio._inputs import check_audio
+from torchlime.audio.segments import (
+    SegmentSpec,
+    bin_frequencies,
+    check_segment_counts,
+    mel_bands,
+    spectrogram_segments,
+    warn_bins,
+)
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, istft, stft
 from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
@@ -122,13 +129,6 @@ def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length:
             ) from None
 
 
-def _check_audio(x: Any, name: str, ndims: tuple[int, ...], layout: str) -> None:
-    check_tensor(x, name)
-    check_ndim(x, name, ndims, layout)
-    if x.is_complex() or not x.is_floating_point():
-        raise TypeError(f"`{name}` must be a real floating tensor, got {x.dtype}")
-
-
 def explain_spectrogram(
     model: Model,
     specs: torch.Tensor,
@@ -165,8 +165,10 @@ def explain_spectrogram(
         sample_rate: Hz of the audio behind the spectrogram (for "mel", the plots and the check
             against ``model.sample_rate``).
         hop_length: the spectrogram's STFT hop in samples (recorded for the plots).
-        n_fft: the spectrogram's STFT size (for "mel": the bins' frequencies).
-        bin_freqs: (Fr,) bin frequencies in Hz (e.g. a mel spectrogram's centres).
+        n_fft: the spectrogram's STFT size (for "mel" and the plots: the bins' frequencies, those
+            of a linear STFT of ``n_fft // 2 + 1`` bins; warns when Fr differs).
+        bin_freqs: (Fr,) bin frequencies in Hz (e.g. a mel spectrogram's centres:
+            ``segments.mel_frequencies(Fr, sample_rate)``).
         fmin: lowest frequency (Hz) of the mel bands.
         fmax: highest frequency (Hz) of the mel bands (default: the highest bin).
         n_segments: SLIC superpixels (defaults to time x freq segments).
@@ -180,9 +182,10 @@ def explain_spectrogram(
         ``Explanation`` with coef (B, T, F); ``meta["audio"]`` records the segmentation.
 
     Raises:
-        ValueError / TypeError: wrong dimensions, more segments than frames or bins,
-            non-finite spectrograms, a sample rate that is not positive or disagrees with
-            the model's.
+        ValueError / TypeError: wrong dimensions (one clip without its batch dimension),
+            integer or complex spectrograms, more segments than frames or bins, non-finite
+            spectrograms, a sample rate that is not positive or disagrees with the model's;
+            all before any model call. Warns (``UserWarning``) when Fr is not ``n_fft // 2 + 1``.
 
     Example:
         >>> model = lambda s: s[:, 10:20, 5:9].mean((1, 2)).unsqueeze(1)
@@ -190,8 +193,15 @@ def explain_spectrogram(
         >>> exp.coef.shape
         torch.Size([2, 1, 20])
     """
-    _check_audio(specs, "specs", (3, 4), "(B, Fr, Tm) or (B, C, Fr, Tm)")
+    specs, segments = from_numpy(specs), from_numpy(segments)  # numpy arrays in, as at every door
+    check_audio(specs, "specs", (3, 4), "(B, Fr, Tm) or (B, C, Fr, Tm)")
     sample_rate = check_sample_rate(model, sample_rate)
+    if n_fft is not None:
+        n_fft = check_positive_int(n_fft, "n_fft", minimum=2)
+        if bin_freqs is None:
+            warn_bins(specs.shape[-2], n_fft)
+    if hop_length is not None:
+        hop_length = check_positive_int(hop_length, "hop_length")
     features = spectrogram_segments(
         specs,
         segments,
@@ -266,7 +276,9 @@ def explain_waveform(
         (B, C, S) audio: one map for every channel); ``meta["audio"]`` records the STFT.
 
     Raises:
-        ValueError / TypeError: wrong dimensions, non-finite audio, audio shorter than the
+        ValueError / TypeError: wrong dimensions (one clip without its batch dimension,
+            channels last: (B, S, C)), integer audio (int16 PCM: ``waves.float() / 32768``),
+            non-finite audio, audio shorter than the
             STFT or than the number of segments, STFT settings ``torch.istft`` cannot invert
             (``hop_length`` above ``win_length``, windows that do not overlap), a sample rate
             that disagrees with the model's.
@@ -283,7 +295,8 @@ def explain_waveform(
         >>> tf.coef.shape, tf.features.shape
         (torch.Size([1, 1, 20]), torch.Size([1, 129, 63]))
     """
-    _check_audio(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
+    waves = from_numpy(waves)  # numpy arrays in, as at every door
+    check_audio(waves, "waves", (2, 3), "(B, S) or (B, C, S)")
     sample_rate = cast(float, check_sample_rate(model, check_positive_float(sample_rate, "sample_rate")))
     check_choice(features, "features", ("time", "time_frequency"))
     check_choice(freq_scale, "freq_scale", ("linear", "mel"))

@@ -15,11 +15,12 @@ image read row by row from the lowest band: ``id = band * time_segments + slot``
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, describe
+from torchlime._checks import check_integer, check_positive_int, describe, user_stacklevel
 from torchlime.stages.features import grid
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
@@ -48,6 +49,56 @@ def bin_frequencies(
     """
     n_fft = 2 * (n_bins - 1) if n_fft is None else n_fft
     return torch.arange(n_bins, device=device, dtype=torch.float32) * (float(sample_rate) / n_fft)
+
+
+def mel_frequencies(n_mels: int, sample_rate: float, fmin: float = 0.0, fmax: Optional[float] = None) -> torch.Tensor:
+    """Centre frequencies (Hz) of the rows of a mel spectrogram, for ``bin_freqs=``.
+
+    The peaks of ``n_mels`` triangular filters equally spaced on the HTK mel scale between
+    ``fmin`` and ``fmax`` (torchaudio's ``MelSpectrogram`` defaults: ``mel_scale="htk"``,
+    ``f_min=0``, ``f_max=sample_rate / 2``).
+
+    Args:
+        n_mels: mel bins (rows of the spectrogram).
+        sample_rate: Hz of the audio.
+        fmin: lowest filter edge in Hz.
+        fmax: highest filter edge in Hz (default ``sample_rate / 2``).
+
+    Returns:
+        float32 (n_mels,), increasing.
+
+    Example:
+        >>> mel_frequencies(40, 16000).shape
+        torch.Size([40])
+    """
+    n_mels = check_positive_int(n_mels, "n_mels")
+    hi = float(sample_rate) / 2 if fmax is None else float(fmax)
+    mels = torch.linspace(float(hz_to_mel(torch.tensor(float(fmin)))), float(hz_to_mel(torch.tensor(hi))), n_mels + 2)
+    return mel_to_hz(mels[1:-1])
+
+
+def warn_bins(n_bins: int, n_fft: Optional[int], name: str = "specs") -> None:
+    """Warn (``UserWarning``) when ``n_bins`` frequency rows are not a linear STFT's ``n_fft // 2 + 1``.
+
+    Frequencies computed from ``n_fft`` (the plots' axis, ``segments="mel"``) assume a linear
+    STFT; a mel (or cropped) spectrogram needs its own ``bin_freqs``.
+
+    Args:
+        n_bins: Fr, the spectrogram's frequency rows.
+        n_fft: the STFT size given (None: nothing to compare).
+        name: the spectrogram's name in the message.
+    """
+    if n_fft is None or n_bins == n_fft // 2 + 1:
+        return
+    warnings.warn(
+        f"`n_fft`={n_fft} implies a linear STFT of n_fft // 2 + 1 = {n_fft // 2 + 1} frequency bins, but `{name}` "
+        f"has {n_bins} bins (a mel or cropped spectrogram?): the frequency axis and mel bands computed from "
+        f"`n_fft` assume a linear STFT and would be wrong. Label mel bins with bin_freqs="
+        f"torchlime.audio.segments.mel_frequencies({n_bins}, sample_rate) (their centres in Hz), or leave "
+        f"`n_fft` out",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def mel_bands(bin_freqs: torch.Tensor, n_bands: int, fmin: float = 0.0, fmax: Optional[float] = None) -> torch.Tensor:

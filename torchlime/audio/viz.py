@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from torchlime._checks import check_ndim, check_tensor, describe, require
-from torchlime.audio.segments import bin_frequencies
+from torchlime.audio.segments import bin_frequencies, warn_bins
 from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
 
@@ -46,6 +46,7 @@ def _axes(
     if freqs is not None:
         f, f_label = np.asarray(freqs, dtype=float), "frequency (Hz)"
     elif sr:
+        warn_bins(n_freq, fft)
         f, f_label = bin_frequencies(n_freq, sr, fft).numpy().astype(float), "frequency (Hz)"
     else:
         f, f_label = np.arange(n_freq, dtype=float), "frequency bin"
@@ -125,8 +126,10 @@ def plot_spectrogram_explanation(
         top_k: number the k most positive segments (0: none).
         sample_rate: Hz, for the time and frequency axes (default: ``explanation.meta["audio"]``).
         hop_length: STFT hop in samples, for the time axis (default: ``meta["audio"]``).
-        n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``).
-        bin_freqs: (Fr,) bin frequencies in Hz for the frequency axis (default: ``meta["audio"]``).
+        n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``): a linear STFT's
+            ``n_fft // 2 + 1`` bins (warns when Fr differs, e.g. mel bins).
+        bin_freqs: (Fr,) bin frequencies in Hz for the frequency axis (default: ``meta["audio"]``);
+            for mel bins ``torchlime.audio.segments.mel_frequencies(Fr, sample_rate)``.
         truth: optional bool (Fr, Tm) ground-truth region, outlined in white.
         alpha: opacity of the coefficient overlay.
         title: axes title (default: the clip and its target).

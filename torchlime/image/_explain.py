@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
+from torchlime._checks import from_numpy
 from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import UNSET, resolve
@@ -33,9 +34,12 @@ def explain_image(
 
     Args:
         model: callable on (c, C, H, W) batches returning scores (see ``torchlime.explain``).
-        images: float (B, C, H, W) on any device, any number of channels; for SLIC (the
-            default segments), RGB in [0, 1] (its colour space assumes it: pass the model's
-            normalisation as ``normalize=``, not normalised images).
+        images: float (B, C, H, W) on any device, any number of channels, given to the model
+            as they are. The built-in segmenters ("slic", "quickshift", "felzenszwalb",
+            "skimage_slic") assume RGB in [0, 1]: images outside it (0..255 pixels, normalised
+            images) are segmented from a rescaled copy (``segments.unit_range``), images in
+            [0, 1] as they are. Better still, pass [0, 1] images and the model's normalisation
+            as ``normalize=``.
         segments: None (SLIC on the images' device: the Triton kernels on CUDA), a
             method name ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"),
             a callable images -> (B, H, W) labels, or an integer tensor (H, W),
@@ -60,7 +64,10 @@ def explain_image(
 
     Raises:
         TypeError / ValueError: bad images or segments (named, with what was expected and
-            what came), and everything ``torchlime.explain`` raises.
+            what came, before any model call): e.g. integer images (uint8:
+            ``images.float() / 255``), channels-last (B, H, W, C) images
+            (``images.permute(0, 3, 1, 2)``), one image without its batch dimension; and
+            everything ``torchlime.explain`` raises.
 
     Example:
         >>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1),
@@ -69,6 +76,7 @@ def explain_image(
         >>> exp.heatmap(0).shape
         torch.Size([2, 3, 32, 32])
     """
+    images, segments = from_numpy(images), from_numpy(segments)  # numpy arrays in, as at every door
     segments = resolve(preset, dict(segments=segments), "image")["segments"]
     labels = resolve_segments(images, segments, n_segments=n_segments)
     fmt = None if channels_last is None else InputFormat(None, bool(channels_last))

@@ -33,17 +33,82 @@ from torchlime.stages.features import relabel
 
 SegmentsArg = Union[None, str, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]
 METHODS = ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic")
+#: images within [-UNIT_SLACK, 1 + UNIT_SLACK] are segmented as they are (``unit_range``)
+UNIT_SLACK = 0.25
 _CPU_CHUNK = 1 << 18  # pixels per chunk of images of the torch SLIC on CPU (keeps the working set in cache)
 
 
 def check_images(images: Any, name: str = "images") -> None:
-    """Raise unless ``images`` is a non-empty floating tensor (B, C, H, W); no host sync."""
+    """Raise unless ``images`` is a non-empty floating tensor (B, C, H, W); no host sync.
+
+    Besides the type, rank and dtype, it refuses what looks like channels-last images (B, H, W, C)
+    (the last axis 1, 3 or 4 and axis 1 not), and says how to convert each case.
+
+    Args:
+        images: anything.
+        name: its name in the messages.
+
+    Raises:
+        TypeError: not a tensor, or not floating (uint8 pixels: ``images.float() / 255``).
+        ValueError: not (B, C, H, W), channels last, or empty.
+    """
     check_tensor(images, name)
+    shape = tuple(images.shape)
+    if images.ndim in (2, 3):
+        if images.ndim == 2:
+            hint = f"for one grayscale image (H, W), add the batch and channel dimensions: {name}[None, None]"
+        elif shape[-1] in (1, 3, 4) and shape[0] not in (1, 3, 4):
+            hint = f"for one image (H, W, C) (its last axis looks like channels): {name}.permute(2, 0, 1).unsqueeze(0)"
+        else:
+            hint = f"for one image (C, H, W), add the batch dimension: {name}.unsqueeze(0)"
+        raise ValueError(
+            f"`{name}` must have 4 dimensions (B, C, H, W), got {images.ndim} dimensions with shape {shape}; {hint}"
+        )
     check_ndim(images, name, (4,), "(B, C, H, W)")
+    if shape[-1] in (1, 3, 4) and shape[1] not in (1, 3, 4):
+        raise ValueError(
+            f"`{name}` must be (B, C, H, W) with channels on axis 1, got shape {shape}, whose last axis looks "
+            f"like channels (B, H, W, C); pass {name}.permute(0, 3, 1, 2)"
+        )
     if not images.dtype.is_floating_point:
-        raise TypeError(f"`{name}` must have a floating dtype (e.g. torch.float32 in [0, 1]), got {images.dtype}")
+        if images.dtype == torch.uint8:
+            hint = f"; convert 8-bit pixels with {name}.float() / 255"
+        elif not images.dtype.is_complex:
+            hint = f"; convert with {name}.float() (scaled to [0, 1])"
+        else:
+            hint = ""
+        raise TypeError(f"`{name}` must have a floating dtype (e.g. torch.float32 in [0, 1]), got {images.dtype}{hint}")
     if images.numel() == 0:
-        raise ValueError(f"`{name}` must not be empty, got shape {tuple(images.shape)}")
+        raise ValueError(f"`{name}` must not be empty, got shape {shape}")
+
+
+def unit_range(images: torch.Tensor) -> torch.Tensor:
+    """A copy of images (B, C, H, W) in [0, 1], for the segmenters that assume that range; no host sync.
+
+    Per image: one within [-0.25, 1.25] (``UNIT_SLACK``: [0, 1] up to a resize's overshoot) is
+    kept bit for bit; one of values in [0, 255] (8-bit pixels as floats) is divided by 255; any
+    other (e.g. normalised, ``(x - mean) / std``) is min-max scaled channel by channel,
+    ``(x - min_c) / (max_c - min_c)``, which undoes a per-channel normalisation exactly when every
+    channel of the original spans [0, 1]. The choice is a per-image ``torch.where``: nothing is
+    read back to the host.
+
+    Args:
+        images: finite float (B, C, H, W).
+
+    Returns:
+        A new (B, C, H, W) tensor of ``images``' dtype.
+
+    Example:
+        >>> x = torch.rand(2, 3, 8, 8)
+        >>> torch.equal(unit_range(x), x), torch.allclose(unit_range(x * 255), x)
+        (True, True)
+    """
+    low = images.amin(dim=(2, 3), keepdim=True)  # (B, C, 1, 1)
+    high = images.amax(dim=(2, 3), keepdim=True)
+    lo, hi = low.amin(1, keepdim=True), high.amax(1, keepdim=True)  # (B, 1, 1, 1)
+    stretched = (images - low) / (high - low).clamp_min(torch.finfo(images.dtype).tiny)
+    scaled = torch.where((lo >= 0) & (hi <= 255), images / 255, stretched)
+    return torch.where((lo >= -UNIT_SLACK) & (hi <= 1 + UNIT_SLACK), images, scaled)
 
 
 def check_slic_args(
@@ -76,7 +141,9 @@ def slic(
         images: float (B, C, H, W). With C == 3 and ``lab`` the images are RGB in
             [0, 1] and are converted to CIELAB (then ``compactness`` means what it
             means in ``skimage.segmentation.slic``); otherwise channels are used as
-            they are (for [0, 1] data, a compactness near 0.1 is comparable).
+            they are (for [0, 1] data, a compactness near 0.1 is comparable). Images
+            outside [0, 1] (0..255 pixels, normalised images) are segmented from a
+            rescaled copy (``unit_range``).
         n_segments: approximate number of superpixels (the seeding grid size).
         compactness: m in the distance d_colour^2 + (m / S)^2 d_xy^2, S = sqrt(H*W / n_segments).
         n_iter: assignment + update iterations.
@@ -116,11 +183,12 @@ def slic_labels(
     """``slic`` on checked arguments (no host synchronisation of its own).
 
     Non-finite pixels are segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own
-    finiteness check (the engine's) reports them, rather than a broken label map.
+    finiteness check (the engine's) reports them, rather than a broken label map. Images outside
+    [0, 1] are segmented from ``unit_range``'s copy (images in [0, 1] as they are).
     """
     b, _, h, w = images.shape
     grid_ = seed_grid(h, w, n_segments)
-    x = to_lab(torch.nan_to_num(images, nan=0.0, posinf=1.0, neginf=0.0), lab)
+    x = to_lab(unit_range(torch.nan_to_num(images, nan=0.0, posinf=1.0, neginf=0.0)), lab)
     if _backend.use_triton(x):
         clusters = iterate_triton(x, grid_, compactness, n_iter)
     else:  # on the CPU, chunks of ~2^18 pixels keep the working set in cache; CUDA takes the batch
@@ -174,7 +242,8 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
     """Segment each image with scikit-image (an optional dependency), on the host.
 
     Args:
-        images: float (B, C, H, W); RGB in [0, 1] for quickshift (C == 1 is repeated to 3).
+        images: float (B, C, H, W); RGB in [0, 1] for quickshift (C == 1 is repeated to 3);
+            images outside [0, 1] are segmented from a rescaled copy (``unit_range``).
         method: "quickshift" (lime's defaults kernel_size=4, max_dist=200, ratio=0.2),
             "felzenszwalb" or "slic" (skimage's defaults).
         **kwargs: parameters of the scikit-image function, overriding those defaults.
@@ -185,7 +254,7 @@ def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs:
     check_images(images)
     check_choice(method, "method", ("quickshift", "felzenszwalb", "slic"))
     skseg = require("skimage.segmentation", "image", "skimage_segments")
-    arr = images.detach().to("cpu", torch.float64).permute(0, 2, 3, 1).numpy()
+    arr = unit_range(images.detach().to("cpu", torch.float64)).permute(0, 2, 3, 1).numpy()
     c = arr.shape[-1]
     if method == "quickshift":
         if c not in (1, 3):

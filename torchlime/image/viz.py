@@ -15,7 +15,7 @@ import torch
 
 from torchlime._checks import check_positive_int, require
 from torchlime.engine.explanation import Explanation
-from torchlime.image.segments import boundaries
+from torchlime.image.segments import boundaries, unit_range
 
 
 def image_and_mask(
@@ -69,8 +69,8 @@ def _top(key: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def _to_hwc(image: torch.Tensor) -> Any:
-    img = image.detach().float().cpu()
-    img = (img - img.min()) / (img.max() - img.min()).clamp_min(1e-12) if img.min() < 0 or img.max() > 1 else img
+    """(C, H, W) as an (H, W[, 3]) array in [0, 1], rescaled as the segmenters see it (``unit_range``)."""
+    img = unit_range(image.detach().float().cpu()[None])[0].clamp(0, 1)
     return img.permute(1, 2, 0).squeeze(-1).numpy() if img.shape[0] in (1, 3) else img[:3].permute(1, 2, 0).numpy()
 
 

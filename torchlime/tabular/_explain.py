@@ -23,6 +23,7 @@ from torchlime.engine.request import Request
 from torchlime.stages.forward.model import Model
 from torchlime.stages.weighting import ExponentialKernel
 from torchlime.tabular._discretize import DISCRETIZERS
+from torchlime.tabular._numpy import NumpyRows, as_rows, takes_numpy
 from torchlime.tabular._proximity import ScaledEuclideanKernel, default_width
 from torchlime.tabular._sample import TabularPerturbation, TabularSampler, keep_probability
 from torchlime.tabular._stats import TabularStats, as_float64, fit_stats
@@ -43,11 +44,15 @@ def _check_preset(preset: Any) -> None:
 
 
 def _check_x(x: Any) -> None:
-    check_tensor(x, "X")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"`X` must be a torch.Tensor or a numpy array of numbers (B, D), got {describe(x)}")
     if not x.is_floating_point():
-        raise TypeError(f"`X` must be a floating tensor (float32 or float64), got dtype {x.dtype}")
+        raise TypeError(
+            f"`X` must be a floating tensor (float32 or float64), got dtype {x.dtype}; convert with X.float()"
+        )
     if x.ndim != 2 or x.shape[0] == 0:
-        raise ValueError(f"`X` must have shape (B, D) with B >= 1 rows to explain, got shape {tuple(x.shape)}")
+        hint = "; for one row, add the batch dimension: X.unsqueeze(0) (numpy: X.reshape(1, -1))" if x.ndim == 1 else ""
+        raise ValueError(f"`X` must have shape (B, D) with B >= 1 rows to explain, got shape {tuple(x.shape)}{hint}")
     if x.shape[1] < 2:
         raise ValueError(f"`X` must have at least 2 columns (features) to explain, got shape {tuple(x.shape)}")
     check_finite(x, "X")
@@ -144,8 +149,12 @@ def explain_tabular(
 
     Args:
         model: callable on (c, D) rows of X's dtype returning scores (c, K) (probabilities of a
-            classifier, or a regressor's (c,) outputs).
-        X: float (B, D) rows to explain, on any device.
+            classifier, or a regressor's (c,) outputs). With a numpy ``X``, a model that is not
+            an ``nn.Module`` (e.g. scikit-learn's ``predict_proba``, taken as it is) is called
+            with numpy float32 rows, as lime calls ``classifier_fn``, and may return numpy
+            scores; an ``nn.Module`` gets tensors.
+        X: float (B, D) rows to explain: a tensor on any device, or a numpy array of numbers
+            (taken as a float32 tensor on the CPU; the explanation is torch either way).
         training_data: (N, D) tensor or array, or a ``TabularStats`` (``fit_stats``) to reuse.
         categorical_features: column indices compared by equality, sampled by frequency (ints,
             numpy integers, a 1-D integer array or tensor).
@@ -156,8 +165,9 @@ def explain_tabular(
         sample_around_instance: Gaussian sampling centred on the instance instead of the mean.
         kernel_width: width of the kernel (default ``0.75 √D``).
         training_labels: (N,) labels of the training rows, numbers or strings (entropy discretizer).
-        perturbed: optional (B, S, D) sample rows to use instead of drawing them (sample 0 the
-            input); masks are ``masks=`` if given, else "same level as the input".
+        perturbed: optional (B, S, D) sample rows (a tensor, or a numpy array like ``X``) to
+            use instead of drawing them (sample 0 the input); masks are ``masks=`` if given,
+            else "same level as the input".
         preset: None or "lime" (``LimeTabularExplainer``'s settings: N = 5000, Ridge(1), top
             class); other presets are refused (they have no tabular sampler, kernel and values).
         generator: int seed or ``torch.Generator`` (masks and values derive from it).
@@ -171,10 +181,10 @@ def explain_tabular(
         the instances' levels and the bins, read by ``conditions``.
 
     Raises:
-        TypeError / ValueError: bad X (not float, not (B, D), non-finite), training data of
-            the wrong shape or non-finite, categorical indices out of range, an unknown
-            discretizer, a preset other than None / "lime", and everything ``torchlime.explain``
-            raises; each names the argument, what was expected and what came.
+        TypeError / ValueError: bad X (not float, not (B, D), non-finite; before any model
+            call), training data of the wrong shape or non-finite, categorical indices out of
+            range, an unknown discretizer, a preset other than None / "lime", and everything
+            ``torchlime.explain`` raises; each names the argument, what was expected and what came.
 
     Example:
         >>> t = torch.linspace(0, 1, 101)
@@ -187,6 +197,8 @@ def explain_tabular(
     bad = [k for k in kwargs if k in _RESERVED]
     if bad:
         raise TypeError(f"explain_tabular() does not take {bad}: one feature per column, values drawn as lime does")
+    adapter = NumpyRows if takes_numpy(model, X) else None
+    X = as_rows(X, "X")
     _check_x(X)
     _check_preset(preset)
     if not isinstance(training_data, TabularStats):  # fitted statistics carry their own discretizer's name
@@ -213,6 +225,7 @@ def explain_tabular(
     index = kwargs.get("index")
     ids = torch.arange(batch, device=X.device) if index is None else torch.as_tensor(index).to(X.device).long()
     if perturbed is not None:
+        perturbed = as_rows(perturbed, "perturbed")
         kwargs = _given_rows(perturbed, X, stats, levels, kwargs)
     width = default_width(d) if kernel_width is None else float(kernel_width)
     own_kernel = kernel is UNSET
@@ -230,7 +243,15 @@ def explain_tabular(
         kwargs, baseline=0.0, perturb_fn=perturb, kernel=kernel, sampler=sampler, generator=seed, preset=preset
     )
     exp = execute(
-        Request(model, X, torch.arange(d, device=X.device).view(1, d), options, modality="tabular", input_name="X")
+        Request(
+            model,
+            X,
+            torch.arange(d, device=X.device).view(1, d),
+            options,
+            modality="tabular",
+            input_name="X",
+            adapter=adapter,
+        )
     )
     meta = dict(exp.meta)
     cat_idx = stats.categorical.nonzero().flatten()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
 
-from torchlime._checks import check_choice, check_integer, check_tensor, describe
+from torchlime._checks import check_choice, check_integer, check_tensor, describe, from_numpy
 from torchlime.engine.explainer import execute
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import UNSET, resolve
@@ -228,6 +228,7 @@ def explain_tokens(
         )
     if vocab_size is None:
         vocab_size = infer_vocab_size(model)
+    input_ids, attention_mask, word_ids = from_numpy(input_ids), from_numpy(attention_mask), from_numpy(word_ids)
     attn = _check_args(input_ids, attention_mask, word_ids, mode, mask_id, pad_id, vocab_size)
     dev = input_ids.device
     batch, length = input_ids.shape

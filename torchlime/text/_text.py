@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence, Union
 
+import numpy as np
 import torch
 
 from torchlime._checks import describe
@@ -30,6 +31,8 @@ _RESERVED = ("inputs", "features", "baseline", "perturb_fn", "input_ids", "atten
 
 def _texts(texts: Any) -> list[str]:
     """The texts as a list of B >= 1 strings."""
+    if isinstance(texts, np.ndarray) and texts.dtype.kind in "US" and texts.ndim == 1:
+        texts = texts.tolist()  # a numpy array of strings, as lime's users pass them
     listed = [texts] if isinstance(texts, str) else texts
     if not isinstance(listed, (list, tuple)) or not listed or not all(isinstance(t, str) for t in listed):
         raise TypeError(f"`texts` must be a string or a non-empty list of strings, got {describe(texts)}")
