@@ -8,19 +8,36 @@ torchlime (``perturbations_per_eval`` is the chunk), and the surrogate is torchl
 captum's objective. captum's ``SkLearnLasso`` / ``SkLearnRidge`` / ``SkLearnLinearRegression`` (and the
 SGD variants, solved exactly) and its ``get_exp_kernel_similarity_function`` kernels are taken; other
 surrogates, kernels and perturbation functions are refused with the torchlime equivalent.
+
+The arguments are checked before ``forward_func`` runs, and every error names captum's argument
+(``inputs``, ``target``, ``n_samples``, ``perturbations_per_eval``, ``baselines``, ``feature_mask``). Where
+captum asserts (``target=None`` for a model with several outputs per example), ``TargetError`` is both
+a ``ValueError`` and captum's ``AssertionError``.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Optional, Union
 
 import torch
 
 from torchlime._checks import describe
+from torchlime.compat._captum_args import (
+    ERRORS,
+    TargetError,
+    check_inputs,
+    check_target,
+    feature_masks,
+    fills,
+    probe,
+    refused_dtype,
+)
+from torchlime.compat._vocabulary import check_count, speaking
 from torchlime.engine.explainer import explain
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel
+
+__all__ = ["Lime", "KernelShap", "TargetError"]
 
 TensorOrTuple = Union[torch.Tensor, tuple[torch.Tensor, ...]]
 _INF_WEIGHT = 1e6  # captum's KernelShap weight of the all-on and all-off coalitions
@@ -100,6 +117,13 @@ class _Attribution:
     kernel: Kernel
     surrogate: Surrogate
     keeps_first: bool  # does captum's first sample equal the unperturbed input (the engine's row 0)
+    #: the engine's quality warnings in captum's words (None: the flag concerns the engine's own kernel only)
+    advice: dict[str, Optional[str]] = {
+        "saturated": "forward_func's outputs barely vary over the samples (a saturated probability? attribute "
+        "the logits)",
+        "poor_fit": "a linear surrogate explains under 10% of forward_func's output variation (weighted R² < 0.1)",
+        "few_samples": "fewer effective samples than features: raise n_samples, or similarity_func's kernel_width",
+    }
 
     def attribute(
         self,
@@ -115,15 +139,26 @@ class _Attribution:
     ) -> TensorOrTuple:
         """Captum's ``attribute``: coefficients per feature, in the inputs' shape or as (bsz, M).
 
+        Every argument is checked before ``forward_func`` runs. Floating inputs take the model's
+        floating dtype (torchlime's rule: a float64 batch explains a float32 model, where captum fails
+        in the model); integer and bool inputs reach ``forward_func`` as they are, as in captum (token
+        ids for an embedding, bool masks), and a model that refuses them gets a ``TypeError`` naming
+        ``inputs``. As captum, a batch (or any call with ``target=None``) first runs the unperturbed
+        inputs once, to learn whether the model returns one value per example, per batch, or several
+        (which needs a ``target``). Unlike captum, every example of a batch is explained in one batched
+        call, without captum's "multiple inputs" warning.
+
         Args:
-            inputs: (bsz, ...) tensor or tuple of tensors (the first dims equal).
+            inputs: (bsz, ...) tensor or tuple of tensors (the first dims equal, bsz >= 1), finite.
             baselines: None (0, False for bool), a number, a tensor or a tuple of them per input.
-            target: the output column(s): None, an int, a list or (bsz,) tensor.
+            target: the output column(s): None (only for one output per example), an int >= 0, a list of
+                bsz ints or a (bsz,) integer tensor (one column per example).
             additional_forward_args: passed to ``forward_func`` after the inputs, unperturbed.
-            feature_mask: None (one feature per element, numbered across the tuple) or long masks
-                broadcastable to each input, (1 or bsz, ...); an id shared by tensors is one feature.
-            n_samples: samples per example.
-            perturbations_per_eval: rows per model call.
+            feature_mask: None (one feature per element, numbered across the tuple) or integer masks
+                broadcastable to each input, (1 or bsz, ...); an id shared by tensors is one feature;
+                at least 2 features per example.
+            n_samples: samples per example (>= 2).
+            perturbations_per_eval: rows per model call (>= 1).
             return_input_shape: coefficients painted on the inputs (float32, the inputs' shapes) or
                 (bsz, M) (CPU float32).
             show_progress: a progress bar on stderr.
@@ -131,29 +166,37 @@ class _Attribution:
         Returns:
             A tensor or tuple like ``inputs`` (``return_input_shape``), else (bsz, M); (1, ...) / (1, M)
             for a model that returns one value per batch.
+
+        Raises:
+            TypeError: ``inputs`` that are not tensors (or refused by the model for their dtype), a
+                ``target``, ``feature_mask`` or ``baselines`` of the wrong type, a count that is not an int.
+            ValueError: an empty batch, NaN/inf inputs or baselines, fewer than 2 features, a count
+                below its minimum, a negative ``target`` or one out of the model's range, a model
+                returning the wrong shape or NaN/inf.
+            TargetError: ``target=None`` for a model with several outputs per example (a ``ValueError``
+                and, as captum raises, an ``AssertionError``).
+
+        Example:
+            >>> net = torch.nn.Linear(3, 2)
+            >>> Lime(net).attribute(torch.ones(2, 3), target=[0, 1], n_samples=50).shape
+            torch.Size([2, 3])
         """
-        is_tuple = isinstance(inputs, tuple)
-        tensors = tuple(inputs) if is_tuple else (inputs,)
-        if not all(isinstance(t, torch.Tensor) for t in tensors):
-            raise TypeError(f"`inputs` must be a tensor or a tuple of tensors, got {describe(inputs)}")
-        tensors = tuple(t.detach() for t in tensors)
+        tensors, is_tuple = check_inputs(inputs)
         bsz = tensors[0].shape[0]
-        masks, m = _feature_masks(feature_mask, tensors)
-        fills = _baselines(baselines, tensors)
+        n_samples = check_count(n_samples, "n_samples", 2, "a surrogate needs at least 2 samples")
+        ppe = check_count(perturbations_per_eval, "perturbations_per_eval", 1, "rows per forward_func call")
+        target = check_target(target, bsz)
+        masks, m = feature_masks(feature_mask, tensors)
+        baseline = fills(baselines, tensors)
         extra = () if additional_forward_args is None else additional_forward_args
         extra = extra if isinstance(extra, tuple) else (extra,)
-        whole = bsz > 1 and _one_value_per_batch(self.forward_func, tensors, extra)
-        if whole and perturbations_per_eval != 1:
+        whole = probe(self.forward_func, tensors, extra, target) if bsz > 1 or target is None else False
+        if whole and ppe != 1:
             raise ValueError("`perturbations_per_eval` must be 1 when forward_func returns one value per batch")
         examples = 1 if whole else bsz
-        if bsz > 1 and not whole:
-            warnings.warn(
-                "You are providing multiple inputs for Lime / Kernel SHAP attributions: a separate surrogate is "
-                "fitted for each example (in one batched call here)",
-                stacklevel=2,
-            )
         z = torch.stack([self._draw_and_fit_draws(n_samples, m) for _ in range(examples)])  # (E, S, M) captum's
-        coef = self._fit(tensors, masks, fills, extra, target, z, whole, perturbations_per_eval, show_progress)
+        with speaking(ERRORS, self.advice, per_input=True), refused_dtype(tensors):
+            coef = self._fit(tensors, masks, baseline, extra, target, z, whole, ppe, show_progress)
         if not return_input_shape:
             return coef.float().cpu()
         painted = tuple(_paint(coef, mk, t, whole) for mk, t in zip(masks, tensors))
@@ -195,7 +238,13 @@ class _Attribution:
             extra = ()
         ids = _feature_ids(masks, examples, m, dev)  # (E, M) bool: which of captum's ids each example has
         cols = ids.long().cumsum(1) - 1  # captum id -> the engine's relabelled column
-        f_max = int(ids.sum(1).max())
+        counts = ids.sum(1)
+        if int(counts.min()) < 2:
+            few = (counts < 2).nonzero().flatten().tolist()
+            raise ValueError(
+                f"`feature_mask` must give every example at least 2 features to attribute, examples {few} have fewer"
+            )
+        f_max = int(counts.max())
         first = torch.ones(examples, 1, m, dtype=torch.bool)
         rows = z.bool() if self.keeps_first else torch.cat((first, z.bool()), 1)
         engine_masks = torch.zeros(examples, rows.shape[1], f_max, dtype=torch.bool)
@@ -276,6 +325,8 @@ class KernelShap(_Attribution):
     name = "Kernel Shap"
     keeps_first = True
 
+    advice = dict(_Attribution.advice, poor_fit=None, few_samples=None)  # the engine's kernel is not KernelShap's
+
     def __init__(self, forward_func: Callable[..., Any]) -> None:
         super().__init__(forward_func)
         self.surrogate = Ridge(alpha=0.0, dtype=torch.float64)
@@ -302,56 +353,6 @@ class KernelShap(_Attribution):
 
 
 # ---------------------------------------------------------------------- captum's input formats
-def _feature_masks(feature_mask: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], int]:
-    """Long masks per tensor, (1 or bsz, ...), and M = the largest id + 1 (captum's numbering)."""
-    if feature_mask is None:
-        masks, offset = [], 0
-        for t in tensors:
-            n = t[0].numel()
-            masks.append(offset + torch.arange(n, device=t.device).reshape(t[:1].shape))
-            offset += n
-        return tuple(masks), offset
-    given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
-    if len(given) != len(tensors) or not all(isinstance(mk, torch.Tensor) for mk in given):
-        raise TypeError(
-            f"`feature_mask` must be a tensor or a tuple of {len(tensors)} tensors, got {describe(feature_mask)}"
-        )
-    masks_l = [mk.to(tensors[0].device).long() for mk in given]
-    filled = [mk for mk in masks_l if mk.numel()]
-    low = min(int(mk.min()) for mk in filled)
-    if low != 0:
-        warnings.warn("Minimum element in feature mask is not 0, shifting indices to start at 0.", stacklevel=3)
-        masks_l = [mk - low for mk in masks_l]
-    return tuple(masks_l), max(int(mk.max()) for mk in masks_l if mk.numel()) + 1
-
-
-def _baselines(baselines: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
-    if baselines is None:
-        return tuple(False if t.dtype == torch.bool else 0.0 for t in tensors)
-    given = baselines if isinstance(baselines, tuple) else (baselines,)
-    if len(given) != len(tensors):
-        raise ValueError(f"`baselines` must have one entry per input ({len(tensors)}), got {len(given)}")
-    return tuple(float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else b for b in given)
-
-
-def _one_value_per_batch(
-    forward: Callable[..., Any], tensors: tuple[torch.Tensor, ...], extra: tuple[Any, ...]
-) -> bool:
-    """The probe captum runs: does the model return one value for the whole batch (0-d, one element, a number)?"""
-    with torch.no_grad():
-        out = forward(*tensors, *extra)
-    if not isinstance(out, torch.Tensor):
-        return True
-    if out.numel() == 1:
-        return True
-    if out.numel() > 1 and out.shape[0] != tensors[0].shape[0]:
-        raise ValueError(
-            "forward_func must return one value per example or one value per batch, got an output of shape "
-            f"{tuple(out.shape)} for a batch of {tensors[0].shape[0]}"
-        )
-    return False
-
-
 def _feature_ids(masks: tuple[torch.Tensor, ...], examples: int, m: int, dev: torch.device) -> torch.Tensor:
     """(E, M) bool: the ids that appear in each example's masks."""
     seen = torch.zeros(examples, m + 1, dtype=torch.bool, device=dev)

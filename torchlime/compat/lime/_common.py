@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from torchlime._checks import describe
+from torchlime.compat.lime._checks import check_labels
 from torchlime.methods.feature_selection import METHODS, Select
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.typing import DistanceName, SelectionMethod
@@ -159,19 +160,17 @@ def target_for(labels: Sequence[int], top_labels: Optional[int]) -> Any:
     """Torchlime's ``target`` for lime's ``labels`` / ``top_labels``.
 
     Args:
-        labels: the classes to explain when ``top_labels`` is None.
-        top_labels: explain the K most probable classes instead.
+        labels: the classes to explain when ``top_labels`` is None (or 0).
+        top_labels: explain the K most probable classes.
 
     Returns:
         ``"topK"`` or a list of ints.
+
+    Raises:
+        TypeError / ValueError: labels that are not ints >= 0, or none (``check_labels``).
     """
-    if top_labels:
-        return f"top{int(top_labels)}"
-    many: Any = labels if isinstance(labels, (list, tuple, np.ndarray)) else [labels]
-    listed = [int(x) for x in many]
-    if not listed:
-        raise ValueError("`labels` must name at least one class (or pass top_labels), got none")
-    return listed
+    listed, top = check_labels(labels, top_labels)
+    return f"top{top}" if top else listed
 
 
 def ranked(coef: torch.Tensor, n_features: int, keep: int) -> list[tuple[int, float]]:
@@ -191,19 +190,31 @@ def ranked(coef: torch.Tensor, n_features: int, keep: int) -> list[tuple[int, fl
 
 
 class Recording:
-    """lime's ``classifier_fn`` as the engine's model: converts each chunk, calls it, keeps what lime reports.
+    """lime's ``classifier_fn`` as the engine's model: converts each chunk, calls it, checks and keeps its output.
 
     The first row the engine sends is the unperturbed instance, so the first output row is lime's
     ``predict_proba`` (or ``predicted_value``); the range of every output is a regression's
-    ``min_value`` / ``max_value``.
+    ``min_value`` / ``max_value``. Every output is checked in lime's words: numbers, one row per row
+    sent ((c, K) for a classifier), finite, and wide enough for the ``labels`` asked.
 
     Args:
         fn: the user's function over a batch (numpy array or list of strings).
         convert: turns the engine's chunk into what ``fn`` takes (None: as it comes).
+        name: the function's name in lime ("classifier_fn", "predict_fn").
+        classifier: it returns (c, K) class probabilities (False: a regression's (c,) predictions).
+        labels: the classes asked (checked against K on the first output).
     """
 
-    def __init__(self, fn: Callable[[Any], Any], convert: Optional[Callable[[Any], Any]] = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Any], Any],
+        convert: Optional[Callable[[Any], Any]] = None,
+        name: str = "classifier_fn",
+        classifier: bool = True,
+        labels: Sequence[int] = (),
+    ) -> None:
         self.fn, self.convert = fn, convert
+        self.name, self.classifier, self.labels = name, classifier, list(labels)
         self.first: Optional[np.ndarray] = None
         self.low, self.high = np.inf, -np.inf
 
@@ -220,11 +231,33 @@ class Recording:
 
         Returns:
             ``fn``'s output as a float64 tensor.
+
+        Raises:
+            TypeError: an output that is not numbers.
+            ValueError: the wrong shape, NaN/inf, or fewer classes than ``labels`` asks for.
         """
         given = chunk if self.convert is None else self.convert(chunk)
-        out = np.asarray(self.fn(given), dtype=np.float64)
+        raw = self.fn(given)
+        try:
+            out = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"`{self.name}` must return numbers (a numpy array), got {describe(raw)}") from err
+        self._check(out, len(given))
         if out.size:
             if self.first is None:
                 self.first = out[0].copy()
             self.low, self.high = min(self.low, float(out.min())), max(self.high, float(out.max()))
         return torch.from_numpy(np.ascontiguousarray(out))
+
+    def _check(self, out: np.ndarray, rows: int) -> None:
+        shape = "(c, K) class probabilities" if self.classifier else "(c,) predictions"
+        if out.ndim not in (1, 2) or out.shape[0] != rows or (self.classifier and out.ndim != 2):
+            raise ValueError(f"`{self.name}` must return {shape} for a batch of c={rows} rows, got shape {out.shape}")
+        bad = int((~np.isfinite(out)).any(axis=-1).sum()) if out.ndim == 2 else int((~np.isfinite(out)).sum())
+        if bad:
+            raise ValueError(f"`{self.name}` returned NaN/inf scores for {bad} of {rows} rows; lime needs finite ones")
+        k = out.shape[1] if out.ndim == 2 else 1
+        if self.classifier and self.labels and max(self.labels) >= k:
+            raise ValueError(
+                f"`labels` must be in [0, {k}) ({self.name} returns {k} class scores per row), got {self.labels}"
+            )

@@ -8,7 +8,9 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from torchlime._checks import describe, require
+from torchlime._checks import check_positive_float, describe, require
+from torchlime.compat._vocabulary import speaking
+from torchlime.compat.lime._checks import check_finite_array, check_function, check_sizes, lime_advice, lime_words
 from torchlime.compat.lime._common import (
     Recording,
     check_common,
@@ -47,7 +49,24 @@ def _check_image(image: Any) -> np.ndarray:
         image = image.detach().cpu().numpy()
     if not isinstance(image, np.ndarray) or image.ndim not in (2, 3) or image.dtype.kind not in "biuf":
         raise TypeError(f"`image` must be a numpy array (H, W, C) or (H, W) of numbers, got {describe(image)}")
+    if image.size == 0:
+        raise ValueError(f"`image` must have at least one pixel and one channel, got shape {image.shape}")
+    check_finite_array(image, "image")
     return np.stack([image] * 3, -1) if image.ndim == 2 else image
+
+
+def _check_hide_color(hide_color: Any, channels: int) -> None:
+    """``hide_color``: None, or one finite number or ``channels`` of them."""
+    if hide_color is None:
+        return
+    try:
+        value = np.asarray(hide_color, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"`hide_color` must be None or a number per channel, got {describe(hide_color)}") from None
+    if value.ndim > 1 or value.size not in (1, channels) or not np.isfinite(value).all():
+        raise ValueError(
+            f"`hide_color` must be None, or 1 or {channels} finite numbers (one per channel), got {hide_color!r}"
+        )
 
 
 def _fill(image: np.ndarray, segments: np.ndarray, hide_color: Any) -> torch.Tensor:
@@ -81,7 +100,7 @@ class LimeImageExplainer:
         random_state: Any = None,
     ) -> None:
         check_common(kernel, feature_selection, verbose)
-        self.kernel_width = float(kernel_width)
+        self.kernel_width = check_positive_float(kernel_width, "kernel_width")
         self.feature_selection = feature_selection
         self.random_state = random_state_from(random_state)
 
@@ -125,8 +144,18 @@ class LimeImageExplainer:
         Returns:
             lime's ``ImageExplanation`` (``local_exp``, ``intercept``, ``score``, ``top_labels``,
             ``get_image_and_mask``); ``.result`` is torchlime's ``Explanation``.
+
+        Raises:
+            TypeError / ValueError: naming lime's argument, before ``classifier_fn`` runs (an empty or
+                non-finite ``image``, ``num_samples`` < 2, negative ``labels``, fewer than 2
+                superpixels, ...), or once its output shows it (``labels`` beyond its classes, NaN/inf
+                or misshapen scores).
         """
         img = _check_image(image)
+        check_function(classifier_fn, "classifier_fn")
+        num_samples, num_features, batch_size = check_sizes(num_samples, num_features, batch_size)
+        target = target_for(labels, top_labels)
+        _check_hide_color(hide_color, img.shape[-1])
         distance = check_distance(distance_metric)
         if random_seed is None:
             random_seed = self._draw(1000)
@@ -137,24 +166,30 @@ class LimeImageExplainer:
                 f"got {segments.dtype} {segments.shape}"
             )
         ids = np.unique(segments)
+        if len(ids) < 2:
+            raise ValueError(
+                f"`segmentation_fn` must split the image into at least 2 superpixels to explain, got {len(ids)}"
+            )
         dtype = img.dtype
-        rec = Recording(classifier_fn, lambda chunk: chunk.cpu().numpy().astype(dtype, copy=False))
+        convert = lambda chunk: chunk.cpu().numpy().astype(dtype, copy=False)
+        rec = Recording(classifier_fn, convert, labels=[] if isinstance(target, str) else target)
         x = torch.from_numpy(img).double().unsqueeze(0)
-        result = explain(
-            rec,
-            x,
-            torch.from_numpy(segments.astype(np.int64)).view(1, *segments.shape, 1),
-            baseline=_fill(img, segments, hide_color),
-            target=target_for(labels, top_labels),
-            n_samples=int(num_samples),
-            sampler=BernoulliSampler(0.5),
-            kernel=ExponentialKernel(width=self.kernel_width, distance=distance),
-            surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
-            generator=seed_from(self.random_state),
-            batch_size=int(batch_size),
-            progress=bool(progress_bar),
-        )
-        keep = len(ids) if self.feature_selection == "none" else int(num_features)
+        with speaking(lime_words("image", "classifier_fn", "superpixels"), lime_advice("classifier_fn")):
+            result = explain(
+                rec,
+                x,
+                torch.from_numpy(segments.astype(np.int64)).view(1, *segments.shape, 1),
+                baseline=_fill(img, segments, hide_color),
+                target=target,
+                n_samples=num_samples,
+                sampler=BernoulliSampler(0.5),
+                kernel=ExponentialKernel(width=self.kernel_width, distance=distance),
+                surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
+                generator=seed_from(self.random_state),
+                batch_size=batch_size,
+                progress=bool(progress_bar),
+            )
+        keep = len(ids) if self.feature_selection == "none" else num_features
         exp = ImageExplanation(img, segments, result, ids.tolist(), keep, 0 if top_labels else -1)
         if top_labels:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]

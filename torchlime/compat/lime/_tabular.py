@@ -7,7 +7,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._checks import check_positive_float, describe
+from torchlime.compat._vocabulary import speaking
+from torchlime.compat.lime._checks import check_finite_array, check_function, check_sizes, lime_advice, lime_words
 from torchlime.compat.lime._common import (
     Recording,
     check_common,
@@ -102,18 +104,24 @@ class LimeTabularExplainer:
             raise ValueError(f"`mode` must be 'classification' or 'regression', got {mode!r}")
         sparse = hasattr(training_data, "toarray")
         data = _dense(training_data, "training_data")
-        if data.ndim != 2:
-            raise ValueError(f"`training_data` must have shape (N, D), got shape {data.shape}")
+        if data.ndim != 2 or data.shape[0] < 1 or data.shape[1] < 2:
+            raise ValueError(
+                f"`training_data` must have shape (N, D) with N >= 1 rows and D >= 2 columns (features to "
+                f"explain), got shape {data.shape}"
+            )
+        check_finite_array(data, "training_data")
         d = data.shape[1]
         self.mode, self.class_names, self.feature_selection = mode, class_names, feature_selection
         self.feature_names = (
             [str(n) for n in feature_names] if feature_names is not None else [str(i) for i in range(d)]
         )
+        if len(self.feature_names) != d:
+            raise ValueError(f"`feature_names` must name the {d} columns, got {len(self.feature_names)} names")
         self.categorical_names = dict(categorical_names or {})
-        self.kernel_width = float(kernel_width) if kernel_width is not None else None
+        self.kernel_width = check_positive_float(kernel_width, "kernel_width") if kernel_width is not None else None
         self.sample_around_instance = bool(sample_around_instance)
         self.random_state = random_state_from(random_state)
-        given = [int(c) for c in (categorical_features if categorical_features is not None else [])]
+        given = _columns(categorical_features, d)
         self.discretizer: Any = None
         self.discretize = bool(discretize_continuous) and not sparse
         if self.discretize:
@@ -161,6 +169,11 @@ class LimeTabularExplainer:
 
         Returns:
             lime's ``Explanation``; ``as_list`` names bins and categories as lime does.
+
+        Raises:
+            TypeError / ValueError: naming lime's argument, before ``predict_fn`` runs (a ``data_row`` of
+                the wrong length or with NaN/inf, ``num_samples`` < 2, negative ``labels``, ...), or once
+                its output shows it (``labels`` beyond the classes, NaN/inf or misshapen scores).
         """
         if distance_metric != "euclidean":
             raise ValueError(
@@ -172,24 +185,31 @@ class LimeTabularExplainer:
         d = self.stats.n_columns
         if row.shape[0] != d:
             raise ValueError(f"`data_row` must have {d} values (the training data's columns), got {row.shape[0]}")
-        rec = Recording(predict_fn, lambda chunk: chunk.cpu().numpy())
+        check_finite_array(row, "data_row")
+        check_function(predict_fn, "predict_fn")
+        num_samples, num_features, _ = check_sizes(num_samples, num_features)
         regression = self.mode == "regression"
-        result = explain_tabular(
-            rec,
-            torch.from_numpy(row).view(1, d),
-            training_data=self.stats,
-            discretizer=self.stats.discretizer,
-            discretize_continuous=self.discretize,
-            sample_around_instance=self.sample_around_instance,
-            kernel_width=self.kernel_width,
-            feature_names=self.feature_names,
-            target=0 if regression else target_for(labels, top_labels),
-            n_samples=int(num_samples),
-            surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
-            generator=seed_from(self.random_state),
-            **kwargs,
-        )
-        keep = d if self.feature_selection == "none" else int(num_features)
+        target: Any = 0 if regression else target_for(labels, top_labels)
+        asked: list[int] = [] if regression or isinstance(target, str) else list(target)
+        rec = Recording(predict_fn, lambda chunk: chunk.cpu().numpy(), "predict_fn", not regression, asked)
+        advice = lime_advice("predict_fn", "predictions" if regression else "probabilities")
+        with speaking(lime_words("data_row", "predict_fn", "columns"), advice):
+            result = explain_tabular(
+                rec,
+                torch.from_numpy(row).view(1, d),
+                training_data=self.stats,
+                discretizer=self.stats.discretizer,
+                discretize_continuous=self.discretize,
+                sample_around_instance=self.sample_around_instance,
+                kernel_width=self.kernel_width,
+                feature_names=self.feature_names,
+                target=target,
+                n_samples=num_samples,
+                surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
+                generator=seed_from(self.random_state),
+                **kwargs,
+            )
+        keep = d if self.feature_selection == "none" else num_features
         exp = Explanation(
             result,
             self._names(result, row),
@@ -223,6 +243,16 @@ class LimeTabularExplainer:
             else:
                 names.append(name)
         return names
+
+
+def _columns(categorical_features: Any, d: int) -> list[int]:
+    """``categorical_features`` as column indices in [0, D)."""
+    given = list(categorical_features) if categorical_features is not None else []
+    if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in given):
+        raise TypeError(f"`categorical_features` must be column indices (ints), got {describe(categorical_features)}")
+    if any(not 0 <= int(c) < d for c in given):
+        raise ValueError(f"`categorical_features` must be in [0, {d}) (the training data's columns), got {given}")
+    return [int(c) for c in given]
 
 
 def _labels(training_labels: Any) -> Any:

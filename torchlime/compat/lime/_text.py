@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from torchlime._checks import describe
+from torchlime._checks import check_positive_float, describe
+from torchlime.compat._vocabulary import speaking
+from torchlime.compat.lime._checks import check_function, check_sizes, lime_advice, lime_words
 from torchlime.compat.lime._common import (
     Recording,
     check_common,
@@ -62,7 +64,7 @@ class LimeTextExplainer:
         char_level: bool = False,
     ) -> None:
         check_common(kernel, feature_selection, verbose)
-        self.kernel_width = float(kernel_width)
+        self.kernel_width = check_positive_float(kernel_width, "kernel_width")
         self.class_names = class_names
         self.feature_selection = feature_selection
         self.split_expression, self.bow, self.char_level = split_expression, bow, char_level
@@ -97,28 +99,39 @@ class LimeTextExplainer:
         Returns:
             lime's ``Explanation`` (``as_list``, ``as_map``, ``local_exp``, ``intercept``, ``score``,
             ``top_labels``, ``as_pyplot_figure``, ``as_html``); ``.result`` is torchlime's.
+
+        Raises:
+            TypeError / ValueError: naming lime's argument, before ``classifier_fn`` runs (a
+                ``text_instance`` that is not a str, ``num_samples`` < 2, negative ``labels``, ...), or
+                once the text is split or the output seen (fewer than 2 words, ``labels`` beyond the
+                classes, NaN/inf or misshapen scores).
         """
         if not isinstance(text_instance, str):
             raise TypeError(f"`text_instance` must be a str, got {describe(text_instance)}")
+        check_function(classifier_fn, "classifier_fn")
+        num_samples, num_features, _ = check_sizes(num_samples, num_features)
+        target = target_for(labels, top_labels)
         distance = check_distance(distance_metric)
-        rec = Recording(classifier_fn)
-        result = explain_text(
-            rec,
-            text_instance,
-            split_expression=self.split_expression,
-            bow=self.bow,
-            char_level=self.char_level,
-            mask_string=self.mask_string,
-            target=target_for(labels, top_labels),
-            n_samples=int(num_samples),
-            sampler=UniformCountSampler(),
-            kernel=ExponentialKernel(width=self.kernel_width, distance=distance, scale=100.0),
-            surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
-            generator=seed_from(self.random_state),
-            **kwargs,
-        )
+        rec = Recording(classifier_fn, labels=[] if isinstance(target, str) else target)
+        unit = "characters" if self.char_level else "words"
+        with speaking(lime_words("text_instance", "classifier_fn", unit), lime_advice("classifier_fn")):
+            result = explain_text(
+                rec,
+                text_instance,
+                split_expression=self.split_expression,
+                bow=self.bow,
+                char_level=self.char_level,
+                mask_string=self.mask_string,
+                target=target,
+                n_samples=num_samples,
+                sampler=UniformCountSampler(),
+                kernel=ExponentialKernel(width=self.kernel_width, distance=distance, scale=100.0),
+                surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
+                generator=seed_from(self.random_state),
+                **kwargs,
+            )
         words = result.meta["words"][0]
-        keep = len(words) if self.feature_selection == "none" else int(num_features)
+        keep = len(words) if self.feature_selection == "none" else num_features
         exp = Explanation(
             result, words, class_names=self.class_names, keep=keep, last=0 if top_labels else -1, reference=rec.first
         )
