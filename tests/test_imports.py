@@ -33,9 +33,18 @@ INTERNALS = (
 #: what each layer may import (besides itself): prefixes of module names
 SHARED = ("torchlime._checks", "torchlime.typing")
 MAY_IMPORT = {
-    "torchlime.stages": ("torchlime.stages", "torchlime._backend", *SHARED),
+    # structured targets reduce raw outputs: beside the forward step, below it, knowing nothing of the rest
+    "torchlime.targets": ("torchlime.targets", *SHARED),
+    "torchlime.stages": ("torchlime.stages", "torchlime._backend", "torchlime.targets", *SHARED),
     "torchlime.methods": ("torchlime.stages", "torchlime.methods", *SHARED),
-    "torchlime.engine": ("torchlime.engine", "torchlime.stages", "torchlime.methods", "torchlime.accel", *SHARED),
+    "torchlime.engine": (
+        "torchlime.engine",
+        "torchlime.stages",
+        "torchlime.targets",
+        "torchlime.methods",
+        "torchlime.accel",
+        *SHARED,
+    ),
 }
 
 

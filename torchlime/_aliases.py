@@ -40,7 +40,6 @@ ALIASES: dict[str, Union[str, tuple[str, ...]]] = {
     "torchlime.perturb": "torchlime.stages.perturb.blend",
     "torchlime.perturbation": "torchlime.stages.perturb.record",
     "torchlime.chunking": "torchlime.stages.forward.chunking",
-    "torchlime.targets": "torchlime.stages.forward.targets",
     "torchlime.weighting": "torchlime.stages.weighting",
     "torchlime.surrogate": "torchlime.stages.surrogate",
     "torchlime._run": "torchlime.engine.rows",

@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from torchlime.stages.sampling import Sampler as _Sampler
     from torchlime.stages.surrogate import Surrogate as _Surrogate
     from torchlime.stages.weighting import Kernel as _Kernel
+    from torchlime.targets._base import Target as _Target
 else:  # the classes by reference, resolved in their own modules (``typing.get_type_hints`` works)
     _Adaptive = ForwardRef("Adaptive", module="torchlime.methods.adaptive")
     _Fill = ForwardRef("Fill", module="torchlime.stages.perturb.fills")
     _Sampler = ForwardRef("Sampler", module="torchlime.stages.sampling")
+    _Target = ForwardRef("Target", module="torchlime.targets._base")
     _Surrogate = ForwardRef("Surrogate", module="torchlime.stages.surrogate")
     _Kernel = ForwardRef("Kernel", module="torchlime.stages.weighting")
 
@@ -105,7 +107,7 @@ Model = Callable[..., Any]
 #: which part of a model output holds the scores: None (automatic), a key / index, or a callable
 OutputSelector = Union[None, int, str, Callable[[Any], torch.Tensor]]
 #: which output columns to explain: None (top class), an int, "all", "topK", a list, a (B,) / (B, T) tensor
-TargetSpec = Union[None, int, str, torch.Tensor, Sequence[int]]
+TargetSpec = Union[None, int, str, torch.Tensor, Sequence[int], _Target]
 #: CUDA memory budget of a chunk: None, bytes (int) or a fraction of the device's memory (float)
 MemorySpec = Union[None, int, float]
 #: an int seed, a ``torch.Generator`` (one number is drawn from it) or None (seed 0)

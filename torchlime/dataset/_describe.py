@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from torchlime.targets._base import Target
+
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -95,6 +97,8 @@ def describe_value(value: Any) -> Any:
             "type": qualified_name(value),
             "fields": {f.name: describe_value(getattr(value, f.name)) for f in dataclasses.fields(value)},
         }
+    if isinstance(value, Target):  # a structured target: its arguments, so that another one is another run
+        return {"type": qualified_name(value), "fields": {k: describe_value(v) for k, v in vars(value).items()}}
     if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         return qualified_name(value)
     if hasattr(value, "__array__") and hasattr(value, "shape"):  # NumPy arrays and the like

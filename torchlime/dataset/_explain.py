@@ -23,7 +23,7 @@ from torchlime.dataset._data import Source
 from torchlime.dataset._describe import describe_model, describe_value, fingerprint, input_fingerprint
 from torchlime.dataset._distributed import Context, context, place
 from torchlime.dataset._lock import FolderLock, new_run_id
-from torchlime.dataset._scan import OPTIONAL, REQUIRED, clean_temporary, collect, shard_range
+from torchlime.dataset._scan import OPTIONAL, REQUIRED, clean_temporary, collect, pad_targets, shard_range
 from torchlime.dataset._store import Store, environment, hook
 from torchlime.engine.explanation import Explanation
 from torchlime.image import explain_image
@@ -315,6 +315,8 @@ def _rows(exp: Any, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[s
         rows["samples_used"] = torch.tensor(used, dtype=torch.long)
     if exp.coef_std is not None:
         rows["coef_std"] = exp.coef_std.detach().cpu()
+    if exp.target_valid is not None:  # a structured target: T differs between inputs
+        rows["target_valid"] = exp.target_valid.detach().cpu()
     if labels is not None:
         rows["label"] = labels.detach().cpu()
     return rows
@@ -323,11 +325,12 @@ def _rows(exp: Any, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[s
 def _write(store: Store, ctx: Context, k: int, parts: list[dict[str, torch.Tensor]]) -> None:
     """Stack a shard's rows (padding coefficients to the shard's widest F) in index order, and write it."""
     width = max(p["coef"].shape[-1] for p in parts)
+    n_targets = max(p["coef"].shape[1] for p in parts)
     tensors = {}
     for name in REQUIRED + OPTIONAL:
         if name not in parts[0]:
             continue
-        ts = [p[name] for p in parts]
+        ts = [pad_targets(name, p[name], n_targets) for p in parts]
         if name in _PADDED:
             ts = [torch.nn.functional.pad(t, (0, width - t.shape[-1])) for t in ts]
         tensors[name] = torch.cat(ts)

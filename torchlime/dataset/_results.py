@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 
 from torchlime._checks import describe
-from torchlime.dataset._scan import FORMAT, OPTIONAL, READABLE, REQUIRED, collect, read_index
+from torchlime.dataset._scan import FORMAT, OPTIONAL, READABLE, REQUIRED, collect, pad_targets, read_index
 
 _PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
 
@@ -39,6 +39,8 @@ class Results:
         samples_used: long (n,) samples each input got (n_samples="auto" varies it), or None.
         label: (n, ...) the labels the data yielded with the inputs, or None.
         coef_std: (n, T, F) posterior standard deviations (Bayesian surrogates), or None.
+        target_valid: bool (n, T) the targets that exist (structured targets, whose count differs between
+            inputs: padded ones have coefficients 0 and ``target`` -1), or None.
     """
 
     index: torch.Tensor
@@ -51,6 +53,7 @@ class Results:
     samples_used: Optional[torch.Tensor] = None
     label: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
+    target_valid: Optional[torch.Tensor] = None
 
     @property
     def valid(self) -> torch.Tensor:
@@ -187,7 +190,7 @@ class LazyResults:
                 break
             with safe_open(str(self.out / self.entries[i]["file"]), framework="pt") as f:
                 for name in names or tuple(k for k in REQUIRED + OPTIONAL if k in f.keys()):
-                    t = f.get_slice(name)[a:b]
+                    t = pad_targets(name, f.get_slice(name)[a:b], self.n_targets)
                     if name in _PADDED and t.shape[-1] < self.n_features_max:
                         t = torch.nn.functional.pad(t, (0, self.n_features_max - t.shape[-1]))
                     parts.setdefault(name, []).append(t)

@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import torch
+
 from torchlime.dataset._integrity import DIGEST, index_digest, read_header
 from torchlime.dataset._lock import tmp_is_orphan
 
@@ -23,12 +25,37 @@ SHARD_FORMAT = "torchlime.dataset.shard/2"
 READABLE = {"torchlime.dataset/1": "torchlime.dataset.shard/1", FORMAT: SHARD_FORMAT}
 INDEX = "index.json"
 REQUIRED = ("index", "coef", "intercept", "score", "local_pred", "target", "n_features")
-OPTIONAL = ("samples_used", "label", "coef_std")
+OPTIONAL = ("samples_used", "label", "coef_std", "target_valid")
 #: test hook: "before_rename:K" or "before_index:K" makes the writer of shard K touch the file named by
 #: TORCHLIME_DATASET_HOOK_FILE and sleep there (so a test can kill it at that point)
 HOOK_ENV, HOOK_FILE_ENV = "TORCHLIME_DATASET_HOOK", "TORCHLIME_DATASET_HOOK_FILE"
 SHARD_FILE = re.compile(r"^shard-(\d{6,})\.safetensors$")
 TMP_FILE = re.compile(r"^\.(shard-(\d{6,})\.safetensors|index\.json)\.(.+\.)?tmp$")
+
+
+#: fields with a target dim (dim 1) and the value their padded targets take (structured targets: T varies)
+PER_TARGET = {"coef": 0.0, "coef_std": 0.0, "intercept": 0.0, "score": 0.0, "local_pred": 0.0, "target": -1}
+PER_TARGET_FLAGS = {"target_valid": False}
+
+
+def pad_targets(name: str, t: torch.Tensor, n_targets: int) -> torch.Tensor:
+    """Field ``name`` of n rows padded along its target dim (dim 1) to ``n_targets`` targets.
+
+    Padded targets get coefficients 0, ``target`` -1 and ``target_valid`` False.
+
+    Args:
+        name: the field.
+        t: its (n, T, ...) tensor (fields without a target dim come back as they are).
+        n_targets: the targets wanted.
+
+    Returns:
+        (n, n_targets, ...).
+    """
+    fill = {**PER_TARGET, **PER_TARGET_FLAGS}.get(name)
+    if fill is None or t.ndim < 2 or t.shape[1] >= n_targets:
+        return t
+    pad = t.new_full((t.shape[0], n_targets - t.shape[1], *t.shape[2:]), fill)
+    return torch.cat((t, pad), 1)
 
 
 class DamagedIndexError(ValueError):

@@ -62,6 +62,12 @@ def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Optio
     )
     if isinstance(s.perturb_fn, Unpack):  # a tuple of inputs: the shape of each tensor
         meta["input_shapes"] = [list(shape) for shape in s.perturb_fn.shapes]
+    if plan.run.bound is not None:  # a structured target: what its targets are, as plain data
+        meta["targets"] = {
+            k: v.tolist() if isinstance(v, torch.Tensor) and k != "regions" else v
+            for k, v in plan.run.bound.info.items()
+            if k != "regions"
+        }
     return meta
 
 
@@ -90,6 +96,9 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     with record_function("torchlime::fit"):
         fit = s.surrogate.fit_normal(normal, fmap.valid, anchors=outputs[:, :2])
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
+    valid = None if run.bound is None else run.bound.valid.to(dev)
+    if valid is not None:  # padded targets of a structured target are no fits to judge
+        flags = flags._replace(saturated=flags.saturated & valid, poor_fit=flags.poor_fit & valid)
     n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
     if n_bad:
         _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
@@ -108,6 +117,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         score=fit.score,
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
+        target_valid=valid,
         target=ready(run.targets, "the targets"),
         features=fmap.labels,
         n_features=fmap.n_features,

@@ -26,6 +26,7 @@ _TENSORS = (
     "outputs",
     "weights",
     "coef_std",
+    "target_valid",
 )
 _PER_INPUT = (
     "coef",
@@ -38,6 +39,7 @@ _PER_INPUT = (
     "outputs",
     "weights",
     "coef_std",
+    "target_valid",
 )
 
 
@@ -59,6 +61,9 @@ class Explanation:
         weights: (B, S) proximity weights (same condition).
         coef_std: (B, T, F) posterior standard deviation of the coefficients (Bayesian
             surrogates such as BayLIME), else None.
+        target_valid: bool (B, T): the targets that exist, for structured targets whose count differs
+            between inputs (``torchlime.targets``: boxes, regions); padded ones have coefficients 0 and
+            ``target`` -1. None: every target is real.
         meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
             quality flags).
         perturbation: how the inputs were perturbed (``stages.perturb.record.Perturbation``), for
@@ -79,6 +84,7 @@ class Explanation:
     outputs: Optional[torch.Tensor] = None
     weights: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
+    target_valid: Optional[torch.Tensor] = None
     meta: dict[str, Any] = field(default_factory=dict)
     perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
 
@@ -140,7 +146,8 @@ class Explanation:
             by: "value" (the largest coefficients) or "abs" (the largest magnitudes).
 
         Returns:
-            ``(indices, values)``, each (B, T, k'), k' = min(k, F); padded features rank last.
+            ``(indices, values)``, each (B, T, k'), k' = min(k, F); padded features rank last; an invalid
+            target (``target_valid`` False) gets indices -1 and values 0.
         """
         check_positive_int(k, "k")
         if by not in ("value", "abs"):
@@ -149,7 +156,11 @@ class Explanation:
         key = key.masked_fill(~self.valid.unsqueeze(1), float("-inf"))
         k = min(k, self.coef.shape[-1])
         _, idx = key.topk(k, dim=-1)
-        return idx, self.coef.gather(-1, idx)
+        values = self.coef.gather(-1, idx)
+        if self.target_valid is not None:
+            real = self.target_valid.to(idx.device).unsqueeze(-1)
+            idx, values = torch.where(real, idx, -1), torch.where(real, values, 0.0)
+        return idx, values
 
     def to(self, device: Union[str, torch.device]) -> Explanation:
         """A copy with every tensor on ``device``.

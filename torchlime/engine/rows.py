@@ -9,7 +9,7 @@ again in fixed blocks of ``FIT_BLOCK`` samples. The model sees each row exactly 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 
 import torch
 from torch.profiler import record_function
@@ -23,6 +23,7 @@ from torchlime.stages.normal import NormalAccumulator
 from torchlime.stages.perturb.blend import Chunk
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.weighting import Kernel
+from torchlime.targets._base import Bound, Target, cat_rows, take_rows
 from torchlime.typing import Model, OutputSelector, TargetSpec
 
 T = TypeVar("T")
@@ -201,6 +202,8 @@ class Run:
         self.originals: Any = None  # the unperturbed inputs as the model sees them (input-space kernels)
         self.dists: Optional[torch.Tensor] = None
         self._reference: Optional[torch.Tensor] = None
+        self._ref_parts: list[Any] = []  # raw outputs of the unperturbed inputs (structured targets)
+        self.bound: Optional[Bound] = None  # a structured target, bound to the unperturbed inputs
         self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
             every = torch.arange(self.batch, device=self.device)
@@ -264,6 +267,9 @@ class Run:
             run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
 
     def _consume(self, order: RowOrder, out: Any, start: int, stop: int, b: torch.Tensor, s: torch.Tensor) -> None:
+        if isinstance(self.target_spec, Target):
+            self._consume_structured(order, out, start, stop, b, s)
+            return
         sc = select_output(out, self.output, stop - start)
         if self.width is None:
             self.width = sc.shape[1]
@@ -288,6 +294,31 @@ class Run:
             b, s = b[lo:], s[lo:]
             targets = ready(self.targets, "the targets")
             ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, targets[b])
+
+    def _consume_structured(
+        self, order: RowOrder, out: Any, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
+    ) -> None:
+        """``_consume`` for a ``Target`` object: it reads the raw output (``torchlime.targets._base``)."""
+        target = cast(Target, self.target_spec)
+        if self.output is not None:
+            out = self.output(out) if callable(self.output) else out[self.output]
+        refs = order.refs
+        if start < refs:  # unperturbed inputs: their raw outputs bind the targets
+            self._ref_parts.append(take_rows(out, 0, min(stop, refs) - start))
+            if stop >= refs:
+                reference = cat_rows(self._ref_parts)
+                self._ref_parts = []
+                self.bound = target.bind(reference, self.batch)
+                self.targets = self.bound.labels.to(self.device)
+                t = self.targets.shape[1]
+                self.scores = torch.empty(self.batch, self.n_cap, t, device=self.device)
+                every = torch.arange(self.batch, device=self.device)
+                self.scores[:, 0] = self.bound.score(reference, every).float().to(self.device)
+        if stop > refs:
+            lo = max(start, refs) - start
+            bound = ready(self.bound, "the targets")
+            sc = bound.score(take_rows(out, lo, stop - start), b[lo:]).float().to(self.device)
+            ready(self.scores, "the scores")[b[lo:], s[lo:]] = sc
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:

@@ -8,10 +8,12 @@ with token or word features, hiding them by replacement, deletion (``edits``) or
 
 from torchlime.text._explain import explain_tokens, feature_positions, token_features, word_ids_from_encoding
 from torchlime.text._text import explain_text
+from torchlime.text.generation import explain_generation
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import HybridKernel
 
 __all__ = [
+    "explain_generation",
     "explain_text",
     "explain_tokens",
     "feature_positions",

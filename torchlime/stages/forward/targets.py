@@ -14,6 +14,7 @@ from typing import cast
 import torch
 
 from torchlime._checks import check_integer, describe
+from torchlime.targets._base import Target
 from torchlime.typing import TargetSpec as TargetSpec
 
 
@@ -72,6 +73,9 @@ def check_target(target: object, batch: int) -> None:
     Raises:
         TypeError / ValueError: a target of the wrong type or shape.
     """
+    if isinstance(target, Target):
+        target.check(batch)
+        return
     if isinstance(target, str):
         m = re.fullmatch(r"top(\d+)", target)
         if target != "all" and (not m or int(m.group(1)) < 1):
@@ -87,4 +91,7 @@ def check_target(target: object, batch: int) -> None:
         if t.ndim != 2 or t.shape[0] != batch or t.shape[1] == 0:
             raise ValueError(f"`target` tensor must have shape ({batch},) or ({batch}, T), got {tuple(target.shape)}")
         return
-    raise TypeError(f"`target` must be None, an int, a string, a list or a tensor, got {describe(target)}")
+    raise TypeError(
+        f"`target` must be None, an int, a string, a list, a tensor or a torchlime.targets object (Boxes, Region, "
+        f"Similarity), got {describe(target)}"
+    )

@@ -1,0 +1,156 @@
+"""``Continuation`` and ``explain_generation``: teacher-forced log-probs against a slow per-sample
+reference, a planted copy model, a real (tiny, random) GPT-2, and the errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from torchlime.targets.continuation import Continuation
+from torchlime.text.generation import explain_generation, left_pad
+
+LP = 6  # prompt length of the copy model
+
+
+class CopyLM(nn.Module):
+    """Causal LM whose token at position q >= LP copies the prompt token at position 2 * (q - LP) + 1."""
+
+    def __init__(self, vocab: int = 32) -> None:
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        length = input_ids.shape[1]
+        q = torch.arange(1, length + 1, device=input_ids.device)  # the position each logit predicts
+        src = (2 * (q - LP) + 1).clamp(0, length - 1)
+        copied = input_ids[:, src]  # (B, L): only reads earlier positions for q >= LP
+        return 8.0 * nn.functional.one_hot(copied, self.vocab).float()
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> nn.Module:
+    """A 2-layer GPT-2 with random weights, taken as it is (importing transformers is the slow part)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=64)
+    return transformers.GPT2LMHeadModel(cfg).eval()
+
+
+def prompts() -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.tensor([[5, 9, 13, 17, 21, 25, 29], [0, 0, 7, 11, 3, 40, 41], [8, 33, 2, 19, 0, 0, 0]])
+    attn = torch.tensor([[1] * 7, [0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0]])  # left and right padding
+    return ids, attn
+
+
+def slow_scores(model: nn.Module, exp, mask_id: int) -> torch.Tensor:
+    """(B, S, 1 + G) rebuilt sample by sample: masked prompt + continuation, the model at batch 1."""
+    rows, attn, cont = exp.meta["input_ids"], exp.meta["attention_mask"], exp.meta["continuation"]
+    b_n, s_n, _ = exp.samples.shape
+    g = cont.shape[1]
+    start = rows.shape[1] - g
+    out = torch.empty(b_n, s_n, 1 + g)
+    with torch.no_grad():
+        for b in range(b_n):
+            feats = exp.features[b]
+            for s in range(s_n):
+                keep = [f < 0 or bool(exp.samples[b, s, f]) for f in feats.tolist()]
+                ids = torch.tensor([t if k else mask_id for t, k in zip(rows[b].tolist(), keep)]).unsqueeze(0)
+                logits = model(input_ids=ids, attention_mask=attn[b : b + 1]).logits[0].float()
+                lp = [float(logits[start + j - 1].log_softmax(-1)[cont[b, j]]) for j in range(g)]
+                out[b, s] = torch.tensor([sum(lp), *lp])
+    return out
+
+
+def test_scores_equal_a_slow_per_sample_reference(gpt2):
+    model, (ids, attn) = gpt2, prompts()
+    exp = explain_generation(
+        model,
+        ids,
+        attention_mask=attn,
+        mask_id=1,
+        target=Continuation(max_new_tokens=3),
+        n_samples=12,
+        generator=0,
+        return_samples=True,
+        batch_size=5,
+    )
+    assert exp.outputs.shape == (3, 12, 4)
+    torch.testing.assert_close(exp.outputs, slow_scores(model, exp, 1), atol=1e-4, rtol=0)
+    assert torch.equal(exp.features[:, -3:], torch.full((3, 3), -1))  # the continuation is never perturbed
+
+
+def test_per_token_false_keeps_the_whole_continuation_only(gpt2):
+    model, (ids, attn) = gpt2, prompts()
+    kw = dict(attention_mask=attn, mask_id=1, n_samples=12, generator=0, return_samples=True)
+    full = explain_generation(model, ids, target=Continuation(max_new_tokens=2), **kw)
+    whole = explain_generation(model, ids, target=Continuation(max_new_tokens=2, per_token=False), **kw)
+    assert whole.coef.shape[1] == 1
+    torch.testing.assert_close(whole.outputs[..., 0], full.outputs[..., 0])
+
+
+def test_the_copy_model_s_source_token_is_each_token_s_top_feature(device):
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]], device=device)
+    exp = explain_generation(
+        CopyLM().to(device), ids, mask_id=0, target=Continuation(max_new_tokens=3), n_samples=200, generator=0
+    )
+    assert exp.meta["continuation"].tolist() == [[12, 14, 16], [22, 24, 26]]
+    idx, _ = exp.top_features(1)
+    assert idx[:, 1:, 0].tolist() == [[1, 3, 5]] * 2  # token g copies prompt position 2g + 1
+    top3, _ = exp.top_features(3)
+    assert sorted(top3[0, 0].tolist()) == [1, 3, 5] and sorted(top3[1, 0].tolist()) == [1, 3, 5]
+
+
+@pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")  # log p(9) is flat
+def test_given_continuation_ids_are_explained_as_they_are():
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16]])
+    exp = explain_generation(
+        CopyLM(),
+        ids,
+        mask_id=0,
+        target=Continuation(torch.tensor([[12, 9]])),
+        n_samples=32,
+        generator=0,
+        return_samples=True,
+    )
+    assert exp.meta["continuation"].tolist() == [[12, 9]] and exp.coef.shape == (1, 3, 6)
+    assert exp.outputs[0, 0, 2] < -7  # the copy model does not predict 9
+
+
+def test_gpt2_shapes_finite_and_seeded_bit_identity(gpt2):
+    model, (ids, attn) = gpt2, prompts()
+
+    class Tok:
+        def batch_decode(self, rows):
+            return [" ".join(map(str, r)) for r in rows]
+
+    kw = dict(attention_mask=attn, mask_id=1, target=Continuation(max_new_tokens=4), n_samples=48, generator=3)
+    one = explain_generation(model, ids, tokenizer=Tok(), **kw)
+    two = explain_generation(model, ids, **kw)
+    assert one.coef.shape == (3, 5, 7) and torch.isfinite(one.coef).all() and torch.isfinite(one.score).all()
+    assert torch.equal(one.coef, two.coef) and torch.equal(one.intercept, two.intercept)
+    assert one.meta["continuation"].shape == (3, 4) and len(one.meta["continuation_text"]) == 3
+    assert torch.equal(one.meta["attention_mask"][2, :3], torch.zeros(3, dtype=torch.long))  # re-padded left
+
+
+def test_left_pad_keeps_token_order():
+    ids, attn = prompts()
+    out, mask, _ = left_pad(ids, attn)
+    assert out[2].tolist() == [0, 0, 0, 8, 33, 2, 19] and torch.equal(out[:2], ids[:2])
+    assert mask[2].tolist() == [0, 0, 0, 1, 1, 1, 1]
+
+
+def test_errors_name_the_argument():
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]])
+    with pytest.raises(ValueError, match="`mode` must be 'replace'.*not supported yet"):
+        explain_generation(CopyLM(), ids, mask_id=0, mode="delete")
+    with pytest.raises(ValueError, match="`max_new_tokens` must be an int >= 1"):
+        Continuation(max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"`token_ids` must hold one continuation per input: shape \(2, G\)"):
+        explain_generation(CopyLM(), ids, mask_id=0, target=Continuation(torch.ones(3, 2, dtype=torch.long)))
+    with pytest.raises(ValueError, match="`token_ids` must have shape"):
+        Continuation(torch.ones(3, dtype=torch.long))
+    with pytest.raises(TypeError, match="`target` must be a torchlime.targets.Continuation"):
+        explain_generation(CopyLM(), ids, mask_id=0, target=3)
+    with pytest.raises(ValueError, match="Continuation.prepared"):
+        Continuation().bind(torch.zeros(2, 6, 32), 2)

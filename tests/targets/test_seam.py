@@ -1,0 +1,99 @@
+"""The engine's seam for structured targets: raw outputs cut and joined by rows, ragged T kept through the
+explanation, its saving and slicing, the data-set runner and its resume fingerprint."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchlime
+from torchlime.dataset import explain_dataset, load_results
+from torchlime.dataset._describe import describe_value
+from torchlime.targets import Boxes, Region, Similarity, cat_rows, take_rows
+
+CELLS = torch.arange(64).view(1, 1, 8, 8) // 16  # 4 bands of rows
+
+
+def seg_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(3, 4, 1)
+
+
+def images() -> torch.Tensor:
+    x = torch.rand(6, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    x[3:] *= 0.1  # darker images: the model predicts fewer classes there
+    return x
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        torch.arange(12.0).view(6, 2),
+        [{"boxes": torch.rand(k, 4), "labels": torch.arange(k)} for k in (1, 0, 2, 3, 1, 2)],
+        (torch.rand(6, 3), torch.rand(6, 2, 2)),
+        {"out": torch.rand(6, 4, 2, 2), "aux": torch.rand(6, 1)},
+    ],
+    ids=["tensor", "detections", "tuple", "dict"],
+)
+def test_rows_cut_and_joined_give_the_output_back(out):
+    parts = [take_rows(out, 0, 2), take_rows(out, 2, 5), take_rows(out, 5, 6)]
+    joined = cat_rows(parts)
+    flat = lambda o: (  # noqa: E731
+        [o] if isinstance(o, torch.Tensor) else [t for v in (o.values() if isinstance(o, dict) else o) for t in flat(v)]
+    )
+    assert all(torch.equal(a, b) for a, b in zip(flat(joined), flat(out)))
+
+
+def test_ragged_targets_are_padded_marked_and_kept():
+    exp = torchlime.explain(seg_model(), images(), CELLS, target=Region(), n_samples=64, generator=0)
+    valid = exp.target_valid
+    assert valid is not None and valid.shape == exp.target.shape and not valid.all()
+    assert torch.equal(exp.target == -1, ~valid)
+    assert (exp.coef[~valid] == 0).all() and (exp.intercept[~valid] == 0).all()
+    idx, values = exp.top_features(2, by="abs")
+    assert (idx[~valid] == -1).all() and (values[~valid] == 0).all() and (idx[valid] >= 0).all()
+    part = exp[3:5]
+    assert torch.equal(part.target_valid, valid[3:5])
+
+
+def test_save_and_load_keep_the_valid_targets(tmp_path):
+    exp = torchlime.explain(seg_model(), images(), CELLS, target=Region(), n_samples=32, generator=0)
+    exp.save(tmp_path / "e.pt")
+    back = torchlime.Explanation.load(tmp_path / "e.pt")
+    assert torch.equal(back.target_valid, exp.target_valid) and back.meta["targets"]["kind"] == "region"
+
+
+def test_a_data_set_equals_one_call_and_pads_targets_across_shards(tmp_path):
+    x = images()
+    one = torchlime.explain(seg_model(), x, CELLS, target=Region(), n_samples=32, generator=0, index=torch.arange(6))
+    explain_dataset(
+        seg_model(),
+        x,
+        tmp_path / "out",
+        explain_fn=torchlime.explain,
+        features=CELLS,
+        target=Region(),
+        n_samples=32,
+        batch_size=2,
+        shard_size=4,
+        generator=0,
+        progress=False,
+    )
+    res = load_results(tmp_path / "out").load()
+    assert torch.equal(res.target, one.target) and torch.equal(res.target_valid, one.target_valid)
+    # the same masks; the model and the region reduction may round differently at other batch sizes
+    assert torch.allclose(res.coef, one.coef, atol=1e-5) and (res.coef[~res.target_valid] == 0).all()
+
+
+def test_another_target_is_another_run(tmp_path):
+    assert describe_value(Boxes(score_threshold=0.3)) != describe_value(Boxes(score_threshold=0.5))
+    assert describe_value(Similarity(torch.ones(2, 3))) != describe_value(Similarity(torch.zeros(2, 3)))
+    kw = dict(explain_fn=torchlime.explain, features=CELLS, n_samples=16, progress=False)
+    explain_dataset(seg_model(), images(), tmp_path / "out", target=Region(), **kw)
+    with pytest.raises(ValueError, match="other arguments"):
+        explain_dataset(seg_model(), images(), tmp_path / "out", target=Region(reduce="sum"), **kw)
+
+
+def test_a_target_of_another_kind_is_named():
+    with pytest.raises(TypeError, match=r"a torchlime.targets object \(Boxes, Region, Similarity\)"):
+        torchlime.explain(seg_model(), images(), CELLS, target=object(), n_samples=16)

@@ -1,0 +1,21 @@
+"""Structured targets: explain detections, segmentations and embeddings in the same batched pass.
+
+``target=`` takes, besides output columns (an int, a list, a tensor, "all", "topK"), a ``Target`` that
+reduces the model's raw output to (rows, T) scores (``torchlime.targets._base``):
+
+* ``Boxes``: every box of every image of an object detector (D-RISE similarity);
+* ``Region``: a class's logit over a region of a segmentation;
+* ``Similarity``: cosine similarity of an embedding to reference embeddings;
+* ``Continuation``: the teacher-forced log-probability of a generated continuation, whole and per token
+  (with ``torchlime.text.explain_generation``).
+
+T may differ between inputs: ``Explanation.target_valid`` (B, T) marks the real targets.
+"""
+
+from torchlime.targets._base import Bound, Target, cat_rows, take_rows
+from torchlime.targets.boxes import Boxes, box_iou
+from torchlime.targets.continuation import Continuation
+from torchlime.targets.region import Region
+from torchlime.targets.similarity import Similarity
+
+__all__ = ["Target", "Bound", "Boxes", "Region", "Similarity", "Continuation", "box_iou", "take_rows", "cat_rows"]

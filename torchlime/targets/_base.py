@@ -1,0 +1,165 @@
+"""The seam between the engine and a structured target: ``Target.bind`` and ``Bound.score``.
+
+A plain ``target=`` (an int, a list, a tensor, "all", "topK") picks output columns of a (rows, K) score
+tensor. A ``Target`` object instead reads the model's raw output, whatever its structure (a list of
+detection dicts, (B, C, H, W) segmentation logits, embeddings), and reduces it to (rows, T) scores inside
+the batched pass:
+
+1. ``bind(reference, batch)`` sees the raw output of the B unperturbed inputs (``take_rows`` and
+   ``cat_rows`` cut and join raw outputs along their rows) and fixes each input's targets: T_b of them
+   (boxes, regions, references), padded to T = max T_b, with ``valid`` (B, T) marking the real ones. A T
+   that depends on the output costs one host read per call, here, never per chunk.
+2. ``Bound.score(out, rows)`` turns the raw output of any chunk, with the input index of each of its
+   rows (c,), into (c, T) float scores, as batched tensor work.
+
+The engine fits one surrogate per (input, target) as for plain targets; padded targets get coefficients
+0 and are marked invalid in ``Explanation.target_valid``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from torchlime._checks import describe
+
+
+@dataclass
+class Bound:
+    """A target bound to the unperturbed inputs of one call.
+
+    Attributes:
+        labels: long (B, T) what ``Explanation.target`` records for each target (a class, a box's label,
+            a reference's index); -1 on padding.
+        valid: bool (B, T) the targets that exist (False on padding).
+        score: ``score(out, rows)``: (c, T) float scores of the raw output ``out`` of c rows whose inputs
+            are ``rows`` (long (c,)).
+        info: plain data or tensors describing the targets (boxes, regions), kept in ``Explanation.meta``
+            under "targets".
+    """
+
+    labels: torch.Tensor
+    valid: torch.Tensor
+    score: Callable[[Any, torch.Tensor], torch.Tensor]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Target:
+    """Base class of structured targets (``Boxes``, ``Region``, ``Similarity``): see the module docstring."""
+
+    #: what the target is called in messages
+    name = "target"
+
+    def bind(self, reference: Any, batch: int) -> Bound:
+        """Fix each input's targets from the raw output of the unperturbed inputs.
+
+        Args:
+            reference: the model's raw output for the B unperturbed inputs.
+            batch: B.
+
+        Returns:
+            The ``Bound`` target.
+        """
+        raise NotImplementedError
+
+    def check(self, batch: int) -> None:
+        """Check the target's own arguments against the batch before any model call.
+
+        Args:
+            batch: B, the number of inputs.
+        """
+
+
+def take_rows(out: Any, lo: int, hi: int) -> Any:
+    """Rows ``lo:hi`` of a raw model output.
+
+    A tensor is sliced along dim 0; a list of per-row records (dicts, as torchvision's detectors return)
+    is sliced as a list; a tuple or list of tensors and a dict (a Hugging Face ``ModelOutput`` too) are
+    sliced item by item; anything else (a number, None) comes back as it is.
+
+    Args:
+        out: the output.
+        lo: the first row.
+        hi: the row after the last.
+
+    Returns:
+        The same structure with rows ``lo:hi``.
+    """
+    if isinstance(out, torch.Tensor):
+        return out[lo:hi] if out.ndim else out
+    if isinstance(out, list) and out and isinstance(out[0], dict):
+        return out[lo:hi]
+    if isinstance(out, (tuple, list)):
+        return type(out)(take_rows(v, lo, hi) for v in out)
+    if isinstance(out, dict):
+        return {k: take_rows(v, lo, hi) for k, v in out.items()}
+    return out
+
+
+def cat_rows(parts: list[Any]) -> Any:
+    """Join raw outputs of consecutive rows (the inverse of ``take_rows``).
+
+    Args:
+        parts: outputs of consecutive row ranges, each of one structure.
+
+    Returns:
+        One output of all their rows.
+    """
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    if isinstance(first, torch.Tensor):
+        return torch.cat(parts) if first.ndim else first
+    if isinstance(first, list) and first and isinstance(first[0], dict):
+        return [row for part in parts for row in part]
+    if isinstance(first, (tuple, list)):
+        return type(first)(cat_rows([p[i] for p in parts]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: cat_rows([p[k] for p in parts]) for k in first}
+    return first
+
+
+def tensor_output(out: Any, name: str, keys: tuple[str, ...] = ()) -> torch.Tensor:
+    """The score tensor of a raw output.
+
+    The output itself when it is a tensor, else the first of ``keys`` (an attribute or a dict key), else
+    the first element of a tuple.
+
+    Args:
+        out: the raw output.
+        name: the target's name, for the message.
+        keys: where to look in a structured output, in order (e.g. "out", "logits").
+
+    Returns:
+        The tensor.
+
+    Raises:
+        ValueError: no tensor found (pass ``output=`` to select one).
+    """
+    if isinstance(out, torch.Tensor):
+        return out
+    for key in keys:
+        if isinstance(out, dict) and isinstance(out.get(key), torch.Tensor):
+            return out[key]
+        if isinstance(getattr(out, key, None), torch.Tensor):
+            return getattr(out, key)
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise ValueError(
+        f"{name} needs a tensor from the model's output (pass `output=` to select one), got {describe(out)}"
+    )
+
+
+def pad_ragged(rows: list[torch.Tensor], fill: float) -> torch.Tensor:
+    """Stack tensors (n_i, ...) into (len(rows), max n_i, ...), padding with ``fill``.
+
+    Args:
+        rows: the tensors, one per row, of equal trailing shape (at least one).
+        fill: the padding value.
+
+    Returns:
+        The padded stack.
+    """
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=fill)

@@ -1,0 +1,307 @@
+"""``Boxes``: explain an object detector, every box of every image in one batched pass (D-RISE).
+
+The score of a perturbed sample for target box j is the D-RISE similarity (Petsiuk et al., "Black-box
+Explanation of Object Detectors via Saliency Maps", CVPR 2021) of its detections to that box: the best
+match over the sample's detections k of IoU(box_j, box_k) x [label_k == label_j] x score_k (the paper's
+cosine of class probabilities becomes the label match, its objectness the detection score). The targets
+are the model's own detections on the unperturbed image above ``score_threshold`` (or boxes given), so
+T = the most boxes of any image, padded and marked invalid beyond each image's own.
+
+Detections come as torchvision's detectors return them (a list of dicts with ``boxes`` (n, 4) in x1, y1,
+x2, y2, ``labels`` (n,), ``scores`` (n,); a scripted detector's ``(losses, detections)`` too), or through
+``decode=`` from any output (e.g. a YOLO-style (rows, K, 4 + C) tensor) as the same list or as padded
+tensors ``(boxes (c, K, 4), labels (c, K), scores (c, K))``. A list of per-image dicts is padded into
+tensors once per chunk; every score is then computed for all rows, targets and detections at once.
+Host reads: one per call (the number of boxes with the boxes themselves), none per chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional, Union
+
+import torch
+
+from torchlime._checks import describe, from_numpy
+from torchlime.targets._base import Bound, Target, pad_ragged
+
+Detections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+BoxesSpec = Union[None, torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]
+
+
+def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Batched IoU of boxes (x1, y1, x2, y2).
+
+    Args:
+        a: (c, T, 4) boxes.
+        b: (c, K, 4) boxes.
+
+    Returns:
+        (c, T, K) intersection over union (0 where a box has no area).
+    """
+    lt = torch.maximum(a[:, :, None, :2], b[:, None, :, :2])
+    rb = torch.minimum(a[:, :, None, 2:], b[:, None, :, 2:])
+    inter = (rb - lt).clamp_min(0).prod(-1)
+    area_a = (a[..., 2:] - a[..., :2]).clamp_min(0).prod(-1)
+    area_b = (b[..., 2:] - b[..., :2]).clamp_min(0).prod(-1)
+    union = area_a[:, :, None] + area_b[:, None, :] - inter
+    return torch.where(union > 0, inter / union.clamp_min(torch.finfo(union.dtype).tiny), 0.0)
+
+
+def _from_dicts(out: list[dict[str, Any]]) -> Detections:
+    """Pad a list of per-image detection dicts (a Python loop over rows: the one the design allows)."""
+    boxes, labels, scores = [], [], []
+    for d in out:
+        b = d["boxes"]
+        if not isinstance(b, torch.Tensor):
+            raise ValueError(f"Boxes needs tensors of boxes (n, 4) under 'boxes', got {describe(b)}")
+        b = b.reshape(-1, 4).float()
+        n = b.shape[0]
+        lab, sc = d.get("labels"), d.get("scores")
+        # class-agnostic detections: label 0; detections without scores: score 1 (on the boxes' device)
+        labels.append(lab.reshape(-1).long() if lab is not None else b.new_zeros(n, dtype=torch.long))
+        scores.append(sc.reshape(-1).float() if sc is not None else b.new_ones(n))
+        boxes.append(b)
+        if labels[-1].shape[0] != n or scores[-1].shape[0] != n:
+            raise ValueError(
+                f"Boxes needs one label and one score per box, got {n} boxes, {labels[-1].shape[0]} labels "
+                f"and {scores[-1].shape[0]} scores"
+            )
+    return pad_ragged(boxes, 0.0), pad_ragged(labels, -1), pad_ragged(scores, 0.0)
+
+
+def detections(out: Any, decode: Optional[Callable[[Any], Any]] = None) -> Detections:
+    """Padded (boxes (c, K, 4), labels long (c, K), scores (c, K)) of a detector's raw output.
+
+    Args:
+        out: the raw output of c rows.
+        decode: turns it into a list of dicts or a (boxes, labels, scores) tuple first.
+
+    Returns:
+        The padded detections (labels -1 and scores 0 on padding).
+
+    Raises:
+        ValueError: an output that is neither, or padded tensors of mismatched shapes.
+    """
+    if decode is not None:
+        out = decode(out)
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], dict) and isinstance(out[1], list):
+        out = out[1]  # a scripted torchvision detector: (losses, detections)
+    if isinstance(out, (tuple, list)) and len(out) == 3 and all(isinstance(t, torch.Tensor) for t in out):
+        boxes, labels, scores = out
+        if boxes.ndim != 3 or boxes.shape[-1] != 4 or labels.shape != boxes.shape[:2] or scores.shape != labels.shape:
+            raise ValueError(
+                "Boxes needs padded detections boxes (c, K, 4), labels (c, K), scores (c, K), got shapes "
+                f"{tuple(boxes.shape)}, {tuple(labels.shape)}, {tuple(scores.shape)}"
+            )
+        return boxes.float(), labels.long(), scores.float()
+    if isinstance(out, (list, tuple)) and all(isinstance(d, dict) and "boxes" in d for d in out):
+        if not out:
+            raise ValueError("Boxes got an empty list of detections")
+        return _from_dicts(list(out))
+    raise ValueError(
+        "Boxes needs detections: a list of dicts with 'boxes', 'labels', 'scores' (torchvision) or "
+        f"(boxes (c, K, 4), labels (c, K), scores (c, K)); pass decode= for other outputs, got {describe(out)}"
+    )
+
+
+def drise(boxes: torch.Tensor, labels: torch.Tensor, det: Detections) -> torch.Tensor:
+    """D-RISE similarity of each row's detections to its target boxes.
+
+    Args:
+        boxes: (c, T, 4) target boxes of each row's input.
+        labels: long (c, T) their labels (-1: any label).
+        det: the rows' padded detections.
+
+    Returns:
+        (c, T) max over detections of IoU x same label x detection score (0 without detections).
+    """
+    d_boxes, d_labels, d_scores = (t.to(boxes.device) for t in det)
+    if d_boxes.shape[1] == 0:
+        return boxes.new_zeros(boxes.shape[:2])
+    iou = box_iou(boxes, d_boxes)
+    same = (labels[:, :, None] == d_labels[:, None, :]) | (labels[:, :, None] < 0)
+    sim = iou * same * d_scores[:, None, :] * (d_labels[:, None, :] >= 0)
+    return sim.amax(-1)
+
+
+def _box_parts(boxes: Any) -> tuple[bool, list[torch.Tensor]]:
+    """``(shared, parts)``: the given boxes as one (T, 4) tensor for every image, or one per image."""
+    if isinstance(boxes, torch.Tensor) and boxes.ndim in (2, 3) and boxes.shape[-1] == 4:
+        return boxes.ndim == 2, [boxes] if boxes.ndim == 2 else list(boxes)
+    if isinstance(boxes, (list, tuple)) and boxes and all(isinstance(b, torch.Tensor) for b in boxes):
+        if all(b.ndim == 2 and b.shape[-1] == 4 for b in boxes):
+            return False, list(boxes)
+    raise ValueError(f"`boxes` must be (T, 4), (B, T, 4) or a list of (T_b, 4) tensors, got {describe(boxes)}")
+
+
+def _label_parts(labels: Any, boxes: list[torch.Tensor], shared: bool) -> Optional[list[torch.Tensor]]:
+    """The given labels, one (T_b,) tensor per part of ``boxes``, checked against the boxes' counts."""
+    if labels is None:
+        return None
+    if isinstance(labels, torch.Tensor) and labels.ndim == 1:
+        parts = [labels] * len(boxes)  # the same labels for every image's boxes
+    elif isinstance(labels, torch.Tensor) and labels.ndim == 2 and not shared:
+        parts = list(labels)
+    elif isinstance(labels, (list, tuple)) and not shared and all(isinstance(x, torch.Tensor) for x in labels):
+        parts = [x.reshape(-1) for x in labels]
+    else:
+        parts = []
+    counts, wanted = [int(p.shape[0]) for p in parts], [int(b.shape[0]) for b in boxes]
+    if counts != wanted or any(p.is_floating_point() or p.is_complex() for p in parts):
+        raise ValueError(
+            f"`labels` must give an integer label per box ({wanted} boxes per image), got {describe(labels)}"
+        )
+    return parts
+
+
+def _read_given(boxes: list[torch.Tensor], labels: Optional[list[torch.Tensor]]) -> list[list[list[float]]]:
+    """Check the given boxes and labels in one host read; the boxes as nested lists (T_b, 4) per part."""
+    dev = boxes[0].device
+    flat = [b.detach().reshape(-1).to(dev, torch.float64) for b in boxes]
+    flat += [x.detach().reshape(-1).to(dev, torch.float64) for x in (labels or [])]
+    values = torch.cat(flat).tolist()  # the one read, at construction
+    out, at = [], 0
+    for b in boxes:
+        n = int(b.shape[0])
+        out.append([values[at + 4 * j : at + 4 * j + 4] for j in range(n)])
+        at += 4 * n
+    if not any(out):
+        raise ValueError(f"`boxes` must hold at least one box, got {describe(boxes)}")
+    if not all(math.isfinite(v) for v in values[:at]) or any(
+        x2 < x1 or y2 < y1 for part in out for x1, y1, x2, y2 in part
+    ):
+        raise ValueError("`boxes` must be finite (x1, y1, x2, y2) corners with x2 >= x1 and y2 >= y1")
+    if any(v < 0 for v in values[at:]):
+        raise ValueError("`labels` must be class indices >= 0 (leave labels=None to match any label)")
+    return out
+
+
+class Boxes(Target):
+    """Every detected (or given) box of every image as a target of one batched pass (D-RISE scores).
+
+    Args:
+        boxes: None (the model's own detections on the unperturbed images), or boxes (x1, y1, x2, y2):
+            a (T, 4) tensor shared by every image, (B, T, 4), or a list of B tensors (T_b, 4).
+        labels: the boxes' labels: (T,) for every image, (B, T), or a list of B tensors (T_b,); None with
+            given boxes: any label matches (``Explanation.target`` then records -1 for them too;
+            ``target_valid`` tells them from padding).
+        score_threshold: the least score of a reference detection that becomes a target (with
+            ``boxes=None``).
+        decode: turns the model's raw output into detections (see ``detections``); None for torchvision.
+
+    Raises:
+        ValueError: boxes or labels of the wrong shape or values (before any model call); with
+            ``boxes=None``, no detection reaches ``score_threshold`` on any image.
+
+    Example:
+        >>> import torchlime
+        >>> def detector(x):  # one box whose score is the brightness of the image's top-left quarter
+        ...     s = x[:, :, :4, :4].mean((1, 2, 3))
+        ...     return [{"boxes": torch.tensor([[0.0, 0, 4, 4]]), "labels": torch.tensor([1]), "scores": v[None]}
+        ...             for v in s]
+        >>> exp = torchlime.explain(detector, torch.rand(2, 1, 8, 8) + 1, torch.arange(64).view(1, 1, 8, 8) // 32,
+        ...                         target=Boxes(score_threshold=0.1), n_samples=64)
+        >>> exp.coef.shape                                   # (B, T = 1 box, F = 2 halves)
+        torch.Size([2, 1, 2])
+    """
+
+    name = "Boxes"
+    _parts: list[torch.Tensor]
+
+    def __init__(
+        self,
+        boxes: BoxesSpec = None,
+        labels: Union[None, torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]] = None,
+        score_threshold: float = 0.5,
+        decode: Optional[Callable[[Any], Any]] = None,
+    ) -> None:
+        boxes, labels = from_numpy(boxes), from_numpy(labels)
+        if labels is not None and boxes is None:
+            raise ValueError("`labels` needs `boxes`: the labels of the given boxes")
+        if not isinstance(score_threshold, (int, float)) or isinstance(score_threshold, bool):
+            raise TypeError(f"`score_threshold` must be a number, got {describe(score_threshold)}")
+        if decode is not None and not callable(decode):
+            raise TypeError(f"`decode` must be a callable, got {describe(decode)}")
+        self.boxes, self.labels, self.score_threshold, self.decode = boxes, labels, float(score_threshold), decode
+        self._shared, self._parts = True, []  # given boxes: one shared part, or one per image
+        self._labels: Optional[list[torch.Tensor]] = None
+        self._host: list[list[list[float]]] = []
+        if boxes is not None:
+            self._shared, self._parts = _box_parts(boxes)
+            self._labels = _label_parts(labels, self._parts, self._shared)
+            self._host = _read_given(self._parts, self._labels)
+
+    def check(self, batch: int) -> None:
+        """Refuse per-image boxes or labels of another batch size."""
+        if self.boxes is None or self._shared:
+            return
+        n = len(self._parts)
+        if n != batch:
+            raise ValueError(f"`boxes` holds boxes of {n} images, not of the {batch} explained")
+
+    def _given(self, batch: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[Any]]:
+        """The given boxes (B, T, 4), labels (B, T), valid (B, T) on ``dev``, and the boxes as lists."""
+        boxes, host = (self._parts * batch, self._host * batch) if self._shared else (self._parts, self._host)
+        labels = self._labels
+        if labels is not None and self._shared:
+            labels = labels * batch
+        t_boxes = pad_ragged([b.detach().float().to(dev) for b in boxes], 0.0)
+        if labels is None:
+            t_labels = torch.full(t_boxes.shape[:2], -1, dtype=torch.long, device=dev)
+        else:
+            t_labels = pad_ragged([x.detach().long().to(dev) for x in labels], -1)
+        counts = torch.tensor([len(h) for h in host], device=dev)
+        valid = torch.arange(t_boxes.shape[1], device=dev) < counts.unsqueeze(1)
+        width = t_boxes.shape[1]
+        info = [[list(box) for box in h] + [[0.0] * 4 for _ in range(width - len(h))] for h in host]
+        return t_boxes, t_labels, valid, info
+
+    def _detected(self, det: Detections) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[Any]]:
+        """Each image's detections above the threshold, kept first in the model's order, padded to T."""
+        boxes, labels, scores = det
+        b, k = labels.shape
+        keep = (scores >= self.score_threshold) & (labels >= 0)  # (B, K); padding is never a target
+        order = (~keep).long().argsort(dim=1, stable=True)  # kept detections first, in the model's order
+        ranked = boxes.gather(1, order.unsqueeze(-1).expand(-1, -1, 4))
+        best = scores.masked_fill(labels < 0, float("-inf")).amax().view(1) if k else scores.new_zeros(1)
+        # the call's one host read: the box counts, the best score and the ranked boxes together
+        values = torch.cat((keep.sum(1).to(ranked.dtype), best.to(ranked.dtype), ranked.flatten())).tolist()
+        counts = [int(c) for c in values[:b]]
+        t = max(counts, default=0)
+        if t == 0:
+            raise ValueError(
+                f"Boxes found no detection with a score >= score_threshold={self.score_threshold} on any image "
+                f"(best {values[b] if k else 'none'}); pass boxes= (a detector with random weights detects "
+                f"nothing) or a lower score_threshold"
+            )
+        flat = values[b + 1 :]
+        info = [
+            [flat[(i * k + j) * 4 : (i * k + j) * 4 + 4] if j < counts[i] else [0.0] * 4 for j in range(t)]
+            for i in range(b)
+        ]
+        order = order[:, :t]
+        valid = keep.gather(1, order)
+        return ranked[:, :t], labels.gather(1, order), valid, info
+
+    def bind(self, reference: Any, batch: int) -> Bound:
+        """Fix each image's boxes: its own detections above the threshold, or the boxes given."""
+        det = detections(reference, self.decode)
+        if det[0].shape[0] != batch:
+            raise ValueError(f"Boxes got detections of {det[0].shape[0]} images from the model, expected {batch}")
+        dev = det[0].device
+        if self.boxes is not None:
+            t_boxes, t_labels, valid, info = self._given(batch, dev)
+        else:
+            t_boxes, t_labels, valid, info = self._detected(det)
+        t_labels = torch.where(valid, t_labels, -1)
+        t_boxes = t_boxes * valid.unsqueeze(-1)
+
+        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+            found = detections(out, self.decode)
+            if found[0].shape[0] != rows.shape[0]:
+                raise ValueError(f"Boxes got detections of {found[0].shape[0]} rows, expected {rows.shape[0]}")
+            rows = rows.to(dev)
+            return drise(t_boxes[rows], t_labels[rows], found) * valid[rows]
+
+        return Bound(t_labels, valid, score, {"kind": "boxes", "boxes": info})

@@ -1,0 +1,161 @@
+"""``Continuation``: explain a causal language model by the log-probability of a generated text.
+
+Each row holds a prompt followed by a continuation of G tokens; the model returns next-token logits
+(rows, L, V) (a tensor, or ``.logits`` of a Hugging Face output). The continuation is teacher-forced: the
+score of token g is log p(y_g | row[:start + g]), read from the logits at position start + g - 1. The
+targets are the whole continuation's summed log-probability and, with ``per_token``, each token's.
+
+The target must know where the continuation starts in every row and which ids it holds: the front door
+``torchlime.text.explain_generation`` sets them (``Continuation.prepared``) before the engine binds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, cast
+
+import torch
+
+from torchlime._checks import check_integer, check_tensor, describe, from_numpy
+from torchlime.targets._base import Bound, Target, tensor_output
+
+
+class Continuation(Target):
+    """Teacher-forced log-probabilities of a continuation: T = 1 + G (``per_token``) or T = 1.
+
+    score[row, 0] = sum_g log softmax(logits[row, start + g - 1])[y_g] (the whole continuation), and with
+    ``per_token`` score[row, 1 + g] = log softmax(logits[row, start + g - 1])[y_g], for the continuation
+    ids y (B, G) of the row's input and the position ``start`` (B,) of its first token.
+
+    Args:
+        token_ids: integer (B, G) continuation ids to explain, or None: ``explain_generation`` generates
+            them greedily (``max_new_tokens`` of them).
+        max_new_tokens: G when ``token_ids`` is None (ignored otherwise); at least 1.
+        per_token: explain every token besides the whole continuation.
+
+    Raises:
+        TypeError / ValueError: naming the argument, expected and got value.
+
+    Example:
+        >>> lm = lambda ids: torch.nn.functional.one_hot((ids + 1) % 8, 8).float() * 5  # next = id + 1
+        >>> target = Continuation(per_token=True).prepared(torch.tensor([[3, 4]]), torch.tensor([2]))
+        >>> bound = target.bind(lm(torch.tensor([[1, 2, 3, 4]])), 1)
+        >>> bound.score(lm(torch.tensor([[1, 2, 3, 4]])), torch.tensor([0])).shape  # (rows, 1 + G)
+        torch.Size([1, 3])
+    """
+
+    name = "Continuation"
+
+    def __init__(self, token_ids: Any = None, max_new_tokens: int = 8, per_token: bool = True) -> None:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"`max_new_tokens` must be an int >= 1, got {describe(max_new_tokens)}")
+        if not isinstance(per_token, bool):
+            raise TypeError(f"`per_token` must be a bool, got {describe(per_token)}")
+        if token_ids is not None:
+            token_ids = from_numpy(token_ids)
+            check_tensor(token_ids, "token_ids")
+            check_integer(token_ids, "token_ids")
+            if token_ids.ndim != 2 or token_ids.shape[1] == 0:
+                raise ValueError(f"`token_ids` must have shape (B, G) with G >= 1, got {tuple(token_ids.shape)}")
+            token_ids = token_ids.long()
+        self.token_ids: Optional[torch.Tensor] = token_ids
+        self.max_new_tokens = max_new_tokens
+        self.per_token = per_token
+        self.start: Optional[torch.Tensor] = None
+
+    @property
+    def n_tokens(self) -> int:
+        """G: the continuation's length (given ids, else ``max_new_tokens``)."""
+        return self.max_new_tokens if self.token_ids is None else int(self.token_ids.shape[1])
+
+    def check(self, batch: int) -> None:
+        """Refuse continuation ids of another batch size than the B inputs.
+
+        Args:
+            batch: B.
+        """
+        if self.token_ids is not None and self.token_ids.shape[0] != batch:
+            raise ValueError(
+                f"`token_ids` must hold one continuation per input: shape ({batch}, G), "
+                f"got {tuple(self.token_ids.shape)}"
+            )
+
+    def prepared(self, continuation_ids: torch.Tensor, start: torch.Tensor) -> Continuation:
+        """A copy bound to rows that hold each prompt followed by its continuation.
+
+        Args:
+            continuation_ids: integer (B, G) the continuation of every input.
+            start: integer (B,) the position of each input's first continuation token (>= 1: the
+                prompt has a token).
+
+        Returns:
+            A new ``Continuation`` with ``token_ids`` and ``start`` set (this one is left alone).
+
+        Raises:
+            ValueError: shapes that do not match, or a start before position 1.
+        """
+        if continuation_ids is None:
+            raise ValueError("`continuation_ids` must be an integer (B, G) tensor, got None")
+        out = Continuation(continuation_ids, self.max_new_tokens, self.per_token)
+        ids = cast(torch.Tensor, out.token_ids)
+        start = from_numpy(start)
+        check_tensor(start, "start")
+        check_integer(start, "start")
+        if start.shape != (ids.shape[0],):
+            raise ValueError(f"`start` must have shape ({ids.shape[0]},) (one per input), got {tuple(start.shape)}")
+        if start.numel() and int(start.min()) < 1:
+            raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {start.tolist()}")
+        out.start = start.long().to(ids.device)
+        return out
+
+    def bind(self, reference: Any, batch: int) -> Bound:
+        """Every input explains its whole continuation and, with ``per_token``, each of its G tokens.
+
+        Args:
+            reference: the logits (B, L, V) of the B unperturbed rows (or an output with ``.logits``).
+            batch: B.
+
+        Returns:
+            The ``Bound`` target: labels (B, T) the target's index (0 = whole, 1 + g = token g).
+
+        Raises:
+            ValueError: the target was not prepared, or the rows are too short for the continuation.
+        """
+        if self.token_ids is None or self.start is None:
+            raise ValueError(
+                "Continuation needs each row's prompt length and continuation ids: use "
+                "torchlime.text.explain_generation, or Continuation.prepared(continuation_ids, start)"
+            )
+        self.check(batch)
+        logits = _logits(reference)
+        g = self.token_ids.shape[1]
+        end = int((self.start + g).max())
+        if end > logits.shape[1]:
+            raise ValueError(
+                f"the continuation ends at position {end} but the model's logits cover {logits.shape[1]} positions"
+            )
+        dev = logits.device
+        ids, start = self.token_ids.to(dev), self.start.to(dev)
+        offsets = torch.arange(g, device=dev) - 1
+        per_token = self.per_token
+
+        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+            lg = _logits(out)
+            r = rows.to(dev)
+            pos = (start[r].unsqueeze(1) + offsets).to(lg.device)  # (c, G): positions predicting y_g
+            picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
+            tok = ids[r].to(lg.device).unsqueeze(2)
+            lp = picked.log_softmax(-1).gather(2, tok).squeeze(2)  # (c, G)
+            whole = lp.sum(1, keepdim=True)
+            return torch.cat([whole, lp], 1) if per_token else whole
+
+        t = 1 + g if per_token else 1
+        labels = torch.arange(t, device=dev).expand(batch, t)
+        info = {"kind": "continuation", "token_ids": ids, "start": start, "per_token": per_token}
+        return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
+
+
+def _logits(out: Any) -> torch.Tensor:
+    lg = tensor_output(out, "Continuation", ("logits",))
+    if lg.ndim != 3:
+        raise ValueError(f"Continuation needs next-token logits (rows, L, V) from the model, got {describe(lg)}")
+    return lg

@@ -1,0 +1,210 @@
+"""``explain_generation``: LIME for the text a causal language model generates.
+
+The prompt's tokens are the features; the target is the teacher-forced log-probability of a continuation
+(``torchlime.targets.Continuation``): the whole continuation's and each of its tokens'. The continuation is
+given, or generated greedily once for the B unperturbed prompts (one batched model call per new token, no
+``model.generate``: any causal LM callable works). Each prompt, left-padded, is followed by its
+continuation; ``explain_tokens`` then explains these (B, L) rows in replace mode, the continuation's
+positions never perturbed, so that every position keeps its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterable, Optional, Union, cast
+
+import torch
+
+from torchlime._checks import check_choice, check_integer, check_tensor, describe, from_numpy
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.presets import UNSET
+from torchlime.stages.forward.model import eval_mode
+from torchlime.targets._base import tensor_output
+from torchlime.targets.continuation import Continuation
+from torchlime.text._explain import explain_tokens
+from torchlime.text.edits import MODEL_INPUTS, call_token_model
+
+
+def left_pad(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, word_ids: Optional[torch.Tensor] = None
+) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """Move every row's padding to its left, the tokens keeping their order (left-padded rows are unchanged).
+
+    Args:
+        input_ids: (B, L) token ids.
+        attention_mask: (B, L) 1 for tokens, 0 for padding.
+        word_ids: (B or 1, L) word of every token, or None.
+
+    Returns:
+        ``(input_ids, attention_mask, word_ids)`` (B, L), re-ordered alike.
+
+    Example:
+        >>> left_pad(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]]))[0].tolist()
+        [[0, 5, 6]]
+    """
+    order = torch.argsort((attention_mask != 0).to(torch.uint8), dim=1, stable=True)
+    if word_ids is not None:
+        word_ids = word_ids.expand_as(input_ids).gather(1, order)
+    return input_ids.gather(1, order), attention_mask.gather(1, order), word_ids
+
+
+def greedy_continuation(
+    model: Callable[..., Any],
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    how: str = "keywords",
+) -> torch.Tensor:
+    """Generate ``max_new_tokens`` tokens greedily for B left-padded prompts, all at once.
+
+    Each step calls the model once on the whole batch (B, L + g) and appends the argmax of the last
+    position's logits; no cache, no stopping at an end-of-sequence id.
+
+    Args:
+        model: causal LM returning logits (B, L, V) or an object with ``.logits``.
+        input_ids: (B, L) left-padded prompts.
+        attention_mask: (B, L) their attention mask.
+        max_new_tokens: G >= 1.
+        how: how the model takes its inputs ("keywords", "positional", "ids": see ``call_token_model``).
+
+    Returns:
+        long (B, G) the generated ids.
+
+    Raises:
+        ValueError: the model returns no (B, L, V) logits.
+    """
+    ids, attn = input_ids, attention_mask
+    ones = torch.ones(ids.shape[0], 1, dtype=attn.dtype, device=attn.device)
+    new = []
+    with torch.inference_mode(), eval_mode(model):
+        for _ in range(max_new_tokens):
+            logits = tensor_output(call_token_model(model, ids, attn, how), "explain_generation", ("logits",))
+            if logits.ndim != 3:
+                raise ValueError(f"`model` must return next-token logits (B, L, V), got {describe(logits)}")
+            nxt = logits[:, -1].argmax(-1).to(ids.dtype).unsqueeze(1)
+            new.append(nxt)
+            ids, attn = torch.cat([ids, nxt], 1), torch.cat([attn, ones], 1)
+    return torch.cat(new, 1).long()
+
+
+def explain_generation(
+    model: Callable[..., Any],
+    input_ids: torch.Tensor,
+    *,
+    attention_mask: Optional[torch.Tensor] = None,
+    target: Optional[Continuation] = None,
+    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None,
+    mask_id: int,
+    word_ids: Optional[torch.Tensor] = None,
+    mode: str = "replace",
+    model_inputs: str = "auto",
+    tokenizer: Any = None,
+    n_samples: Any = UNSET,
+    generator: Union[None, int, torch.Generator] = None,
+    **kwargs: Any,
+) -> Explanation:
+    """Explain what a causal LM generates after B prompts, with LIME over the prompts' tokens or words.
+
+    Padding is moved to the left of each prompt (right-padded prompts are re-packed, the tokens keeping
+    their order), then each prompt is followed by its continuation (B, G): the rows explained are
+    (B, L = L_p + G), with the continuation starting at position L_p in every row. Only prompt tokens are
+    features; hidden ones become ``mask_id`` (replace mode), so no position moves. Delete mode is not
+    supported yet for generation (it would shift the continuation's positions).
+
+    Args:
+        model: causal LM taking ids (c, L) and a mask (see ``model_inputs``), returning logits (c, L, V)
+            or an object with ``.logits`` (a Hugging Face ``*ForCausalLM``).
+        input_ids: integer (B, L_p) prompts.
+        attention_mask: (B, L_p) 1 = token, 0 = padding (default all ones).
+        target: a ``Continuation`` (default ``Continuation()``): its ``token_ids`` (B, G), or G =
+            ``max_new_tokens`` ids generated greedily; ``per_token`` gives T = 1 + G, else T = 1.
+        special_ids: ids never perturbed (BOS, ...).
+        mask_id: the id hidden prompt tokens become.
+        word_ids: (B or 1, L_p) word of every prompt token (-1: none); None: one feature per token.
+        mode: "replace" only.
+        model_inputs: "keywords" ``model(input_ids=, attention_mask=)``, "positional", "ids", or "auto":
+            keywords when ``attention_mask`` is given (a Hugging Face causal LM's second positional
+            argument is its cache, not the mask), ids alone otherwise.
+        tokenizer: optional; decodes the continuations into ``meta["continuation_text"]``.
+        n_samples: S, as in ``explain``.
+        generator: seed or ``torch.Generator`` of the masks.
+        **kwargs: ``explain_tokens`` keywords (batch_size, kernel, sampler, surrogate, return_samples, ...).
+
+    Returns:
+        ``Explanation`` over the (B, L) rows: coef (B, T, F), features (B, L) (-1 on padding, special
+        ids and the continuation), with ``return_samples`` outputs (B, S, T) log-probabilities; meta
+        "continuation" (B, G) ids, "input_ids" / "attention_mask" (B, L) the rows explained.
+
+    Raises:
+        TypeError / ValueError: naming the argument, expected and got value.
+
+    Example:
+        >>> lm = lambda input_ids: torch.nn.functional.one_hot(input_ids.roll(1, 1), 16).float() * 4
+        >>> exp = explain_generation(lm, torch.tensor([[3, 5, 7]]), mask_id=0, n_samples=64,
+        ...                          target=Continuation(max_new_tokens=2))
+        >>> exp.coef.shape, exp.meta["continuation"].shape          # (B, 1 + G, F), (B, G)
+        (torch.Size([1, 3, 3]), torch.Size([1, 2]))
+    """
+    if mode != "replace":
+        raise ValueError(
+            f"`mode` must be 'replace' for explain_generation (delete mode would move the continuation's "
+            f"positions; it is not supported yet), got {mode!r}"
+        )
+    if target is None:
+        target = Continuation()
+    if not isinstance(target, Continuation):
+        raise TypeError(f"`target` must be a torchlime.targets.Continuation or None, got {describe(target)}")
+    check_choice(model_inputs, "model_inputs", MODEL_INPUTS)
+    input_ids, attention_mask, word_ids = from_numpy(input_ids), from_numpy(attention_mask), from_numpy(word_ids)
+    check_tensor(input_ids, "input_ids")
+    check_integer(input_ids, "input_ids")
+    if input_ids.ndim != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"`input_ids` must have shape (B, L) with L >= 1, got shape {tuple(input_ids.shape)}")
+    how = model_inputs if model_inputs != "auto" else ("keywords" if attention_mask is not None else "ids")
+    batch, length = input_ids.shape
+    dev = input_ids.device
+    attn = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+    check_tensor(attn, "attention_mask")
+    if tuple(attn.shape) != (batch, length):
+        raise ValueError(f"`attention_mask` must have shape {(batch, length)}, got {tuple(attn.shape)}")
+    if batch and bool((attn == 0).all(1).any()):
+        raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
+    target.check(batch)
+    if word_ids is None:
+        word_ids = torch.arange(length, device=dev).expand(batch, length)
+    else:
+        check_tensor(word_ids, "word_ids")
+        check_integer(word_ids, "word_ids")
+        if word_ids.ndim != 2 or word_ids.shape[0] not in (1, batch) or word_ids.shape[1] != length:
+            raise ValueError(
+                f"`word_ids` must have shape ({batch}, {length}) or (1, {length}), got {tuple(word_ids.shape)}"
+            )
+    ids, attn, moved = left_pad(input_ids, attn, word_ids.long().to(dev))
+    wids = cast(torch.Tensor, moved)  # given, so moved
+    if target.token_ids is None:
+        cont = greedy_continuation(model, ids, attn, target.max_new_tokens, how)
+    else:
+        cont = target.token_ids.to(dev)
+    g = cont.shape[1]
+    rows = torch.cat([ids, cont.to(ids.dtype)], 1)
+    rows_attn = torch.cat([attn, torch.ones(batch, g, dtype=attn.dtype, device=dev)], 1)
+    rows_words = torch.cat([wids, torch.full((batch, g), -1, dtype=torch.long, device=dev)], 1)  # never perturbed
+    start = torch.full((batch,), length, dtype=torch.long, device=dev)
+    exp = explain_tokens(
+        model,
+        rows,
+        attention_mask=rows_attn,
+        word_ids=rows_words,
+        special_ids=special_ids,
+        mode="replace",
+        mask_id=mask_id,
+        model_inputs=how,
+        target=target.prepared(cont, start),
+        n_samples=n_samples,
+        generator=generator,
+        **kwargs,
+    )
+    meta = dict(exp.meta, continuation=cont, input_ids=rows, attention_mask=rows_attn)
+    if tokenizer is not None:
+        meta["continuation_text"] = list(tokenizer.batch_decode(cont.tolist()))
+    return dataclasses.replace(exp, meta=meta)
