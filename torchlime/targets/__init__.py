@@ -7,7 +7,8 @@ reduces the model's raw output to (rows, T) scores (``torchlime.targets._base``)
 * ``Region``: a class's logit over a region of a segmentation;
 * ``Similarity``: cosine similarity of an embedding to reference embeddings;
 * ``Continuation``: the teacher-forced log-probability of a generated continuation, whole and per token
-  (with ``torchlime.text.explain_generation``).
+  (with ``torchlime.text.explain_generation``);
+* ``Transcript``: the CTC log-likelihood of a speech recogniser's transcript, whole and per word.
 
 T may differ between inputs: ``Explanation.target_valid`` (B, T) marks the real targets.
 """
@@ -17,5 +18,17 @@ from torchlime.targets.boxes import Boxes, box_iou
 from torchlime.targets.continuation import Continuation
 from torchlime.targets.region import Region
 from torchlime.targets.similarity import Similarity
+from torchlime.targets.transcript import Transcript
 
-__all__ = ["Target", "Bound", "Boxes", "Region", "Similarity", "Continuation", "box_iou", "take_rows", "cat_rows"]
+__all__ = [
+    "Target",
+    "Bound",
+    "Boxes",
+    "Region",
+    "Similarity",
+    "Continuation",
+    "Transcript",
+    "box_iou",
+    "take_rows",
+    "cat_rows",
+]
