@@ -97,3 +97,33 @@ def test_another_target_is_another_run(tmp_path):
 def test_a_target_of_another_kind_is_named():
     with pytest.raises(TypeError, match=r"a torchlime.targets object \(Boxes, Region, Similarity\)"):
         torchlime.explain(seg_model(), images(), CELLS, target=object(), n_samples=16)
+
+
+def test_metrics_score_a_structured_target_as_the_explanation_did():
+    from torchlime.metrics import deletion, faithfulness_correlation, infidelity, label_flip
+
+    x = images()
+    exp = torchlime.explain(seg_model(), x, CELLS, target=Region(), n_samples=64, generator=0)
+    auc = deletion(seg_model(), x, exp)
+    valid = exp.target_valid
+    assert auc.shape == exp.target.shape and torch.isfinite(auc[valid]).all() and auc[~valid].isnan().all()
+    # the first point of each curve is the unperturbed input: the score the explanation's row 0 had
+    curves = deletion(seg_model(), x, exp, return_curves=True).curves
+    row0 = torchlime.explain(seg_model(), x, CELLS, target=Region(), n_samples=64, return_samples=True).outputs[:, 0]
+    assert torch.allclose(curves[..., 0][valid], row0[valid], atol=1e-5)
+    corr = faithfulness_correlation(seg_model(), x, exp, n_subsets=8)
+    assert corr[~valid].isnan().all()
+    assert infidelity(seg_model(), x, exp, n_perturb=4)[~valid].isnan().all()
+    part = exp[3:5]  # a slice keeps its scorer, renumbered
+    assert torch.allclose(deletion(seg_model(), x[3:5], part).nan_to_num(), auc[3:5].nan_to_num(), atol=1e-6)
+    with pytest.raises(ValueError, match="label_flip compares the top class"):
+        label_flip(seg_model(), x, exp, k=1)
+
+
+def test_metrics_refuse_a_structured_explanation_that_lost_its_scorer(tmp_path):
+    from torchlime.metrics import deletion
+
+    exp = torchlime.explain(seg_model(), images(), CELLS, target=Region(), n_samples=32)
+    exp.save(tmp_path / "e.pt")
+    with pytest.raises(ValueError, match="has lost its scorer"):
+        deletion(seg_model(), images(), torchlime.Explanation.load(tmp_path / "e.pt"))

@@ -118,6 +118,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
         target_valid=valid,
+        scorer=run.bound,
         target=ready(run.targets, "the targets"),
         features=fmap.labels,
         n_features=fmap.n_features,

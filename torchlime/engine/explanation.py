@@ -12,6 +12,7 @@ import torch
 
 from torchlime._checks import check_positive_int, describe
 from torchlime.stages.perturb.record import Perturbation
+from torchlime.targets._base import Bound
 from torchlime.typing import RankBy
 
 _TENSORS = (
@@ -66,6 +67,8 @@ class Explanation:
             ``target`` -1. None: every target is real.
         meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
             quality flags).
+        scorer: a structured target bound to the inputs (``torchlime.targets.Bound``), for the metrics to
+            score their rows as the explanation did; not saved, dropped by ``to`` another device.
         perturbation: how the inputs were perturbed (``stages.perturb.record.Perturbation``), for
             metrics that perturb them again; not saved, and dropped by ``to`` another device
             (``meta["perturbation"]`` says whether it was a blend with the fill, which the
@@ -87,6 +90,7 @@ class Explanation:
     target_valid: Optional[torch.Tensor] = None
     meta: dict[str, Any] = field(default_factory=dict)
     perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
+    scorer: Optional[Bound] = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -176,7 +180,12 @@ class Explanation:
         """
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
         same = moved["coef"].device == self.coef.device  # "cuda" and "cuda:0" are one device
-        return dataclasses.replace(self, perturbation=self.perturbation if same else None, **moved)
+        return dataclasses.replace(
+            self,
+            perturbation=self.perturbation if same else None,
+            scorer=self.scorer if same else None,
+            **moved,
+        )
 
     def save(self, path: Union[str, Path]) -> None:
         """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``).
@@ -262,7 +271,12 @@ class Explanation:
             meta["tabular"] = {
                 k: v[start:stop] if k in ("levels", "instances") else v for k, v in meta["tabular"].items()
             }
-        return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, **fields)
+        if isinstance(meta.get("targets"), dict):  # a structured target's per-input records
+            meta["targets"] = {
+                k: v[start:stop] if isinstance(v, list) and len(v) == b else v for k, v in meta["targets"].items()
+            }
+        scorer = None if self.scorer is None else self.scorer.rows(start, stop)
+        return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, scorer=scorer, **fields)
 
     def _repr_html_(self) -> str:
         """A summary table and pictures of the first inputs, for notebooks (``engine.notebook``)."""

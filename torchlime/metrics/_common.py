@@ -24,6 +24,35 @@ def check_explanation(explanation: Any, name: str = "explanation") -> Explanatio
     return explanation
 
 
+def target_columns(explanation: Explanation) -> torch.Tensor:
+    """Long (B, T): which column of the scored rows each target reads.
+
+    Plain targets read the model's output columns (``explanation.target``); a structured target's
+    scorer gives one column per target, in order.
+
+    Raises:
+        ValueError: a structured target's explanation without its scorer (loaded from disk, or moved to
+            another device): the metrics cannot score its targets; explain again.
+    """
+    if explanation.target_valid is None:
+        return explanation.target
+    if explanation.scorer is None:
+        raise ValueError(
+            "`explanation` of a structured target (torchlime.targets) has lost its scorer (it was loaded or "
+            "moved to another device): the metrics need the explanation as its call returned it"
+        )
+    b, t = explanation.target.shape
+    return torch.arange(t, device=explanation.target.device).expand(b, t)
+
+
+def invalid_to_nan(values: torch.Tensor, explanation: Explanation) -> torch.Tensor:
+    """(B, T, ...) metric values with NaN for the padded targets of a structured target."""
+    if explanation.target_valid is None:
+        return values
+    valid = explanation.target_valid.to(values.device).view(*explanation.target_valid.shape, *([1] * (values.ndim - 2)))
+    return torch.where(valid, values, torch.nan)
+
+
 def check_bool(value: Any, name: str) -> bool:
     """Raise ``TypeError`` unless ``value`` is a bool."""
     if not isinstance(value, bool):

@@ -44,6 +44,7 @@ from torchlime.stages.perturb.blend import Chunk, Normalize
 from torchlime.stages.perturb.fills import NAMES, BaselineSpec, Blur, FillContext, resolve_baseline, signal_dims
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import make_key
+from torchlime.targets._base import Bound
 
 MasksOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input b (c,), row s (c,)) -> bool (c, F)
 Take = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (scores (c, K), b, s) -> (c, W)
@@ -54,6 +55,7 @@ class Perturbed(NamedTuple):
 
     perturbation: Perturbation
     model: Model
+    scorer: Optional[Bound] = None
 
 
 def check_run_options(batch_size: Any, softmax: Any) -> None:
@@ -125,8 +127,9 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
             )
         if baseline is not None:
             p = p.with_baseline(resolve_fill(baseline, p.inputs, p.index, p.f_max))
-        return Perturbed(p, p.adapt(model))
-    return Perturbed(_rebuild(model, inputs, exp, recorded_fill(exp) if baseline is None else baseline), model)
+        return Perturbed(p, p.adapt(model), exp.scorer)
+    rebuilt = _rebuild(model, inputs, exp, recorded_fill(exp) if baseline is None else baseline)
+    return Perturbed(rebuilt, model, exp.scorer)
 
 
 def recorded_fill(exp: Explanation) -> BaselineSpec:
@@ -223,6 +226,8 @@ def score_rows(
     softmax: bool,
     batch_size: Optional[int],
     chunk_dtype: Optional[torch.dtype] = None,
+    scorer: Optional[Bound] = None,
+    inputs_of: Optional[Callable[[int, int], torch.Tensor]] = None,
 ) -> torch.Tensor:
     """Float32 (n_rows, width): ``take(scores, start, stop)`` of every chunk of rows built by ``build``.
 
@@ -230,12 +235,18 @@ def score_rows(
     ``reference``'s device; the model runs in eval mode under ``torch.inference_mode()``.
     ``chunk_dtype``: the floating dtype ``build`` writes the chunks in, when it chooses one
     (the perturbation's ``fmt.dtype``): the model gets them in it (see ``forward.chunk_placement``).
+    With a structured target's ``scorer``, ``scores`` are its (c, T) scores of the rows, whose inputs
+    ``inputs_of(start, stop)`` gives (long (c,)).
     """
     dev = reference.device
     m_dev, m_dtype = chunk_placement(model, reference, chunk_dtype)
     out = torch.empty(n_rows, width, device=dev)
 
     def consume(raw: Any, x: Any, start: int, stop: int) -> None:
+        if scorer is not None and inputs_of is not None:
+            sc = scorer.score(raw, inputs_of(start, stop)).float().to(dev)
+            out[start:stop] = take(sc, start, stop)
+            return
         sc = select_output(raw, output, stop - start).float()
         sc = (sc.softmax(1) if softmax else sc).to(dev)
         out[start:stop] = take(sc, start, stop)
@@ -294,5 +305,7 @@ def score_masks(
         softmax=softmax,
         batch_size=batch_size,
         chunk_dtype=p.fmt.dtype if p.fmt is not None else None,
+        scorer=setup.scorer,
+        inputs_of=lambda start, stop: coords(start, stop)[0],
     )
     return out.view(batch, per_input, width)

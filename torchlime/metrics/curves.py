@@ -24,7 +24,14 @@ from typing import Any, NamedTuple, Optional, Union
 import torch
 
 from torchlime._checks import check_choice
-from torchlime.metrics._common import check_bool, check_optional_int, feature_ranks, trapezoid
+from torchlime.metrics._common import (
+    check_bool,
+    check_optional_int,
+    feature_ranks,
+    invalid_to_nan,
+    target_columns,
+    trapezoid,
+)
 from torchlime.metrics._replay import check_run_options, perturbed, score_masks
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec
@@ -67,7 +74,7 @@ def feature_curves(
     setup = perturbed(model, inputs, explanation, baseline)
     p = setup.perturbation
     dev = p.inputs.device
-    coef, target = explanation.coef.to(dev), explanation.target.to(dev)
+    coef, target = explanation.coef.to(dev), target_columns(explanation).to(dev)
     nf = p.n_features.to(dev)
     valid = torch.arange(p.f_max, device=dev) < nf.unsqueeze(1)
     ranks = feature_ranks(coef, valid, descending)  # (B, T, F)
@@ -118,7 +125,7 @@ def _auc(
         output=output,
         softmax=softmax,
     )
-    auc = trapezoid(curves, x.unsqueeze(1))
+    auc = invalid_to_nan(trapezoid(curves, x.unsqueeze(1)), explanation)
     return Curves(auc, curves, x) if return_curves else auc
 
 
@@ -281,4 +288,4 @@ def region_perturbation(
     )
     points = torch.arange(curves.shape[-1], device=curves.device) <= last.unsqueeze(1)  # (B, P)
     drops = (curves[..., :1] - curves) * points.unsqueeze(1)
-    return Curves(drops.sum(-1) / (last.unsqueeze(1) + 1).float(), curves, x)
+    return Curves(invalid_to_nan(drops.sum(-1) / (last.unsqueeze(1) + 1).float(), explanation), curves, x)

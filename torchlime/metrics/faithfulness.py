@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_int
-from torchlime.metrics._common import check_by, feature_ranks, ranking_key
+from torchlime.metrics._common import check_by, feature_ranks, invalid_to_nan, ranking_key, target_columns
 from torchlime.metrics._replay import check_run_options, perturbed, score_masks
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec
@@ -65,6 +65,11 @@ def label_flip(
     by = check_by(by)
     check_run_options(batch_size, False)
     setup = perturbed(model, inputs, explanation, baseline)
+    if setup.scorer is not None or explanation.target_valid is not None:
+        raise ValueError(
+            "`explanation` explains a structured target (torchlime.targets): label_flip compares the top class "
+            "of the model's outputs, which such targets do not have; use deletion or faithfulness_correlation"
+        )
     p = setup.perturbation
     dev = p.inputs.device
     valid = torch.arange(p.f_max, device=dev) < p.n_features.to(dev).unsqueeze(1)
@@ -145,7 +150,7 @@ def faithfulness_correlation(
         if isinstance(subset_size, int)
         else (nf.double() * fraction + 0.5).floor().long().clamp(1)
     )
-    coef, target = explanation.coef.to(dev), explanation.target.to(dev)
+    coef, target = explanation.coef.to(dev), target_columns(explanation).to(dev)
     n_targets = target.shape[1]
 
     def subsets(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -165,7 +170,7 @@ def faithfulness_correlation(
     ).double()
     drops = out[:, :1, :n_targets] - out[:, 1:, :n_targets]  # (B, n, T)
     sums = out[:, 1:, n_targets:]
-    return pearson(sums, drops).float()
+    return invalid_to_nan(pearson(sums, drops).float(), explanation)
 
 
 def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

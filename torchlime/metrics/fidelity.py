@@ -29,7 +29,7 @@ from typing import Any, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
-from torchlime.metrics._common import check_bool, check_explanation, given_perturbations
+from torchlime.metrics._common import check_bool, check_explanation, given_perturbations, invalid_to_nan, target_columns
 from torchlime.metrics._replay import check_run_options, score_rows
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.blend import Chunk, perturb_rows
@@ -121,7 +121,7 @@ def infidelity(
         n = check_positive_int(n_perturb, "n_perturb")
         scale = check_positive_float(noise_scale, "noise_scale")
         key = make_key(generator, dev)
-    coef, target = exp.coef.to(dev), exp.target.to(dev)
+    coef, target = exp.coef.to(dev), target_columns(exp).to(dev)
     labels = exp.features.to(dev).expand(b, *shape).reshape(b, width)
     labels = torch.where(labels < 0, f, labels)  # elements outside every feature paint 0
     index = torch.zeros((1,) * inputs.ndim, dtype=torch.long, device=dev)
@@ -170,6 +170,8 @@ def infidelity(
         softmax=softmax,
         batch_size=batch_size,
         chunk_dtype=p.fmt.dtype if p is not None and p.fmt is not None else None,
+        scorer=exp.scorer,
+        inputs_of=lambda start, stop: noise(start, stop)[0],
     ).double()
     base, rest = out[:b, :n_targets], out[b:].view(b, n, 2 * n_targets)
     d = base.unsqueeze(1) - rest[..., :n_targets]  # (B, n, T)
@@ -177,5 +179,5 @@ def infidelity(
     if normalize:
         aa, ad, dd = (a * a).sum(1), (a * d).sum(1), (d * d).sum(1)
         beta = ad / torch.where(aa == 0, torch.ones_like(aa), aa)
-        return ((beta * beta * aa - 2 * beta * ad + dd) / n).float()
-    return ((a - d) ** 2).sum(1).div(n).float()
+        return invalid_to_nan(((beta * beta * aa - 2 * beta * ad + dd) / n).float(), exp)
+    return invalid_to_nan(((a - d) ** 2).sum(1).div(n).float(), exp)

@@ -45,6 +45,23 @@ class Bound:
     score: Callable[[Any, torch.Tensor], torch.Tensor]
     info: dict[str, Any] = field(default_factory=dict)
 
+    def rows(self, start: int, stop: int) -> Bound:
+        """The target bound to inputs ``start..stop-1`` only, renumbered from 0 (an explanation's slice).
+
+        Args:
+            start: the first input.
+            stop: the input after the last.
+
+        Returns:
+            The sliced ``Bound``.
+        """
+        whole = self.score
+
+        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+            return whole(out, rows + start)
+
+        return Bound(self.labels[start:stop], self.valid[start:stop], score, self.info)
+
 
 class Target:
     """Base class of structured targets (``Boxes``, ``Region``, ``Similarity``): see the module docstring."""
