@@ -127,3 +127,16 @@ def test_metrics_refuse_a_structured_explanation_that_lost_its_scorer(tmp_path):
     exp.save(tmp_path / "e.pt")
     with pytest.raises(ValueError, match="has lost its scorer"):
         deletion(seg_model(), images(), torchlime.Explanation.load(tmp_path / "e.pt"))
+
+
+def test_notebook_shows_every_valid_target():
+    exp = torchlime.explain(seg_model(), images(), CELLS, target=Region(), n_samples=32)
+    page = exp[3:4]._repr_html_()  # one image whose prediction holds fewer classes than the widest
+    assert page.count("<figure") == int(exp.target_valid[3].sum()) and "class " in page
+
+    def detector(x):
+        s = x[:, :, :4, :4].mean((1, 2, 3))
+        return [{"boxes": torch.tensor([[0.0, 0, 4, 4]]), "labels": torch.tensor([1]), "scores": v[None]} for v in s]
+
+    boxes = torchlime.explain(detector, images() + 1, CELLS, target=Boxes(score_threshold=0.1), n_samples=32)
+    assert "box 0 (label 1) at [0.0, 0.0, 4.0, 4.0]" in boxes._repr_html_()

@@ -106,7 +106,11 @@ def _inline(pieces: Sequence[str], feats: Sequence[int], weights: torch.Tensor) 
 
 
 def _picture(exp: Explanation, b: int) -> str:
-    """The picture of input ``b``'s first target."""
+    """The picture of input ``b``'s first target (of each of its targets, for a structured target)."""
+    if exp.target_valid is not None:
+        from torchlime.engine.notebook_targets import structured_picture
+
+        return structured_picture(exp, b)
     n = int(exp.n_features[b])
     weights = exp.coef[b, 0, :n].detach().float().cpu()
     pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
