@@ -60,7 +60,12 @@ class Bound:
         def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
             return whole(out, rows + start)
 
-        return Bound(self.labels[start:stop], self.valid[start:stop], score, self.info)
+        batch = self.labels.shape[0]
+        info = {
+            k: v[start:stop] if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == batch else v
+            for k, v in self.info.items()
+        }
+        return Bound(self.labels[start:stop], self.valid[start:stop], score, info)
 
 
 class Target:

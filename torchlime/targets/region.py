@@ -159,8 +159,9 @@ class Region(Target):
             return region_scores(self._maps(out), rows, plan)
 
         labels = torch.where(valid, cls, -1)
-        info = {"kind": "region", "reduce": self.reduce, "probability": self.probability}
-        info.update(source="mask" if self.mask is not None else "prediction", size=[h, w])
+        source = "mask" if self.mask is not None else "prediction"
+        info = {"kind": "region", "reduce": self.reduce, "probability": self.probability, "source": source}
+        # "regions" (B, T, H, W) on the score grid: kept in memory with Explanation.scorer, never in meta
         return Bound(labels, valid, score, {**info, "regions": regions.view(n_rows, -1, h, w) > 0})
 
 
