@@ -157,3 +157,24 @@ def test_errors_name_the_argument():
     flat = lambda w: w[:, :4]  # noqa: E731
     with pytest.raises(ValueError, match=r"Transcript needs \(rows, frames, labels\) logits"):
         torchlime.explain(flat, waves(), SEGMENTS, target=Transcript(), n_samples=8)
+
+
+def test_plot_transcript_draws_the_transcript_and_each_word():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from torchlime.audio.viz_transcript import plot_transcript
+
+    def asr(s):  # (c, Fr, Tm) spectrograms -> (c, Tm, 3) frame logits
+        loud = s.mean(1)
+        return torch.stack((1 - loud, loud, torch.zeros_like(loud)), -1) * 5
+
+    specs = torch.rand(2, 16, 20, generator=torch.Generator().manual_seed(0))
+    exp = torchlime.audio.explain_spectrogram(asr, specs, target=Transcript(token_ids=[1]), n_samples=64)
+    fig = plot_transcript(exp, specs, index=1, words=["one"])
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles[0].startswith("the whole transcript") and titles[1].startswith("one")
+    plain = torchlime.audio.explain_spectrogram(asr, specs, target=0, n_samples=16)
+    with pytest.raises(ValueError, match="target=Transcript"):
+        plot_transcript(plain, specs)
