@@ -175,6 +175,6 @@ def test_plot_transcript_draws_the_transcript_and_each_word():
     fig = plot_transcript(exp, specs, index=1, words=["one"])
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles[0].startswith("the whole transcript") and titles[1].startswith("one")
-    plain = torchlime.audio.explain_spectrogram(asr, specs, target=0, n_samples=16)
+    plain = torchlime.audio.explain_spectrogram(lambda s: asr(s)[:, 0], specs, target=0, n_samples=16)
     with pytest.raises(ValueError, match="target=Transcript"):
         plot_transcript(plain, specs)
