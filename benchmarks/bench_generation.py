@@ -362,7 +362,7 @@ def main() -> None:
         **extra,
         stopped_early=record.get("stopped_early"),
     )
-    path = write("generation_cpu_quick.json" if args.quick else "generation_cpu.json", result, args.out)
+    path = write(f"generation_{device.type}{'_quick' if args.quick else ''}.json", result, args.out)
     print(f"wrote {path}")
     for k, v in ratios.items():
         print(f"{k}: {v:.2f}")

@@ -16,6 +16,8 @@
 #   audio             bench_audio_gpu.py --waveform, bench_audio_batch1.py [1.5-2]
 #   text              bench_text_gpu.py, text_rationale.py [1.5-2]
 #   probe             bench_probe_overhead.py [0.5]
+#   targets           bench_boxes.py (every box of 8 images vs captum box by box), bench_generation.py
+#                     (a generated continuation vs captum's LLMAttribution) [not yet timed on a GPU]
 #   memory            bench_chunk_memory.py: peak CUDA memory per chunk size [1.5-2]
 #
 # With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
@@ -71,7 +73,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency latency_compiled throughput segmentation audio text probe memory)
+ALL=(tests latency latency_compiled throughput segmentation audio text probe memory targets)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -196,6 +198,9 @@ commands() {  # one command per line, for part $1
             echo "python3 $B/bench_text_gpu.py $DEV"
             echo "python3 $B/text_rationale.py $DEV" ;;
         probe) echo "python3 $B/bench_probe_overhead.py $DEV" ;;
+        targets)
+            echo "python3 $B/bench_boxes.py $DEV"
+            echo "python3 $B/bench_generation.py $DEV" ;;
         memory) echo "python3 $B/bench_chunk_memory.py $DEV" ;;
     esac
 }

@@ -40,6 +40,8 @@ SCRIPTS = {
     "bench_chunk_memory.py": ("chunk_memory_cpu_quick.json", ()),
     "bench_sample_efficiency.py": ("sample_efficiency_cpu_quick.json", ("torchvision",)),
     "bench_integrations_overhead.py": ("integrations_overhead_cpu_quick.json", ("tensorboard", "lightning")),
+    "bench_boxes.py": ("boxes_cpu_quick.json", ("captum", "torchvision")),
+    "bench_generation.py": ("generation_cpu_quick.json", ("captum", "transformers")),
 }
 
 

@@ -303,11 +303,11 @@ def test_plot_regions_one_panel_per_valid_target():
     x, net = ragged_images(), identity_net()
     exp = torchlime.explain(net, x, CELLS, target=Region(), n_samples=64)
     names = ["sky", "road", "car", "tree"]
-    # the model's label map; the regions the explanation keeps in memory; a slice, which keeps none
+    # the model's label map; the regions the explanation keeps in memory; a slice, which keeps its own
     for e, index, regions, outlined in (
         (exp, 0, net(x).argmax(1), True),
         (exp, 1, None, True),
-        (exp[1:], 0, None, False),
+        (exp[1:], 0, None, True),
     ):
         fig = plot_regions(e, x[1:] if e is not exp else x, index=index, regions=regions, class_names=names)
         panels = [ax for ax in fig.axes if ax.images]

@@ -3,7 +3,7 @@
 An explanation made with ``target=Region(...)`` saves the targets' classes (``Explanation.target``) and
 which of them exist (``target_valid``), but not the regions' pixels (``meta["targets"]`` is plain data:
 kind, reduce, probability, where the regions came from). Its bound target (``Explanation.scorer``, in
-memory only, not saved, not sliced per input) holds them; otherwise the outlines are drawn from
+memory only, not saved; a slice keeps its own inputs') holds them; otherwise the outlines are drawn from
 ``regions=``: the masks given to ``Region`` (or the ``Region`` itself), or the model's predicted label
 map, from which the region of class k is recomputed as its pixels predicted k, as ``Region()`` did.
 Matplotlib is optional (``pip install torchlime[viz]``).
@@ -46,7 +46,7 @@ def region_masks(
     Raises:
         TypeError / ValueError: regions of another layout, batch or count than the explanation's.
     """
-    if regions is None:  # the regions the explanation's bound target keeps in memory (not after a slice)
+    if regions is None:  # the regions the explanation's bound target keeps in memory (a slice: its own)
         kept = None if explanation.scorer is None else explanation.scorer.info.get("regions")
         if not isinstance(kept, torch.Tensor) or kept.shape[:2] != explanation.target.shape:
             return [None] * len(targets)

@@ -48,26 +48,31 @@ def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(union > 0, inter / union.clamp_min(torch.finfo(union.dtype).tiny), 0.0)
 
 
+def _stack(parts: list[torch.Tensor], fill: float) -> torch.Tensor:
+    """Stack per-row tensors of one shape, or pad ragged ones (``pad_ragged``): no host read either way."""
+    first = parts[0].shape
+    return torch.stack(parts) if all(p.shape == first for p in parts) else pad_ragged(parts, fill)
+
+
 def _from_dicts(out: list[dict[str, Any]]) -> Detections:
-    """Pad a list of per-image detection dicts (a Python loop over rows: the one the design allows)."""
-    boxes, labels, scores = [], [], []
-    for d in out:
-        b = d["boxes"]
-        if not isinstance(b, torch.Tensor):
-            raise ValueError(f"Boxes needs tensors of boxes (n, 4) under 'boxes', got {describe(b)}")
-        b = b.reshape(-1, 4).float()
-        n = b.shape[0]
-        lab, sc = d.get("labels"), d.get("scores")
-        # class-agnostic detections: label 0; detections without scores: score 1 (on the boxes' device)
-        labels.append(lab.reshape(-1).long() if lab is not None else b.new_zeros(n, dtype=torch.long))
-        scores.append(sc.reshape(-1).float() if sc is not None else b.new_ones(n))
-        boxes.append(b)
-        if labels[-1].shape[0] != n or scores[-1].shape[0] != n:
+    """Pad a list of per-image detection dicts (a Python loop over rows: the one the design allows).
+
+    Only shapes are read per row (host metadata); the dtypes are converted once, on the padded tensors.
+    """
+    boxes = [d["boxes"] for d in out]
+    if not all(isinstance(b, torch.Tensor) and b.ndim == 2 and b.shape[-1] == 4 for b in boxes):
+        bad = next(b for b in boxes if not isinstance(b, torch.Tensor) or b.ndim != 2 or b.shape[-1] != 4)
+        raise ValueError(f"Boxes needs tensors of boxes (n, 4) under 'boxes', got {describe(bad)}")
+    # class-agnostic detections: label 0; detections without scores: score 1 (on the boxes' device)
+    labels = [d["labels"] if "labels" in d else b.new_zeros(b.shape[0], dtype=torch.long) for d, b in zip(out, boxes)]
+    scores = [d["scores"] if "scores" in d else b.new_ones(b.shape[0]) for d, b in zip(out, boxes)]
+    for b, lab, sc in zip(boxes, labels, scores):
+        if lab.shape != b.shape[:1] or sc.shape != b.shape[:1]:
             raise ValueError(
-                f"Boxes needs one label and one score per box, got {n} boxes, {labels[-1].shape[0]} labels "
-                f"and {scores[-1].shape[0]} scores"
+                f"Boxes needs one label and one score per box, got {b.shape[0]} boxes, labels of shape "
+                f"{tuple(lab.shape)} and scores of shape {tuple(sc.shape)}"
             )
-    return pad_ragged(boxes, 0.0), pad_ragged(labels, -1), pad_ragged(scores, 0.0)
+    return _stack(boxes, 0.0).float(), _stack(labels, -1).long(), _stack(scores, 0.0).float()
 
 
 def detections(out: Any, decode: Optional[Callable[[Any], Any]] = None) -> Detections:
@@ -125,6 +130,16 @@ def drise(boxes: torch.Tensor, labels: torch.Tensor, det: Detections) -> torch.T
     return sim.amax(-1)
 
 
+def _numbers(value: Any) -> Any:
+    """Nested Python numbers (boxes as lists of 4 numbers, labels as ints) as a tensor; anything else as is."""
+    if isinstance(value, (list, tuple)) and value and not any(isinstance(v, torch.Tensor) for v in value):
+        try:
+            return torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            return value
+    return value
+
+
 def _box_parts(boxes: Any) -> tuple[bool, list[torch.Tensor]]:
     """``(shared, parts)``: the given boxes as one (T, 4) tensor for every image, or one per image."""
     if isinstance(boxes, torch.Tensor) and boxes.ndim in (2, 3) and boxes.shape[-1] == 4:
@@ -167,7 +182,7 @@ def _read_given(boxes: list[torch.Tensor], labels: Optional[list[torch.Tensor]])
         out.append([values[at + 4 * j : at + 4 * j + 4] for j in range(n)])
         at += 4 * n
     if not any(out):
-        raise ValueError(f"`boxes` must hold at least one box, got {describe(boxes)}")
+        raise ValueError("`boxes` must hold at least one box, got none")
     if not all(math.isfinite(v) for v in values[:at]) or any(
         x2 < x1 or y2 < y1 for part in out for x1, y1, x2, y2 in part
     ):
@@ -182,10 +197,11 @@ class Boxes(Target):
 
     Args:
         boxes: None (the model's own detections on the unperturbed images), or boxes (x1, y1, x2, y2):
-            a (T, 4) tensor shared by every image, (B, T, 4), or a list of B tensors (T_b, 4).
-        labels: the boxes' labels: (T,) for every image, (B, T), or a list of B tensors (T_b,); None with
-            given boxes: any label matches (``Explanation.target`` then records -1 for them too;
-            ``target_valid`` tells them from padding).
+            a (T, 4) tensor shared by every image (or nested lists of numbers), (B, T, 4), or a list of B
+            tensors (T_b, 4).
+        labels: the boxes' labels: (T,) for every image (or a list of ints), (B, T), or a list of B tensors
+            (T_b,); None with given boxes: any label matches (``Explanation.target`` then records -1 for
+            them too; ``target_valid`` tells them from padding).
         score_threshold: the least score of a reference detection that becomes a target (with
             ``boxes=None``).
         decode: turns the model's raw output into detections (see ``detections``); None for torchvision.
@@ -216,7 +232,7 @@ class Boxes(Target):
         score_threshold: float = 0.5,
         decode: Optional[Callable[[Any], Any]] = None,
     ) -> None:
-        boxes, labels = from_numpy(boxes), from_numpy(labels)
+        boxes, labels = _numbers(from_numpy(boxes)), _numbers(from_numpy(labels))
         if labels is not None and boxes is None:
             raise ValueError("`labels` needs `boxes`: the labels of the given boxes")
         if not isinstance(score_threshold, (int, float)) or isinstance(score_threshold, bool):
