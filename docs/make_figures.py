@@ -95,6 +95,73 @@ def tabular_figure(out: Path) -> Path:
     return _save(fig, out / "tabular.png")
 
 
+def _two_squares() -> torch.Tensor:
+    """Two images (3, 64, 64) of noise with a bright square at (8..24, 8..24) and (36..56, 32..52)."""
+    x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)) * 0.3
+    x[:, :, 8:24, 8:24] += 0.7
+    x[:, :, 36:56, 32:52] += 0.7
+    return x
+
+
+def boxes_figure(out: Path) -> Path:
+    """A toy detector's two boxes, each explained by its own heat map (``Boxes``)."""
+    from torchlime.image import explain_image
+    from torchlime.image.viz_boxes import plot_boxes
+    from torchlime.targets import Boxes
+
+    anchors = torch.tensor([[8.0, 8, 24, 24], [32.0, 36, 52, 56]])
+
+    def detector(x: torch.Tensor) -> list:  # each anchor scored by the brightness inside it
+        s = torch.stack([x[:, :, 8:24, 8:24].mean((1, 2, 3)), x[:, :, 36:56, 32:52].mean((1, 2, 3))], 1)
+        return [{"boxes": anchors, "labels": torch.tensor([1, 2]), "scores": r} for r in s]
+
+    exp = explain_image(
+        detector,
+        _two_squares(),
+        target=Boxes(score_threshold=0.3),
+        segments="grid",
+        n_segments=64,
+        n_samples=500,
+        generator=0,
+    )
+    return _save(plot_boxes(exp, _two_squares(), index=0, class_names=["bg", "cat", "dog"]), out / "boxes.png")
+
+
+def regions_figure(out: Path) -> Path:
+    """A toy segmenter's classes, each region explained by its own heat map (``Region``)."""
+    from torchlime.image import explain_image
+    from torchlime.image.viz_regions import plot_regions
+    from torchlime.targets import Region
+
+    def segmenter(x: torch.Tensor) -> torch.Tensor:  # class 1 where the image is bright, 0 elsewhere
+        bright = x.mean(1, keepdim=True)
+        return torch.cat((0.5 - bright, bright - 0.5), 1) * 10
+
+    x = _two_squares()
+    exp = explain_image(segmenter, x, target=Region(), segments="grid", n_segments=64, n_samples=500, generator=0)
+    fig = plot_regions(exp, x, index=0, class_names=["background", "object"])
+    return _save(fig, out / "regions.png")
+
+
+def transcript_figure(out: Path) -> Path:
+    """A toy recogniser's transcript and its two words over the spectrogram (``Transcript``)."""
+    from torchlime.audio import explain_spectrogram
+    from torchlime.audio.viz_transcript import plot_transcript
+    from torchlime.targets import Transcript
+
+    def recogniser(s: torch.Tensor) -> torch.Tensor:  # (c, Fr, Tm) -> (c, Tm, 3): low band says 1, high band 2
+        low, high = s[:, :8].mean(1), s[:, 8:].mean(1)
+        return torch.stack((0.3 - torch.maximum(low, high), low - high, high - low), -1) * 20
+
+    specs = torch.rand(1, 16, 24, generator=torch.Generator().manual_seed(0)) * 0.1
+    specs[0, :8, 3:9] += 0.8  # a low sound, then a high one
+    specs[0, 8:, 15:21] += 0.8
+    exp = explain_spectrogram(
+        recogniser, specs, target=Transcript(), time_segments=8, freq_segments=2, n_samples=500, generator=0
+    )
+    return _save(plot_transcript(exp, specs, words=["low", "high"], top_k=0), out / "transcript.png")
+
+
 def _save(fig: plt.Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=72, bbox_inches="tight")
@@ -106,7 +173,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help="folder of the PNGs")
     args = parser.parse_args()
-    for draw in (image_figure, audio_figure, text_figure, tabular_figure):
+    for draw in (
+        image_figure,
+        audio_figure,
+        text_figure,
+        tabular_figure,
+        boxes_figure,
+        regions_figure,
+        transcript_figure,
+    ):
         path = draw(args.out)
         print(f"{path.name}: {path.stat().st_size // 1024} KB")
 
