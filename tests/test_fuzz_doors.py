@@ -114,7 +114,7 @@ DOORS: dict[str, Door] = {
         lambda m, x, n, t: torchlime.image.explain_image(
             m, x, segments="grid", n_segments=4, n_samples=n, target=t, generator=0
         ),
-        (*TENSOR, *COMMON, "one_feature"),
+        (*TENSOR, *COMMON, "one_feature", "zero_features"),
     ),
     "spectrogram": Door(
         lambda: torch.rand(2, 16, 20, generator=torch.Generator().manual_seed(0)),
@@ -161,7 +161,7 @@ DOORS: dict[str, Door] = {
         lambda: torch.rand(2, 1, 4, 4, generator=torch.Generator().manual_seed(0)),
         lambda: series_model,
         lambda m, x, n, t: torchlime.Explainer().explain(m, x, FEATS16, n_samples=n, target=t, generator=0),
-        (*TENSOR, *COMMON, "one_feature"),
+        (*TENSOR, *COMMON, "one_feature", "zero_features"),
     ),
     "dataset": Door(
         lambda: torch.rand(3, 1, 4, 4, generator=torch.Generator().manual_seed(0)),
@@ -249,14 +249,15 @@ def test_every_door_gives_a_result_or_a_clear_error(door, mutation):
     n = {"n0": 0, "n1": 1, "n_negative": -3}.get(mutation, 64)
     target = 99 if mutation == "target_out_of_range" else (0 if door in ("captum", "lime") else None)
     call = spec.call
-    if mutation == "one_feature":
+    if mutation in ("one_feature", "zero_features"):  # every element one feature, or none (ids < 0)
+        fill = 0 if mutation == "one_feature" else -1
         if door == "image":
             call = lambda m, x, n, t: torchlime.image.explain_image(  # noqa: E731
-                m, x, segments=torch.zeros(1, 1, 16, 16, dtype=torch.long), n_samples=n, target=t
+                m, x, segments=torch.full((1, 1, 16, 16), fill), n_samples=n, target=t
             )
         else:
             call = lambda m, x, n, t: torchlime.explain(  # noqa: E731
-                m, x, torch.zeros(1, 1, 4, 4, dtype=torch.long), n_samples=n, target=t
+                m, x, torch.full((1, 1, 4, 4), fill), n_samples=n, target=t
             )
 
     def alarm(*_: Any) -> None:
@@ -286,6 +287,13 @@ def test_every_door_gives_a_result_or_a_clear_error(door, mutation):
     if door == "lime":
         coef = torch.tensor([w for _, w in result.as_list(label=0)])
     assert isinstance(coef, torch.Tensor) and torch.isfinite(coef).all(), f"{door}/{mutation}: not finite"
-    assert mutation not in ("model_nan", "model_shape", "model_raises", "n0", "n_negative", "target_out_of_range"), (
-        f"{door}/{mutation} gave a result where an error was due"
-    )
+    assert mutation not in (
+        "model_nan",
+        "model_shape",
+        "model_raises",
+        "n0",
+        "n_negative",
+        "target_out_of_range",
+        "one_feature",
+        "zero_features",
+    ), f"{door}/{mutation} gave a result where an error was due"
