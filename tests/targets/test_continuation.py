@@ -43,20 +43,24 @@ def prompts() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, attn
 
 
-def slow_scores(model: nn.Module, exp, mask_id: int) -> torch.Tensor:
-    """(B, S, 1 + G) rebuilt sample by sample: masked prompt + continuation, the model at batch 1."""
+def slow_scores(model: nn.Module, exp, mask_id: int, delete: bool = False) -> torch.Tensor:
+    """(B, S, 1 + G) rebuilt sample by sample: the prompt's tokens with the hidden ones masked (or deleted),
+    no padding, then the continuation; the model at batch 1 with its own positions."""
     rows, attn, cont = exp.meta["input_ids"], exp.meta["attention_mask"], exp.meta["continuation"]
     b_n, s_n, _ = exp.samples.shape
     g = cont.shape[1]
-    start = rows.shape[1] - g
     out = torch.empty(b_n, s_n, 1 + g)
     with torch.no_grad():
         for b in range(b_n):
-            feats = exp.features[b]
+            feats = exp.features[b].tolist()
             for s in range(s_n):
-                keep = [f < 0 or bool(exp.samples[b, s, f]) for f in feats.tolist()]
-                ids = torch.tensor([t if k else mask_id for t, k in zip(rows[b].tolist(), keep)]).unsqueeze(0)
-                logits = model(input_ids=ids, attention_mask=attn[b : b + 1]).logits[0].float()
+                tokens = []
+                for t, f, a in zip(rows[b].tolist(), feats, attn[b].tolist()):
+                    kept = f < 0 or bool(exp.samples[b, s, f])
+                    if a and (kept or not delete):
+                        tokens.append(t if kept else mask_id)
+                logits = model(input_ids=torch.tensor([tokens])).logits[0].float()
+                start = len(tokens) - g
                 lp = [float(logits[start + j - 1].log_softmax(-1)[cont[b, j]]) for j in range(g)]
                 out[b, s] = torch.tensor([sum(lp), *lp])
     return out
@@ -78,6 +82,40 @@ def test_scores_equal_a_slow_per_sample_reference(gpt2):
     assert exp.outputs.shape == (3, 12, 4)
     torch.testing.assert_close(exp.outputs, slow_scores(model, exp, 1), atol=1e-4, rtol=0)
     assert torch.equal(exp.features[:, -3:], torch.full((3, 3), -1))  # the continuation is never perturbed
+
+
+def test_deleted_prompt_tokens_shorten_the_prompt_with_positions_right(gpt2):
+    model, (ids, attn) = gpt2, prompts()
+    exp = explain_generation(
+        model,
+        ids,
+        attention_mask=attn,
+        mask_id=1,
+        mode="delete",
+        target=Continuation(max_new_tokens=3),
+        n_samples=12,
+        generator=0,
+        return_samples=True,
+        batch_size=5,
+    )
+    # a sample that deletes every prompt token leaves the first continuation token no context to be scored
+    # from (a causal LM has no prediction before its first token): those samples are left out here
+    some = (exp.samples & exp.valid.unsqueeze(1)).any(-1)  # (B, S)
+    slow = slow_scores(model, exp, 1, delete=True)
+    torch.testing.assert_close(exp.outputs[some], slow[some], atol=1e-4, rtol=0)
+    again = explain_generation(
+        model,
+        ids,
+        attention_mask=attn,
+        mask_id=1,
+        mode="delete",
+        target=Continuation(max_new_tokens=3),
+        n_samples=12,
+        generator=0,
+        return_samples=True,
+        batch_size=5,
+    )
+    assert torch.equal(exp.coef, again.coef)  # the same seed and chunks: the same bits
 
 
 def test_per_token_false_keeps_the_whole_continuation_only(gpt2):
@@ -142,8 +180,8 @@ def test_left_pad_keeps_token_order():
 
 def test_errors_name_the_argument():
     ids = torch.tensor([[11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]])
-    with pytest.raises(ValueError, match="`mode` must be 'replace'.*not supported yet"):
-        explain_generation(CopyLM(), ids, mask_id=0, mode="delete")
+    with pytest.raises(ValueError, match="`mode` must be one of"):
+        explain_generation(CopyLM(), ids, mask_id=0, mode="drop")
     with pytest.raises(ValueError, match="`max_new_tokens` must be an int >= 1"):
         Continuation(max_new_tokens=0)
     with pytest.raises(ValueError, match=r"`token_ids` must hold one continuation per input: shape \(2, G\)"):
@@ -154,3 +192,27 @@ def test_errors_name_the_argument():
         explain_generation(CopyLM(), ids, mask_id=0, target=3)
     with pytest.raises(ValueError, match="Continuation.prepared"):
         Continuation().bind(torch.zeros(2, 6, 32), 2)
+
+
+def test_infilled_prompt_tokens_keep_the_continuation_in_place():
+    from torchlime.text.infill import Infiller
+
+    from tests.helpers.text import ToyMLM
+
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]])
+    infill = Infiller(ToyMLM(vocab=32), synonym_threshold=None)
+    exp = explain_generation(
+        CopyLM(),
+        ids,
+        mask_id=0,
+        mode="infill",
+        infill=infill,
+        target=Continuation(max_new_tokens=3),
+        n_samples=64,
+        generator=0,
+        return_samples=True,
+    )
+    assert exp.meta["continuation"].tolist() == [[12, 14, 16], [22, 24, 26]]
+    assert torch.equal(exp.features[:, -3:], torch.full((2, 3), -1)) and torch.isfinite(exp.coef).all()
+    idx, _ = exp.top_features(1, by="abs")
+    assert idx[:, 1:, 0].tolist() == [[1, 3, 5]] * 2  # a replaced source token changes the copied one

@@ -11,6 +11,7 @@ positions never perturbed, so that every position keeps its place.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, Callable, Iterable, Optional, Union, cast
 
 import torch
@@ -23,6 +24,32 @@ from torchlime.targets._base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._explain import explain_tokens
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
+
+
+def takes_positions(model: Any) -> bool:
+    """Whether ``model`` (an ``nn.Module``'s ``forward``, or a function) takes a ``position_ids`` keyword."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        return "position_ids" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class WithPositions(torch.nn.Module):
+    """A causal LM called with ``position_ids`` from the attention mask (each token's rank among the tokens).
+
+    Args:
+        model: a model whose ``forward`` takes ``input_ids``, ``attention_mask`` and ``position_ids``.
+    """
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+        """``model(input_ids=, attention_mask=, position_ids=(attention_mask.cumsum(1) - 1).clamp_min(0))``."""
+        positions = (attention_mask.long().cumsum(1) - 1).clamp_min(0)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions)
 
 
 def left_pad(
@@ -107,9 +134,14 @@ def explain_generation(
 
     Padding is moved to the left of each prompt (right-padded prompts are re-packed, the tokens keeping
     their order), then each prompt is followed by its continuation (B, G): the rows explained are
-    (B, L = L_p + G), with the continuation starting at position L_p in every row. Only prompt tokens are
-    features; hidden ones become ``mask_id`` (replace mode), so no position moves. Delete mode is not
-    supported yet for generation (it would shift the continuation's positions).
+    (B, L = L_p + G), with the continuation at their end. Only prompt tokens are features. Hidden ones
+    become ``mask_id`` ("replace"), a masked LM's proposal ("infill", with ``infill=`` as in
+    ``explain_tokens``), or are deleted ("delete"): the row is re-packed to the right behind a padding
+    column, so the continuation keeps its place at the end while the prompt shortens. A model whose
+    ``forward`` takes ``position_ids`` (Hugging Face causal LMs) gets them from the attention mask
+    (``cumsum - 1``), so the tokens of left-padded and shortened prompts keep the positions they would
+    have unpadded; other callables get ids and mask only. A sample that deletes every prompt token leaves
+    the first continuation token no context: its score is the model's output at a padding position.
 
     Args:
         model: causal LM taking ids (c, L) and a mask (see ``model_inputs``), returning logits (c, L, V)
@@ -121,7 +153,7 @@ def explain_generation(
         special_ids: ids never perturbed (BOS, ...).
         mask_id: the id hidden prompt tokens become.
         word_ids: (B or 1, L_p) word of every prompt token (-1: none); None: one feature per token.
-        mode: "replace" only.
+        mode: "replace", "delete" or "infill" (pass ``infill=``).
         model_inputs: "keywords" ``model(input_ids=, attention_mask=)``, "positional", "ids", or "auto":
             keywords when ``attention_mask`` is given (a Hugging Face causal LM's second positional
             argument is its cache, not the mask), ids alone otherwise.
@@ -145,11 +177,7 @@ def explain_generation(
         >>> exp.coef.shape, exp.meta["continuation"].shape          # (B, 1 + G, F), (B, G)
         (torch.Size([1, 3, 3]), torch.Size([1, 2]))
     """
-    if mode != "replace":
-        raise ValueError(
-            f"`mode` must be 'replace' for explain_generation (delete mode would move the continuation's "
-            f"positions; it is not supported yet), got {mode!r}"
-        )
+    check_choice(mode, "mode", ("replace", "delete", "infill"))
     if target is None:
         target = Continuation()
     if not isinstance(target, Continuation):
@@ -161,6 +189,8 @@ def explain_generation(
     if input_ids.ndim != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"`input_ids` must have shape (B, L) with L >= 1, got shape {tuple(input_ids.shape)}")
     how = model_inputs if model_inputs != "auto" else ("keywords" if attention_mask is not None else "ids")
+    if takes_positions(model) and how in ("keywords", "auto", "ids"):
+        model, how = WithPositions(model), "keywords"  # positions from the mask: padding moves no token
     batch, length = input_ids.shape
     dev = input_ids.device
     attn = torch.ones_like(input_ids) if attention_mask is None else attention_mask
@@ -189,14 +219,19 @@ def explain_generation(
     rows = torch.cat([ids, cont.to(ids.dtype)], 1)
     rows_attn = torch.cat([attn, torch.ones(batch, g, dtype=attn.dtype, device=dev)], 1)
     rows_words = torch.cat([wids, torch.full((batch, g), -1, dtype=torch.long, device=dev)], 1)  # never perturbed
-    start = torch.full((batch,), length, dtype=torch.long, device=dev)
+    if mode == "delete":  # a leading padding column: deleted rows re-pack to the right, the continuation stays last
+        pad_id = int(kwargs.get("pad_id", 0))
+        rows = torch.cat([torch.full((batch, 1), pad_id, dtype=rows.dtype, device=dev), rows], 1)
+        rows_attn = torch.cat([torch.zeros(batch, 1, dtype=rows_attn.dtype, device=dev), rows_attn], 1)
+        rows_words = torch.cat([torch.full((batch, 1), -1, dtype=torch.long, device=dev), rows_words], 1)
+    start = torch.full((batch,), rows.shape[1] - g, dtype=torch.long, device=dev)
     exp = explain_tokens(
         model,
         rows,
         attention_mask=rows_attn,
         word_ids=rows_words,
         special_ids=special_ids,
-        mode="replace",
+        mode=mode,
         mask_id=mask_id,
         model_inputs=how,
         target=target.prepared(cont, start),
