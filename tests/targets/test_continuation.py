@@ -86,35 +86,14 @@ def test_scores_equal_a_slow_per_sample_reference(gpt2):
 
 def test_deleted_prompt_tokens_shorten_the_prompt_with_positions_right(gpt2):
     model, (ids, attn) = gpt2, prompts()
-    exp = explain_generation(
-        model,
-        ids,
-        attention_mask=attn,
-        mask_id=1,
-        mode="delete",
-        target=Continuation(max_new_tokens=3),
-        n_samples=12,
-        generator=0,
-        return_samples=True,
-        batch_size=5,
-    )
+    kw = dict(attention_mask=attn, mask_id=1, mode="delete", n_samples=12, generator=0, return_samples=True)
+    exp = explain_generation(model, ids, target=Continuation(max_new_tokens=3), batch_size=5, **kw)
     # a sample that deletes every prompt token leaves the first continuation token no context to be scored
     # from (a causal LM has no prediction before its first token): those samples are left out here
     some = (exp.samples & exp.valid.unsqueeze(1)).any(-1)  # (B, S)
     slow = slow_scores(model, exp, 1, delete=True)
     torch.testing.assert_close(exp.outputs[some], slow[some], atol=1e-4, rtol=0)
-    again = explain_generation(
-        model,
-        ids,
-        attention_mask=attn,
-        mask_id=1,
-        mode="delete",
-        target=Continuation(max_new_tokens=3),
-        n_samples=12,
-        generator=0,
-        return_samples=True,
-        batch_size=5,
-    )
+    again = explain_generation(model, ids, target=Continuation(max_new_tokens=3), batch_size=5, **kw)
     assert torch.equal(exp.coef, again.coef)  # the same seed and chunks: the same bits
 
 
