@@ -28,9 +28,9 @@ import argparse
 
 import torch
 
-from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram
-from torchlime.audio.models import load_audio_model
+from torchlime.demo import audio_data
+from torchlime.demo.audio_models import load_audio_model
 
 from benchmarks.bench_audio_gpu import MODEL, floor, floor_sizes, measured_floor
 from benchmarks.common import (

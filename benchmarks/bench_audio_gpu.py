@@ -25,10 +25,10 @@ from typing import Callable
 
 import torch
 
-from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio.models import load_audio_model
 from torchlime.audio.stft import istft, stft
+from torchlime.demo import audio_data
+from torchlime.demo.audio_models import load_audio_model
 
 from benchmarks.common import (
     best_chunk,
@@ -45,7 +45,7 @@ from benchmarks.common import (
     write,
 )
 
-MODEL = "SpecNet (torchlime/audio/weights/audio_cnn.pt)"
+MODEL = "SpecNet (torchlime/demo/weights/audio_cnn.pt)"
 
 
 def floor(

@@ -55,12 +55,12 @@ DEFAULT_MODELS = ["planted_linear", "demo_cnn", "spectrogram_cnn", "text_cnn", "
 
 def cases(n_inputs: int) -> dict:
     """(model, inputs, features, explain keywords) of every model."""
-    from torchlime.audio.data import log_spectrogram, make_clips
-    from torchlime.audio.models import load_audio_model
-    from torchlime.image.data import make_images
-    from torchlime.image.models import load_demo_model
-    from torchlime.text.data import CLS, SEP, make_text_dataset
-    from torchlime.text.models import load_text_model
+    from torchlime.demo.audio_data import log_spectrogram, make_clips
+    from torchlime.demo.audio_models import load_audio_model
+    from torchlime.demo.image_data import make_images
+    from torchlime.demo.image_models import load_demo_model
+    from torchlime.demo.text_data import CLS, SEP, make_text_dataset
+    from torchlime.demo.text_models import load_text_model
 
     images, _, _ = make_images(n_inputs, seed=2026)
     seg = slic(images, n_segments=40)

@@ -52,15 +52,15 @@ def _mlp(d_in: int, d_out: int = 3, seed: int = 0) -> torch.nn.Module:
 
 def cases() -> dict[str, Callable[[], dict[str, str]]]:
     """Name -> a function returning the fingerprints of one seeded explanation."""
-    from torchlime.audio import data as audio_data
     from torchlime.audio import explain_spectrogram, explain_waveform
-    from torchlime.audio.models import load_audio_model
+    from torchlime.demo import audio_data
+    from torchlime.demo.audio_models import load_audio_model
+    from torchlime.demo.image_data import make_images
+    from torchlime.demo.image_models import load_demo_model
+    from torchlime.demo.text_data import CLS, MASK, SEP, make_text_dataset
+    from torchlime.demo.text_models import load_text_model
     from torchlime.image import explain_image
-    from torchlime.image.data import make_images
-    from torchlime.image.models import load_demo_model
     from torchlime.text import explain_tokens
-    from torchlime.text.data import CLS, MASK, SEP, make_text_dataset
-    from torchlime.text.models import load_text_model
 
     x = torch.rand(4, 1, 6, 6, generator=torch.Generator().manual_seed(0))
     feats = torch.arange(36).view(1, 1, 6, 6) // 3

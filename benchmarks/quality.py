@@ -154,9 +154,9 @@ def _relabel(segments: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def image_task(n: int, pool: int) -> Task:
     """The embedded DemoNet on held-out synthetic images, SLIC segments, gold = evidence segments."""
+    from torchlime.demo.image_data import make_images
+    from torchlime.demo.image_models import load_demo_model
     from torchlime.image import explain_image
-    from torchlime.image.data import make_images
-    from torchlime.image.models import load_demo_model
     from torchlime.image.segments import slic
 
     images, labels, evidence = make_images(pool, seed=HELD_OUT_SEED)
@@ -182,8 +182,8 @@ def image_task(n: int, pool: int) -> Task:
         return (feature_share(exp, ev.unsqueeze(1), "feature") > IMAGE_GOLD_SHARE) & exp.valid
 
     info = dict(
-        model="torchlime.image.models.load_demo_model() (DemoNet, 4 classes)",
-        data=f"torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED}), 64x64",
+        model="torchlime.demo.image_models.load_demo_model() (DemoNet, 4 classes)",
+        data=f"torchlime.demo.image_data.make_images({pool}, seed={HELD_OUT_SEED}), 64x64",
         feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
         fill="mean (each segment's mean colour: lime's hide_color=None)",
         target="the true class, logits (softmax=False)",
@@ -221,7 +221,7 @@ class PlantedLinear(torch.nn.Module):
 
 def planted_task(n: int, pool: int) -> Task:
     """PlantedLinear on the held-out images, their SLIC segments, gold = the planted segments."""
-    from torchlime.image.data import make_images
+    from torchlime.demo.image_data import make_images
     from torchlime.image.segments import slic
 
     images, _, _ = make_images(pool, seed=HELD_OUT_SEED)
@@ -270,7 +270,7 @@ def planted_task(n: int, pool: int) -> Task:
     info = dict(
         model="PlantedLinear (this script): exactly linear in the mask, 4 planted segments per image, "
         "coefficients U[1, 2), all others 0; second output f(x_b) / 2",
-        data=f"the first {n} images of torchlime.image.data.make_images({pool}, seed={HELD_OUT_SEED})",
+        data=f"the first {n} images of torchlime.demo.image_data.make_images({pool}, seed={HELD_OUT_SEED})",
         feature_map=f"SLIC, torchlime.image.segments.slic(images, n_segments={N_SEGMENTS})",
         fill="zero",
         target="output 0 (f), no softmax",
@@ -294,9 +294,9 @@ def planted_task(n: int, pool: int) -> Task:
 
 def audio_task(n: int, pool: int) -> Task:
     """The embedded SpecNet on held-out voice clips, the 5 x 4 grid, gold = cells holding the evidence."""
-    from torchlime.audio import data as audio_data
     from torchlime.audio import explain_spectrogram
-    from torchlime.audio.models import load_audio_model
+    from torchlime.demo import audio_data
+    from torchlime.demo.audio_models import load_audio_model
 
     clips = audio_data.make_clips(pool, seed=HELD_OUT_SEED, positive_fraction=1.0)
     specs = audio_data.log_spectrogram(clips.waves)
@@ -322,8 +322,8 @@ def audio_task(n: int, pool: int) -> Task:
         return (feature_share(exp, evidence, "mask") >= AUDIO_GOLD_SHARE) & exp.valid
 
     info = dict(
-        model="torchlime.audio.models.load_audio_model() (SpecNet: no_voice / voice)",
-        data=f"torchlime.audio.data.make_clips({pool}, seed={HELD_OUT_SEED}, positive_fraction=1.0): "
+        model="torchlime.demo.audio_models.load_audio_model() (SpecNet: no_voice / voice)",
+        data=f"torchlime.demo.audio_data.make_clips({pool}, seed={HELD_OUT_SEED}, positive_fraction=1.0): "
         "voice clips, log1p |STFT| 129 x 63",
         feature_map="5 time x 4 frequency grid (explain_spectrogram's default), 20 cells",
         fill="zero (silence: lime's and audioLIME's default)",
@@ -339,9 +339,9 @@ def audio_task(n: int, pool: int) -> Task:
 
 def text_task(n: int, pool: int) -> Task:
     """The embedded TextCNN on held-out sentences, token features, gold = the planted rationale."""
+    from torchlime.demo.text_data import CLS, MASK, SEP, make_text_dataset
+    from torchlime.demo.text_models import load_text_model
     from torchlime.text import explain_tokens
-    from torchlime.text.data import CLS, MASK, SEP, make_text_dataset
-    from torchlime.text.models import load_text_model
 
     model, _ = load_text_model()
     data = make_text_dataset(pool, seed=HELD_OUT_SEED)
@@ -370,8 +370,8 @@ def text_task(n: int, pool: int) -> Task:
 
     lime_text = PRESETS["lime_text"]["any"]
     info = dict(
-        model="torchlime.text.models.load_text_model() (TextCNN sentiment)",
-        data=f"torchlime.text.data.make_text_dataset({pool}, seed={HELD_OUT_SEED})",
+        model="torchlime.demo.text_models.load_text_model() (TextCNN sentiment)",
+        data=f"torchlime.demo.text_data.make_text_dataset({pool}, seed={HELD_OUT_SEED})",
         feature_map="tokens between [CLS] and [SEP] (one feature each)",
         fill="replace by [MASK] (mode='replace')",
         target="the true class, logits",

@@ -4,8 +4,8 @@
     python benchmarks/text_rationale.py --device cuda                # results/text_rationale_cuda.json
     python benchmarks/text_rationale.py --quick --out /tmp/quick     # smoke run: 8 sentences, N=200
 
-For held-out synthetic sentences (``torchlime.text.data``, seed 2) and the
-committed CNN (``torchlime/text/weights/text_cnn.pt``), every perturbation strategy
+For held-out synthetic sentences (``torchlime.demo.text_data``, seed 2) and the
+committed CNN (``torchlime/demo/weights/text_cnn.pt``), every perturbation strategy
 explains the model's predicted class with the same budget of classifier rows
 per sentence: N + 1 (the engine's reference row included). The single-mask
 objectives spend F·k + 1 of them scoring candidates, so they draw
@@ -34,10 +34,10 @@ from typing import Any, Callable
 
 import torch
 
+from torchlime.demo.text_data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset
+from torchlime.demo.text_models import BigramMLM, load_text_model
 from torchlime.text import explain_tokens
-from torchlime.text.data import CLS, MASK, PAD, SEP, VOCAB, make_text_dataset
 from torchlime.text.infill import Infiller
-from torchlime.text.models import BigramMLM, load_text_model
 from torchlime.text.proximity import HybridKernel
 
 from benchmarks.common import common_args, device_arg, header, size_defaults, smoke_threads, write
@@ -149,7 +149,7 @@ def main() -> None:
         header(ids.device),
         benchmark="text_rationale",
         n_sentences=len(data),
-        model="TextCNN (torchlime/text/weights/text_cnn.pt)",
+        model="TextCNN (torchlime/demo/weights/text_cnn.pt)",
         model_accuracy=accuracy,
         mean_features=float(n_feat.float().mean()),
         max_features=f_max,

@@ -9,7 +9,7 @@ at most 10 words *by construction*, and the recall of each input's gold words am
 top-ranked features of its explanation, averaged over held-out inputs. The paper reports
 > 90 % for LIME on its review texts.
 
-* Data: the synthetic sentences of ``torchlime.text.data.make_text_dataset`` (8-20 neutral
+* Data: the synthetic sentences of ``torchlime.demo.text_data.make_text_dataset`` (8-20 neutral
   filler words and 1-3 sentiment phrases, "not" flipping the next word); the classifiers are
   trained on ``--n-train`` sentences (seed 0) and explain held-out sentences (seed 1).
 * Features of the classifiers: a bag of words, the count of every vocabulary id in the
@@ -57,8 +57,8 @@ import numpy as np
 import torch
 
 from torchlime import KLasso
+from torchlime.demo.text_data import CLS, MASK, PAD, SEP, SPECIALS, VOCAB, make_text_dataset
 from torchlime.text import explain_tokens
-from torchlime.text.data import CLS, MASK, PAD, SEP, SPECIALS, VOCAB, make_text_dataset
 
 from benchmarks.common import common_args, device_arg, header, optional_module, size_defaults, write
 from benchmarks.faithfulness_lib import MAX_GOLD, decision_tree_fit, sparse_logreg_fit, summary

@@ -41,8 +41,8 @@ from typing import Any
 
 import torch
 
-from torchlime.audio import data as audio_data  # noqa: E402
-from torchlime.audio.models import load_audio_model  # noqa: E402
+from torchlime.demo import audio_data  # noqa: E402
+from torchlime.demo.audio_models import load_audio_model  # noqa: E402
 
 from benchmarks.common import RESULTS, header, write  # noqa: E402
 from benchmarks.veracity_lib import (  # noqa: E402

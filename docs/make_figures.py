@@ -22,36 +22,36 @@ OUT = Path(__file__).resolve().parent / "_static" / "figures"
 
 def image_figure(out: Path) -> Path:
     """Four panels of one held-out image of the embedded classifier."""
+    from torchlime.demo.image_data import make_images
+    from torchlime.demo.image_models import load_demo_model
     from torchlime.image import explain_image
-    from torchlime.image.data import make_images
-    from torchlime.image.models import load_demo_model
     from torchlime.image.viz import plot_image_explanation
 
     images, labels, _ = make_images(4, seed=1)
     exp = explain_image(load_demo_model(), images, target=labels, n_samples=1000, generator=0)
-    return _save(plot_image_explanation(images, exp, 0), out / "image.png")
+    return _save(plot_image_explanation(exp, images, index=0), out / "image.png")
 
 
 def audio_figure(out: Path) -> Path:
     """The spectrogram of one synthetic clip with its segments' coefficients and the true region."""
-    from torchlime.audio import data as audio_data
     from torchlime.audio import explain_spectrogram
-    from torchlime.audio.models import load_audio_model
     from torchlime.audio.viz import plot_spectrogram_explanation
+    from torchlime.demo import audio_data
+    from torchlime.demo.audio_models import load_audio_model
 
     clips = audio_data.make_clips(2, seed=0)
     specs = audio_data.log_spectrogram(clips.waves)
     kw = {"sample_rate": 8000, "n_fft": 256, "hop_length": 128}
     exp = explain_spectrogram(load_audio_model(), specs, baseline="blur", n_samples=1024, generator=0, **kw)
-    ax = plot_spectrogram_explanation(exp, specs, index=0, **kw)
-    return _save(ax.figure, out / "audio.png")
+    fig = plot_spectrogram_explanation(exp, specs, index=0, **kw)
+    return _save(fig, out / "audio.png")
 
 
 def text_figure(out: Path) -> Path:
     """The top features of one sentence of the embedded token classifier."""
+    from torchlime.demo.text_data import CLS, MASK, SEP, make_text_dataset
+    from torchlime.demo.text_models import load_text_model
     from torchlime.text import explain_tokens
-    from torchlime.text.data import CLS, MASK, SEP, make_text_dataset
-    from torchlime.text.models import load_text_model
     from torchlime.text.viz import feature_strings, plot_top_features
 
     model, vocab = load_text_model()
@@ -67,8 +67,8 @@ def text_figure(out: Path) -> Path:
         generator=0,
     )
     tokens = [vocab[int(i)] for i in data.input_ids[0]]
-    ax = plot_top_features(exp, feature_strings(exp, tokens, index=0), index=0, k=8)
-    return _save(ax.figure, out / "text.png")
+    fig = plot_top_features(exp, feature_strings(exp, tokens, index=0), index=0, k=8)
+    return _save(fig, out / "text.png")
 
 
 def tabular_figure(out: Path) -> Path:
@@ -159,7 +159,7 @@ def transcript_figure(out: Path) -> Path:
     exp = explain_spectrogram(
         recogniser, specs, target=Transcript(), time_segments=8, freq_segments=2, n_samples=500, generator=0
     )
-    return _save(plot_transcript(exp, specs, words=["low", "high"], top_k=0), out / "transcript.png")
+    return _save(plot_transcript(exp, specs, words=["low", "high"], k=0), out / "transcript.png")
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

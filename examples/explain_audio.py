@@ -9,7 +9,7 @@ PNG of the first clips and WAV files (the clip, its top-k segments alone and
 their complement) to ``--out``.
 
     python examples/explain_audio.py --out audio_out
-    python examples/explain_audio.py --content noise --segments mel --n-samples 8192
+    python examples/explain_audio.py --baseline noise --segments mel --n-samples 8192
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram
-from torchlime.audio.models import load_audio_model
 from torchlime.audio.viz import plot_spectrogram_explanation, save_top_segments_wav
+from torchlime.demo import audio_data
+from torchlime.demo.audio_models import load_audio_model
 
 
 def region_scores(top: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,7 +38,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=123)
     parser.add_argument("--k", type=int, default=3, help="top segments")
     parser.add_argument("--n-samples", type=int, default=2048)
-    parser.add_argument("--content", default="zero", help="zero, min, max, mean, noise or shuffle")
+    parser.add_argument(
+        "--baseline",
+        default="zero",
+        help="the fill of hidden segments: zero, min, max, signal_mean, mean (each segment's), noise, shuffle or blur",
+    )
     parser.add_argument("--segments", default="grid", help="grid, mel, time, freq or slic")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=Path("audio_out"))
@@ -59,7 +63,7 @@ def main() -> None:
         specs,
         target=1,
         segments=args.segments,
-        content=args.content,
+        baseline=args.baseline,
         n_samples=args.n_samples,
         sample_rate=sr,
         hop_length=hop,
@@ -77,7 +81,7 @@ def main() -> None:
     r_cov, r_prec = region_scores(rand_top, truth)
 
     print(
-        f"{len(pos)} voice clips, {args.segments} segments, content {args.content!r}, N = {args.n_samples}: "
+        f"{len(pos)} voice clips, {args.segments} segments, baseline {args.baseline!r}, N = {args.n_samples}: "
         f"{secs:.1f} s on {dev} ({len(pos) / secs:.2f} explanations/s)"
     )
     print(f"{'clip':>4} {'P(voice)':>8} {'R2':>6} {'coverage':>9} {'precision':>9}")
@@ -105,7 +109,7 @@ def main() -> None:
                 exp,
                 specs,
                 index=i,
-                top_k=args.k,
+                k=args.k,
                 truth=truth[i],
                 ax=ax,
                 title=f"clip {i}: coverage {float(cov[i]):.0%}",

@@ -18,8 +18,8 @@ import os
 import torch
 
 import torchlime
-from torchlime.image.data import make_images
-from torchlime.image.models import load_demo_model
+from torchlime.demo.image_data import make_images
+from torchlime.demo.image_models import load_demo_model
 
 
 def main() -> None:

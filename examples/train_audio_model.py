@@ -1,11 +1,11 @@
-"""Train the committed audio CNN (``torchlime/audio/weights/audio_cnn.pt``) deterministically on the CPU.
+"""Train the committed audio CNN (``torchlime/demo/weights/audio_cnn.pt``) deterministically on the CPU.
 
-The clips come from ``torchlime.audio.data.make_clips`` (training seed 1,
+The clips come from ``torchlime.demo.audio_data.make_clips`` (training seed 1,
 held-out seed 2, never used for training or model selection); the script
 prints the held-out accuracy and writes the weights (< 1 MB) and a JSON
 metadata file. A few minutes on a 2-core CPU.
 
-    python examples/train_audio_model.py --out torchlime/audio/weights   # replaces the committed weights
+    python examples/train_audio_model.py --out torchlime/demo/weights   # replaces the committed weights
     python examples/train_audio_model.py --out /tmp/m    # somewhere else
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from torchlime.audio import data as audio_data
-from torchlime.audio.models import METADATA, WEIGHTS, SpecNet
+from torchlime.demo import audio_data
+from torchlime.demo.audio_models import METADATA, WEIGHTS, SpecNet
 
 
 def accuracy(model: SpecNet, specs: torch.Tensor, labels: torch.Tensor, batch: int = 500) -> float:
@@ -35,7 +35,7 @@ def accuracy(model: SpecNet, specs: torch.Tensor, labels: torch.Tensor, batch: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/audio/weights/)"
+        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/demo/weights/)"
     )
     parser.add_argument("--train", type=int, default=4000, help="training clips")
     parser.add_argument("--val", type=int, default=1000, help="held-out clips")

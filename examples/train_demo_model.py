@@ -1,7 +1,7 @@
 """Train the demo CNN on synthetic images with a planted ground truth.
 
 Generates training images (seed 0) and held-out test images (seed 1) with
-:mod:`torchlime.image.data`, trains :class:`torchlime.image.models.DemoNet`
+:mod:`torchlime.demo.image_data`, trains :class:`torchlime.demo.image_models.DemoNet`
 deterministically on the CPU, checks that the model relies on the evidence
 object (and not on the distractors), and writes
 
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchlime.image.data import CLASS_NAMES, Scenes, make_images, make_scenes
-from torchlime.image.models import METADATA_FILE, WEIGHTS_FILE, DemoNet
+from torchlime.demo.image_data import CLASS_NAMES, Scenes, make_images, make_scenes
+from torchlime.demo.image_models import METADATA_FILE, WEIGHTS_FILE, DemoNet
 
 TRAIN_SEED = 0
 TEST_SEED = 1
@@ -43,7 +43,7 @@ def parse_args() -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/image/weights/)"
+        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/demo/weights/)"
     )
     parser.add_argument("--epochs", type=int, default=4, help="passes over the training set")
     parser.add_argument("--n-train", type=int, default=20_000, help="training images")
@@ -223,7 +223,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / WEIGHTS_FILE).write_bytes(blob)
     metadata = {
-        "model": "torchlime.image.models.DemoNet",
+        "model": "torchlime.demo.image_models.DemoNet",
         "class_names": list(CLASS_NAMES),
         "image_size": IMAGE_SIZE,
         "train_seed": TRAIN_SEED,

@@ -2,7 +2,7 @@
 
     python examples/train_text_model.py --out DIR  # writes DIR/text_cnn.pt + DIR/text_vocab.json
 
-Data: ``torchlime.text.data.make_text_dataset`` (train seed 0, held-out seed 1).
+Data: ``torchlime.demo.text_data.make_text_dataset`` (train seed 0, held-out seed 1).
 Filler words are randomly masked ([MASK]), deleted or swapped for other filler
 words during training, so that the perturbations LIME applies stay close to
 what the model has seen (the label never depends on filler). The script fails
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from torchlime.text.data import FILLER_IDS, MASK, PAD, VOCAB, make_text_dataset
+from torchlime.demo.text_data import FILLER_IDS, MASK, PAD, VOCAB, make_text_dataset
+from torchlime.demo.text_models import VOCAB_FILE, WEIGHTS, TextCNN
 from torchlime.text.edits import delete_tokens
-from torchlime.text.models import VOCAB_FILE, WEIGHTS, TextCNN
 
 
 def augment(ids: torch.Tensor, attn: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--n-train", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument(
-        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/text/weights/)"
+        "--out", type=Path, required=True, help="output folder (the committed weights live in torchlime/demo/weights/)"
     )
     args = parser.parse_args()
 

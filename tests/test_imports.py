@@ -14,8 +14,15 @@ KERNELS = PKG.parent / "kernels"
 FRONT_DOORS = (
     "torchlime.image._explain",
     "torchlime.audio._explain",
+    "torchlime.audio._spectrograms",
+    "torchlime.audio._waveforms",
     "torchlime.text._explain",
+    "torchlime.text._text",
+    "torchlime.text._tokens",
+    "torchlime.text._words",
     "torchlime.tabular._explain",
+    "torchlime.tabular._modality",
+    "torchlime.series._series",
 )
 #: engine internals a front door must not reach for (it builds features, with ``features.grid`` if it
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
@@ -124,6 +131,74 @@ def test_no_import_circles():
             visit(name)
 
 
+#: import circles being broken separately, as pairs of modules: left out of the count below (empty it once
+#: they are gone)
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
+    {frozenset({"torchlime.engine.explanation", "torchlime.engine.notebook"})}
+)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> the modules it imports): each strongly connected
+    component of more than one module, sorted (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_circles_are_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": set()}
+    assert circles(graph) == [["a", "b", "c"], ["d", "e"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles_even_for_type_checkers():
+    """No circle, counting the imports inside ``if TYPE_CHECKING:`` too (a type checker follows them), but
+    those of ``KNOWN_CIRCLES``."""
+    graph = {
+        name: {t for t in edges(name) if t != "torchlime" and frozenset({name, t}) not in KNOWN_CIRCLES}
+        for name in GRAPH
+        if name != "torchlime"
+    }
+    found = circles(graph)
+    assert len(found) == 0, f"{len(found)} import circle(s): {found}"
+
+
 @pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
 def test_layers_import_only_what_is_below_them(layer):
     """Stages never import methods or the engine; methods reach the engine only through the stages'
@@ -148,7 +223,23 @@ def test_front_doors_import_no_engine_internals():
     for door in FRONT_DOORS:
         bad = sorted(t for t in GRAPH[door] if t.startswith(INTERNALS))
         assert bad == [], f"{door} imports {bad}"
-        assert {"torchlime.engine.request.Request", "torchlime.engine.explainer.execute"} <= GRAPH[door]
+        # a door reaches the engine through its public seam only (modality, records, ``explain_with``)
+        engine = {
+            t
+            for t in GRAPH[door]
+            if t.startswith("torchlime.engine.") and t.count(".") > 2 or t in ("torchlime.engine.request",)
+        }
+        allowed = (
+            "torchlime.engine.config",
+            "torchlime.engine.modality",
+            "torchlime.engine.explainer",
+            "torchlime.engine.explanation",
+            "torchlime.engine.info",
+            "torchlime.engine.presets",
+            "torchlime.engine.registry",
+        )
+        assert all(t.startswith(allowed) for t in engine), f"{door} imports {sorted(engine)}"
+        assert "torchlime.engine.request" not in " ".join(GRAPH[door])
 
 
 def test_kernels_import_only_torch_triton_and_each_other():
@@ -204,6 +295,7 @@ def test_modules_are_small(name):
         "torchlime.metrics",
         "torchlime.dataset",
         "torchlime.tabular",
+        "torchlime.demo",
     ],
 )
 def test_subpackages_declare_all(sub):

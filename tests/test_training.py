@@ -141,17 +141,29 @@ def test_probe_is_a_copy_of_the_inputs():
     torch.testing.assert_close(first.coef, second.coef)
 
 
-def test_explain_image_as_explain_fn():
-    from torchlime.image import explain_image, segments
+def test_images_modality_and_explainer_in_the_probe():
+    from torchlime import Explainer
+    from torchlime.image import Images, explain_image
 
-    if not hasattr(segments, "resolve_segments"):
-        pytest.skip("torchlime.image.segments.resolve_segments (used by explain_image) is not there yet")
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
     images = torch.rand(2, 3, 16, 16)
     seg = grid_labels(16, 16, 2, 2)
-    probe = ProbeExplainer(net, images, seg, every=2, explain_fn=explain_image, n_samples=30)
+    how = Explainer(kernel="lime", baseline="mean")
+    probe = ProbeExplainer(net, images, Images(segments=seg), explainer=how, every=2, n_samples=30)
     exp = probe.maybe_explain(2)
     assert exp.coef.shape == (2, 1, 4)
+    direct = explain_image(net, images, segments=seg, kernel="lime", baseline="mean", n_samples=30, generator=0)
+    assert torch.equal(exp.coef, direct.coef)
+    # the old way: explain_fn=explain_image with the segments in the third place, deprecated, same numbers
+    with pytest.warns(DeprecationWarning, match="Images"):
+        old = ProbeExplainer(
+            net, images, seg, every=2, explain_fn=explain_image, n_samples=30, kernel="lime", baseline="mean"
+        )
+    assert torch.equal(old.maybe_explain(2).coef, exp.coef)
+    with pytest.raises(TypeError, match="settings of the explainer"):
+        ProbeExplainer(net, images, Images(segments=seg), explainer=how, kernel="lime")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ProbeExplainer(net, images, Images(segments=seg), n_sample=30)
 
 
 def test_preserved_rng_restores_on_error():
@@ -180,7 +192,7 @@ def test_errors():
         ProbeExplainer(model, x, FEATS, stream="yes")
     with pytest.raises(ValueError, match="`stream=True` needs CUDA `probe_inputs`, got inputs on cpu"):
         ProbeExplainer(model, x, FEATS, stream=True)
-    with pytest.raises(TypeError, match="`features_or_segments` must have an integer dtype"):
+    with pytest.raises(TypeError, match="`modality` must have an integer dtype"):
         ProbeExplainer(model, x, FEATS.float())
     with pytest.raises(TypeError, match="`explain_fn` must be a callable"):
         ProbeExplainer(model, x, FEATS, explain_fn=3)

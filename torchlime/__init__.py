@@ -16,20 +16,21 @@ from torchlime import _aliases
 from torchlime.accel import Accelerated
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.dataset import explain_dataset, load_results
-from torchlime.engine import Explainer, explain
+from torchlime.engine import Call, Config, Explainer, FeatureMap, Info, Modality, Prepared, explain
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.quality import UnreliableExplanationWarning
-from torchlime.image import explain_image
+from torchlime.image import Images, explain_image
 from torchlime.methods.baylime import BayesianRidge
 from torchlime.methods.feature_selection import Select
 from torchlime.methods.smile import SmileKernel
 from torchlime.methods.sp_lime import submodular_pick
+from torchlime.series import Series, explain_series
 from torchlime.stages.forward.errors import ModelCallError
 from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
 from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
-from torchlime.tabular import explain_tabular
-from torchlime.text import HybridKernel, Infiller, explain_tokens, word_ids_from_encoding
+from torchlime.tabular import Tabular, explain_tabular
+from torchlime.text import HybridKernel, Infiller, explain_text, explain_tokens, word_ids_from_encoding
 from torchlime.training import ProbeExplainer
 
 _aliases.install()
@@ -43,10 +44,21 @@ __all__ = [
     "explain_spectrogram",
     "explain_waveform",
     "explain_tokens",
+    "explain_text",
     "explain_tabular",
+    "explain_series",
     "explain_dataset",
     "load_results",
     "Explanation",
+    "Modality",
+    "Prepared",
+    "FeatureMap",
+    "Config",
+    "Call",
+    "Info",
+    "Images",
+    "Tabular",
+    "Series",
     "UnreliableExplanationWarning",
     "ModelCallError",
     "Accelerated",
@@ -72,8 +84,12 @@ __all__ = [
 ]
 
 
+#: subpackages not imported by ``import torchlime``, reachable as attributes all the same
+_SUBPACKAGES = ("demo", "compat", "integrations", "cli")
+
+
 def __getattr__(name: str) -> ModuleType:
-    """Old submodules as attributes (``torchlime.quality``): the alias, with a DeprecationWarning.
+    """Subpackages (``torchlime.demo``) and old submodules (the alias, with a DeprecationWarning) as attributes.
 
     Args:
         name: the attribute.
@@ -84,6 +100,6 @@ def __getattr__(name: str) -> ModuleType:
     Raises:
         AttributeError: for any other name.
     """
-    if f"torchlime.{name}" in _aliases.ALIASES:
+    if f"torchlime.{name}" in _aliases.ALIASES or name in _SUBPACKAGES:
         return importlib.import_module(f"torchlime.{name}")
     raise AttributeError(f"module 'torchlime' has no attribute {name!r}")

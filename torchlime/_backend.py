@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Optional
+from typing import Optional, TypedDict
 
 import torch
 
 from torchlime.typing import BackendMode, ChannelStats
 
 MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
+
+
+class _BlendOptions(TypedDict):
+    """The keyword arguments ``blend`` passes on to both of its implementations."""
+
+    out_dtype: Optional[torch.dtype]
+    mean: Optional[ChannelStats]
+    std: Optional[ChannelStats]
+    channels_last: bool
 
 
 def mode() -> BackendMode:
@@ -117,7 +126,7 @@ def blend(
     Returns:
         (c, *shape) the blended rows.
     """
-    extras: dict[str, Any] = dict(out_dtype=out_dtype, mean=mean, std=std, channels_last=channels_last)
+    extras = _BlendOptions(out_dtype=out_dtype, mean=mean, std=std, channels_last=channels_last)
     if use_triton(x):
         from torchlime.kernels import blend as kernel
 

@@ -20,7 +20,7 @@ import torch
 T = TypeVar("T")
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """A short description of ``value`` for an error message.
 
     The type and shape of arrays, the keys of a mapping and the length and first item's type of a
@@ -48,7 +48,7 @@ def describe(value: Any) -> str:
     return f"{kind} {value!r}"[:200]
 
 
-def from_numpy(value: Any) -> Any:
+def from_numpy(value: object) -> Any:
     """NumPy values where torch ones go: the one numpy rule of every front door.
 
     An array of numbers (bool, int, float) becomes a new tensor of the same dtype (a copy: the caller's
@@ -76,7 +76,7 @@ def from_numpy(value: Any) -> Any:
     return value
 
 
-def check_tensor(value: Any, name: str) -> torch.Tensor:
+def check_tensor(value: object, name: str) -> torch.Tensor:
     """Raise ``TypeError`` unless ``value`` is a tensor.
 
     Args:
@@ -131,7 +131,7 @@ def check_same_device(value: torch.Tensor, name: str, ref: torch.Tensor, ref_nam
         raise ValueError(f"`{name}` must be on the same device as `{ref_name}` ({ref.device}), got {value.device}")
 
 
-def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
+def check_positive_int(value: object, name: str, minimum: int = 1) -> int:
     """Raise unless ``value`` is an integer (a Python or NumPy int, not a bool) of at least ``minimum``.
 
     Args:
@@ -150,7 +150,7 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     return number
 
 
-def check_positive_float(value: Any, name: str, allow_zero: bool = False) -> float:
+def check_positive_float(value: object, name: str, allow_zero: bool = False) -> float:
     """Raise unless ``value`` is a finite real number > 0 (or >= 0).
 
     Args:
@@ -213,12 +213,12 @@ def check_finite(value: torch.Tensor, name: str) -> None:
         raise nonfinite_error(value, name)
 
 
-def _is_real(v: Any) -> bool:
+def _is_real(v: object) -> bool:
     """A real number (Python or NumPy), not a bool."""
     return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
-def check_normalize(value: Any, channels: int) -> tuple[list[float], list[float]]:
+def check_normalize(value: object, channels: int) -> tuple[list[float], list[float]]:
     """Check ``normalize=(mean, std)``: two sequences (or tensors) of ``channels`` finite numbers, or of one.
 
     One value is used for every channel; every std must be > 0.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, cast
 
 import torch
 
@@ -12,7 +12,7 @@ from torchlime._nested import Args, Kwargs, map_tensors, tensor_arguments
 #: ``torch.cuda.Stream``, typed (torch leaves its constructor unannotated)
 _stream: Callable[[torch.device], torch.cuda.Stream] = torch.cuda.Stream
 #: a captured CUDA graph: the graph, its static arguments and its static output
-Captured = tuple["torch.cuda.CUDAGraph", Args, Kwargs, Any]
+Captured = tuple["torch.cuda.CUDAGraph", Args, Kwargs, object]
 
 
 class CudaGraphs:
@@ -24,7 +24,7 @@ class CudaGraphs:
     return clones of the static outputs. Each graph keeps its own memory pool.
     """
 
-    def __init__(self, fn: Callable[..., Any], warmup: int = 2) -> None:
+    def __init__(self, fn: Callable[..., object], warmup: int = 2) -> None:
         self.fn = fn
         self.warmup = warmup
         self.graphs: dict[tuple[object, ...], Captured] = {}
@@ -51,7 +51,7 @@ class CudaGraphs:
             torch.get_autocast_dtype("cuda"),
         )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         key = self.signature(args, kwargs)
         entry = self.graphs.get(key)
         if entry is None:
@@ -59,7 +59,7 @@ class CudaGraphs:
         graph, s_args, s_kwargs, s_out = entry
         for static, new in zip((*s_args, *s_kwargs.values()), (*args, *kwargs.values())):
             if isinstance(static, torch.Tensor):
-                static.copy_(new)
+                static.copy_(cast(torch.Tensor, new))  # the same signature: a tensor where the static one is
         graph.replay()
         return map_tensors(torch.clone, s_out)
 

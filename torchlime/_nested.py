@@ -7,16 +7,16 @@ batched tensor arguments into padded chunks and joins the chunks' outputs again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Mapping, Sequence
+from typing import Callable, cast
 
 import torch
 
 from torchlime._checks import describe
 
 #: the arguments of a call, by position and by name
-Args = tuple[Any, ...]
-Kwargs = dict[str, Any]
+Args = tuple[object, ...]
+Kwargs = dict[str, object]
 
 
 def tensor_arguments(args: Args, kwargs: Kwargs) -> list[torch.Tensor]:
@@ -24,22 +24,24 @@ def tensor_arguments(args: Args, kwargs: Kwargs) -> list[torch.Tensor]:
     return [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
 
 
-def map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], out: Any) -> Any:
+def map_tensors(fn: Callable[[torch.Tensor], torch.Tensor], out: object) -> object:
     """Apply ``fn`` to every tensor of a (nested) tensor / tuple / list / dict output."""
     if isinstance(out, torch.Tensor):
         return fn(out)
     if isinstance(out, (tuple, list)):
         items = [map_tensors(fn, o) for o in out]
-        return type(out)(items) if not hasattr(out, "_fields") else type(out)(*items)
+        kind: Callable[..., object] = type(out)  # a named tuple takes its fields one by one
+        return kind(items) if not hasattr(out, "_fields") else kind(*items)
     if isinstance(out, Mapping):
         return rebuild_mapping(out, {k: map_tensors(fn, v) for k, v in out.items()})
     return out
 
 
-def rebuild_mapping(template: Mapping[Any, Any], values: dict[Any, Any]) -> Any:
+def rebuild_mapping(template: Mapping[object, object], values: dict[object, object]) -> object:
     """A mapping of the same type as ``template`` (e.g. a transformers ``ModelOutput``) when possible."""
-    kind: Callable[..., Any] = type(template)
-    makers: tuple[Callable[[], Any], ...] = (lambda: kind(**values), lambda: kind(values))
+    kind: Callable[..., object] = type(template)
+    by_name = cast("dict[str, object]", values)  # other keys make ``kind(**values)`` raise TypeError, caught below
+    makers: tuple[Callable[[], object], ...] = (lambda: kind(**by_name), lambda: kind(values))
     for make in makers:
         try:
             return make()
@@ -48,18 +50,22 @@ def rebuild_mapping(template: Mapping[Any, Any], values: dict[Any, Any]) -> Any:
     return dict(values)
 
 
-def concat_outputs(parts: list[Any], sizes: list[int]) -> Any:
+def concat_outputs(parts: list[object], sizes: list[int]) -> object:
     """Concatenate per-chunk outputs along dim 0 (leaves without a batch dim are taken from part 0)."""
-    first = parts[0]
+    first = parts[0]  # every part has the structure of the first (outputs of one model)
     if isinstance(first, torch.Tensor):
-        if first.ndim >= 1 and all(p.shape[0] == s for p, s in zip(parts, sizes)):
-            return torch.cat(parts)
+        tensors = cast("list[torch.Tensor]", parts)
+        if first.ndim >= 1 and all(p.shape[0] == s for p, s in zip(tensors, sizes)):
+            return torch.cat(tensors)
         return first
     if isinstance(first, (tuple, list)):
-        items = [concat_outputs([p[i] for p in parts], sizes) for i in range(len(first))]
-        return type(first)(items) if not hasattr(first, "_fields") else type(first)(*items)
+        rows = cast("list[Sequence[object]]", parts)
+        items = [concat_outputs([p[i] for p in rows], sizes) for i in range(len(first))]
+        kind: Callable[..., object] = type(first)
+        return kind(items) if not hasattr(first, "_fields") else kind(*items)
     if isinstance(first, Mapping):
-        return rebuild_mapping(first, {k: concat_outputs([p[k] for p in parts], sizes) for k in first})
+        maps = cast("list[Mapping[object, object]]", parts)
+        return rebuild_mapping(first, {k: concat_outputs([p[k] for p in maps], sizes) for k in first})
     raise TypeError(
         f"Accelerated with `chunk_size` or `cuda_graphs` needs model outputs made of "
         f"tensors, tuples, lists or dicts to split and join, got {describe(first)}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from typing import Any, Callable, Optional, Protocol, cast
+from typing import Callable, Optional, Protocol, cast
 
 import torch
 from torch import nn
@@ -96,7 +96,7 @@ class Accelerated(nn.Module):
         torch.float32
     """
 
-    _fn: Callable[..., Any]  # the model as called: compiled, graphed or as given (not a submodule)
+    _fn: Callable[..., object]  # the model as called: compiled, graphed or as given (not a submodule)
 
     def __init__(
         self,
@@ -147,7 +147,7 @@ class Accelerated(nn.Module):
         self.chunk_size = chunk_size
         if channels_last and isinstance(model, nn.Module):
             model.to(memory_format=torch.channels_last)
-        fn: Callable[..., Any] = model
+        fn: Callable[..., object] = model
         if compile is not False:
             kwargs = dict(compile) if isinstance(compile, dict) else {}
             if cuda_graphs:
@@ -178,7 +178,7 @@ class Accelerated(nn.Module):
             f"cuda_graphs={self.cuda_graphs}, chunk_size={self.chunk_size}"
         )
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: object, **kwargs: object) -> object:
         """Scores of a batch.
 
         Args:
@@ -216,7 +216,7 @@ class Accelerated(nn.Module):
                 sizes.append(stop - start)
             return parts[0] if len(parts) == 1 else concat_outputs(parts, sizes)
 
-    def _run(self, args: Args, kwargs: Kwargs) -> Any:
+    def _run(self, args: Args, kwargs: Kwargs) -> object:
         """One call of the (compiled / graphed) model on prepared arguments."""
         if self.channels_last:
 
@@ -248,7 +248,7 @@ def _moduletensor_arguments(model: object) -> list[torch.Tensor]:
 
 
 ACCELERATE: tuple[Optional[AccelerateMode], ...] = (None, "fast")
-_FAST: weakref.WeakKeyDictionary[Any, Accelerated] = weakref.WeakKeyDictionary()
+_FAST: weakref.WeakKeyDictionary[Model, Accelerated] = weakref.WeakKeyDictionary()
 
 
 class _FrontDoorWrapper(Protocol):

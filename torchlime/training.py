@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import random
+import warnings
 from types import ModuleType
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, cast
 
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime.engine.config import Call, field_names, pick
+from torchlime.engine.explainer import Explainer, ModalitySpec, configure
 from torchlime.engine.explanation import Explanation
+from torchlime.engine.modality import Modality
 from torchlime.stages.forward.model import eval_mode
 from torchlime.typing import Model
+
+if TYPE_CHECKING:
+    from torchlime.image import SegmentsSpec
 
 #: torch functions and classes that torch leaves unannotated, typed
 _cuda_initialized: Callable[[], bool] = torch.cuda.is_initialized
@@ -75,11 +82,9 @@ class ProbeExplainer:
         model: the model being trained (``nn.Module`` or callable), on any device.
         probe_inputs: (B, ...) fixed inputs to explain (copied once; later changes to the
             caller's tensor do not affect the probe).
-        features_or_segments: with ``explain_fn=torchlime.explain`` (the default), the
-            integer feature map (B or 1, ...); with ``explain_fn=explain_image``, the
-            ``segments`` argument (None = torch SLIC, a method name, a callable or a
-            (H, W) / (B, H, W) label tensor). Other ``explain_fn`` receive it as their
-            third positional argument.
+        modality: the input kind (``torchlime.Images(...)``, ``Series(...)``, any ``Modality``) or
+            an integer feature map (B or 1, ...), as ``Explainer.explain`` takes it; a custom
+            ``explain_fn`` receives it as its third positional argument.
         every: explain at steps 0, every, 2*every, ...
         stream: run the explanation on a dedicated CUDA stream (CUDA probe inputs only).
             The side stream first waits for the current stream's queued work (the
@@ -87,14 +92,17 @@ class ProbeExplainer:
             before the call returns (so the optimizer cannot update weights the probe
             is still reading). The call stays synchronous for the host (the result is
             copied to the CPU); what the separate stream buys is to be measured on a GPU.
-        explain_fn: ``torchlime.explain`` (default), ``torchlime.image.explain_image`` or any
-            callable ``fn(model, probe_inputs, features_or_segments, **kwargs)`` returning an
-            ``Explanation``.
+        explainer: how to explain (``torchlime.Explainer``); None: the configuration made of the
+            ``Config`` fields among ``explain_kwargs`` (the engine's defaults where none are).
+        explain_fn: None (the explainer) or any callable ``fn(model, probe_inputs, modality,
+            **kwargs)`` returning an ``Explanation``. ``explain_fn=explain_image`` (the old way to
+            explain with superpixels) is deprecated: pass ``Images(segments=...)`` as the modality.
         max_history: the most explanations ``history`` keeps (the oldest go first), so a long
             training run does not grow without bound; None keeps every one.
         sink: optional ``sink(step, explanation)`` called with every explanation (e.g. to save
             it to disk or log it), whatever ``max_history`` keeps.
-        **explain_kwargs: passed to ``explain_fn`` on every call (n_samples, target, ...).
+        **explain_kwargs: the call's keywords on every call (``Call`` fields: n_samples, target, ...;
+            without an ``explainer``, ``Config`` fields too), or ``explain_fn``'s keywords.
             Without ``generator`` a fresh generator seeded with 0 is used on every call.
 
     Attributes:
@@ -115,17 +123,18 @@ class ProbeExplainer:
         self,
         model: Model,
         probe_inputs: torch.Tensor,
-        features_or_segments: object,
+        modality: object = None,
         *,
+        explainer: Optional[Explainer] = None,
         every: int = 100,
         stream: bool = False,
         explain_fn: Optional[Callable[..., Explanation]] = None,
         max_history: Optional[int] = 256,
         sink: Optional[Callable[[int, Explanation], object]] = None,
-        **explain_kwargs: Any,
+        **explain_kwargs: object,
     ) -> None:
         from torchlime.engine import explain
-        from torchlime.image import explain_image
+        from torchlime.image import Images, explain_image
 
         if not callable(model):
             raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
@@ -143,22 +152,33 @@ class ProbeExplainer:
             raise TypeError(f"`stream` must be a bool, got {describe(stream)}")
         if stream and not probe_inputs.is_cuda:
             raise ValueError(f"`stream=True` needs CUDA `probe_inputs`, got inputs on {probe_inputs.device}")
-        explain_fn = explain if explain_fn is None else explain_fn
-        if not callable(explain_fn):
+        if explain_fn is not None and not callable(explain_fn):
             raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
+        if explain_fn is explain_image:
+            warnings.warn(
+                "ProbeExplainer(explain_fn=explain_image) is deprecated: pass Images(segments=...) as the modality",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            explain_fn, modality = None, Images(segments=cast("SegmentsSpec", modality))
         if explain_fn is explain:
-            check_integer(check_tensor(features_or_segments, "features_or_segments"), "features_or_segments")
+            explain_fn = None
+        if explainer is not None and not isinstance(explainer, Explainer):
+            raise TypeError(f"`explainer` must be None or a torchlime.Explainer, got {describe(explainer)}")
+        if explain_fn is None:
+            if isinstance(modality, torch.Tensor):
+                check_integer(modality, "modality")
+            elif not isinstance(modality, Modality):
+                raise TypeError(f"`modality` must be a Modality or an integer feature map, got {describe(modality)}")
+            explainer, call = configure(explainer, explain_kwargs, "ProbeExplainer")
+            explain_kwargs = {f: getattr(call, f) for f in field_names(Call) if f in explain_kwargs}
         self.model = model
         self.probe_inputs = probe_inputs.detach().clone()
-        self.features = (
-            features_or_segments.detach().clone()
-            if isinstance(features_or_segments, torch.Tensor)
-            else features_or_segments
-        )
+        self.modality = modality.detach().clone() if isinstance(modality, torch.Tensor) else modality
         self.every = every
         self.stream = stream
-        self.explain_fn: Callable[..., Explanation] = explain_fn
-        self._as_segments = explain_fn is explain_image
+        self.explainer = explainer
+        self.explain_fn = explain_fn
         self.explain_kwargs = explain_kwargs
         self.history: list[tuple[int, Explanation]] = []
         self.max_history, self.sink = max_history, sink
@@ -193,10 +213,11 @@ class ProbeExplainer:
         kwargs = dict(self.explain_kwargs)
         kwargs.setdefault("generator", 0)
         with preserved_rng(), torch.no_grad(), eval_mode(self.model), self._on_stream():
-            if self._as_segments:
-                exp = self.explain_fn(self.model, self.probe_inputs, segments=self.features, **kwargs)
+            if self.explain_fn is None:
+                how = Explainer() if self.explainer is None else self.explainer
+                exp = how.run(self.model, self.probe_inputs, cast(ModalitySpec, self.modality), pick(Call, kwargs))
             else:
-                exp = self.explain_fn(self.model, self.probe_inputs, self.features, **kwargs)
+                exp = self.explain_fn(self.model, self.probe_inputs, self.modality, **kwargs)
             if not isinstance(exp, Explanation):
                 raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
             cpu = exp.to("cpu")

@@ -3,35 +3,138 @@
 The specifications the API accepts (``TargetSpec``, ``BaselineSpec``, ``SamplerSpec``, ...) and the
 ``Literal`` names of its string choices (``SamplerName``, ``KernelName``, ``FillName``, ...), which
 ``tests/test_typing.py`` holds equal to what the registry, the presets and the fills accept. A leaf:
-it imports only ``typing`` and ``torch`` at run time (the classes it names only for type checkers).
+it imports only ``typing`` and ``torch``, and names the engine's classes by protocols.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ForwardRef, Literal, Optional, Protocol, Sequence, Union
+import enum
+from typing import Any, Callable, Final, Literal, Optional, Protocol, Sequence, Union
 
 import torch
 
-if TYPE_CHECKING:
-    from torchlime.methods.adaptive import Adaptive as _Adaptive
-    from torchlime.stages.perturb.fills import Fill as _Fill
-    from torchlime.stages.sampling import Sampler as _Sampler
-    from torchlime.stages.surrogate import Surrogate as _Surrogate
-    from torchlime.stages.weighting import Kernel as _Kernel
-    from torchlime.targets._base import Target as _Target
-else:  # the classes by reference, resolved in their own modules (``typing.get_type_hints`` works)
-    _Adaptive = ForwardRef("Adaptive", module="torchlime.methods.adaptive")
-    _Fill = ForwardRef("Fill", module="torchlime.stages.perturb.fills")
-    _Sampler = ForwardRef("Sampler", module="torchlime.stages.sampling")
-    _Target = ForwardRef("Target", module="torchlime.targets._base")
-    _Surrogate = ForwardRef("Surrogate", module="torchlime.stages.surrogate")
-    _Kernel = ForwardRef("Kernel", module="torchlime.stages.weighting")
+
+# ---------------------------------------------------------------------- the engine's hooks, by shape
+# The specifications below name the engine's hook classes (``Sampler``, ``Kernel``, ``Surrogate``,
+# ``Fill``, ``Target``, ``Adaptive``) by protocols of the members the engine calls, so that this module
+# imports nothing of torchlime, not even for type checkers (the stages import it: a circle otherwise).
+# Every subclass matches its protocol and no other's; the engine tells them apart with ``isinstance``.
+class _Sampler(Protocol):
+    """A ``stages.sampling.Sampler``: bool masks (B, S, F) of the samples."""
+
+    def bind(self, features: Any, n_samples: int, /) -> _Sampler:
+        """The sampler planned for a call's feature map and sample count."""
+        ...
+
+    def masks(self, rows: Any, /) -> torch.Tensor:
+        """Bool (c, F_max) masks of c rows."""
+        ...
+
+    def __call__(self, n_features: torch.Tensor, n_samples: int, f_max: int, generator: Seed = None, /) -> torch.Tensor:
+        """Bool (B, S, F_max) masks of B inputs with n_features (B,) features each."""
+        ...
+
+
+class _Kernel(Protocol):
+    """A ``stages.weighting.Kernel``: the weights of the samples from their distances to the inputs."""
+
+    @property
+    def distance(self) -> DistanceName:
+        """The distance between a sample and its input."""
+        ...
+
+    @property
+    def space(self) -> KernelSpace:
+        """Where the distance is measured."""
+        ...
+
+    def distances(self, perturbed: Any, inputs: Any, rows: torch.Tensor, /) -> torch.Tensor:
+        """(c,) distances of c perturbed rows to their inputs."""
+        ...
+
+    def weigh(self, distances: torch.Tensor, /) -> torch.Tensor:
+        """The weights of distances."""
+        ...
+
+    def bind(self, features: Any, n_samples: int, /) -> _Kernel:
+        """The kernel planned for a call's feature map and sample count."""
+        ...
+
+
+class _Surrogate(Protocol):
+    """A ``stages.surrogate.Surrogate``: the weighted linear fit of the outputs on the masks."""
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the fit."""
+        ...
+
+    def solve(self, ne: Any, valid: torch.Tensor, /) -> torch.Tensor:
+        """The coefficients from accumulated normal equations."""
+        ...
+
+    def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor, /) -> object:
+        """The fit of the masks x on the outputs y with the weights w."""
+        ...
+
+
+class _Fill(Protocol):
+    """A ``stages.perturb.fills.Fill``: ``fill(inputs, ctx)``, the values hidden features take.
+
+    The context is left open (``*ctx``): a spec that is no ``Fill`` is called with the inputs alone.
+    """
+
+    def __call__(self, inputs: torch.Tensor, /, *ctx: Any) -> torch.Tensor:
+        """(B, *shape) fill of the inputs (B, *shape), given the fill context."""
+        ...
+
+
+class _Target(Protocol):
+    """A ``targets.Target``: a structured target, reduced from the model's raw outputs."""
+
+    def bind(self, reference: object, batch: int, /) -> object:
+        """Each input's targets, from the raw output of the unperturbed inputs."""
+        ...
+
+    def check(self, batch: int, /) -> None:
+        """Check the target's arguments for B inputs."""
+        ...
+
+
+class _Adaptive(Protocol):
+    """A ``methods.adaptive.Adaptive``: the settings of ``n_samples="auto"``."""
+
+    @property
+    def start(self) -> int:
+        """The samples of the first round."""
+        ...
+
+    @property
+    def cap(self) -> int:
+        """The most samples an input gets."""
+        ...
+
+    @property
+    def top_k(self) -> int:
+        """How many top features must be stable."""
+        ...
+
+    @property
+    def confidence(self) -> float:
+        """The one-sided confidence of the stability test."""
+        ...
+
+    def stable(self, normal: Any, fit: Any, valid: torch.Tensor, alpha: float, /) -> torch.Tensor:
+        """Bool (B,): the inputs whose top features are stable."""
+        ...
+
 
 __all__ = [
     "AccelerateMode",
     "BackendMode",
     "BaselineSpec",
     "BaselineSpecs",
+    "BatchSize",
     "ChannelStats",
     "CompileArg",
     "Device",
@@ -43,12 +146,12 @@ __all__ = [
     "KernelSpace",
     "KernelSpec",
     "MemorySpec",
-    "Modality",
     "Model",
     "NSamples",
     "NormalizeSpec",
     "OutputSelector",
     "PresetName",
+    "PresetScope",
     "RankBy",
     "Seed",
     "SamplerName",
@@ -58,6 +161,8 @@ __all__ = [
     "SurrogateName",
     "SurrogateSpec",
     "TargetSpec",
+    "UNSET",
+    "Unset",
 ]
 
 # ------------------------------------------------------------------------------------------- names
@@ -75,8 +180,8 @@ PresetName = Literal["lime", "lime_text", "captum", "slime", "veracity", "kernel
 FillName = Literal["zero", "mean", "blur", "min", "max", "signal_mean", "noise", "shuffle"]
 #: ``accelerate=`` modes besides None (``accel.ACCELERATE``)
 AccelerateMode = Literal["fast"]
-#: the modalities presets have settings for (``engine.presets.MODALITIES``)
-Modality = Literal["any", "image", "audio", "text", "tabular"]
+#: the input kinds presets have settings for (``engine.presets.SCOPES``)
+PresetScope = Literal["any", "image", "audio", "text", "tabular"]
 #: distances of ``stages.weighting.ExponentialKernel`` (``stages.weighting.DISTANCES``)
 DistanceName = Literal["cosine", "hamming", "euclidean"]
 #: where a kernel measures distances (``stages.weighting.SPACES``)
@@ -87,6 +192,20 @@ SelectionMethod = Literal["forward_selection", "highest_weights", "lasso_path", 
 BackendMode = Literal["auto", "torch", "triton"]
 #: how features are ranked: by coefficient or by its magnitude (``Explanation.top_features``)
 RankBy = Literal["value", "abs"]
+
+
+# ---------------------------------------------------------------------------------- not given
+class Unset(enum.Enum):
+    """The type of ``UNSET``: the value of a keyword the caller did not pass."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+#: the default of a keyword a preset or the engine's default fills (``Union[Spec, Unset]`` fields)
+UNSET: Final = Unset.UNSET
 
 
 # ---------------------------------------------------------------------------------- specifications
@@ -108,6 +227,8 @@ Model = Callable[..., Any]
 OutputSelector = Union[None, int, str, Callable[[Any], torch.Tensor]]
 #: which output columns to explain: None (top class), an int, "all", "topK", a list, a (B,) / (B, T) tensor
 TargetSpec = Union[None, int, str, torch.Tensor, Sequence[int], _Target]
+#: ``batch_size``: rows per model call, None (the default rule) or "measure" (a timed search)
+BatchSize = Union[int, Literal["measure"], None]
 #: CUDA memory budget of a chunk: None, bytes (int) or a fraction of the device's memory (float)
 MemorySpec = Union[None, int, float]
 #: an int seed, a ``torch.Generator`` (one number is drawn from it) or None (seed 0)

@@ -88,7 +88,7 @@ def test_waveform_errors():
     ):
         explain_waveform(model, waves[0], sample_rate=8000)
     with pytest.raises(ValueError, match=r"`waves` has 1000 samples, too short for the STFT with n_fft=2048"):
-        explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=2048)
+        explain_waveform(model, waves, sample_rate=8000, segments="time_frequency", n_fft=2048)
     with pytest.raises(ValueError, match=r"`waves` has 1000 samples, too short for time_segments=1001"):
         explain_waveform(model, waves, sample_rate=8000, time_segments=1001)
     with pytest.raises(
@@ -96,7 +96,7 @@ def test_waveform_errors():
         match=r"`time_segments` must be <= the number of frames of the STFT of "
         r"`waves` \(16\), got 20",
     ):
-        explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256, time_segments=20)
+        explain_waveform(model, waves, sample_rate=8000, segments="time_frequency", n_fft=256, time_segments=20)
     bad = waves.clone()
     bad[0, 5] = float("inf")
     with pytest.raises(ValueError, match=r"`waves` must be finite, got 1 NaN/inf values \(inputs \[0\]\)"):
@@ -111,8 +111,8 @@ def test_waveform_errors():
         explain_spectrogram(RateModel(), torch.rand(1, 16, 10), sample_rate=8000)
     with pytest.raises(ValueError, match=r"`sample_rate` must be finite and > 0, got -1.0"):
         explain_waveform(model, waves, sample_rate=-1)
-    with pytest.raises(ValueError, match=r"`features` must be one of \['time', 'time_frequency'\], got 'mel'"):
-        explain_waveform(model, waves, sample_rate=8000, features="mel")
+    with pytest.raises(ValueError, match=r"`segments` must be one of \['time', 'time_frequency'\], got 'mel'"):
+        explain_waveform(model, waves, sample_rate=8000, segments="mel")
     with pytest.raises(
         ValueError,
         match=r"`crossfade` \(0.01 s = 80 samples\) must be shorter than half a segment "
@@ -120,7 +120,7 @@ def test_waveform_errors():
     ):
         explain_waveform(model, waves, sample_rate=8000, crossfade=0.01)
     with pytest.raises(ValueError, match=r"`kernel` must measure distances on the masks"):
-        explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256, kernel="captum")
+        explain_waveform(model, waves, sample_rate=8000, segments="time_frequency", n_fft=256, kernel="captum")
     with pytest.raises(TypeError, match=r"`waves` must be a real floating tensor, got torch.complex64"):
         explain_waveform(model, torch.zeros(1, 100, dtype=torch.complex64), sample_rate=8000)
 
@@ -131,7 +131,7 @@ def test_waveform_errors():
         (
             dict(n_fft=256, hop_length=512),
             r"`hop_length` must be <= win_length \(256\) for the STFT of "
-            r"features='time_frequency' .*got 512",
+            r"segments='time_frequency' .*got 512",
         ),
         (dict(n_fft=256, win_length=128, hop_length=200), r"`hop_length` must be <= win_length \(128\) .*got 200"),
         (
@@ -159,7 +159,7 @@ def test_stft_settings_are_checked_up_front(kw, match):
             counting,
             torch.randn(2, 4000),
             sample_rate=8000,
-            features="time_frequency",
+            segments="time_frequency",
             time_segments=2,
             freq_segments=2,
             n_samples=8,
@@ -173,5 +173,5 @@ def test_a_presets_input_space_kernel_is_refused_for_stft_cells():
     # imaginary part the kernel dropped with a ComplexWarning; refused as an explicit kernel is
     with pytest.raises(ValueError, match=r"`kernel` \(from preset='captum'\) must measure distances on the masks"):
         explain_waveform(
-            model, torch.randn(2, 1000), sample_rate=8000, features="time_frequency", n_fft=256, preset="captum"
+            model, torch.randn(2, 1000), sample_rate=8000, segments="time_frequency", n_fft=256, preset="captum"
         )

@@ -53,11 +53,11 @@ class Counting:
     ],
     ids=["int16", "int64", "one_clip", "channels_last", "one_clip_channels_last"],
 )
-@pytest.mark.parametrize("features", ["time", "time_frequency"])
-def test_bad_waves_are_refused_before_any_model_call(waves, error, match, features):
+@pytest.mark.parametrize("segments", ["time", "time_frequency"])
+def test_bad_waves_are_refused_before_any_model_call(waves, error, match, segments):
     model, before = Counting(), waves.clone()
     with pytest.raises(error, match=match):
-        explain_waveform(model, waves, sample_rate=8000, features=features, n_fft=256, n_samples=16)
+        explain_waveform(model, waves, sample_rate=8000, segments=segments, n_fft=256, n_samples=16)
     assert model.calls == 0 and torch.equal(waves, before)
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchlime.audio import data as audio_data
 from torchlime.audio import explain_spectrogram, explain_waveform
-from torchlime.audio.models import SpecNet, WaveformClassifier, audio_model_info, load_audio_model
+from torchlime.demo import audio_data
+from torchlime.demo.audio_models import SpecNet, WaveformClassifier, audio_model_info, load_audio_model
 
-DATA = Path(__file__).resolve().parents[2] / "torchlime" / "audio" / "weights"
+DATA = Path(__file__).resolve().parents[2] / "torchlime" / "demo" / "weights"
 
 
 def test_clips_are_deterministic_with_known_evidence():
@@ -65,7 +65,7 @@ def test_explanations_of_the_audio_model_point_at_the_voice():
         load_audio_model(waveform=True),
         clips.waves[pos[:2]],
         sample_rate=8000,
-        features="time_frequency",
+        segments="time_frequency",
         n_fft=256,
         hop_length=128,
         target=1,
@@ -78,5 +78,5 @@ def test_cuda_model(cuda):
     model = load_audio_model(cuda)
     clips = audio_data.make_clips(8, seed=3)
     specs = audio_data.log_spectrogram(clips.waves).to(cuda)
-    exp = explain_spectrogram(model, specs, n_samples=256, content="shuffle")
+    exp = explain_spectrogram(model, specs, n_samples=256, baseline="shuffle")
     assert exp.coef.is_cuda and torch.isfinite(exp.coef).all()

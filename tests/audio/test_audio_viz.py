@@ -46,14 +46,14 @@ def test_time_frequency_wavs_and_plot(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     waves = torch.randn(1, 4000) * 0.2
-    exp = explain_waveform(loudness, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=64)
+    exp = explain_waveform(loudness, waves, sample_rate=8000, segments="time_frequency", n_fft=256, n_samples=64)
     paths = save_top_segments_wav(exp, waves, tmp_path, k=2)
     assert all(p.exists() for p in paths.values())
     _, _, _, orig = read(paths["original"])
     _, _, _, top = read(paths["top"])
     _, _, _, rest = read(paths["complement"])
     assert (top.int() + rest.int() - orig.int()).abs().max() <= 3  # istft is linear
-    fig = plot_spectrogram_explanation(exp, stft(waves, 256, 64, 256), top_k=2)
+    fig = plot_spectrogram_explanation(exp, stft(waves, 256, 64, 256), k=2)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "time (s)" and ax.get_ylabel() == "frequency (Hz)"
     assert ax.get_ylim()[1] == pytest.approx(4000 + 15.625, rel=0.01)
@@ -117,7 +117,7 @@ def test_plot_needs_spectrograms_and_a_time_frequency_explanation():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     waves = torch.randn(2, 4000) * 0.2
-    tf = explain_waveform(loudness, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16)
+    tf = explain_waveform(loudness, waves, sample_rate=8000, segments="time_frequency", n_fft=256, n_samples=16)
     spec = stft(waves, 256, 64, 256)
     with pytest.raises(
         ValueError,

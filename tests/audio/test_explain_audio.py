@@ -105,7 +105,7 @@ def test_istft_of_unmasked_stft_reproduces_the_audio(device):
         model,
         waves,
         sample_rate=8000,
-        features="time_frequency",
+        segments="time_frequency",
         n_fft=256,
         masks=torch.ones(2, 16, 20, dtype=torch.bool),
         n_samples=16,
@@ -140,7 +140,7 @@ def test_mel_front_end_model_works_unchanged():
             model,
             waves,
             sample_rate=8000,
-            features=feats,
+            segments=feats,
             n_fft=256,
             n_samples=64,
             baseline="noise",
@@ -148,7 +148,7 @@ def test_mel_front_end_model_works_unchanged():
         )
         assert exp.coef.shape == (2, 1, 10 if feats == "time" else 20) and torch.isfinite(exp.score).all()
     exp = explain_waveform(
-        model, waves, sample_rate=8000, features="time_frequency", n_fft=256, freq_scale="mel", n_samples=32
+        model, waves, sample_rate=8000, segments="time_frequency", n_fft=256, freq_scale="mel", n_samples=32
     )
     assert exp.meta["audio"]["freq_scale"] == "mel" and exp.coef.shape == (2, 1, 20)
     with pytest.raises(
@@ -174,7 +174,7 @@ def test_a_preset_fills_the_baseline_the_caller_did_not_pass():
     assert explain_spectrogram(model, specs, preset="lime", n_samples=16).meta["baseline"] == "mean"
     for feats in ("time", "time_frequency"):
         exp = explain_waveform(
-            wave_model, waves, sample_rate=8000, features=feats, n_fft=256, preset="lime", n_samples=16
+            wave_model, waves, sample_rate=8000, segments=feats, n_fft=256, preset="lime", n_samples=16
         )
         assert exp.meta["baseline"] == "mean", feats
     # explicit keywords win; without a preset (or with one that has no fill) the fill stays silence
@@ -197,5 +197,5 @@ def test_half_precision_waves_on_cpu_get_a_float32_stft(dtype):
         seen.append(x.dtype)
         return x.float().pow(2).mean(-1, keepdim=True)
 
-    exp = explain_waveform(model, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16)
+    exp = explain_waveform(model, waves, sample_rate=8000, segments="time_frequency", n_fft=256, n_samples=16)
     assert exp.coef.shape == (2, 1, 20) and torch.isfinite(exp.coef).all() and set(seen) == {dtype}

@@ -309,7 +309,7 @@ def test_explain_dataset_resumes_and_maps_files(files, tmp_path, capsys):
         out,
         "--n-samples",
         32,
-        "--batch-size",
+        "--inputs-per-step",
         2,
         "--shard-size",
         4,

@@ -56,13 +56,13 @@ class Spy:
 def engine_calls(monkeypatch) -> list:
     """The global indices of every engine call of ``explain_image`` (the default explain_fn)."""
     calls = []
-    engine = torchlime.image._explain.execute
+    engine = torchlime.image._explain.explain_with
 
-    def spy(request):
-        calls.append(request.options["index"].tolist())
-        return engine(request)
+    def spy(model, inputs, modality, values):
+        calls.append(values["index"].tolist())
+        return engine(model, inputs, modality, values)
 
-    monkeypatch.setattr(torchlime.image._explain, "execute", spy)
+    monkeypatch.setattr(torchlime.image._explain, "explain_with", spy)
     return calls
 
 
@@ -137,7 +137,7 @@ class Stream(IterableDataset):
 
 
 def test_iterable_data_positions_unknown_length_and_resume(tmp_path, reference):
-    call = dict(batch_size=6, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    call = dict(inputs_per_step=6, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
     with pytest.raises(RuntimeError, match="the stream broke"):
         explain_dataset(worker.make_model(), Stream(fail_at=19), tmp_path, **call)  # 3 batches of 6 explained
     part = load_results(tmp_path)
@@ -182,7 +182,7 @@ def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
         worker.make_data(),
         tmp_path / "a",
         explain_fn=rows_explainer,
-        batch_size=7,
+        inputs_per_step=7,
         shard_size=8,
         n_samples=32,
         progress=False,
@@ -198,7 +198,7 @@ def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
         worker.make_data(),
         tmp_path / "b",
         explain_fn=rows_explainer,
-        batch_size=1,
+        inputs_per_step=1,
         shard_size=8,
         n_samples=32,
         progress=False,
@@ -218,7 +218,7 @@ def test_target_label_and_pass_through_of_max_memory(tmp_path):
         worker.make_data(12),
         tmp_path,
         explain_fn=spy,
-        batch_size=5,
+        inputs_per_step=5,
         shard_size=8,
         generator=3,
         progress=False,
@@ -293,7 +293,7 @@ def test_resuming_on_another_data_set_is_refused(tmp_path, reference_dir, stream
     other = worker.make_data()
     other = torch.utils.data.TensorDataset(other.tensors[0].flip(0), other.tensors[1])  # ...on other data
     data = Stream.of(other) if streamed else other
-    call = dict(batch_size=7, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    call = dict(inputs_per_step=7, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
     with pytest.raises(ValueError, match="`data` must be the data set of the run stored in `out` .*first input"):
         explain_dataset(worker.make_model(), data, out, **call)
     assert not (out / "shard-000001.safetensors").exists()
@@ -305,7 +305,7 @@ def test_a_tuple_of_inputs_and_labels_is_a_data_set(tmp_path, reference):
 
     data = worker.make_data()
     call = dict(
-        batch_size=np.int64(7), shard_size=np.int32(8), generator=5, progress=False, **worker.KWARGS, **worker.FAST
+        inputs_per_step=np.int64(7), shard_size=np.int32(8), generator=5, progress=False, **worker.KWARGS, **worker.FAST
     )  # NumPy integers count as ints
     explain_dataset(worker.make_model(), data.tensors, tmp_path, **call)
     assert_identical(load_results(tmp_path).load(), reference)
@@ -316,7 +316,7 @@ def test_progress_bar_counts_explanations_per_second(tmp_path, capsys):
         worker.make_model(),
         worker.make_data(6),
         tmp_path,
-        batch_size=3,
+        inputs_per_step=3,
         shard_size=4,
         generator=5,
         progress=True,
@@ -333,7 +333,7 @@ def bad_explainer(model, inputs, **kwargs):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(batch_size=0), ValueError, "`batch_size` must be >= 1, got 0"),
+        (dict(inputs_per_step=0), ValueError, "`inputs_per_step` must be >= 1, got 0"),
         (dict(shard_size="8"), TypeError, "`shard_size` must be an int >= 1, got str '8'"),
         (dict(generator=torch.Generator()), TypeError, "`generator` must be an int seed .*, got Generator"),
         (dict(generator=-1), ValueError, "`generator` must be an int seed >= 0, got -1"),
@@ -410,7 +410,7 @@ def test_cuda_device_placement(tmp_path, cuda):
         generator=5,
         progress=False,
         device="cuda",
-        batch_size=7,
+        inputs_per_step=7,
         **worker.KWARGS,
     )
     assert next(model.parameters()).is_cuda  # moved to the device
@@ -421,7 +421,7 @@ def test_cuda_device_placement(tmp_path, cuda):
         shard_size=8,
         generator=5,
         progress=False,
-        batch_size=1,
+        inputs_per_step=1,
         **worker.KWARGS,
     )
     a, b = load_results(tmp_path / "a"), load_results(tmp_path / "b")

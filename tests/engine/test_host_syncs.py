@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from torchlime import explain
+from torchlime.demo.image_data import make_images
+from torchlime.demo.image_models import load_demo_model
 from torchlime.image import explain_image
-from torchlime.image.data import make_images
-from torchlime.image.models import load_demo_model
 
 from tests.helpers import grid_labels
 from tests.helpers.syncs import count_syncs

@@ -56,9 +56,9 @@ def test_a_narrow_kernel_leaves_too_few_effective_samples():
 
 @pytest.mark.parametrize("front", ["image"])
 def test_the_demo_flags_its_saturated_image(front):
+    from torchlime.demo.image_data import make_images
+    from torchlime.demo.image_models import load_demo_model
     from torchlime.image import explain_image
-    from torchlime.image.data import make_images
-    from torchlime.image.models import load_demo_model
 
     images, _, _ = make_images(4, seed=2026)  # image 0: a 'plus' the model is certain of
     with pytest.warns(UnreliableExplanationWarning) as record:

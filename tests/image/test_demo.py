@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torchlime.cli import main
-from torchlime.image.demo import coverage, hits, run_demo
+from torchlime.demo.run import coverage, hits, run_demo
 
 
 def test_coverage():

@@ -8,8 +8,8 @@ from importlib import resources
 import pytest
 import torch
 
-from torchlime.image.data import CLASS_NAMES, make_images, make_scenes
-from torchlime.image.models import METADATA_FILE, WEIGHTS_FILE, DemoNet, demo_model_metadata, load_demo_model
+from torchlime.demo.image_data import CLASS_NAMES, make_images, make_scenes
+from torchlime.demo.image_models import METADATA_FILE, WEIGHTS_FILE, DemoNet, demo_model_metadata, load_demo_model
 
 SIZE = 64
 
@@ -116,13 +116,13 @@ def test_demo_model_size_and_shapes() -> None:
 
 def test_committed_weights_match_metadata() -> None:
     metadata = demo_model_metadata()
-    blob = resources.files("torchlime.image").joinpath("weights", WEIGHTS_FILE).read_bytes()
+    blob = resources.files("torchlime.demo").joinpath("weights", WEIGHTS_FILE).read_bytes()
     assert hashlib.sha256(blob).hexdigest() == metadata["weights_sha256"]
     assert len(blob) == metadata["weights_bytes"] < 1_000_000
     assert metadata["class_names"] == list(CLASS_NAMES)
     assert metadata["image_size"] == SIZE
     assert metadata["test_accuracy"] >= 0.95
-    assert resources.files("torchlime.image").joinpath("weights", METADATA_FILE).is_file()
+    assert resources.files("torchlime.demo").joinpath("weights", METADATA_FILE).is_file()
 
 
 def test_committed_model_is_accurate_on_fresh_images() -> None:

@@ -285,9 +285,9 @@ def test_batch_and_targets_are_independent():
 
 
 def test_other_refits_and_modalities():
+    from torchlime.demo.text_data import CLS, MASK, SEP, make_text_dataset
+    from torchlime.demo.text_models import load_text_model
     from torchlime.text import explain_tokens
-    from torchlime.text.data import CLS, MASK, SEP, make_text_dataset
-    from torchlime.text.models import load_text_model
 
     model, _ = load_text_model()
     data = make_text_dataset(3, seed=1)

@@ -121,9 +121,9 @@ def test_image_grid_and_text_explanations(device):
 
 
 def test_tokens_share_features_by_vocabulary_id():
+    from torchlime.demo.text_data import CLS, MASK, SEP, make_text_dataset
+    from torchlime.demo.text_models import load_text_model
     from torchlime.text import explain_tokens
-    from torchlime.text.data import CLS, MASK, SEP, make_text_dataset
-    from torchlime.text.models import load_text_model
 
     model, _ = load_text_model()
     data = make_text_dataset(5, seed=2)

@@ -141,8 +141,8 @@ def test_max_sensitivity_of_explanations_per_target():
     # the default perturbations: uniform in [-r, r], seeded
     seen = []
     recorder = lambda v: seen.append(v.clone()) or explain_fn(v)
-    a = max_sensitivity(recorder, x, radius=0.1, n_perturb=50, generator=1, batch_size=40)
+    a = max_sensitivity(recorder, x, radius=0.1, n_perturb=50, generator=1, inputs_per_step=40)
     assert [r.shape[0] for r in seen] == [2, 40, 40, 20]
     d = torch.cat(seen[1:]) - x.repeat_interleave(50, 0)
     assert float(d.abs().max()) <= 0.1 and float(d.abs().max()) > 0.09
-    assert torch.equal(max_sensitivity(explain_fn, x, radius=0.1, n_perturb=50, generator=1, batch_size=40), a)
+    assert torch.equal(max_sensitivity(explain_fn, x, radius=0.1, n_perturb=50, generator=1, inputs_per_step=40), a)

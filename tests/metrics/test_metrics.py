@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from torchlime import Explanation, explain
-from torchlime.metrics import deletion, faithfulness_correlation, insertion, label_flip, region_perturbation
+from torchlime.metrics import deletion, faithfulness_correlation, infidelity, insertion, label_flip, region_perturbation
 
 from tests.helpers import SegmentLinear, grid_labels
 from tests.helpers.syncs import count_syncs
@@ -202,6 +202,32 @@ def test_softmax_and_output_selection(case):
     as_dict = lambda v: {"scores": model(v)}
     picked = deletion(as_dict, x, exp, output="scores")
     assert torch.allclose(picked, deletion(model, x, exp), atol=1e-6)
+
+
+def test_metrics_score_as_the_explanation_did_unless_told_otherwise(case, tmp_path):
+    """softmax=None (the default) reads the explanation's own softmax: a softmax=True explanation is
+    scored on probabilities without repeating softmax=True, on logits only when softmax=False is given."""
+    model, x, _ = case
+    exp = explain(model, x, features(), target="top2", n_samples=200, baseline="mean", softmax=True)
+    assert exp.meta["softmax"] is True
+    own = deletion(model, x, exp, return_curves=True).curves
+    assert torch.equal(own, deletion(model, x, exp, softmax=True, return_curves=True).curves)
+    logits = deletion(model, x, exp, softmax=False, return_curves=True).curves
+    assert not torch.allclose(own, logits)
+    assert bool(((own >= 0) & (own <= 1)).all()) and bool((logits < 0).any())  # probabilities, then logits
+    exp.save(tmp_path / "e.pt")  # the setting travels with the file
+    loaded = deletion(model, x, Explanation.load(tmp_path / "e.pt"), baseline="mean", return_curves=True).curves
+    torch.testing.assert_close(loaded, own)
+    for metric, kwargs in (
+        (insertion, {}),
+        (region_perturbation, {}),
+        (faithfulness_correlation, dict(n_subsets=8)),
+        (infidelity, dict(n_perturb=4)),
+    ):
+        default = metric(model, x, exp, **kwargs)
+        default = default.score if isinstance(default, tuple) else default
+        given = metric(model, x, exp, softmax=True, **kwargs)
+        assert torch.equal(default, given.score if isinstance(given, tuple) else given), metric.__name__
 
 
 # ----------------------------------------------------------------------------- explanations from a file

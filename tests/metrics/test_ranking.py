@@ -148,10 +148,14 @@ def test_plot_curves(base):
     plt = pytest.importorskip("matplotlib.pyplot")
     exp, model, x = base
     res = deletion(model, x, exp, return_curves=True)
-    ax = plot_curves(res.curves, res.x)
-    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    fig = plot_curves(res.curves, res.x)
+    assert isinstance(fig, plt.Figure) and len(fig.axes) == 1
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert len(texts) == 6 and texts[0] == f"input 0, target 0 (AUC {float(res.score[0, 0]):.3f})"
-    plt.close(ax.figure)
-    ax = plot_curves(res.curves[0, 0], res.x[0], ["first"], title="deletion")
-    assert ax.get_title() == "deletion"
-    plt.close(ax.figure)
+    plt.close(fig)
+    fig = plot_curves(res.curves[0, 0], res.x[0], ["first"], title="deletion")
+    assert fig.axes[0].get_title() == "deletion"
+    plt.close(fig)
+    fig, ax = plt.subplots(1, 2)
+    assert plot_curves(res.curves[0, 0], res.x[0], ax=ax[1]) is fig and ax[1].get_legend() is not None
+    plt.close(fig)

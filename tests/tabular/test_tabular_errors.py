@@ -98,7 +98,7 @@ def test_bad_training_data(data, error, match):
         (dict(feature_names=["a", "b"]), ValueError, r"`feature_names` must hold 4 names .*got 2"),
         (dict(feature_names="abcd"), TypeError, r"`feature_names` must be a sequence of 4 names, got str"),
         (dict(generator="seed"), TypeError, r"`generator` must be None, an int seed or a torch.Generator, got str"),
-        (dict(baseline=0.0), TypeError, r"explain_tabular\(\) does not take \['baseline'\]"),
+        (dict(baseline=0.0), TypeError, r"explain_tabular\(\) got an unexpected keyword argument 'baseline'"),
         (dict(perturbed=torch.ones(2, 5, 3)), ValueError, r"`perturbed` must have shape \(2, S, 4\) .*got shape"),
         (dict(perturbed=torch.full((2, 5, 4), float("inf"))), ValueError, r"`perturbed` must be finite"),
         (dict(preset="limey"), ValueError, r"`preset` must be None or one of \[.*\], got 'limey'"),

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import torch
 
+from torchlime.demo.text_data import (
+    CLS,
+    MASK,
+    NEG_IDS,
+    NOT_ID,
+    PAD,
+    POS_IDS,
+    SEP,
+    VOCAB,
+    decode,
+    encode,
+    make_text_dataset,
+)
+from torchlime.demo.text_models import BigramMLM, load_text_model
 from torchlime.text import explain_tokens
-from torchlime.text.data import CLS, MASK, NEG_IDS, NOT_ID, PAD, POS_IDS, SEP, VOCAB, decode, encode, make_text_dataset
-from torchlime.text.models import BigramMLM, load_text_model
 
 
 def test_dataset_is_deterministic_and_labelled_by_the_rationale():

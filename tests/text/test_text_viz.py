@@ -72,9 +72,14 @@ def test_explanation_html_merges_words_and_bar_chart():
     assert feature_strings(exp, tokens) == ["un<tag>", 'say"']
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    ax = plot_top_features(exp, feature_strings(exp, tokens), k=5)
-    assert len(ax.patches) == 2
-    assert {t.get_text() for t in ax.get_yticklabels()} == {"un<tag>", 'say"'}
     import matplotlib.pyplot as plt
 
-    plt.close(ax.figure)
+    fig = plot_top_features(exp, feature_strings(exp, tokens), k=5)
+    assert isinstance(fig, plt.Figure)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 2
+    assert {t.get_text() for t in ax.get_yticklabels()} == {"un<tag>", 'say"'}
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2)
+    assert plot_top_features(exp, feature_strings(exp, tokens), ax=axes[1]) is fig and len(axes[1].patches) == 2
+    plt.close(fig)

@@ -3,10 +3,12 @@
 ``explain_spectrogram`` and ``explain_waveform`` build time-frequency features
 (``segments``) and a fill, then call the engine once. Submodules: ``segments``
 (grids, mel bands, superpixels), ``stft`` (the STFT plumbing of waveform explanations),
-``viz`` (pictures and WAV files), ``data`` and ``models`` (the embedded SpecNet and its
-synthetic clips with planted evidence).
+``viz`` (pictures and WAV files). The embedded SpecNet and its synthetic clips with planted
+evidence are in ``torchlime.demo``.
 """
 
 from torchlime.audio._explain import explain_spectrogram, explain_waveform
+from torchlime.audio._spectrograms import Spectrograms
+from torchlime.audio._waveforms import Waveforms
 
-__all__ = ["explain_spectrogram", "explain_waveform"]
+__all__ = ["explain_spectrogram", "explain_waveform", "Spectrograms", "Waveforms"]

@@ -11,7 +11,7 @@ chunk, before calling the model.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -68,7 +68,7 @@ class ISTFTModel(nn.Module):
 
     def __init__(
         self,
-        model: Callable[[torch.Tensor], Any],
+        model: Callable[[torch.Tensor], object],
         n_fft: int,
         hop_length: int,
         win_length: int,
@@ -81,11 +81,11 @@ class ISTFTModel(nn.Module):
         self.audio_dtype = model_placement(model, reference)[1]
 
     @property
-    def cache_identity(self) -> Any:
+    def cache_identity(self) -> Callable[[torch.Tensor], object]:
         """The wrapped model: keys the measured chunk size (wrappers are made per call)."""
         return self.model
 
-    def forward(self, spec: torch.Tensor) -> Any:
+    def forward(self, spec: torch.Tensor) -> object:
         """Complex (c, [C,] Fr, Tm) -> model(audio (c, [C,] S))."""
         wave = istft(spec, self.n_fft, self.hop_length, self.win_length, self.length, self.audio_dtype)
         return self.model(wave)

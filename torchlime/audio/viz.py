@@ -14,31 +14,37 @@ import operator
 import warnings
 import wave
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union, cast
 
 import numpy as np
 import torch
 
 from torchlime._checks import check_ndim, check_tensor, describe, require
+from torchlime._deprecate import renamed
 from torchlime.audio.segments import bin_frequencies, warn_bins
 from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from numpy.typing import NDArray
+
 
 def _axes(
-    meta: dict[str, Any],
+    meta: Mapping[str, object],
     n_freq: int,
     n_time: int,
     sample_rate: Optional[float],
     hop_length: Optional[int],
     n_fft: Optional[int],
     bin_freqs: Optional[Sequence[float]],
-) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """Frame times and bin frequencies (or indices) with their axis labels."""
-    sr = sample_rate or meta.get("sample_rate")
-    hop = hop_length or meta.get("hop_length")
-    fft = n_fft or meta.get("n_fft")
-    freqs = bin_freqs if bin_freqs is not None else meta.get("bin_freqs")
+) -> tuple[NDArray[np.float64], NDArray[np.float64], str, str]:
+    """Frame times and bin frequencies (or indices) with their axis labels (``meta``: ``meta["audio"]``)."""
+    sr = sample_rate or cast(Optional[float], meta.get("sample_rate"))
+    hop = hop_length or cast(Optional[int], meta.get("hop_length"))
+    fft = n_fft or cast(Optional[int], meta.get("n_fft"))
+    freqs = bin_freqs if bin_freqs is not None else cast(Optional[Sequence[float]], meta.get("bin_freqs"))
     if sr and hop:
         times, t_label = np.arange(n_time) * hop / sr, "time (s)"
     else:
@@ -53,7 +59,9 @@ def _axes(
     return times, f, t_label, f_label
 
 
-def _borders(labels: np.ndarray, times: np.ndarray, freqs: np.ndarray) -> list[list[tuple[float, float]]]:
+def _borders(
+    labels: NDArray[np.int64], times: NDArray[np.float64], freqs: NDArray[np.float64]
+) -> list[list[tuple[float, float]]]:
     """Line pieces between adjacent (Fr, Tm) cells with different labels, in axis units."""
     te = np.concatenate(
         [
@@ -80,7 +88,7 @@ def _borders(labels: np.ndarray, times: np.ndarray, freqs: np.ndarray) -> list[l
 CLIP_WARN_PEAK = 2.0
 
 
-def _position(value: Any, name: str, size: int, what: str) -> int:
+def _position(value: object, name: str, size: int, what: str) -> int:
     """``value`` as an int in [0, size), else a TypeError / ValueError naming ``name``."""
     if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
         raise TypeError(f"`{name}` must be an int in [0, {size}) ({what}), got {describe(value)}")
@@ -98,6 +106,7 @@ def _clip_map(explanation: Explanation, index: int) -> torch.Tensor:
     return lab
 
 
+@renamed(top_k="k")
 def plot_spectrogram_explanation(
     explanation: Explanation,
     specs: torch.Tensor,
@@ -105,7 +114,7 @@ def plot_spectrogram_explanation(
     index: int = 0,
     target_index: int = 0,
     channel: int = 0,
-    top_k: int = 3,
+    k: int = 3,
     sample_rate: Optional[float] = None,
     hop_length: Optional[int] = None,
     n_fft: Optional[int] = None,
@@ -113,8 +122,8 @@ def plot_spectrogram_explanation(
     truth: Optional[torch.Tensor] = None,
     alpha: float = 0.55,
     title: Optional[str] = None,
-    ax: Any = None,
-) -> Any:
+    ax: Optional[Axes] = None,
+) -> Figure:
     """Spectrogram of clip ``index`` with its explanation overlaid.
 
     Args:
@@ -123,7 +132,7 @@ def plot_spectrogram_explanation(
         index: which clip.
         target_index: which explained target (column of ``explanation.target``).
         channel: which channel of (B, C, Fr, Tm) spectrograms.
-        top_k: number the k most positive segments (0: none).
+        k: number the k most positive segments (0: none); formerly ``top_k=``.
         sample_rate: Hz, for the time and frequency axes (default: ``explanation.meta["audio"]``).
         hop_length: STFT hop in samples, for the time axis (default: ``meta["audio"]``).
         n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``): a linear STFT's
@@ -136,7 +145,7 @@ def plot_spectrogram_explanation(
         ax: draw into these matplotlib axes (default: a new figure).
 
     Returns:
-        The matplotlib ``Figure``.
+        The matplotlib ``Figure`` (the one of ``ax`` when it is given).
 
     Raises:
         ValueError / TypeError: ``specs`` that are not (B, [C,] Fr, Tm) spectrograms (e.g.
@@ -183,9 +192,10 @@ def plot_spectrogram_explanation(
     times, freqs, t_label, f_label = _axes(meta, n_freq, n_time, sample_rate, hop_length, n_fft, bin_freqs)
     heat = explanation.heatmap(target_index)[index].detach().cpu().float()
     heat = heat[channel] if heat.ndim == 3 and heat.shape[0] > 1 else heat.reshape(labels.shape)
+    fig: Figure
     if ax is None:
         fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
-    fig = ax.figure
+    fig = cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's
     ax.pcolormesh(times, freqs, x.numpy(), shading="nearest", cmap="gray_r")
     lim = float(heat.abs().max()) or 1.0
     mesh = ax.pcolormesh(times, freqs, heat.numpy(), shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim, alpha=alpha)
@@ -193,8 +203,8 @@ def plot_spectrogram_explanation(
     ax.add_collection(LineCollection(_borders(labels.numpy(), times, freqs), colors="k", linewidths=0.8))
     if truth is not None:
         ax.contour(times, freqs, truth.detach().cpu().float().numpy(), levels=[0.5], colors="w", linewidths=1)
-    if top_k:
-        idx, _ = explanation.top_features(top_k)
+    if k:
+        idx, _ = explanation.top_features(k)
         for rank, f in enumerate(idx[index, target_index].tolist(), 1):
             fi, ti = np.nonzero(labels.numpy() == f)
             if len(fi):
@@ -236,12 +246,12 @@ def _keep_map(explanation: Explanation, index: int, target_index: int, k: int) -
     return torch.isin(lab, idx[index, target_index].to(lab.device))
 
 
-def _check_waves(explanation: Explanation, waves: Any, index: int) -> torch.Tensor:
+def _check_waves(explanation: Explanation, waves: object, index: int) -> torch.Tensor:
     """Float clip ``index`` of ``waves`` (B, [C,] S), checked against the explanation.
 
     Warns when it lies far outside [-1, 1] (its WAV would be mostly clipped).
     """
-    check_tensor(waves, "waves")
+    waves = check_tensor(waves, "waves")
     if waves.is_complex() or not waves.is_floating_point():
         raise TypeError(
             f"`waves` must be float audio in [-1, 1], got dtype {waves.dtype}; for int16 PCM pass waves.float() / 32768"

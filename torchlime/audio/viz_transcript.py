@@ -9,15 +9,20 @@ Matplotlib is optional (``pip install torchlime[viz]``).
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import torch
 
 from torchlime._checks import describe, require
+from torchlime._deprecate import renamed
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.engine.explanation import Explanation
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
+
+@renamed(top_k="k")
 def plot_transcript(
     explanation: Explanation,
     specs: torch.Tensor,
@@ -26,7 +31,7 @@ def plot_transcript(
     words: Optional[Sequence[str]] = None,
     columns: int = 3,
     **kwargs: Any,
-) -> Any:
+) -> Figure:
     """Spectrogram panels of clip ``index``: the whole transcript, then each word.
 
     Args:
@@ -36,7 +41,7 @@ def plot_transcript(
         index: which clip.
         words: the words' text, for the titles (default: "word 0", "word 1", ...).
         columns: panels per row.
-        **kwargs: passed to ``plot_spectrogram_explanation`` (sample_rate, hop_length, n_fft, top_k, ...).
+        **kwargs: passed to ``plot_spectrogram_explanation`` (sample_rate, hop_length, n_fft, k, ...).
 
     Returns:
         The matplotlib ``Figure``.
@@ -55,6 +60,7 @@ def plot_transcript(
         raise ValueError(f"`index` must be an int in [0, {b}), got {describe(index)}")
     shown = [t for t, ok in enumerate(explanation.target_valid[index].tolist()) if ok]
     rows = math.ceil(len(shown) / columns)
+    fig: Figure
     fig, axes = plt.subplots(rows, min(columns, len(shown)), figsize=(4 * min(columns, len(shown)), 3 * rows))
     flat = list(axes.flat) if hasattr(axes, "flat") else [axes]
     for ax, t in zip(flat, shown):

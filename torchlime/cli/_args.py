@@ -1,13 +1,18 @@
 """Argument types and option groups shared by the ``torchlime`` commands.
 
-Usage errors are one line on stderr and exit code 2 (``Parser``), never a traceback.
+Usage errors are one line on stderr and exit code 2 (``Parser``), never a traceback. One name, one
+meaning, in every command: ``--batch-size`` is rows per model call (the engine's ``batch_size``),
+``--inputs-per-step`` inputs per explanation call. Old spellings of a flag stay accepted for one
+release (``renamed_flag``): hidden from ``--help``, with a warning on stderr naming the new flag.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Optional, Sequence, Union
 
 
 class Parser(argparse.ArgumentParser):
@@ -15,6 +20,53 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class Announced(argparse.Action):
+    """Store an option's value and print ``note`` on stderr (``torchlime CMD: NOTE``) when it is given.
+
+    Args:
+        option_strings: the option's flags.
+        dest: the attribute the value is stored in.
+        note: the line printed when the option is given (a deprecation, a changed meaning).
+        **kwargs: ``argparse.Action``'s other arguments (type, default, help, metavar, ...).
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, note: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.note = note
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Union[str, Sequence[object], None],
+        option_string: Optional[str] = None,
+    ) -> None:
+        """Print the note, then store the value."""
+        print(f"{parser.prog}: {self.note}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def renamed_flag(p: argparse.ArgumentParser, old: str, new: str, **kwargs: Any) -> None:
+    """Accept ``old`` as a hidden, deprecated spelling of the option ``new`` (same destination).
+
+    Args:
+        p: the command's parser, where ``new`` is (or will be) defined.
+        old: the old flag, e.g. ``--model-batch-size``.
+        new: the flag that replaces it, e.g. ``--batch-size``; given after ``old``, the last one wins.
+        **kwargs: ``add_argument``'s arguments of ``new`` (type, nargs, ...), not its default or help.
+    """
+    dest = new.lstrip("-").replace("-", "_")
+    p.add_argument(
+        old,
+        dest=dest,
+        action=Announced,
+        note=f"warning: {old} is deprecated, use {new}",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+        **kwargs,
+    )
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -75,6 +127,13 @@ def explain_args(p: argparse.ArgumentParser, target: str, target_help: str) -> N
     p.add_argument("--softmax", action="store_true", help="explain probabilities (softmax of the outputs)")
 
 
+def n_segments_default() -> int:
+    """``explain_image``'s own default ``n_segments``: the command line asks for the same number."""
+    from torchlime.image import explain_image
+
+    return int(inspect.signature(explain_image).parameters["n_segments"].default)
+
+
 def image_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--segments",
@@ -83,7 +142,10 @@ def image_args(p: argparse.ArgumentParser) -> None:
         help="image segmentation (default: %(default)s; grid: about --n-segments cells)",
     )
     p.add_argument(
-        "--n-segments", type=int_at_least(2), default=50, help="segments asked for (slic, grid; default: %(default)s)"
+        "--n-segments",
+        type=int_at_least(2),
+        default=n_segments_default(),
+        help="segments asked for (slic, grid; default: %(default)s, as explain_image)",
     )
     p.add_argument("--size", type=int_at_least(1), nargs=2, metavar=("H", "W"), help="resize every image to H x W")
     p.add_argument("--channels", type=int, choices=[1, 3], default=3, help="read images as RGB (3) or grey (1)")

@@ -8,6 +8,7 @@ when the command fails, so an error never leaves an empty or half-written folder
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -15,7 +16,7 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
 
 import torch
 
@@ -26,7 +27,7 @@ class CliError(Exception):
     """A usage error of a command: printed as one line, exit code 2."""
 
 
-def one_line(message: Any, limit: int = 500) -> str:
+def one_line(message: object, limit: int = 500) -> str:
     r"""``message`` on one line (newlines joined with " | "), at most ``limit`` characters.
 
     Example:
@@ -164,7 +165,7 @@ def collected_warnings(into: list[str]) -> Iterator[None]:
                     into.append(text)
 
 
-def write_json(path: Path, data: Any) -> Path:
+def write_json(path: Path, data: object) -> Path:
     """Write ``data`` as indented JSON (with a final newline)."""
     path.write_text(json.dumps(data, indent=2) + "\n")
     return path
@@ -225,7 +226,7 @@ def grid_segments(images: torch.Tensor, n_segments: int) -> torch.Tensor:
     return resolve_segments(images, "grid", n_segments=n_segments)
 
 
-def normalization(args: Any) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
+def normalization(args: argparse.Namespace) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
     """``(mean, std)`` from ``--mean`` / ``--std`` (given together, one value per channel), or None."""
     mean, std = getattr(args, "mean", None), getattr(args, "std", None)
     if mean is None and std is None:

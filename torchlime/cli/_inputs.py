@@ -66,7 +66,7 @@ def read_image(path: Path, channels: int = 3, size: Optional[tuple[int, int]] = 
     try:
         with warnings.catch_warnings():  # torchvision >= 0.29 announces TorchCodec on every decode
             warnings.simplefilter("ignore", DeprecationWarning)
-            img = io.decode_image(str(path), mode=mode)
+            img: torch.Tensor = io.decode_image(str(path), mode=mode)
     except (RuntimeError, ValueError, OSError, TypeError) as err:
         raise CliError(f"cannot read image {path}: {short_error(err, 200)} (a PNG or JPEG file expected)") from None
     x = img.float() / (65535.0 if img.dtype == torch.uint16 else 255.0)

@@ -24,13 +24,17 @@ import sys
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 from torch import nn
 
 from torchlime._checks import describe
 from torchlime.cli._common import CliError, short_error
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
 
 
 class ExportedModel(nn.Module):
@@ -40,7 +44,7 @@ class ExportedModel(nn.Module):
         program: the ``ExportedProgram``.
     """
 
-    def __init__(self, program: Any) -> None:
+    def __init__(self, program: ExportedProgram) -> None:
         super().__init__()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -52,7 +56,7 @@ class ExportedModel(nn.Module):
         self.training = mode
         return self
 
-    def forward(self, *args: torch.Tensor) -> Any:
+    def forward(self, *args: torch.Tensor) -> object:
         """Scores of a batch; with a static batch size b, in pieces of b rows (the last padded)."""
         b = self.static_batch
         if b is None or args[0].shape[0] == b:
@@ -73,7 +77,7 @@ class ExportedModel(nn.Module):
         return torch.cat(outs)
 
 
-def static_batch_size(program: Any) -> Optional[int]:
+def static_batch_size(program: ExportedProgram) -> Optional[int]:
     """The batch size an ExportedProgram was specialised to (None when its batch dim is dynamic)."""
     user = set(program.graph_signature.user_inputs)
     for node in program.graph.nodes:
@@ -142,7 +146,8 @@ def _load_file(path: Path, kind: str, device: torch.device) -> nn.Module:
         with warnings.catch_warnings():  # torch.jit.load's FutureWarning, export's notes: not the user's business
             warnings.simplefilter("ignore")
             if kind == "torchscript":
-                return torch.jit.load(str(path), map_location=device)
+                jit_load: Callable[..., torch.jit.ScriptModule] = torch.jit.load  # torch leaves it unannotated
+                return jit_load(str(path), map_location=device)
             if kind == "exported":
                 return ExportedModel(torch.export.load(str(path)))
     except Exception as err:  # noqa: BLE001 - any loader failure is reported in one line
@@ -157,7 +162,7 @@ def _load_file(path: Path, kind: str, device: torch.device) -> nn.Module:
     )
 
 
-def _import(module_name: str, spec: str) -> Any:
+def _import(module_name: str, spec: str) -> ModuleType:
     if module_name.endswith(".py"):
         file = Path(module_name)
         if not file.is_file():

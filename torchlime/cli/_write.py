@@ -9,9 +9,16 @@ from __future__ import annotations
 import argparse
 import html
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional, TypedDict, Union, cast
+
+import torch
 
 from torchlime.engine.explanation import Explanation
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from torchlime.cli._inputs import Tokens
 
 PAGE = (
     '<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
@@ -23,11 +30,34 @@ class Group(NamedTuple):
     """Inputs explained in one call: their positions on the command line, tensor, explanation."""
 
     positions: list[int]
-    inputs: Any
+    inputs: Union[torch.Tensor, Tokens]  # images or waveforms (B, ...), or the texts' tokens
     exp: Explanation
 
 
-def _savefig(fig: Any, path: Path) -> None:
+class _Written(TypedDict):
+    """What ``write_group`` records of one input (see ``Record``)."""
+
+    name: str
+    explanation: str
+    pictures: list[str]
+    sounds: list[str]
+    html: Optional[str]
+    target: list[int]
+    weighted_r2: list[float]
+    n_features: int
+    top_features: list[list[int]]
+    top_weights: list[list[float]]
+    top_names: Union[list[list[int]], list[list[str]]]
+    unreliable: Optional[str]
+
+
+class Record(_Written, total=False):
+    """One input's entry of ``summary.json``: what was written for it, and its file (added by the command)."""
+
+    file: str
+
+
+def _savefig(fig: Figure, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.savefig(path, dpi=110)
@@ -44,13 +74,13 @@ def has_matplotlib() -> bool:
         return False
 
 
-def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: argparse.Namespace) -> dict[str, Any]:
+def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: argparse.Namespace) -> Record:
     """Write input ``j`` of group ``g`` as ``out/stem.*``; return its record for ``summary.json``."""
     one = g.exp[j]
     path = out / f"{stem}.explanation.pt"
     one.save(path)
     idx, w = one.top_features(args.top_k)
-    rec: dict[str, Any] = dict(
+    rec: Record = dict(
         name=stem,
         explanation=path.name,
         pictures=[],
@@ -68,14 +98,14 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     if modality == "image" and pictures:
         from torchlime.image.viz import save_image_explanation
 
-        save_image_explanation(out / f"{stem}.png", g.inputs.cpu(), g.exp.to("cpu"), j, num_features=args.top_k)
+        save_image_explanation(g.exp.to("cpu"), cast(torch.Tensor, g.inputs).cpu(), out / f"{stem}.png", index=j, k=args.top_k)
         rec["pictures"].append(f"{stem}.png")
     elif modality == "audio":
         _write_audio(out, g, j, stem, args, rec, pictures)
     elif modality == "text":
         from torchlime.text.viz import explanation_html, feature_strings
 
-        strings = g.inputs.strings[j]
+        strings = cast("Tokens", g.inputs).strings[j]
         words = feature_strings(g.exp, strings, j)
         rec["top_names"] = [[words[f] if f < len(words) else "" for f in row] for row in idx[0].tolist()]
         body = explanation_html(g.exp, strings, j, title=f"{stem}: target {rec['target'][0]}")
@@ -85,19 +115,19 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
 
 
 def _write_audio(
-    out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: dict[str, Any], pictures: bool
+    out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: Record, pictures: bool
 ) -> None:
     from torchlime.audio.viz import save_top_segments_wav
 
     exp = g.exp.to("cpu")
-    waves = g.inputs.cpu()
+    waves = cast(torch.Tensor, g.inputs).cpu()
     meta = exp.meta["audio"]
     if pictures and meta.get("features") == "time_frequency":
         from torchlime.audio.stft import stft
         from torchlime.audio.viz import plot_spectrogram_explanation
 
         spec = stft(waves[j : j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
-        fig = plot_spectrogram_explanation(exp[j], spec, top_k=args.top_k, title=f"{stem}: target {rec['target'][0]}")
+        fig = plot_spectrogram_explanation(exp[j], spec, k=args.top_k, title=f"{stem}: target {rec['target'][0]}")
         _savefig(fig, out / f"{stem}.png")
         rec["pictures"].append(f"{stem}.png")
     written = save_top_segments_wav(exp, waves, out, k=args.top_k, index=j, prefix=f"{stem}.")

@@ -1,11 +1,12 @@
 """``torchlime bench MODEL --input-shape C H W``: how far is an explanation from the model's forward floor?
 
-The explanation: ``explain_image`` of ``--batch`` random inputs of that shape over a grid of about
-``--n-segments`` cells, ``--n-samples`` samples each, on the user's device. It is run twice to
-warm up (the first call measures the chunk size and caches it), then ``--reps`` times; the
-figure is the median, each run synchronised (CUDA) before and after.
+The explanation: ``explain_image`` of ``--inputs-per-step`` random inputs of that shape (one call)
+over a grid of about ``--n-segments`` cells, ``--n-samples`` samples each, on the user's device. It
+is run twice to warm up (the first call measures the chunk size and caches it), then ``--reps``
+times; the figure is the median, each run synchronised (CUDA) before and after. The JSON figures
+keep their names (``batch``: the inputs per step).
 
-The floor: the same number of rows (batch x samples) forwarded through the model under
+The floor: the same number of rows (inputs x samples) forwarded through the model under
 ``torch.inference_mode()`` in chunks, from one chunk that already lives on the device (so it is
 the model's own cost, without building the perturbed inputs), at the best of a few chunk sizes
 (the engine's chosen size among them); each size is warmed up once and timed ``--reps`` times
@@ -20,11 +21,11 @@ import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 import torch
 
-from torchlime.cli._args import int_at_least, model_args
+from torchlime.cli._args import Parser, int_at_least, model_args, renamed_flag
 from torchlime.cli._common import (
     CliError,
     collected_warnings,
@@ -36,8 +37,11 @@ from torchlime.cli._common import (
 )
 from torchlime.cli._model import load_model
 
+if TYPE_CHECKING:
+    from torchlime.engine.explanation import Explanation
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``bench`` command's options."""
     p = sub.add_parser("bench", help="time an explanation of your model against its forward floor")
     model_args(p)
@@ -49,7 +53,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar=("C", "H", "W"),
         help="shape of one input",
     )
-    p.add_argument("--batch", type=int_at_least(1), default=1, help="inputs per explanation (default: 1)")
+    p.add_argument(
+        "--inputs-per-step", type=int_at_least(1), default=1, help="inputs per explanation call (default: 1)"
+    )
+    renamed_flag(p, "--batch", "--inputs-per-step", type=int_at_least(1))
     p.add_argument("--n-samples", type=int_at_least(2), default=1000, help="samples per input (default: 1000)")
     p.add_argument("--n-segments", type=int_at_least(2), default=64, help="grid cells (default: 64)")
     p.add_argument("--reps", type=int_at_least(1), default=3, help="timed runs, median reported (default: 3)")
@@ -59,6 +66,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 CHUNKS = {"cpu": (16, 64, 256), "cuda": (128, 512, 2048)}
+
+
+class Seconds(TypedDict):
+    """Wall seconds of the timed explanation runs."""
+
+    median: float
+    runs: list[float]
+
+
+class _Figures(TypedDict):
+    """What ``bench`` measures (see the module docstring)."""
+
+    device: str
+    device_type: str
+    torch: str
+    input_shape: list[int]
+    batch: int
+    n_samples: int
+    rows: int
+    n_features: int
+    reps: int
+    engine_chunk: int
+    explain_seconds: Seconds
+    floor_seconds_by_chunk: dict[str, float]
+    floor_chunk: int
+    floor_seconds: float
+    ratio: float
+    explanations_per_second: float
+    rows_per_second: float
+
+
+class Figures(_Figures, total=False):
+    """Every figure of ``bench``; the command adds the model and the warnings before writing ``--json``."""
+
+    model: str
+    warnings: list[str]
 
 
 def device_name(device: torch.device) -> str:
@@ -76,7 +119,7 @@ def device_name(device: torch.device) -> str:
     return f"{model} ({torch.get_num_threads()} torch threads)"
 
 
-def timed(fn: Callable[[], Any], device: torch.device) -> float:
+def timed(fn: Callable[[], object], device: torch.device) -> float:
     """Wall seconds of one call, synchronised before and after on CUDA."""
     sync(device)
     t0 = time.perf_counter()
@@ -110,22 +153,22 @@ def floor_fn(
 def bench(
     model: torch.nn.Module,
     shape: tuple[int, int, int],
-    batch: int,
+    inputs_per_step: int,
     n_samples: int,
     n_segments: int,
     reps: int,
     device: torch.device,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> Figures:
     """Time the explanation and the floor (see the module docstring); return every figure."""
     from torchlime.image import explain_image
 
     c, h, w = shape
     dtype = model_dtype(model)
-    images = torch.rand(batch, c, h, w, generator=torch.Generator().manual_seed(seed)).to(device)
+    images = torch.rand(inputs_per_step, c, h, w, generator=torch.Generator().manual_seed(seed)).to(device)
     segments = grid_segments(images[:1], n_segments)
 
-    def explain() -> Any:
+    def explain() -> Explanation:
         exp = explain_image(model, images, segments=segments, n_samples=n_samples, generator=seed)
         exp.coef.sum().item()
         return exp
@@ -134,7 +177,7 @@ def bench(
     explain()
     times = [timed(explain, device) for _ in range(reps)]
     engine_chunk = int(exp.meta["batch_size"])
-    rows = batch * n_samples
+    rows = inputs_per_step * n_samples
     floors: dict[int, float] = {}
     for chunk in sorted({min(ch, rows) for ch in (*CHUNKS[device.type], engine_chunk)}):
         run = floor_fn(model, shape, rows, chunk, device, dtype)
@@ -142,12 +185,12 @@ def bench(
         floors[chunk] = statistics.median(timed(run, device) for _ in range(reps))
     best = min(floors, key=floors.__getitem__)
     seconds = statistics.median(times)
-    return dict(
+    return Figures(
         device=device_name(device),
         device_type=device.type,
         torch=torch.__version__,
         input_shape=list(shape),
-        batch=batch,
+        batch=inputs_per_step,
         n_samples=n_samples,
         rows=rows,
         n_features=int(exp.n_features[0]),
@@ -158,7 +201,7 @@ def bench(
         floor_chunk=best,
         floor_seconds=floors[best],
         ratio=seconds / floors[best],
-        explanations_per_second=batch / seconds,
+        explanations_per_second=inputs_per_step / seconds,
         rows_per_second=rows / seconds,
     )
 
@@ -175,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             res = bench(
                 model,
                 tuple(args.input_shape),
-                args.batch,
+                args.inputs_per_step,
                 args.n_samples,
                 args.n_segments,
                 args.reps,
@@ -184,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
             )
     except Exception as err:  # noqa: BLE001 - whatever the user's model raises becomes one line
         raise model_failure(err, f"inputs of shape {tuple(args.input_shape)}") from None
-    res.update(model=args.model, warnings=notes)
+    res["model"], res["warnings"] = args.model, notes
     print(
         f"{args.model} on {res['device']}: {res['batch']} input(s) x {res['n_samples']} samples = {res['rows']} "
         f"rows, {res['n_features']} grid segments"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import torch
 
-from torchlime.cli._args import int_at_least
-from torchlime.image.demo import run_demo
+from torchlime.cli._args import Parser, int_at_least
+from torchlime.demo.run import run_demo
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``demo`` command's options."""
     demo = sub.add_parser("demo", help="explain held-out images of the embedded model, write PNGs and a JSON summary")
     demo.add_argument("--out", type=Path, default=Path("torchlime_demo"), help="output folder (default: %(default)s)")

@@ -16,13 +16,15 @@ import functools
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Optional, TypedDict
 
 import torch
+from torch import nn
 
-from torchlime.cli._args import explain_args, image_args, int_at_least, model_args
+from torchlime.cli._args import Parser, explain_args, image_args, int_at_least, model_args
 from torchlime.cli._common import (
     CliError,
+    Target,
     check_top_k,
     collected_warnings,
     grid_segments,
@@ -45,11 +47,11 @@ from torchlime.cli._inputs import (
     tokenize_with_vocab,
 )
 from torchlime.cli._model import load_model
-from torchlime.cli._write import Group, has_matplotlib, write_group
+from torchlime.cli._write import Group, Record, has_matplotlib, write_group
 from torchlime.engine.explanation import Explanation
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``explain`` command's options."""
     p = sub.add_parser(
         "explain",
@@ -63,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--top-k", type=int_at_least(1), default=3, help="features shown and listed per input (default: %(default)s)"
     )
-    p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: measured)")
+    p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: the engine's rule)")
     image_args(p)
     p.add_argument("--sample-rate", type=int_at_least(1), help="audio: the rate the model expects (never resampled)")
     p.add_argument(
@@ -97,7 +99,18 @@ def _run_model(fn: Callable[[], Explanation], what: str) -> Explanation:
         raise model_failure(err, what) from None
 
 
-def _common(args: argparse.Namespace, target: Any, positions: list[int], device: torch.device) -> dict[str, Any]:
+class _Options(TypedDict):
+    """The options every front door of ``explain`` gets from the command line."""
+
+    n_samples: int
+    target: Target
+    generator: int
+    batch_size: Optional[int]
+    softmax: bool
+    index: torch.Tensor
+
+
+def _common(args: argparse.Namespace, target: Target, positions: list[int], device: torch.device) -> _Options:
     return dict(
         n_samples=args.n_samples,
         target=target,
@@ -116,7 +129,7 @@ def _groups(items: list[torch.Tensor]) -> dict[tuple[int, ...], list[int]]:
 
 
 def explain_images(
-    model: Any, args: argparse.Namespace, paths: list[Path], target: Any, device: torch.device
+    model: nn.Module, args: argparse.Namespace, paths: list[Path], target: Target, device: torch.device
 ) -> list[Group]:
     """Segment every group of equal-size images, check ``--top-k``, then explain each group."""
     from torchlime.image import explain_image
@@ -152,7 +165,7 @@ def explain_images(
 
 
 def explain_audio(
-    model: Any, args: argparse.Namespace, paths: list[Path], target: Any, device: torch.device
+    model: nn.Module, args: argparse.Namespace, paths: list[Path], target: Target, device: torch.device
 ) -> list[Group]:
     """Read the WAVs (one sample rate, never resampled), then explain each group of one length."""
     from torchlime.audio import explain_waveform
@@ -198,7 +211,7 @@ def explain_audio(
 
 
 def explain_texts(
-    model: Any, args: argparse.Namespace, paths: list[Path], target: Any, device: torch.device
+    model: nn.Module, args: argparse.Namespace, paths: list[Path], target: Target, device: torch.device
 ) -> list[Group]:
     """Tokenise every text into one padded batch and explain it over words (or tokens)."""
     from torchlime.text import explain_tokens
@@ -250,12 +263,13 @@ def run(args: argparse.Namespace) -> int:
         seconds = time.perf_counter() - t0
     keep = tuple(Path(f) for f in (args.model, args.weights) if f is not None)
     names = unique_stems(paths, Path(args.out), keep)
-    records: list[dict[str, Any]] = [{} for _ in paths]
+    written: dict[int, Record] = {}
     with output_folder(args.out) as out, collected_warnings(notes):
         for g in groups:
             for j, k in enumerate(g.positions):
-                records[k] = write_group(modality, out, g, j, names[k], args)
-                records[k]["file"] = str(paths[k])
+                written[k] = write_group(modality, out, g, j, names[k], args)
+                written[k]["file"] = str(paths[k])
+        records = [written[k] for k in range(len(paths))]  # the groups' positions cover every input once
         summary = dict(
             command="explain",
             model=args.model,

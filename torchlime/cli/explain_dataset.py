@@ -6,7 +6,8 @@ path. The images go through ``torchlime.dataset.explain_dataset`` with ``explain
 results are safetensors shards plus ``index.json`` in DIR (``torchlime.dataset.load_results(DIR)``
 reads them), and running the same command again after an interruption computes only the missing
 shards. ``DIR/dataset.json`` maps the global index of every input back to its file and class.
-By default every image is explained for its own label (``--target label``).
+By default every image is explained for its own label (``--target label``). ``--inputs-per-step``
+images go to one explanation call, ``--batch-size`` rows to one model call (as in ``explain``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,23 @@ import functools
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Callable, Optional, TypedDict, Union
 
 import torch
 
-from torchlime.cli._args import explain_args, image_args, int_at_least, memory, model_args
+from torchlime.cli._args import (
+    Announced,
+    Parser,
+    explain_args,
+    image_args,
+    int_at_least,
+    memory,
+    model_args,
+    renamed_flag,
+)
 from torchlime.cli._common import (
     CliError,
+    Target,
     collected_warnings,
     grid_segments,
     normalization,
@@ -33,8 +44,14 @@ from torchlime.cli._common import (
 from torchlime.cli._inputs import EXTENSIONS, read_image
 from torchlime.cli._model import load_model
 
+#: printed when ``--batch-size`` is given: it meant images per explanation call before 0.2.0
+CHANGED_BATCH_SIZE = (
+    "note: --batch-size is rows per model call (the engine's batch size, as in `torchlime explain`); "
+    "images per explanation call, which --batch-size meant before 0.2.0, are --inputs-per-step"
+)
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``explain-dataset`` command's options."""
     p = sub.add_parser(
         "explain-dataset",
@@ -45,9 +62,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="result folder (run again to resume)")
     explain_args(p, "label", "label (each image's class, default), top, a class index, topK or all")
     p.add_argument(
-        "--batch-size", type=int_at_least(1), default=32, help="images per explanation call (default: %(default)s)"
+        "--inputs-per-step",
+        type=int_at_least(1),
+        default=32,
+        help="images per explanation call (default: %(default)s)",
     )
-    p.add_argument("--model-batch-size", type=int_at_least(1), help="rows per model call (default: measured)")
+    p.add_argument(
+        "--batch-size",
+        type=int_at_least(1),
+        action=Announced,
+        note=CHANGED_BATCH_SIZE,
+        help="rows per model call (default: the engine's rule)",
+    )
+    renamed_flag(p, "--model-batch-size", "--batch-size", type=int_at_least(1))
     p.add_argument(
         "--shard-size", type=int_at_least(1), default=1024, help="explanations per shard file (default: %(default)s)"
     )
@@ -58,7 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(parser=p)
 
 
-class ImageFolderFiles(torch.utils.data.Dataset):
+class ImageFolderFiles(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     """The images of an ImageFolder tree as ``(image (C, H, W) in [0, 1], label)`` pairs.
 
     Args:
@@ -99,6 +126,17 @@ class ImageFolderFiles(torch.utils.data.Dataset):
         return x, label
 
 
+class _Options(TypedDict, total=False):
+    """The options of ``explain_image`` the command line sets."""
+
+    n_samples: int
+    target: Target
+    softmax: bool
+    segments: Union[str, Callable[[torch.Tensor], torch.Tensor]]
+    n_segments: int
+    normalize: tuple[tuple[float, ...], tuple[float, ...]]
+
+
 def _finished_shards(out: Path) -> bool:
     return out.is_dir() and any(out.glob("shard-*.safetensors"))
 
@@ -113,17 +151,18 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out} is a file, not a folder")
     model, _ = load_model(args.model, args.weights, device)
     data = ImageFolderFiles(Path(args.folder), args.channels, tuple(args.size) if args.size else None)
-    kwargs: dict[str, Any] = dict(n_samples=args.n_samples, target=target, softmax=args.softmax)
+    kwargs: _Options = dict(n_samples=args.n_samples, target=target, softmax=args.softmax)
     if args.segments == "grid":
         kwargs["segments"] = functools.partial(grid_segments, n_segments=args.n_segments)
     else:
-        kwargs.update(segments=args.segments, n_segments=args.n_segments)
-    if normalization(args) is not None:
-        kwargs["normalize"] = normalization(args)
-    source: Any = (
+        kwargs["segments"], kwargs["n_segments"] = args.segments, args.n_segments
+    normalize = normalization(args)
+    if normalize is not None:
+        kwargs["normalize"] = normalize
+    source: Union[ImageFolderFiles, torch.utils.data.DataLoader[tuple[torch.Tensor, int]]] = (
         data
         if not args.workers
-        else torch.utils.data.DataLoader(data, batch_size=args.batch_size, num_workers=args.workers)
+        else torch.utils.data.DataLoader(data, batch_size=args.inputs_per_step, num_workers=args.workers)
     )
     created = not args.out.exists()
     notes: list[str] = []
@@ -133,13 +172,13 @@ def run(args: argparse.Namespace) -> int:
                 model,
                 source,
                 args.out,
-                batch_size=args.batch_size,
+                inputs_per_step=args.inputs_per_step,
                 shard_size=args.shard_size,
                 generator=args.seed,
                 progress=not args.no_progress,
                 max_memory=args.max_memory,
                 device=device,
-                model_batch_size=args.model_batch_size,
+                model_batch_size=args.batch_size,
                 **kwargs,
             )
     except BaseException:

@@ -18,15 +18,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from types import ModuleType
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 from torchlime.cli import bench, demo, explain, explain_dataset
 from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error
 
+
+
+class Command(Protocol):
+    """A command's module: ``add_parser(sub)`` adds its options, ``run(args)`` runs it."""
+
+    def add_parser(self, sub: argparse._SubParsersAction[Parser]) -> None:
+        """Add the command's parser and options to ``sub``."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the command; returns the exit code."""
+
+
 #: command name -> its module (``add_parser(sub)`` and ``run(args) -> exit code``), in ``--help`` order
-COMMANDS: dict[str, ModuleType] = {"demo": demo, "explain": explain, "explain-dataset": explain_dataset, "bench": bench}
+COMMANDS: dict[str, Command] = {"demo": demo, "explain": explain, "explain-dataset": explain_dataset, "bench": bench}
 
 
 def build_parser() -> argparse.ArgumentParser:

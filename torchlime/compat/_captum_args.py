@@ -12,7 +12,7 @@ import contextlib
 import numbers
 import re
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator, Optional, Union, cast
 
 import numpy as np
 import torch
@@ -35,11 +35,17 @@ ERRORS = (
 _DTYPE_REFUSAL = re.compile(r"dtype|scalar type")
 
 
+#: a fill of one input as the engine takes it: a bool (bool inputs), a number, or a broadcastable tensor
+CaptumFill = Union[bool, float, torch.Tensor]
+#: a checked ``target``: None, one column for every example, or a long (bsz,) column per example
+CaptumTarget = Optional[Union[int, torch.Tensor]]
+
+
 class TargetError(ValueError, AssertionError):
     """A ``target`` captum cannot attribute: a ``ValueError``, and captum's own ``AssertionError`` type."""
 
 
-def check_inputs(inputs: Any) -> tuple[tuple[torch.Tensor, ...], bool]:
+def check_inputs(inputs: object) -> tuple[tuple[torch.Tensor, ...], bool]:
     """Captum's ``inputs``: a tensor or a non-empty tuple of tensors, (bsz, ...) with bsz >= 1, finite.
 
     Args:
@@ -53,13 +59,13 @@ def check_inputs(inputs: Any) -> tuple[tuple[torch.Tensor, ...], bool]:
         ValueError: a 0-d tensor, an empty batch, tensors of different batch sizes, NaN/inf values.
     """
     is_tuple = isinstance(inputs, tuple)
-    tensors = tuple(inputs) if is_tuple else (inputs,)
-    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+    given: tuple[object, ...] = tuple(inputs) if isinstance(inputs, tuple) else (inputs,)
+    if not given or not all(isinstance(t, torch.Tensor) for t in given):
         raise TypeError(
             f"`inputs` must be a tensor or a tuple of tensors (torch.as_tensor(...) turns arrays into one), "
             f"got {describe(inputs)}"
         )
-    tensors = tuple(t.detach() for t in tensors)
+    tensors = tuple(t.detach() for t in cast("tuple[torch.Tensor, ...]", given))  # tensors, as just checked
     if any(t.ndim == 0 for t in tensors):
         raise ValueError(f"`inputs` must be batches (bsz, ...) with a batch dim, got shapes {_shapes(tensors)}")
     bsz = tensors[0].shape[0]
@@ -73,7 +79,7 @@ def check_inputs(inputs: Any) -> tuple[tuple[torch.Tensor, ...], bool]:
     return tensors, is_tuple
 
 
-def check_target(target: Any, bsz: int) -> Any:
+def check_target(target: object, bsz: int) -> CaptumTarget:
     """Captum's ``target`` as the engine takes it: None, an int, or a long (bsz,) tensor of per-example columns.
 
     Args:
@@ -118,7 +124,7 @@ def check_target(target: Any, bsz: int) -> Any:
     return int(values[0]) if values.numel() == 1 else values.long()
 
 
-def feature_masks(feature_mask: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], int]:
+def feature_masks(feature_mask: object, tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], int]:
     """Long masks per tensor, (1 or bsz, ...), and M = the largest id + 1 (captum's numbering), M >= 2.
 
     Args:
@@ -141,13 +147,13 @@ def feature_masks(feature_mask: Any, tensors: tuple[torch.Tensor, ...]) -> tuple
             offset += n
         _enough(offset, "inputs", "elements per example (one feature each)")
         return tuple(masks), offset
-    given = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
+    given: tuple[object, ...] = feature_mask if isinstance(feature_mask, tuple) else (feature_mask,)
     if len(given) != len(tensors) or not all(isinstance(mk, torch.Tensor) for mk in given):
         raise TypeError(
             f"`feature_mask` must be a tensor or a tuple of {len(tensors)} tensors, got {describe(feature_mask)}"
         )
     masks_l = []
-    for i, (mk, t) in enumerate(zip(given, tensors)):
+    for i, (mk, t) in enumerate(zip(cast("tuple[torch.Tensor, ...]", given), tensors)):  # tensors, as checked
         if mk.dtype.is_floating_point or mk.dtype.is_complex or mk.dtype == torch.bool:
             raise TypeError(f"`feature_mask` must hold integer feature ids (e.g. torch.long), got {describe(mk)}")
         mk = mk.unsqueeze(0) if mk.ndim == t.ndim - 1 else mk
@@ -182,7 +188,7 @@ def _shapes(tensors: tuple[torch.Tensor, ...]) -> list[tuple[int, ...]]:
     return [tuple(t.shape) for t in tensors]
 
 
-def fills(baselines: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+def fills(baselines: object, tensors: tuple[torch.Tensor, ...]) -> tuple[CaptumFill, ...]:
     """Captum's ``baselines`` as the engine's fills: a number or a tensor per input.
 
     Args:
@@ -199,10 +205,10 @@ def fills(baselines: Any, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
     """
     if baselines is None:
         return tuple(False if t.dtype == torch.bool else 0.0 for t in tensors)
-    given = baselines if isinstance(baselines, tuple) else (baselines,)
+    given: tuple[object, ...] = baselines if isinstance(baselines, tuple) else (baselines,)
     if len(given) != len(tensors):
         raise ValueError(f"`baselines` must have one entry per input ({len(tensors)}), got {len(given)}")
-    out: list[Any] = []
+    out: list[CaptumFill] = []
     for i, (b, t) in enumerate(zip(given, tensors)):
         if isinstance(b, (bool, np.bool_)):
             out.append(bool(b))
@@ -245,7 +251,9 @@ def refused_dtype(tensors: tuple[torch.Tensor, ...]) -> Iterator[None]:
         raise
 
 
-def probe(forward: Callable[..., Any], tensors: tuple[torch.Tensor, ...], extra: tuple[Any, ...], target: Any) -> bool:
+def probe(
+    forward: Callable[..., object], tensors: tuple[torch.Tensor, ...], extra: tuple[object, ...], target: CaptumTarget
+) -> bool:
     """Captum's probe call on the unperturbed batch: does ``forward_func`` return one value for the whole batch?
 
     Floating inputs take the model's floating dtype (torchlime's rule, as in every sample later).

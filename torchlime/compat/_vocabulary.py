@@ -15,7 +15,7 @@ import re
 import sys
 import warnings
 from types import FrameType
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from torchlime._checks import check_positive_int
 from torchlime.engine.quality import UnreliableExplanationWarning
@@ -129,7 +129,7 @@ def speaking(
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def check_count(value: Any, name: str, minimum: int, why: str) -> int:
+def check_count(value: object, name: str, minimum: int, why: str) -> int:
     """An int (not a bool) of at least ``minimum``.
 
     Args:

@@ -24,6 +24,8 @@ import torch
 from torchlime._checks import describe
 from torchlime.compat._captum_args import (
     ERRORS,
+    CaptumFill,
+    CaptumTarget,
     TargetError,
     check_inputs,
     check_target,
@@ -43,7 +45,7 @@ TensorOrTuple = Union[torch.Tensor, tuple[torch.Tensor, ...]]
 _INF_WEIGHT = 1e6  # captum's KernelShap weight of the all-on and all-off coalitions
 
 
-def _surrogate(model: Any) -> Surrogate:
+def _surrogate(model: object) -> Surrogate:
     """Torchlime's surrogate for captum's ``interpretable_model`` (None: captum's ``SkLearnLasso(alpha=0.01)``)."""
     if model is None:
         return Lasso(alpha=0.01)
@@ -64,7 +66,10 @@ def _surrogate(model: Any) -> Surrogate:
 
 
 def _kernel(similarity_func: Any) -> ExponentialKernel:
-    """Torchlime's input-space kernel for captum's ``similarity_func`` (None: cosine, width 1)."""
+    """Torchlime's input-space kernel for captum's ``similarity_func`` (None: cosine, width 1).
+
+    ``similarity_func`` is read as a Python function (its ``__closure__``), whatever it is.
+    """
     if similarity_func is None:
         return ExponentialKernel(width=1.0, distance="cosine", space="input")
     cells = dict(
@@ -88,7 +93,7 @@ class _Attribution:
 
     name = "Lime"
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
+    def __init__(self, forward_func: Callable[..., object]) -> None:
         if not callable(forward_func):
             raise TypeError(f"`forward_func` must be callable, got {describe(forward_func)}")
         self.forward_func = forward_func
@@ -128,9 +133,9 @@ class _Attribution:
     def attribute(
         self,
         inputs: TensorOrTuple,
-        baselines: Any = None,
-        target: Any = None,
-        additional_forward_args: Any = None,
+        baselines: object = None,
+        target: object = None,
+        additional_forward_args: object = None,
         feature_mask: Optional[TensorOrTuple] = None,
         n_samples: int = 25,
         perturbations_per_eval: int = 1,
@@ -185,18 +190,18 @@ class _Attribution:
         bsz = tensors[0].shape[0]
         n_samples = check_count(n_samples, "n_samples", 2, "a surrogate needs at least 2 samples")
         ppe = check_count(perturbations_per_eval, "perturbations_per_eval", 1, "rows per forward_func call")
-        target = check_target(target, bsz)
+        checked = check_target(target, bsz)
         masks, m = feature_masks(feature_mask, tensors)
         baseline = fills(baselines, tensors)
         extra = () if additional_forward_args is None else additional_forward_args
         extra = extra if isinstance(extra, tuple) else (extra,)
-        whole = probe(self.forward_func, tensors, extra, target) if bsz > 1 or target is None else False
+        whole = probe(self.forward_func, tensors, extra, checked) if bsz > 1 or checked is None else False
         if whole and ppe != 1:
             raise ValueError("`perturbations_per_eval` must be 1 when forward_func returns one value per batch")
         examples = 1 if whole else bsz
         z = torch.stack([self._draw_and_fit_draws(n_samples, m) for _ in range(examples)])  # (E, S, M) captum's
         with speaking(ERRORS, self.advice, per_input=True), refused_dtype(tensors):
-            coef = self._fit(tensors, masks, baseline, extra, target, z, whole, ppe, show_progress)
+            coef = self._fit(tensors, masks, baseline, extra, checked, z, whole, ppe, show_progress)
         if not return_input_shape:
             return coef.float().cpu()
         painted = tuple(_paint(coef, mk, t, whole) for mk, t in zip(masks, tensors))
@@ -214,9 +219,9 @@ class _Attribution:
         self,
         tensors: tuple[torch.Tensor, ...],
         masks: tuple[torch.Tensor, ...],
-        fills: tuple[Any, ...],
-        extra: tuple[Any, ...],
-        target: Any,
+        fills: tuple[CaptumFill, ...],
+        extra: tuple[object, ...],
+        target: CaptumTarget,
         z: torch.Tensor,
         whole: bool,
         ppe: int,
@@ -224,7 +229,7 @@ class _Attribution:
     ) -> torch.Tensor:
         examples, n, m = z.shape
         dev = tensors[0].device
-        model: Callable[..., Any] = self.forward_func
+        model: Callable[..., object] = self.forward_func
         if whole:  # the whole batch is one example: one row = one perturbed batch
             bsz = tensors[0].shape[0]
             forward, add, k = self.forward_func, extra, len(tensors)
@@ -294,10 +299,10 @@ class Lime(_Attribution):
 
     def __init__(
         self,
-        forward_func: Callable[..., Any],
-        interpretable_model: Any = None,
-        similarity_func: Any = None,
-        perturb_func: Any = None,
+        forward_func: Callable[..., object],
+        interpretable_model: object = None,
+        similarity_func: object = None,
+        perturb_func: object = None,
     ) -> None:
         super().__init__(forward_func)
         if perturb_func is not None:
@@ -327,7 +332,7 @@ class KernelShap(_Attribution):
 
     advice = dict(_Attribution.advice, poor_fit=None, few_samples=None)  # the engine's kernel is not KernelShap's
 
-    def __init__(self, forward_func: Callable[..., Any]) -> None:
+    def __init__(self, forward_func: Callable[..., object]) -> None:
         super().__init__(forward_func)
         self.surrogate = Ridge(alpha=0.0, dtype=torch.float64)
         self.kernel = ExponentialKernel(width=1.0, distance="hamming")  # unused: weights are set from the masks
@@ -338,10 +343,10 @@ class KernelShap(_Attribution):
         k = torch.arange(m, dtype=torch.float64)
         probs = torch.tensor(m - 1) / (k * (m - k))
         probs[0] = 0.0
-        sizes = torch.distributions.Categorical(probs)
+        sizes: Callable[[], torch.Tensor] = torch.distributions.Categorical(probs).sample  # untyped in torch
         rows = [torch.ones(1, m), torch.zeros(1, m)][:n]
         for _ in range(n - 2):  # captum's per-sample stream: a coalition size, then normals whose k largest win
-            size = int(sizes.sample())
+            size = int(sizes())
             r = torch.randn(1, m)
             rows.append((r > torch.kthvalue(r, m - size).values.item()).float())
         return torch.cat(rows)

@@ -4,14 +4,14 @@
   ``len`` and ``[i]``; a tuple ``(inputs (N, ...), labels (N, ...), ...)`` of tensors whose
   second has fewer dimensions than the first is their ``TensorDataset``): input ``i`` has
   global index ``i``. It is read in batches of
-  ``batch_size`` consecutive indices that never cross a shard's edge (so a shard's batches
+  ``inputs_per_step`` consecutive indices that never cross a shard's edge (so a shard's batches
   are the same whatever was finished before or which rank explains it), collated with
   ``default_collate``.
 * A ``DataLoader`` over a map-style data set with a sequential sampler (``shuffle=False``,
   the default): the same, with the loader's own batch size, ``drop_last``, ``collate_fn``,
   workers and pinning; the global index is the index in ``loader.dataset``.
 * Any other ``DataLoader`` (an ``IterableDataset``, a custom sampler or batch sampler), or an
-  ``IterableDataset`` (batched by ``batch_size``): the global index is the input's position
+  ``IterableDataset`` (batched by ``inputs_per_step``): the global index is the input's position
   in the order the loader yields inputs (batch k's row j: the number of inputs in batches
   0..k-1, plus j). That order must be the same on every run and every rank; the whole loader
   is read by every rank and rows of other ranks' or finished shards are dropped.
@@ -71,18 +71,18 @@ class Source:
     Args:
         data: a torch Dataset, a DataLoader, an IterableDataset, a sized indexable (tensor, list) or a
             tuple of tensors ``(inputs (N, ...), labels (N,), ...)``.
-        batch_size: inputs per batch (a DataLoader's own batch size takes precedence).
+        inputs_per_step: inputs per batch (a DataLoader's own batch size takes precedence).
 
     Attributes:
         n_inputs: N, the number of inputs, or None when the data have no length.
         seen: inputs counted while reading (the generic path learns N this way).
     """
 
-    def __init__(self, data: Any, batch_size: int) -> None:
+    def __init__(self, data: Any, inputs_per_step: int) -> None:
         self.loader: Optional[DataLoader] = None
         self.dataset: Any = None
         self.template: Optional[DataLoader] = None
-        self.batch_size, self.drop_last = batch_size, False
+        self.inputs_per_step, self.drop_last = inputs_per_step, False
         self.seen = 0
         if (
             isinstance(data, tuple)
@@ -95,7 +95,7 @@ class Source:
         if isinstance(data, DataLoader):
             self._from_loader(data)
         elif isinstance(data, IterableDataset):
-            self.loader = DataLoader(data, batch_size=batch_size)
+            self.loader = DataLoader(data, batch_size=inputs_per_step)
         elif hasattr(data, "__len__") and hasattr(data, "__getitem__"):
             self.dataset = data
         else:
@@ -129,7 +129,7 @@ class Source:
         )
         if plain:
             assert isinstance(bs, BatchSampler)  # checked above: plain is its exact type
-            self.dataset, self.batch_size, self.drop_last = loader.dataset, bs.batch_size, bs.drop_last
+            self.dataset, self.inputs_per_step, self.drop_last = loader.dataset, bs.batch_size, bs.drop_last
             self.template = loader
         else:
             self.loader = loader
@@ -139,7 +139,7 @@ class Source:
         if self.dataset is None:
             return None
         n = len(self.dataset)
-        return n - n % self.batch_size if self.drop_last else n
+        return n - n % self.inputs_per_step if self.drop_last else n
 
     def first_input(self) -> Optional[torch.Tensor]:
         """Input 0 of map-style data, collated as its batches are.
@@ -171,10 +171,10 @@ class Source:
         n = self.n_inputs
         assert n is not None  # a map-style source has a length
         plan = [
-            list(range(lo, min(lo + self.batch_size, stop)))
+            list(range(lo, min(lo + self.inputs_per_step, stop)))
             for k in shards
             for stop in [min(n, (k + 1) * shard_size)]
-            for lo in range(k * shard_size, stop, self.batch_size)
+            for lo in range(k * shard_size, stop, self.inputs_per_step)
         ]
         if not plan:
             return

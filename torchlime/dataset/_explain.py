@@ -2,7 +2,7 @@
 
 Every input's explanation depends only on the seed and its global index (the engine's
 ``index=``: masks and random fills are hashes of (seed, index, sample, feature)), so the
-results do not depend on the batch size, the sharding, the number of processes or
+results do not depend on the inputs per step, the rows per model call, the sharding, the number of processes or
 interruptions. The data are read in batches (``_data``), explained by ``explain_fn``, gathered
 per shard and written as safetensors files with an ``index.json`` (``_store``); ``load_results``
 reads them back (``_results``); under ``torchrun`` shard k goes to rank k % world_size
@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union, cast
 
 import torch
 from tqdm.auto import tqdm
 
 from torchlime._checks import check_positive_int, describe
+from torchlime._deprecate import renamed
 from torchlime.dataset._data import Source
 from torchlime.dataset._describe import describe_model, describe_value, fingerprint, input_fingerprint
 from torchlime.dataset._distributed import Context, context, place
 from torchlime.dataset._lock import FolderLock, new_run_id
+from torchlime.dataset._modality_run import ModalityRun
 from torchlime.dataset._scan import OPTIONAL, REQUIRED, clean_temporary, collect, pad_targets, shard_range
 from torchlime.dataset._store import Store, environment, hook
+from torchlime.engine.config import Call, field_names
+from torchlime.engine.explainer import Explainer, ModalitySpec, configure
 from torchlime.engine.explanation import Explanation
 from torchlime.image import explain_image
 from torchlime.stages.forward.chunking import check_max_memory
@@ -36,7 +40,7 @@ def _check(
     model: Any,
     out: Any,
     explain_fn: Any,
-    batch_size: Any,
+    inputs_per_step: Any,
     shard_size: Any,
     generator: Any,
     progress: Any,
@@ -49,7 +53,7 @@ def _check(
         raise TypeError(f"`out` must be a folder path (str or os.PathLike), got {describe(out)}")
     if not callable(explain_fn):
         raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
-    check_positive_int(batch_size, "batch_size")
+    check_positive_int(inputs_per_step, "inputs_per_step")
     check_positive_int(shard_size, "shard_size")
     if isinstance(generator, bool) or not isinstance(generator, int):
         raise TypeError(
@@ -66,13 +70,16 @@ def _check(
         raise ValueError("`index` must not be given: explain_dataset passes each input's global index itself")
 
 
+@renamed(batch_size="inputs_per_step")
 def explain_dataset(
     model: Any,
     data: Any,
     out: Union[str, os.PathLike],
     *,
-    explain_fn: Callable[..., Explanation] = explain_image,
-    batch_size: int = 32,
+    explain_fn: Optional[Callable[..., Explanation]] = None,
+    explainer: Optional[Explainer] = None,
+    modality: object = None,
+    inputs_per_step: int = 32,
     shard_size: int = 1024,
     generator: int = 0,
     progress: bool = True,
@@ -94,23 +101,33 @@ def explain_dataset(
     Args:
         model: the explained model (an ``nn.Module`` is moved to ``device`` if it is elsewhere).
         data: a map-style ``Dataset`` (or tensor, list) yielding inputs or (inputs, labels)
-            tuples, read in batches of ``batch_size`` without shuffling (global index: the
+            tuples, read in batches of ``inputs_per_step`` without shuffling (global index: the
             dataset index); a ``DataLoader`` (its batching is kept; global index: the dataset
             index with a sequential sampler, else the input's position in the loader's order,
             which must be the same on every run); an ``IterableDataset`` (position in its order).
             A shuffling or distributed sampler is refused. See ``torchlime.dataset._data``.
         out: the result folder (created; an existing one of the same run is resumed).
-        explain_fn: ``torchlime.image.explain_image`` (default), ``torchlime.explain`` (pass
-            ``features=``), ``explain_spectrogram``, ... or any ``fn(model, inputs, *, index,
-            generator, max_memory, **explain_kwargs) -> Explanation``.
-        batch_size: inputs per ``explain_fn`` call for a Dataset (a DataLoader keeps its own).
+        explain_fn: None (``explainer`` and ``modality``; without them,
+            ``torchlime.image.explain_image``), or any ``fn(model, inputs, *, index, generator,
+            max_memory, **explain_kwargs) -> Explanation`` (``torchlime.explain`` with ``features=``,
+            ``explain_spectrogram``, ...).
+        explainer: how to explain (``torchlime.Explainer``); None with a ``modality``: one made of the
+            ``Config`` fields among ``explain_kwargs``.
+        modality: the input kind (``torchlime.Images(...)``, ``Spectrograms(...)``, ``Series(...)``,
+            ...) or a feature map, as ``Explainer.explain`` takes it; ``explain_kwargs`` are then the
+            ``Call`` fields (n_samples, target, ...).
+        inputs_per_step: inputs per ``explain_fn`` call for a Dataset (a DataLoader keeps its own
+            batches). Formerly ``batch_size=``, which still means this (not rows per model call) while it
+            is deprecated, with a ``DeprecationWarning``.
         shard_size: inputs per shard file (the last shard fewer).
         generator: int seed of every mask and random fill.
         progress: a tqdm bar of explanations per second (under torchrun: rank 0's, over its shards).
         max_memory: CUDA memory budget of a chunk (bytes, or a fraction of the device), passed on.
         device: where to explain; None: ``cuda:LOCAL_RANK`` under torchrun with CUDA, else the
             model's device.
-        model_batch_size: rows per model call (the engine's ``batch_size``); None measures it.
+        model_batch_size: rows per model call, passed to ``explain_fn`` as the engine's ``batch_size``
+            (None: the engine's rule). It takes the engine's name, ``batch_size=``, once the deprecated
+            ``batch_size=`` (inputs per step) is removed; until then it is the way to set rows per call.
         **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, ...);
             ``target="label"`` explains the label each input comes with. They are recorded in
             ``index.json`` as plain data, and a resumed run with other ones is refused.
@@ -129,16 +146,24 @@ def explain_dataset(
         >>> feats = torch.arange(16).view(1, 1, 4, 4) // 2       # 8 features: pairs of pixels
         >>> with tempfile.TemporaryDirectory() as out:
         ...     _ = explain_dataset(model, images, out, explain_fn=torchlime.explain, features=feats,
-        ...                         n_samples=64, batch_size=4, shard_size=8, progress=False)
+        ...                         n_samples=64, inputs_per_step=4, shard_size=8, progress=False)
         ...     res = torchlime.dataset.load_results(out)
         ...     print(len(res), sorted(p.name for p in Path(out).iterdir()), res.coef.shape)
         10 ['index.json', 'shard-000000.safetensors', 'shard-000001.safetensors'] torch.Size([10, 1, 8])
     """
-    _check(model, out, explain_fn, batch_size, shard_size, generator, progress, model_batch_size, explain_kwargs)
-    batch_size, shard_size = int(batch_size), int(shard_size)  # NumPy integers too (they are JSON arguments)
+    if explainer is not None or modality is not None:
+        if explain_fn is not None:
+            raise TypeError("pass `explain_fn` or `explainer` / `modality`, not both")
+        explainer, call = configure(explainer, explain_kwargs, "explain_dataset")
+        explain_kwargs = {k: getattr(call, k) for k in explain_kwargs if k in field_names(Call)}
+        explain_fn = ModalityRun(explainer, cast(ModalitySpec, modality))
+    elif explain_fn is None:
+        explain_fn = explain_image
+    _check(model, out, explain_fn, inputs_per_step, shard_size, generator, progress, model_batch_size, explain_kwargs)
+    inputs_per_step, shard_size = int(inputs_per_step), int(shard_size)  # NumPy integers too (JSON arguments)
     model_batch_size = None if model_batch_size is None else int(model_batch_size)
     max_memory = check_max_memory(max_memory)
-    source = Source(data, batch_size)
+    source = Source(data, inputs_per_step)
     ctx = context(model, device)
     try:
         model = place(model, ctx.device)

@@ -17,12 +17,12 @@ import hashlib
 import json
 import struct
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal, Mapping
 
 import torch
 from safetensors.torch import save
 
-DIGEST = "sha256"
+DIGEST: Final = "sha256"
 Status = Literal["ok", "damaged", "unverified"]
 
 
@@ -115,7 +115,7 @@ def read_header(path: Path, verify: bool) -> tuple[Status, dict[str, Any], str]:
     return "ok", header, actual
 
 
-def index_digest(info: dict[str, Any]) -> str:
+def index_digest(info: Mapping[str, object]) -> str:
     """The SHA-256 of an index's canonical JSON without its ``sha256`` field."""
     body = {k: v for k, v in info.items() if k != DIGEST}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

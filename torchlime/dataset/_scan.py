@@ -12,7 +12,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Mapping, Optional, TypedDict, Union, cast
 
 import torch
 
@@ -31,6 +31,52 @@ OPTIONAL = ("samples_used", "label", "coef_std", "target_valid")
 HOOK_ENV, HOOK_FILE_ENV = "TORCHLIME_DATASET_HOOK", "TORCHLIME_DATASET_HOOK_FILE"
 SHARD_FILE = re.compile(r"^shard-(\d{6,})\.safetensors$")
 TMP_FILE = re.compile(r"^\.(shard-(\d{6,})\.safetensors|index\.json)\.(.+\.)?tmp$")
+
+
+
+
+class ShardEntry(TypedDict):
+    """A finished shard as ``index.json`` lists it (``shards``), read from its file's header.
+
+    Attributes:
+        shard: its number k.
+        file: its file name.
+        start: the global index of its first input.
+        stop: one past the global index of its last input.
+        n_features_max: F, its feature dim.
+        n_targets: T, its target dim.
+        sha256: the digest its header holds (None: a file of the first format).
+    """
+
+    shard: int
+    file: str
+    start: int
+    stop: int
+    n_features_max: int
+    n_targets: int
+    sha256: Optional[str]
+
+
+class _Scanned(ShardEntry, total=False):
+    """A shard file's entry with the fingerprint of its run (compared, then dropped, by ``collect``)."""
+
+    fingerprint: Optional[str]
+
+
+class IndexInfo(TypedDict, total=False):
+    """``index.json`` (see ``_store``); the first format lacks ``sha256``, a damaged one is rebuilt."""
+
+    format: str
+    arguments: Mapping[str, object]
+    fingerprint: str
+    n_inputs: Optional[int]
+    first_input: Optional[str]
+    shard_size: int
+    n_shards: Optional[int]
+    complete: bool
+    environment: dict[str, Union[str, int]]
+    shards: list[ShardEntry]
+    sha256: str
 
 
 #: fields with a target dim (dim 1) and the value their padded targets take (structured targets: T varies)
@@ -73,7 +119,7 @@ def shard_range(k: int, shard_size: int, n_inputs: Optional[int]) -> tuple[int, 
     return start, start + shard_size if n_inputs is None else min(n_inputs, start + shard_size)
 
 
-def read_index(out: Path) -> dict[str, Any]:
+def read_index(out: Path) -> IndexInfo:
     """``index.json`` of ``out``, its checksum verified.
 
     Raises:
@@ -96,7 +142,7 @@ def read_index(out: Path) -> dict[str, Any]:
         raise ValueError(f"`out` must hold an index of format {FORMAT!r}, got {found!r} in {path}{hint}")
     if info["format"] == FORMAT and info.get(DIGEST) != index_digest(info):
         raise DamagedIndexError(f"{path} is damaged (checksum mismatch); {_REBUILD}")
-    return info
+    return cast(IndexInfo, info)  # an index of a readable format (its checksum verified)
 
 
 _REBUILD = "run explain_dataset again with the same arguments to rebuild it (verified shards are kept)"
@@ -104,7 +150,7 @@ _REBUILD = "run explain_dataset again with the same arguments to rebuild it (ver
 
 def shard_entry(
     path: Path, verify: bool = True, shard_format: str = SHARD_FORMAT
-) -> tuple[Optional[dict[str, Any]], str]:
+) -> tuple[Optional[_Scanned], str]:
     """The index entry of a shard file, read from its header; the whole file is hashed when ``verify``.
 
     Returns:
@@ -118,7 +164,7 @@ def shard_entry(
         return None, f"format {meta.get('format')!r} where {shard_format!r} is expected"
     try:
         coef = header["coef"]["shape"]
-        entry = {
+        entry: _Scanned = {
             "shard": int(meta["shard"]),
             "file": path.name,
             "start": int(meta["start"]),
@@ -141,7 +187,7 @@ def collect(
     owned: Callable[[int], bool] = lambda k: True,
     verify: bool = True,
     shard_format: str = SHARD_FORMAT,
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, ShardEntry]:
     """Finished shards of the run ``fingerprint`` in ``out`` (those ``owned``), by shard number.
 
     A damaged shard file (unreadable, truncated, checksum mismatch) is left out with a warning naming
@@ -150,7 +196,7 @@ def collect(
     Raises:
         ValueError: a shard file of another run, or with the wrong range, is in the folder.
     """
-    found = {}
+    found: dict[int, ShardEntry] = {}
     for name in sorted(os.listdir(out)):
         m = SHARD_FILE.match(name)
         if not m or not owned(int(m.group(1))):

@@ -1,10 +1,11 @@
 """The entry of the engine: ``Explainer`` holds how to explain, ``explain`` explains, ``execute`` runs.
 
-``Explainer(sampler=..., kernel=..., surrogate=..., baseline=..., preset=...)`` is the "how" (the
-configuration, checked when it is made, reusable for any number of calls); its ``.explain(model,
-inputs, features, target=..., n_samples=..., generator=...)`` takes the "what". ``torchlime.explain``
-is the same in one call. Both hand ``execute`` a ``request.Request``, as the modality front doors do,
-and ``execute`` runs the four steps of an explanation, each in a module of its own: ``resolve``
+``Explainer(sampler=..., kernel=..., surrogate=..., baseline=..., preset=...)`` is the "how" (a
+``config.Config``, checked when it is made, reusable for any number of calls); its ``.explain(model,
+inputs, modality, target=..., n_samples=..., generator=...)`` takes the "what" (a ``config.Call``) and
+the input kind (a ``modality.Modality``: ``Images``, ``Words``, ``Series``, ...; a tensor there is a
+feature map). ``torchlime.explain`` is the same in one call. ``execute`` has the modality prepare the
+inputs and runs the four steps of an explanation, each in a module of its own: ``resolve``
 (arguments, presets and names checked and resolved) -> ``plan`` (feature map, masks, fill,
 perturbation, chunk sizes) -> ``run`` (the chunked forward passes and the accumulated normal
 equations) -> ``assemble`` (the fit, the quality check, the ``Explanation``).
@@ -12,30 +13,30 @@ equations) -> ``assemble`` (the fit, the quality check, the ``Explanation``).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union, cast
+from typing import Optional, Sequence, Union
 
 import torch
 
 from torchlime._checks import describe, from_numpy
-from torchlime.accel import ACCELERATE
 from torchlime.engine.assemble import assemble
+from torchlime.engine.config import Call, Config, field_names, pick
 from torchlime.engine.explanation import Explanation
-from torchlime.engine.multi import packed_request
+from torchlime.engine.modality import FeatureMap, Modality
+from torchlime.engine.multi import Packed
 from torchlime.engine.plan import plan
-from torchlime.engine.presets import UNSET, check_preset
-from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
-from torchlime.engine.request import Request
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
-from torchlime.stages.forward.chunking import BatchSize, check_batch_size, check_max_memory
 from torchlime.stages.forward.errors import expecting
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn
-from torchlime.stages.perturb.fills import NAMES
 from torchlime.typing import (
+    UNSET,
     AccelerateMode,
     BaselineSpecs,
+    BatchSize,
     FeatureSpec,
     KernelSpec,
     MemorySpec,
@@ -48,56 +49,55 @@ from torchlime.typing import (
     Seed,
     SurrogateSpec,
     TargetSpec,
+    Unset,
 )
 
+#: what may stand in the modality's place: a modality, or a feature map (one per tensor of a tuple)
+ModalitySpec = Union[Modality, FeatureSpec]
 
-def execute(request: Request) -> Explanation:
-    """Explain ``request``: resolve, plan, run, assemble.
+
+def execute(model: Model, inputs: object, modality: Modality, how: Config, call: Call) -> Explanation:
+    """Explain ``inputs``: the modality prepares them, then resolve, plan, run, assemble.
 
     Args:
-        request: the call, as the front door hands it over.
+        model: the caller's model.
+        inputs: the caller's inputs (numpy arrays already tensors).
+        modality: the input kind.
+        how: the configuration.
+        call: the call.
 
     Returns:
-        The ``Explanation``.
+        The ``Explanation``, with the modality's info record.
     """
-    with expecting(request.input_name, request.inputs):
-        settings = resolve(request)
-        prepared = plan(settings)
-        passes = run_passes(prepared)
-        return assemble(prepared, passes)
+    prepared = modality.prepare(model, inputs, how, call)  # type: ignore[arg-type]
+    with expecting(prepared.input_name, prepared.inputs):
+        settings = resolve(model, prepared)
+        planned = plan(settings)
+        passes = run_passes(planned)
+        explanation = assemble(planned, passes)
+    meta = explanation.meta
+    if prepared.info is not None:
+        meta = {**meta, prepared.info.key: prepared.info.as_plain()}
+    explanation = dataclasses.replace(
+        explanation, info=prepared.info, meta=meta, config=settings.config, call=settings.call
+    )
+    return modality.finish(explanation, prepared)
+
+
+def _as_modality(inputs: object, modality: ModalitySpec, call: Call) -> Modality:
+    """The modality of a call: the one given, else the feature map(s) it stands for."""
+    if isinstance(modality, Modality):
+        return modality
+    # a tuple of tensors (a list of plain values is one malformed input, refused by name later)
+    several = isinstance(inputs, (tuple, list)) and (not inputs or any(isinstance(x, torch.Tensor) for x in inputs))
+    if several or call.additional_forward_args is not None:
+        return Packed(modality)
+    return FeatureMap(modality)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
-class Explainer:
-    """How to explain: the sampler, kernel, surrogate, fill and run settings of LIME calls.
-
-    Every argument is checked when the explainer is made; unset ones take the preset's setting,
-    else the engine's default (Bernoulli(1/2) masks, lime's cosine kernel of width 0.25,
-    ``Ridge(alpha=1)``, a fill of 0), when ``explain`` runs.
-
-    Attributes:
-        sampler: a ``Sampler`` or a name: "bernoulli", "uniform_count", "shapley", "stratified",
-            "antithetic", "sobol".
-        kernel: a ``Kernel``, a float width of lime's kernel, or a name: "lime", "captum",
-            "uniform", or SMILE's "wasserstein", "ks", "kuiper", "cvm", "anderson".
-        surrogate: a ``Surrogate`` or a name: "ridge", "lasso", "klasso", "bayes".
-        baseline: the fill of hidden features: a number, a tensor (B, ...) or (...), a callable
-            ``inputs -> tensor``, or "zero", "mean", "blur", "min", "max", "signal_mean", "noise",
-            "shuffle" (``torchlime.stages.perturb.fills``); for a tuple of inputs, one fill or a tuple
-            of fills, one per tensor.
-        preset: None or a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
-            "kernel_shap"): another implementation's defaults for whatever is not set here.
-        accelerate: None (the model runs as given) or "fast" (bf16 autocast, channels-last and
-            ``torch.compile`` on CUDA; ``accel.accelerate_model``).
-        max_memory: CUDA memory budget of a chunk: bytes (int) or a fraction of the device's
-            memory in (0, 1]; None: half of the memory free when a call starts.
-        batch_size: rows per model call; None: the default rule (the same chunks on every call);
-            "measure": timed once per model and input shape (``torchlime.stages.forward.chunking``).
-        progress: show a progress bar over the samples.
-
-    Raises:
-        TypeError / ValueError: an argument of the wrong type or value, named, with what was
-            expected and what came.
+class Explainer(Config):
+    """How to explain, reusable for any number of calls (the fields are ``config.Config``'s).
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
@@ -108,42 +108,14 @@ class Explainer:
         torch.Size([2, 2, 8])
     """
 
-    sampler: SamplerSpec = UNSET
-    kernel: KernelSpec = UNSET
-    surrogate: SurrogateSpec = UNSET
-    baseline: BaselineSpecs = UNSET
-    preset: Optional[PresetName] = None
-    accelerate: Optional[AccelerateMode] = None
-    max_memory: MemorySpec = None
-    batch_size: BatchSize = None
-    progress: bool = False
-
-    def __post_init__(self) -> None:
-        check_preset(self.preset)
-        if self.sampler is not UNSET:
-            resolve_sampler(self.sampler)
-        if self.kernel is not UNSET:
-            resolve_kernel(self.kernel)
-        if self.surrogate is not UNSET:
-            resolve_surrogate(self.surrogate)
-        if isinstance(self.baseline, str) and self.baseline not in NAMES:
-            raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {self.baseline!r}")
-        if self.accelerate is not None and (not isinstance(self.accelerate, str) or self.accelerate not in ACCELERATE):
-            raise ValueError(f"`accelerate` must be None or 'fast', got {describe(self.accelerate)}")
-        check_max_memory(self.max_memory)
-        check_batch_size(self.batch_size)
-        if not isinstance(self.progress, bool):
-            raise TypeError(f"`progress` must be True or False, got {describe(self.progress)}")
-
     def explain(
         self,
         model: Model,
         inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
-        features: FeatureSpec = None,
+        modality: ModalitySpec = None,
         *,
-        additional_forward_args: object = None,
-        target: TargetSpec = UNSET,
-        n_samples: NSamples = UNSET,
+        target: Union[TargetSpec, Unset] = UNSET,
+        n_samples: Union[NSamples, Unset] = UNSET,
         generator: Seed = None,
         index: Optional[torch.Tensor] = None,
         return_samples: bool = False,
@@ -153,19 +125,20 @@ class Explainer:
         perturb_fn: Optional[PerturbFn] = None,
         normalize: Optional[NormalizeSpec] = None,
         chunk_format: Optional[InputFormat] = None,
+        additional_forward_args: object = None,
     ) -> Explanation:
-        """Explain B inputs with this configuration (the arguments are ``torchlime.explain``'s).
+        """Explain B inputs with this configuration (the keywords are ``config.Call``'s fields).
 
         Args:
             model: any callable from a (c, ...) batch to scores (c, K) or (c,).
             inputs: (B, ...) the inputs to explain (never modified), or a tuple of tensors, each
                 (B, *shape_i), for a model called as ``model(*inputs, *additional_forward_args)``.
-            features: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
-                feature per element (captum's default); for a tuple, None or a tuple of maps, one
-                per tensor (an id used in several tensors is one feature).
-            additional_forward_args: passed to the model after the inputs, never perturbed: one
-                object or a tuple; tensors whose first dim is B follow each row's input.
-            target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
+            modality: the input kind (``torchlime.Images(...)``, ``Words(...)``, ``Series(...)``, your
+                own ``Modality``), or a feature map: an integer (B or 1, ...) tensor broadcastable to
+                ``inputs``, None (one feature per element, captum's default), or for a tuple of
+                inputs None or one map per tensor (an id used in several tensors is one feature).
+            target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all", "topK", or a
+                structured target (``torchlime.targets``).
             n_samples: S samples per input (the input itself included), or "auto".
             generator: an int seed or a ``torch.Generator``; None: seed 0.
             index: long (B,) index of every input in a larger data set (masks follow it).
@@ -176,75 +149,106 @@ class Explainer:
             perturb_fn: replaces the blend of stage 3 (``stages.perturb.blend.PerturbFn``).
             normalize: ``(mean, std)`` per channel (dim 1), fused into the blend.
             chunk_format: dtype and layout of the perturbed chunks (``stages.forward.model.InputFormat``).
+            additional_forward_args: passed to the model after the inputs, never perturbed: one
+                object or a tuple; tensors whose first dim is B follow each row's input.
 
         Returns:
             ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T).
         """
+        return self.run(model, inputs, modality, pick(Call, locals()))
+
+    def run(self, model: Model, inputs: object, modality: ModalitySpec, call: Call) -> Explanation:
+        """Explain ``inputs`` for a ready ``Call`` (``explain`` with the call as one record).
+
+        Args:
+            model: the caller's model.
+            inputs: the inputs (numpy arrays become tensors).
+            modality: the input kind, or a feature map (see ``explain``).
+            call: what to explain.
+
+        Returns:
+            The ``Explanation``.
+        """
         # numpy where tensors go (copies), numpy integers where ints go: the same rule at every door
-        inputs, features, target, masks = (
-            from_numpy(inputs),
-            from_numpy(features),
-            from_numpy(target),
-            from_numpy(masks),
-        )
-        options = dict(
-            sampler=self.sampler,
-            kernel=self.kernel,
-            surrogate=self.surrogate,
-            baseline=self.baseline,
-            preset=self.preset,
-            accelerate=self.accelerate,
-            max_memory=self.max_memory,
-            batch_size=self.batch_size,
-            progress=self.progress,
-            target=target,
-            n_samples=n_samples,
-            generator=generator,
-            index=index,
-            return_samples=return_samples,
-            output=output,
-            softmax=softmax,
-            masks=masks,
-            perturb_fn=perturb_fn,
-            normalize=normalize,
-            chunk_format=chunk_format,
-        )
-        # a tuple of tensors (a list of plain values is one malformed input, refused by name below)
-        several = isinstance(inputs, (tuple, list)) and (not inputs or any(isinstance(x, torch.Tensor) for x in inputs))
-        if several or additional_forward_args is not None:
-            return execute(packed_request(model, inputs, features, options, additional_forward_args))
-        if features is None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1:
-            features = torch.arange(inputs[0].numel(), device=inputs.device).view(1, *inputs.shape[1:])
-        # one tensor and its map, checked by ``resolve.check_inputs`` before any use
-        return execute(Request(model, cast(torch.Tensor, inputs), cast(torch.Tensor, features), options))
+        inputs = from_numpy(inputs)
+        call = dataclasses.replace(call, target=from_numpy(call.target), masks=from_numpy(call.masks))
+        if not isinstance(modality, Modality):
+            modality = from_numpy(modality)
+        config = Config(**{name: getattr(self, name) for name in field_names(Config)})
+        return execute(model, inputs, _as_modality(inputs, modality, call), config, call)
+
+
+def configure(explainer: Optional[Explainer], keywords: Mapping[str, object], who: str) -> tuple[Explainer, Call]:
+    """The explainer and the call of a tool (the data-set runner, the probe) from its keywords.
+
+    Args:
+        explainer: the caller's explainer, or None: one made of the ``Config`` fields in ``keywords``.
+        keywords: ``Call`` fields (and, without an ``explainer``, ``Config`` fields).
+        who: the tool's name, for messages.
+
+    Returns:
+        ``(explainer, call)``.
+
+    Raises:
+        TypeError: a keyword that is no field of ``Call`` or ``Config``, a ``Config`` field beside an
+            ``explainer`` (set it on the explainer), or an ``explainer`` that is not one.
+    """
+    if explainer is not None and not isinstance(explainer, Explainer):
+        raise TypeError(f"`explainer` must be None or a torchlime.Explainer, got {describe(explainer)}")
+    how = {k: v for k, v in keywords.items() if k in field_names(Config)}
+    unknown = sorted(set(keywords) - set(how) - set(field_names(Call)))
+    if unknown:
+        raise TypeError(f"{who} got unexpected keyword argument(s) {unknown}")
+    if how and explainer is not None:
+        raise TypeError(f"{sorted(how)} are settings of the explainer: pass them to Explainer(...), not beside it")
+    chosen = explainer if explainer is not None else pick(Explainer, how)
+    return chosen, pick(Call, {k: v for k, v in keywords.items() if k not in how})
+
+
+def explain_with(model: Model, inputs: object, modality: ModalitySpec, values: Mapping[str, object]) -> Explanation:
+    """Explain with the configuration and the call made of ``values`` (a front door's keywords).
+
+    Args:
+        model: the caller's model.
+        inputs: the inputs.
+        modality: the front door's modality (or a feature map).
+        values: keyword -> value (e.g. the door's ``locals()``); the fields of ``Config`` and ``Call``
+            are picked, the rest ignored.
+
+    Returns:
+        The ``Explanation``.
+    """
+    how = pick(Config, values)
+    explainer = Explainer(**{name: getattr(how, name) for name in field_names(Config)})
+    return explainer.run(model, inputs, modality, pick(Call, values))
 
 
 def explain(
     model: Model,
     inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
-    features: FeatureSpec = None,
+    features: ModalitySpec = None,
     *,
-    additional_forward_args: object = None,
-    target: TargetSpec = UNSET,
-    n_samples: NSamples = UNSET,
-    baseline: BaselineSpecs = UNSET,
-    sampler: SamplerSpec = UNSET,
-    kernel: KernelSpec = UNSET,
-    surrogate: SurrogateSpec = UNSET,
-    batch_size: BatchSize = None,
+    target: Union[TargetSpec, Unset] = UNSET,
+    n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
+    index: Optional[torch.Tensor] = None,
     return_samples: bool = False,
-    preset: Optional[PresetName] = None,
     output: OutputSelector = None,
     softmax: bool = False,
-    progress: bool = False,
     masks: Optional[torch.Tensor] = None,
     perturb_fn: Optional[PerturbFn] = None,
     normalize: Optional[NormalizeSpec] = None,
-    max_memory: MemorySpec = None,
-    index: Optional[torch.Tensor] = None,
     chunk_format: Optional[InputFormat] = None,
+    additional_forward_args: object = None,
+    sampler: Union[SamplerSpec, Unset] = UNSET,
+    kernel: Union[KernelSpec, Unset] = UNSET,
+    surrogate: Union[SurrogateSpec, Unset] = UNSET,
+    baseline: Union[BaselineSpecs, Unset] = UNSET,
+    preset: Optional[PresetName] = None,
     accelerate: Optional[AccelerateMode] = None,
+    max_memory: MemorySpec = None,
+    batch_size: BatchSize = None,
+    progress: bool = False,
 ) -> Explanation:
     """Explain B inputs with LIME in one chunked batched pass (``Explainer(...).explain(...)`` in one call).
 
@@ -260,6 +264,7 @@ def explain(
             feature per element (captum's default); for a tuple of inputs, None or one map per
             tensor (shared ids are one feature); any ids (relabelled to 0..F_b-1 per input);
             inputs may have different F_b; negative ids mark elements that are never perturbed.
+            A ``Modality`` (``torchlime.Images(...)``, ...) in this place builds the map itself.
         additional_forward_args: passed to the model after the inputs, never perturbed: one
             object or a tuple; tensors whose first dim is B follow each row's input.
         target: None (top class), int, (B,) or (B, T) tensor, list, "all" or "topK".
@@ -314,31 +319,4 @@ def explain(
         >>> exp.coef.shape
         torch.Size([2, 1, 8])
     """
-    how = Explainer(
-        sampler=sampler,
-        kernel=kernel,
-        surrogate=surrogate,
-        baseline=baseline,
-        preset=preset,
-        accelerate=accelerate,
-        max_memory=max_memory,
-        batch_size=batch_size,
-        progress=progress,
-    )
-    return how.explain(
-        model,
-        inputs,
-        features,
-        additional_forward_args=additional_forward_args,
-        target=target,
-        n_samples=n_samples,
-        generator=generator,
-        index=index,
-        return_samples=return_samples,
-        output=output,
-        softmax=softmax,
-        masks=masks,
-        perturb_fn=perturb_fn,
-        normalize=normalize,
-        chunk_format=chunk_format,
-    )
+    return explain_with(model, inputs, features, locals())

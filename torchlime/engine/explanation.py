@@ -11,6 +11,8 @@ from typing import Any, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_int, describe
+from torchlime.engine.config import Call, Config
+from torchlime.engine.info import Info
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.targets._base import Bound
 from torchlime.typing import RankBy
@@ -69,6 +71,13 @@ class Explanation:
             quality flags).
         scorer: a structured target bound to the inputs (``torchlime.targets.Bound``), for the metrics to
             score their rows as the explanation did; not saved, dropped by ``to`` another device.
+        config: how it was explained (``engine.config.Config``, the preset's and the modality's
+            settings filled in), or None for an explanation loaded from a file.
+        call: what was explained in the call (``engine.config.Call``: targets, samples, seed, model
+            output, softmax), or None for a loaded one. The metrics read ``softmax`` and ``output``
+            from it.
+        info: the modality's typed record (``engine.info.Info``: segmentation, words, STFT, bins...),
+            or None; ``meta[info.key]`` shows it as plain data, which is what files keep.
         perturbation: how the inputs were perturbed (``stages.perturb.record.Perturbation``), for
             metrics that perturb them again; not saved, and dropped by ``to`` another device
             (``meta["perturbation"]`` says whether it was a blend with the fill, which the
@@ -91,6 +100,9 @@ class Explanation:
     meta: dict[str, Any] = field(default_factory=dict)
     perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
     scorer: Optional[Bound] = field(default=None, repr=False, compare=False)
+    info: Optional[Info] = field(default=None, repr=False, compare=False)
+    config: Optional[Config] = field(default=None, repr=False, compare=False)
+    call: Optional[Call] = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> torch.Tensor:
@@ -276,7 +288,12 @@ class Explanation:
                 k: v[start:stop] if isinstance(v, list) and len(v) == b else v for k, v in meta["targets"].items()
             }
         scorer = None if self.scorer is None else self.scorer.rows(start, stop)
-        return dataclasses.replace(self, features=feats, meta=meta, perturbation=None, scorer=scorer, **fields)
+        info = None if self.info is None else self.info.select(start, stop)
+        if info is not None:
+            meta[info.key] = info.as_plain()
+        return dataclasses.replace(
+            self, features=feats, meta=meta, perturbation=None, scorer=scorer, info=info, **fields
+        )
 
     def _repr_html_(self) -> str:
         """A summary table and pictures of the first inputs, for notebooks (``engine.notebook``)."""

@@ -13,12 +13,26 @@ import base64
 import html
 import struct
 import zlib
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import torch
 
-if TYPE_CHECKING:
-    from torchlime.engine.explanation import Explanation
+
+class Shown(Protocol):
+    """What the display reads of an ``engine.explanation.Explanation`` (imported by neither side)."""
+
+    coef: torch.Tensor
+    score: torch.Tensor
+    target: torch.Tensor
+    n_features: torch.Tensor
+    input_shape: tuple[int, ...]
+    target_valid: Optional[torch.Tensor]
+    meta: dict[str, Any]
+
+    def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
+        """Coefficients painted back onto the inputs."""
+        ...
+
 
 MAX_INPUTS = 4  # inputs drawn; the table lists them all
 TOP = 10  # features in a bar chart
@@ -108,7 +122,7 @@ def _inline(pieces: Sequence[str], feats: Sequence[int], weights: torch.Tensor) 
     return "<div style='line-height:1.8;white-space:pre-wrap'>" + "".join(spans) + "</div>"
 
 
-def _picture(exp: Explanation, b: int) -> str:
+def _picture(exp: Shown, b: int) -> str:
     """The picture of input ``b``'s first target (of each of its targets, for a structured target)."""
     if exp.target_valid is not None:
         return structured_picture(exp, b)
@@ -164,7 +178,7 @@ def _caption(kind: str, t: int, label: int, info: dict[str, Any], b: int) -> str
     return f"target {t}"
 
 
-def _token_table(exp: Explanation, b: int) -> str:
+def _token_table(exp: Shown, b: int) -> str:
     """Rows: targets; columns: the prompt's features; cells coloured by weight."""
     n = int(exp.n_features[b])
     words = exp.meta.get("words")
@@ -186,7 +200,7 @@ def _token_table(exp: Explanation, b: int) -> str:
     return "<table style='font-size:smaller'>" + head + "".join(rows) + "</table>"
 
 
-def structured_picture(exp: Explanation, b: int) -> str:
+def structured_picture(exp: Shown, b: int) -> str:
     """The pictures of input ``b``'s targets (at most ``MAX_TARGETS``), each with its caption."""
     info = exp.meta.get("targets") or {}
     kind = str(info.get("kind", ""))
@@ -219,7 +233,7 @@ def structured_picture(exp: Explanation, b: int) -> str:
     return "".join(panels)
 
 
-def to_html(exp: Explanation, max_inputs: int = MAX_INPUTS) -> str:
+def to_html(exp: Shown, max_inputs: int = MAX_INPUTS) -> str:
     """A summary table of ``exp`` and the pictures of its first inputs.
 
     Args:

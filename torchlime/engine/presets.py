@@ -15,19 +15,10 @@ from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSample
 from torchlime.stages.sampling import BernoulliSampler, UniformCountSampler
 from torchlime.stages.surrogate import Lasso, Ridge
 from torchlime.stages.weighting import ExponentialKernel
-from torchlime.typing import Modality, PresetName
+from torchlime.typing import UNSET, PresetName, PresetScope
 
-
-class _Unset:
-    """Marks a keyword the caller did not pass."""
-
-    def __repr__(self) -> str:
-        return "<default>"
-
-
-#: the default of every keyword a preset may fill; typed Any so that it can stand for any argument
-UNSET: Any = _Unset()
-MODALITIES: tuple[Modality, ...] = ("any", "image", "audio", "text", "tabular")
+#: the input kinds a preset may have settings for
+SCOPES: tuple[PresetScope, ...] = ("any", "image", "audio", "text", "tabular")
 
 ENGINE: dict[str, Any] = dict(
     target=None,
@@ -110,7 +101,7 @@ def check_preset(preset: object) -> Optional[PresetName]:
     return cast(Optional[PresetName], preset)  # a key of PRESETS
 
 
-def resolve(preset: Optional[str], given: dict[str, Any], modality: Modality = "any") -> dict[str, Any]:
+def resolve(preset: Optional[str], given: dict[str, Any], modality: PresetScope = "any") -> dict[str, Any]:
     """Resolve keywords: explicit > preset for the modality > preset for any > engine defaults.
 
     Args:
@@ -137,9 +128,29 @@ def resolve(preset: Optional[str], given: dict[str, Any], modality: Modality = "
         {'n_samples': 1000, 'baseline': 0.5}
     """
     name = check_preset(preset)
-    check_choice(modality, "modality", MODALITIES)
+    check_choice(modality, "modality", SCOPES)
     base = dict(ENGINE)
     if name is not None:
         base.update(PRESETS[name]["any"])
         base.update(PRESETS[name].get(modality, {}))
     return {k: (base.get(k) if v is UNSET else v) for k, v in given.items()}
+
+
+def defaults(preset: Optional[str], scope: PresetScope = "any") -> dict[str, Any]:
+    """Every setting the preset (None: the engine) gives for ``scope``, the engine's under it.
+
+    Args:
+        preset: None or a name in ``PRESETS``.
+        scope: "any", "image", "audio", "text" or "tabular".
+
+    Returns:
+        field -> value, for ``config.fill_unset``.
+    """
+    return resolve(preset, dict.fromkeys(set(ENGINE) | _named(preset, scope), UNSET), scope)
+
+
+def _named(preset: Optional[str], scope: PresetScope) -> set[str]:
+    """The keys ``preset`` sets for any input kind and for ``scope``."""
+    if preset is None or preset not in PRESETS:
+        return set()
+    return set(PRESETS[preset]["any"]) | set(PRESETS[preset].get(scope, {}))

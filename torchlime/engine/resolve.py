@@ -9,18 +9,18 @@ argument, what was expected and what came; nothing here touches the device's dat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, cast
 
 import torch
 
 from torchlime._checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.accel import accelerate_model
-from torchlime.engine.presets import UNSET
-from torchlime.engine.presets import resolve as resolve_preset
+from torchlime.engine.config import Call, Config, fill_unset, given
+from torchlime.engine.modality import Prepared
+from torchlime.engine.presets import defaults
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
-from torchlime.engine.request import Request
 from torchlime.methods.adaptive import Adaptive, resolve_n_samples
-from torchlime.stages.forward.chunking import BatchSize, check_batch_size, check_max_memory
+from torchlime.stages.forward.chunking import check_batch_size, check_max_memory
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.forward.targets import check_target
 from torchlime.stages.perturb.blend import PerturbFn
@@ -29,38 +29,15 @@ from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import Kernel
 from torchlime.typing import (
     BaselineSpec,
+    BatchSize,
     MemorySpec,
-    Modality,
     Model,
     NormalizeSpec,
     OutputSelector,
     PresetName,
+    PresetScope,
     Seed,
     TargetSpec,
-)
-
-#: keywords ``Request.options`` may hold, with the value that stands for "not given"
-OPTIONS: dict[str, Any] = dict(
-    target=UNSET,
-    n_samples=UNSET,
-    baseline=UNSET,
-    sampler=UNSET,
-    kernel=UNSET,
-    surrogate=UNSET,
-    batch_size=None,
-    generator=None,
-    return_samples=False,
-    preset=None,
-    output=None,
-    softmax=False,
-    progress=False,
-    masks=None,
-    perturb_fn=None,
-    normalize=None,
-    max_memory=None,
-    index=None,
-    chunk_format=None,
-    accelerate=None,
 )
 
 
@@ -95,12 +72,14 @@ class Settings:
         max_memory: the CUDA memory budget of a chunk.
         index: long (B,) index of every input in a larger data set, or None.
         chunk_format: dtype and layout of the perturbed chunks, or None (what the model wants).
+        config: the configuration with the preset's settings filled in.
+        call: the call, the same way.
     """
 
     model: Model
     inputs: torch.Tensor
     features: torch.Tensor
-    modality: Modality
+    modality: PresetScope
     input_name: str
     adapter: Optional[Callable[[Model], Model]]
     target: TargetSpec
@@ -123,9 +102,11 @@ class Settings:
     max_memory: MemorySpec
     index: Optional[torch.Tensor]
     chunk_format: Optional[InputFormat]
+    config: Config
+    call: Call
 
 
-def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
+def check_inputs(inputs: object, features: object, name: str = "inputs") -> None:
     """Validate ``inputs`` and ``features``; no host sync.
 
     Args:
@@ -136,8 +117,7 @@ def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
     Raises:
         TypeError / ValueError: anything else (named, with what was expected and what came).
     """
-    check_tensor(inputs, name)
-    check_tensor(features, "features")
+    inputs, features = check_tensor(inputs, name), check_tensor(features, "features")
     if inputs.ndim < 2:
         raise ValueError(f"`{name}` must be batched with shape (B, ...), got shape {tuple(inputs.shape)}")
     if inputs.shape[0] == 0:
@@ -155,11 +135,12 @@ def check_inputs(inputs: Any, features: Any, name: str = "inputs") -> None:
         )
 
 
-def resolve(request: Request) -> Settings:
-    """Check and resolve the arguments of ``request`` (presets, names, n_samples, the model to run).
+def resolve(model: Model, prepared: Prepared) -> Settings:
+    """Check and resolve a prepared call (presets, names, n_samples, the model to run).
 
     Args:
-        request: the call as the front door handed it over.
+        model: the caller's model.
+        prepared: the call as its modality handed it over.
 
     Returns:
         The call's ``Settings``.
@@ -167,37 +148,26 @@ def resolve(request: Request) -> Settings:
     Raises:
         TypeError / ValueError: a bad argument (named, with what was expected and what came).
     """
-    unknown = sorted(set(request.options) - set(OPTIONS))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument(s) {unknown}; torchlime.explain takes {sorted(OPTIONS)}")
-    o = {**OPTIONS, **request.options}
-    opts = resolve_preset(
-        o["preset"],
-        {k: o[k] for k in ("target", "n_samples", "baseline", "sampler", "kernel", "surrogate")},
-        request.modality,
-    )
-    n_samples, adaptive = resolve_n_samples(opts["n_samples"])
-    if adaptive is not None and (o["return_samples"] or o["masks"] is not None):
+    fills = defaults(prepared.how.preset, prepared.scope)
+    how, call = fill_unset(prepared.how, fills), fill_unset(prepared.call, fills)
+    n_samples, adaptive = resolve_n_samples(given(call.n_samples, "n_samples"))
+    if adaptive is not None and (call.return_samples or call.masks is not None):
         raise ValueError(
             "`n_samples='auto'` draws its own samples in rounds: it cannot return or take `masks` "
             "(pass an int n_samples)"
         )
-    sampler, kernel, surrogate = (
-        resolve_sampler(opts["sampler"]),
-        resolve_kernel(opts["kernel"]),
-        resolve_surrogate(opts["surrogate"]),
-    )
-    inputs, features = request.inputs, request.features
-    check_inputs(inputs, features, request.input_name)
-    batch_size = check_batch_size(o["batch_size"])
-    max_memory = check_max_memory(o["max_memory"])
-    opts["target"] = from_numpy(opts["target"])  # np.int64(3), a numpy array of classes
-    check_target(opts["target"], inputs.shape[0])
-    if not callable(request.model):
-        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(request.model)}")
-    model = request.model if request.adapter is None else request.adapter(request.model)
-    model = accelerate_model(model, o["accelerate"], inputs)
-    index = o["index"]
+    sampler = resolve_sampler(given(how.sampler, "sampler"))
+    kernel = resolve_kernel(given(how.kernel, "kernel"))
+    surrogate = resolve_surrogate(given(how.surrogate, "surrogate"))
+    inputs, features = prepared.inputs, prepared.features
+    check_inputs(inputs, features, prepared.input_name)
+    target = from_numpy(given(call.target, "target"))  # np.int64(3), a numpy array of classes
+    check_target(target, inputs.shape[0])
+    if not callable(model):
+        raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
+    run_model = model if prepared.adapter is None else prepared.adapter(model)
+    run_model = accelerate_model(run_model, how.accelerate, inputs)
+    index = call.index
     if index is not None:
         check_tensor(index, "index")
         check_integer(index, "index")
@@ -208,30 +178,32 @@ def resolve(request: Request) -> Settings:
             f"`sampler` {sampler!r} plans all of its samples at once: it needs an int n_samples, not 'auto'"
         )
     return Settings(
-        model=model,
+        model=run_model,
         inputs=inputs,
         features=features,
-        modality=request.modality,
-        input_name=request.input_name,
-        adapter=request.adapter,
-        target=opts["target"],
+        modality=prepared.scope,
+        input_name=prepared.input_name,
+        adapter=prepared.adapter,
+        target=target,
         n_samples=n_samples,
         adaptive=adaptive,
-        baseline=opts["baseline"],
+        baseline=cast(BaselineSpec, given(how.baseline, "baseline")),  # a list / tuple is refused by the fill
         sampler=sampler,
         kernel=kernel,
         surrogate=surrogate,
-        batch_size=batch_size,
-        generator=o["generator"],
-        return_samples=o["return_samples"],
-        preset=o["preset"],
-        output=o["output"],
-        softmax=o["softmax"],
-        progress=o["progress"],
-        masks=o["masks"],
-        perturb_fn=o["perturb_fn"],
-        normalize=o["normalize"],
-        max_memory=max_memory,
+        batch_size=check_batch_size(how.batch_size),
+        generator=call.generator,
+        return_samples=call.return_samples,
+        preset=how.preset,
+        output=call.output,
+        softmax=call.softmax,
+        progress=how.progress,
+        masks=call.masks,
+        perturb_fn=call.perturb_fn,
+        normalize=call.normalize,
+        max_memory=check_max_memory(how.max_memory),
         index=index,
-        chunk_format=o["chunk_format"],
+        chunk_format=call.chunk_format,
+        config=how,
+        call=call,
     )

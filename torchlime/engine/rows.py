@@ -9,7 +9,7 @@ again in fixed blocks of ``FIT_BLOCK`` samples. The model sees each row exactly 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, TypeVar, cast
+from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 
 import torch
 from torch.profiler import record_function
@@ -199,10 +199,10 @@ class Run:
         self.kept_masks: list[torch.Tensor] = []
         self.drawn: Optional[tuple[RowOrder, torch.Tensor]] = None  # the last pass's masks, if drawn at once
         self.kept_weights: list[torch.Tensor] = []
-        self.originals: Any = None  # the unperturbed inputs as the model sees them (input-space kernels)
+        self.originals: object = None  # the unperturbed inputs as the model sees them (input-space kernels)
         self.dists: Optional[torch.Tensor] = None
         self._reference: Optional[torch.Tensor] = None
-        self._ref_parts: list[Any] = []  # raw outputs of the unperturbed inputs (structured targets)
+        self._ref_parts: list[object] = []  # raw outputs of the unperturbed inputs (structured targets)
         self.bound: Optional[Bound] = None  # a structured target, bound to the unperturbed inputs
         self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
@@ -248,7 +248,7 @@ class Run:
                 return order.coords(start, stop)[:2]
             return b_all[start:stop], s_all[start:stop]
 
-        def build(start: int, stop: int) -> Any:
+        def build(start: int, stop: int) -> object:
             with record_function("torchlime::masks"):
                 b, s = rows(start, stop)
                 z = None if z_all is None else z_all[start:stop]
@@ -259,14 +259,14 @@ class Run:
                 self.dists[b, s] = self.kernel.distances(x, self.originals, b).to(self.device, torch.float32)
             return x
 
-        def consume(out: Any, x: Any, start: int, stop: int) -> None:
+        def consume(out: object, x: object, start: int, stop: int) -> None:
             with record_function("torchlime::rows"):
                 self._consume(order, out, start, stop, *rows(start, stop))
 
         with eval_mode(self.model):
             run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
 
-    def _consume(self, order: RowOrder, out: Any, start: int, stop: int, b: torch.Tensor, s: torch.Tensor) -> None:
+    def _consume(self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor) -> None:
         if isinstance(self.target_spec, Target):
             self._consume_structured(order, out, start, stop, b, s)
             return
@@ -296,12 +296,12 @@ class Run:
             ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, targets[b])
 
     def _consume_structured(
-        self, order: RowOrder, out: Any, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
+        self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
     ) -> None:
         """``_consume`` for a ``Target`` object: it reads the raw output (``torchlime.targets._base``)."""
         target = cast(Target, self.target_spec)
         if self.output is not None:
-            out = self.output(out) if callable(self.output) else out[self.output]
+            out = self.output(out) if callable(self.output) else cast(dict[Union[int, str], object], out)[self.output]
         refs = order.refs
         if start < refs:  # unperturbed inputs: their raw outputs bind the targets
             self._ref_parts.append(take_rows(out, 0, min(stop, refs) - start))

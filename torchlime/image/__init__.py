@@ -2,11 +2,21 @@
 
 ``explain_image`` builds superpixel features (``segments``) and a fill, then calls the
 engine once. Submodules: ``segments`` (SLIC on the device, grids, scikit-image adapters),
-``viz`` (pictures, needs matplotlib), ``data`` and ``models`` (the embedded demo classifier
-and its synthetic images with planted ground truth), ``demo`` (``torchlime demo``).
+``viz`` (pictures, needs matplotlib). The embedded demo classifier, its synthetic images with
+planted ground truth and ``torchlime demo`` are in ``torchlime.demo``.
 """
 
-from torchlime.image._explain import LIME_QUICKSHIFT, explain_image
+from torchlime.image._explain import LIME_QUICKSHIFT, Images, SegmentsSpec, explain_image
 from torchlime.image.segments import boundaries, grid, resolve_segments, skimage_segments, slic
 
-__all__ = ["explain_image", "LIME_QUICKSHIFT", "slic", "grid", "skimage_segments", "boundaries", "resolve_segments"]
+__all__ = [
+    "explain_image",
+    "Images",
+    "SegmentsSpec",
+    "LIME_QUICKSHIFT",
+    "slic",
+    "grid",
+    "skimage_segments",
+    "boundaries",
+    "resolve_segments",
+]

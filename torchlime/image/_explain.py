@@ -1,34 +1,101 @@
-"""``explain_image``: superpixel features and a fill, then the engine, once."""
+"""``Images``: superpixel features and a fill for (B, C, H, W) images; ``explain_image`` in one call."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Optional, Sequence, Union
 
 import torch
 
 from torchlime._checks import from_numpy
-from torchlime.engine.explainer import execute
-from torchlime.engine.explanation import Explanation
-from torchlime.engine.presets import UNSET, resolve
-from torchlime.engine.request import Request
+from torchlime.engine import Call, Config, Explanation, Modality, Prepared, documented, explain_with
+from torchlime.engine.presets import resolve
 from torchlime.image.segments import resolve_segments
-from torchlime.stages.forward.model import InputFormat, Model
+from torchlime.stages.forward.model import InputFormat
+from torchlime.typing import (
+    UNSET,
+    AccelerateMode,
+    BaselineSpecs,
+    BatchSize,
+    KernelSpec,
+    MemorySpec,
+    Model,
+    NSamples,
+    OutputSelector,
+    PresetName,
+    SamplerSpec,
+    Seed,
+    SurrogateSpec,
+    TargetSpec,
+    Unset,
+)
 
 #: lime's image segmentation (lime_image.explain_instance's default); "quickshift" uses it
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
+#: what ``segments=`` accepts
+SegmentsSpec = Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Unset]
 
 
-def explain_image(
+@dataclass(frozen=True)
+class Images(Modality):
+    """Images (B, C, H, W) explained by superpixels (or any integer segmentation).
+
+    Attributes:
+        segments: None (SLIC on the images' device: the Triton kernels on CUDA), a method name
+            ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"), a callable images ->
+            (B, H, W) labels, or an integer tensor (H, W), (B, H, W) or (B, 1, H, W). Unset: SLIC, or
+            lime's quickshift with ``preset="lime"``.
+        n_segments: approximate segment count of SLIC and of "grid".
+        normalize: ``(mean, std)`` per channel; the model sees ``(x - mean) / std`` while the images
+            are segmented and perturbed unnormalised.
+        channels_last: write the perturbed chunks channels-last (True) or not (False); None: as the
+            model wants.
+    """
+
+    owns: ClassVar[frozenset[str]] = frozenset({"normalize", "chunk_format", "perturb_fn", "additional_forward_args"})
+
+    segments: SegmentsSpec = UNSET
+    n_segments: int = 100
+    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None
+    channels_last: Optional[bool] = None
+
+    def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
+        """Segment the images (checked first) and hand them over with their normalisation."""
+        segments = resolve(how.preset, dict(segments=from_numpy(self.segments)), "image")["segments"]
+        labels = resolve_segments(inputs, segments, n_segments=self.n_segments)
+        fmt = None if self.channels_last is None else InputFormat(None, bool(self.channels_last))
+        call = dataclasses.replace(call, normalize=self.normalize, chunk_format=fmt)
+        features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
+        return Prepared(inputs, features, how, call, scope="image", input_name="images")
+
+
+@documented
+def explain_image(  # noqa: D417 (the engine's keywords are documented by ``documented``)
     model: Model,
     images: torch.Tensor,
     *,
-    segments: Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] = UNSET,
+    segments: SegmentsSpec = UNSET,
     n_segments: int = 100,
     normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
     channels_last: Optional[bool] = None,
-    accelerate: Optional[str] = None,
-    preset: Optional[str] = None,
-    **kwargs: Any,
+    target: Union[TargetSpec, Unset] = UNSET,
+    n_samples: Union[NSamples, Unset] = UNSET,
+    generator: Seed = None,
+    index: Optional[torch.Tensor] = None,
+    return_samples: bool = False,
+    output: OutputSelector = None,
+    softmax: bool = False,
+    masks: Optional[torch.Tensor] = None,
+    sampler: Union[SamplerSpec, Unset] = UNSET,
+    kernel: Union[KernelSpec, Unset] = UNSET,
+    surrogate: Union[SurrogateSpec, Unset] = UNSET,
+    baseline: Union[BaselineSpecs, Unset] = UNSET,
+    preset: Optional[PresetName] = None,
+    accelerate: Optional[AccelerateMode] = None,
+    max_memory: MemorySpec = None,
+    batch_size: BatchSize = None,
+    progress: bool = False,
 ) -> Explanation:
     """Explain image classifiers with superpixel LIME.
 
@@ -56,8 +123,6 @@ def explain_image(
         preset: "lime" reproduces ``lime_image.LimeImageExplainer`` (quickshift,
             mean-colour fill, Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 1000,
             top 5 labels); see ``torchlime.engine.presets``.
-        **kwargs: every other ``torchlime.explain`` keyword (target, n_samples, baseline,
-            sampler, kernel, surrogate, batch_size, generator, max_memory, ...).
 
     Returns:
         ``Explanation``; ``features`` is the relabelled segmentation (B, 1, H, W).
@@ -76,10 +141,5 @@ def explain_image(
         >>> exp.heatmap(0).shape
         torch.Size([2, 3, 32, 32])
     """
-    images, segments = from_numpy(images), from_numpy(segments)  # numpy arrays in, as at every door
-    segments = resolve(preset, dict(segments=segments), "image")["segments"]
-    labels = resolve_segments(images, segments, n_segments=n_segments)
-    fmt = None if channels_last is None else InputFormat(None, bool(channels_last))
-    options = dict(kwargs, preset=preset, normalize=normalize, chunk_format=fmt, accelerate=accelerate)
-    features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
-    return execute(Request(model, images, features, options, modality="image", input_name="images"))
+    modality = Images(segments, n_segments, normalize, channels_last)
+    return explain_with(model, images, modality, locals())

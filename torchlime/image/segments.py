@@ -10,7 +10,7 @@ segmenters (on the host), and ``resolve_segments`` turns any ``segments=`` argum
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ UNIT_SLACK = 0.25
 _CPU_CHUNK = 1 << 18  # pixels per chunk of images of the torch SLIC on CPU (keeps the working set in cache)
 
 
-def check_images(images: Any, name: str = "images") -> None:
+def check_images(images: object, name: str = "images") -> None:
     """Raise unless ``images`` is a non-empty floating tensor (B, C, H, W); no host sync.
 
     Besides the type, rank and dtype, it refuses what looks like channels-last images (B, H, W, C)
@@ -52,33 +52,33 @@ def check_images(images: Any, name: str = "images") -> None:
         TypeError: not a tensor, or not floating (uint8 pixels: ``images.float() / 255``).
         ValueError: not (B, C, H, W), channels last, or empty.
     """
-    check_tensor(images, name)
-    shape = tuple(images.shape)
-    if images.ndim in (2, 3):
-        if images.ndim == 2:
+    tensor = check_tensor(images, name)
+    shape = tuple(tensor.shape)
+    if tensor.ndim in (2, 3):
+        if tensor.ndim == 2:
             hint = f"for one grayscale image (H, W), add the batch and channel dimensions: {name}[None, None]"
         elif shape[-1] in (1, 3, 4) and shape[0] not in (1, 3, 4):
             hint = f"for one image (H, W, C) (its last axis looks like channels): {name}.permute(2, 0, 1).unsqueeze(0)"
         else:
             hint = f"for one image (C, H, W), add the batch dimension: {name}.unsqueeze(0)"
         raise ValueError(
-            f"`{name}` must have 4 dimensions (B, C, H, W), got {images.ndim} dimensions with shape {shape}; {hint}"
+            f"`{name}` must have 4 dimensions (B, C, H, W), got {tensor.ndim} dimensions with shape {shape}; {hint}"
         )
-    check_ndim(images, name, (4,), "(B, C, H, W)")
+    check_ndim(tensor, name, (4,), "(B, C, H, W)")
     if shape[-1] in (1, 3, 4) and shape[1] not in (1, 3, 4):
         raise ValueError(
             f"`{name}` must be (B, C, H, W) with channels on axis 1, got shape {shape}, whose last axis looks "
             f"like channels (B, H, W, C); pass {name}.permute(0, 3, 1, 2)"
         )
-    if not images.dtype.is_floating_point:
-        if images.dtype == torch.uint8:
+    if not tensor.dtype.is_floating_point:
+        if tensor.dtype == torch.uint8:
             hint = f"; convert 8-bit pixels with {name}.float() / 255"
-        elif not images.dtype.is_complex:
+        elif not tensor.dtype.is_complex:
             hint = f"; convert with {name}.float() (scaled to [0, 1])"
         else:
             hint = ""
-        raise TypeError(f"`{name}` must have a floating dtype (e.g. torch.float32 in [0, 1]), got {images.dtype}{hint}")
-    if images.numel() == 0:
+        raise TypeError(f"`{name}` must have a floating dtype (e.g. torch.float32 in [0, 1]), got {tensor.dtype}{hint}")
+    if tensor.numel() == 0:
         raise ValueError(f"`{name}` must not be empty, got shape {shape}")
 
 
@@ -238,7 +238,7 @@ def grid(
     return feature_grid((h, w), (rows, cols), device=device).expand(b, h, w).contiguous()
 
 
-def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs: Any) -> torch.Tensor:
+def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs: object) -> torch.Tensor:
     """Segment each image with scikit-image (an optional dependency), on the host.
 
     Args:

@@ -3,29 +3,40 @@
 ``image_and_mask`` is tensor-only (the equivalent of lime's ``get_image_and_mask``;
 segment borders come from ``segments.boundaries``);
 ``plot_image_explanation`` and ``save_image_explanation`` draw a four-panel figure:
-input, segment boundaries, heatmap over the image, top segments.
+input, segment boundaries, heatmap over the image, top segments. Like every picture of torchlime
+they take the explanation first, then what is drawn (a save function the path last), then options
+by keyword, and a plot function returns the matplotlib ``Figure``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import torch
 
 from torchlime._checks import check_positive_int, require
+from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
 from torchlime.image.segments import boundaries, unit_range
 
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from numpy.typing import NDArray
 
+
+@renamed(exp="explanation", num_features="k")
 def image_and_mask(
     images: torch.Tensor,
-    exp: Explanation,
+    explanation: Explanation,
     *,
     target_index: int = 0,
     positive_only: bool = True,
     negative_only: bool = False,
-    num_features: int = 5,
+    k: int = 5,
     hide_rest: bool = False,
     min_weight: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,22 +44,22 @@ def image_and_mask(
 
     Args:
         images: (B, C, H, W) the explained images.
-        exp: their explanation (features (B, 1, H, W)).
-        target_index: which explained target (column of ``exp.target``).
+        explanation: their explanation (features (B, 1, H, W)); formerly ``exp=``.
+        target_index: which explained target (column of ``explanation.target``).
         positive_only: keep only features with weight > min_weight (the default).
         negative_only: with ``positive_only=False``, keep only features with weight < -min_weight.
         min_weight: the weight a kept feature must exceed (in absolute value when neither flag is set).
-        num_features: how many of the strongest features to keep.
+        k: how many of the strongest features to keep (lime's ``num_features``; formerly ``num_features=``).
         hide_rest: zero the pixels of the features not kept.
 
     Returns:
         ``(images_out (B, C, H, W), mask (B, H, W) long)``: mask is 1 for kept
         positive features, -1 for kept negative ones (when neither flag is set), else 0.
     """
-    check_positive_int(num_features, "num_features")
-    coef = exp.coef[:, target_index]  # (B, F)
+    check_positive_int(k, "k")
+    coef = explanation.coef[:, target_index]  # (B, F)
     key = coef if positive_only else (-coef if negative_only else coef.abs())
-    idx = _top(key, exp.valid, num_features)
+    idx = _top(key, explanation.valid, k)
     chosen = torch.zeros_like(coef, dtype=torch.bool).scatter_(1, idx, True)
     if positive_only:
         chosen &= coef > min_weight
@@ -57,7 +68,7 @@ def image_and_mask(
     else:
         chosen &= coef.abs() > min_weight
     sign = torch.where(coef > 0, 1, -1) * chosen
-    labels = exp.features.reshape(coef.shape[0], -1).clamp_min(0).to(coef.device)
+    labels = explanation.features.reshape(coef.shape[0], -1).clamp_min(0).to(coef.device)
     mask = sign.gather(1, labels).reshape(coef.shape[0], *images.shape[-2:])
     out = images * (mask != 0).unsqueeze(1) if hide_rest else images.clone()
     return out, mask.long()
@@ -68,34 +79,63 @@ def _top(key: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
     return key.topk(min(k, key.shape[-1]), dim=-1).indices
 
 
-def _to_hwc(image: torch.Tensor) -> Any:
+def _to_hwc(image: torch.Tensor) -> NDArray[np.float32]:
     """(C, H, W) as an (H, W[, 3]) array in [0, 1], rescaled as the segmenters see it (``unit_range``)."""
     img = unit_range(image.detach().float().cpu()[None])[0].clamp(0, 1)
     return img.permute(1, 2, 0).squeeze(-1).numpy() if img.shape[0] in (1, 3) else img[:3].permute(1, 2, 0).numpy()
 
 
+def _images_first(args: tuple[object, ...]) -> bool:
+    """The old order ``(images, explanation, index)``: a tensor where the explanation now goes."""
+    return isinstance(args[0], torch.Tensor)
+
+
+def _path_first(args: tuple[object, ...]) -> bool:
+    """The old order ``(path, images, explanation, index)``: a path where the explanation now goes."""
+    return isinstance(args[0], (str, os.PathLike))
+
+
+@renamed(exp="explanation", num_features="k")
+@legacy_positions(["images", "explanation", "index"], detect=_images_first)
 def plot_image_explanation(
+    explanation: Explanation,
     images: torch.Tensor,
-    exp: Explanation,
-    index: int = 0,
     *,
+    index: int = 0,
     target_index: int = 0,
-    num_features: int = 5,
+    k: int = 5,
     class_names: Optional[list[str]] = None,
     truth: Optional[torch.Tensor] = None,
-) -> Any:
+) -> Figure:
     """A matplotlib figure with four panels for input ``index``.
 
     Panels: the input; segment boundaries; the coefficient heatmap (red positive,
-    blue negative) over a faded image; the top ``num_features`` positive segments.
-    ``truth`` (H, W) bool, when known, is outlined in the last panel.
+    blue negative) over a faded image; the top ``k`` positive segments.
+    ``truth`` (H, W) bool, when known, is outlined in the last panel. The old order
+    ``plot_image_explanation(images, exp, index)`` still works, with a ``DeprecationWarning``.
+
+    Args:
+        explanation: the explanation of ``images`` (features (B, 1, H, W)); formerly ``exp=``.
+        images: (B, C, H, W) the explained images.
+        index: which image.
+        target_index: which explained target (column of ``explanation.target``).
+        k: how many top segments the last panel shows (formerly ``num_features=``).
+        class_names: a name per class, for the legend (default: the class index).
+        truth: optional bool (H, W) ground-truth region, outlined in the last panel.
+
+    Returns:
+        The matplotlib ``Figure``.
     """
+    exp = explanation
     plt = require("matplotlib.pyplot", "viz", "plot_image_explanation")
     from matplotlib.patches import Patch
 
     # drawn at a few times the resolution of small images, so borders are thin lines
     k = max(1, 256 // max(images.shape[-2:]))
-    up = lambda t: t.repeat_interleave(k, -2).repeat_interleave(k, -1)  # noqa: E731
+
+    def up(t: torch.Tensor) -> torch.Tensor:
+        return t.repeat_interleave(k, -2).repeat_interleave(k, -1)
+
     img = _to_hwc(up(images[index]))
     labels = up(exp.features[index : index + 1, 0].cpu())
     edge_t = boundaries(labels)[0]
@@ -106,12 +146,13 @@ def plot_image_explanation(
         images[index : index + 1],
         _slice(exp, index),
         target_index=target_index,
-        num_features=num_features,
+        k=k,
         hide_rest=True,
     )
     kept = up(mask[0] != 0).cpu().numpy()
     target = int(exp.target[index, target_index])
     name = class_names[target] if class_names else str(target)
+    fig: Figure
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.9))
     axes[0].imshow(img)
     axes[0].set_title("input")
@@ -139,7 +180,7 @@ def plot_image_explanation(
     axes[3].imshow(shown)
     if truth is not None:
         axes[3].contour(up(truth.cpu()).numpy().astype(float), levels=[0.5], colors="lime", linewidths=1.2)
-    axes[3].set_title(f"top {num_features} segments" + (" (green: truth)" if truth is not None else ""))
+    axes[3].set_title(f"top {k} segments" + (" (green: truth)" if truth is not None else ""))
     if exp.meta.get("unreliable"):
         fig.suptitle(f"unreliable fit: {exp.meta['unreliable']}", color="#d62728", fontsize=10)
     for ax in axes:
@@ -163,13 +204,29 @@ def _slice(exp: Explanation, index: int) -> Explanation:
     )
 
 
+@renamed(exp="explanation", num_features="k")
+@legacy_positions(["path", "images", "explanation", "index"], detect=_path_first)
 def save_image_explanation(
-    path: Union[str, Path], images: torch.Tensor, exp: Explanation, index: int = 0, **kwargs: Any
+    explanation: Explanation, images: torch.Tensor, path: Union[str, Path], *, index: int = 0, **kwargs: Any
 ) -> Path:
-    """Draw ``plot_image_explanation`` and write it as a PNG."""
+    """Draw ``plot_image_explanation`` and write it as a PNG.
+
+    The old order ``save_image_explanation(path, images, exp, index)`` still works, with a
+    ``DeprecationWarning``.
+
+    Args:
+        explanation: the explanation of ``images`` (features (B, 1, H, W)); formerly ``exp=``.
+        images: (B, C, H, W) the explained images.
+        path: the PNG file to write (its folder is created).
+        index: which image.
+        **kwargs: ``plot_image_explanation``'s options (target_index, k, class_names, truth).
+
+    Returns:
+        ``path`` as a ``Path``.
+    """
     plt = require("matplotlib.pyplot", "viz", "save_image_explanation")
 
-    fig = plot_image_explanation(images, exp, index, **kwargs)
+    fig = plot_image_explanation(explanation, images, index=index, **kwargs)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -177,46 +234,50 @@ def save_image_explanation(
     return path
 
 
+@renamed(exp="explanation")
+@legacy_positions(["explanation", "index", "target_index"])
 def plot_coefficients_with_uncertainty(
-    exp: Explanation,
+    explanation: Explanation,
+    *,
     index: int = 0,
     target_index: int = 0,
-    *,
     z: float = 1.96,
     feature_names: Optional[list[str]] = None,
-    ax: Any = None,
-) -> Any:
+    ax: Optional[Axes] = None,
+) -> Figure:
     """Coefficients of one (input, target) with error bars ``coef +- z * coef_std`` (95 % for z = 1.96).
 
     For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
     feature of input ``index`` (its F_b features), whiskers from coef - z std to coef + z std; bars whose
-    interval excludes 0 are solid, the others faded. Any modality's explanation works.
+    interval excludes 0 are solid, the others faded. Any modality's explanation works. ``index`` and
+    ``target_index`` given by position still work, with a ``DeprecationWarning``.
 
     Args:
-        exp: an explanation with ``coef_std`` (B, T, F).
+        explanation: an explanation with ``coef_std`` (B, T, F); formerly ``exp=``.
         index: which input.
-        target_index: which explained target (column of ``exp.target``).
+        target_index: which explained target (column of ``explanation.target``).
         z: half-width of the intervals in standard deviations.
         feature_names: labels of the F_b features (default: their ids).
         ax: a matplotlib axes to draw into (default: a new figure).
 
     Returns:
-        The matplotlib figure.
+        The matplotlib ``Figure`` (the one of ``ax`` when it is given).
 
     Raises:
-        ValueError: ``exp`` without ``coef_std``, an index out of range, or a wrong number of names.
+        ValueError: ``explanation`` without ``coef_std``, an index out of range, or a wrong number of names.
 
     Example:
         >>> import matplotlib; matplotlib.use("Agg")
         >>> from torchlime import explain
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
         >>> exp = explain(model, torch.rand(1, 1, 8), torch.arange(8).view(1, 1, 8), surrogate="bayes", n_samples=100)
-        >>> fig = plot_coefficients_with_uncertainty(exp, 0)
+        >>> fig = plot_coefficients_with_uncertainty(exp, index=0)
         >>> len(fig.axes[0].patches)  # one bar per feature
         8
     """
     from torchlime._checks import check_positive_float
 
+    exp = explanation
     plt = require("matplotlib.pyplot", "viz", "plot_coefficients_with_uncertainty")
     check_positive_float(z, "z")
     if exp.coef_std is None:
@@ -235,7 +296,11 @@ def plot_coefficients_with_uncertainty(
         raise ValueError(f"`feature_names` must name the {n} features of input {index}, got {len(names)} names")
     sure = ((coef - half > 0) | (coef + half < 0)).tolist()
     colours = [("#d62728" if c > 0 else "#1f77b4") for c in coef.tolist()]
-    fig = ax.figure if ax is not None else plt.subplots(figsize=(max(4.0, 0.35 * n + 2), 3.2))[0]
+    fig: Figure = (
+        cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's
+        if ax is not None
+        else plt.subplots(figsize=(max(4.0, 0.35 * n + 2), 3.2))[0]
+    )
     ax = ax if ax is not None else fig.axes[0]
     bars = ax.bar(range(n), coef.numpy(), color=colours, yerr=half.numpy(), capsize=2, ecolor="black")
     for bar, solid in zip(bars, sure):

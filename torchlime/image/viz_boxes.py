@@ -10,13 +10,16 @@ box's label and the surrogate's weighted R². matplotlib is optional: ``pip inst
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.image.viz import _to_hwc, _top
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: the box outline: a yellow line on a black halo, visible over red, blue and grey
 BOX_COLOUR, HALO_COLOUR = "#ffd700", "black"
@@ -39,7 +42,7 @@ def plot_boxes(
     class_names: Optional[Sequence[str]] = None,
     cols: Optional[int] = None,
     panel_size: float = 3.2,
-) -> Any:
+) -> Figure:
     """One panel per explained box of image ``index``, each with its own heatmap.
 
     Every real target box (``explanation.target_valid``; padded targets are skipped) gets a panel: the
@@ -121,6 +124,7 @@ def plot_boxes(
     n = len(shown)
     ncols = min(n, 4) if cols is None else check_positive_int(cols, "cols")
     nrows = math.ceil(n / ncols)
+    fig: Figure
     fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 1.0, panel_size * nrows), squeeze=False)
     extent = (0.0, float(w), float(h), 0.0)  # pixel units: boxes are drawn in the detector's coordinates
     image = None

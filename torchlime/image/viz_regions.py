@@ -11,7 +11,7 @@ Matplotlib is optional (``pip install torchlime[viz]``).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
@@ -20,12 +20,15 @@ from torchlime.engine.explanation import Explanation
 from torchlime.image.viz import _to_hwc
 from torchlime.targets.region import Region
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 #: the colour bar's label: what red and blue mean, as every torchlime picture says
 LEGEND = "weight\nred raises the target's score, blue lowers it"
 
 
 def region_masks(
-    explanation: Explanation, regions: Any, index: int, targets: Sequence[int], size: tuple[int, int]
+    explanation: Explanation, regions: object, index: int, targets: Sequence[int], size: tuple[int, int]
 ) -> list[Optional[torch.Tensor]]:
     """The region of each listed target of input ``index``, at the image's size.
 
@@ -84,10 +87,10 @@ def plot_regions(
     images: torch.Tensor,
     *,
     index: int = 0,
-    regions: Any = None,
+    regions: object = None,
     class_names: Optional[Sequence[str]] = None,
     ncols: int = 4,
-) -> Any:
+) -> Figure:
     """One panel per valid target of image ``index``: the coefficient heatmap, the region outlined.
 
     Each panel shows the image (faded) under ``explanation.heatmap()`` of one target in one diverging
@@ -144,6 +147,7 @@ def plot_regions(
     kind = explanation.meta.get("targets", {}).get("kind", "class")
     word = {"region": "class", "similarity": "reference", "boxes": "box of class"}.get(kind, "target")
     rows, cols = -(-len(targets) // ncols), min(ncols, len(targets))
+    fig: Figure
     fig, axes = plt.subplots(
         rows, cols, figsize=(3.1 * cols + 1.4, 3.0 * rows + 0.4), squeeze=False, layout="constrained"
     )

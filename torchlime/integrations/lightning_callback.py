@@ -25,16 +25,30 @@ With ``lightning`` installed the callback subclasses ``lightning.pytorch.Callbac
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol, cast
 
 import torch
 
 from torchlime._checks import check_positive_int, check_tensor, require
 from torchlime.engine.explanation import Explanation
-from torchlime.integrations.tensorboard_probe import log_explanation, quality_scalars
+from torchlime.integrations.tensorboard_probe import Writer, log_explanation, quality_scalars
 from torchlime.training import ProbeExplainer
 
 __all__ = ["ExplainCallback", "ExplainCallbackLogic"]  # noqa: F822 - ExplainCallback: module __getattr__
+
+
+class Trainer(Protocol):
+    """What the callback reads of a Lightning ``Trainer`` (besides its ``loggers``, read if present)."""
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken."""
+        ...
+
+    @property
+    def is_global_zero(self) -> bool:
+        """Whether this is the process that logs."""
+        ...
 
 
 class ExplainCallbackLogic:
@@ -57,7 +71,7 @@ class ExplainCallbackLogic:
     def __init__(
         self,
         probe_inputs: torch.Tensor,
-        features_or_segments: Any = None,
+        features_or_segments: object = None,
         *,
         every: int = 100,
         explain_fn: Optional[Callable[..., Explanation]] = None,
@@ -65,7 +79,7 @@ class ExplainCallbackLogic:
         tag: str = "torchlime",
         stream: bool = False,
         max_history: Optional[int] = 256,
-        sink: Optional[Callable[[int, Explanation], Any]] = None,
+        sink: Optional[Callable[[int, Explanation], object]] = None,
         **explain_kwargs: Any,
     ) -> None:
         check_tensor(probe_inputs, "probe_inputs")
@@ -83,7 +97,7 @@ class ExplainCallbackLogic:
         """``(global_step, explanation)`` of every explanation kept (CPU tensors)."""
         return [] if self.probe is None else self.probe.history
 
-    def on_fit_start(self, trainer: Any, pl_module: torch.nn.Module) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: torch.nn.Module) -> None:
         """Build the ``ProbeExplainer`` on the module and its device.
 
         Args:
@@ -101,7 +115,7 @@ class ExplainCallbackLogic:
             **self.options,
         )
 
-    def on_train_start(self, trainer: Any, pl_module: torch.nn.Module) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: torch.nn.Module) -> None:
         """Explain the weights training starts from (step 0, or the resumed step if it is a multiple).
 
         Args:
@@ -111,7 +125,7 @@ class ExplainCallbackLogic:
         self._maybe(trainer)
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: torch.nn.Module, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: Trainer, pl_module: torch.nn.Module, outputs: object, batch: object, batch_idx: int
     ) -> None:
         """Explain after every ``every``-th optimizer step.
 
@@ -124,7 +138,7 @@ class ExplainCallbackLogic:
         """
         self._maybe(trainer)
 
-    def _maybe(self, trainer: Any) -> None:
+    def _maybe(self, trainer: Trainer) -> None:
         step = int(trainer.global_step)
         if self.probe is None or step % self.every or step == self.last_step or not trainer.is_global_zero:
             return
@@ -139,8 +153,14 @@ class ExplainCallbackLogic:
         for logger in getattr(trainer, "loggers", []):
             writer = getattr(logger, "experiment", None)
             if callable(getattr(writer, "add_scalar", None)) and callable(getattr(writer, "add_images", None)):
-                log_explanation(
-                    writer, exp, step, tag=self.tag, images=images, log_images=self.log_images, seconds=seconds
+                log_explanation(  # a TensorBoard logger's SummaryWriter
+                    cast(Writer, writer),
+                    exp,
+                    step,
+                    tag=self.tag,
+                    images=images,
+                    log_images=self.log_images,
+                    seconds=seconds,
                 )
             else:
                 logger.log_metrics({f"{self.tag}/{k}": v for k, v in quality_scalars(exp, seconds).items()}, step)
@@ -151,7 +171,8 @@ _CLASS: Optional[type] = None
 
 def _callback_base() -> type:
     try:
-        return require("lightning.pytorch", "lightning", "ExplainCallback").Callback
+        base: type = require("lightning.pytorch", "lightning", "ExplainCallback").Callback
+        return base
     except ImportError:
         try:
             import pytorch_lightning

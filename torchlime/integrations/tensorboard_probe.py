@@ -31,13 +31,34 @@ TensorBoardLogger's ``experiment``).
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Optional, Protocol
 
 import torch
 
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.training import ProbeExplainer
+
+
+class Writer(Protocol):
+    """What the figures are written with: a ``SummaryWriter``, or anything with its ``add_*`` methods."""
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int, /) -> object:
+        """Write one scalar."""
+        ...
+
+    def add_text(self, tag: str, text_string: str, global_step: int, /) -> object:
+        """Write one text."""
+        ...
+
+    def add_images(self, tag: str, img_tensor: torch.Tensor, global_step: int, /, *, dataformats: str) -> object:
+        """Write a batch of pictures."""
+        ...
+
+    def add_image(self, tag: str, img_tensor: torch.Tensor, global_step: int, /, *, dataformats: str) -> object:
+        """Write one picture."""
+        ...
+
 
 FLAGS = ("saturated", "poor_fit", "few_samples")
 
@@ -107,7 +128,7 @@ def quality_scalars(exp: Explanation, seconds: Optional[float] = None, max_input
 
 
 def log_explanation(
-    writer: Any,
+    writer: Writer,
     exp: Explanation,
     step: int,
     *,
@@ -149,7 +170,7 @@ def log_explanation(
     return scalars
 
 
-def summary_writer(log_dir: Optional[str] = None) -> Any:
+def summary_writer(log_dir: Optional[str] = None) -> Writer:
     """A ``torch.utils.tensorboard.SummaryWriter`` (raises ``ImportError`` naming the extra without tensorboard)."""
     require("tensorboard", "tensorboard", "logging explanations to TensorBoard")
     from torch.utils.tensorboard import SummaryWriter
@@ -180,7 +201,7 @@ class TensorBoardProbe:
     def __init__(
         self,
         probe: ProbeExplainer,
-        writer: Any = None,
+        writer: Optional[Writer] = None,
         *,
         log_dir: Optional[str] = None,
         tag: str = "torchlime",

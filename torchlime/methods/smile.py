@@ -9,7 +9,7 @@ by sorting on the tensors' device, batched over rows; ties are handled exactly a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
@@ -253,7 +253,7 @@ class SmileKernel(Kernel):
             self._cache["inputs"] = hit
         return hit[2]
 
-    def distances(self, perturbed: Any, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def distances(self, perturbed: object, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Distances float32 (c,) of perturbed rows from their inputs ``inputs[rows]``.
 
         Args:

@@ -6,18 +6,18 @@ exist (f >= F_b, padding) always rank last and are never counted.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_positive_int, check_tensor, describe
+from torchlime._checks import check_choice, check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 
 FeatureSet = Union[torch.Tensor, Sequence[Sequence[int]]]
 BY = ("value", "abs")
 
 
-def check_explanation(explanation: Any, name: str = "explanation") -> Explanation:
+def check_explanation(explanation: object, name: str = "explanation") -> Explanation:
     """Raise ``TypeError`` unless ``explanation`` is an ``Explanation``."""
     if not isinstance(explanation, Explanation):
         raise TypeError(f"`{name}` must be a torchlime.Explanation, got {describe(explanation)}")
@@ -53,23 +53,21 @@ def invalid_to_nan(values: torch.Tensor, explanation: Explanation) -> torch.Tens
     return torch.where(valid, values, torch.nan)
 
 
-def check_bool(value: Any, name: str) -> bool:
+def check_bool(value: object, name: str) -> bool:
     """Raise ``TypeError`` unless ``value`` is a bool."""
     if not isinstance(value, bool):
         raise TypeError(f"`{name}` must be a bool, got {describe(value)}")
     return value
 
 
-def check_optional_int(value: Any, name: str, minimum: int = 1) -> Optional[int]:
+def check_optional_int(value: object, name: str, minimum: int = 1) -> Optional[int]:
     """None, or an int >= ``minimum`` (``TypeError`` / ``ValueError`` otherwise)."""
     return None if value is None else check_positive_int(value, name, minimum)
 
 
-def check_by(by: Any) -> str:
+def check_by(by: object) -> str:
     """``"value"`` (largest coefficient first) or ``"abs"`` (largest magnitude first)."""
-    if by not in BY:
-        raise ValueError(f"`by` must be one of {list(BY)}, got {by!r}")
-    return by
+    return check_choice(by, "by", BY)
 
 
 def ranking_key(explanation: Explanation, by: str = "value") -> torch.Tensor:
@@ -149,7 +147,7 @@ def trapezoid(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return ((x[..., 1:] - x[..., :-1]) * (y[..., 1:] + y[..., :-1]) / 2).sum(-1)
 
 
-def feature_set(value: Any, explanation: Explanation, name: str) -> torch.Tensor:
+def feature_set(value: object, explanation: Explanation, name: str) -> torch.Tensor:
     """Bool (B, F) on the explanation's device from a bool (B, F) tensor or B lists of feature indices.
 
     Features that do not exist (f >= F_b) are dropped from a tensor; an index list naming one
@@ -188,7 +186,7 @@ def feature_set(value: Any, explanation: Explanation, name: str) -> torch.Tensor
     return out.to(dev)
 
 
-def given_perturbations(perturbations: Any, inputs: torch.Tensor) -> tuple[int, torch.Tensor]:
+def given_perturbations(perturbations: object, inputs: torch.Tensor) -> tuple[int, torch.Tensor]:
     """Check explicit perturbations (B, n, *shape) of ``inputs`` (B, *shape).
 
     Returns n and the perturbations as (B·n, *shape) in the inputs' device and dtype.
@@ -196,7 +194,7 @@ def given_perturbations(perturbations: Any, inputs: torch.Tensor) -> tuple[int, 
     Raises:
         TypeError / ValueError: not a tensor, or of the wrong shape (named).
     """
-    check_tensor(perturbations, "perturbations")
+    perturbations = check_tensor(perturbations, "perturbations")
     b, shape = inputs.shape[0], tuple(inputs.shape[1:])
     if perturbations.ndim != inputs.ndim + 1 or perturbations.shape[0] != b or tuple(perturbations.shape[2:]) != shape:
         raise ValueError(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, cast
 
 import torch
 
@@ -63,6 +63,34 @@ def check_run_options(batch_size: Any, softmax: Any) -> None:
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
     check_bool(softmax, "softmax")
+
+
+def own_softmax(softmax: Any, explanation: Any) -> Any:
+    """``softmax`` as given, or for None the explanation's own (``meta["softmax"]``; False when it has none).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> own_softmax(None, SimpleNamespace(meta={"softmax": True})), own_softmax(False, None)
+        (True, False)
+    """
+    if softmax is not None:
+        return softmax
+    meta = getattr(explanation, "meta", None)
+    return bool(meta.get("softmax", False)) if isinstance(meta, dict) else False
+
+
+def own_output(output: OutputSelector, explanation: object) -> OutputSelector:
+    """``output`` as given, or for None the selector the explanation was made with (``Explanation.call``).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> own_output(None, SimpleNamespace(call=SimpleNamespace(output="logits"))), own_output(0, None)
+        ('logits', 0)
+    """
+    if output is not None:
+        return output
+    call = getattr(explanation, "call", None)
+    return cast(OutputSelector, getattr(call, "output", None))
 
 
 def resolve_fill(spec: BaselineSpec, inputs: torch.Tensor, index: torch.Tensor, f_max: int) -> torch.Tensor:

@@ -7,6 +7,8 @@ one). Features that do not exist (f >= F_b) are never counted.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from torchlime._checks import check_positive_int, check_tensor, describe
@@ -20,6 +22,9 @@ from torchlime.metrics._common import (
     ranking_key,
     top_k_mask,
 )
+
+#: ``torch.broadcast_shapes``, typed (torch leaves it unannotated)
+_broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
 
 
 def feature_mask(explanation: Explanation, mask: torch.Tensor) -> torch.Tensor:
@@ -50,7 +55,7 @@ def feature_mask(explanation: Explanation, mask: torch.Tensor) -> torch.Tensor:
             f"{tuple(labels.shape)}, got {describe(mask)}"
         )
     try:
-        shape = torch.broadcast_shapes(mask.shape, labels.shape)
+        shape = _broadcast_shapes(mask.shape, labels.shape)
     except RuntimeError:
         raise ValueError(
             f"`mask` {tuple(mask.shape)} must broadcast with the feature map {tuple(labels.shape)}"

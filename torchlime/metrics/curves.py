@@ -19,20 +19,21 @@ model in one chunked pass, perturbed exactly as the explanation perturbed its in
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 
 from torchlime._checks import check_choice
 from torchlime.metrics._common import (
     check_bool,
+    check_explanation,
     check_optional_int,
     feature_ranks,
     invalid_to_nan,
     target_columns,
     trapezoid,
 )
-from torchlime.metrics._replay import check_run_options, perturbed, score_masks
+from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec
 
@@ -54,7 +55,7 @@ class Curves(NamedTuple):
 def feature_curves(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     reveal: bool,
     descending: bool,
@@ -62,19 +63,22 @@ def feature_curves(
     steps: Optional[int],
     batch_size: Optional[int],
     output: OutputSelector,
-    softmax: bool,
+    softmax: Optional[bool],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Curves (B, T, P), fractions x (B, P) and the last step L_b (B,) of every input.
 
     ``reveal``: insertion (features shown in order) instead of deletion (hidden in order);
-    ``descending``: order by decreasing coefficient (else increasing).
+    ``descending``: order by decreasing coefficient (else increasing); ``softmax``: None for the
+    explanation's own.
     """
     steps = check_optional_int(steps, "steps")
+    softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
     check_run_options(batch_size, softmax)
     setup = perturbed(model, inputs, explanation, baseline)
+    exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation
     dev = p.inputs.device
-    coef, target = explanation.coef.to(dev), target_columns(explanation).to(dev)
+    coef, target = exp.coef.to(dev), target_columns(exp).to(dev)
     nf = p.n_features.to(dev)
     valid = torch.arange(p.f_max, device=dev) < nf.unsqueeze(1)
     ranks = feature_ranks(coef, valid, descending)  # (B, T, F)
@@ -103,13 +107,13 @@ def feature_curves(
 def _auc(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     reveal: bool,
     baseline: Optional[BaselineSpec],
     steps: Optional[int],
     batch_size: Optional[int],
     output: OutputSelector,
-    softmax: bool,
+    softmax: Optional[bool],
     return_curves: bool,
 ) -> Union[torch.Tensor, Curves]:
     check_bool(return_curves, "return_curves")
@@ -125,20 +129,20 @@ def _auc(
         output=output,
         softmax=softmax,
     )
-    auc = invalid_to_nan(trapezoid(curves, x.unsqueeze(1)), explanation)
+    auc = invalid_to_nan(trapezoid(curves, x.unsqueeze(1)), check_explanation(explanation))
     return Curves(auc, curves, x) if return_curves else auc
 
 
 def deletion(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     baseline: Optional[BaselineSpec] = None,
     steps: Optional[int] = None,
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
-    softmax: bool = False,
+    softmax: Optional[bool] = None,
     return_curves: bool = False,
 ) -> Union[torch.Tensor, Curves]:
     """Deletion AUC: hide features in order of decreasing coefficient; the area under the target score.
@@ -160,8 +164,11 @@ def deletion(
             the model called on it directly: no fused normalisation, token packing or inverse STFT.
         steps: None (one feature per step) or the number of evenly spaced steps.
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
+            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
+            (an explanation does not record its own: pass the one it was made with).
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
+            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
         return_curves: also return the curves and the x positions.
 
     Returns:
@@ -187,13 +194,13 @@ def deletion(
 def insertion(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     baseline: Optional[BaselineSpec] = None,
     steps: Optional[int] = None,
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
-    softmax: bool = False,
+    softmax: Optional[bool] = None,
     return_curves: bool = False,
 ) -> Union[torch.Tensor, Curves]:
     """Insertion AUC: reveal features in order of decreasing coefficient, starting from all hidden.
@@ -208,8 +215,11 @@ def insertion(
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
         steps: None (one feature per step) or the number of evenly spaced steps.
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
+            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
+            (an explanation does not record its own: pass the one it was made with).
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
+            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
         return_curves: also return the curves and the x positions.
 
     Returns:
@@ -232,14 +242,14 @@ def insertion(
 def region_perturbation(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     order: str = "morf",
     steps: Optional[int] = None,
     baseline: Optional[BaselineSpec] = None,
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
-    softmax: bool = False,
+    softmax: Optional[bool] = None,
 ) -> Curves:
     """Region perturbation (Samek et al. 2017): hide features most- or least-relevant first; AOPC.
 
@@ -256,8 +266,11 @@ def region_perturbation(
         steps: None (one feature per step) or the number of evenly spaced steps.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
+            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
+            (an explanation does not record its own: pass the one it was made with).
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
+            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
 
     Returns:
         ``Curves(score=AOPC (B, T), curves (B, T, P), x (B, P))``.
@@ -288,4 +301,5 @@ def region_perturbation(
     )
     points = torch.arange(curves.shape[-1], device=curves.device) <= last.unsqueeze(1)  # (B, P)
     drops = (curves[..., :1] - curves) * points.unsqueeze(1)
-    return Curves(invalid_to_nan(drops.sum(-1) / (last.unsqueeze(1) + 1).float(), explanation), curves, x)
+    aopc = drops.sum(-1) / (last.unsqueeze(1) + 1).float()
+    return Curves(invalid_to_nan(aopc, check_explanation(explanation)), curves, x)

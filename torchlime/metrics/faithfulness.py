@@ -6,13 +6,13 @@ Both hide features exactly as the explanation did (its recorded perturbation, or
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import torch
 
 from torchlime._checks import check_positive_int
-from torchlime.metrics._common import check_by, feature_ranks, invalid_to_nan, ranking_key, target_columns
-from torchlime.metrics._replay import check_run_options, perturbed, score_masks
+from torchlime.metrics._common import check_by, check_explanation, feature_ranks, invalid_to_nan, ranking_key, target_columns
+from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec
 from torchlime.stages.sampling import Rows, make_key
@@ -23,7 +23,7 @@ _SUBSET_STREAM = 16  # random stream of the subsets (the engine's masks use 0-3,
 def label_flip(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     k: int,
     baseline: Optional[BaselineSpec] = None,
@@ -45,7 +45,9 @@ def label_flip(
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
+            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
+            (an explanation does not record its own: pass the one it was made with).
 
     Returns:
         bool (B, T).
@@ -65,7 +67,8 @@ def label_flip(
     by = check_by(by)
     check_run_options(batch_size, False)
     setup = perturbed(model, inputs, explanation, baseline)
-    if setup.scorer is not None or explanation.target_valid is not None:
+    exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
+    if setup.scorer is not None or exp.target_valid is not None:
         raise ValueError(
             "`explanation` explains a structured target (torchlime.targets): label_flip compares the top class "
             "of the model's outputs, which such targets do not have; use deletion or faithfulness_correlation"
@@ -73,7 +76,7 @@ def label_flip(
     p = setup.perturbation
     dev = p.inputs.device
     valid = torch.arange(p.f_max, device=dev) < p.n_features.to(dev).unsqueeze(1)
-    ranks = feature_ranks(ranking_key(explanation, by).to(dev), valid)  # (B, T, F)
+    ranks = feature_ranks(ranking_key(exp, by).to(dev), valid)  # (B, T, F)
 
     def masks_of(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         hidden = ranks[b, (s - 1).clamp_min(0)] < k  # row 0: the input itself, row 1 + t: target t's top k
@@ -91,7 +94,7 @@ def label_flip(
 def faithfulness_correlation(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     n_subsets: int = 128,
     subset_size: Optional[Union[int, float]] = None,
@@ -99,7 +102,7 @@ def faithfulness_correlation(
     baseline: Optional[BaselineSpec] = None,
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
-    softmax: bool = False,
+    softmax: Optional[bool] = None,
 ) -> torch.Tensor:
     """Faithfulness correlation (Bhatt et al. 2020): do the coefficients of a subset predict its effect?
 
@@ -119,8 +122,11 @@ def faithfulness_correlation(
             a hash of the seed, the input's index and the subset's, drawn on the device.
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
+            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
+            (an explanation does not record its own: pass the one it was made with).
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
+            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
 
     Returns:
         float32 (B, T).
@@ -139,8 +145,10 @@ def faithfulness_correlation(
     """
     n_subsets = check_positive_int(n_subsets, "n_subsets", minimum=2)
     fraction = _check_subset_size(subset_size)
+    softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
     check_run_options(batch_size, softmax)
     setup = perturbed(model, inputs, explanation, baseline)
+    exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation
     dev = p.inputs.device
     key = make_key(generator, dev)
@@ -150,7 +158,7 @@ def faithfulness_correlation(
         if isinstance(subset_size, int)
         else (nf.double() * fraction + 0.5).floor().long().clamp(1)
     )
-    coef, target = explanation.coef.to(dev), target_columns(explanation).to(dev)
+    coef, target = exp.coef.to(dev), target_columns(exp).to(dev)
     n_targets = target.shape[1]
 
     def subsets(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -170,7 +178,7 @@ def faithfulness_correlation(
     ).double()
     drops = out[:, :1, :n_targets] - out[:, 1:, :n_targets]  # (B, n, T)
     sums = out[:, 1:, n_targets:]
-    return invalid_to_nan(pearson(sums, drops).float(), explanation)
+    return invalid_to_nan(pearson(sums, drops).float(), exp)
 
 
 def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -187,7 +195,7 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(1) / ((a * a).sum(1) * (b * b).sum(1)).sqrt()
 
 
-def _check_subset_size(subset_size: Any) -> float:
+def _check_subset_size(subset_size: object) -> float:
     """The fraction of F_b of a None / float ``subset_size`` (an int is checked and kept as given)."""
     if subset_size is None:
         return 0.25

@@ -24,13 +24,13 @@ exactly as captum treats any attribution map it is given.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
 from torchlime.metrics._common import check_bool, check_explanation, given_perturbations, invalid_to_nan, target_columns
-from torchlime.metrics._replay import check_run_options, score_rows
+from torchlime.metrics._replay import check_run_options, own_output, own_softmax, score_rows
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.blend import Chunk, perturb_rows
 from torchlime.stages.sampling import Rows, make_key
@@ -49,7 +49,7 @@ def gaussian(key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int, st
 def infidelity(
     model: Model,
     inputs: torch.Tensor,
-    explanation: Any,
+    explanation: object,
     *,
     n_perturb: int = 16,
     noise_scale: float = 0.1,
@@ -58,7 +58,7 @@ def infidelity(
     generator: Union[None, int, torch.Generator] = None,
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
-    softmax: bool = False,
+    softmax: Optional[bool] = None,
 ) -> torch.Tensor:
     """Infidelity of the painted coefficients under input perturbations (formula in the module docstring).
 
@@ -76,8 +76,11 @@ def infidelity(
         normalize: captum's ``normalize`` (the optimal rescaling β).
         generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``.
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``.
+        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
+            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
+            (an explanation does not record its own: pass the one it was made with).
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
+            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
 
     Returns:
         float32 (B, T).
@@ -99,6 +102,7 @@ def infidelity(
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
     check_tensor(inputs, "inputs")
     check_bool(normalize, "normalize")
+    softmax, output = own_softmax(softmax, exp), own_output(output, exp)
     check_run_options(batch_size, softmax)
     b, n_targets, f = exp.coef.shape
     if not inputs.is_floating_point() or tuple(inputs.shape) != (b, *exp.input_shape):

@@ -7,8 +7,8 @@ For perturbations δ_bk (k = 1..n) of input b, with e(x) the explanation of x:
 the norm taken over the flattened explanation (``norm_ord="fro"``: the 2-norm, captum's
 default). The explanation function is called on the B inputs, then on the B·n perturbed
 inputs in input-major order (row i is perturbation i % n of input i // n, captum's
-``repeat_interleave``), all at once (``batch_size=None``, captum's
-``max_examples_per_batch=None``) or ``batch_size`` rows at a time.
+``repeat_interleave``), all at once (``inputs_per_step=None``, captum's
+``max_examples_per_batch=None``) or ``inputs_per_step`` inputs at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
+from torchlime._deprecate import renamed
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import given_perturbations
 from torchlime.stages.sampling import Rows, make_key
@@ -25,6 +26,7 @@ from torchlime.stages.sampling import Rows, make_key
 _UNIFORM_STREAM = 19  # random stream of the default perturbations
 
 
+@renamed(batch_size="inputs_per_step")
 def max_sensitivity(
     explain_fn: Callable[[torch.Tensor], Any],
     inputs: torch.Tensor,
@@ -33,7 +35,7 @@ def max_sensitivity(
     n_perturb: int = 10,
     perturbations: Optional[torch.Tensor] = None,
     norm_ord: Union[str, float] = "fro",
-    batch_size: Optional[int] = None,
+    inputs_per_step: Optional[int] = None,
     generator: Union[None, int, torch.Generator] = None,
 ) -> torch.Tensor:
     """Largest relative change of an explanation under small input perturbations (module docstring).
@@ -49,9 +51,10 @@ def max_sensitivity(
         n_perturb: n, perturbations per input (captum's ``n_perturb_samples``).
         perturbations: explicit δ, (B, n, ...) (then ``radius`` and ``n_perturb`` are unused).
         norm_ord: "fro" (2-norm) or a number p (the p-norm), as captum's ``norm_ord``.
-        batch_size: perturbed inputs per ``explain_fn`` call (None: all B·n at once). torchlime's
-            masks depend on an input's position in its batch (unless ``index=`` is given), so a
-            LIME ``explain_fn`` gives the same values for the same ``batch_size`` only.
+        inputs_per_step: perturbed inputs per ``explain_fn`` call (None: all B·n at once; captum's
+            ``max_examples_per_batch``; formerly ``batch_size=``). torchlime's masks depend on an
+            input's position in its batch (unless ``index=`` is given), so a LIME ``explain_fn`` gives
+            the same values for the same ``inputs_per_step`` only.
         generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
 
     Returns:
@@ -74,8 +77,8 @@ def max_sensitivity(
     check_tensor(inputs, "inputs")
     if not inputs.is_floating_point() or inputs.ndim < 2:
         raise ValueError(f"`inputs` must be real floating and batched (B, ...), got {describe(inputs)}")
-    if batch_size is not None:
-        check_positive_int(batch_size, "batch_size")
+    if inputs_per_step is not None:
+        check_positive_int(inputs_per_step, "inputs_per_step")
     if norm_ord != "fro":
         check_positive_float(norm_ord, "norm_ord")
     b, shape, dev = inputs.shape[0], tuple(inputs.shape[1:]), inputs.device
@@ -90,7 +93,7 @@ def max_sensitivity(
     reference = _attribution(explain_fn(inputs), b, None)
     norm0 = torch.linalg.vector_norm(reference, ord=ord_, dim=-1)
     norm0 = torch.where(norm0 == 0, torch.ones_like(norm0), norm0)
-    step = b * n if batch_size is None else batch_size
+    step = b * n if inputs_per_step is None else inputs_per_step
     parts = []
     for start in range(0, b * n, step):  # explain_fn calls, each on many inputs
         rows = torch.arange(start, min(start + step, b * n), device=dev)

@@ -6,7 +6,7 @@ with ``generator=0, 1, ...``) and compare them per input and target, over the va
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
@@ -15,7 +15,7 @@ from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import average_ranks, check_by, check_explanation, ranking_key, top_k_mask
 
 
-def _stack(explanations: Any) -> list[Explanation]:
+def _stack(explanations: object) -> list[Explanation]:
     """The explanations, checked: a list of >= 2 with the same shape, feature counts and targets."""
     if not isinstance(explanations, (list, tuple)) or len(explanations) < 2:
         raise ValueError(

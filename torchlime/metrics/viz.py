@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, cast
 
 import torch
 
 from torchlime._checks import check_tensor, describe, require
 from torchlime.metrics._common import trapezoid
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def plot_curves(
@@ -15,9 +19,9 @@ def plot_curves(
     x: torch.Tensor,
     labels: Optional[Sequence[str]] = None,
     *,
-    ax: Any = None,
+    ax: Optional[Axes] = None,
     title: Optional[str] = None,
-) -> Any:
+) -> Figure:
     """Draw score curves against the fraction of features changed, with each curve's AUC in the legend.
 
     Args:
@@ -29,7 +33,8 @@ def plot_curves(
         title: the axes' title.
 
     Returns:
-        The matplotlib ``Axes``.
+        The matplotlib ``Figure`` (the one of ``ax`` when it is given; the curves are in ``fig.axes[0]``
+        for a new figure). It returned the Axes before 0.2.0.
 
     Raises:
         ImportError: without matplotlib (names the ``viz`` extra).
@@ -37,10 +42,10 @@ def plot_curves(
 
     Example:
         >>> y = torch.tensor([[1.0, 0.5, 0.0], [1.0, 0.9, 0.8]])
-        >>> ax = plot_curves(y, torch.tensor([0.0, 0.5, 1.0]), ["sharp", "flat"])
-        >>> [t.get_text() for t in ax.get_legend().get_texts()]
+        >>> fig = plot_curves(y, torch.tensor([0.0, 0.5, 1.0]), ["sharp", "flat"])
+        >>> [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
         ['sharp (AUC 0.500)', 'flat (AUC 0.900)']
-        >>> import matplotlib.pyplot as plt; plt.close(ax.figure)
+        >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     plt = require("matplotlib.pyplot", "viz", "plot_curves")
     check_tensor(curves, "curves")
@@ -75,4 +80,4 @@ def plot_curves(
     if title is not None:
         ax.set_title(title)
     ax.legend(fontsize="small")
-    return ax
+    return cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's

@@ -87,6 +87,9 @@ class Kernel:
     def distances(self, perturbed: Any, inputs: Any, rows: torch.Tensor) -> torch.Tensor:
         """Distances (c,) of a chunk of perturbed model inputs (c, ...) from their originals.
 
+        The chunks are whatever the perturbation builds, so a kernel made for one perturbation narrows
+        ``perturbed`` and ``inputs`` to the form it builds (a tensor for text and tabular rows).
+
         Args:
             perturbed: the chunk as the model will see it: a (c, ...) tensor, or the model's
                 arguments with their flat carrier (``packing.PackedArgs``).

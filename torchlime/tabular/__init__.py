@@ -1,6 +1,7 @@
 """Tabular data: lime's ``LimeTabularExplainer``, batched on the device.
 
-``explain_tabular`` explains (B, D) rows of a tabular model: every column is a feature,
+``explain_tabular`` explains (B, D) rows of a tabular model (``Tabular`` is the same as a
+modality for ``torchlime.Explainer``; its explanations carry a ``TabularInfo``): every column is a feature,
 "the value stays in the instance's bin (quartile, decile or entropy) or category";
 samples are drawn as lime draws them from the training statistics (``fit_stats``), weighted
 by lime's kernel on the scaled rows, and fitted by the engine in one batched call.
@@ -10,11 +11,15 @@ by lime's kernel on the scaled rows, and fitted by the engine in one batched cal
 from torchlime.tabular._conditions import bin_condition, conditions
 from torchlime.tabular._discretize import DISCRETIZERS, entropy_bins, quantile_bins
 from torchlime.tabular._explain import explain_tabular
+from torchlime.tabular._info import TabularInfo
+from torchlime.tabular._modality import Tabular
 from torchlime.tabular._proximity import ScaledEuclideanKernel, default_width
 from torchlime.tabular._sample import TabularPerturbation, TabularSampler, keep_probability
 from torchlime.tabular._stats import TabularStats, fit_stats
 
 __all__ = [
+    "Tabular",
+    "TabularInfo",
     "explain_tabular",
     "conditions",
     "bin_condition",

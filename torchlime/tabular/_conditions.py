@@ -14,10 +14,11 @@ condition is that level, written as lime writes it (``discretize.BaseDiscretizer
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from torchlime._checks import check_positive_int, describe
 from torchlime.engine.explanation import Explanation
+from torchlime.tabular._info import TabularInfo
 
 
 def _number(value: float) -> str:
@@ -57,7 +58,8 @@ def conditions(
     """Per input, the (condition, weight) pairs of one target, ranked by |weight|.
 
     Args:
-        exp: an explanation from ``explain_tabular``.
+        exp: an explanation from ``explain_tabular`` or the ``Tabular`` modality (fresh, sliced, or
+            saved and loaded).
         feature_names: D column names (default: the call's ``feature_names``, else "0".."D-1").
         categorical_names: column -> names of its values (value v is ``names[int(v)]``), as lime's.
         k: keep the k largest (default: every column).
@@ -68,8 +70,8 @@ def conditions(
         B lists of ``(condition, weight)``, weights as Python floats.
 
     Raises:
-        ValueError: an explanation without tabular metadata, names of the wrong length, a bad
-            ``target_index``.
+        ValueError: an explanation without a tabular record (``exp.info``) or its plain data
+            (``meta["tabular"]``, what saved files keep), names of the wrong length, a bad ``target_index``.
 
     Example:
         >>> from torchlime.tabular import explain_tabular
@@ -80,39 +82,52 @@ def conditions(
         >>> conditions(exp, ["a", "b", "c"], k=1)[0]  # doctest: +ELLIPSIS
         [('a <= 0.25', ...)]
     """
-    tab = exp.meta.get("tabular")
-    if not isinstance(tab, dict):
-        raise ValueError(
-            "`exp` must come from torchlime.tabular.explain_tabular (its meta['tabular'] holds the "
-            f"bins), got meta keys {sorted(exp.meta)}"
-        )
+    tab = _record(exp)
     b, t, d = exp.coef.shape
-    names = list(feature_names) if feature_names is not None else tab.get("feature_names") or [str(i) for i in range(d)]
+    names = list(feature_names) if feature_names is not None else tab.feature_names or [str(i) for i in range(d)]
     if len(names) != d:
         raise ValueError(f"`feature_names` must hold {d} names (one per column), got {len(names)}")
     if isinstance(target_index, bool) or not isinstance(target_index, int) or not -t <= target_index < t:
         raise ValueError(f"`target_index` must be an int in [0, {t}), got {describe(target_index)}")
     if k is not None:
         check_positive_int(k, "k")
-    cats = {f: j for j, f in enumerate(tab["categorical"])}  # column -> its place in meta's "instances"
+    cats = {f: j for j, f in enumerate(tab.categorical)}  # column -> its place in the record's "instances"
     coef = exp.coef[:, target_index].double().cpu().tolist()
+    levels = tab.levels.tolist()
+    instances = tab.instances.tolist()
     out = []
     for i in range(b):
         rows = []
         for f in range(d):
-            level = tab["levels"][i][f]
             if f in cats:
-                value = tab["instances"][i][cats[f]]
-                label = _category_name(categorical_names, f, value)
+                label = _category_name(categorical_names, f, instances[i][cats[f]])
                 rows.append((f"{names[f]}={label}", coef[i][f]))
             else:
-                rows.append((bin_condition(names[f], tab["boundaries"][f], level, precision), coef[i][f]))
+                rows.append((bin_condition(names[f], tab.boundaries[f], levels[i][f], precision), coef[i][f]))
         rows.sort(key=lambda r: -abs(r[1]))
         out.append(rows[:k] if k is not None else rows)
     return out
 
 
-def _category_name(categorical_names: Optional[Mapping[int, Sequence[str]]], column: int, value: Any) -> str:
+def _record(exp: Explanation) -> TabularInfo:
+    """The explanation's tabular record: ``exp.info``, else rebuilt from ``meta["tabular"]`` (a loaded file)."""
+    if isinstance(exp.info, TabularInfo):
+        return exp.info
+    if not isinstance(exp.meta.get("tabular"), dict):
+        raise ValueError(
+            "`exp` must come from torchlime.tabular.explain_tabular or the Tabular modality (its info and "
+            f"meta['tabular'] hold the bins), got meta keys {sorted(exp.meta)}"
+        )
+    tab = TabularInfo.from_plain(exp.meta["tabular"])
+    if tab.levels.shape[0] != len(exp):
+        raise ValueError(
+            f"`exp.meta['tabular']` must describe the explanation's {len(exp)} input(s), got the levels of "
+            f"{tab.levels.shape[0]} (slice an explanation with exp[i], which slices its record too)"
+        )
+    return tab
+
+
+def _category_name(categorical_names: Optional[Mapping[int, Sequence[str]]], column: int, value: float) -> str:
     if categorical_names is not None and column in categorical_names:
         names = categorical_names[column]
         idx = int(value)

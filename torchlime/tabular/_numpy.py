@@ -9,10 +9,11 @@ explanation is torch either way.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, Union, overload
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 from torch import nn
 
 from torchlime._checks import describe
@@ -20,7 +21,15 @@ from torchlime.text.strings import string_model
 from torchlime.typing import Model
 
 
-def as_rows(value: Any, name: str) -> Any:
+@overload
+def as_rows(value: Union[torch.Tensor, NDArray[np.generic]], name: str) -> torch.Tensor: ...
+
+
+@overload
+def as_rows(value: object, name: str) -> object: ...
+
+
+def as_rows(value: object, name: str) -> object:
     """A numpy array of numbers as a new float32 tensor (on the CPU); anything else as it comes.
 
     Args:
@@ -47,7 +56,7 @@ def as_rows(value: Any, name: str) -> Any:
     return torch.tensor(value, dtype=torch.float32)  # a copy: the caller's array is never touched
 
 
-def takes_numpy(model: Model, x: Any) -> bool:
+def takes_numpy(model: Model, x: object) -> bool:
     """Whether ``model`` is called with numpy rows: ``x`` is a numpy array and ``model`` no torch module.
 
     Args:
@@ -68,12 +77,12 @@ class NumpyRows:
             numpy array, nested lists of numbers or a tensor.
     """
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[[NDArray[np.float32]], object]) -> None:
         self.fn = fn
-        self.scores: Callable[[Any], torch.Tensor] = string_model(fn)  # explain_text's output rule
+        self.scores: Callable[[NDArray[np.float32]], torch.Tensor] = string_model(fn)  # explain_text's output rule
 
     @property
-    def cache_identity(self) -> Any:
+    def cache_identity(self) -> Callable[[NDArray[np.float32]], object]:
         """The wrapped function (keys any cached chunk size)."""
         return self.fn
 

@@ -16,7 +16,6 @@ is an input-space kernel whose ``distances`` hook reads every chunk before the m
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
@@ -58,7 +57,7 @@ class ScaledEuclideanKernel(Kernel):
         self.width = check_positive_float(width, "kernel_width")
         self.column_scale, self.categorical = scale, categorical
 
-    def distances(self, perturbed: Any, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def distances(self, perturbed: torch.Tensor, inputs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         diff = perturbed.double() - inputs[rows].double()
         scale = self.column_scale.to(diff)
         sq = torch.where(self.categorical.to(diff.device), (diff != 0).double(), (diff / scale) ** 2)

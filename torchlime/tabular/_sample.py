@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
@@ -39,7 +39,8 @@ _TINY = 1e-300
 
 
 def _ndtr(x: torch.Tensor) -> torch.Tensor:
-    return torch.special.ndtr(x)
+    out: torch.Tensor = torch.special.ndtr(x)  # torch.special is untyped
+    return out
 
 
 def truncated_normal(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -143,7 +144,7 @@ class TabularPerturbation:
     ids: torch.Tensor
     given: Optional[torch.Tensor] = None
 
-    def __call__(self, inputs: torch.Tensor, baseline: Any, index: Any, chunk: Chunk) -> torch.Tensor:
+    def __call__(self, inputs: torch.Tensor, baseline: object, index: object, chunk: Chunk) -> torch.Tensor:
         """Rows (c, D) in the inputs' dtype: perturbed values, the input itself for sample 0."""
         b, s, d = chunk.rows, chunk.samples, self.stats.n_columns
         keep = chunk.masks[:, :d]
@@ -169,7 +170,10 @@ class TabularPerturbation:
         u = rows.uniform(_VALUE, st.n_columns).double() + 2.0**-25  # 24-bit uniforms, centred in their cells
         level = torch.where(keep, lev, self._other_level(rows, lev))
         at = level.clamp_min(0).T  # (D, c)
-        pick = lambda t: t.gather(1, at).T  # noqa: E731  per-(row, column) entry of a (D, V) table
+
+        def pick(t: torch.Tensor) -> torch.Tensor:  # per-(row, column) entry of a (D, V) table
+            return t.gather(1, at).T
+
         category = torch.where(level >= 0, pick(st.values.nan_to_num(0.0)), original)
         if self.centre is None:  # a bin's value: normal truncated to the bin's range
             lo, hi, mu, sd = pick(st.level_lo), pick(st.level_hi), pick(st.level_mean), pick(st.level_std)

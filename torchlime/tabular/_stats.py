@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Iterable, Optional, Sequence, SupportsIndex, cast
 
 import numpy as np
 import torch
@@ -101,7 +101,7 @@ class TabularStats:
         )
 
 
-def as_float64(value: Any, name: str, device: Optional[torch.device] = None) -> torch.Tensor:
+def as_float64(value: object, name: str, device: Optional[torch.device] = None) -> torch.Tensor:
     """A float64 tensor (on ``device``) from a tensor or an array of real numbers.
 
     Raises:
@@ -119,17 +119,17 @@ def as_float64(value: Any, name: str, device: Optional[torch.device] = None) -> 
     return t.to(device=t.device if device is None else device, dtype=torch.float64)
 
 
-def _column_index(c: Any) -> int:
+def _column_index(c: object) -> int:
     """An int column index from an int, a numpy integer or a one-value integer tensor (not a bool)."""
     if isinstance(c, (bool, np.bool_)) or (isinstance(c, torch.Tensor) and c.dtype == torch.bool):
         raise TypeError(f"`categorical_features` must hold int column indices, got {describe(c)}")
     try:
-        return operator.index(c)
+        return operator.index(cast(SupportsIndex, c))  # a TypeError, caught here, where it is not
     except TypeError:
         raise TypeError(f"`categorical_features` must hold int column indices, got {describe(c)}") from None
 
 
-def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
+def check_categorical(categorical_features: object, n_columns: int) -> list[int]:
     """Sorted distinct column indices, each in [0, D).
 
     From a sequence of ints, numpy integers, a 1-D integer array or a 1-D integer tensor (None: no
@@ -158,7 +158,7 @@ def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
             raise TypeError(
                 f"`categorical_features` must be a sequence of int column indices (e.g. [0]), got {describe(value)}"
             )
-        items = [_column_index(c) for c in value]
+        items = [_column_index(c) for c in cast(Iterable[object], value)]  # it has ``__iter__``
     bad = [c for c in items if not 0 <= c < n_columns]
     if bad:
         raise ValueError(
@@ -168,7 +168,7 @@ def check_categorical(categorical_features: Any, n_columns: int) -> list[int]:
     return sorted(set(items))
 
 
-def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
+def label_codes(training_labels: object, device: torch.device) -> torch.Tensor:
     """(N,) class labels as a tensor on ``device``.
 
     A real tensor or array as it is; strings (or other sortable objects) as the index of their value
@@ -181,13 +181,14 @@ def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
         >>> label_codes(["yes", "no", "yes"], torch.device("cpu")).tolist()
         [1, 0, 1]
     """
-    value = training_labels
-    if not isinstance(value, torch.Tensor):
+    if isinstance(training_labels, torch.Tensor):
+        value = training_labels
+    else:
         try:
-            arr = np.asarray(value)
+            arr = np.asarray(training_labels)
         except (TypeError, ValueError):
             raise TypeError(
-                f"`training_labels` must hold class labels (numbers or strings), got {describe(value)}"
+                f"`training_labels` must hold class labels (numbers or strings), got {describe(training_labels)}"
             ) from None
         if arr.dtype.kind in "biuf":
             value = torch.as_tensor(arr)
@@ -208,10 +209,10 @@ def label_codes(training_labels: Any, device: torch.device) -> torch.Tensor:
 
 
 def fit_stats(
-    training_data: Any,
+    training_data: object,
     categorical_features: Optional[Sequence[int]] = None,
     discretizer: str = "quartile",
-    training_labels: Optional[torch.Tensor] = None,
+    training_labels: object = None,
 ) -> TabularStats:
     """Training statistics (``TabularStats``) of tabular data, on its device.
 

@@ -18,8 +18,9 @@ The engine fits one surrogate per (input, target) as for plain targets; padded t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, cast
 
 import torch
 
@@ -42,8 +43,8 @@ class Bound:
 
     labels: torch.Tensor
     valid: torch.Tensor
-    score: Callable[[Any, torch.Tensor], torch.Tensor]
-    info: dict[str, Any] = field(default_factory=dict)
+    score: Callable[[object, torch.Tensor], torch.Tensor]
+    info: dict[str, object] = field(default_factory=dict)
 
     def rows(self, start: int, stop: int) -> Bound:
         """The target bound to inputs ``start..stop-1`` only, renumbered from 0 (an explanation's slice).
@@ -57,7 +58,7 @@ class Bound:
         """
         whole = self.score
 
-        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+        def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             return whole(out, rows + start)
 
         batch = self.labels.shape[0]
@@ -74,7 +75,7 @@ class Target:
     #: what the target is called in messages
     name = "target"
 
-    def bind(self, reference: Any, batch: int) -> Bound:
+    def bind(self, reference: object, batch: int) -> Bound:
         """Fix each input's targets from the raw output of the unperturbed inputs.
 
         Args:
@@ -94,7 +95,7 @@ class Target:
         """
 
 
-def take_rows(out: Any, lo: int, hi: int) -> Any:
+def take_rows(out: object, lo: int, hi: int) -> object:
     """Rows ``lo:hi`` of a raw model output.
 
     A tensor is sliced along dim 0; a list of per-row records (dicts, as torchvision's detectors return)
@@ -120,7 +121,7 @@ def take_rows(out: Any, lo: int, hi: int) -> Any:
     return out
 
 
-def cat_rows(parts: list[Any]) -> Any:
+def cat_rows(parts: list[object]) -> object:
     """Join raw outputs of consecutive rows (the inverse of ``take_rows``).
 
     Args:
@@ -129,21 +130,23 @@ def cat_rows(parts: list[Any]) -> Any:
     Returns:
         One output of all their rows.
     """
-    first = parts[0]
+    first = parts[0]  # every part has the structure of the first (outputs of one model)
     if len(parts) == 1:
         return first
     if isinstance(first, torch.Tensor):
-        return torch.cat(parts) if first.ndim else first
+        return torch.cat(cast("list[torch.Tensor]", parts)) if first.ndim else first
     if isinstance(first, list) and first and isinstance(first[0], dict):
-        return [row for part in parts for row in part]
+        return [row for part in cast("list[list[object]]", parts) for row in part]
     if isinstance(first, (tuple, list)):
-        return type(first)(cat_rows([p[i] for p in parts]) for i in range(len(first)))
+        items = cast("list[Sequence[object]]", parts)
+        return type(first)(cat_rows([p[i] for p in items]) for i in range(len(first)))
     if isinstance(first, dict):
-        return {k: cat_rows([p[k] for p in parts]) for k in first}
+        records = cast("list[Mapping[object, object]]", parts)
+        return {k: cat_rows([p[k] for p in records]) for k in first}
     return first
 
 
-def tensor_output(out: Any, name: str, keys: tuple[str, ...] = ()) -> torch.Tensor:
+def tensor_output(out: object, name: str, keys: tuple[str, ...] = ()) -> torch.Tensor:
     """The score tensor of a raw output.
 
     The output itself when it is a tensor, else the first of ``keys`` (an attribute or a dict key), else
@@ -164,9 +167,9 @@ def tensor_output(out: Any, name: str, keys: tuple[str, ...] = ()) -> torch.Tens
         return out
     for key in keys:
         if isinstance(out, dict) and isinstance(out.get(key), torch.Tensor):
-            return out[key]
+            return cast(torch.Tensor, out[key])
         if isinstance(getattr(out, key, None), torch.Tensor):
-            return getattr(out, key)
+            return cast(torch.Tensor, getattr(out, key))
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
     raise ValueError(

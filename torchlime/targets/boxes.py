@@ -54,7 +54,7 @@ def _stack(parts: list[torch.Tensor], fill: float) -> torch.Tensor:
     return torch.stack(parts) if all(p.shape == first for p in parts) else pad_ragged(parts, fill)
 
 
-def _from_dicts(out: list[dict[str, Any]]) -> Detections:
+def _from_dicts(out: list[dict[str, torch.Tensor]]) -> Detections:
     """Pad a list of per-image detection dicts (a Python loop over rows: the one the design allows).
 
     Only shapes are read per row (host metadata); the dtypes are converted once, on the padded tensors.
@@ -75,7 +75,7 @@ def _from_dicts(out: list[dict[str, Any]]) -> Detections:
     return _stack(boxes, 0.0).float(), _stack(labels, -1).long(), _stack(scores, 0.0).float()
 
 
-def detections(out: Any, decode: Optional[Callable[[Any], Any]] = None) -> Detections:
+def detections(out: object, decode: Optional[Callable[[Any], object]] = None) -> Detections:
     """Padded (boxes (c, K, 4), labels long (c, K), scores (c, K)) of a detector's raw output.
 
     Args:
@@ -130,7 +130,7 @@ def drise(boxes: torch.Tensor, labels: torch.Tensor, det: Detections) -> torch.T
     return sim.amax(-1)
 
 
-def _numbers(value: Any) -> Any:
+def _numbers(value: object) -> object:
     """Nested Python numbers (boxes as lists of 4 numbers, labels as ints) as a tensor; anything else as is."""
     if isinstance(value, (list, tuple)) and value and not any(isinstance(v, torch.Tensor) for v in value):
         try:
@@ -140,7 +140,7 @@ def _numbers(value: Any) -> Any:
     return value
 
 
-def _box_parts(boxes: Any) -> tuple[bool, list[torch.Tensor]]:
+def _box_parts(boxes: object) -> tuple[bool, list[torch.Tensor]]:
     """``(shared, parts)``: the given boxes as one (T, 4) tensor for every image, or one per image."""
     if isinstance(boxes, torch.Tensor) and boxes.ndim in (2, 3) and boxes.shape[-1] == 4:
         return boxes.ndim == 2, [boxes] if boxes.ndim == 2 else list(boxes)
@@ -150,7 +150,7 @@ def _box_parts(boxes: Any) -> tuple[bool, list[torch.Tensor]]:
     raise ValueError(f"`boxes` must be (T, 4), (B, T, 4) or a list of (T_b, 4) tensors, got {describe(boxes)}")
 
 
-def _label_parts(labels: Any, boxes: list[torch.Tensor], shared: bool) -> Optional[list[torch.Tensor]]:
+def _label_parts(labels: object, boxes: list[torch.Tensor], shared: bool) -> Optional[list[torch.Tensor]]:
     """The given labels, one (T_b,) tensor per part of ``boxes``, checked against the boxes' counts."""
     if labels is None:
         return None
@@ -230,22 +230,23 @@ class Boxes(Target):
         boxes: BoxesSpec = None,
         labels: Union[None, torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]] = None,
         score_threshold: float = 0.5,
-        decode: Optional[Callable[[Any], Any]] = None,
+        decode: Optional[Callable[[Any], object]] = None,
     ) -> None:
-        boxes, labels = _numbers(from_numpy(boxes)), _numbers(from_numpy(labels))
-        if labels is not None and boxes is None:
+        given, given_labels = _numbers(from_numpy(boxes)), _numbers(from_numpy(labels))
+        if given_labels is not None and given is None:
             raise ValueError("`labels` needs `boxes`: the labels of the given boxes")
         if not isinstance(score_threshold, (int, float)) or isinstance(score_threshold, bool):
             raise TypeError(f"`score_threshold` must be a number, got {describe(score_threshold)}")
         if decode is not None and not callable(decode):
             raise TypeError(f"`decode` must be a callable, got {describe(decode)}")
-        self.boxes, self.labels, self.score_threshold, self.decode = boxes, labels, float(score_threshold), decode
+        self.boxes, self.labels, self.score_threshold = given, given_labels, float(score_threshold)
+        self.decode = decode
         self._shared, self._parts = True, []  # given boxes: one shared part, or one per image
         self._labels: Optional[list[torch.Tensor]] = None
         self._host: list[list[list[float]]] = []
-        if boxes is not None:
-            self._shared, self._parts = _box_parts(boxes)
-            self._labels = _label_parts(labels, self._parts, self._shared)
+        if given is not None:
+            self._shared, self._parts = _box_parts(given)
+            self._labels = _label_parts(given_labels, self._parts, self._shared)
             self._host = _read_given(self._parts, self._labels)
 
     def check(self, batch: int) -> None:
@@ -256,7 +257,9 @@ class Boxes(Target):
         if n != batch:
             raise ValueError(f"`boxes` holds boxes of {n} images, not of the {batch} explained")
 
-    def _given(self, batch: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[Any]]:
+    def _given(
+        self, batch: int, dev: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[list[list[float]]]]:
         """The given boxes (B, T, 4), labels (B, T), valid (B, T) on ``dev``, and the boxes as lists."""
         boxes, host = (self._parts * batch, self._host * batch) if self._shared else (self._parts, self._host)
         labels = self._labels
@@ -273,7 +276,7 @@ class Boxes(Target):
         info = [[list(box) for box in h] + [[0.0] * 4 for _ in range(width - len(h))] for h in host]
         return t_boxes, t_labels, valid, info
 
-    def _detected(self, det: Detections) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[Any]]:
+    def _detected(self, det: Detections) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[list[list[float]]]]:
         """Each image's detections above the threshold, kept first in the model's order, padded to T."""
         boxes, labels, scores = det
         b, k = labels.shape
@@ -300,7 +303,7 @@ class Boxes(Target):
         valid = keep.gather(1, order)
         return ranked[:, :t], labels.gather(1, order), valid, info
 
-    def bind(self, reference: Any, batch: int) -> Bound:
+    def bind(self, reference: object, batch: int) -> Bound:
         """Fix each image's boxes: its own detections above the threshold, or the boxes given."""
         det = detections(reference, self.decode)
         if det[0].shape[0] != batch:
@@ -313,7 +316,7 @@ class Boxes(Target):
         t_labels = torch.where(valid, t_labels, -1)
         t_boxes = t_boxes * valid.unsqueeze(-1)
 
-        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+        def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             found = detections(out, self.decode)
             if found[0].shape[0] != rows.shape[0]:
                 raise ValueError(f"Boxes got detections of {found[0].shape[0]} rows, expected {rows.shape[0]}")

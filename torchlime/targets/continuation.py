@@ -11,7 +11,7 @@ The target must know where the continuation starts in every row and which ids it
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Optional, cast
 
 import torch
 
@@ -45,19 +45,19 @@ class Continuation(Target):
 
     name = "Continuation"
 
-    def __init__(self, token_ids: Any = None, max_new_tokens: int = 8, per_token: bool = True) -> None:
+    def __init__(self, token_ids: object = None, max_new_tokens: int = 8, per_token: bool = True) -> None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"`max_new_tokens` must be an int >= 1, got {describe(max_new_tokens)}")
         if not isinstance(per_token, bool):
             raise TypeError(f"`per_token` must be a bool, got {describe(per_token)}")
+        ids: Optional[torch.Tensor] = None
         if token_ids is not None:
-            token_ids = from_numpy(token_ids)
-            check_tensor(token_ids, "token_ids")
-            check_integer(token_ids, "token_ids")
-            if token_ids.ndim != 2 or token_ids.shape[1] == 0:
-                raise ValueError(f"`token_ids` must have shape (B, G) with G >= 1, got {tuple(token_ids.shape)}")
-            token_ids = token_ids.long()
-        self.token_ids: Optional[torch.Tensor] = token_ids
+            ids = check_tensor(from_numpy(token_ids), "token_ids")
+            check_integer(ids, "token_ids")
+            if ids.ndim != 2 or ids.shape[1] == 0:
+                raise ValueError(f"`token_ids` must have shape (B, G) with G >= 1, got {tuple(ids.shape)}")
+            ids = ids.long()
+        self.token_ids: Optional[torch.Tensor] = ids
         self.max_new_tokens = max_new_tokens
         self.per_token = per_token
         self.start: Optional[torch.Tensor] = None
@@ -107,7 +107,7 @@ class Continuation(Target):
         out.start = start.long().to(ids.device)
         return out
 
-    def bind(self, reference: Any, batch: int) -> Bound:
+    def bind(self, reference: object, batch: int) -> Bound:
         """Every input explains its whole continuation and, with ``per_token``, each of its G tokens.
 
         Args:
@@ -138,7 +138,7 @@ class Continuation(Target):
         offsets = torch.arange(g, device=dev) - 1
         per_token = self.per_token
 
-        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+        def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             lg = _logits(out)
             r = rows.to(dev)
             pos = (start[r].unsqueeze(1) + offsets).to(lg.device)  # (c, G): positions predicting y_g
@@ -154,7 +154,7 @@ class Continuation(Target):
         return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
 
 
-def _logits(out: Any) -> torch.Tensor:
+def _logits(out: object) -> torch.Tensor:
     lg = tensor_output(out, "Continuation", ("logits",))
     if lg.ndim != 3:
         raise ValueError(f"Continuation needs next-token logits (rows, L, V) from the model, got {describe(lg)}")

@@ -13,7 +13,7 @@ target (see ``region_scores``).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -56,23 +56,24 @@ class Region(Target):
 
     def __init__(
         self,
-        mask: Any = None,
+        mask: object = None,
         classes: Optional[Sequence[int]] = None,
         reduce: str = "mean",
         probability: bool = False,
     ) -> None:
-        mask = from_numpy(mask)
+        given = from_numpy(mask)
+        regions: Optional[torch.Tensor] = None
         disjoint = True
-        if mask is not None:
-            check_tensor(mask, "mask")
-            if mask.ndim not in (2, 3, 4) or mask.numel() == 0 or mask.is_complex():
-                raise ValueError(f"`mask` must be (H, W), (R, H, W) or (B, R, H, W) regions, got {describe(mask)}")
-            mask = mask.detach().to(torch.float32, copy=True)  # a copy: the caller's mask is never touched
-            if not bool(((mask >= 0) & (mask <= 1)).all()):  # at construction, before any model call
+        if given is not None:
+            m = check_tensor(given, "mask")
+            if m.ndim not in (2, 3, 4) or m.numel() == 0 or m.is_complex():
+                raise ValueError(f"`mask` must be (H, W), (R, H, W) or (B, R, H, W) regions, got {describe(m)}")
+            m = m.detach().to(torch.float32, copy=True)  # a copy: the caller's mask is never touched
+            if not bool(((m >= 0) & (m <= 1)).all()):  # at construction, before any model call
                 raise ValueError("`mask` must hold bool or 0-1 values (1 inside a region), got values outside [0, 1]")
-            mask = mask.view(1, 1, *mask.shape) if mask.ndim == 2 else mask
-            mask = mask.unsqueeze(0) if mask.ndim == 3 else mask
-            disjoint = bool(((mask > 0).sum(1) <= 1).all())
+            m = m.view(1, 1, *m.shape) if m.ndim == 2 else m
+            regions = m.unsqueeze(0) if m.ndim == 3 else m
+            disjoint = bool(((regions > 0).sum(1) <= 1).all())
         classes = from_numpy(classes)
         if classes is not None:
             as_tensor = classes if isinstance(classes, torch.Tensor) else torch.as_tensor(classes)
@@ -81,11 +82,11 @@ class Region(Target):
             classes = [int(c) for c in as_tensor.flatten().tolist()]
             if not classes or min(classes) < 0:
                 raise ValueError(f"`classes` must be a non-empty list of class indices >= 0, got {classes}")
-            if mask is not None and len(classes) != mask.shape[1]:
-                raise ValueError(f"`classes` must give one class per region ({mask.shape[1]}), got {len(classes)}")
-            disjoint = disjoint and (mask is not None or len(set(classes)) == len(classes))
+            if regions is not None and len(classes) != regions.shape[1]:
+                raise ValueError(f"`classes` must give one class per region ({regions.shape[1]}), got {len(classes)}")
+            disjoint = disjoint and (regions is not None or len(set(classes)) == len(classes))
         check_choice(reduce, "reduce", ("mean", "sum"))
-        self.mask, self.classes, self.reduce, self.probability = mask, classes, reduce, bool(probability)
+        self.mask, self.classes, self.reduce, self.probability = regions, classes, reduce, bool(probability)
         self.disjoint = disjoint  # no pixel in two targets: the scatter path of ``region_scores``
 
     def check(self, batch: int) -> None:
@@ -100,7 +101,7 @@ class Region(Target):
         if self.mask is not None and self.mask.shape[0] not in (1, batch):
             raise ValueError(f"`mask` holds regions of {self.mask.shape[0]} inputs, not of the {batch} explained")
 
-    def _maps(self, out: Any) -> torch.Tensor:
+    def _maps(self, out: object) -> torch.Tensor:
         maps = tensor_output(out, "Region", ("out", "logits"))
         if maps.ndim != 4:
             raise ValueError(f"Region needs (rows, C, H, W) scores from the model, got shape {tuple(maps.shape)}")
@@ -111,7 +112,7 @@ class Region(Target):
         if self.classes is not None and max(self.classes) >= n_cls:
             raise ValueError(f"`classes` must be in [0, {n_cls}) for a model of {n_cls} classes, got {self.classes}")
 
-    def bind(self, reference: Any, batch: int) -> Bound:
+    def bind(self, reference: object, batch: int) -> Bound:
         """Fix the (region, class) pairs from the unperturbed prediction.
 
         Args:
@@ -155,7 +156,7 @@ class Region(Target):
         cls = torch.where(valid, cls, 0)
         plan = _ScorePlan(cls, weights, self.disjoint)
 
-        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+        def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             return region_scores(self._maps(out), rows, plan)
 
         labels = torch.where(valid, cls, -1)

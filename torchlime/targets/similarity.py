@@ -6,8 +6,6 @@ same for every input (or given per input).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from torchlime._checks import check_tensor, describe, from_numpy
@@ -43,18 +41,17 @@ class Similarity(Target):
 
     name = "Similarity"
 
-    def __init__(self, reference: Any) -> None:
-        reference = from_numpy(reference)
-        check_tensor(reference, "reference")
-        if not reference.is_floating_point():
-            raise TypeError(f"`reference` must be floating embeddings, got {describe(reference)}")
-        if reference.ndim not in (2, 3) or reference.shape[-2] == 0 or reference.shape[-1] == 0:
+    def __init__(self, reference: object) -> None:
+        given = check_tensor(from_numpy(reference), "reference")
+        if not given.is_floating_point():
+            raise TypeError(f"`reference` must be floating embeddings, got {describe(given)}")
+        if given.ndim not in (2, 3) or given.shape[-2] == 0 or given.shape[-1] == 0:
             raise ValueError(
-                f"`reference` must be embeddings (R, D) or (B, R, D) with R >= 1 and D >= 1, got {describe(reference)}"
+                f"`reference` must be embeddings (R, D) or (B, R, D) with R >= 1 and D >= 1, got {describe(given)}"
             )
-        if not bool(torch.isfinite(reference).all()):  # at construction, before any model call
+        if not bool(torch.isfinite(given).all()):  # at construction, before any model call
             raise ValueError("`reference` must be finite embeddings, got NaN or inf values")
-        self.reference = reference.detach().clone()  # a copy: the caller's tensor is never touched
+        self.reference = given.detach().clone()  # a copy: the caller's tensor is never touched
 
     def check(self, batch: int) -> None:
         """Refuse per-input references of another batch size.
@@ -70,7 +67,7 @@ class Similarity(Target):
                 f"`reference` of shape {tuple(self.reference.shape)} must hold one set per input ({batch})"
             )
 
-    def bind(self, reference: Any, batch: int) -> Bound:
+    def bind(self, reference: object, batch: int) -> Bound:
         """Every input explains all R references.
 
         Args:
@@ -91,7 +88,7 @@ class Similarity(Target):
         r = ref.shape[-2]
         shared = ref.ndim == 2
 
-        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+        def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             e = torch.nn.functional.normalize(_embedding(out), dim=-1)
             if shared:  # one set for every input: one matrix product, no per-row copy of the references
                 return e @ ref.T
@@ -101,7 +98,7 @@ class Similarity(Target):
         return Bound(labels, torch.ones(batch, r, dtype=torch.bool, device=emb.device), score, {"kind": "similarity"})
 
 
-def _embedding(out: Any) -> torch.Tensor:
+def _embedding(out: object) -> torch.Tensor:
     e = tensor_output(out, "Similarity", _KEYS).float()
     if e.ndim == 3:
         e = e.mean(1)

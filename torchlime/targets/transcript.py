@@ -13,7 +13,7 @@ inputs: targets are padded and marked in ``Explanation.target_valid``.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -149,7 +149,7 @@ class Transcript(Target):
         if self.token_ids is not None and len(self.token_ids) not in (1, batch):
             raise ValueError(f"`token_ids` holds {len(self.token_ids)} transcripts, not one per input ({batch})")
 
-    def bind(self, reference: Any, batch: int) -> Bound:
+    def bind(self, reference: object, batch: int) -> Bound:
         """Fix each input's transcript, its best alignment and its words."""
         logits = _logits(reference)
         dev, (b, tm, v) = logits.device, logits.shape
@@ -185,7 +185,7 @@ class Transcript(Target):
         valid = torch.cat((lengths.unsqueeze(1) > 0, word_valid), 1)
         blank = self.blank
 
-        def score(out: Any, rows: torch.Tensor) -> torch.Tensor:
+        def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             lp = _logits(out).float().log_softmax(-1)  # (c, Tm, V)
             rows = rows.to(dev)
             c = lp.shape[0]
@@ -205,11 +205,14 @@ class Transcript(Target):
         t = valid.shape[1]
         target_labels = torch.where(valid, torch.arange(t, device=dev), -1)
         kept = labels.tolist()  # plain data for meta, read once per call
-        info = {"kind": "transcript", "token_ids": [row[:n] for row, n in zip(kept, lengths.tolist())]}
+        info: dict[str, object] = {
+            "kind": "transcript",
+            "token_ids": [row[:n] for row, n in zip(kept, lengths.tolist())],
+        }
         return Bound(target_labels, valid, score, info)
 
 
-def _logits(out: Any) -> torch.Tensor:
+def _logits(out: object) -> torch.Tensor:
     logits = tensor_output(out, "Transcript", ("logits",))
     if logits.ndim != 3:
         raise ValueError(

@@ -3,11 +3,13 @@
 ``explain_text`` takes strings and a function over strings, or a tokenizer and a token-ID model,
 with words as features (``split`` cuts texts as lime does). ``explain_tokens`` explains token ids
 with token or word features, hiding them by replacement, deletion (``edits``) or masked-LM infill
-(``infill``); ``viz`` highlights texts, ``data`` and ``models`` hold the embedded sentiment CNN.
+(``infill``); ``viz`` highlights texts. The embedded sentiment CNN and its data are in ``torchlime.demo``.
 """
 
 from torchlime.text._explain import explain_tokens, feature_positions, token_features, word_ids_from_encoding
 from torchlime.text._text import explain_text
+from torchlime.text._tokens import Tokens
+from torchlime.text._words import Words
 from torchlime.text.generation import explain_generation
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import HybridKernel
@@ -21,4 +23,6 @@ __all__ = [
     "word_ids_from_encoding",
     "Infiller",
     "HybridKernel",
+    "Tokens",
+    "Words",
 ]

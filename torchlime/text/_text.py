@@ -1,69 +1,79 @@
-"""``explain_text``: LIME over the words of raw strings, for a function over strings or a tokenizer and model.
+"""``explain_text``: LIME over the words of raw strings (the ``Words`` modality in one call).
 
 Words are the features (a word repeated in a text is one feature with ``bow=True``). With a
 function over strings (lime's ``classifier_fn``), the engine runs on the texts' pieces and every
 chunk of perturbed texts is one call of the function. With a Hugging Face tokenizer (a fast one:
 it maps tokens to words) and a token-ID model, the texts are tokenized once and the word features
-become token features for ``explain_tokens``: special tokens are never perturbed (an unknown token
-stands for a word and is), and hidden words are deleted (every sample gets its own attention mask)
-or replaced by the mask token.
+become token features (see ``_words.Words``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
-import numpy as np
 import torch
 
-from torchlime._checks import describe
-from torchlime.engine.explainer import execute
-from torchlime.engine.explanation import Explanation
-from torchlime.engine.presets import UNSET, resolve
-from torchlime.engine.registry import resolve_kernel
-from torchlime.engine.request import Request
-from torchlime.text._tokenized import explain_tokenized
-from torchlime.text.split import Splitter, check_word_counts, feature_tensor, split_text, with_words
-from torchlime.text.strings import StringPerturbation, string_model
-
-_RESERVED = ("inputs", "features", "baseline", "perturb_fn", "input_ids", "attention_mask", "word_ids")
-
-
-def _texts(texts: Any) -> list[str]:
-    """The texts as a list of B >= 1 strings."""
-    if isinstance(texts, np.ndarray) and texts.dtype.kind in "US" and texts.ndim == 1:
-        texts = texts.tolist()  # a numpy array of strings, as lime's users pass them
-    listed = [texts] if isinstance(texts, str) else texts
-    if not isinstance(listed, (list, tuple)) or not listed or not all(isinstance(t, str) for t in listed):
-        raise TypeError(f"`texts` must be a string or a non-empty list of strings, got {describe(texts)}")
-    return list(listed)
-
-
-def _check_kernel(kernel: Any, preset: Any) -> None:
-    """Refuse input-space kernels: they would compare piece indices or token ids as numbers."""
-    chosen = resolve(preset, dict(kernel=kernel), "text")["kernel"]
-    if chosen is not UNSET and chosen is not None and resolve_kernel(chosen).space == "input":
-        raise ValueError(
-            f"`kernel` must measure distances on the masks (space='mask') for text: an input-space "
-            f"kernel such as {chosen!r} would compare word positions as numbers"
-        )
+from torchlime.engine import Explanation, explain_with
+from torchlime.text._token_args import InfillSpec
+from torchlime.text._words import Words
+from torchlime.text.split import Splitter
+from torchlime.typing import (
+    UNSET,
+    AccelerateMode,
+    BatchSize,
+    Device,
+    KernelSpec,
+    MemorySpec,
+    Model,
+    NSamples,
+    OutputSelector,
+    PresetName,
+    SamplerSpec,
+    Seed,
+    SurrogateSpec,
+    TargetSpec,
+    Unset,
+)
 
 
 def explain_text(
-    model: Callable[..., Any],
+    model: Model,
     texts: Union[str, Sequence[str]],
     *,
-    tokenizer: Any = None,
+    tokenizer: object = None,
     split_expression: Splitter = r"\W+",
     bow: bool = True,
     char_level: bool = False,
     mask_string: Optional[str] = None,
     mode: Optional[str] = None,
     max_length: Optional[int] = None,
-    device: Union[None, str, torch.device] = None,
-    **kwargs: Any,
+    device: Device = None,
+    mask_id: Optional[int] = None,
+    pad_id: Optional[int] = None,
+    vocab_size: Optional[int] = None,
+    model_inputs: str = "auto",
+    infill: InfillSpec = None,
+    target: Union[TargetSpec, Unset] = UNSET,
+    n_samples: Union[NSamples, Unset] = UNSET,
+    generator: Seed = None,
+    index: Optional[torch.Tensor] = None,
+    return_samples: bool = False,
+    output: OutputSelector = None,
+    softmax: bool = False,
+    masks: Optional[torch.Tensor] = None,
+    sampler: Union[SamplerSpec, Unset] = UNSET,
+    kernel: Union[KernelSpec, Unset] = UNSET,
+    surrogate: Union[SurrogateSpec, Unset] = UNSET,
+    preset: Optional[PresetName] = None,
+    accelerate: Optional[AccelerateMode] = None,
+    max_memory: MemorySpec = None,
+    batch_size: BatchSize = None,
+    progress: bool = False,
 ) -> Explanation:
     r"""Explain B texts with LIME over their words.
+
+    ``Explainer(...).explain(model, texts, Words(...))`` in one call: the same numbers.
 
     Args:
         model: without ``tokenizer``, a function over a list of c strings returning scores
@@ -89,19 +99,40 @@ def explain_text(
         max_length: with ``tokenizer``: truncate longer texts to this many tokens.
         device: where the masks and the fit run (default: the model's device with a tokenizer,
             else the CPU).
-        **kwargs: ``explain`` keywords (target, n_samples, preset, sampler, kernel, surrogate,
-            generator, batch_size, softmax, progress, return_samples, ...), and with a tokenizer
-            ``explain_tokens`` ones (mask_id, model_inputs, infill, ...).
+        mask_id: with ``tokenizer``: the id hidden tokens become ("replace"; the masked LM's mask
+            id for "infill"); None: the tokenizer's mask token, else its unknown, else its padding token.
+        pad_id: with ``tokenizer``: the padding id "delete" writes; None: the tokenizer's (else 0).
+        vocab_size: with ``tokenizer``: checks the ids (default: the model's input-embedding size).
+        model_inputs: with ``tokenizer``: how the model takes ids and mask (see ``explain_tokens``).
+        infill: with ``tokenizer`` and ``mode="infill"``: an ``Infiller`` or a masked LM.
+        kernel: as in ``explain``, measuring distances on the masks.
+        generator: an int seed or a ``torch.Generator``; None: seed 0.
+        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
+        n_samples: S samples per input (the input itself included), or "auto".
+        index: long (B,) index of every input in a larger data set (masks follow it).
+        return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
+        output: selector of tuple / dict model outputs (a key, an index or a callable).
+        softmax: explain the softmax of the outputs.
+        masks: explicit bool masks (B, S, F) instead of sampling.
+        sampler: a ``Sampler`` or a name ("bernoulli", "uniform_count", ...).
+        surrogate: a ``Surrogate`` or a name ("ridge", "lasso", "klasso", "bayes").
+        preset: a name in ``presets.PRESETS`` ("lime" and "lime_text": lime's text explainer).
+        accelerate: None or "fast" (``accel.accelerate_model``).
+        max_memory: CUDA memory budget of a chunk: bytes, or a fraction of the device's memory.
+        batch_size: rows per model call (None: the default rule; "measure": timed).
+        progress: show a progress bar.
 
     Returns:
         ``Explanation`` with coef (B, T, F) over the words (F = the most words of any text);
         ``meta["words"]`` holds every text's F_b words, ``coef[b, :, j]`` being the weight of
         ``meta["words"][b][j]`` (``n_features[b]`` = F_b), ``meta["texts"]`` the texts and
         ``meta["pieces"]`` / ``meta["piece_features"]`` the texts cut into words and separators
-        (``torchlime.text.viz.text_html`` highlights them).
+        (``torchlime.text.viz.text_html`` highlights them); ``info`` is the ``WordsInfo`` record of
+        all of it (``meta["text_words"]``).
 
     Raises:
-        TypeError / ValueError: naming the argument, what was expected and what came.
+        TypeError / ValueError: naming the argument, what was expected and what came (an unknown
+            keyword is Python's TypeError).
         ValueError: a text with fewer than 2 words that can be features (an empty text, one word,
             only special tokens).
 
@@ -114,29 +145,19 @@ def explain_text(
         >>> words[int(exp.coef[0, 0].argmax())]
         'good'
     """
-    bad = [k for k in kwargs if k in _RESERVED]
-    if bad:
-        raise TypeError(f"explain_text() does not take {bad}: features are the words of `texts`")
-    listed = _texts(texts)
-    for name, flag in (("bow", bow), ("char_level", char_level)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"`{name}` must be True or False, got {describe(flag)}")
-    if mask_string is not None and not isinstance(mask_string, str):
-        raise TypeError(f"`mask_string` must be None or a str, got {describe(mask_string)}")
-    if not callable(model):
-        raise TypeError(f"`model` must be callable (a function over strings or a token model), got {describe(model)}")
-    _check_kernel(kwargs.get("kernel", UNSET), kwargs.get("preset"))
-    if tokenizer is not None:
-        return explain_tokenized(model, listed, tokenizer, bow, mode, max_length, device, kwargs)
-    if mode is not None or max_length is not None:
-        raise ValueError("`mode` and `max_length` apply with a `tokenizer`; without one, pass `mask_string`")
-    splits = [split_text(t, split_expression, bow, char_level) for t in listed]
-    how = "characters" if char_level else f"split_expression {split_expression!r}"
-    check_word_counts(splits, lambda b: f"{how} (separators are never words)")
-    dev = torch.device("cpu") if device is None else torch.device(device)
-    pieces, feats = feature_tensor(splits, dev)
-    if mask_string is None and not bow:
-        mask_string = chr(0) if char_level else "UNKWORDZ"
-    options = dict(kwargs, perturb_fn=StringPerturbation(splits, mask_string))
-    exp = execute(Request(model, pieces, feats, options, modality="text", input_name="texts", adapter=string_model))
-    return with_words(exp, splits)
+    modality = Words(
+        tokenizer,
+        split_expression,
+        bow,
+        char_level,
+        mask_string,
+        mode,
+        max_length,
+        device,
+        mask_id,
+        pad_id,
+        vocab_size,
+        model_inputs,
+        infill,
+    )
+    return explain_with(model, texts, modality, locals())

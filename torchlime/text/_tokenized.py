@@ -1,9 +1,9 @@
-"""``explain_text`` with a tokenizer: words of the tokenizer's encoding as token features.
+"""``Words`` with a tokenizer: words of the tokenizer's encoding as token features.
 
 The texts are tokenized once (padded, optionally truncated); every token gets the feature of its
 word (``bow``: one feature per distinct word string of a text, else per word), special tokens and
-padding none; then ``explain_tokens`` explains the ids. The texts cut at the words' character
-spans go into ``meta`` for highlighting, as for a function over strings.
+padding none; then a ``Tokens`` modality explains the ids (``encode_words``). The texts cut at the
+words' character spans go into the record for highlighting, as for a function over strings.
 
 Which tokens are never perturbed: the ones the tokenizer adds (``word_ids()`` is None: [CLS],
 [SEP], padding, ...) and special tokens written in a text (a literal "[SEP]"). The unknown token
@@ -15,33 +15,69 @@ feature j of text b is always ``meta["words"][b][j]``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Optional, Union
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Optional, Protocol, cast
 
 import torch
 
 from torchlime._checks import describe
-from torchlime.engine.explanation import Explanation
 from torchlime.stages.forward.model import model_placement
-from torchlime.text._explain import explain_tokens
+from torchlime.text._token_args import InfillSpec
+from torchlime.text._tokens import Tokens
 from torchlime.text.infill import Infiller
-from torchlime.text.split import SplitText, check_word_counts, with_words
+from torchlime.text.split import SplitText, check_word_counts
+from torchlime.typing import Device, Model
 
 
-def _encode(tokenizer: Any, texts: list[str], max_length: Optional[int]) -> Any:
+class CharSpan(Protocol):
+    """A word's characters in its text: ``text[start:end]``."""
+
+    start: int
+    end: int
+
+
+class Encoding(Protocol):
+    """A fast tokenizer's ``BatchEncoding`` of B texts: (B, L) tensors and the tokens' words."""
+
+    is_fast: bool
+
+    def __getitem__(self, key: str) -> torch.Tensor: ...
+
+    def word_ids(self, batch_index: int) -> list[Optional[int]]:
+        """The word of every token of text ``batch_index`` (None: a token the tokenizer added)."""
+        ...
+
+    def word_to_chars(self, batch_index: int, word_index: int) -> CharSpan:
+        """The characters of word ``word_index`` of text ``batch_index``."""
+        ...
+
+
+class Named(Protocol):
+    """A tokenizer's names of token ids."""
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        """The token strings of ``ids``."""
+        ...
+
+
+def _encode(tokenizer: object, texts: list[str], max_length: Optional[int]) -> Encoding:
     """The padded encoding of ``texts`` (a fast tokenizer's ``BatchEncoding``)."""
     if not callable(tokenizer):
         raise TypeError(f"`tokenizer` must be a Hugging Face tokenizer (callable on texts), got {describe(tokenizer)}")
-    enc = tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length, return_tensors="pt")
+    enc: object = tokenizer(
+        texts, padding=True, truncation=max_length is not None, max_length=max_length, return_tensors="pt"
+    )
     if not getattr(enc, "is_fast", False):
         raise TypeError(
             f"`tokenizer` must be a fast tokenizer (it maps tokens to words and characters), got "
             f"{type(tokenizer).__name__}; load it with use_fast=True, or pass a function over strings as `model`"
         )
-    return enc
+    return cast(Encoding, enc)
 
 
 def word_features(
-    enc: Any, texts: list[str], bow: bool, fixed_ids: Collection[int] = ()
+    enc: Encoding, texts: list[str], bow: bool, fixed_ids: Collection[int] = ()
 ) -> tuple[torch.Tensor, list[SplitText]]:
     """The feature of every token, and every text cut at its words' character spans.
 
@@ -64,13 +100,13 @@ def word_features(
     batch, length = enc["input_ids"].shape
     fixed = {int(i) for i in fixed_ids}
     feats = torch.full((batch, length), -1, dtype=torch.long)
-    splits = []
+    splits: list[SplitText] = []
     for b, text in enumerate(texts):
         word_of = enc.word_ids(b)
         free = [w is not None and t not in fixed for w, t in zip(word_of, enc["input_ids"][b].tolist())]
         live = {w for w, ok in zip(word_of, free) if ok}
         spans = {w: enc.word_to_chars(b, w) for w in sorted({w for w in word_of if w is not None})}
-        ids: dict[Any, int] = {}
+        ids: dict[object, int] = {}
         fid: dict[int, int] = {}
         pieces: list[str] = []
         feature: list[int] = []
@@ -93,12 +129,14 @@ def word_features(
         if at < len(text):
             pieces.append(text[at:])
             feature.append(-1)
-        feats[b] = torch.tensor([fid[w] if ok else -1 for w, ok in zip(word_of, free)], dtype=torch.long)
+        feats[b] = torch.tensor(
+            [fid[w] if ok and w is not None else -1 for w, ok in zip(word_of, free)], dtype=torch.long
+        )
         splits.append(SplitText(text, pieces, feature, words))
     return feats, splits
 
 
-def _never_proposed(infill: Any, unk: Optional[int]) -> Any:
+def _never_proposed(infill: InfillSpec, unk: Optional[int]) -> InfillSpec:
     """``infill`` as an ``Infiller`` that never proposes the unknown token (``unk``)."""
     if infill is None or unk is None:
         return infill
@@ -106,7 +144,7 @@ def _never_proposed(infill: Any, unk: Optional[int]) -> Any:
     return dataclasses.replace(infiller, exclude_ids=(*infiller.exclude_ids, unk))
 
 
-def _mask_id(tokenizer: Any) -> Optional[int]:
+def _mask_id(tokenizer: object) -> Optional[int]:
     """The tokenizer's mask token id, else its unknown token id, else its padding id."""
     for name in ("mask_token_id", "unk_token_id", "pad_token_id"):
         value = getattr(tokenizer, name, None)
@@ -115,19 +153,58 @@ def _mask_id(tokenizer: Any) -> Optional[int]:
     return None
 
 
-def explain_tokenized(
-    model: Any,
+@dataclass(frozen=True)
+class Encoded:
+    """Texts tokenized for a token-ID model: the ids and the ``Tokens`` modality that explains them.
+
+    Attributes:
+        input_ids: long (B, L) the texts' ids, on the device the call runs on.
+        tokens: the ``Tokens`` modality (mask, word features, special ids, mode, ...).
+        splits: the B texts cut at their words' character spans.
+        strings: the B texts' token strings (``convert_ids_to_tokens``), padding included.
+    """
+
+    input_ids: torch.Tensor
+    tokens: Tokens
+    splits: list[SplitText]
+    strings: list[list[str]]
+
+
+def encode_words(
+    model: Model,
     texts: list[str],
-    tokenizer: Any,
+    tokenizer: object,
     bow: bool,
     mode: Optional[str],
     max_length: Optional[int],
-    device: Union[None, str, torch.device],
-    kwargs: dict[str, Any],
-) -> Explanation:
-    """``explain_text`` for a tokenizer and a token-ID model (arguments as there).
+    device: Device,
+    mask_id: Optional[int],
+    pad_id: Optional[int],
+    vocab_size: Optional[int],
+    model_inputs: str,
+    infill: InfillSpec,
+) -> Encoded:
+    """Tokenize ``texts`` once and make their words the features of a ``Tokens`` modality.
+
+    Args:
+        model: the token-ID model (its device is the default ``device``).
+        texts: the B texts.
+        tokenizer: a Hugging Face fast tokenizer.
+        bow: one feature per distinct word string (True) or per word (False).
+        mode: "delete", "replace" or "infill"; None: "delete" with ``bow``, else "replace".
+        max_length: truncate longer texts to this many tokens (None: no truncation).
+        device: where the ids go (None: the model's device).
+        mask_id: hidden tokens' id; None: the tokenizer's mask token (else unknown, else padding).
+        pad_id: the padding id of "delete"; None: the tokenizer's (else 0).
+        vocab_size: as in ``Tokens``.
+        model_inputs: as in ``Tokens``.
+        infill: as in ``Tokens`` (it never proposes the unknown token).
+
+    Returns:
+        The ``Encoded`` texts.
 
     Raises:
+        TypeError: a tokenizer that is not a fast one.
         ValueError: a text with fewer than 2 words that can be features.
     """
     enc = _encode(tokenizer, texts, max_length)
@@ -136,33 +213,31 @@ def explain_tokenized(
     special = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
     fixed = sorted(special - {unk})  # [UNK] stands for a word: it is perturbed like any token
     feats, splits = word_features(enc, texts, bow, fixed)
-    tokens = [tokenizer.convert_ids_to_tokens(row) for row in enc["input_ids"].tolist()]
+    named = cast(Named, tokenizer)  # a fast tokenizer (``_encode`` checked it)
+    strings = [named.convert_ids_to_tokens(row) for row in enc["input_ids"].tolist()]
     cut = "" if max_length is None else f", after truncation to max_length={max_length}"
     check_word_counts(
         splits,
         lambda b: (
-            f"tokens {_shown(tokens[b], enc['attention_mask'][b])}{cut}; the tokenizer's special tokens "
+            f"tokens {_shown(strings[b], enc['attention_mask'][b])}{cut}; the tokenizer's special tokens "
             "are never perturbed"
         ),
     )
     dev = model_placement(model, feats)[0] if device is None else torch.device(device)
-    options = dict(kwargs)
-    options.setdefault("mask_id", _mask_id(tokenizer))
     pad = getattr(tokenizer, "pad_token_id", None)
-    options.setdefault("pad_id", pad if isinstance(pad, int) else 0)
     mode = mode if mode is not None else ("delete" if bow else "replace")
-    if mode == "infill":  # [UNK] is a feature now, but still no proposal
-        options["infill"] = _never_proposed(options.get("infill"), unk)
-    exp = explain_tokens(
-        model,
-        enc["input_ids"].to(dev),
+    tokens = Tokens(
         attention_mask=enc["attention_mask"].to(dev),
         word_ids=feats.to(dev),
         special_ids=fixed,
         mode=mode,
-        **options,
+        mask_id=mask_id if mask_id is not None else _mask_id(tokenizer),
+        pad_id=pad_id if pad_id is not None else (pad if isinstance(pad, int) else 0),
+        vocab_size=vocab_size,
+        model_inputs=model_inputs,
+        infill=_never_proposed(infill, unk) if mode == "infill" else infill,  # [UNK] is a feature, no proposal
     )
-    return with_words(exp, splits, tokens=tokens)
+    return Encoded(enc["input_ids"].to(dev), tokens, splits, strings)
 
 
 def _shown(tokens: list[str], attention: torch.Tensor, most: int = 12) -> str:

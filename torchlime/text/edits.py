@@ -10,7 +10,7 @@ with ``(input_ids, attention_mask)`` positionally, as keywords, or ids alone.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -26,7 +26,9 @@ def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     return torch.stack([input_ids.long(), attention_mask.long()], dim=1)
 
 
-def call_token_model(model: Callable[..., Any], input_ids: torch.Tensor, attention_mask: torch.Tensor, how: str) -> Any:
+def call_token_model(
+    model: Callable[..., object], input_ids: torch.Tensor, attention_mask: torch.Tensor, how: str
+) -> object:
     """Call ``model`` on token ids (c, L) and an attention mask (c, L).
 
     Args:
@@ -56,7 +58,7 @@ class TokenModel(nn.Module):
 
     def __init__(
         self,
-        model: Callable[..., Any],
+        model: Callable[..., object],
         how: str,
         mask_dtype: torch.dtype = torch.long,
         ids_dtype: torch.dtype = torch.long,
@@ -68,11 +70,11 @@ class TokenModel(nn.Module):
         self.ids_dtype = ids_dtype
 
     @property
-    def cache_identity(self) -> Any:
+    def cache_identity(self) -> Callable[..., object]:
         """The wrapped model: keys the measured chunk size (wrappers are made per call)."""
         return self.model
 
-    def forward(self, packed: torch.Tensor) -> Any:
+    def forward(self, packed: torch.Tensor) -> object:
         """Call the wrapped model on packed rows (c, 2, L): ids in ``[:, 0]``, mask in ``[:, 1]``."""
         return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype), self.how)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Iterable, Optional, Union, cast
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, Union, cast
 
 import torch
 
@@ -24,9 +24,18 @@ from torchlime.targets._base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._explain import explain_tokens
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
+from torchlime.typing import NSamples, Unset
 
 
-def takes_positions(model: Any) -> bool:
+class Tokenizer(Protocol):
+    """What ``explain_generation`` uses of a tokenizer (a Hugging Face one): decoding rows of ids."""
+
+    def batch_decode(self, sequences: list[list[int]], /) -> Sequence[str]:
+        """The text of every row of ids."""
+        ...
+
+
+def takes_positions(model: Callable[..., object]) -> bool:
     """Whether ``model`` (an ``nn.Module``'s ``forward``, or a function) takes a ``position_ids`` keyword."""
     fn = model.forward if isinstance(model, torch.nn.Module) else model
     try:
@@ -42,11 +51,11 @@ class WithPositions(torch.nn.Module):
         model: a model whose ``forward`` takes ``input_ids``, ``attention_mask`` and ``position_ids``.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Callable[..., object]) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
         """``model(input_ids=, attention_mask=, position_ids=(attention_mask.cumsum(1) - 1).clamp_min(0))``."""
         positions = (attention_mask.long().cumsum(1) - 1).clamp_min(0)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions)
@@ -76,7 +85,7 @@ def left_pad(
 
 
 def greedy_continuation(
-    model: Callable[..., Any],
+    model: Callable[..., object],
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     max_new_tokens: int,
@@ -115,7 +124,7 @@ def greedy_continuation(
 
 
 def explain_generation(
-    model: Callable[..., Any],
+    model: Callable[..., object],
     input_ids: torch.Tensor,
     *,
     attention_mask: Optional[torch.Tensor] = None,
@@ -125,8 +134,8 @@ def explain_generation(
     word_ids: Optional[torch.Tensor] = None,
     mode: str = "replace",
     model_inputs: str = "auto",
-    tokenizer: Any = None,
-    n_samples: Any = UNSET,
+    tokenizer: Optional[Tokenizer] = None,
+    n_samples: Union[NSamples, Unset] = UNSET,
     generator: Union[None, int, torch.Generator] = None,
     **kwargs: Any,
 ) -> Explanation:

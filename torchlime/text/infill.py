@@ -24,7 +24,7 @@ All of it is batched over rows and positions; MLM calls are sub-batched so the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -69,7 +69,7 @@ class Infiller:
         batch_size: rows per MLM call (default from a logits-size budget).
     """
 
-    mlm: Callable[..., Any]
+    mlm: Callable[..., object]
     mlm_inputs: str = "positional"
     strategy: str = "sample"
     protocol: str = "joint"
@@ -115,7 +115,7 @@ class Infiller:
         return None if m is None else int(m.shape[0])
 
 
-def mlm_output_logits(out: Any, rows: int, length: int) -> torch.Tensor:
+def mlm_output_logits(out: object, rows: int, length: int) -> torch.Tensor:
     """Logits (rows, L, V) from an MLM output (tensor, ``.logits``, dict or tuple)."""
     if not isinstance(out, torch.Tensor):
         if hasattr(out, "logits"):

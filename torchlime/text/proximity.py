@@ -20,7 +20,7 @@ fused ``embedding_bag``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 from torch import nn
@@ -31,7 +31,7 @@ from torchlime.stages.weighting import Kernel
 EmbeddingSpec = Union[torch.Tensor, nn.Module]
 
 
-def embedding_matrix(source: Any) -> Optional[torch.Tensor]:
+def embedding_matrix(source: object) -> Optional[torch.Tensor]:
     """The (V, D) input-embedding matrix of a tensor, ``nn.Embedding`` or model.
 
     Models are searched for ``get_input_embeddings()`` (Hugging Face) first, then
@@ -113,7 +113,8 @@ def mean_embedding(ids: torch.Tensor, valid: torch.Tensor, matrix: torch.Tensor)
 def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Row-wise cosine similarity of (c, D) and (c or 1, D), float32 (c,)."""
     a, b = a.float(), b.float()
-    return (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(1e-12)
+    sim: torch.Tensor = (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(1e-12)  # Tensor.norm is Any
+    return sim
 
 
 def mean_embedding_cosine(
@@ -189,7 +190,9 @@ class HybridKernel(Kernel):
             sorted({*map(int, self.ignore_ids), *map(int, ignore_ids)}), dtype=torch.long, device=ids.device
         )
         v, rv = counted(ids, attn, ignore), counted(ref_ids, ref_attn, ignore)
-        pick = (lambda t: t[rows.to(t.device)]) if rows is not None else (lambda t: t)
+        pick: Callable[[torch.Tensor], torch.Tensor] = (
+            (lambda t: t[rows.to(t.device)]) if rows is not None else (lambda t: t)
+        )
         w = torch.zeros(ids.shape[0], dtype=torch.float32, device=ids.device)
         if self.alpha > 0:
             norm2 = pick(pair_count(ref_ids, rv, ref_ids, rv))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -172,7 +172,7 @@ def check_word_counts(splits: Sequence[SplitText], detail: Callable[[int], str])
         )
 
 
-def with_words(exp: Explanation, splits: Sequence[SplitText], **extra: Any) -> Explanation:
+def with_words(exp: Explanation, splits: Sequence[SplitText], **extra: object) -> Explanation:
     """``exp`` with the texts, their pieces and every feature's word in ``meta``.
 
     Args:

@@ -9,7 +9,7 @@ work by nature: one transfer of the chunk's kept pieces, then one ``join`` per r
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Generic, Optional, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -17,6 +17,9 @@ import torch
 from torchlime._checks import describe
 from torchlime.stages.perturb.blend import Chunk
 from torchlime.text.split import SplitText
+
+#: what the wrapped function takes: a list of strings (text), numpy rows (tabular)
+Batch = TypeVar("Batch")
 
 
 class StringPerturbation:
@@ -31,7 +34,9 @@ class StringPerturbation:
         self.pieces = [np.array(s.pieces + [""], dtype=object) for s in splits]  # "" pads to P
         self.mask_string = mask_string
 
-    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Any:
+    def __call__(
+        self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk
+    ) -> tuple[list[str]]:
         """The texts of the chunk's c rows, as a one-argument call: ``([c strings],)``.
 
         Args:
@@ -57,7 +62,7 @@ class StringPerturbation:
         return (texts,)
 
 
-class StringModel:
+class StringModel(Generic[Batch]):
     """A function over a list of strings, seen by the engine as a model returning a tensor.
 
     Args:
@@ -65,15 +70,15 @@ class StringModel:
             or nested lists of numbers (lime's ``classifier_fn``).
     """
 
-    def __init__(self, fn: Callable[[list[str]], Any]) -> None:
+    def __init__(self, fn: Callable[[Batch], object]) -> None:
         self.fn = fn
 
     @property
-    def cache_identity(self) -> Any:
+    def cache_identity(self) -> Callable[[Batch], object]:
         """The wrapped function (keys any cached chunk size)."""
         return self.fn
 
-    def __call__(self, texts: list[str]) -> torch.Tensor:
+    def __call__(self, texts: Batch) -> torch.Tensor:
         """Scores of ``texts``.
 
         Args:
@@ -97,7 +102,7 @@ class StringModel:
         return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64 if arr.dtype.kind == "f" else None))
 
 
-def string_model(fn: Callable[[list[str]], Any]) -> StringModel:
+def string_model(fn: Callable[[Batch], object]) -> StringModel[Batch]:
     """The engine's adapter for a model over strings.
 
     Args:

@@ -5,18 +5,23 @@ placed in the page, so text such as ``<script>`` or a quote in the input is
 shown as text and never becomes markup. Positive weights (supporting the
 explained class) are green, negative ones red; the colour's opacity is
 proportional to |weight| / max |weight|. matplotlib is imported only by
-``plot_top_features``.
+``plot_top_features``, which returns the matplotlib ``Figure``.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
 
 import torch
 
 from torchlime._checks import require
+from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 _GREEN = (22, 163, 74)
 _RED = (220, 38, 38)
@@ -84,16 +89,28 @@ def tokens_html(
     return "".join(parts)
 
 
-def feature_strings(exp: Explanation, tokens: Sequence[str], index: int = 0, continuation: str = "##") -> list[str]:
+@renamed(exp="explanation")
+def feature_strings(
+    explanation: Explanation, tokens: Sequence[str], index: int = 0, continuation: str = "##"
+) -> list[str]:
     """The text of each feature of input ``index``: its tokens joined (F_b strings).
 
     WordPiece continuation pieces (``continuation`` prefix) are glued to the
     previous piece; other tokens of one feature are joined with a space.
+
+    Args:
+        explanation: a token explanation (features (B, L)); formerly ``exp=``.
+        tokens: the L token strings of input ``index``.
+        index: which explained input.
+        continuation: the prefix of word-continuation pieces (WordPiece's "##").
+
+    Returns:
+        One string per feature of input ``index``.
     """
-    feats = exp.features[index].reshape(-1).tolist()
+    feats = explanation.features[index].reshape(-1).tolist()
     if len(feats) != len(tokens):
         raise ValueError(f"`tokens` must have one string per position ({len(feats)}), got {len(tokens)}")
-    out = [""] * int(exp.n_features[index])
+    out = [""] * int(explanation.n_features[index])
     for tok, f in zip(tokens, feats):
         if f >= 0:
             piece = str(tok)
@@ -104,8 +121,9 @@ def feature_strings(exp: Explanation, tokens: Sequence[str], index: int = 0, con
     return out
 
 
+@renamed(exp="explanation")
 def explanation_html(
-    exp: Explanation,
+    explanation: Explanation,
     tokens: Sequence[str],
     index: int = 0,
     target_index: int = 0,
@@ -118,15 +136,19 @@ def explanation_html(
     """Highlight input ``index`` of a token/word explanation.
 
     Args:
-        exp: from ``explain_tokens`` (features (B, L)).
+        explanation: from ``explain_tokens`` (features (B, L)); formerly ``exp=``.
         tokens: the L token strings of that input (raw, e.g. ``tokenizer.convert_ids_to_tokens``).
         index: which explained input.
-        target_index: which explained target (column of ``exp.target``).
+        target_index: which explained target (column of ``explanation.target``).
         merge_words: show each word once (consecutive tokens of one feature joined).
         show_fixed: also show never-perturbed tokens (special tokens, padding) in grey.
         continuation: the prefix of word-continuation pieces (WordPiece's "##"), dropped when joined.
         title: optional heading (escaped).
+
+    Returns:
+        A self-contained ``<div>`` string.
     """
+    exp = explanation
     coef = exp.coef[index, target_index].detach().float().cpu()
     feats = exp.features[index].reshape(-1).tolist()
     if len(feats) != len(tokens):
@@ -154,13 +176,15 @@ def explanation_html(
     return tokens_html(shown, weights, title=title, scale=float(coef.abs().max()) if coef.numel() else None)
 
 
-def text_html(exp: Explanation, index: int = 0, target_index: int = 0, *, title: Optional[str] = None) -> str:
+@renamed(exp="explanation")
+def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *, title: Optional[str] = None) -> str:
     """Text ``index`` of an ``explain_text`` explanation, every word highlighted in place.
 
     Args:
-        exp: from ``explain_text`` (``meta`` holds the texts' pieces and their features).
+        explanation: from ``explain_text`` (``meta`` holds the texts' pieces and their features);
+            formerly ``exp=``.
         index: which text (of the B).
-        target_index: which explained target (column of ``exp.target``).
+        target_index: which explained target (column of ``explanation.target``).
         title: optional heading (default: the target).
 
     Returns:
@@ -170,6 +194,7 @@ def text_html(exp: Explanation, index: int = 0, target_index: int = 0, *, title:
         ValueError: for an explanation without texts (not from ``explain_text``), or whose words
             and coefficients do not match one to one.
     """
+    exp = explanation
     pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
     if not isinstance(pieces, list) or not isinstance(feats, list):
         raise ValueError("`exp` must come from explain_text (meta['pieces'] holds its texts); use explanation_html")
@@ -200,22 +225,35 @@ def text_html(exp: Explanation, index: int = 0, target_index: int = 0, *, title:
     return "".join(parts)
 
 
+@renamed(exp="explanation")
+@legacy_positions(["explanation", "names", "index", "target_index", "k", "ax"])
 def plot_top_features(
-    exp: Explanation, names: Sequence[str], index: int = 0, target_index: int = 0, k: int = 10, ax: Any = None
-) -> Any:
+    explanation: Explanation,
+    names: Sequence[str],
+    *,
+    index: int = 0,
+    target_index: int = 0,
+    k: int = 10,
+    ax: Optional[Axes] = None,
+) -> Figure:
     """Horizontal bar chart of the k features with the largest |coefficient|.
 
+    The options given by position (``plot_top_features(exp, names, 0, 0, 10)``) still work, with a
+    ``DeprecationWarning``.
+
     Args:
-        exp: the explanation (coef (B, T, F)).
+        explanation: the explanation (coef (B, T, F)); formerly ``exp=``.
         names: a string per feature of input ``index`` (e.g. ``feature_strings``).
         index: which explained input.
-        target_index: which explained target (column of ``exp.target``).
+        target_index: which explained target (column of ``explanation.target``).
         k: how many features to show.
-        ax: a matplotlib Axes (default: a new figure's).
+        ax: a matplotlib Axes to draw into (default: a new figure's).
 
     Returns:
-        The Axes.
+        The matplotlib ``Figure`` (the one of ``ax`` when it is given; the bars are in ``fig.axes[0]``
+        for a new figure). It returned the Axes before 0.2.0.
     """
+    exp = explanation
     plt = require("matplotlib.pyplot", "viz", "plot_top_features")
 
     top, weights = exp.top_features(k, by="abs")
@@ -228,4 +266,4 @@ def plot_top_features(
     ax.set_yticks(range(len(keep)), [str(names[i]) for i, _ in keep])
     ax.axvline(0, color="#444", lw=0.8)
     ax.set_xlabel(f"LIME coefficient (target {int(exp.target[index, target_index])})")
-    return ax
+    return cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's

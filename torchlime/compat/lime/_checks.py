@@ -8,15 +8,16 @@ Every error names lime's argument (``image``, ``data_row``, ``text_instance``, `
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional
+from typing import Iterable, Optional, TypeGuard, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from torchlime._checks import describe
 from torchlime.compat._vocabulary import check_count
 
 
-def check_function(fn: Any, name: str) -> None:
+def check_function(fn: object, name: str) -> None:
     """Raise ``TypeError`` unless the classifier is callable.
 
     Args:
@@ -27,7 +28,7 @@ def check_function(fn: Any, name: str) -> None:
         raise TypeError(f"`{name}` must be a function of a batch returning scores, got {describe(fn)}")
 
 
-def check_sizes(num_samples: Any, num_features: Any, batch_size: Any = 1) -> tuple[int, int, int]:
+def check_sizes(num_samples: object, num_features: object, batch_size: object = 1) -> tuple[int, int, int]:
     """Check the counts: ``num_samples`` >= 2 (the instance and a sample), ``num_features``, ``batch_size`` >= 1.
 
     Args:
@@ -48,7 +49,7 @@ def check_sizes(num_samples: Any, num_features: Any, batch_size: Any = 1) -> tup
     )
 
 
-def check_labels(labels: Any, top_labels: Any) -> tuple[list[int], Optional[int]]:
+def check_labels(labels: object, top_labels: object) -> tuple[list[int], Optional[int]]:
     """Check ``labels`` (ints >= 0) and ``top_labels`` (None or an int >= 0; 0 means ``labels``, as in lime).
 
     Args:
@@ -72,7 +73,7 @@ def check_labels(labels: Any, top_labels: Any) -> tuple[list[int], Optional[int]
     many = labels if isinstance(labels, (list, tuple, np.ndarray, range)) else [labels]
     if not all(_is_int(x) for x in many):
         raise TypeError(f"`labels` must be ints (class indices), got {describe(labels)}")
-    listed = [int(x) for x in many]
+    listed = [int(x) for x in cast("Iterable[numbers.Integral]", many)]  # ints, as just checked
     if any(x < 0 for x in listed):
         raise ValueError(f"`labels` must be >= 0 (class indices), got {listed}")
     if not listed:
@@ -80,11 +81,11 @@ def check_labels(labels: Any, top_labels: Any) -> tuple[list[int], Optional[int]
     return listed, None
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: object) -> TypeGuard[numbers.Integral]:
     return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
 
 
-def check_finite_array(arr: np.ndarray, name: str) -> None:
+def check_finite_array(arr: NDArray[np.number], name: str) -> None:
     """Raise ``ValueError`` naming ``name`` when a numeric array holds NaN or inf.
 
     Args:

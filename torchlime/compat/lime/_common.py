@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, cast
+from typing import Any, Callable, Generic, Optional, Sequence, Sized, TypeVar, Union, cast
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from torchlime._checks import describe
 from torchlime.compat.lime._checks import check_labels
@@ -15,9 +16,13 @@ from torchlime.typing import DistanceName, SelectionMethod
 
 #: lime's feature_selection names: torchlime's ``Select`` methods, and "none" (every feature)
 SELECTIONS = (*METHODS, "none")
+#: what lime's classifier takes: a batch of numpy rows or images, or a list of strings
+Batch = TypeVar("Batch", bound=Sized)
+#: where lime's seeds come from: numpy's global generator (None), or a generator of its own
+RandomState = Optional[Union[np.random.RandomState, np.random.Generator]]
 
 
-def random_state_from(random_state: Any) -> Any:
+def random_state_from(random_state: object) -> RandomState:
     """Lime's ``random_state`` as lime keeps it: numpy's global generator, or a ``RandomState``.
 
     Args:
@@ -33,7 +38,7 @@ def random_state_from(random_state: Any) -> Any:
     return random_state
 
 
-def seed_from(random_state: Any) -> int:
+def seed_from(random_state: object) -> int:
     """An int seed from lime's ``random_state``.
 
     Args:
@@ -58,7 +63,7 @@ def seed_from(random_state: Any) -> int:
     raise TypeError(f"`random_state` must be None, an int or a numpy RandomState, got {describe(random_state)}")
 
 
-def refit_for(model_regressor: Any) -> Surrogate:
+def refit_for(model_regressor: object) -> Surrogate:
     """Torchlime's surrogate for lime's ``model_regressor`` (None: lime's ``Ridge(alpha=1)``).
 
     Args:
@@ -92,7 +97,7 @@ def refit_for(model_regressor: Any) -> Surrogate:
     )
 
 
-def surrogate_for(model_regressor: Any, feature_selection: str, num_features: int, num_samples: int) -> Surrogate:
+def surrogate_for(model_regressor: object, feature_selection: str, num_features: int, num_samples: int) -> Surrogate:
     """Lime's feature selection then its regressor, as one batched surrogate.
 
     Args:
@@ -116,7 +121,7 @@ def surrogate_for(model_regressor: Any, feature_selection: str, num_features: in
     )
 
 
-def check_distance(distance_metric: Any) -> DistanceName:
+def check_distance(distance_metric: object) -> DistanceName:
     """Lime's ``distance_metric`` on the masks: "cosine" or "euclidean".
 
     Args:
@@ -130,10 +135,10 @@ def check_distance(distance_metric: Any) -> DistanceName:
     """
     if distance_metric not in ("cosine", "euclidean"):
         raise ValueError(f"`distance_metric` must be 'cosine' or 'euclidean', got {distance_metric!r}")
-    return cast(DistanceName, distance_metric)
+    return distance_metric  # narrowed to DistanceName by the check above
 
 
-def check_common(kernel: Any, feature_selection: Any, verbose: Any) -> None:
+def check_common(kernel: object, feature_selection: object, verbose: object) -> None:
     """Check the constructor arguments every lime explainer takes.
 
     Args:
@@ -156,7 +161,7 @@ def check_common(kernel: Any, feature_selection: Any, verbose: Any) -> None:
         raise TypeError(f"`verbose` must be True or False, got {describe(verbose)}")
 
 
-def target_for(labels: Sequence[int], top_labels: Optional[int]) -> Any:
+def target_for(labels: Sequence[int], top_labels: Optional[int]) -> Union[str, list[int]]:
     """Torchlime's ``target`` for lime's ``labels`` / ``top_labels``.
 
     Args:
@@ -189,7 +194,7 @@ def ranked(coef: torch.Tensor, n_features: int, keep: int) -> list[tuple[int, fl
     return [(f, values[f]) for f in order[: min(keep, n_features)]]
 
 
-class Recording:
+class Recording(Generic[Batch]):
     """lime's ``classifier_fn`` as the engine's model: converts each chunk, calls it, checks and keeps its output.
 
     The first row the engine sends is the unperturbed instance, so the first output row is lime's
@@ -207,19 +212,19 @@ class Recording:
 
     def __init__(
         self,
-        fn: Callable[[Any], Any],
-        convert: Optional[Callable[[Any], Any]] = None,
+        fn: Callable[[Batch], object],
+        convert: Optional[Callable[[torch.Tensor], Batch]] = None,
         name: str = "classifier_fn",
         classifier: bool = True,
         labels: Sequence[int] = (),
     ) -> None:
         self.fn, self.convert = fn, convert
         self.name, self.classifier, self.labels = name, classifier, list(labels)
-        self.first: Optional[np.ndarray] = None
+        self.first: Optional[NDArray[np.float64]] = None
         self.low, self.high = np.inf, -np.inf
 
     @property
-    def cache_identity(self) -> Any:
+    def cache_identity(self) -> Callable[[Batch], object]:
         """The wrapped function (keys any cached chunk size)."""
         return self.fn
 
@@ -249,7 +254,7 @@ class Recording:
             self.low, self.high = min(self.low, float(out.min())), max(self.high, float(out.max()))
         return torch.from_numpy(np.ascontiguousarray(out))
 
-    def _check(self, out: np.ndarray, rows: int) -> None:
+    def _check(self, out: NDArray[np.float64], rows: int) -> None:
         shape = "(c, K) class probabilities" if self.classifier else "(c,) predictions"
         if out.ndim not in (1, 2) or out.shape[0] != rows or (self.classifier and out.ndim != 2):
             raise ValueError(f"`{self.name}` must return {shape} for a batch of c={rows} rows, got shape {out.shape}")

@@ -7,13 +7,17 @@ They hold what lime's hold (``local_exp``, ``intercept``, ``score``, ``local_pre
 from __future__ import annotations
 
 import html
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from torchlime._checks import require
 from torchlime.compat.lime._common import ranked
 from torchlime.engine.explanation import Explanation as Result
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class Explanation:
@@ -52,10 +56,10 @@ class Explanation:
         names: Sequence[str],
         *,
         mode: str = "classification",
-        class_names: Optional[Sequence[Any]] = None,
+        class_names: Optional[Sequence[object]] = None,
         keep: int,
         last: int = -1,
-        reference: Optional[np.ndarray] = None,
+        reference: Optional[NDArray[np.float64]] = None,
         score_range: tuple[float, float] = (0.0, 1.0),
         instance_html: str = "",
     ) -> None:
@@ -64,7 +68,7 @@ class Explanation:
         self.local_exp: dict[int, list[tuple[int, float]]] = {}
         self.intercept: dict[int, float] = {}
         self.top_labels: Optional[list[int]] = None
-        self.predict_proba: Optional[np.ndarray] = None
+        self.predict_proba: Optional[NDArray[np.float64]] = None
         self.dummy_label = 1
         self.word_starts: Optional[list[list[int]]] = None  # text: every word's character positions
         targets = [int(t) for t in result.target[0].tolist()]
@@ -101,7 +105,7 @@ class Explanation:
             raise KeyError(f"label {label} was not explained; explained labels: {sorted(self.local_exp)}")
         return key
 
-    def as_list(self, label: int = 1, **kwargs: Any) -> list[tuple[str, float]]:
+    def as_list(self, label: int = 1, **kwargs: bool) -> list[tuple[str, float]]:
         """(feature name, weight) of one label, largest |weight| first.
 
         Args:
@@ -122,7 +126,7 @@ class Explanation:
         """Label -> [(feature id, weight)] (lime's ``local_exp``)."""
         return self.local_exp
 
-    def as_pyplot_figure(self, label: int = 1, figsize: tuple[float, float] = (4, 4), **kwargs: Any) -> Any:
+    def as_pyplot_figure(self, label: int = 1, figsize: tuple[float, float] = (4, 4), **kwargs: bool) -> Figure:
         """A horizontal bar chart of ``as_list(label)`` (matplotlib figure).
 
         Args:
@@ -135,7 +139,7 @@ class Explanation:
         """
         plt = require("matplotlib.pyplot", "viz", "as_pyplot_figure")
         exp = self.as_list(label=label, **kwargs)[::-1]
-        fig = plt.figure(figsize=figsize)
+        fig: Figure = plt.figure(figsize=figsize)
         vals = [w for _, w in exp]
         plt.barh(np.arange(len(exp)) + 0.5, vals, align="center", color=["green" if v > 0 else "red" for v in vals])
         plt.yticks(np.arange(len(exp)) + 0.5, [n for n, _ in exp])
@@ -147,7 +151,7 @@ class Explanation:
         plt.title(title)
         return fig
 
-    def as_html(self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: Any) -> str:
+    def as_html(self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: bool) -> str:
         """A self-contained HTML page: the scores, each label's weights as bars, and the instance.
 
         Args:
@@ -185,7 +189,7 @@ class Explanation:
         return "".join(parts)
 
     def show_in_notebook(
-        self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: Any
+        self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: bool
     ) -> None:
         """Display ``as_html`` in a notebook (IPython).
 
@@ -197,7 +201,7 @@ class Explanation:
         display = require("IPython.display", "notebook", "show_in_notebook")
         display.display(display.HTML(self.as_html(labels=labels, predict_proba=predict_proba, **kwargs)))
 
-    def save_to_file(self, file_path: str, labels: Optional[Sequence[int]] = None, **kwargs: Any) -> None:
+    def save_to_file(self, file_path: str, labels: Optional[Sequence[int]] = None, **kwargs: bool) -> None:
         """Write ``as_html`` to ``file_path``.
 
         Args:
@@ -234,7 +238,13 @@ class ImageExplanation:
     """
 
     def __init__(
-        self, image: np.ndarray, segments: np.ndarray, result: Result, ids: Sequence[int], keep: int, last: int = -1
+        self,
+        image: NDArray[np.number],
+        segments: NDArray[np.integer],
+        result: Result,
+        ids: Sequence[int],
+        keep: int,
+        last: int = -1,
     ) -> None:
         self.image, self.segments, self.result = image, segments, result
         self.local_exp: dict[int, list[tuple[int, float]]] = {}
@@ -255,7 +265,7 @@ class ImageExplanation:
         hide_rest: bool = False,
         num_features: int = 5,
         min_weight: float = 0.0,
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[NDArray[np.number], NDArray[np.integer]]:
         """The image with its top superpixels shown, and their mask, as lime returns them.
 
         Args:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from torchlime._checks import check_positive_float, describe, require
 from torchlime.compat._vocabulary import speaking
@@ -27,7 +28,7 @@ from torchlime.stages.sampling import BernoulliSampler
 from torchlime.stages.weighting import ExponentialKernel
 
 
-def quickshift(image: np.ndarray, seed: int) -> np.ndarray:
+def quickshift(image: NDArray[np.number], seed: int) -> NDArray[np.integer]:
     """Lime's default segmentation: scikit-image's quickshift (kernel_size=4, max_dist=200, ratio=0.2).
 
     Args:
@@ -43,7 +44,7 @@ def quickshift(image: np.ndarray, seed: int) -> np.ndarray:
     return np.asarray(seg.quickshift(image, kernel_size=4, max_dist=200, ratio=0.2, **{key: seed}))
 
 
-def _check_image(image: Any) -> np.ndarray:
+def _check_image(image: object) -> NDArray[np.number]:
     """The image as an (H, W, C) array (a 2-D one becomes 3 grey channels, as lime's ``gray2rgb``)."""
     if isinstance(image, torch.Tensor):
         image = image.detach().cpu().numpy()
@@ -55,7 +56,7 @@ def _check_image(image: Any) -> np.ndarray:
     return np.stack([image] * 3, -1) if image.ndim == 2 else image
 
 
-def _check_hide_color(hide_color: Any, channels: int) -> None:
+def _check_hide_color(hide_color: object, channels: int) -> None:
     """``hide_color``: None, or one finite number or ``channels`` of them."""
     if hide_color is None:
         return
@@ -69,7 +70,7 @@ def _check_hide_color(hide_color: Any, channels: int) -> None:
         )
 
 
-def _fill(image: np.ndarray, segments: np.ndarray, hide_color: Any) -> torch.Tensor:
+def _fill(image: NDArray[np.number], segments: NDArray[np.integer], hide_color: object) -> torch.Tensor:
     """Lime's ``fudged_image`` (1, H, W, C) in float64: each segment's mean colour, or ``hide_color``."""
     x = torch.from_numpy(image).double().unsqueeze(0)
     if hide_color is not None:
@@ -94,10 +95,10 @@ class LimeImageExplainer:
     def __init__(
         self,
         kernel_width: float = 0.25,
-        kernel: Any = None,
+        kernel: object = None,
         verbose: bool = False,
         feature_selection: str = "auto",
-        random_state: Any = None,
+        random_state: object = None,
     ) -> None:
         check_common(kernel, feature_selection, verbose)
         self.kernel_width = check_positive_float(kernel_width, "kernel_width")
@@ -106,21 +107,21 @@ class LimeImageExplainer:
 
     def _draw(self, high: int) -> int:
         rs = self.random_state
-        return int(np.random.randint(0, high) if rs is None else rs.randint(0, high))
+        return int(np.random.randint(0, high) if rs is None else rs.randint(0, high))  # type: ignore[union-attr]
 
     def explain_instance(
         self,
-        image: np.ndarray,
-        classifier_fn: Callable[[np.ndarray], Any],
+        image: NDArray[np.number],
+        classifier_fn: Callable[[NDArray[np.number]], object],
         labels: Sequence[int] = (1,),
-        hide_color: Any = None,
+        hide_color: object = None,
         top_labels: Optional[int] = 5,
         num_features: int = 100000,
         num_samples: int = 1000,
         batch_size: int = 10,
-        segmentation_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+        segmentation_fn: Optional[Callable[[NDArray[np.number]], NDArray[np.integer]]] = None,
         distance_metric: str = "cosine",
-        model_regressor: Any = None,
+        model_regressor: object = None,
         random_seed: Optional[int] = None,
         progress_bar: bool = True,
     ) -> ImageExplanation:

@@ -9,15 +9,16 @@ samples exactly the bins and values lime would.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from torchlime.tabular._stats import TabularStats
 
 
-def _per_column(source: Any, key: str) -> Mapping[int, Sequence[float]]:
+def _per_column(source: object, key: str) -> Mapping[int, Sequence[float]]:
     """``source[key]`` of a stats dict, or the attribute of a lime discretizer."""
     value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
     if value is None:
@@ -25,7 +26,7 @@ def _per_column(source: Any, key: str) -> Mapping[int, Sequence[float]]:
     return {int(k): list(v) for k, v in dict(value).items()}
 
 
-def boundaries_of(source: Any) -> dict[int, list[float]]:
+def boundaries_of(source: object) -> dict[int, list[float]]:
     """Bin boundaries per discretized column (``bins`` of a stats dict; a discretizer's ``mins`` after the first).
 
     Args:
@@ -39,7 +40,7 @@ def boundaries_of(source: Any) -> dict[int, list[float]]:
     return {f: [float(b) for b in v[1:]] for f, v in _per_column(source, "mins").items()}
 
 
-def stats_from_lime(data: np.ndarray, categorical: Sequence[int], source: Any, name: str) -> TabularStats:
+def stats_from_lime(data: NDArray[np.float64], categorical: Sequence[int], source: object, name: str) -> TabularStats:
     """``TabularStats`` holding lime's statistics.
 
     Args:
@@ -84,7 +85,7 @@ def stats_from_lime(data: np.ndarray, categorical: Sequence[int], source: Any, n
     return TabularStats(mean, scale, is_cat, boundaries, values, levels, freq, level_mean, level_std, lo, hi, name, n)
 
 
-def _frequencies(source: Any, f: int, k: int, data: np.ndarray, bounds: Sequence[float]) -> torch.Tensor:
+def _frequencies(source: object, f: int, k: int, data: NDArray[np.float64], bounds: Sequence[float]) -> torch.Tensor:
     """(k,) training frequency of every bin of column ``f``: the stats dict's, else counted on ``data``."""
     out = torch.zeros(k, dtype=torch.float64)
     if isinstance(source, Mapping):

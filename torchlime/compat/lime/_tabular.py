@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from torchlime._checks import check_positive_float, describe
 from torchlime.compat._vocabulary import speaking
@@ -20,6 +21,7 @@ from torchlime.compat.lime._common import (
 )
 from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._stats import stats_from_lime
+from torchlime.engine.explanation import Explanation as Result
 from torchlime.tabular._conditions import bin_condition
 from torchlime.tabular._explain import explain_tabular
 from torchlime.tabular._stats import TabularStats, fit_stats
@@ -27,7 +29,7 @@ from torchlime.tabular._stats import TabularStats, fit_stats
 _NAMES = {"QuartileDiscretizer": "quartile", "DecileDiscretizer": "decile", "EntropyDiscretizer": "entropy"}
 
 
-def _dense(data: Any, name: str) -> np.ndarray:
+def _dense(data: object, name: str) -> NDArray[np.float64]:
     """A float64 (N, D) / (D,) array from a dense array, a tensor or a scipy sparse matrix."""
     if hasattr(data, "toarray"):  # scipy sparse
         data = data.toarray()
@@ -39,7 +41,7 @@ def _dense(data: Any, name: str) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def _discretizer_name(discretizer: Any) -> str:
+def _discretizer_name(discretizer: object) -> str:
     """Lime's discretizer name, from a name or one of lime's discretizer objects."""
     if isinstance(discretizer, str):
         if discretizer not in ("quartile", "decile", "entropy"):
@@ -82,22 +84,22 @@ class LimeTabularExplainer:
 
     def __init__(
         self,
-        training_data: Any,
+        training_data: object,
         mode: str = "classification",
-        training_labels: Any = None,
-        feature_names: Optional[Sequence[Any]] = None,
+        training_labels: object = None,
+        feature_names: Optional[Sequence[object]] = None,
         categorical_features: Optional[Sequence[int]] = None,
         categorical_names: Optional[Mapping[int, Sequence[str]]] = None,
         kernel_width: Optional[float] = None,
-        kernel: Any = None,
+        kernel: object = None,
         verbose: bool = False,
-        class_names: Optional[Sequence[Any]] = None,
+        class_names: Optional[Sequence[object]] = None,
         feature_selection: str = "auto",
         discretize_continuous: bool = True,
-        discretizer: Any = "quartile",
+        discretizer: object = "quartile",
         sample_around_instance: bool = False,
-        random_state: Any = None,
-        training_data_stats: Optional[Mapping[str, Any]] = None,
+        random_state: object = None,
+        training_data_stats: Optional[Mapping[str, object]] = None,
     ) -> None:
         check_common(kernel, feature_selection, verbose)
         if mode not in ("classification", "regression"):
@@ -122,7 +124,7 @@ class LimeTabularExplainer:
         self.sample_around_instance = bool(sample_around_instance)
         self.random_state = random_state_from(random_state)
         given = _columns(categorical_features, d)
-        self.discretizer: Any = None
+        self.discretizer: object = None
         self.discretize = bool(discretize_continuous) and not sparse
         if self.discretize:
             self.discretizer = discretizer
@@ -141,14 +143,14 @@ class LimeTabularExplainer:
 
     def explain_instance(
         self,
-        data_row: Any,
-        predict_fn: Callable[[np.ndarray], Any],
+        data_row: object,
+        predict_fn: Callable[[NDArray[np.float64]], object],
         labels: Sequence[int] = (1,),
         top_labels: Optional[int] = None,
         num_features: int = 10,
         num_samples: int = 5000,
         distance_metric: str = "euclidean",
-        model_regressor: Any = None,
+        model_regressor: object = None,
         sampling_method: str = "gaussian",
         **kwargs: Any,
     ) -> Explanation:
@@ -189,8 +191,9 @@ class LimeTabularExplainer:
         check_function(predict_fn, "predict_fn")
         num_samples, num_features, _ = check_sizes(num_samples, num_features)
         regression = self.mode == "regression"
-        target: Any = 0 if regression else target_for(labels, top_labels)
-        asked: list[int] = [] if regression or isinstance(target, str) else list(target)
+        named = None if regression else target_for(labels, top_labels)
+        target: Union[int, str, list[int]] = 0 if named is None else named
+        asked: list[int] = [] if named is None or isinstance(named, str) else list(named)
         rec = Recording(predict_fn, lambda chunk: chunk.cpu().numpy(), "predict_fn", not regression, asked)
         advice = lime_advice("predict_fn", "predictions" if regression else "probabilities")
         with speaking(lime_words("data_row", "predict_fn", "columns"), advice):
@@ -224,7 +227,7 @@ class LimeTabularExplainer:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]
         return exp
 
-    def _names(self, result: Any, row: np.ndarray) -> list[str]:
+    def _names(self, result: Result, row: NDArray[np.float64]) -> list[str]:
         """Lime's name of every column for this row: its bin, ``name=value``, or the plain name."""
         tab = result.meta["tabular"]
         names = []
@@ -245,7 +248,7 @@ class LimeTabularExplainer:
         return names
 
 
-def _columns(categorical_features: Any, d: int) -> list[int]:
+def _columns(categorical_features: Optional[Sequence[int]], d: int) -> list[int]:
     """``categorical_features`` as column indices in [0, D)."""
     given = list(categorical_features) if categorical_features is not None else []
     if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in given):
@@ -255,13 +258,16 @@ def _columns(categorical_features: Any, d: int) -> list[int]:
     return [int(c) for c in given]
 
 
-def _labels(training_labels: Any) -> Any:
+def _labels(training_labels: object) -> Optional[NDArray[np.generic]]:
     return None if training_labels is None else np.asarray(training_labels)
 
 
-def _values(stats: TabularStats, columns: Sequence[int]) -> tuple[dict[int, list[Any]], dict[int, np.ndarray]]:
+def _values(
+    stats: TabularStats, columns: Sequence[int]
+) -> tuple[dict[int, list[Union[int, float]]], dict[int, NDArray[np.floating]]]:
     """Lime's ``feature_values`` and ``feature_frequencies`` of the categorical (or discretized) columns."""
-    values, freqs = {}, {}
+    values: dict[int, list[Union[int, float]]] = {}
+    freqs: dict[int, NDArray[np.floating]] = {}
     for f in columns:
         k = int(stats.n_levels[f])
         if bool(stats.categorical[f]):

@@ -53,14 +53,14 @@ class LimeTextExplainer:
     def __init__(
         self,
         kernel_width: float = 25,
-        kernel: Any = None,
+        kernel: object = None,
         verbose: bool = False,
-        class_names: Optional[Sequence[Any]] = None,
+        class_names: Optional[Sequence[object]] = None,
         feature_selection: str = "auto",
         split_expression: Splitter = r"\W+",
         bow: bool = True,
         mask_string: Optional[str] = None,
-        random_state: Any = None,
+        random_state: object = None,
         char_level: bool = False,
     ) -> None:
         check_common(kernel, feature_selection, verbose)
@@ -74,13 +74,13 @@ class LimeTextExplainer:
     def explain_instance(
         self,
         text_instance: str,
-        classifier_fn: Callable[[list[str]], Any],
+        classifier_fn: Callable[[list[str]], object],
         labels: Sequence[int] = (1,),
         top_labels: Optional[int] = None,
         num_features: int = 10,
         num_samples: int = 5000,
         distance_metric: str = "cosine",
-        model_regressor: Any = None,
+        model_regressor: object = None,
         **kwargs: Any,
     ) -> Explanation:
         """Explain one text as lime does, returning lime's ``Explanation``.

@@ -17,13 +17,13 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Optional, Union
+from typing import Iterator, Literal, Optional, cast
 
 import torch
 
 from torchlime._checks import describe
+from torchlime.typing import BatchSize, Model
 from torchlime.typing import MemorySpec as MemorySpec
-from torchlime.typing import Model
 
 GAIN = 0.02  # a larger chunk must be this much faster per row to be worth growing to
 PATIENCE = 2  # doublings in a row without that gain before the search stops
@@ -37,8 +37,6 @@ CUDA_MAX_CHUNK = 1024
 #: the phase of a chunk: "warm" and "timed" while a size is measured (their rows run again), "probe"
 #: for the default rule's first CUDA chunk (kept), "run" after
 Phase = Literal["warm", "timed", "probe", "run"]
-#: ``batch_size``: rows per model call, None (the default rule) or "measure" (timed search)
-BatchSize = Union[int, Literal["measure"], None]
 #: per-row shapes / dtypes / layout of the chunks (part of the cache key)
 Signature = tuple[object, ...]
 _CACHE: dict[tuple[int, Signature, str, MemorySpec], _Entry] = {}
@@ -61,7 +59,7 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def check_max_memory(max_memory: Any) -> MemorySpec:
+def check_max_memory(max_memory: object) -> MemorySpec:
     """Validate ``max_memory``: None, bytes (int >= 1) or a fraction of the device memory in (0, 1].
 
     Args:
@@ -106,7 +104,7 @@ def memory_budget(max_memory: MemorySpec, device: torch.device) -> Optional[int]
     return int(max_memory)
 
 
-def check_batch_size(batch_size: Any) -> BatchSize:
+def check_batch_size(batch_size: object) -> BatchSize:
     """Validate ``batch_size``: None (the default rule), a positive int, or "measure".
 
     Args:
@@ -119,7 +117,7 @@ def check_batch_size(batch_size: Any) -> BatchSize:
         TypeError / ValueError: naming the argument, what was expected and what came.
     """
     if batch_size is None or batch_size == "measure":
-        return batch_size  # type: ignore[no-any-return]
+        return cast(BatchSize, batch_size)  # None or "measure", as just checked
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
         raise TypeError(f'`batch_size` must be None, a positive int or "measure", got {describe(batch_size)}')
     if int(batch_size) < 1:

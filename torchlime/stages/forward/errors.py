@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 import torch
 
@@ -49,7 +49,7 @@ _CURRENT: contextvars.ContextVar[Optional[Expected]] = contextvars.ContextVar("t
 
 
 @contextlib.contextmanager
-def expecting(name: str, inputs: Any) -> Iterator[None]:
+def expecting(name: str, inputs: object) -> Iterator[None]:
     """State, for the length of the block, what the inputs of the running call are.
 
     Args:
@@ -68,7 +68,7 @@ def expecting(name: str, inputs: Any) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
-def _sent(chunk: Any) -> str:
+def _sent(chunk: object) -> str:
     if isinstance(chunk, torch.Tensor):
         return f"a {str(chunk.dtype).replace('torch.', '')} tensor of shape {tuple(chunk.shape)} on {chunk.device}"
     if isinstance(chunk, (tuple, list)):
@@ -78,7 +78,7 @@ def _sent(chunk: Any) -> str:
     return type(chunk).__name__
 
 
-def _hint(chunk: Any, model_dtype: torch.dtype, expected: Optional[Expected]) -> str:
+def _hint(chunk: object, model_dtype: torch.dtype, expected: Optional[Expected]) -> str:
     if not isinstance(chunk, torch.Tensor):
         return ""
     if chunk.ndim == 4 and chunk.shape[-1] in (1, 3, 4) and chunk.shape[1] not in (1, 3, 4):
@@ -97,7 +97,7 @@ def _hint(chunk: Any, model_dtype: torch.dtype, expected: Optional[Expected]) ->
     return ""
 
 
-def describe_call(err: BaseException, chunk: Any, start: int, model_dtype: torch.dtype) -> str:
+def describe_call(err: BaseException, chunk: object, start: int, model_dtype: torch.dtype) -> str:
     """The message of a model call that raised ``err`` on the rows of ``chunk`` starting at row ``start``."""
     expected = _CURRENT.get()
     when = "on its first call" if start == 0 else f"on rows {start} and after"
@@ -111,7 +111,7 @@ def describe_call(err: BaseException, chunk: Any, start: int, model_dtype: torch
     return text + _hint(chunk, model_dtype, expected)
 
 
-def model_call_error(err: BaseException, chunk: Any, start: int, model_dtype: torch.dtype) -> BaseException:
+def model_call_error(err: BaseException, chunk: object, start: int, model_dtype: torch.dtype) -> BaseException:
     """The exception to raise from ``err``: a ``ModelCallError`` for a ``RuntimeError``, else ``err`` with a note.
 
     Args:

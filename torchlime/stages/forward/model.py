@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional, Protocol, Union, cast
 
 import torch
 from torch import nn
@@ -80,7 +80,13 @@ def eval_mode(model: Model) -> Iterator[None]:
             m.training = training
 
 
-def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
+class _Indexable(Protocol):
+    """An output ``output=`` selects from by key or index (a dict, a tuple, a ``ModelOutput``)."""
+
+    def __getitem__(self, key: Union[int, str], /) -> object: ...
+
+
+def select_output(out: object, output: OutputSelector, rows: int) -> torch.Tensor:
     """Pick the score tensor from a model output and shape it (rows, K).
 
     ``output`` may be None (a tensor, an object with ``.logits``, or the first
@@ -103,7 +109,7 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
         out = output(out)
     elif output is not None:
         try:
-            out = out[output]
+            out = cast(_Indexable, out)[output]  # a TypeError, caught here, where it is not
         except (KeyError, IndexError, TypeError) as err:
             raise ValueError(
                 f"`output` selector {output!r} does not apply to the model output ({describe(out)}): {err}"
@@ -141,11 +147,11 @@ def select_output(out: Any, output: OutputSelector, rows: int) -> torch.Tensor:
 def _place(t: object, device: torch.device, dtype: torch.dtype) -> object:
     if not isinstance(t, torch.Tensor):
         return t
-    cast = dtype if (t.is_floating_point() and dtype.is_floating_point) else t.dtype
-    return t.to(device=device, dtype=cast)
+    to_dtype = dtype if (t.is_floating_point() and dtype.is_floating_point) else t.dtype
+    return t.to(device=device, dtype=to_dtype)
 
 
-def call_model(model: Model, chunk: Any, device: torch.device, dtype: torch.dtype) -> Any:
+def call_model(model: Model, chunk: object, device: torch.device, dtype: torch.dtype) -> object:
     """Call ``model`` on a chunk: a tensor, a tuple (positional) or a dict (keywords).
 
     Tensors move to the model's device; floating tensors take its dtype.

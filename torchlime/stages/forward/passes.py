@@ -9,17 +9,30 @@ the memory budget); a real device out-of-memory error halves the chunk and runs 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, Optional, Protocol
 
 import torch
 from torch.profiler import record_function
 
-from torchlime.stages.forward.chunking import BatchSize, ChunkPlan, Signature
+from torchlime.stages.forward.chunking import ChunkPlan, Signature
 from torchlime.stages.forward.errors import model_call_error
 from torchlime.stages.forward.model import Model, OutputSelector, call_model, eval_mode, model_placement, select_output
+from torchlime.typing import BatchSize
 
 
-def progress_bar(total: int, enabled: bool, desc: str = "torchlime") -> Any:
+class ProgressBar(Protocol):
+    """What ``run_rows`` uses of a ``tqdm`` bar: a context manager that counts samples."""
+
+    def __enter__(self) -> ProgressBar: ...
+
+    def __exit__(self, *exc: object) -> Optional[bool]: ...
+
+    def update(self, n: int) -> Optional[bool]:
+        """Advance the bar by ``n`` samples."""
+        ...
+
+
+def progress_bar(total: int, enabled: bool, desc: str = "torchlime") -> ProgressBar:
     """A tqdm bar over ``total`` samples (a no-op object when ``enabled`` is False).
 
     Args:
@@ -32,13 +45,14 @@ def progress_bar(total: int, enabled: bool, desc: str = "torchlime") -> Any:
     """
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="sample", unit_scale=True, leave=False)
+    bar: ProgressBar = tqdm(total=total, disable=not enabled, desc=desc, unit="sample", unit_scale=True, leave=False)
+    return bar
 
 
 def run_rows(
     model: Model,
-    build: Callable[[int, int], Any],
-    consume: Callable[[Any, Any, int, int], None],
+    build: Callable[[int, int], object],
+    consume: Callable[[object, object, int, int], None],
     n_rows: int,
     plan: ChunkPlan,
     device: torch.device,
@@ -102,7 +116,7 @@ def run_rows(
 
 def score(
     model: Model,
-    build: Callable[[int, int], Any],
+    build: Callable[[int, int], object],
     n_rows: int,
     *,
     reference: torch.Tensor,
@@ -132,7 +146,7 @@ def score(
     m_dev, m_dtype = model_placement(model, reference)
     parts: list[torch.Tensor] = []
 
-    def consume(out: Any, x: Any, start: int, stop: int) -> None:
+    def consume(out: object, x: object, start: int, stop: int) -> None:
         s = select_output(out, output, stop - start).float()
         parts.append((s.softmax(1) if softmax else s).to(reference.device))
 

@@ -9,7 +9,7 @@ perturbation is not a blend (deleting tokens, crossfades) passes a ``PerturbFn``
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Protocol, Sequence, Union
+from typing import NamedTuple, Optional, Protocol, Sequence, Union
 
 import torch
 
@@ -65,7 +65,7 @@ class Chunk(NamedTuple):
 class PerturbFn(Protocol):
     """``perturb(inputs, baseline, index, chunk) -> model input of the chunk``."""
 
-    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Any:
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> object:
         """The model input of a chunk of c rows.
 
         Args:

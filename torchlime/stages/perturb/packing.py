@@ -9,7 +9,7 @@ positional arguments, followed by the unperturbed ``additional_forward_args``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -75,7 +75,7 @@ def _default_features(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return maps
 
 
-def check_tuple_inputs(inputs: Sequence[Any], name: str = "inputs") -> None:
+def check_tuple_inputs(inputs: Sequence[object], name: str = "inputs") -> None:
     """Check that each element of a tuple of inputs is a (B, ...) tensor with the same B on the same device.
 
     Args:
@@ -87,12 +87,14 @@ def check_tuple_inputs(inputs: Sequence[Any], name: str = "inputs") -> None:
     """
     if len(inputs) == 0:
         raise ValueError(f"`{name}` must hold at least one tensor, got an empty {type(inputs).__name__}")
+    tensors: list[torch.Tensor] = []
     for i, x in enumerate(inputs):
-        check_tensor(x, f"{name}[{i}]")
-        if x.ndim < 1:
+        tensor = check_tensor(x, f"{name}[{i}]")
+        if tensor.ndim < 1:
             raise ValueError(f"`{name}[{i}]` must be batched with shape (B, ...), got a 0-d tensor")
-    batch, device = inputs[0].shape[0], inputs[0].device
-    for i, x in enumerate(inputs):
+        tensors.append(tensor)
+    batch, device = tensors[0].shape[0], tensors[0].device
+    for i, x in enumerate(tensors):
         if x.shape[0] != batch or x.device != device:
             raise ValueError(
                 f"every tensor of `{name}` must have the same batch size and device as `{name}[0]` "

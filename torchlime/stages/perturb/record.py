@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -57,7 +57,7 @@ class Perturbation:
     reusable: bool = True
     block_rows: int = 1
 
-    def build(self, chunk: Chunk) -> Any:
+    def build(self, chunk: Chunk) -> object:
         """The model input of a chunk of c rows (the engine's stage 3).
 
         Args:
@@ -100,7 +100,7 @@ class Perturbation:
         """
         return model if self.adapter is None else self.adapter(model)
 
-    def rows(self, masks: torch.Tensor, start: int = 0, stop: Optional[int] = None) -> Any:
+    def rows(self, masks: torch.Tensor, start: int = 0, stop: Optional[int] = None) -> object:
         """Model inputs of rows ``start:stop`` of masks (B, M, F), flattened input-major (B·M).
 
         Features beyond an input's own count are kept (padding); ``masks`` may be on any device.

@@ -1,7 +1,7 @@
 """``torchlime demo``: explain held-out images of the embedded model and check them against the truth.
 
-The embedded classifier (``torchlime.image.models.DemoNet``, weights in
-``torchlime/image/weights``) sees synthetic images whose class is decided by one
+The embedded classifier (``torchlime.demo.image_models.DemoNet``, weights in
+``torchlime/demo/weights``) sees synthetic images whose class is decided by one
 planted object among distractors, so the right explanation is known pixel by
 pixel. The demo explains a batch of held-out images in one call and reports,
 per image, how much of the planted object the top-k segments cover.
@@ -17,10 +17,9 @@ from typing import Any
 
 import torch
 
-from torchlime.image._explain import explain_image
-from torchlime.image.data import CLASS_NAMES, make_images
-from torchlime.image.models import load_demo_model
-from torchlime.image.segments import slic
+from torchlime.demo.image_data import CLASS_NAMES, make_images
+from torchlime.demo.image_models import load_demo_model
+from torchlime.image import explain_image, slic
 
 HELD_OUT_SEED = 2026  # never used for training (train: 0, validation: 1)
 
@@ -98,11 +97,11 @@ def run_demo(
             pngs.append(
                 str(
                     save_image_explanation(
-                        out / f"explanation_{i:02d}.png",
-                        images,
                         exp,
-                        i,
-                        num_features=top_k,
+                        images,
+                        out / f"explanation_{i:02d}.png",
+                        index=i,
+                        k=top_k,
                         class_names=list(CLASS_NAMES),
                         truth=evidence[i],
                     )

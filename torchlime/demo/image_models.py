@@ -1,11 +1,11 @@
-"""A tiny CNN trained on :mod:`torchlime.image.data`, shipped with the package.
+"""A tiny CNN trained on :mod:`torchlime.demo.image_data`, shipped with the package.
 
-The committed weights (``torchlime/image/weights/demo_cnn.pt``) come from
+The committed weights (``torchlime/demo/weights/demo_cnn.pt``) come from
 ``examples/train_demo_model.py``; its metadata, including held-out accuracy and
-the sha256 of the weights file, is in ``torchlime/image/weights/demo_cnn.json``.
+the sha256 of the weights file, is in ``torchlime/demo/weights/demo_cnn.json``.
 
 Example:
-    >>> from torchlime.image.data import make_images
+    >>> from torchlime.demo.image_data import make_images
     >>> model = load_demo_model()
     >>> images, labels, _ = make_images(4, seed=7)
     >>> model(images).shape
@@ -44,7 +44,7 @@ class DemoNet(nn.Module):
     ReLU. About 42k parameters (about 170 kB in float32).
 
     Input: float (B, 3, 64, 64) in [0, 1] (any size >= 8 works); output: logits
-    (B, 4) in the order of :data:`torchlime.image.data.CLASS_NAMES`.
+    (B, 4) in the order of :data:`torchlime.demo.image_data.CLASS_NAMES`.
     """
 
     def __init__(self, n_classes: int = 4, widths: tuple[int, int, int, int] = (16, 24, 48, 64)) -> None:
@@ -67,7 +67,7 @@ class DemoNet(nn.Module):
 
 
 def _data_file(name: str) -> Any:
-    """A traversable for ``torchlime/image/weights/<name>`` (works from a wheel or a checkout)."""
+    """A traversable for ``torchlime/demo/weights/<name>`` (works from a wheel or a checkout)."""
     return resources.files(__package__).joinpath("weights").joinpath(name)
 
 

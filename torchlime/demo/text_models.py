@@ -3,7 +3,7 @@
 ``TextCNN`` embeds tokens, runs one width-3 convolution (so it sees each token
 with its neighbours: "not good" differs from "good"), max-pools over the
 attended positions only and classifies. The committed weights
-(``torchlime/text/weights/text_cnn.pt``, trained by ``examples/train_text_model.py``)
+(``torchlime/demo/weights/text_cnn.pt``, trained by ``examples/train_text_model.py``)
 load with ``load_text_model``.
 
 ``BigramMLM`` is a masked LM with no training loop: it scores a masked position

@@ -1,10 +1,10 @@
-"""A small spectrogram CNN trained on ``audio_data`` clips, with committed weights.
+"""A small spectrogram CNN trained on ``torchlime.demo.audio_data`` clips, with committed weights.
 
 ``SpecNet`` classifies log-magnitude spectrograms (``audio_data.log_spectrogram``,
 129 bins x 63 frames for a 1 s clip at 8 kHz) into "no_voice" / "voice";
 ``WaveformClassifier`` puts the spectrogram front end inside the module so it
 takes raw audio. ``load_audio_model`` loads the weights shipped in
-``torchlime/audio/weights/audio_cnn.pt`` (trained by ``examples/train_audio_model.py``)
+``torchlime/demo/weights/audio_cnn.pt`` (trained by ``examples/train_audio_model.py``)
 with ``torch.load(weights_only=True)``.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import nn
 
-from torchlime.audio import data as audio_data
+from torchlime.demo import audio_data
 
 WEIGHTS = "audio_cnn.pt"
 METADATA = "audio_cnn.json"

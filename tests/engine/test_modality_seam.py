@@ -1,0 +1,106 @@
+"""The seam between input kinds and the engine: modality objects, one configuration, one call record.
+
+A modality written with public names only explains like a feature map; ``Explainer.explain`` with a
+modality equals its front door bit for bit; every front door's keywords are its modality's fields plus
+the fields of ``Config`` and ``Call`` (those the modality sets itself excepted), so the records are
+the one list of the engine's keywords; presets fill unset fields by ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+
+import pytest
+import torch
+
+import torchlime
+from torchlime.engine import Call, Config, Explainer, Modality, Prepared, explain
+from torchlime.engine.config import field_names, fill_unset
+from torchlime.typing import UNSET
+
+#: front door -> its modality class, as ``module:function`` / ``module:class``
+DOORS = {
+    "torchlime.image:explain_image": "torchlime.image:Images",
+    "torchlime.audio:explain_spectrogram": "torchlime.audio:Spectrograms",
+    "torchlime.audio:explain_waveform": "torchlime.audio:Waveforms",
+    "torchlime.text:explain_tokens": "torchlime.text:Tokens",
+    "torchlime.text:explain_text": "torchlime.text:Words",
+    "torchlime.tabular:explain_tabular": "torchlime.tabular:Tabular",
+    "torchlime.series:explain_series": "torchlime.series:Series",
+}
+#: the inputs' own positional names at each door
+POSITIONAL = {"model", "images", "specs", "waves", "input_ids", "texts", "X", "series", "inputs"}
+
+
+def _load(path: str) -> object:
+    module, name = path.split(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        pytest.fail(f"{path} is missing")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pairs(Modality):
+    """A modality written by a user: pairs of neighbouring columns are features (public names only)."""
+
+    width: int = 2
+
+    def prepare(self, model, inputs, how, call):
+        ids = torch.arange(inputs.shape[1], device=inputs.device) // self.width
+        return Prepared(inputs, ids.view(1, -1), how, call)
+
+
+def test_a_users_modality_explains_like_its_feature_map():
+    model = torch.nn.Linear(8, 3)
+    x = torch.rand(4, 8)
+    ours = Explainer(kernel="lime").explain(model, x, Pairs(), target="top2", n_samples=64, generator=3)
+    plain = explain(model, x, (torch.arange(8) // 2).view(1, -1), kernel="lime", target="top2", n_samples=64, generator=3)
+    assert ours.coef.shape == (4, 2, 4)
+    assert torch.equal(ours.coef, plain.coef) and torch.equal(ours.intercept, plain.intercept)
+    assert torchlime.Modality is Modality and torchlime.Prepared is Prepared
+
+
+@pytest.mark.parametrize("door_path", sorted(DOORS))
+def test_door_keywords_are_the_modality_and_the_records_fields(door_path):
+    door = _load(door_path)
+    modality = _load(DOORS[door_path])
+    params = inspect.signature(door).parameters
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), f"{door_path} takes **kwargs"
+    keywords = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    positional = {n for n, p in params.items() if p.kind is not p.KEYWORD_ONLY}
+    engine = (set(field_names(Call)) | set(field_names(Config))) - set(modality.owns)
+    own = {f.name for f in dataclasses.fields(modality)}
+    assert positional <= POSITIONAL | own, f"{door_path}: positional {sorted(positional - POSITIONAL - own)}"
+    assert engine <= keywords, f"{door_path}: missing {sorted(engine - keywords)}"
+    # the rest are the modality's own settings (a door may set some itself, e.g. from its inputs)
+    assert keywords - engine <= own, f"{door_path}: extra {sorted(keywords - engine - own)}"
+    for name in set(field_names(Config)) & keywords:  # the same defaults as the records
+        field = {f.name: f for f in dataclasses.fields(Config)}[name]
+        assert params[name].default == field.default or params[name].default is field.default, (door_path, name)
+
+
+def test_explain_takes_exactly_the_records_fields():
+    params = inspect.signature(explain).parameters
+    keywords = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    assert keywords == set(field_names(Call)) | set(field_names(Config))
+    method = inspect.signature(Explainer.explain).parameters
+    assert {n for n, p in method.items() if p.kind is p.KEYWORD_ONLY} == set(field_names(Call))
+
+
+def test_presets_fill_only_unset_fields():
+    how = Config(kernel="uniform")
+    filled = fill_unset(how, {"kernel": "lime", "sampler": "shapley"})
+    assert filled.kernel == "uniform" and filled.sampler == "shapley" and how.sampler is UNSET
+    call = fill_unset(Call(n_samples=10), {"n_samples": 1000, "target": "top5"})
+    assert call.n_samples == 10 and call.target == "top5"
+
+
+def test_preset_explainer_equals_the_preset_keyword():
+    model = torch.nn.Linear(6, 2)
+    x = torch.rand(3, 6)
+    a = Explainer(preset="captum").explain(model, x, None, n_samples=40)
+    b = explain(model, x, preset="captum", n_samples=40)
+    assert torch.equal(a.coef, b.coef) and a.meta["surrogate"] == b.meta["surrogate"]

@@ -1,0 +1,142 @@
+"""``Spectrograms``: time-frequency segments and a fill for (B, [C,] Fr, Tm) spectrograms."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Optional, Sequence, Union
+
+import torch
+
+from torchlime._checks import check_positive_int, from_numpy
+from torchlime.audio._common import audio_fill, check_sample_rate
+from torchlime.audio._inputs import check_audio
+from torchlime.audio.segments import SegmentSpec, spectrogram_segments, warn_bins
+from torchlime.engine import Call, Config, Info, Modality, Prepared
+from torchlime.typing import Model
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpectrogramInfo(Info):
+    """What a ``Spectrograms`` explanation was made of (``Explanation.info``; ``meta["audio"]`` as plain data).
+
+    Attributes:
+        input: "spectrogram".
+        segments: the segmentation's name ("grid", "time", "freq", "mel", "slic"), or "explicit"
+            for a map or a callable.
+        time_segments: time slots of the grids.
+        freq_segments: frequency bands of the grids.
+        sample_rate: Hz of the audio behind the spectrograms, or None.
+        hop_length: the spectrograms' STFT hop in samples, or None.
+        n_fft: the spectrograms' STFT size, or None.
+        fmin: lowest frequency (Hz) of the mel bands.
+        fmax: highest frequency (Hz) of the mel bands, or None (the highest bin).
+        bin_freqs: the (Fr,) bin frequencies in Hz the caller gave, or None.
+    """
+
+    key: ClassVar[str] = "audio"
+
+    input: Literal["spectrogram"] = "spectrogram"
+    segments: str
+    time_segments: int
+    freq_segments: int
+    sample_rate: Optional[float]
+    hop_length: Optional[int]
+    n_fft: Optional[int]
+    fmin: float
+    fmax: Optional[float]
+    bin_freqs: Optional[tuple[float, ...]]
+
+
+@dataclass(frozen=True)
+class Spectrograms(Modality):
+    """Spectrograms (B, Fr, Tm) or (B, C, Fr, Tm) (rows: frequency, columns: frames) over time-frequency segments.
+
+    Hidden segments take the configuration's fill: silence ("zero") unless a fill or a preset with
+    one is given; ``baseline="blur"`` is a light blur (``BLUR_SIGMA`` bins and frames).
+
+    Attributes:
+        segments: "grid" (time x frequency, default 5 x 4 as in SLIME / the veracity study), "time",
+            "freq", "mel" (bands equally spaced on the mel scale), "slic" (superpixels), an integer
+            map (Fr, Tm) / (B or 1, [1 or C,] Fr, Tm) or a callable specs -> map.
+        time_segments: time slots of the grids ("grid", "time", "mel").
+        freq_segments: frequency bands of the grids ("grid", "freq", "mel").
+        sample_rate: Hz of the audio behind the spectrograms (for "mel", the plots and the check
+            against ``model.sample_rate``).
+        hop_length: the spectrograms' STFT hop in samples (recorded for the plots).
+        n_fft: the spectrograms' STFT size (for "mel" and the plots: the bins' frequencies, those of
+            a linear STFT of ``n_fft // 2 + 1`` bins; warns when Fr differs).
+        bin_freqs: (Fr,) bin frequencies in Hz (e.g. a mel spectrogram's centres:
+            ``segments.mel_frequencies(Fr, sample_rate)``).
+        fmin: lowest frequency (Hz) of the mel bands.
+        fmax: highest frequency (Hz) of the mel bands (default: the highest bin).
+        n_segments: SLIC superpixels (defaults to time x freq segments).
+        compactness: SLIC compactness.
+    """
+
+    segments: SegmentSpec = "grid"
+    time_segments: int = 5
+    freq_segments: int = 4
+    sample_rate: Optional[float] = None
+    hop_length: Optional[int] = None
+    n_fft: Optional[int] = None
+    bin_freqs: Optional[Union[Sequence[float], torch.Tensor]] = None
+    fmin: float = 0.0
+    fmax: Optional[float] = None
+    n_segments: Optional[int] = None
+    compactness: float = 0.1
+
+    def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
+        """Check the spectrograms and the settings, segment the time-frequency plane, set the audio fill.
+
+        Args:
+            model: the caller's model (its ``sample_rate``, if any, must be ``self.sample_rate``).
+            inputs: real (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms.
+            how: the caller's configuration; its fill becomes the audio one.
+            call: the caller's call (unchanged).
+
+        Returns:
+            The ``Prepared`` call, with a ``SpectrogramInfo``.
+
+        Raises:
+            ValueError / TypeError: wrong dimensions (one clip without its batch dimension),
+                integer or complex spectrograms, more segments than frames or bins, a sample rate
+                that is not positive or disagrees with the model's. Warns (``UserWarning``) when
+                Fr is not ``n_fft // 2 + 1``.
+        """
+        segments = from_numpy(self.segments)  # numpy arrays in, as at every door
+        check_audio(inputs, "specs", (3, 4), "(B, Fr, Tm) or (B, C, Fr, Tm)")
+        sample_rate = check_sample_rate(model, self.sample_rate)
+        n_fft = self.n_fft
+        if n_fft is not None:
+            n_fft = check_positive_int(n_fft, "n_fft", minimum=2)
+            if self.bin_freqs is None:
+                warn_bins(inputs.shape[-2], n_fft)
+        hop_length = None if self.hop_length is None else check_positive_int(self.hop_length, "hop_length")
+        features = spectrogram_segments(
+            inputs,
+            segments,
+            time_segments=self.time_segments,
+            freq_segments=self.freq_segments,
+            sample_rate=sample_rate,
+            n_fft=n_fft,
+            bin_freqs=self.bin_freqs,
+            fmin=self.fmin,
+            fmax=self.fmax,
+            n_segments=self.n_segments,
+            compactness=self.compactness,
+        )
+        how = dataclasses.replace(how, baseline=audio_fill(how.baseline, how.preset))
+        bins = None if self.bin_freqs is None else tuple(float(f) for f in torch.as_tensor(self.bin_freqs).tolist())
+        info = SpectrogramInfo(
+            segments=segments if isinstance(segments, str) else "explicit",
+            time_segments=self.time_segments,
+            freq_segments=self.freq_segments,
+            sample_rate=sample_rate,
+            hop_length=hop_length,
+            n_fft=n_fft,
+            fmin=self.fmin,
+            fmax=self.fmax,
+            bin_freqs=bins,
+        )
+        return Prepared(inputs, features, how, call, scope="audio", input_name="specs", info=info)

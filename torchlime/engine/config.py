@@ -1,0 +1,241 @@
+"""How to explain (``Config``) and what to explain in one call (``Call``): the engine's two records.
+
+Each keyword of ``torchlime.explain`` is a field of exactly one of them, written once here: ``Config``
+holds the settings an ``Explainer`` keeps for any number of calls (sampler, kernel, surrogate, fill,
+preset and run settings), ``Call`` those of one call (targets, samples, seed, model output). A field
+left ``UNSET`` is filled by the preset, else by the engine's default (``presets``), by
+``dataclasses.replace``; front doors and modalities change a record the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, TypeVar, Union, cast
+
+import torch
+
+from torchlime._checks import describe
+from torchlime.accel import ACCELERATE
+from torchlime.engine.presets import check_preset
+from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
+from torchlime.stages.forward.chunking import check_batch_size, check_max_memory
+from torchlime.stages.forward.model import InputFormat
+from torchlime.stages.perturb.blend import PerturbFn
+from torchlime.stages.perturb.fills import NAMES
+from torchlime.typing import (
+    UNSET,
+    AccelerateMode,
+    BaselineSpecs,
+    BatchSize,
+    KernelSpec,
+    MemorySpec,
+    NormalizeSpec,
+    NSamples,
+    OutputSelector,
+    PresetName,
+    SamplerSpec,
+    Seed,
+    SurrogateSpec,
+    TargetSpec,
+    Unset,
+)
+
+R = TypeVar("R", bound=Union["Config", "Call"])
+
+
+@dataclass(frozen=True)
+class Config:
+    """How to explain: the sampler, kernel, surrogate, fill and run settings of LIME calls.
+
+    Every field is checked when the record is made; unset ones take the preset's setting, else the
+    engine's default (Bernoulli(1/2) masks, lime's cosine kernel of width 0.25, ``Ridge(alpha=1)``, a
+    fill of 0), when a call runs.
+
+    Attributes:
+        sampler: a ``Sampler`` or a name: "bernoulli", "uniform_count", "shapley", "stratified",
+            "antithetic", "sobol".
+        kernel: a ``Kernel``, a float width of lime's kernel, or a name: "lime", "captum",
+            "uniform", or SMILE's "wasserstein", "ks", "kuiper", "cvm", "anderson".
+        surrogate: a ``Surrogate`` or a name: "ridge", "lasso", "klasso", "bayes".
+        baseline: the fill of hidden features: a number, a tensor (B, ...) or (...), a callable
+            ``inputs -> tensor``, or "zero", "mean", "blur", "min", "max", "signal_mean", "noise",
+            "shuffle" (``torchlime.stages.perturb.fills``); for a tuple of inputs, one fill or a tuple
+            of fills, one per tensor.
+        preset: None or a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
+            "kernel_shap"): another implementation's defaults for whatever is not set here.
+        accelerate: None (the model runs as given) or "fast" (bf16 autocast, channels-last and
+            ``torch.compile`` on CUDA; ``accel.accelerate_model``).
+        max_memory: CUDA memory budget of a chunk: bytes (int) or a fraction of the device's
+            memory in (0, 1]; None: half of the memory free when a call starts.
+        batch_size: rows per model call; None: the default rule (the same chunks on every call);
+            "measure": timed once per model and input shape (``torchlime.stages.forward.chunking``).
+        progress: show a progress bar over the samples.
+
+    Raises:
+        TypeError / ValueError: a field of the wrong type or value, named, with what was expected
+            and what came.
+    """
+
+    sampler: Union[SamplerSpec, Unset] = UNSET
+    kernel: Union[KernelSpec, Unset] = UNSET
+    surrogate: Union[SurrogateSpec, Unset] = UNSET
+    baseline: Union[BaselineSpecs, Unset] = UNSET
+    preset: Optional[PresetName] = None
+    accelerate: Optional[AccelerateMode] = None
+    max_memory: MemorySpec = None
+    batch_size: BatchSize = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_preset(self.preset)
+        if self.sampler is not UNSET:
+            resolve_sampler(self.sampler)
+        if self.kernel is not UNSET:
+            resolve_kernel(self.kernel)
+        if self.surrogate is not UNSET:
+            resolve_surrogate(self.surrogate)
+        if isinstance(self.baseline, str) and self.baseline not in NAMES:
+            raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {self.baseline!r}")
+        if self.accelerate is not None and (not isinstance(self.accelerate, str) or self.accelerate not in ACCELERATE):
+            raise ValueError(f"`accelerate` must be None or 'fast', got {describe(self.accelerate)}")
+        check_max_memory(self.max_memory)
+        check_batch_size(self.batch_size)
+        if not isinstance(self.progress, bool):
+            raise TypeError(f"`progress` must be True or False, got {describe(self.progress)}")
+
+
+@dataclass(frozen=True)
+class Call:
+    """What to explain in one call, besides the model and the inputs (checked when the call runs).
+
+    Attributes:
+        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all", "topK", or a
+            structured target (``torchlime.targets``).
+        n_samples: S samples per input (the input itself included), or "auto" (rounds of doubling
+            until each input's top features are stable; ``methods.adaptive``).
+        generator: an int seed or a ``torch.Generator`` (one number is drawn from it); None: seed 0.
+        index: long (B,) index of every input in a larger data set: masks and random fills depend
+            only on (seed, index), not on the batch (default 0..B-1).
+        return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
+        output: selector of tuple / dict model outputs (a key, an index or a callable).
+        softmax: explain the softmax of the outputs (probabilities of a logit model).
+        masks: explicit bool masks (B, S, F) instead of sampling.
+        perturb_fn: replaces the blend of stage 3 (``stages.perturb.blend.PerturbFn``).
+        normalize: ``(mean, std)`` per channel (dim 1), fused into the blend.
+        chunk_format: dtype and layout of the perturbed chunks (``stages.forward.model.InputFormat``).
+        additional_forward_args: passed to the model after the inputs, never perturbed: one object
+            or a tuple; tensors whose first dim is B follow each row's input.
+    """
+
+    target: Union[TargetSpec, Unset] = UNSET
+    n_samples: Union[NSamples, Unset] = UNSET
+    generator: Seed = None
+    index: Optional[torch.Tensor] = None
+    return_samples: bool = False
+    output: OutputSelector = None
+    softmax: bool = False
+    masks: Optional[torch.Tensor] = None
+    perturb_fn: Optional[PerturbFn] = None
+    normalize: Optional[NormalizeSpec] = None
+    chunk_format: Optional[InputFormat] = None
+    additional_forward_args: object = None
+
+
+def field_names(record: type[Union[Config, Call]]) -> tuple[str, ...]:
+    """The field names of ``Config`` or ``Call``, in order."""
+    return tuple(f.name for f in dataclasses.fields(record))
+
+
+def pick(record: type[R], values: Mapping[str, object]) -> R:
+    """The ``record`` made of the entries of ``values`` that are its fields (others are ignored).
+
+    Args:
+        record: ``Config`` or ``Call``.
+        values: keyword -> value, e.g. a front door's ``locals()``.
+
+    Returns:
+        The record, checked.
+    """
+    return record(**{k: values[k] for k in field_names(record) if k in values})  # type: ignore[arg-type]
+
+
+def fill_unset(record: R, defaults: Mapping[str, object]) -> R:
+    """``record`` with every ``UNSET`` field that ``defaults`` names replaced (``dataclasses.replace``).
+
+    Args:
+        record: a ``Config`` or ``Call``.
+        defaults: field -> value, e.g. a preset's settings.
+
+    Returns:
+        The record with those fields filled.
+    """
+    names = tuple(f.name for f in dataclasses.fields(record))
+    given = {k: v for k, v in defaults.items() if k in names and getattr(record, k) is UNSET}
+    return dataclasses.replace(record, **cast(dict[str, Any], given)) if given else record
+
+
+T = TypeVar("T")
+
+
+def given(value: Union[T, Unset], name: str) -> T:
+    """``value``, which a preset or the engine's default has filled (``fill_unset``).
+
+    Args:
+        value: a filled field.
+        name: its name, for the message.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ValueError: ``value`` is still unset (no default exists for ``name``).
+    """
+    if isinstance(value, Unset):
+        raise ValueError(f"`{name}` was not given and has no default")
+    return value
+
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _attributes(record: type[Union[Config, Call]]) -> dict[str, str]:
+    """Name -> its description (continuation lines included) from a record's ``Attributes:`` section."""
+    doc = record.__doc__ or ""
+    lines = doc.split("Attributes:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    out: dict[str, str] = {}
+    name = ""
+    for line in lines:
+        head = line.strip().split(":", 1)
+        if line.startswith(" " * 8) and not line.startswith(" " * 12) and len(head) == 2:
+            name = head[0]
+            out[name] = line.strip()
+        elif name:
+            out[name] += "\n" + line.strip()
+    return out
+
+
+def documented(fn: F) -> F:
+    """Add to ``fn``'s ``Args:`` the ``Config`` and ``Call`` fields it takes but does not describe.
+
+    A front door's docstring describes its own keywords; the engine's are described once, on the
+    records, and copied here so that ``help()`` and the API reference show every keyword.
+
+    Args:
+        fn: a front door whose keywords include fields of ``Config`` / ``Call``.
+
+    Returns:
+        ``fn``, its ``__doc__`` completed.
+    """
+    doc = fn.__doc__ or ""
+    if "    Returns:" not in doc:
+        return fn
+    names = fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount]
+    known = {**_attributes(Call), **_attributes(Config)}
+    missing = [n for n in names if n in known and f"        {n}:" not in doc]
+    lines = "".join(
+        "        " + known[n].replace("\n", "\n            ").replace("            \n", "\n") + "\n" for n in missing
+    )
+    fn.__doc__ = doc.replace("\n    Returns:", lines + "\n    Returns:", 1) if "\n    Returns:" in doc else doc
+    return fn

@@ -1,0 +1,52 @@
+"""Typed records that explanations carry besides their tensors: what a modality built (``Info``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+import torch
+
+InfoT = TypeVar("InfoT", bound="Info")
+
+
+@dataclass(frozen=True)
+class Info:
+    """Base of a modality's record on its explanations (``Explanation.info``).
+
+    A subclass is a frozen dataclass of plain values, tensors and lists; ``per_input`` names the
+    fields that hold one entry per input, so that ``Explanation[i]`` keeps the right ones.
+    ``key`` is the name under which ``Explanation.meta`` shows the record as plain data.
+    """
+
+    key: ClassVar[str] = "info"
+    per_input: ClassVar[tuple[str, ...]] = ()
+
+    def select(self: InfoT, start: int, stop: int) -> InfoT:
+        """The record of inputs ``start:stop``.
+
+        Args:
+            start: first input kept.
+            stop: one past the last input kept.
+
+        Returns:
+            A record of the same kind with the per-input fields sliced.
+        """
+        cut = {k: getattr(self, k)[start:stop] for k in self.per_input if getattr(self, k) is not None}
+        return dataclasses.replace(self, **cut)
+
+    def as_plain(self) -> dict[str, object]:
+        """The record as plain data (tensors become lists): what ``meta[key]`` shows and files store."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if not f.name.startswith("_")}
+
+
+def _plain(value: object) -> object:
+    """Tensors (at any depth of lists, tuples and dicts) as nested lists."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,128 @@
+"""The arguments of ``Tokens``: checks, special ids, the infiller, and the token feature map."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Optional, Union
+
+import torch
+
+from torchlime._checks import check_choice, check_integer, check_tensor, describe
+from torchlime.text.infill import Infiller
+from torchlime.text.proximity import embedding_matrix
+from torchlime.typing import Model
+
+MODES = ("replace", "delete", "infill")
+#: token ids never perturbed: None, one id, ids, or an integer tensor
+SpecialIds = Union[None, int, Iterable[int], torch.Tensor]
+#: what ``infill=`` accepts: an ``Infiller``, or a masked LM (wrapped with default settings)
+InfillSpec = Union[None, Infiller, Model]
+
+
+def infer_vocab_size(model: object) -> Optional[int]:
+    """Vocabulary size from the model's input embedding (None when it has none)."""
+    m = embedding_matrix(model) if isinstance(model, torch.nn.Module) else None
+    return None if m is None else int(m.shape[0])
+
+
+def token_features(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, word_ids: Optional[torch.Tensor], special_ids: torch.Tensor
+) -> torch.Tensor:
+    """Long (B, L) feature ids: the token position, or its word id; -1 for special/padding.
+
+    Args:
+        input_ids: (B, L) token ids.
+        attention_mask: (B, L) 1 for real tokens, 0 for padding.
+        word_ids: (B or 1, L) word of each token (-1 = no word), or None: one feature per token.
+        special_ids: long (k,) ids never perturbed.
+
+    Returns:
+        long (B, L) the feature of every token, -1 where it is never perturbed.
+    """
+    batch, length = input_ids.shape
+    base = (
+        torch.arange(length, device=input_ids.device).expand(batch, length)
+        if word_ids is None
+        else word_ids.long().expand(batch, length)
+    )
+    perturbable = (attention_mask != 0) & ~torch.isin(input_ids, special_ids) & (base >= 0)
+    return torch.where(perturbable, base, -1)
+
+
+def check_args(
+    input_ids: object,
+    attention_mask: object,
+    word_ids: object,
+    mode: object,
+    mask_id: object,
+    pad_id: object,
+    vocab_size: Optional[int],
+) -> torch.Tensor:
+    """Validate the token arguments; return the attention mask (given or all ones)."""
+    ids = check_tensor(input_ids, "input_ids")
+    check_integer(ids, "input_ids")
+    if ids.ndim != 2:
+        raise ValueError(f"`input_ids` must have shape (B, L), got shape {tuple(ids.shape)}")
+    check_choice(mode, "mode", MODES)
+    attn = check_tensor(torch.ones_like(ids) if attention_mask is None else attention_mask, "attention_mask")
+    if tuple(attn.shape) != tuple(ids.shape):
+        raise ValueError(
+            f"`attention_mask` must have the shape of `input_ids` {tuple(ids.shape)}, got {tuple(attn.shape)}"
+        )
+    if attn.dtype.is_floating_point or attn.dtype.is_complex:
+        raise TypeError(f"`attention_mask` must be bool or integer (0/1), got {attn.dtype}")
+    if attn.device != ids.device:
+        raise ValueError(f"`attention_mask` must be on `input_ids`' device ({ids.device}), got {attn.device}")
+    if word_ids is not None:
+        words = check_tensor(word_ids, "word_ids")
+        check_integer(words, "word_ids")
+        b, length = ids.shape
+        if words.ndim != 2 or words.shape[0] not in (1, b) or words.shape[1] != length:
+            raise ValueError(f"`word_ids` must have shape ({b}, {length}) or (1, {length}), got {tuple(words.shape)}")
+    if mode != "delete" and mask_id is None:
+        raise ValueError(
+            f"mode={mode!r} needs `mask_id` (the id hidden tokens take, e.g. tokenizer.mask_token_id), got None"
+        )
+    for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"`{name}` must be an int token id, got {describe(value)}")
+    if vocab_size is not None and ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= vocab_size:
+            bad = torch.unique(ids[(ids < 0) | (ids >= vocab_size)])[:10].tolist()
+            raise ValueError(
+                f"`input_ids` must be in [0, {vocab_size}) (the model's vocabulary size), "
+                f"got ids {bad} (min {lo}, max {hi})"
+            )
+        for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
+            if isinstance(value, int) and not 0 <= value < vocab_size:
+                raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), got {value}")
+    return attn
+
+
+def as_id_tensor(ids: SpecialIds, device: torch.device) -> torch.Tensor:
+    """Special ids as a long tensor (k,) on ``device``."""
+    if ids is None:
+        return torch.empty(0, dtype=torch.long, device=device)
+    if isinstance(ids, torch.Tensor):
+        check_integer(ids, "special_ids")
+        return ids.reshape(-1).long().to(device)
+    bad = TypeError(f"`special_ids` must be None, an int, ints or an integer tensor, got {describe(ids)}")
+    if isinstance(ids, bool):
+        raise bad
+    listed = [ids] if isinstance(ids, int) else ids
+    try:
+        return torch.tensor([int(i) for i in listed], dtype=torch.long, device=device)
+    except (TypeError, ValueError):
+        raise bad from None
+
+
+def resolve_infiller(infill: InfillSpec, mask_id: Optional[int], vocab_size: Optional[int]) -> Infiller:
+    """An ``Infiller`` from the argument; checks the mask id against the MLM's vocabulary."""
+    if infill is None:
+        raise ValueError("mode='infill' needs `infill`: an Infiller or a masked language model, got None")
+    infiller = infill if isinstance(infill, Infiller) else Infiller(infill)
+    v = infiller.vocab_size()
+    if v is not None and mask_id is not None and not 0 <= mask_id < v:
+        raise ValueError(f"`mask_id` must be in [0, {v}) (the masked LM's vocabulary size), got {mask_id}")
+    return infiller
