@@ -56,7 +56,7 @@ def test_every_modality_page_has_a_runnable_block():
 def test_block_runs(page, index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write files write them here
     code = runnable_blocks(page)[index]
-    exec(compile(code, f"{page.name} block {index}", "exec"), {"__name__": "docs"})
+    exec(compile(code, f"{page.name} block {index}", "exec", dont_inherit=True), {"__name__": "docs"})
 
 
 def test_docs_site_builds_without_warnings(tmp_path):

@@ -393,3 +393,21 @@ def test_n_segments_default_is_explain_images_and_old_flags_are_hidden():
     }
     assert "--inputs-per-step" in helps["explain-dataset"] and "--model-batch-size" not in helps["explain-dataset"]
     assert "--inputs-per-step" in helps["bench"] and "--batch " not in helps["bench"]
+
+
+def test_explanation_and_k_renames_of_the_modality_helpers(tmp_path):
+    """``conditions(exp=)`` and ``feature_positions(exp=)``: the old keyword warns, same result."""
+    import torchlime
+    from torchlime.tabular import conditions
+    from torchlime.text import feature_positions
+
+    rows = torch.rand(30, 3)
+    tab = torchlime.explain_tabular(lambda x: x.sum(1, keepdim=True), rows[:2], training_data=rows, n_samples=50)
+    with pytest.warns(DeprecationWarning, match="`exp=` is deprecated, use `explanation=`"):
+        assert conditions(exp=tab) == conditions(explanation=tab)
+    ids = torch.tensor([[101, 5, 6, 7, 102]])
+    tok = torchlime.explain_tokens(
+        lambda x: x.float().mean(1, keepdim=True), ids, mask_id=0, special_ids=[101, 102], n_samples=20
+    )
+    with pytest.warns(DeprecationWarning, match="use `explanation=`"):
+        assert torch.equal(feature_positions(exp=tok), feature_positions(tok))

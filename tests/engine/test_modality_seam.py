@@ -57,7 +57,9 @@ def test_a_users_modality_explains_like_its_feature_map():
     model = torch.nn.Linear(8, 3)
     x = torch.rand(4, 8)
     ours = Explainer(kernel="lime").explain(model, x, Pairs(), target="top2", n_samples=64, generator=3)
-    plain = explain(model, x, (torch.arange(8) // 2).view(1, -1), kernel="lime", target="top2", n_samples=64, generator=3)
+    plain = explain(
+        model, x, (torch.arange(8) // 2).view(1, -1), kernel="lime", target="top2", n_samples=64, generator=3
+    )
     assert ours.coef.shape == (4, 2, 4)
     assert torch.equal(ours.coef, plain.coef) and torch.equal(ours.intercept, plain.intercept)
     assert torchlime.Modality is Modality and torchlime.Prepared is Prepared

@@ -346,3 +346,20 @@ def test_cuda_matches_cpu(cuda):
         rtol=1e-4,
     )
     assert torch.equal(label_flip(model, x, exp, k=2).cpu(), label_flip(cpu_model, cpu_x, on_cpu, k=2, baseline="mean"))
+
+
+def test_max_sensitivity_takes_an_explainer_and_a_modality():
+    import torchlime
+    from torchlime.metrics import max_sensitivity
+
+    model = torch.nn.Linear(8, 3)
+    x = torch.rand(2, 8)
+    feats = (torch.arange(8) // 2).view(1, -1)
+    how, call = torchlime.Explainer(kernel="lime"), torchlime.Call(target="all", n_samples=64, generator=0)
+    ours = max_sensitivity(None, x, model=model, explainer=how, modality=feats, call=call, n_perturb=3)
+    fn = lambda v: torchlime.explain(model, v, feats, kernel="lime", target="all", n_samples=64, generator=0)  # noqa: E731
+    assert torch.equal(ours, max_sensitivity(fn, x, n_perturb=3))
+    with pytest.raises(TypeError, match="not both"):
+        max_sensitivity(fn, x, model=model)
+    with pytest.raises(TypeError, match="or None with a callable `model=`"):
+        max_sensitivity(None, x, explainer=how)

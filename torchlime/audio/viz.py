@@ -195,7 +195,7 @@ def plot_spectrogram_explanation(
     fig: Figure
     if ax is None:
         fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
-    fig = cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's
+    fig = cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure
     ax.pcolormesh(times, freqs, x.numpy(), shading="nearest", cmap="gray_r")
     lim = float(heat.abs().max()) or 1.0
     mesh = ax.pcolormesh(times, freqs, heat.numpy(), shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim, alpha=alpha)

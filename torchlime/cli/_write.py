@@ -98,7 +98,9 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     if modality == "image" and pictures:
         from torchlime.image.viz import save_image_explanation
 
-        save_image_explanation(g.exp.to("cpu"), cast(torch.Tensor, g.inputs).cpu(), out / f"{stem}.png", index=j, k=args.top_k)
+        save_image_explanation(
+            g.exp.to("cpu"), cast(torch.Tensor, g.inputs).cpu(), out / f"{stem}.png", index=j, k=args.top_k
+        )
         rec["pictures"].append(f"{stem}.png")
     elif modality == "audio":
         _write_audio(out, g, j, stem, args, rec, pictures)
@@ -114,9 +116,7 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     return rec
 
 
-def _write_audio(
-    out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: Record, pictures: bool
-) -> None:
+def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: Record, pictures: bool) -> None:
     from torchlime.audio.viz import save_top_segments_wav
 
     exp = g.exp.to("cpu")

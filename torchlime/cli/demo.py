@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         parser.error("--device cuda: torch.cuda.is_available() is False on this machine; use --device cpu")
     created = not args.out.exists()
     try:
-        s = run_demo(args.out, args.device, args.n_images, args.n_samples, n_segments=args.n_segments, top_k=args.top_k)
+        s = run_demo(args.out, args.device, args.n_images, args.n_samples, n_segments=args.n_segments, k=args.top_k)
     except (ValueError, TypeError) as err:
         if created and args.out.is_dir() and not any(args.out.iterdir()):
             shutil.rmtree(args.out)

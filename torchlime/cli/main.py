@@ -25,7 +25,6 @@ from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error
 
 
-
 class Command(Protocol):
     """A command's module: ``add_parser(sub)`` adds its options, ``run(args)`` runs it."""
 

@@ -53,7 +53,7 @@ _COPIED = (
 )
 
 
-def unpack(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+def unpack(batch: object) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """``inputs`` or ``(inputs, labels, ...)`` -> (inputs (b, ...), labels (b, ...) or None)."""
     if isinstance(batch, torch.Tensor):
         return batch, None
@@ -78,10 +78,11 @@ class Source:
         seen: inputs counted while reading (the generic path learns N this way).
     """
 
-    def __init__(self, data: Any, inputs_per_step: int) -> None:
-        self.loader: Optional[DataLoader] = None
+    def __init__(self, data: object, inputs_per_step: int) -> None:
+        self.loader: Optional[DataLoader[object]] = None
+        #: map-style data: a Dataset, tensor or list (anything sized and indexable; torch's Dataset declares no len)
         self.dataset: Any = None
-        self.template: Optional[DataLoader] = None
+        self.template: Optional[DataLoader[object]] = None
         self.inputs_per_step, self.drop_last = inputs_per_step, False
         self.seen = 0
         if (
@@ -105,7 +106,7 @@ class Source:
             )
         self.n_inputs = self._length()
 
-    def _from_loader(self, loader: DataLoader) -> None:
+    def _from_loader(self, loader: DataLoader[object]) -> None:
         if isinstance(loader.sampler, DistributedSampler):
             raise ValueError(
                 "`data` must not use a DistributedSampler: explain_dataset splits the data by rank "

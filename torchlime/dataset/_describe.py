@@ -16,22 +16,34 @@ import hashlib
 import json
 import math
 import re
-from typing import Any
+from typing import Mapping, Optional, Protocol, Sequence, Union
 
 import torch
 
 from torchlime.targets._base import Target
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+#: a description: JSON-ready plain data
+Plain = Union[None, bool, int, float, str, Sequence["Plain"], Mapping[str, "Plain"]]
 
 
-def qualified_name(obj: Any) -> str:
+class Digest(Protocol):
+    """A running hash (``hashlib.sha256()``)."""
+
+    def update(self, data: bytes, /) -> None:
+        """Feed ``data``."""
+
+    def hexdigest(self) -> str:
+        """The digest so far, in hex."""
+
+
+def qualified_name(obj: object) -> str:
     """``module.qualname`` of a function or class (of the object's class otherwise)."""
     target = obj if hasattr(obj, "__qualname__") else type(obj)
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', type(obj).__name__)}"
 
 
-def tensor_sha256(tensor: torch.Tensor, digest: Any = None) -> str:
+def tensor_sha256(tensor: torch.Tensor, digest: Optional[Digest] = None) -> str:
     """SHA-256 of a tensor's dtype, shape and bytes (copied to the CPU); feeds ``digest`` if given."""
     digest = hashlib.sha256() if digest is None else digest
     flat = tensor.detach().cpu().contiguous().reshape(-1)
@@ -41,7 +53,7 @@ def tensor_sha256(tensor: torch.Tensor, digest: Any = None) -> str:
     return digest.hexdigest()
 
 
-def describe_model(model: Any) -> dict[str, Any]:
+def describe_model(model: object) -> dict[str, str]:
     """The class name of ``model`` and, for modules, the SHA-256 of its ``state_dict``.
 
     The name is the ``__qualname__``, without the module, which is ``__main__`` in a script and the
@@ -65,7 +77,7 @@ def describe_model(model: Any) -> dict[str, Any]:
     return {"type": getattr(model, "__qualname__", type(model).__qualname__)}
 
 
-def describe_value(value: Any) -> Any:
+def describe_value(value: object) -> Plain:
     """A JSON-ready description of one argument (see the module docstring).
 
     Example:
@@ -107,7 +119,7 @@ def describe_value(value: Any) -> Any:
     return qualified_name(value) if _ADDRESS.search(text) else text
 
 
-def fingerprint(arguments: dict[str, Any]) -> str:
+def fingerprint(arguments: Mapping[str, object]) -> str:
     """SHA-256 of the canonical JSON of ``arguments`` (ties every shard to its run)."""
     return hashlib.sha256(json.dumps(arguments, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -123,7 +135,7 @@ def input_fingerprint(x: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
+def differences(stored: Mapping[str, object], given: Mapping[str, object]) -> list[str]:
     """``"name: stored X, given Y"`` for every argument that differs (explain_kwargs entries one by one).
 
     Example:
@@ -132,7 +144,7 @@ def differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
         ['n_samples: stored 64, given 32']
     """
 
-    def short(v: Any) -> str:
+    def short(v: object) -> str:
         return "(not given)" if v is _MISSING else json.dumps(v, sort_keys=True)[:120]
 
     out = []

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, TypeVar, Union
 
 import torch
 import torch.distributed as dist
+
+M = TypeVar("M")
 
 
 @dataclass
@@ -51,7 +53,7 @@ class Context:
         """Rank 0's ``value`` on every rank (a collective call; a single process keeps its own)."""
         if self.world == 1:
             return value
-        box: list[Any] = [value]
+        box: list[object] = [value]
         dist.broadcast_object_list(box, src=0)
         return str(box[0])
 
@@ -61,7 +63,7 @@ class Context:
             if error is not None:
                 raise error
             return
-        gathered: list[Any] = [None] * self.world
+        gathered: list[Optional[str]] = [None] * self.world
         dist.all_gather_object(gathered, None if error is None else f"{type(error).__name__}: {error}")
         if error is not None:
             raise error
@@ -76,7 +78,7 @@ class Context:
             self.owns_group = False
 
 
-def model_device(model: Any) -> torch.device:
+def model_device(model: object) -> torch.device:
     """The device of a module's first parameter or buffer; the CPU for functions and empty modules."""
     if isinstance(model, torch.nn.Module):
         for param in model.parameters():
@@ -86,7 +88,7 @@ def model_device(model: Any) -> torch.device:
     return torch.device("cpu")
 
 
-def context(model: Any, device: Union[None, str, torch.device]) -> Context:
+def context(model: object, device: Union[None, str, torch.device]) -> Context:
     """The rank, world size and device of this process (see the module docstring).
 
     Args:
@@ -116,7 +118,7 @@ def context(model: Any, device: Union[None, str, torch.device]) -> Context:
     return Context(rank, world, dev, owns)
 
 
-def place(model: Any, device: torch.device) -> Any:
+def place(model: M, device: torch.device) -> M:
     """Move an ``nn.Module`` to ``device`` (in place, as ``Module.to`` does) if it is elsewhere."""
     if isinstance(model, torch.nn.Module) and model_device(model) != device:
         model.to(device)

@@ -32,20 +32,21 @@ from torchlime.engine.explainer import Explainer, ModalitySpec, configure
 from torchlime.engine.explanation import Explanation
 from torchlime.image import explain_image
 from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.typing import Model
 
 _PADDED = ("coef", "coef_std")
 
 
 def _check(
-    model: Any,
-    out: Any,
-    explain_fn: Any,
-    inputs_per_step: Any,
-    shard_size: Any,
-    generator: Any,
-    progress: Any,
-    model_batch_size: Any,
-    explain_kwargs: dict[str, Any],
+    model: object,
+    out: object,
+    explain_fn: object,
+    inputs_per_step: object,
+    shard_size: object,
+    generator: object,
+    progress: object,
+    model_batch_size: object,
+    explain_kwargs: dict[str, object],
 ) -> None:
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
@@ -72,9 +73,9 @@ def _check(
 
 @renamed(batch_size="inputs_per_step")
 def explain_dataset(
-    model: Any,
-    data: Any,
-    out: Union[str, os.PathLike],
+    model: Model,
+    data: object,
+    out: Union[str, os.PathLike[str]],
     *,
     explain_fn: Optional[Callable[..., Explanation]] = None,
     explainer: Optional[Explainer] = None,
@@ -86,7 +87,7 @@ def explain_dataset(
     max_memory: Union[None, int, float] = None,
     device: Union[None, str, torch.device] = None,
     model_batch_size: Optional[int] = None,
-    **explain_kwargs: Any,
+    **explain_kwargs: object,
 ) -> Path:
     """Explain every input of a data set and write the results to ``out`` in shards (resumable).
 
@@ -291,7 +292,7 @@ def _explain_shards(
             )
             rows = _rows(exp, pos, labels)
             shard_of = pos // size
-            for k in shard_of.unique().tolist():
+            for k in torch.unique(shard_of).tolist():
                 sel = shard_of == k
                 pending.setdefault(k, []).append({name: t[sel] for name, t in rows.items()})
                 if _count(pending[k]) == _expected(k, store):  # full (N unknown: shard_size), or the last
@@ -323,7 +324,7 @@ def _expected(k: int, store: Store) -> int:
     return stop - start
 
 
-def _rows(exp: Any, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
+def _rows(exp: object, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
     """The stored fields of one explained batch, on the CPU."""
     if not isinstance(exp, Explanation):
         raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")

@@ -23,7 +23,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 LOCK = ".lock"
 _TAG = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.tmp$")
@@ -75,7 +75,7 @@ def tmp_is_orphan(name: str) -> bool:
     return m.group("host") == host() and not pid_alive(int(m.group("pid")))
 
 
-def _read(path: Path) -> Optional[dict[str, Any]]:
+def _read(path: Path) -> Optional[dict[str, object]]:
     """The lock's holder, or None when the file vanished; a half-written lock reads as an unknown holder."""
     for _ in range(50):  # a lock being written by its creator: give it a moment
         try:
@@ -119,7 +119,8 @@ class FolderLock:
             if holder.get("run") == self.run:
                 return  # a rank of this run took it
             same_host = holder.get("host") == host()
-            if same_host and isinstance(holder.get("pid"), int) and not pid_alive(holder["pid"]):
+            pid = holder.get("pid")
+            if same_host and isinstance(pid, int) and not pid_alive(pid):
                 aside = self.path.with_name(f"{LOCK}.stale.{writer_tag()}")
                 try:
                     os.replace(self.path, aside)  # only one of several takers gets the file

@@ -12,13 +12,23 @@ import operator
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
 
 import torch
 from safetensors import safe_open
 
 from torchlime._checks import describe
-from torchlime.dataset._scan import FORMAT, OPTIONAL, READABLE, REQUIRED, collect, pad_targets, read_index
+from torchlime.dataset._scan import (
+    FORMAT,
+    OPTIONAL,
+    READABLE,
+    REQUIRED,
+    IndexInfo,
+    ShardEntry,
+    collect,
+    pad_targets,
+    read_index,
+)
 
 _PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
 
@@ -90,7 +100,7 @@ class LazyResults:
             ``n_features_max``, ``n_targets``), in any order.
     """
 
-    def __init__(self, out: Union[str, Path], info: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    def __init__(self, out: Union[str, Path], info: IndexInfo, entries: list[ShardEntry]) -> None:
         self.out, self.info = Path(out), info
         self.entries = sorted(entries, key=lambda e: e["shard"])
         sizes = [e["stop"] - e["start"] for e in self.entries]
@@ -137,12 +147,35 @@ class LazyResults:
             raise ValueError(f"`name` must be one of {list(allowed)}, got {name!r}")
         return self._read(0, len(self), (name,))[name]
 
-    coef = property(lambda self: self.field("coef"), doc="(n, T, F_max) coefficients, zero-padded.")
-    intercept = property(lambda self: self.field("intercept"), doc="(n, T) intercepts.")
-    score = property(lambda self: self.field("score"), doc="(n, T) weighted R².")
-    local_pred = property(lambda self: self.field("local_pred"), doc="(n, T) predictions at the inputs.")
-    target = property(lambda self: self.field("target"), doc="long (n, T) explained columns.")
-    n_features = property(lambda self: self.field("n_features"), doc="long (n,) F_b of each input.")
+    @property
+    def coef(self) -> torch.Tensor:
+        """(n, T, F_max) coefficients, zero-padded."""
+        return self.field("coef")
+
+    @property
+    def intercept(self) -> torch.Tensor:
+        """(n, T) intercepts."""
+        return self.field("intercept")
+
+    @property
+    def score(self) -> torch.Tensor:
+        """(n, T) weighted R²."""
+        return self.field("score")
+
+    @property
+    def local_pred(self) -> torch.Tensor:
+        """(n, T) predictions at the inputs."""
+        return self.field("local_pred")
+
+    @property
+    def target(self) -> torch.Tensor:
+        """Long (n, T) explained columns."""
+        return self.field("target")
+
+    @property
+    def n_features(self) -> torch.Tensor:
+        """Long (n,) F_b of each input."""
+        return self.field("n_features")
 
     @property
     def valid(self) -> torch.Tensor:

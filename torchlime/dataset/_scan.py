@@ -33,8 +33,6 @@ SHARD_FILE = re.compile(r"^shard-(\d{6,})\.safetensors$")
 TMP_FILE = re.compile(r"^\.(shard-(\d{6,})\.safetensors|index\.json)\.(.+\.)?tmp$")
 
 
-
-
 class ShardEntry(TypedDict):
     """A finished shard as ``index.json`` lists it (``shards``), read from its file's header.
 
@@ -64,7 +62,7 @@ class _Scanned(ShardEntry, total=False):
 
 
 class IndexInfo(TypedDict, total=False):
-    """``index.json`` (see ``_store``); the first format lacks ``sha256``, a damaged one is rebuilt."""
+    """A result folder's ``index.json`` (its fields: see ``_store``); an index of the first format has no ``sha256``."""
 
     format: str
     arguments: Mapping[str, object]
@@ -148,9 +146,7 @@ def read_index(out: Path) -> IndexInfo:
 _REBUILD = "run explain_dataset again with the same arguments to rebuild it (verified shards are kept)"
 
 
-def shard_entry(
-    path: Path, verify: bool = True, shard_format: str = SHARD_FORMAT
-) -> tuple[Optional[_Scanned], str]:
+def shard_entry(path: Path, verify: bool = True, shard_format: str = SHARD_FORMAT) -> tuple[Optional[_Scanned], str]:
     """The index entry of a shard file, read from its header; the whole file is hashed when ``verify``.
 
     Returns:

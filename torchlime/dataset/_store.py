@@ -38,7 +38,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Mapping, Optional, Union
 
 import safetensors
 import torch
@@ -53,6 +53,8 @@ from torchlime.dataset._scan import (
     INDEX,
     SHARD_FORMAT,
     DamagedIndexError,
+    IndexInfo,
+    ShardEntry,
     collect,
     read_index,
     shard_name,
@@ -111,7 +113,7 @@ def replace_atomic(path: Path, data: bytes, point: str = "", shard: int = -1) ->
     _fsync(path.parent)
 
 
-def environment(device: torch.device, world: int) -> dict[str, Any]:
+def environment(device: torch.device, world: int) -> dict[str, Union[str, int]]:
     """Versions and placement of the run (recorded; a resumed run that differs is warned)."""
     lime = sys.modules.get("torchlime")
     return {
@@ -139,19 +141,19 @@ class Store:
     def __init__(
         self,
         out: Path,
-        arguments: dict[str, Any],
+        arguments: Mapping[str, object],
         fingerprint: str,
         shard_size: int,
         n_inputs: Optional[int],
-        env: dict[str, Any],
+        env: dict[str, Union[str, int]],
     ) -> None:
         self.out, self.arguments, self.fingerprint = Path(out), arguments, fingerprint
         self.shard_size, self.n_inputs, self.env = shard_size, n_inputs, env
-        self.entries: dict[int, dict[str, Any]] = {}
+        self.entries: dict[int, ShardEntry] = {}
         self.complete = False
         self.first_input: Optional[str] = None
         #: shards of the folder verified by ``open`` (None: not read yet)
-        self.verified: Optional[dict[int, dict[str, Any]]] = None
+        self.verified: Optional[dict[int, ShardEntry]] = None
 
     def check_first(self, given: Optional[str], stored: Optional[str] = None) -> None:
         """Compare the fingerprint of the data's input 0 with the run's.
@@ -188,7 +190,7 @@ class Store:
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"`out` must be a folder, got the file {str(self.out)!r}")
         self.out.mkdir(parents=True, exist_ok=True)
-        info: Optional[dict[str, Any]] = None
+        info: Optional[IndexInfo] = None
         if (self.out / INDEX).is_file():
             try:
                 info = read_index(self.out)
@@ -211,7 +213,7 @@ class Store:
         if bool(info.get("complete")) != self.complete or listed != set(self.entries):
             self.write_index()  # what the files prove, for the other ranks and for readers
 
-    def _check_same_run(self, info: dict[str, Any], first_input: Optional[str]) -> None:
+    def _check_same_run(self, info: IndexInfo, first_input: Optional[str]) -> None:
         """Refuse an index of other arguments or another data set; warn about other versions."""
         diffs = differences(info["arguments"], self.arguments)
         if diffs:
@@ -255,7 +257,7 @@ class Store:
 
     def write_index(self) -> None:
         """Write ``index.json`` from ``entries`` (atomically)."""
-        info = {
+        info: IndexInfo = {
             "format": FORMAT,
             "arguments": self.arguments,
             "fingerprint": self.fingerprint,
@@ -270,7 +272,7 @@ class Store:
         info[DIGEST] = index_digest(info)
         replace_atomic(self.out / INDEX, json.dumps(info, indent=1).encode())
 
-    def write_shard(self, k: int, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    def write_shard(self, k: int, tensors: dict[str, torch.Tensor]) -> ShardEntry:
         """Write shard ``k`` (atomically) and return its index entry.
 
         Args:
@@ -290,7 +292,7 @@ class Store:
         data, digest = shard_bytes(tensors, meta)
         replace_atomic(self.out / shard_name(k), data, "before_rename", k)
         coef = tensors["coef"]
-        entry = {
+        entry: ShardEntry = {
             "shard": k,
             "file": shard_name(k),
             "start": start,

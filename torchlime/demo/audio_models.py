@@ -58,7 +58,8 @@ class SpecNet(nn.Module):
         if spec.ndim == 3:
             spec = spec.unsqueeze(1)
         h = self.features((spec - self.get_buffer("offset")) * self.get_buffer("scale"))
-        return self.head(h.amax(dim=(2, 3)))
+        out: torch.Tensor = self.head(h.amax(dim=(2, 3)))
+        return out
 
 
 class WaveformClassifier(nn.Module):
@@ -84,7 +85,8 @@ class WaveformClassifier(nn.Module):
         """(B, [1,] S) float audio -> (B, K) logits."""
         if waves.ndim == 3:
             waves = waves.squeeze(1)
-        return self.net(audio_data.log_spectrogram(waves, self.n_fft, self.hop_length))
+        out: torch.Tensor = self.net(audio_data.log_spectrogram(waves, self.n_fft, self.hop_length))
+        return out
 
 
 def _data_file(name: str) -> Path:
@@ -93,7 +95,8 @@ def _data_file(name: str) -> Path:
 
 def audio_model_info() -> dict[str, Any]:
     """The metadata written next to the weights (sample rate, STFT, accuracy, training setup)."""
-    return json.loads(_data_file(METADATA).read_text())
+    meta: dict[str, Any] = json.loads(_data_file(METADATA).read_text())
+    return meta
 
 
 def load_audio_model(

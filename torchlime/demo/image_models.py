@@ -63,7 +63,8 @@ class DemoNet(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Map images (B, 3, H, W) in [0, 1] to class logits (B, n_classes)."""
         maps = self.features(images - 0.5)  # (B, C, H/8, W/8)
-        return self.head(maps.amax(dim=(2, 3)))
+        out: torch.Tensor = self.head(maps.amax(dim=(2, 3)))
+        return out
 
 
 def _data_file(name: str) -> Any:
@@ -90,4 +91,5 @@ def load_demo_model(device: str | torch.device = "cpu") -> DemoNet:
 
 def demo_model_metadata() -> dict[str, Any]:
     """The metadata written next to the weights by ``examples/train_demo_model.py``."""
-    return json.loads(_data_file(METADATA_FILE).read_text(encoding="utf-8"))
+    meta: dict[str, Any] = json.loads(_data_file(METADATA_FILE).read_text(encoding="utf-8"))
+    return meta

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from torchlime._deprecate import renamed
 from torchlime.demo.image_data import CLASS_NAMES, make_images
 from torchlime.demo.image_models import load_demo_model
 from torchlime.image import explain_image, slic
@@ -47,13 +48,14 @@ def hits(exp_features: torch.Tensor, top: torch.Tensor, evidence: torch.Tensor) 
     return (chosen_pixels(exp_features, top[:, :1]) & evidence).any(2).any(1)
 
 
+@renamed(top_k="k")
 def run_demo(
     out: Path,
     device: str = "cpu",
     n_images: int = 8,
     n_samples: int = 1000,
     n_segments: int = 40,
-    top_k: int = 3,
+    k: int = 3,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Explain ``n_images`` held-out images, write one PNG each and ``summary.json`` into ``out``."""
@@ -72,10 +74,10 @@ def run_demo(
     t0 = time.perf_counter()
     segments = slic(images, n_segments=n_segments)
     fewest = int(segments.flatten(1).amax(1).min()) + 1
-    if top_k > fewest:
+    if k > fewest:
         raise ValueError(
             f"--top-k must be at most the number of segments of every image ({fewest} with "
-            f"--n-segments {n_segments}), got {top_k}"
+            f"--n-segments {n_segments}), got {k}"
         )
     exp = explain_image(
         model, images, segments=segments, n_samples=n_samples, baseline="mean", generator=seed
@@ -85,7 +87,7 @@ def run_demo(
     seconds = time.perf_counter() - t0
 
     out.mkdir(parents=True, exist_ok=True)
-    top, _ = exp.top_features(top_k)
+    top, _ = exp.top_features(k)
     cov = coverage(exp.features, top[:, 0], evidence)
     hit = hits(exp.features, top[:, 0], evidence)
     pred = exp.target[:, 0]
@@ -101,7 +103,7 @@ def run_demo(
                         images,
                         out / f"explanation_{i:02d}.png",
                         index=i,
-                        k=top_k,
+                        k=k,
                         class_names=list(CLASS_NAMES),
                         truth=evidence[i],
                     )
@@ -114,7 +116,7 @@ def run_demo(
         n_images=n_images,
         n_samples=n_samples,
         n_segments_asked=n_segments,
-        top_k=top_k,
+        top_k=k,
         seconds_total=seconds,
         seconds_per_explanation=seconds / n_images,
         mean_weighted_r2=float(exp.score[:, 0].mean()),

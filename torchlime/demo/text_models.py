@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 from torch import nn
+
+#: ``nn.Embedding.from_pretrained``, which torch leaves unannotated, typed
+_from_pretrained: Callable[..., nn.Embedding] = nn.Embedding.from_pretrained
 
 DATA_DIR = Path(__file__).resolve().parent / "weights"
 WEIGHTS = DATA_DIR / "text_cnn.pt"
@@ -53,7 +56,8 @@ class TextCNN(nn.Module):
         h = torch.relu(self.conv(x.transpose(1, 2)))  # (c, C, L)
         h = h.masked_fill(~keep, float("-inf")).amax(2)
         h = torch.where(torch.isfinite(h), h, torch.zeros_like(h))  # an empty row pools to 0
-        return self.head(h)
+        out: torch.Tensor = self.head(h)
+        return out
 
 
 def load_text_model(
@@ -93,7 +97,7 @@ class BigramMLM(nn.Module):
         self.mask_id = mask_id
         prob = log_next.exp()
         vectors = torch.cat([prob, prob.T / prob.T.sum(1, keepdim=True).clamp_min(1e-12)], 1)
-        self.vectors = nn.Embedding.from_pretrained(vectors - vectors.mean(0), freeze=True)
+        self.vectors: nn.Embedding = _from_pretrained(vectors - vectors.mean(0), freeze=True)
 
     @classmethod
     def from_corpus(

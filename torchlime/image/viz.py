@@ -297,7 +297,7 @@ def plot_coefficients_with_uncertainty(
     sure = ((coef - half > 0) | (coef + half < 0)).tolist()
     colours = [("#d62728" if c > 0 else "#1f77b4") for c in coef.tolist()]
     fig: Figure = (
-        cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's
+        cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure
         if ax is not None
         else plt.subplots(figsize=(max(4.0, 0.35 * n + 2), 3.2))[0]
     )

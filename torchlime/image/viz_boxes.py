@@ -144,6 +144,7 @@ def plot_boxes(
         ax.axis("off")
     for ax in list(axes.flat)[n:]:
         fig.delaxes(ax)
+    assert image is not None  # every shown box drew its panel (there is at least one)
     bar = fig.colorbar(image, ax=list(axes.flat)[:n], fraction=0.046, pad=0.04)
     bar.set_label("weight: red supports the box, blue opposes it", fontsize=8)
     title = f"image {index}: {n} explained box{'es' if n > 1 else ''} (dashed: top {k} segments by |weight|)"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, cast
+from typing import Callable, NamedTuple, Optional, cast
 
 import torch
 
@@ -58,14 +58,14 @@ class Perturbed(NamedTuple):
     scorer: Optional[Bound] = None
 
 
-def check_run_options(batch_size: Any, softmax: Any) -> None:
+def check_run_options(batch_size: object, softmax: object) -> None:
     """``batch_size``: None or an int >= 1; ``softmax``: a bool."""
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
     check_bool(softmax, "softmax")
 
 
-def own_softmax(softmax: Any, explanation: Any) -> Any:
+def own_softmax(softmax: Optional[bool], explanation: object) -> bool:
     """``softmax`` as given, or for None the explanation's own (``meta["softmax"]``; False when it has none).
 
     Example:
@@ -115,7 +115,7 @@ def resolve_fill(spec: BaselineSpec, inputs: torch.Tensor, index: torch.Tensor, 
     return base
 
 
-def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[BaselineSpec]) -> Perturbed:
+def perturbed(model: Model, inputs: object, explanation: object, baseline: Optional[BaselineSpec]) -> Perturbed:
     """The perturbation of ``explanation`` (its record, or one built from ``inputs``) and the model it runs.
 
     Args:
@@ -134,7 +134,7 @@ def perturbed(model: Any, inputs: Any, explanation: Any, baseline: Optional[Base
     exp = check_explanation(explanation)
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
-    check_tensor(inputs, "inputs")
+    inputs = check_tensor(inputs, "inputs")
     b = exp.coef.shape[0]
     if inputs.ndim < 2 or inputs.shape[0] != b:
         raise ValueError(
@@ -170,7 +170,7 @@ def recorded_fill(exp: Explanation) -> BaselineSpec:
     if rec is None:
         return 0.0
     if (isinstance(rec, (int, float)) and not isinstance(rec, bool)) or rec in NAMES:
-        return rec
+        return cast(BaselineSpec, rec)
     blur = re.fullmatch(r"Blur\(sigma=(None|[-+0-9.eE]+)\)", rec) if isinstance(rec, str) else None
     if blur:  # a Blur fill is recorded by its repr (audio's "blur" is Blur(sigma=2.0))
         return Blur(sigma=None if blur.group(1) == "None" else float(blur.group(1)))
@@ -183,7 +183,7 @@ def recorded_fill(exp: Explanation) -> BaselineSpec:
     return 0.0
 
 
-def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: BaselineSpec) -> Perturbation:
+def _rebuild(model: Model, inputs: torch.Tensor, exp: Explanation, baseline: BaselineSpec) -> Perturbation:
     """A blend of ``inputs`` and ``baseline`` over ``exp.features``, as the engine builds it.
 
     Raises:
@@ -230,7 +230,7 @@ def _rebuild(model: Any, inputs: torch.Tensor, exp: Explanation, baseline: Basel
     )
 
 
-def signature_of(p: Perturbation) -> tuple:
+def signature_of(p: Perturbation) -> tuple[object, ...]:
     """The per-row signature the engine keys its measured chunk size with (so it is reused)."""
     fmt = p.fmt
     return (
@@ -243,13 +243,13 @@ def signature_of(p: Perturbation) -> tuple:
 
 def score_rows(
     model: Model,
-    build: Callable[[int, int], Any],
+    build: Callable[[int, int], object],
     take: Callable[[torch.Tensor, int, int], torch.Tensor],
     n_rows: int,
     width: int,
     *,
     reference: torch.Tensor,
-    signature: tuple,
+    signature: tuple[object, ...],
     output: OutputSelector,
     softmax: bool,
     batch_size: Optional[int],
@@ -270,7 +270,7 @@ def score_rows(
     m_dev, m_dtype = chunk_placement(model, reference, chunk_dtype)
     out = torch.empty(n_rows, width, device=dev)
 
-    def consume(raw: Any, x: Any, start: int, stop: int) -> None:
+    def consume(raw: object, x: object, start: int, stop: int) -> None:
         if scorer is not None and inputs_of is not None:
             sc = scorer.score(raw, inputs_of(start, stop)).float().to(dev)
             out[start:stop] = take(sc, start, stop)
@@ -310,7 +310,7 @@ def score_masks(
         r = torch.arange(start, stop, device=dev)
         return r // per_input, r % per_input
 
-    def build(start: int, stop: int) -> Any:
+    def build(start: int, stop: int) -> object:
         b, s = coords(start, stop)
         z = masks_of(b, s) | ~valid[b]
         if p.fixed:

@@ -11,7 +11,14 @@ from typing import Optional, Union
 import torch
 
 from torchlime._checks import check_positive_int
-from torchlime.metrics._common import check_by, check_explanation, feature_ranks, invalid_to_nan, ranking_key, target_columns
+from torchlime.metrics._common import (
+    check_by,
+    check_explanation,
+    feature_ranks,
+    invalid_to_nan,
+    ranking_key,
+    target_columns,
+)
 from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec

@@ -13,24 +13,31 @@ inputs in input-major order (row i is perturbation i % n of input i // n, captum
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
 from torchlime._deprecate import renamed
+from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import given_perturbations
 from torchlime.stages.sampling import Rows, make_key
+from torchlime.typing import Model
 
 _UNIFORM_STREAM = 19  # random stream of the default perturbations
 
 
 @renamed(batch_size="inputs_per_step")
 def max_sensitivity(
-    explain_fn: Callable[[torch.Tensor], Any],
+    explain_fn: Optional[Callable[[torch.Tensor], object]],
     inputs: torch.Tensor,
     *,
+    model: Optional[Model] = None,
+    explainer: Optional[Explainer] = None,
+    modality: ModalitySpec = None,
+    call: Optional[Call] = None,
     radius: float = 0.02,
     n_perturb: int = 10,
     perturbations: Optional[torch.Tensor] = None,
@@ -43,8 +50,13 @@ def max_sensitivity(
     Args:
         explain_fn: ``explain_fn(x (c, ...)) ->`` an ``Explanation`` (its coefficients are
             compared per target: fix the targets and the feature map, e.g. ``target="all"`` and
-            an explicit ``features``) or a tensor (c, ...) of attributions.
+            an explicit ``features``) or a tensor (c, ...) of attributions; None: ``explainer``
+            explains ``model`` with ``modality`` and ``call``.
         inputs: real (B, ...) inputs.
+        model: the model ``explainer`` explains (with ``explain_fn=None`` only).
+        explainer: how to explain (``torchlime.Explainer``; None: the defaults).
+        modality: the input kind or a feature map, as ``Explainer.explain`` takes it.
+        call: the call's settings (``torchlime.Call``: targets, samples, seed); None: the defaults.
         radius: r of the default perturbations δ ~ U[-r, r], i.i.d. per element (captum's
             ``perturb_radius``), drawn on the device from a hash of (seed, input, perturbation,
             element).
@@ -70,6 +82,10 @@ def max_sensitivity(
         >>> max_sensitivity(f, x, perturbations=torch.full((2, 3, 4), 0.5)).tolist()
         [0.5, 0.5]
     """
+    if explain_fn is None:
+        explain_fn = _explainer_fn(model, explainer, modality, call)
+    elif model is not None or explainer is not None or modality is not None or call is not None:
+        raise TypeError("pass `explain_fn` or `model` with `explainer` / `modality` / `call`, not both")
     if not callable(explain_fn):
         raise TypeError(
             f"`explain_fn` must be a callable from inputs to an Explanation or a tensor, got {describe(explain_fn)}"
@@ -108,7 +124,22 @@ def max_sensitivity(
     return torch.cat(parts).view(b, n, *norm0.shape[1:]).amax(1)
 
 
-def _attribution(result: Any, rows: int, reference: Optional[torch.Tensor]) -> torch.Tensor:
+def _explainer_fn(
+    model: Optional[Model], explainer: Optional[Explainer], modality: ModalitySpec, call: Optional[Call]
+) -> Callable[[torch.Tensor], Explanation]:
+    """``explain_fn`` of an explainer, a modality and a call over ``model``."""
+    if model is None or not callable(model):
+        raise TypeError(
+            "`explain_fn` must be a callable from inputs to an Explanation or a tensor, or None with a "
+            f"callable `model=` for the `explainer`, got explain_fn None and model {describe(model)}"
+        )
+    if explainer is not None and not isinstance(explainer, Explainer):
+        raise TypeError(f"`explainer` must be None or a torchlime.Explainer, got {describe(explainer)}")
+    how, what = explainer or Explainer(), call or Call()
+    return lambda x: how.run(model, x, modality, what)
+
+
+def _attribution(result: object, rows: int, reference: Optional[torch.Tensor]) -> torch.Tensor:
     """(rows, T, F) coefficients of an Explanation or (rows, E) flattened attributions, checked."""
     if isinstance(result, Explanation):
         out = result.coef

@@ -80,4 +80,4 @@ def plot_curves(
     if title is not None:
         ax.set_title(title)
     ax.legend(fontsize="small")
-    return cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's
+    return cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 from torchlime._checks import check_positive_int, describe
+from torchlime._deprecate import renamed
 from torchlime.engine.explanation import Explanation
 from torchlime.tabular._info import TabularInfo
 
@@ -46,8 +47,9 @@ def bin_condition(name: str, boundaries: Sequence[float], level: int, precision:
     return f"{q[level - 1]} < {name} <= {q[level]}"
 
 
+@renamed(exp="explanation")
 def conditions(
-    exp: Explanation,
+    explanation: Explanation,
     feature_names: Optional[Sequence[str]] = None,
     *,
     categorical_names: Optional[Mapping[int, Sequence[str]]] = None,
@@ -58,19 +60,19 @@ def conditions(
     """Per input, the (condition, weight) pairs of one target, ranked by |weight|.
 
     Args:
-        exp: an explanation from ``explain_tabular`` or the ``Tabular`` modality (fresh, sliced, or
+        explanation: an explanation from ``explain_tabular`` or the ``Tabular`` modality (fresh, sliced, or
             saved and loaded).
         feature_names: D column names (default: the call's ``feature_names``, else "0".."D-1").
         categorical_names: column -> names of its values (value v is ``names[int(v)]``), as lime's.
         k: keep the k largest (default: every column).
-        target_index: which of the T explained targets (a column of ``exp.target``).
+        target_index: which of the T explained targets (a column of ``explanation.target``).
         precision: decimals of the bin boundaries (lime: 2).
 
     Returns:
         B lists of ``(condition, weight)``, weights as Python floats.
 
     Raises:
-        ValueError: an explanation without a tabular record (``exp.info``) or its plain data
+        ValueError: an explanation without a tabular record (``explanation.info``) or its plain data
             (``meta["tabular"]``, what saved files keep), names of the wrong length, a bad ``target_index``.
 
     Example:
@@ -78,12 +80,12 @@ def conditions(
         >>> t = torch.linspace(0, 1, 101)
         >>> train = torch.stack((t, t.flip(0), 2 * t), 1)  # quartiles of "a": 0.25, 0.5, 0.75
         >>> model = lambda x: torch.stack((4 * x[:, 0], -4 * x[:, 0]), 1).softmax(1)
-        >>> exp = explain_tabular(model, train[:2], training_data=train, n_samples=300)
-        >>> conditions(exp, ["a", "b", "c"], k=1)[0]  # doctest: +ELLIPSIS
+        >>> explanation = explain_tabular(model, train[:2], training_data=train, n_samples=300)
+        >>> conditions(explanation, ["a", "b", "c"], k=1)[0]  # doctest: +ELLIPSIS
         [('a <= 0.25', ...)]
     """
-    tab = _record(exp)
-    b, t, d = exp.coef.shape
+    tab = _record(explanation)
+    b, t, d = explanation.coef.shape
     names = list(feature_names) if feature_names is not None else tab.feature_names or [str(i) for i in range(d)]
     if len(names) != d:
         raise ValueError(f"`feature_names` must hold {d} names (one per column), got {len(names)}")
@@ -92,7 +94,7 @@ def conditions(
     if k is not None:
         check_positive_int(k, "k")
     cats = {f: j for j, f in enumerate(tab.categorical)}  # column -> its place in the record's "instances"
-    coef = exp.coef[:, target_index].double().cpu().tolist()
+    coef = explanation.coef[:, target_index].double().cpu().tolist()
     levels = tab.levels.tolist()
     instances = tab.instances.tolist()
     out = []

@@ -12,6 +12,7 @@ from typing import Optional, Protocol, Union
 
 import torch
 
+from torchlime._deprecate import renamed
 from torchlime.engine import Explanation, explain_with
 from torchlime.text._token_args import InfillSpec, SpecialIds, infer_vocab_size, token_features
 from torchlime.text._tokens import Tokens
@@ -45,29 +46,30 @@ class WordIds(Protocol):
         ...
 
 
-def feature_positions(exp: Explanation) -> torch.Tensor:
+@renamed(exp="explanation")
+def feature_positions(explanation: Explanation) -> torch.Tensor:
     """The first token position of every feature of a token explanation.
 
     Feature ids skip special tokens and padding, so they are not positions: this maps
     ``top_features`` ids back (one gather, on the device).
 
     Args:
-        exp: a token explanation (features (B, L), coef (B, T, F)).
+        explanation: a token explanation (features (B, L), coef (B, T, F)).
 
     Returns:
         long (B, F): each feature's first position, -1 for the padding features of inputs with fewer.
 
     Example:
         >>> ids = torch.tensor([[101, 7, 8, 9, 102]])               # [CLS] 7 8 9 [SEP]
-        >>> exp = explain_tokens(lambda t: (t == 9).float().sum(1, keepdim=True), ids, mask_id=0,
+        >>> explanation = explain_tokens(lambda t: (t == 9).float().sum(1, keepdim=True), ids, mask_id=0,
         ...                      special_ids=[101, 102], n_samples=64)
-        >>> idx, _ = exp.top_features(1)
-        >>> idx.tolist(), feature_positions(exp).gather(1, idx[:, 0]).tolist()  # feature 2 is position 3
+        >>> idx, _ = explanation.top_features(1)
+        >>> idx.tolist(), feature_positions(explanation).gather(1, idx[:, 0]).tolist()  # feature 2 is position 3
         ([[[2]]], [[3]])
     """
-    feats = exp.features.reshape(exp.features.shape[0], -1)
+    feats = explanation.features.reshape(explanation.features.shape[0], -1)
     b, length = feats.shape
-    f = exp.coef.shape[-1]
+    f = explanation.coef.shape[-1]
     pos = torch.arange(length, device=feats.device).expand(b, length)
     first = torch.full((b, f + 1), length, dtype=torch.long, device=feats.device)
     first.scatter_reduce_(1, torch.where(feats < 0, f, feats.long()), pos, reduce="amin")

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
 
 from torchlime.stages.sampling import Rows, Sampler
 from torchlime.text.edits import TokenChunk, pack
 from torchlime.text.infill import Infiller, choose, mlm_candidates
+
+if TYPE_CHECKING:
+    from torchlime.stages.features import FeatureMap
 
 Scorer = Callable[[Callable[[int, int], torch.Tensor], int], torch.Tensor]
 
@@ -205,7 +208,8 @@ class SingleSampler(Sampler):
         self.scorer, self.predicted = scorer, predicted
         self.plan: Optional[SinglePlan] = None
 
-    def bind(self, features: Any, n_samples: int) -> SingleSampler:
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> SingleSampler:
+        assert features is not None  # a design planned from the data: the engine binds it with the call's map
         infiller, ids, attn = self.args
         if n_samples - 1 < features.f_max:
             warnings.warn(

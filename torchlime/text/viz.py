@@ -266,4 +266,4 @@ def plot_top_features(
     ax.set_yticks(range(len(keep)), [str(names[i]) for i, _ in keep])
     ax.axvline(0, color="#444", lw=0.8)
     ax.set_xlabel(f"LIME coefficient (target {int(exp.target[index, target_index])})")
-    return cast("Figure", ax.figure)  # a SubFigure when ``ax`` is one of a subfigure's
+    return cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure

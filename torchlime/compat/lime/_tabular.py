@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union, cast
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from torchlime.compat.lime._stats import stats_from_lime
 from torchlime.engine.explanation import Explanation as Result
 from torchlime.tabular._conditions import bin_condition
 from torchlime.tabular._explain import explain_tabular
+from torchlime.tabular._modality import DiscretizerName
 from torchlime.tabular._stats import TabularStats, fit_stats
 
 _NAMES = {"QuartileDiscretizer": "quartile", "DecileDiscretizer": "decile", "EntropyDiscretizer": "entropy"}
@@ -201,7 +202,7 @@ class LimeTabularExplainer:
                 rec,
                 torch.from_numpy(row).view(1, d),
                 training_data=self.stats,
-                discretizer=self.stats.discretizer,
+                discretizer=cast(DiscretizerName, self.stats.discretizer),  # the stats' own bins
                 discretize_continuous=self.discretize,
                 sample_around_instance=self.sample_around_instance,
                 kernel_width=self.kernel_width,
