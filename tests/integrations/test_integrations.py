@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from torchlime.image import explain_image
+from torchlime.image import Images
 from torchlime.integrations.tensorboard_probe import TensorBoardProbe, heatmap_rgb, log_explanation, quality_scalars
 from torchlime.training import ProbeExplainer
 
@@ -68,7 +68,7 @@ def test_tensorboard_probe_logs_every_k_steps_and_leaves_training_unchanged(tmp_
     writer = summary_writer(tmp_path)
     net = small_net()
     tb = TensorBoardProbe(
-        ProbeExplainer(net, probe_images, GRID, every=5, explain_fn=explain_image, n_samples=64), writer
+        ProbeExplainer(net, probe_images, Images(segments=GRID), every=5, n_samples=64), writer
     )
     train(net, 12, tb)
     writer.close()
@@ -157,7 +157,7 @@ def test_heatmaps_of_tokens_are_bands():
     ],
 )
 def test_tensorboard_probe_argument_errors(kwargs, error):
-    probe = ProbeExplainer(small_net(), torch.rand(1, 3, 16, 16), GRID, explain_fn=explain_image)
+    probe = ProbeExplainer(small_net(), torch.rand(1, 3, 16, 16), Images(segments=GRID))
     args = {"probe": probe, "writer": FakeWriter(), **kwargs}
     with pytest.raises(TypeError, match=error.replace("`", ".")):
         TensorBoardProbe(args.pop("probe"), args.pop("writer"), **args)
@@ -192,7 +192,7 @@ def test_lightning_trainer_logs_explanations(tmp_path):
         torch.rand(16, 3, 16, 16, generator=g), torch.randint(0, 3, (16,), generator=g)
     )
     callback = ExplainCallback(
-        torch.rand(2, 3, 16, 16, generator=g), GRID, every=3, explain_fn=explain_image, n_samples=64
+        torch.rand(2, 3, 16, 16, generator=g), Images(segments=GRID), every=3, n_samples=64
     )
     assert isinstance(callback, lightning.pytorch.Callback)
     tb, csv = TensorBoardLogger(str(tmp_path), name="tb"), CSVLogger(str(tmp_path), name="csv")
@@ -233,7 +233,7 @@ def test_overhead_per_call_is_measured(tmp_path, capsys):
     writer = summary_writer(tmp_path)
     net = small_net()
     tb = TensorBoardProbe(
-        ProbeExplainer(net, torch.rand(4, 3, 16, 16), GRID, every=10, explain_fn=explain_image, n_samples=64), writer
+        ProbeExplainer(net, torch.rand(4, 3, 16, 16), Images(segments=GRID), every=10, n_samples=64), writer
     )
     tb.probe.explain(0)  # warm-up: the first call on a model measures its chunk size
     t0 = time.perf_counter()

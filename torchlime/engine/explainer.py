@@ -97,7 +97,18 @@ def _as_modality(inputs: object, modality: ModalitySpec, call: Call) -> Modality
 
 @dataclass(frozen=True)
 class Explainer(Config):
-    """How to explain, reusable for any number of calls (the fields are ``config.Config``'s).
+    """How to explain, reusable for any number of calls: a ``config.Config`` with ``explain``.
+
+    Attributes:
+        sampler: see ``Config``.
+        kernel: see ``Config``.
+        surrogate: see ``Config``.
+        baseline: see ``Config``.
+        preset: see ``Config``.
+        accelerate: see ``Config``.
+        max_memory: see ``Config``.
+        batch_size: see ``Config``.
+        progress: see ``Config``.
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))

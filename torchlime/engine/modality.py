@@ -112,7 +112,17 @@ class FeatureMap(Modality):
     features: Optional[torch.Tensor] = None
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
-        """The inputs with this map (one feature per element when there is none)."""
+        """The inputs with this map (one feature per element when there is none).
+
+        Args:
+            model: the caller's model (not called here).
+            inputs: (B, ...) the inputs.
+            how: the configuration, unchanged.
+            call: the call, unchanged.
+
+        Returns:
+            The hand-over; the map is checked against the inputs by the engine before any use.
+        """
         features = self.features
         if features is None and isinstance(inputs, torch.Tensor) and inputs.dim() >= 1:
             features = torch.arange(inputs[0].numel(), device=inputs.device).view(1, *inputs.shape[1:])

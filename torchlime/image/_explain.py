@@ -61,7 +61,17 @@ class Images(Modality):
     channels_last: Optional[bool] = None
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
-        """Segment the images (checked first) and hand them over with their normalisation."""
+        """Segment the images (checked first) and hand them over with their normalisation.
+
+        Args:
+            model: the caller's model (not called here).
+            inputs: float (B, C, H, W) images.
+            how: the configuration (its preset chooses the default segmentation).
+            call: the call; ``normalize`` and ``chunk_format`` are set from this modality.
+
+        Returns:
+            The images with their (B, 1, H, W) segment map.
+        """
         segments = resolve(how.preset, dict(segments=from_numpy(self.segments)), "image")["segments"]
         labels = resolve_segments(inputs, segments, n_segments=self.n_segments)
         fmt = None if self.channels_last is None else InputFormat(None, bool(self.channels_last))

@@ -11,10 +11,10 @@ log_explanation``; any other logger gets the scalars through ``log_metrics``.
 Lightning is optional (``pip install lightning``; ``pytorch_lightning`` works too) and imported
 only when ``ExplainCallback`` is first used::
 
-    from torchlime.image import explain_image
+    from torchlime import Images
     from torchlime.integrations.lightning_callback import ExplainCallback
 
-    cb = ExplainCallback(probe_images, None, every=200, explain_fn=explain_image, n_samples=256)
+    cb = ExplainCallback(probe_images, Images(), every=200, n_samples=256)
     trainer = lightning.Trainer(callbacks=[cb], logger=TensorBoardLogger("runs"))
     trainer.fit(module, loader)
     cb.history                     # [(0, Explanation), (200, Explanation), ...]
@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Protocol, cast
 import torch
 
 from torchlime._checks import check_positive_int, check_tensor, require
+from torchlime.engine.explainer import Explainer
 from torchlime.engine.explanation import Explanation
 from torchlime.integrations.tensorboard_probe import Writer, log_explanation, quality_scalars
 from torchlime.training import ProbeExplainer
@@ -56,10 +57,10 @@ class ExplainCallbackLogic:
 
     Args:
         probe_inputs: (B, ...) fixed inputs (moved to the module's device when training starts).
-        features_or_segments: as in ``ProbeExplainer`` (a feature map for ``torchlime.explain``, the
-            ``segments`` of ``explain_image``, ...).
+        modality: as in ``ProbeExplainer``: the input kind (``torchlime.Images(...)``, ...) or a feature map.
         every: explain after every ``every``-th optimizer step (and at step 0).
-        explain_fn: ``torchlime.explain`` (default), ``explain_image`` or any front door.
+        explainer: how to explain (``torchlime.Explainer``), as in ``ProbeExplainer``.
+        explain_fn: None (the explainer) or a custom function, as in ``ProbeExplainer``.
         log_images: log heatmaps to TensorBoard loggers.
         tag: prefix of the logged names.
         stream: run the explanations on a dedicated CUDA stream, as in ``ProbeExplainer``.
@@ -71,8 +72,9 @@ class ExplainCallbackLogic:
     def __init__(
         self,
         probe_inputs: torch.Tensor,
-        features_or_segments: object = None,
+        modality: object = None,
         *,
+        explainer: Optional[Explainer] = None,
         every: int = 100,
         explain_fn: Optional[Callable[..., Explanation]] = None,
         log_images: bool = True,
@@ -85,7 +87,7 @@ class ExplainCallbackLogic:
         check_tensor(probe_inputs, "probe_inputs")
         check_positive_int(every, "every")
         self.probe_inputs = probe_inputs.detach().clone()
-        self.features = features_or_segments
+        self.features, self.explainer = modality, explainer
         self.every, self.explain_fn, self.log_images, self.tag = every, explain_fn, log_images, tag
         self.options = dict(stream=stream, max_history=max_history, sink=sink, **explain_kwargs)
         self.probe: Optional[ProbeExplainer] = None
@@ -110,6 +112,7 @@ class ExplainCallbackLogic:
             pl_module,
             self.probe_inputs.to(device),
             features,
+            explainer=self.explainer,
             every=self.every,
             explain_fn=self.explain_fn,
             **self.options,

@@ -17,8 +17,8 @@ probe and writes, under ``tag`` (default ``torchlime``):
 Usage (``pip install tensorboard``)::
 
     from torch.utils.tensorboard import SummaryWriter
-    probe = TensorBoardProbe(ProbeExplainer(net, probe_images, None, every=100, explain_fn=explain_image,
-                                            n_samples=256), SummaryWriter("runs/exp1"))
+    probe = TensorBoardProbe(ProbeExplainer(net, probe_images, Images(), every=100, n_samples=256),
+                             SummaryWriter("runs/exp1"))
     for step, (x, y) in enumerate(loader):
         ...; opt.step()
         probe(step)                     # explains and logs at steps 0, 100, 200, ...

@@ -36,8 +36,8 @@ from torchlime.text.infill import Infiller, joint_fill
 from torchlime.text.proximity import HybridKernel
 from torchlime.typing import UNSET, Model
 
-#: the ``Call`` fields a text modality sets itself (its front doors do not offer them)
-OWNED = frozenset({"perturb_fn", "normalize", "chunk_format", "additional_forward_args"})
+#: the fields the text modalities set themselves (a ``Config``'s fill, the rest ``Call`` fields)
+OWNED = frozenset({"perturb_fn", "normalize", "chunk_format", "additional_forward_args", "baseline"})
 
 
 def refuse_owned(door: str, hides: str, how: Config, call: Call) -> None:
@@ -53,7 +53,7 @@ def refuse_owned(door: str, hides: str, how: Config, call: Call) -> None:
         TypeError: naming what was given.
     """
     given = (["baseline"] if how.baseline is not UNSET else []) + sorted(
-        k for k in OWNED if getattr(call, k) is not None
+        k for k in OWNED - {"baseline"} if getattr(call, k) is not None
     )
     if given:
         raise TypeError(
@@ -202,7 +202,15 @@ class Tokens(Modality):
         )
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
-        """The features as (B, L), the rows the run counted, the record (see ``finish_tokens``)."""
+        """The features as (B, L), the rows the run counted, the record (see ``finish_tokens``).
+
+        Args:
+            explanation: the engine's result over the (B, L) token rows.
+            prepared: the hand-over it came from (its counters hold the rows the run spent).
+
+        Returns:
+            The explanation with its ``TokensInfo`` record.
+        """
         explanation, info = finish_tokens(explanation, prepared)
         return attach(explanation, info)
 
