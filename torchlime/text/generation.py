@@ -12,19 +12,31 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, Union, cast
+from typing import Callable, Iterable, Optional, Protocol, Sequence, Union, cast
 
 import torch
 
 from torchlime._checks import check_choice, check_integer, check_tensor, describe, from_numpy
+from torchlime.engine import documented
 from torchlime.engine.explanation import Explanation
-from torchlime.engine.presets import UNSET
 from torchlime.stages.forward.model import eval_mode
 from torchlime.targets._base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._explain import explain_tokens
+from torchlime.text._token_args import InfillSpec
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
-from torchlime.typing import NSamples, Unset
+from torchlime.typing import (
+    UNSET,
+    AccelerateMode,
+    BatchSize,
+    KernelSpec,
+    MemorySpec,
+    NSamples,
+    PresetName,
+    SamplerSpec,
+    SurrogateSpec,
+    Unset,
+)
 
 
 class Tokenizer(Protocol):
@@ -123,7 +135,8 @@ def greedy_continuation(
     return torch.cat(new, 1).long()
 
 
-def explain_generation(
+@documented
+def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     model: Callable[..., object],
     input_ids: torch.Tensor,
     *,
@@ -137,7 +150,20 @@ def explain_generation(
     tokenizer: Optional[Tokenizer] = None,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Union[None, int, torch.Generator] = None,
-    **kwargs: Any,
+    pad_id: int = 0,
+    vocab_size: Optional[int] = None,
+    infill: InfillSpec = None,
+    index: Optional[torch.Tensor] = None,
+    return_samples: bool = False,
+    masks: Optional[torch.Tensor] = None,
+    sampler: Union[SamplerSpec, Unset] = UNSET,
+    kernel: Union[KernelSpec, Unset] = UNSET,
+    surrogate: Union[SurrogateSpec, Unset] = UNSET,
+    preset: Optional[PresetName] = None,
+    accelerate: Optional[AccelerateMode] = None,
+    max_memory: MemorySpec = None,
+    batch_size: BatchSize = None,
+    progress: bool = False,
 ) -> Explanation:
     """Explain what a causal LM generates after B prompts, with LIME over the prompts' tokens or words.
 
@@ -169,7 +195,9 @@ def explain_generation(
         tokenizer: optional; decodes the continuations into ``meta["continuation_text"]``.
         n_samples: S, as in ``explain``.
         generator: seed or ``torch.Generator`` of the masks.
-        **kwargs: ``explain_tokens`` keywords (batch_size, kernel, sampler, surrogate, return_samples, ...).
+        pad_id: the id of the padding column a "delete" row is re-packed behind.
+        vocab_size: the model's vocabulary size (checks ``mask_id`` and the ids), as in ``explain_tokens``.
+        infill: the masked LM of ``mode="infill"``, as in ``explain_tokens``.
 
     Returns:
         ``Explanation`` over the (B, L) rows: coef (B, T, F), features (B, L) (-1 on padding, special
@@ -229,7 +257,6 @@ def explain_generation(
     rows_attn = torch.cat([attn, torch.ones(batch, g, dtype=attn.dtype, device=dev)], 1)
     rows_words = torch.cat([wids, torch.full((batch, g), -1, dtype=torch.long, device=dev)], 1)  # never perturbed
     if mode == "delete":  # a leading padding column: deleted rows re-pack to the right, the continuation stays last
-        pad_id = int(kwargs.get("pad_id", 0))
         rows = torch.cat([torch.full((batch, 1), pad_id, dtype=rows.dtype, device=dev), rows], 1)
         rows_attn = torch.cat([torch.zeros(batch, 1, dtype=rows_attn.dtype, device=dev), rows_attn], 1)
         rows_words = torch.cat([torch.full((batch, 1), -1, dtype=torch.long, device=dev), rows_words], 1)
@@ -246,7 +273,20 @@ def explain_generation(
         target=target.prepared(cont, start),
         n_samples=n_samples,
         generator=generator,
-        **kwargs,
+        pad_id=pad_id,
+        vocab_size=vocab_size,
+        infill=infill,
+        index=index,
+        return_samples=return_samples,
+        masks=masks,
+        sampler=sampler,
+        kernel=kernel,
+        surrogate=surrogate,
+        preset=preset,
+        accelerate=accelerate,
+        max_memory=max_memory,
+        batch_size=batch_size,
+        progress=progress,
     )
     meta = dict(exp.meta, continuation=cont, input_ids=rows, attention_mask=rows_attn)
     if tokenizer is not None:
