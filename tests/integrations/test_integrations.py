@@ -67,9 +67,7 @@ def test_tensorboard_probe_logs_every_k_steps_and_leaves_training_unchanged(tmp_
     probe_images = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
     writer = summary_writer(tmp_path)
     net = small_net()
-    tb = TensorBoardProbe(
-        ProbeExplainer(net, probe_images, Images(segments=GRID), every=5, n_samples=64), writer
-    )
+    tb = TensorBoardProbe(ProbeExplainer(net, probe_images, Images(segments=GRID), every=5, n_samples=64), writer)
     train(net, 12, tb)
     writer.close()
     assert [s for s, _ in tb.history] == [0, 5, 10] and tb.calls == 3
@@ -191,9 +189,7 @@ def test_lightning_trainer_logs_explanations(tmp_path):
     data = torch.utils.data.TensorDataset(
         torch.rand(16, 3, 16, 16, generator=g), torch.randint(0, 3, (16,), generator=g)
     )
-    callback = ExplainCallback(
-        torch.rand(2, 3, 16, 16, generator=g), Images(segments=GRID), every=3, n_samples=64
-    )
+    callback = ExplainCallback(torch.rand(2, 3, 16, 16, generator=g), Images(segments=GRID), every=3, n_samples=64)
     assert isinstance(callback, lightning.pytorch.Callback)
     tb, csv = TensorBoardLogger(str(tmp_path), name="tb"), CSVLogger(str(tmp_path), name="csv")
     trainer = lightning.Trainer(
