@@ -85,10 +85,8 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
         "engine_antithetic": engine(n_samples=256, sampler="antithetic"),
         "engine_shapley_sampler": engine(n_samples=256, sampler="shapley"),
         "engine_auto": engine(n_samples="auto"),
-        "engine_select_forward": engine(n_samples=300, surrogate=torchlime.Select(num_features=3)),
-        "engine_select_lasso_path": engine(
-            n_samples=300, surrogate=torchlime.Select(num_features=4, method="lasso_path")
-        ),
+        "engine_select_forward": engine(n_samples=300, surrogate=torchlime.Select(k=3)),
+        "engine_select_lasso_path": engine(n_samples=300, surrogate=torchlime.Select(k=4, method="lasso_path")),
         "engine_noise_fill_index": engine(n_samples=300, baseline="noise", index=torch.tensor([7, 3, 11, 0])),
     }
 

@@ -104,12 +104,12 @@ def main() -> None:
         "infill single neutral": lambda n: dict(
             mode="infill",
             n_samples=n - f_max * args.top_k - 1,
-            infill=Infiller(mlm, protocol="single", objective="neutral", top_k=args.top_k, synonym_threshold=None),
+            infill=Infiller(mlm, protocol="single", objective="neutral", k=args.top_k, synonym_threshold=None),
         ),
         "infill single boundary": lambda n: dict(
             mode="infill",
             n_samples=n - f_max * args.top_k - 1,
-            infill=Infiller(mlm, protocol="single", objective="boundary", top_k=args.top_k, synonym_threshold=None),
+            infill=Infiller(mlm, protocol="single", objective="boundary", k=args.top_k, synonym_threshold=None),
         ),
     }
     valid = (attn != 0) & (ids != CLS) & (ids != SEP)

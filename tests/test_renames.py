@@ -411,3 +411,17 @@ def test_explanation_and_k_renames_of_the_modality_helpers(tmp_path):
     )
     with pytest.warns(DeprecationWarning, match="use `explanation=`"):
         assert torch.equal(feature_positions(exp=tok), feature_positions(tok))
+
+
+def test_the_top_k_fields_are_k():
+    """``Select(num_features=)``, ``Adaptive(top_k=)`` and ``Infiller(top_k=)`` warn and build the same object."""
+    from torchlime import Select
+    from torchlime.methods.adaptive import Adaptive
+    from torchlime.text import Infiller
+
+    mlm = torch.nn.Linear(2, 2)
+    for cls, old, args in ((Select, "num_features", ()), (Adaptive, "top_k", ()), (Infiller, "top_k", (mlm,))):
+        extra = {"synonym_threshold": None} if cls is Infiller else {}
+        with pytest.warns(DeprecationWarning, match=f"{cls.__name__}\\(\\): `{old}=` is deprecated, use `k=`"):
+            made = cls(*args, **{old: 3}, **extra)
+        assert made.k == 3 and repr(made) == repr(cls(*args, k=3, **extra))

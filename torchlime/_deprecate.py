@@ -79,7 +79,7 @@ def renamed(**names: str) -> Callable[[F], F]:
                 raise ValueError(f"`{old}` is still a parameter of {fn.__qualname__}: it cannot be a renamed one")
             if new not in named and not var_keyword:
                 raise ValueError(f"`{new}` is not a parameter of {fn.__qualname__}")
-        title = fn.__name__
+        title = fn.__qualname__.removesuffix(".__init__") if fn.__name__ == "__init__" else fn.__name__
 
         @functools.wraps(fn)
         def wrapper(*args: object, **kwargs: object) -> object:

@@ -72,7 +72,7 @@ def lime_data(exp, b, t):
 def test_selection_equals_lime(method, ks, device):
     compared = 0
     for k in ks:
-        surrogate = Select(num_features=k, method=method, n_samples=400 if method == "lasso_path" else None)
+        surrogate = Select(k=k, method=method, n_samples=400 if method == "lasso_path" else None)
         exp = explain_select(device, surrogate)
         for b in range(exp.coef.shape[0]):
             for t in range(2):
@@ -85,7 +85,7 @@ def test_selection_equals_lime(method, ks, device):
 
 
 def test_refit_is_limes_ridge_on_the_chosen_features():
-    exp = explain_select("cpu", Select(num_features=4, method="forward_selection"))
+    exp = explain_select("cpu", Select(k=4, method="forward_selection"))
     for b in range(6):
         for t in range(2):
             data, labels, weights = lime_data(exp, b, t)
@@ -246,7 +246,7 @@ def compare_lasso_path(x, y, w, ks):
 
 
 def test_few_features_keep_all_and_sparse_everywhere():
-    exp = explain_select("cpu", Select(num_features=12, method="highest_weights"))
+    exp = explain_select("cpu", Select(k=12, method="highest_weights"))
     nz = (exp.coef != 0).sum(-1)
     assert torch.equal(nz, exp.n_features.clamp_max(12).unsqueeze(1).expand(-1, 2))
     assert bool((exp.coef[~exp.valid.unsqueeze(1).expand_as(exp.coef)] == 0).all())
@@ -300,18 +300,18 @@ def test_other_refits_and_modalities():
             special_ids=[CLS, SEP],
             mask_id=MASK,
             n_samples=200,
-            surrogate=Select(num_features=3, method="auto"),
+            surrogate=Select(k=3, method="auto"),
         )
         assert torch.equal((exp.coef != 0).sum(-1), torch.full((3, 1), 3))
-        lasso = explain_select("cpu", Select(num_features=5, method="lasso_path", refit=Lasso(alpha=1e-4)))
+        lasso = explain_select("cpu", Select(k=5, method="lasso_path", refit=Lasso(alpha=1e-4)))
     assert bool(((lasso.coef != 0).sum(-1) <= 5).all())
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="`num_features` must be >= 1, got 0"):
-        Select(num_features=0)
-    with pytest.raises(TypeError, match="`num_features` must be an int >= 1, got float 2.0"):
-        Select(num_features=2.0)
+    with pytest.raises(ValueError, match="`k` must be >= 1, got 0"):
+        Select(k=0)
+    with pytest.raises(TypeError, match="`k` must be an int >= 1, got float 2.0"):
+        Select(k=2.0)
     with pytest.raises(ValueError, match=r"`method` must be one of \['forward_selection', .*got 'lars'"):
         Select(method="lars")
     with pytest.raises(TypeError, match="`refit` must be a Surrogate .*got str 'ridge'"):

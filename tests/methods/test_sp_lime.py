@@ -113,7 +113,7 @@ def test_image_grid_and_text_explanations(device):
             feats.view(1, 1, 4, 4),
             n_samples=64,
             target="top2",
-            surrogate=Select(num_features=1, method="highest_weights"),
+            surrogate=Select(k=1, method="highest_weights"),
         )
     picks = submodular_pick(exp, 3)
     assert picks.device == exp.coef.device and picks.dtype == torch.long and len(set(picks.tolist())) == 3

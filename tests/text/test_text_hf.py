@@ -102,7 +102,7 @@ def test_bert_vocab_inferred_and_single_protocol(models):
         special_ids=[CLS, SEP],
         mode="infill",
         mask_id=MASK,
-        infill=Infiller(mlm, protocol="single", objective="boundary", top_k=3),
+        infill=Infiller(mlm, protocol="single", objective="boundary", k=3),
         n_samples=31,
         return_samples=True,
     )

@@ -99,7 +99,7 @@ def test_neutral_and_boundary_objectives():
             mask_id=MASK,
             n_samples=21,
             return_samples=True,
-            infill=Infiller(mlm, protocol="single", objective=objective, top_k=3, synonym_threshold=None),
+            infill=Infiller(mlm, protocol="single", objective=objective, k=3, synonym_threshold=None),
         )
         assert exp.meta["model_rows"] == 1 + 21 + 5 * 3  # prediction, the 21 samples, 3 candidates x 5 words
         seen[objective] = torch.cat([c[0] for c in rec.calls])[-20:]  # the 20 perturbed samples

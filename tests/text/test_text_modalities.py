@@ -51,7 +51,7 @@ def test_explainer_with_tokens_equals_explain_tokens(mode, infill):
     if infill is not None:
         objective = "neutral" if infill == "neutral" else None
         protocol = "joint" if infill == "joint" else "single"
-        settings["infill"] = Infiller(ToyMLM(), protocol=protocol, objective=objective, top_k=3, synonym_threshold=None)
+        settings["infill"] = Infiller(ToyMLM(), protocol=protocol, objective=objective, k=3, synonym_threshold=None)
     call = dict(target="all", n_samples=40, generator=5, return_samples=True)
     old = explain_tokens(PositionBag(), ids, surrogate="ridge", **settings, **call)
     new = Explainer(surrogate="ridge").explain(PositionBag(), ids, Tokens(**settings), **call)

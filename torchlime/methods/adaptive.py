@@ -15,6 +15,7 @@ from typing import Callable, Optional
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, describe
+from torchlime._deprecate import renamed
 from torchlime.stages.normal import Fit, Normal
 from torchlime.typing import NSamples as NSamples
 
@@ -26,19 +27,19 @@ class Adaptive:
     Attributes:
         start: the samples of the first round (>= 2).
         cap: the most samples an input gets (>= ``start``).
-        top_k: how many of the top features must be stable.
+        k: how many of the top features must be stable (formerly ``top_k``, accepted with a warning).
         confidence: the one-sided confidence of the test, in [0.5, 1).
     """
 
     start: int = 256
     cap: int = 8192
-    top_k: int = 5
+    k: int = 5
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
         check_positive_int(self.start, "start", minimum=2)
         check_positive_int(self.cap, "cap", minimum=2)
-        check_positive_int(self.top_k, "top_k")
+        check_positive_int(self.k, "k")
         c = check_positive_float(self.confidence, "confidence")
         if not 0.5 <= c < 1.0:
             raise ValueError(f"`confidence` must be in [0.5, 1), got {self.confidence}")
@@ -70,7 +71,7 @@ class Adaptive:
         dof = (n_eff - valid.sum(1) - 1).clamp_min(1.0)
         var = (ss_res / dof.unsqueeze(1)).unsqueeze(2) * inv_diag.unsqueeze(1)  # (B, T, F)
         coef = fit.coef.double().masked_fill(~valid.unsqueeze(1), float("-inf"))
-        k = min(self.top_k, coef.shape[-1] - 1)
+        k = min(self.k, coef.shape[-1] - 1)
         if k < 1:
             return torch.ones(coef.shape[0], dtype=torch.bool, device=coef.device)
         order = coef.argsort(-1, descending=True)[..., k - 1 : k + 1]  # the k-th and (k+1)-th
@@ -78,7 +79,7 @@ class Adaptive:
         se = var.gather(-1, order).sum(-1).sqrt().clamp_min(1e-300)
         icdf: Callable[[torch.Tensor], torch.Tensor] = torch.distributions.Normal(0.0, 1.0).icdf  # untyped in torch
         z = icdf(torch.tensor(self.confidence, dtype=torch.float64))
-        ok = (gap / se >= z) | (valid.sum(1) <= self.top_k).unsqueeze(1)
+        ok = (gap / se >= z) | (valid.sum(1) <= self.k).unsqueeze(1)
         return ok.all(1)
 
 
@@ -101,3 +102,6 @@ def resolve_n_samples(n_samples: object) -> tuple[int, Optional[Adaptive]]:
     if isinstance(n_samples, str):
         raise ValueError(f"`n_samples` must be an int >= 2, 'auto' or an Adaptive, got {describe(n_samples)}")
     return check_positive_int(n_samples, "n_samples", minimum=2), None
+
+
+Adaptive.__init__ = renamed(top_k="k")(Adaptive.__init__)  # type: ignore[method-assign]

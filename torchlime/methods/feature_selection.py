@@ -1,6 +1,6 @@
 """lime's feature selection, batched on the weighted normal equations: sparse ``num_features`` explanations.
 
-``Select(num_features=K, method=...)`` is a surrogate: it chooses K features for every (input,
+``Select(k=K, method=...)`` is a surrogate: it chooses K features for every (input,
 target) from the weighted centred normal equations (G = XcᵀWXc, c = XcᵀWyc; no samples held) as
 ``lime.lime_base.LimeBase.feature_selection`` does (``select_features``: forward selection, highest
 weights, the lasso path), then refits ``refit`` (lime's ``Ridge(alpha=1)``) on the chosen features
@@ -15,6 +15,7 @@ from typing import Optional, Union
 import torch
 
 from torchlime._checks import check_choice, check_positive_int, describe
+from torchlime._deprecate import renamed
 from torchlime.methods.lars import lasso_path as lasso_path
 from torchlime.stages.normal import Fit, Normal, solve_spd
 from torchlime.stages.surrogate import Ridge, Surrogate
@@ -183,7 +184,8 @@ class Select(Surrogate):
     """Sparse surrogate: lime's feature selection, then ``refit`` on the chosen features only.
 
     Attributes:
-        num_features: K, features kept per (input, target) (lime's ``num_features``).
+        k: K, features kept per (input, target) (lime's ``num_features``, the old name of this field,
+            accepted with a ``DeprecationWarning``).
         method: "forward_selection", "highest_weights", "lasso_path" or "auto" (``select_features``).
         refit: the surrogate fitted on the chosen features (lime: ``Ridge(alpha=1)``); any
             surrogate that works from the centred normal equations (Ridge, Lasso, KLasso).
@@ -199,19 +201,19 @@ class Select(Surrogate):
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
         >>> feats = torch.arange(16).view(1, 1, 4, 4) // 2  # 8 features
         >>> exp = torchlime.explain(model, torch.rand(2, 1, 4, 4), feats, n_samples=256,
-        ...                         surrogate=Select(num_features=3, method="forward_selection"))
+        ...                         surrogate=Select(k=3, method="forward_selection"))
         >>> (exp.coef != 0).sum(-1).tolist()
         [[3], [3]]
     """
 
-    num_features: int = 10
+    k: int = 10
     method: SelectionMethod = "auto"
     refit: Surrogate = Ridge(alpha=1.0)
     n_samples: Optional[int] = None
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
-        check_positive_int(self.num_features, "num_features")
+        check_positive_int(self.k, "k")
         check_choice(self.method, "method", METHODS)
         if not isinstance(self.refit, Surrogate):
             raise TypeError(f"`refit` must be a Surrogate (e.g. Ridge(alpha=1.0)), got {describe(self.refit)}")
@@ -227,7 +229,7 @@ class Select(Surrogate):
             ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
             valid: bool (B, F) the features that exist for each input.
         """
-        return select_features(ne, valid, self.num_features, self.method, self.n_samples)
+        return select_features(ne, valid, self.k, self.method, self.n_samples)
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
         """Select the features of every fit, then refit on them.
@@ -260,3 +262,6 @@ class Select(Surrogate):
             valid: bool (B, F) the features that exist for each input.
         """
         return self.fit_normal(ne, valid).coef.transpose(1, 2).double()
+
+
+Select.__init__ = renamed(num_features="k")(Select.__init__)  # type: ignore[method-assign]

@@ -101,7 +101,7 @@ def plan_single(
     dev = ids.device
     batch, length = ids.shape
     f_max = int(n_features.max())
-    k = infiller.top_k
+    k = infiller.k
     valid = torch.arange(f_max, device=dev) < n_features.unsqueeze(1)  # (B, F)
     pb, pf = valid.nonzero(as_tuple=True)  # (P,) one MLM row per (input, feature)
     hidden = labels[pb] == pf.unsqueeze(1)  # (P, L)

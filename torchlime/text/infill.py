@@ -13,7 +13,7 @@ The guard removes, before anything is chosen:
 * *synonyms*: tokens whose MLM input-embedding cosine similarity with the
   original exceeds ``synonym_threshold`` (the synonym trap: "great" -> "good"
   leaves the meaning, so the sample would be labelled as hiding a word it
-  kept); it screens the best ``top_k + SYNONYM_MARGIN`` proposals. A position
+  kept); it screens the best ``k + SYNONYM_MARGIN`` proposals. A position
   with no surviving candidate keeps its original token (and, in the
   single-mask protocol, its sample's mask says the feature was kept).
 
@@ -29,6 +29,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from torchlime._checks import check_choice, check_positive_float, check_positive_int, describe
+from torchlime._deprecate import renamed
 from torchlime.stages.forward.model import eval_mode, model_placement
 from torchlime.text.edits import call_token_model
 from torchlime.text.proximity import EmbeddingSpec, embedding_matrix
@@ -38,7 +39,7 @@ PROTOCOLS = ("joint", "single")
 OBJECTIVES = (None, "neutral", "boundary")
 #: logits elements (rows x L x V) per MLM call when ``Infiller.batch_size`` is None
 LOGIT_BUDGET = {"cpu": 1 << 25, "cuda": 1 << 28}
-#: extra top proposals screened by the synonym guard beyond top_k
+#: extra top proposals screened by the synonym guard beyond k
 SYNONYM_MARGIN = 32
 
 
@@ -59,8 +60,8 @@ class Infiller:
         objective: with protocol "single": None, "neutral" (prefer replacements
             that keep the predicted label) or "boundary" (prefer ones that flip
             it); both score the top-k candidates of every feature with the
-            explained model (F·top_k extra model calls per input).
-        top_k: candidates kept per position.
+            explained model (F·k extra model calls per input).
+        k: candidates kept per position (formerly ``top_k``, accepted with a warning).
         temperature: softmax temperature for "sample".
         synonym_threshold: embedding cosine above which a candidate counts as the
             original (None disables the synonym guard).
@@ -74,7 +75,7 @@ class Infiller:
     strategy: str = "sample"
     protocol: str = "joint"
     objective: Optional[str] = None
-    top_k: int = 20
+    k: int = 20
     temperature: float = 1.0
     synonym_threshold: Optional[float] = 0.9
     embedding: Optional[EmbeddingSpec] = None
@@ -90,7 +91,7 @@ class Infiller:
         check_choice(self.objective, "objective", OBJECTIVES)
         if self.objective is not None and self.protocol != "single":
             raise ValueError(f"`objective` {self.objective!r} needs protocol='single', got {self.protocol!r}")
-        check_positive_int(self.top_k, "top_k")
+        check_positive_int(self.k, "k")
         check_positive_float(self.temperature, "temperature")
         if self.batch_size is not None:
             check_positive_int(self.batch_size, "batch_size")
@@ -171,7 +172,7 @@ def mlm_candidates(
     """
     dev = ids.device
     rows = hidden.any(1).nonzero().flatten()
-    k = infiller.top_k
+    k = infiller.k
     if rows.numel() == 0:
         return torch.empty(0, k, dtype=torch.long, device=dev), torch.empty(0, k, device=dev)
     m_dev, _ = model_placement(infiller.mlm, ids)
@@ -286,3 +287,6 @@ def joint_fill(
     slot, _ = choose(logp, infiller.strategy, infiller.temperature, generator)
     new = cand.gather(1, slot.unsqueeze(1)).squeeze(1)
     return ids.masked_scatter(hidden, new.to(ids.dtype))
+
+
+Infiller.__init__ = renamed(top_k="k")(Infiller.__init__)  # type: ignore[method-assign]

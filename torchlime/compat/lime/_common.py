@@ -113,7 +113,7 @@ def surrogate_for(model_regressor: object, feature_selection: str, num_features:
     if feature_selection == "none":
         return refit
     return Select(
-        num_features=num_features,
+        k=num_features,
         method=cast(SelectionMethod, feature_selection),
         refit=refit,
         n_samples=num_samples,
