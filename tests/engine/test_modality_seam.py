@@ -106,3 +106,17 @@ def test_preset_explainer_equals_the_preset_keyword():
     a = Explainer(preset="captum").explain(model, x, None, n_samples=40)
     b = explain(model, x, preset="captum", n_samples=40)
     assert torch.equal(a.coef, b.coef) and a.meta["surrogate"] == b.meta["surrogate"]
+
+
+def test_typed_records_of_an_explanation(tmp_path):
+    """``run`` (the engine's record), ``config`` / ``call`` and ``info``: typed, with ``meta`` their plain view."""
+    from torchlime.engine import RunRecord
+
+    model = torch.nn.Linear(8, 3)
+    exp = Explainer(kernel="lime").explain(model, torch.rand(3, 8), Pairs(), n_samples=40, softmax=True, output=None)
+    assert isinstance(exp.run, RunRecord) and exp.run.as_plain().items() <= exp.meta.items()
+    assert exp.run.samples_used == [40, 40, 40] and exp[1].run.samples_used == [40]
+    assert exp.call.softmax is True and exp.call.n_samples == 40 and exp.config.kernel is not None
+    exp.save(tmp_path / "e.pt")
+    loaded = torchlime.Explanation.load(tmp_path / "e.pt")
+    assert loaded.run == exp.run and loaded.call is None  # the call holds tensors and callables: not saved

@@ -13,6 +13,7 @@ from torchlime.engine.explainer import Explainer, explain, explain_with
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.info import Info
 from torchlime.engine.modality import FeatureMap, Modality, Prepared
+from torchlime.engine.run_record import RunRecord
 
 __all__ = [
     "Explainer",
@@ -25,5 +26,6 @@ __all__ = [
     "Prepared",
     "FeatureMap",
     "Info",
+    "RunRecord",
     "documented",
 ]

@@ -20,6 +20,7 @@ from torchlime.engine.plan import Plan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
 from torchlime.engine.rows import ready
 from torchlime.engine.run import Passes
+from torchlime.engine.run_record import RunRecord
 from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import Unpack
 
@@ -37,11 +38,11 @@ def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
         )
 
 
-def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Optional[str]) -> dict[str, Any]:
-    """``Explanation.meta``: the settings as plain data, the chunk size, the timings, the quality flags."""
+def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Optional[str]) -> RunRecord:
+    """``Explanation.run``: the settings as plain data, the chunk size, the timings, the quality flags."""
     s = plan.settings
     perturbation = "blend" if s.perturb_fn is None and s.adapter is None else "custom"
-    meta: dict[str, Any] = dict(
+    fields: dict[str, Any] = dict(
         n_samples=s.n_samples if s.adaptive is None else repr(s.adaptive),
         sampler=repr(plan.sampler),
         kernel=repr(plan.run.kernel),
@@ -61,14 +62,14 @@ def _meta(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Optio
         seconds_total=time.perf_counter() - plan.started,
     )
     if isinstance(s.perturb_fn, Unpack):  # a tuple of inputs: the shape of each tensor
-        meta["input_shapes"] = [list(shape) for shape in s.perturb_fn.shapes]
+        fields["input_shapes"] = [list(shape) for shape in s.perturb_fn.shapes]
     if plan.run.bound is not None:  # a structured target: what its targets are, as plain data
-        meta["targets"] = {
+        fields["targets"] = {
             k: v.tolist() if isinstance(v, torch.Tensor) and k != "regions" else v
             for k, v in plan.run.bound.info.items()
             if k != "regions"
         }
-    return meta
+    return RunRecord(**fields)
 
 
 def assemble(plan: Plan, passes: Passes) -> Explanation:
@@ -110,6 +111,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
             stacklevel=user_stacklevel(),
         )
     keep = s.return_samples
+    record = _record(plan, passes, quality, unreliable)
     return Explanation(
         perturbation=plan.perturbation,
         coef=fit.coef,
@@ -126,5 +128,6 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         samples=torch.cat(run.kept_masks, 1) if keep else None,
         outputs=outputs if keep else None,
         weights=torch.cat(run.kept_weights, 1) if keep else None,
-        meta=_meta(plan, passes, quality, unreliable),
+        meta=record.as_plain(),
+        run=record,
     )

@@ -29,6 +29,7 @@ from torchlime.engine.multi import Packed
 from torchlime.engine.plan import plan
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
+from torchlime.engine.run_record import RunRecord
 from torchlime.stages.forward.errors import expecting
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn
@@ -81,7 +82,9 @@ def execute(model: Model, inputs: object, modality: Modality, how: Config, call:
     explanation = dataclasses.replace(
         explanation, info=prepared.info, meta=meta, config=settings.config, call=settings.call
     )
-    return modality.finish(explanation, prepared)
+    finished = modality.finish(explanation, prepared)
+    # a modality may add to meta (rows it spent itself): the typed record follows what meta says
+    return dataclasses.replace(finished, run=RunRecord.from_plain(finished.meta) or finished.run)
 
 
 def _as_modality(inputs: object, modality: ModalitySpec, call: Call) -> Modality:

@@ -12,7 +12,8 @@ import torch
 
 from torchlime._checks import check_positive_int, describe
 from torchlime.engine.config import Call, Config
-from torchlime.engine.info import Info
+from torchlime.engine.info import Info, rebuild
+from torchlime.engine.run_record import RunRecord
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.targets._base import Bound
 from torchlime.typing import RankBy
@@ -76,6 +77,8 @@ class Explanation:
         call: what was explained in the call (``engine.config.Call``: targets, samples, seed, model
             output, softmax), or None for a loaded one. The metrics read ``softmax`` and ``output``
             from it.
+        run: the engine's typed record of the call (``engine.run_record.RunRecord``: settings, chunk
+            size, timings, quality flags), which ``meta`` shows as plain data; rebuilt by ``load``.
         info: the modality's typed record (``engine.info.Info``: segmentation, words, STFT, bins...),
             or None; ``meta[info.key]`` shows it as plain data, which is what files keep.
         perturbation: how the inputs were perturbed (``stages.perturb.record.Perturbation``), for
@@ -101,6 +104,7 @@ class Explanation:
     perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
     scorer: Optional[Bound] = field(default=None, repr=False, compare=False)
     info: Optional[Info] = field(default=None, repr=False, compare=False)
+    run: Optional[RunRecord] = field(default=None, repr=False, compare=False)
     config: Optional[Config] = field(default=None, repr=False, compare=False)
     call: Optional[Call] = field(default=None, repr=False, compare=False)
 
@@ -234,7 +238,9 @@ class Explanation:
                 f"{sorted(required)}; {path} holds {found}"
             )
         data["input_shape"] = tuple(data["input_shape"])
-        return cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
+        loaded = cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
+        loaded.info, loaded.run = rebuild(loaded.meta), RunRecord.from_plain(loaded.meta)
+        return loaded
 
     def __len__(self) -> int:
         """B, the number of explained inputs."""
@@ -279,10 +285,6 @@ class Explanation:
         meta["unreliable"] = f"{', '.join(flagged)} (see torchlime.engine.quality)" if flagged else None
         if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) == b:
             meta["samples_used"] = meta["samples_used"][start:stop]
-        if isinstance(meta.get("tabular"), dict):  # per-input bins and category values, for `conditions`
-            meta["tabular"] = {
-                k: v[start:stop] if k in ("levels", "instances") else v for k, v in meta["tabular"].items()
-            }
         if isinstance(meta.get("targets"), dict):  # a structured target's per-input records
             meta["targets"] = {
                 k: v[start:stop] if isinstance(v, list) and len(v) == b else v for k, v in meta["targets"].items()
@@ -291,8 +293,9 @@ class Explanation:
         info = None if self.info is None else self.info.select(start, stop)
         if info is not None:
             meta[info.key] = info.as_plain()
+        run = RunRecord.from_plain(meta)
         return dataclasses.replace(
-            self, features=feats, meta=meta, perturbation=None, scorer=scorer, info=info, **fields
+            self, features=feats, meta=meta, perturbation=None, scorer=scorer, info=info, run=run, **fields
         )
 
     def _repr_html_(self) -> str:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Optional, TypeVar
 
 import torch
 
 InfoT = TypeVar("InfoT", bound="Info")
+#: every record kind by its ``key``, for explanations read back from files (``rebuild``)
+_KINDS: dict[str, type[Info]] = {}
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,24 @@ class Info:
 
     key: ClassVar[str] = "info"
     per_input: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Register a kind that names its own ``key``."""
+        super().__init_subclass__(**kwargs)
+        if "key" in cls.__dict__:
+            _KINDS[cls.key] = cls
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[Info]:
+        """The record from the plain data ``as_plain`` wrote, or None where a kind cannot rebuild it.
+
+        Args:
+            plain: ``meta[key]`` of an explanation read back from a file.
+
+        Returns:
+            None here; kinds whose records files must keep (e.g. the tabular bins) override it.
+        """
+        return None
 
     def select(self: InfoT, start: int, stop: int) -> InfoT:
         """The record of inputs ``start:stop``.
@@ -50,3 +71,23 @@ def _plain(value: object) -> object:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def rebuild(meta: Mapping[str, object]) -> Optional[Info]:
+    """The typed record of an explanation read back from a file, from its plain ``meta``.
+
+    Args:
+        meta: the explanation's ``meta``.
+
+    Returns:
+        The record of the first registered kind whose key ``meta`` holds and that can rebuild it, else None.
+    """
+    for key, kind in _KINDS.items():
+        if key in meta:
+            try:
+                record = kind.from_plain(meta[key])
+            except (TypeError, ValueError):  # plain data of another version: the record stays untyped
+                record = None
+            if record is not None:
+                return record
+    return None
