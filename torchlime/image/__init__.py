@@ -6,12 +6,13 @@ engine once. Submodules: ``segments`` (SLIC on the device, grids, scikit-image a
 planted ground truth and ``torchlime demo`` are in ``torchlime.demo``.
 """
 
-from torchlime.image._explain import LIME_QUICKSHIFT, Images, SegmentsSpec, explain_image
+from torchlime.image._explain import LIME_QUICKSHIFT, Images, ImagesInfo, SegmentsSpec, explain_image
 from torchlime.image.segments import boundaries, grid, resolve_segments, skimage_segments, slic
 
 __all__ = [
     "explain_image",
     "Images",
+    "ImagesInfo",
     "SegmentsSpec",
     "LIME_QUICKSHIFT",
     "slic",

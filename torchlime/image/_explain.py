@@ -9,7 +9,7 @@ from typing import Callable, ClassVar, Optional, Sequence, Union
 import torch
 
 from torchlime._checks import from_numpy
-from torchlime.engine import Call, Config, Explanation, Modality, Prepared, documented, explain_with
+from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared, documented, explain_with
 from torchlime.engine.presets import resolve
 from torchlime.image.segments import resolve_segments
 from torchlime.stages.forward.model import InputFormat
@@ -35,6 +35,24 @@ from torchlime.typing import (
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
 #: what ``segments=`` accepts
 SegmentsSpec = Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Unset]
+
+
+@dataclass(frozen=True)
+class ImagesInfo(Info):
+    """The record of an image explanation (``Explanation.info``; ``meta["image"]``).
+
+    Attributes:
+        segments: how the segments were made: a method name ("slic", "grid", "quickshift", ...),
+            "labels" (the caller's tensor) or "callable" (the caller's function).
+        n_segments: the segment count asked of SLIC or "grid".
+        normalized: whether the model saw ``(x - mean) / std``.
+    """
+
+    key: ClassVar[str] = "image"
+
+    segments: str
+    n_segments: int
+    normalized: bool
 
 
 @dataclass(frozen=True)
@@ -77,7 +95,10 @@ class Images(Modality):
         fmt = None if self.channels_last is None else InputFormat(None, bool(self.channels_last))
         call = dataclasses.replace(call, normalize=self.normalize, chunk_format=fmt)
         features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
-        return Prepared(inputs, features, how, call, scope="image", input_name="images")
+        made = segments if isinstance(segments, str) else "slic" if segments is None else "callable"
+        made = "labels" if isinstance(segments, torch.Tensor) else made
+        info = ImagesInfo(made, self.n_segments, self.normalize is not None)
+        return Prepared(inputs, features, how, call, scope="image", input_name="images", info=info)
 
 
 @documented
