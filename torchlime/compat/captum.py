@@ -68,20 +68,20 @@ def _surrogate(model: object) -> Surrogate:
 def _kernel(similarity_func: Any) -> ExponentialKernel:
     """Torchlime's input-space kernel for captum's ``similarity_func`` (None: cosine, width 1).
 
-    ``similarity_func`` is read as a Python function (its ``__closure__``), whatever it is.
+    A torchlime ``ExponentialKernel`` is taken as it is; a function is read through its closure (captum's
+    ``get_exp_kernel_similarity_function``); anything else is refused by name.
     """
     if similarity_func is None:
         return ExponentialKernel(width=1.0, distance="cosine", space="input")
-    cells = dict(
-        zip(getattr(getattr(similarity_func, "__code__", None), "co_freevars", ()), similarity_func.__closure__ or ())
-    )
+    if isinstance(similarity_func, ExponentialKernel):
+        return similarity_func
+    closure = getattr(similarity_func, "__closure__", None) or ()
+    cells = dict(zip(getattr(getattr(similarity_func, "__code__", None), "co_freevars", ()), closure))
     if set(cells) == {"distance_mode", "kernel_width"}:  # captum's get_exp_kernel_similarity_function
         mode, width = cells["distance_mode"].cell_contents, float(cells["kernel_width"].cell_contents)
         if mode not in ("cosine", "euclidean"):
             raise ValueError(f"`similarity_func` distance_mode must be 'cosine' or 'euclidean', got {mode!r}")
         return ExponentialKernel(width=width, distance=mode, space="input")
-    if isinstance(similarity_func, ExponentialKernel):
-        return similarity_func
     raise TypeError(
         "`similarity_func` must be captum's get_exp_kernel_similarity_function(...) or a torchlime "
         f"ExponentialKernel(width=..., distance=..., space='input'), got {describe(similarity_func)}"

@@ -107,7 +107,9 @@ class LimeImageExplainer:
 
     def _draw(self, high: int) -> int:
         rs = self.random_state
-        return int(np.random.randint(0, high) if rs is None else rs.randint(0, high))  # type: ignore[union-attr]
+        if isinstance(rs, np.random.Generator):  # numpy's new generators draw with ``integers``
+            return int(rs.integers(0, high))
+        return int(np.random.randint(0, high) if rs is None else rs.randint(0, high))
 
     def explain_instance(
         self,
