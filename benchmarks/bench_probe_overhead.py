@@ -42,7 +42,7 @@ from typing import Any, Optional
 
 import torch
 
-from torchlime.stages.features import grid
+from torchlime.stages.features import cell_ids
 from torchlime.training import ProbeExplainer
 
 from benchmarks.common import (
@@ -80,7 +80,7 @@ def make_model(device: torch.device) -> torch.nn.Module:
 
 def grid_features(size: int, cells: int, device: torch.device) -> torch.Tensor:
     """(1, 1, size, size) long map of cells x cells squares."""
-    return grid((size, size), (cells, cells), device=device).view(1, 1, size, size)
+    return cell_ids((size, size), (cells, cells), device=device).view(1, 1, size, size)
 
 
 class Trainer:

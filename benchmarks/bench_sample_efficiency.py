@@ -37,7 +37,7 @@ from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.image.segments import slic
 from torchlime.methods.adaptive import Adaptive
 from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler
-from torchlime.stages.features import grid
+from torchlime.stages.features import cell_ids
 from torchlime.stages.sampling import BernoulliSampler
 
 from benchmarks.common import common_args, header, vision_model, write
@@ -68,7 +68,7 @@ def cases(n_inputs: int) -> dict:
     weights = torch.zeros(40, 2)
     hot = torch.randperm(40, generator=g)[:8]
     weights[hot, 1] = torch.randn(8, generator=g).abs() + 0.5  # a sparse linear model over 8 of 40 segments
-    grid16 = grid((64, 64), (8, 8)).expand(n_inputs, 1, 64, 64)
+    grid16 = cell_ids((64, 64), (8, 8)).expand(n_inputs, 1, 64, 64)
 
     def planted(x):
         means = (
@@ -95,7 +95,12 @@ def cases(n_inputs: int) -> dict:
     return {
         "planted_linear": (planted, images, grid16, {}),
         "demo_cnn": (load_demo_model(), images, seg.unsqueeze(1), dict(baseline="mean")),
-        "spectrogram_cnn": (load_audio_model(), specs, grid(specs.shape[-2:], (4, 5)).view(1, *specs.shape[-2:]), {}),
+        "spectrogram_cnn": (
+            load_audio_model(),
+            specs,
+            cell_ids(specs.shape[-2:], (4, 5)).view(1, *specs.shape[-2:]),
+            {},
+        ),
         "text_cnn": (text_call, text.input_ids, feats_text, dict(baseline=0)),
         "mobilenet_v3_small_64px": (mobilenet, images, seg.unsqueeze(1), dict(baseline="mean")),
     }

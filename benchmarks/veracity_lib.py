@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from torchlime.audio import explain_spectrogram
-from torchlime.stages.features import grid
+from torchlime.stages.features import cell_ids
 from torchlime.stages.sampling import BernoulliSampler, valid_features
 from torchlime.stages.surrogate import Ridge
 from torchlime.stages.weighting import ExponentialKernel, mask_distance
@@ -41,7 +41,7 @@ FILLS = {"mean": "signal_mean"}
 
 def segment_map(specs: torch.Tensor) -> torch.Tensor:
     """The study's 5 time x 4 frequency grid over (Fr, Tm): long (Fr, Tm), ids 0..19."""
-    return grid(specs.shape[-2:], (4, 5), device=specs.device)
+    return cell_ids(specs.shape[-2:], (4, 5), device=specs.device)
 
 
 def predict(model: torch.nn.Module, x: torch.Tensor, chunk: int = 256) -> torch.Tensor:

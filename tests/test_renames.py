@@ -17,6 +17,7 @@ import torch
 
 import torchlime
 from torchlime._deprecate import legacy_positions, renamed
+from torchlime.accel import InputFormat
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.audio.viz_transcript import plot_transcript
 from torchlime.cli import main
@@ -30,6 +31,7 @@ from torchlime.image.viz import (
     save_image_explanation,
 )
 from torchlime.metrics import max_sensitivity
+from torchlime.stages import features as features_stage
 from torchlime.targets import Transcript
 from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, text_html
 
@@ -195,6 +197,17 @@ CASES = {
         lambda e: sizes_of_calls({"inputs_per_step": 3}),
         "`inputs_per_step=`",
     ),
+    # retired knobs: channels-last chunks are the call's chunk_format; one public grid()
+    "explain_image channels_last": Case(
+        lambda e: chunk_layouts(e, channels_last=True),
+        lambda e: chunk_layouts(e, chunk_format=InputFormat(None, True)),
+        r"`chunk_format=torchlime.accel.InputFormat\(channels_last=True\)`",
+    ),
+    "stages.features.grid": Case(
+        lambda e: features_stage.grid((4, 6), (2, 3)),
+        lambda e: features_stage.cell_ids((4, 6), (2, 3)),
+        r"use cell_ids\(\)",
+    ),
     # positional orders: the explanation first, the path last, options by keyword
     "plot_image_explanation (images, exp, index)": Case(
         lambda e: plot_image_explanation(e.images, e.image, 1),
@@ -220,6 +233,28 @@ CASES = {
         pixels,
     ),
 }
+
+
+class LayoutNet(torch.nn.Module):
+    """A linear image model that records whether each chunk it saw was channels-last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 64, 3))
+        self.seen: list[bool] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last))
+        return self.net(x.contiguous())
+
+
+def chunk_layouts(e: SimpleNamespace, **layout: Any) -> tuple[torch.Tensor, list[bool]]:
+    """``explain_image`` on a fresh ``LayoutNet`` with ``layout``: the coefficients and every chunk's layout."""
+    torch.manual_seed(0)
+    net = LayoutNet()
+    exp = explain_image(net, e.images, segments="grid", n_segments=4, n_samples=16, generator=0, **layout)
+    assert net.seen and all(net.seen)  # channels-last chunks reached the model
+    return exp.coef, net.seen
 
 
 def same(a: Any, b: Any) -> bool:

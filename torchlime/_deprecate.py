@@ -1,6 +1,7 @@
 """Old spellings of a call, accepted for one release with a ``DeprecationWarning`` that names the new one.
 
-``renamed(old="new", ...)`` maps a renamed keyword to its new name; ``legacy_positions(...)`` keeps
+``renamed(old="new", ...)`` maps a renamed keyword to its new name, ``replaced(...)`` a retired keyword
+to the parameter that now carries its meaning; ``legacy_positions(...)`` keeps
 an old positional order working (a signature whose arguments were reordered, or options that became
 keyword-only). Both keep the decorated function's signature and docstring (``inspect.signature`` shows
 the new names), and both warn at the line of the caller's code, however many of them are stacked.
@@ -71,10 +72,49 @@ def renamed(**names: str) -> Callable[[F], F]:
         >>> list(inspect.signature(show).parameters)
         ['explanation', 'scale']
     """
+    return _replacing({old: (new, _same, f"`{new}=`") for old, new in names.items()})
+
+
+def replaced(old: str, new: str, convert: Callable[[object], object], spelling: str) -> Callable[[F], F]:
+    """Accept a retired keyword whose value now goes, converted, to another parameter (one release).
+
+    A call passing ``old=value`` runs as ``new=convert(value)`` and warns ``f(): `old=` is
+    deprecated, use <spelling>``.
+
+    Args:
+        old: the retired keyword (not a parameter of the decorated function).
+        new: the parameter that takes its meaning now.
+        convert: old value -> the value of ``new``.
+        spelling: what to write instead, as the warning shows it.
+
+    Returns:
+        The decorator.
+
+    Example:
+        >>> @replaced("double", "scale", lambda d: 2 if d else 1, "`scale=2`")
+        ... def show(x: int, *, scale: int = 1) -> int:
+        ...     return x * scale
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     show(3, double=True)
+        6
+        >>> print(caught[0].message)
+        show(): `double=` is deprecated, use `scale=2`
+    """
+    return _replacing({old: (new, convert, spelling)})
+
+
+def _same(value: object) -> object:
+    """The value as it came (a plain rename)."""
+    return value
+
+
+def _replacing(names: dict[str, tuple[str, Callable[[object], object], str]]) -> Callable[[F], F]:
+    """The decorator of ``renamed`` and ``replaced``: ``old -> (new, convert, spelling)``."""
 
     def decorate(fn: F) -> F:
         _, named, var_keyword = _parameters(fn)
-        for old, new in names.items():
+        for old, (new, _, _) in names.items():
             if old in named:
                 raise ValueError(f"`{old}` is still a parameter of {fn.__qualname__}: it cannot be a renamed one")
             if new not in named and not var_keyword:
@@ -83,13 +123,13 @@ def renamed(**names: str) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def wrapper(*args: object, **kwargs: object) -> object:
-            for old, new in names.items():
+            for old, (new, convert, spelling) in names.items():
                 if old not in kwargs:
                     continue
                 if new in kwargs:
                     raise TypeError(f"{title}() got both `{old}=` (deprecated) and `{new}=`: pass `{new}=` only")
-                warn_deprecated(f"{title}(): `{old}=` is deprecated, use `{new}=`")
-                kwargs[new] = kwargs.pop(old)
+                warn_deprecated(f"{title}(): `{old}=` is deprecated, use {spelling}")
+                kwargs[new] = convert(kwargs.pop(old))
             return fn(*args, **kwargs)
 
         return cast(F, wrapper)

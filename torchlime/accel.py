@@ -20,7 +20,7 @@ from torch import nn
 from torchlime._checks import check_positive_int, describe
 from torchlime._cudagraphs import CudaGraphs
 from torchlime._nested import Args, Kwargs, concat_outputs, map_tensors, slice_pad, tensor_arguments, to_float32
-from torchlime.stages.forward.model import InputFormat
+from torchlime.stages.forward.model import InputFormat as InputFormat  # the chunk dtype/layout a call may set
 from torchlime.typing import AccelerateMode, Model
 from torchlime.typing import CompileArg as CompileArg
 

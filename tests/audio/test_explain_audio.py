@@ -10,7 +10,7 @@ from torchlime.audio._explain import model_sample_rate
 from torchlime.audio.segments import bin_frequencies, mel_bands, spectrogram_segments
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, smooth_edges, stft
 from torchlime.engine.presets import PRESETS
-from torchlime.stages.features import even_bands, grid
+from torchlime.stages.features import cell_ids, even_bands
 from torchlime.stages.perturb.blend import Chunk
 
 
@@ -27,7 +27,7 @@ class CellModel(torch.nn.Module):
 
 
 def test_grid_segments_shapes_and_ids():
-    g = grid((129, 63), (4, 5))
+    g = cell_ids((129, 63), (4, 5))
     assert g.shape == (129, 63) and g.dtype == torch.long
     assert g.unique().tolist() == list(range(20))
     assert g[0, 0] == 0 and g[0, -1] == 4 and g[-1, 0] == 15 and g[-1, -1] == 19  # band * 5 + slot

@@ -120,3 +120,33 @@ def test_typed_records_of_an_explanation(tmp_path):
     exp.save(tmp_path / "e.pt")
     loaded = torchlime.Explanation.load(tmp_path / "e.pt")
     assert loaded.run == exp.run and loaded.call is None  # the call holds tensors and callables: not saved
+
+
+@pytest.mark.parametrize(
+    "how, refused",
+    [
+        (Config(), False),
+        (Config(kernel="lime"), False),
+        (Config(preset="lime"), False),
+        (Config(kernel="wasserstein"), True),
+        (Config(preset="captum"), True),  # the preset's kernel is an input-space one
+        (Config(preset="captum", kernel="lime"), False),  # the given kernel wins over the preset's
+    ],
+)
+def test_one_refusal_of_input_space_kernels_for_every_modality(how, refused):
+    if not refused:
+        how.refuse_input_kernel("text", "would compare ids")
+        return
+    source = r"`kernel` \(from preset='captum'\)" if how.kernel is UNSET else "`kernel`"
+    with pytest.raises(ValueError, match=source + r" must measure distances on the masks.* would compare ids"):
+        how.refuse_input_kernel("text", "would compare ids")
+
+
+def test_the_text_modalities_and_waveform_cells_use_it():
+    words = lambda texts: torch.ones(len(texts), 2)  # noqa: E731
+    with pytest.raises(ValueError, match="compare word positions"):
+        torchlime.text.explain_text(words, "a b c", n_samples=8, kernel="wasserstein")
+    with pytest.raises(ValueError, match="complex STFTs"):
+        torchlime.audio.explain_waveform(
+            lambda w: w[:, :2], torch.randn(1, 2000), sample_rate=8000, segments="time_frequency", preset="captum"
+        )

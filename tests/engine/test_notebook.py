@@ -55,8 +55,8 @@ def test_words_tabular_and_other_inputs_get_highlights_or_bars():
     exp = torchlime.explain(lambda t: t.sum(1), torch.rand(2, 5), torch.arange(5).view(1, 5), n_samples=32)
     bars = exp._repr_html_()
     assert "feature 0" in bars and "<img" not in bars
-    exp.meta["words"] = [["good", "<movie>", "a", "b", "c"], ["x", "y", "z", "u", "v"]]
-    words = exp._repr_html_()
-    assert "&lt;movie&gt;" in words and "<span" in words
+    text = torchlime.explain_text(lambda texts: torch.ones(len(texts), 2), "good <movie> a", n_samples=16)
+    words = text._repr_html_()
+    assert "&lt;" in words and ">movie</span>" in words  # separators escaped, words highlighted
     exp.meta["unreliable"] = "low R²"
     assert "unreliable: low R²" in exp._repr_html_()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.stages.features import even_bands, grid, relabel
+from torchlime.stages.features import cell_ids, even_bands, relabel
 from torchlime.stages.perturb.fills import feature_mean
 
 
@@ -42,15 +42,15 @@ def test_relabel_matches_unique_on_random_ids(device):
 
 def test_even_bands_and_grid():
     assert even_bands(10, 3).tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
-    g = grid((4, 6), (2, 3))
+    g = cell_ids((4, 6), (2, 3))
     assert g.tolist() == [[0, 0, 1, 1, 2, 2], [0, 0, 1, 1, 2, 2], [3, 3, 4, 4, 5, 5], [3, 3, 4, 4, 5, 5]]
     bands = torch.tensor([0, 1, 1, 1])
-    assert grid((4, 2), (2, 1), bands=(bands, None)).tolist() == [[0, 0], [1, 1], [1, 1], [1, 1]]
-    assert grid((5,), (5,)).tolist() == [0, 1, 2, 3, 4]
+    assert cell_ids((4, 2), (2, 1), bands=(bands, None)).tolist() == [[0, 0], [1, 1], [1, 1], [1, 1]]
+    assert cell_ids((5,), (5,)).tolist() == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError, match=r"`counts` must be at most the size of each dim \(4, 6\), got \(5, 1\)"):
-        grid((4, 6), (5, 1))
+        cell_ids((4, 6), (5, 1))
     with pytest.raises(ValueError, match="`counts` must be >= 1, got 0"):
-        grid((4, 6), (0, 1))
+        cell_ids((4, 6), (0, 1))
 
 
 def test_feature_mean_per_channel_like_lime():

@@ -118,11 +118,11 @@ def test_input_space_kernels_are_refused_for_tokens():
     from torchlime.text import explain_tokens
 
     ids = torch.tensor([[5, 6, 7, 8]])
-    with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
+    with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* compare token ids"):
         explain_tokens(
             lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8, kernel="wasserstein"
         )
-    with pytest.raises(ValueError, match="`kernel` must measure distances on the masks .* for tokens"):
+    with pytest.raises(ValueError, match=r"`kernel` \(from preset='captum'\) must measure .* or a HybridKernel"):
         explain_tokens(
             lambda t: (t == 7).float().sum(1, keepdim=True), ids, mask_id=0, n_samples=8, preset="captum"
         )  # the preset's kernel is an input-space one

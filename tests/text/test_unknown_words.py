@@ -176,9 +176,9 @@ def test_without_tokenizer_words_and_coefficients_align():
 
 def test_text_html_refuses_words_that_do_not_match_the_coefficients(tok):
     exp = explain_text(planted(tok), "zzz film was great", tokenizer=tok, n_samples=32, generator=0)
-    bad = dataclasses.replace(exp, meta=dict(exp.meta, words=[exp.meta["words"][0] + ["extra"]]))
+    bad = dataclasses.replace(exp, info=dataclasses.replace(exp.info, words=[exp.info.words[0] + ["extra"]]))
     with pytest.raises(
-        ValueError, match=r"`exp` must have one coefficient per word of text 0: .* 5 words, got n_features 4"
+        ValueError, match=r"`explanation` must have one coefficient per word of text 0: .* 5 words, got n_features 4"
     ):
         text_html(bad)
 

@@ -21,10 +21,8 @@ from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import bin_frequencies, check_segment_counts, mel_bands
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, stft
 from torchlime.engine import Call, Config, Info, Modality, Prepared
-from torchlime.engine.presets import resolve
-from torchlime.engine.registry import resolve_kernel
-from torchlime.stages.features import even_bands, grid
-from torchlime.typing import UNSET, Model
+from torchlime.stages.features import cell_ids, even_bands
+from torchlime.typing import Model
 
 #: what ``segments=`` of waveforms accepts: contiguous runs of samples, or cells of the STFT
 WaveformSegments = Literal["time", "time_frequency"]
@@ -196,16 +194,7 @@ class Waveforms(Modality):
             )
         if crossfade:
             raise ValueError("`crossfade` applies to segments='time' only (STFT cells overlap-add smoothly)")
-        kernel, source = how.kernel, "`kernel`"
-        if kernel is UNSET and how.preset is not None:  # the preset's kernel applies
-            kernel = resolve(how.preset, dict(kernel=UNSET), "audio")["kernel"]
-            source = f"`kernel` (from preset={how.preset!r})"
-        if kernel is not UNSET and kernel is not None and resolve_kernel(kernel).space == "input":
-            raise ValueError(
-                f"{source} must measure distances on the masks (space='mask') with "
-                f"segments='time_frequency': the explained inputs are complex STFTs; pass a mask-space "
-                f"kernel (e.g. kernel='lime')"
-            )
+        how.refuse_input_kernel("audio", "would compare the complex STFTs of segments='time_frequency'")
         check_finite(waves, "waves")  # the engine checks the STFT, not the audio itself
         spec = stft(waves, n_fft, hop, win)  # (B, [C,] Fr, Tm) complex
         check_invertible(spec, n_fft, hop, win, n_samp)
@@ -216,7 +205,9 @@ class Waveforms(Modality):
             if self.freq_scale == "mel"
             else None
         )
-        cells = grid((n_freq, n_frames), (self.freq_segments, time_segments), bands=(bands, None), device=waves.device)
+        cells = cell_ids(
+            (n_freq, n_frames), (self.freq_segments, time_segments), bands=(bands, None), device=waves.device
+        )
         features = cells.view(*(1,) * (waves.ndim - 1), n_freq, n_frames)
         adapter = functools.partial(
             ISTFTModel, n_fft=n_fft, hop_length=hop, win_length=win, length=n_samp, reference=waves

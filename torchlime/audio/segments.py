@@ -21,7 +21,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, describe, user_stacklevel
-from torchlime.stages.features import grid
+from torchlime.stages.features import cell_ids
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
 SEGMENTATIONS = ("grid", "time", "freq", "mel", "slic")
@@ -207,7 +207,7 @@ def spectrogram_segments(
     if segments in ("grid", "time", "freq"):
         counts = (1 if segments == "time" else freq_segments, 1 if segments == "freq" else time_segments)
         check_segment_counts(n_freq, n_time, *counts)
-        out = grid((n_freq, n_time), counts, device=dev)
+        out = cell_ids((n_freq, n_time), counts, device=dev)
     elif segments == "mel":
         check_segment_counts(n_freq, n_time, freq_segments, time_segments)
         if bin_freqs is not None:
@@ -224,7 +224,7 @@ def spectrogram_segments(
                 "(and `n_fft` if it is not 2 * (Fr - 1)) or `bin_freqs`"
             )
         bands = mel_bands(freqs, freq_segments, fmin, fmax)
-        out = grid((n_freq, n_time), (freq_segments, time_segments), bands=(bands, None), device=dev)
+        out = cell_ids((n_freq, n_time), (freq_segments, time_segments), bands=(bands, None), device=dev)
     elif segments == "slic":
         x = specs if specs.ndim == 4 else specs.unsqueeze(1)
         n_seg = n_segments if n_segments is not None else time_segments * freq_segments

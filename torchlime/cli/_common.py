@@ -214,18 +214,6 @@ def check_top_k(top_k: int, n_features: list[int], what: str, names: Optional[li
         raise CliError(f"--top-k must be at most the number of {what} of every input ({fewest}{where}), got {top_k}")
 
 
-def grid_segments(images: torch.Tensor, n_segments: int) -> torch.Tensor:
-    """A grid of about ``n_segments`` cells (side x side, side = round(sqrt(n))) over (B, C, H, W) images.
-
-    Example:
-        >>> grid_segments(torch.rand(1, 3, 8, 8), 16).unique().numel()
-        16
-    """
-    from torchlime.image.segments import resolve_segments
-
-    return resolve_segments(images, "grid", n_segments=n_segments)
-
-
 def normalization(args: argparse.Namespace) -> Optional[tuple[tuple[float, ...], tuple[float, ...]]]:
     """``(mean, std)`` from ``--mean`` / ``--std`` (given together, one value per channel), or None."""
     mean, std = getattr(args, "mean", None), getattr(args, "std", None)

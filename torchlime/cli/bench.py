@@ -29,7 +29,6 @@ from torchlime.cli._args import Parser, int_at_least, model_args, renamed_flag
 from torchlime.cli._common import (
     CliError,
     collected_warnings,
-    grid_segments,
     model_failure,
     resolve_device,
     sync,
@@ -162,11 +161,12 @@ def bench(
 ) -> Figures:
     """Time the explanation and the floor (see the module docstring); return every figure."""
     from torchlime.image import explain_image
+    from torchlime.image.segments import resolve_segments
 
     c, h, w = shape
     dtype = model_dtype(model)
     images = torch.rand(inputs_per_step, c, h, w, generator=torch.Generator().manual_seed(seed)).to(device)
-    segments = grid_segments(images[:1], n_segments)
+    segments = resolve_segments(images[:1], "grid", n_segments=n_segments)
 
     def explain() -> Explanation:
         exp = explain_image(model, images, segments=segments, n_samples=n_samples, generator=seed)

@@ -27,7 +27,6 @@ from torchlime.cli._common import (
     Target,
     check_top_k,
     collected_warnings,
-    grid_segments,
     model_failure,
     normalization,
     output_folder,
@@ -141,11 +140,7 @@ def explain_images(
     plans = []
     for pos in _groups(images).values():
         x = torch.stack([images[k] for k in pos]).to(device)
-        seg = (
-            grid_segments(x, args.n_segments)
-            if args.segments == "grid"
-            else resolve_segments(x, args.segments, n_segments=args.n_segments)
-        )
+        seg = resolve_segments(x, args.segments, n_segments=args.n_segments)
         counts = [int(s.unique().numel()) for s in seg]
         check_top_k(args.top_k, counts, "segments", [str(paths[k]) for k in pos])
         plans.append((pos, x, seg))

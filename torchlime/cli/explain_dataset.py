@@ -13,7 +13,6 @@ images go to one explanation call, ``--batch-size`` rows to one model call (as i
 from __future__ import annotations
 
 import argparse
-import functools
 import shutil
 import sys
 from pathlib import Path
@@ -35,7 +34,6 @@ from torchlime.cli._common import (
     CliError,
     Target,
     collected_warnings,
-    grid_segments,
     normalization,
     parse_target,
     resolve_device,
@@ -152,10 +150,7 @@ def run(args: argparse.Namespace) -> int:
     model, _ = load_model(args.model, args.weights, device)
     data = ImageFolderFiles(Path(args.folder), args.channels, tuple(args.size) if args.size else None)
     kwargs: _Options = dict(n_samples=args.n_samples, target=target, softmax=args.softmax)
-    if args.segments == "grid":
-        kwargs["segments"] = functools.partial(grid_segments, n_segments=args.n_segments)
-    else:
-        kwargs["segments"], kwargs["n_segments"] = args.segments, args.n_segments
+    kwargs["segments"], kwargs["n_segments"] = args.segments, args.n_segments
     normalize = normalization(args)
     if normalize is not None:
         kwargs["normalize"] = normalize

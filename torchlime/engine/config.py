@@ -18,7 +18,7 @@ import torch
 
 from torchlime._checks import describe
 from torchlime.accel import ACCELERATE
-from torchlime.engine.presets import check_preset
+from torchlime.engine.presets import check_preset, resolve
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
 from torchlime.stages.forward.chunking import check_batch_size, check_max_memory
 from torchlime.stages.forward.model import InputFormat
@@ -35,6 +35,7 @@ from torchlime.typing import (
     NSamples,
     OutputSelector,
     PresetName,
+    PresetScope,
     SamplerSpec,
     Seed,
     SurrogateSpec,
@@ -104,6 +105,29 @@ class Config:
         check_batch_size(self.batch_size)
         if not isinstance(self.progress, bool):
             raise TypeError(f"`progress` must be True or False, got {describe(self.progress)}")
+
+    def refuse_input_kernel(self, scope: PresetScope, why: str, instead: str = "a mask-space kernel") -> None:
+        """Refuse a kernel (given, or the preset's for ``scope``) that measures distances on the inputs.
+
+        For modalities whose explained inputs cannot be compared as numbers (token ids, complex STFTs).
+
+        Args:
+            scope: the modality's preset scope (the preset's kernel for it is checked too).
+            why: what an input-space kernel would do wrong, e.g. "would compare token ids as numbers".
+            instead: what to pass instead, as the message names it.
+
+        Raises:
+            ValueError: naming the kernel (and the preset it came from), ``why`` and ``instead``.
+        """
+        kernel, source = self.kernel, "`kernel`"
+        if kernel is UNSET and self.preset is not None:
+            kernel = resolve(self.preset, dict(kernel=UNSET), scope)["kernel"]
+            source = f"`kernel` (from preset={self.preset!r})"
+        if kernel is not UNSET and kernel is not None and resolve_kernel(kernel).space == "input":
+            raise ValueError(
+                f"{source} must measure distances on the masks (space='mask'): the input-space kernel "
+                f"{kernel!r} {why}; pass {instead} (e.g. kernel='lime')"
+            )
 
 
 @dataclass(frozen=True)

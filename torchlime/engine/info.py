@@ -44,6 +44,28 @@ class Info:
         """
         return None
 
+    def feature_labels(self, index: int) -> Optional[list[str]]:
+        """The names of input ``index``'s features (its words, the table's columns), where the kind has them.
+
+        Args:
+            index: the input.
+
+        Returns:
+            One name per feature, or None (the pictures then say "feature j").
+        """
+        return None
+
+    def text_pieces(self, index: int) -> Optional[tuple[list[str], list[int]]]:
+        """Input ``index`` as running text: its pieces and each piece's feature (-1: never hidden).
+
+        Args:
+            index: the input.
+
+        Returns:
+            ``(pieces, piece_features)`` for explanations of raw text, else None.
+        """
+        return None
+
     def select(self: InfoT, start: int, stop: int) -> InfoT:
         """The record of inputs ``start:stop``.
 

@@ -1,7 +1,8 @@
 """How an ``Explanation`` shows itself in a notebook (``_repr_html_``): a summary table and a picture.
 
 Images and spectrograms get their weights as a heat map (a PNG made here, no plotting package needed),
-words and tokens are highlighted in place, tabular rows and other inputs get bars of their top features.
+texts are highlighted in place (as ``Explanation.info`` records their words), tabular rows and other
+inputs get bars of their top features.
 Structured targets (``torchlime.targets``) get one captioned panel per valid target (boxes outlined on
 their heat map), and a generated continuation a token x token table: one row per target (the whole
 continuation, then each generated token), one column per prompt token, each cell coloured by its weight.
@@ -17,6 +18,8 @@ from typing import Any, Optional, Protocol, Sequence
 
 import torch
 
+from torchlime.engine.info import Info
+
 
 class Shown(Protocol):
     """What the display reads of an ``engine.explanation.Explanation`` (imported by neither side)."""
@@ -28,6 +31,7 @@ class Shown(Protocol):
     input_shape: tuple[int, ...]
     target_valid: Optional[torch.Tensor]
     meta: dict[str, Any]
+    info: Optional[Info]
 
     def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
         """Coefficients painted back onto the inputs."""
@@ -102,16 +106,6 @@ def _bars(names: Sequence[str], weights: torch.Tensor) -> str:
     return "<table>" + "".join(rows) + "</table>"
 
 
-def _highlight(words: Sequence[str], weights: torch.Tensor) -> str:
-    """Words (F,) coloured by their weights (F,)."""
-    colours = diverging(weights[: len(words)])
-    spans = [
-        f"<span style='background:rgb{tuple(c.tolist())};padding:1px 2px'>{html.escape(word)}</span>"
-        for word, c in zip(words, colours)
-    ]
-    return "<div style='line-height:1.8'>" + " ".join(spans) + "</div>"
-
-
 def _inline(pieces: Sequence[str], feats: Sequence[int], weights: torch.Tensor) -> str:
     """A text as written (pieces), every word piece coloured by its feature's weight (F,)."""
     colours = diverging(weights)
@@ -128,15 +122,12 @@ def _picture(exp: Shown, b: int) -> str:
         return structured_picture(exp, b)
     n = int(exp.n_features[b])
     weights = exp.coef[b, 0, :n].detach().float().cpu()
-    pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
-    if isinstance(pieces, list) and isinstance(feats, list) and b < len(pieces):  # explain_text's texts
-        return _inline(pieces[b], feats[b], weights)
-    words = exp.meta.get("words")
-    if isinstance(words, list) and b < len(words) and isinstance(words[b], list):
-        return _highlight([str(w) for w in words[b]], weights)
-    tabular = exp.meta.get("tabular")
-    if isinstance(tabular, dict) and tabular.get("feature_names"):
-        return _bars(list(tabular["feature_names"]), weights)
+    text = exp.info.text_pieces(b) if exp.info is not None else None
+    if text is not None:  # explain_text's texts
+        return _inline(*text, weights)
+    names = exp.info.feature_labels(b) if exp.info is not None else None
+    if names is not None:  # a table's columns
+        return _bars(names, weights)
     shape = tuple(exp.input_shape)
     if "input_shapes" not in exp.meta and len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1:
         heat = exp.heatmap(0)[b].detach().float()
@@ -181,8 +172,8 @@ def _caption(kind: str, t: int, label: int, info: dict[str, Any], b: int) -> str
 def _token_table(exp: Shown, b: int) -> str:
     """Rows: targets; columns: the prompt's features; cells coloured by weight."""
     n = int(exp.n_features[b])
-    words = exp.meta.get("words")
-    names = [str(w) for w in words[b]] if isinstance(words, list) and b < len(words) else [f"f{f}" for f in range(n)]
+    words = exp.info.feature_labels(b) if exp.info is not None else None
+    names = words if words is not None else [f"f{f}" for f in range(n)]
     coef = exp.coef[b, :, :n].detach().float().cpu()
     colours = diverging(coef)
     valid = exp.target_valid[b].tolist() if exp.target_valid is not None else [True] * coef.shape[0]

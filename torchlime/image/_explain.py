@@ -9,6 +9,7 @@ from typing import Callable, ClassVar, Optional, Sequence, Union
 import torch
 
 from torchlime._checks import from_numpy
+from torchlime._deprecate import replaced
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared, documented, explain_with
 from torchlime.engine.presets import resolve
 from torchlime.image.segments import resolve_segments
@@ -67,16 +68,16 @@ class Images(Modality):
         n_segments: approximate segment count of SLIC and of "grid".
         normalize: ``(mean, std)`` per channel; the model sees ``(x - mean) / std`` while the images
             are segmented and perturbed unnormalised.
-        channels_last: write the perturbed chunks channels-last (True) or not (False); None: as the
-            model wants.
+
+    The chunks' memory layout is the call's ``chunk_format`` (by default what the model wants:
+    channels-last for an ``Accelerated(channels_last=True)`` model or channels-last conv weights).
     """
 
-    owns: ClassVar[frozenset[str]] = frozenset({"normalize", "chunk_format", "perturb_fn", "additional_forward_args"})
+    owns: ClassVar[frozenset[str]] = frozenset({"normalize", "perturb_fn", "additional_forward_args"})
 
     segments: SegmentsSpec = UNSET
     n_segments: int = 100
     normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None
-    channels_last: Optional[bool] = None
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
         """Segment the images (checked first) and hand them over with their normalisation.
@@ -85,15 +86,14 @@ class Images(Modality):
             model: the caller's model (not called here).
             inputs: float (B, C, H, W) images.
             how: the configuration (its preset chooses the default segmentation).
-            call: the call; ``normalize`` and ``chunk_format`` are set from this modality.
+            call: the call; ``normalize`` is set from this modality.
 
         Returns:
             The images with their (B, 1, H, W) segment map.
         """
         segments = resolve(how.preset, dict(segments=from_numpy(self.segments)), "image")["segments"]
         labels = resolve_segments(inputs, segments, n_segments=self.n_segments)
-        fmt = None if self.channels_last is None else InputFormat(None, bool(self.channels_last))
-        call = dataclasses.replace(call, normalize=self.normalize, chunk_format=fmt)
+        call = dataclasses.replace(call, normalize=self.normalize)
         features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
         made = segments if isinstance(segments, str) else "slic" if segments is None else "callable"
         made = "labels" if isinstance(segments, torch.Tensor) else made
@@ -101,6 +101,14 @@ class Images(Modality):
         return Prepared(inputs, features, how, call, scope="image", input_name="images", info=info)
 
 
+def _channels_last(value: object) -> Optional[InputFormat]:
+    """The retired ``channels_last=`` of ``explain_image`` as the ``chunk_format`` it meant."""
+    return None if value is None else InputFormat(None, bool(value))
+
+
+@replaced(
+    "channels_last", "chunk_format", _channels_last, "`chunk_format=torchlime.accel.InputFormat(channels_last=True)`"
+)
 @documented
 def explain_image(  # noqa: D417 (the engine's keywords are documented by ``documented``)
     model: Model,
@@ -109,7 +117,6 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
     segments: SegmentsSpec = UNSET,
     n_segments: int = 100,
     normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
-    channels_last: Optional[bool] = None,
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
@@ -118,6 +125,7 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
     output: OutputSelector = None,
     softmax: bool = False,
     masks: Optional[torch.Tensor] = None,
+    chunk_format: Optional[InputFormat] = None,
     sampler: Union[SamplerSpec, Unset] = UNSET,
     kernel: Union[KernelSpec, Unset] = UNSET,
     surrogate: Union[SurrogateSpec, Unset] = UNSET,
@@ -147,8 +155,10 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
         normalize: ``(mean, std)`` per channel; the model then sees ``(x - mean) / std``
             (computed in the fused perturbation pass) while images are segmented and
             perturbed unnormalised.
-        channels_last: write the perturbed chunks channels-last (True) or not (False);
-            None: as the model wants (``forward.input_format``).
+        chunk_format: dtype and memory layout of the perturbed chunks
+            (``stages.forward.model.InputFormat``); None: as the model wants
+            (``forward.input_format``: channels-last for an ``Accelerated(channels_last=True)``
+            model). ``channels_last=`` is its deprecated spelling.
         accelerate: None (the model runs as given) or "fast" (``accel.accelerate_model``:
             bf16 autocast, channels-last and ``torch.compile`` on CUDA).
         preset: "lime" reproduces ``lime_image.LimeImageExplainer`` (quickshift,
@@ -172,5 +182,5 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
         >>> exp.heatmap(0).shape
         torch.Size([2, 3, 32, 32])
     """
-    modality = Images(segments, n_segments, normalize, channels_last)
+    modality = Images(segments, n_segments, normalize)
     return explain_with(model, images, modality, locals())

@@ -28,8 +28,7 @@ from torchlime._checks import (
     require,
 )
 from torchlime.image._slic import finish, iterate_torch, iterate_triton, seed_grid, to_lab
-from torchlime.stages.features import grid as feature_grid
-from torchlime.stages.features import relabel
+from torchlime.stages.features import cell_ids, relabel
 
 SegmentsArg = Union[None, str, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]
 METHODS = ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic")
@@ -235,7 +234,7 @@ def grid(
     check_positive_int(cols, "cols")
     if rows > h or cols > w:
         raise ValueError(f"`rows` x `cols` must be at most the image size H x W = {h} x {w}, got {rows} x {cols}")
-    return feature_grid((h, w), (rows, cols), device=device).expand(b, h, w).contiguous()
+    return cell_ids((h, w), (rows, cols), device=device).expand(b, h, w).contiguous()
 
 
 def skimage_segments(images: torch.Tensor, method: str = "quickshift", **kwargs: object) -> torch.Tensor:

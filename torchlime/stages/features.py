@@ -4,12 +4,13 @@ A feature map assigns every element of an input to one of F interpretable featur
 a time-frequency cell, a word). Users may pass any integer ids; ``relabel`` numbers them
 ``0..F_b-1`` for every input ``b`` independently, keeping their order. Negative ids mark elements
 that belong to no feature (padding, special tokens): they become -1 and are never perturbed.
-``grid`` is the one regular partition every modality uses (image rectangles, spectrogram cells,
-time slots of a waveform).
+``cell_ids`` is the one regular partition every modality builds on (image rectangles, spectrogram
+cells, time slots of a waveform); ``torchlime.image.grid`` is the only public function named ``grid``.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple, Optional, Sequence
 
 import torch
@@ -76,7 +77,7 @@ def even_bands(n: int, k: int, device: Device = None) -> torch.Tensor:
     return torch.arange(n, device=device) * k // n
 
 
-def grid(
+def cell_ids(
     shape: Sequence[int],
     counts: Sequence[int],
     *,
@@ -102,7 +103,7 @@ def grid(
         ValueError: when a count is not in ``1..shape[d]``.
 
     Example:
-        >>> grid((2, 4), (1, 2)).tolist()
+        >>> cell_ids((2, 4), (1, 2)).tolist()
         [[0, 0, 1, 1], [0, 0, 1, 1]]
     """
     if len(shape) != len(counts):
@@ -118,6 +119,29 @@ def grid(
         view[d] = size
         ids = ids * k + band.view(view)
     return ids.expand(*shape).contiguous()
+
+
+def grid(
+    shape: Sequence[int],
+    counts: Sequence[int],
+    *,
+    bands: Optional[Sequence[Optional[torch.Tensor]]] = None,
+    device: Device = None,
+) -> torch.Tensor:
+    """Deprecated name of ``cell_ids`` (one release; ``torchlime.image.grid`` cuts images).
+
+    Args:
+        shape: as ``cell_ids``.
+        counts: as ``cell_ids``.
+        bands: as ``cell_ids``.
+        device: as ``cell_ids``.
+
+    Returns:
+        ``cell_ids(shape, counts, bands=bands, device=device)``.
+    """
+    message = "torchlime.stages.features.grid() is deprecated, use cell_ids() (same arguments)"
+    warnings.warn(message, DeprecationWarning, stacklevel=2)
+    return cell_ids(shape, counts, bands=bands, device=device)
 
 
 def block_rows(index: torch.Tensor) -> torch.Tensor:

@@ -56,6 +56,10 @@ class TabularInfo(Info):
     __eq__ = object.__eq__
     __hash__ = object.__hash__
 
+    def feature_labels(self, index: int) -> Optional[list[str]]:
+        """The D column names (the same for every row), or None where none were given."""
+        return None if self.feature_names is None else list(self.feature_names)
+
     @classmethod
     def from_plain(cls, plain: object) -> TabularInfo:
         """The record from its plain data (``meta["tabular"]``, e.g. of a loaded explanation).

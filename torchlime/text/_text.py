@@ -85,7 +85,7 @@ def explain_text(
             the tokenizer's words and ``split_expression`` / ``char_level`` are not used. A word the
             tokenizer maps to its unknown token is a feature like any other; the tokens it adds
             ([CLS], [SEP], padding, ...) and special tokens written in a text are never perturbed,
-            and a word made only of those is not a feature (it is left out of ``meta["words"]``).
+            and a word made only of those is not a feature (it is left out of ``info.words``).
         split_expression: separators as a regular expression (lime's default ``\W+``), or a
             callable returning a text's words in order.
         bow: one feature per distinct word (True) or per occurrence (False).
@@ -124,11 +124,12 @@ def explain_text(
 
     Returns:
         ``Explanation`` with coef (B, T, F) over the words (F = the most words of any text);
-        ``meta["words"]`` holds every text's F_b words, ``coef[b, :, j]`` being the weight of
-        ``meta["words"][b][j]`` (``n_features[b]`` = F_b), ``meta["texts"]`` the texts and
-        ``meta["pieces"]`` / ``meta["piece_features"]`` the texts cut into words and separators
-        (``torchlime.text.viz.text_html`` highlights them); ``info`` is the ``WordsInfo`` record of
-        all of it (``meta["text_words"]``).
+        ``info`` is its ``WordsInfo``: ``info.words[b]`` holds text b's F_b words, ``coef[b, :, j]``
+        being the weight of ``info.words[b][j]`` (``n_features[b]`` = F_b), ``info.texts`` the
+        texts and ``info.pieces`` / ``info.piece_features`` the texts cut into words and
+        separators (``torchlime.text.viz.text_html`` highlights them). ``meta["text_words"]`` is the
+        record as plain data; the keys "words", "texts", "pieces", "piece_features" of ``meta``
+        repeat it for code written for 0.1.
 
     Raises:
         TypeError / ValueError: naming the argument, what was expected and what came (an unknown
@@ -141,7 +142,7 @@ def explain_text(
         ...     p = torch.tensor([min(1.0, 0.2 + 0.4 * t.split().count("good")) for t in texts])
         ...     return torch.stack((1 - p, p), 1)
         >>> exp = explain_text(positive, "a good movie with a good cast", target=1, n_samples=500)
-        >>> words = exp.meta["words"][0]
+        >>> words = exp.info.words[0]
         >>> words[int(exp.coef[0, 0].argmax())]
         'good'
     """

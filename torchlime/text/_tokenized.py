@@ -9,7 +9,7 @@ Which tokens are never perturbed: the ones the tokenizer adds (``word_ids()`` is
 [SEP], padding, ...) and special tokens written in a text (a literal "[SEP]"). The unknown token
 is not one of them: an [UNK] stands for a word of the text and is perturbed like any other token.
 A word made only of never-perturbed tokens is not a feature and is left out of the word list, so
-feature j of text b is always ``meta["words"][b][j]``.
+feature j of text b is always ``info.words[b][j]``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Optional
 
@@ -18,8 +19,6 @@ import torch
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared
-from torchlime.engine.presets import resolve
-from torchlime.engine.registry import resolve_kernel
 from torchlime.stages.forward.passes import score
 from torchlime.text._single import Scorer, SingleSampler
 from torchlime.text._token_args import (
@@ -81,6 +80,22 @@ class TokensInfo(Info):
     """
 
     key: ClassVar[str] = "text_tokens"
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[TokensInfo]:
+        """The record from its plain data (``meta["text_tokens"]``), or None for data of another shape.
+
+        Args:
+            plain: the mapping ``as_plain`` wrote.
+
+        Returns:
+            The record.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(plain, Mapping) or not {"mode", "pad_id", "special_ids", "model_inputs"} <= set(plain):
+            return None
+        kept = {k: v for k, v in plain.items() if k in names}
+        return cls(**{**kept, "special_ids": tuple(kept["special_ids"])})
 
     mode: str
     mask_id: Optional[int]
@@ -238,12 +253,15 @@ def finish_tokens(explanation: Explanation, prepared: Prepared) -> tuple[Explana
     elif info.mode == "infill":
         info = dataclasses.replace(info, mlm_rows=run.mlm_rows)
     info = dataclasses.replace(info, scoring_rows=scoring)
-    meta = dict(explanation.meta, mode=info.mode, model_rows=explanation.meta["model_rows"] + scoring)
+    rows = int(explanation.meta["model_rows"]) + scoring  # the samples' rows and the objectives' scoring
+    meta = dict(explanation.meta, mode=info.mode, model_rows=rows)
     if info.mode == "infill":
         meta.update(infill=info.infill, objective=info.objective, strategy=info.strategy, mlm_rows=info.mlm_rows)
     batch, length = prepared.inputs.shape[0], prepared.inputs.shape[-1]
     features = explanation.features.reshape(batch, length)
-    return dataclasses.replace(explanation, features=features, input_shape=(length,), meta=meta), info
+    record = None if explanation.run is None else dataclasses.replace(explanation.run, model_rows=rows)
+    finished = dataclasses.replace(explanation, features=features, input_shape=(length,), meta=meta, run=record)
+    return finished, info
 
 
 def attach(explanation: Explanation, info: Info) -> Explanation:
@@ -326,10 +344,5 @@ def _with_kernel(how: Config, exclude: list[int]) -> Config:
     kernel = how.kernel
     if isinstance(kernel, HybridKernel):
         return dataclasses.replace(how, kernel=dataclasses.replace(kernel, ignore_ids=(*kernel.ignore_ids, *exclude)))
-    chosen = resolve(how.preset, dict(kernel=kernel), "text")["kernel"]  # the preset's, if not given
-    if chosen is not UNSET and chosen is not None and resolve_kernel(chosen).space == "input":
-        raise ValueError(
-            f"`kernel` must measure distances on the masks (space='mask') or be a HybridKernel for "
-            f"tokens: an input-space kernel such as {chosen!r} would compare token ids as numbers"
-        )
+    how.refuse_input_kernel("text", "would compare token ids as numbers", "a mask-space kernel or a HybridKernel")
     return how

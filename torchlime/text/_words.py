@@ -12,7 +12,7 @@ the mask token.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -22,14 +22,12 @@ import torch
 from torchlime._checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
 from torchlime.engine.info import Info
-from torchlime.engine.presets import resolve
-from torchlime.engine.registry import resolve_kernel
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
 from torchlime.text.split import Splitter, SplitText, check_word_counts, feature_tensor, split_text
 from torchlime.text.strings import StringPerturbation, string_model
-from torchlime.typing import UNSET, Device, Model
+from torchlime.typing import Device, Model
 
 
 @dataclass(frozen=True)
@@ -82,6 +80,36 @@ class WordsInfo(Info):
         plain = super().as_plain()
         plain["token_info"] = None if self.token_info is None else self.token_info.as_plain()
         return plain
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[WordsInfo]:
+        """The record from its plain data (``meta["text_words"]`` of a loaded explanation).
+
+        Args:
+            plain: the mapping ``as_plain`` wrote.
+
+        Returns:
+            The record, or None for data of another shape.
+        """
+        if not isinstance(plain, Mapping) or not {"texts", "words", "pieces", "piece_features"} <= set(plain):
+            return None
+        tokens, token_info = plain.get("tokens"), plain.get("token_info")
+        return cls(
+            list(plain["texts"]),
+            [list(w) for w in plain["words"]],
+            [list(p) for p in plain["pieces"]],
+            [list(f) for f in plain["piece_features"]],
+            None if tokens is None else [list(t) for t in tokens],
+            TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
+        )
+
+    def feature_labels(self, index: int) -> list[str]:
+        """Text ``index``'s F_b words, in feature order."""
+        return list(self.words[index])
+
+    def text_pieces(self, index: int) -> tuple[list[str], list[int]]:
+        """Text ``index``'s words and separators, and each one's feature (-1: a separator)."""
+        return list(self.pieces[index]), list(self.piece_features[index])
 
 
 @dataclass(frozen=True)
@@ -165,7 +193,7 @@ class Words(Modality):
             raise TypeError(
                 f"`model` must be callable (a function over strings or a token model), got {describe(model)}"
             )
-        _check_kernel(how)
+        how.refuse_input_kernel("text", "would compare word positions as numbers")
         if self.tokenizer is not None:
             enc = encode_words(
                 model,
@@ -249,13 +277,3 @@ def _texts(texts: object) -> list[str]:
     if not isinstance(listed, (list, tuple)) or not listed or not all(isinstance(t, str) for t in listed):
         raise TypeError(f"`texts` must be a string or a non-empty list of strings, got {describe(texts)}")
     return [str(t) for t in listed]
-
-
-def _check_kernel(how: Config) -> None:
-    """Refuse input-space kernels: they would compare piece indices or token ids as numbers."""
-    chosen = resolve(how.preset, dict(kernel=how.kernel), "text")["kernel"]
-    if chosen is not UNSET and chosen is not None and resolve_kernel(chosen).space == "input":
-        raise ValueError(
-            f"`kernel` must measure distances on the masks (space='mask') for text: an input-space "
-            f"kernel such as {chosen!r} would compare word positions as numbers"
-        )

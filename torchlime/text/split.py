@@ -9,7 +9,6 @@ marks separators, or a callable returns the words in order, or every character i
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
@@ -18,7 +17,6 @@ import numpy as np
 import torch
 
 from torchlime._checks import describe
-from torchlime.engine.explanation import Explanation
 
 Splitter = Union[str, Callable[[str], Sequence[str]]]
 
@@ -170,26 +168,3 @@ def check_word_counts(splits: Sequence[SplitText], detail: Callable[[int], str])
             f"every text needs at least 2 words to explain; `texts` {short} have fewer: text {b} {text!r} "
             f"has {splits[b].n_features} word(s) {splits[b].words}, from {detail(b)}"
         )
-
-
-def with_words(exp: Explanation, splits: Sequence[SplitText], **extra: object) -> Explanation:
-    """``exp`` with the texts, their pieces and every feature's word in ``meta``.
-
-    Args:
-        exp: an explanation of the B texts.
-        splits: the B split texts.
-        **extra: more ``meta`` entries.
-
-    Returns:
-        The explanation with ``meta`` keys "texts", "words" (F_b strings per text), "pieces" and
-        "piece_features" (the texts cut into words and separators, and the feature of each).
-    """
-    meta = dict(exp.meta)
-    meta.update(
-        texts=[s.text for s in splits],
-        words=[list(s.words) for s in splits],
-        pieces=[list(s.pieces) for s in splits],
-        piece_features=[list(s.feature) for s in splits],
-        **extra,
-    )
-    return dataclasses.replace(exp, meta=meta)

@@ -181,7 +181,7 @@ def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *
     """Text ``index`` of an ``explain_text`` explanation, every word highlighted in place.
 
     Args:
-        explanation: from ``explain_text`` (``meta`` holds the texts' pieces and their features);
+        explanation: from ``explain_text`` (``info`` holds the texts' pieces and their features);
             formerly ``exp=``.
         index: which text (of the B).
         target_index: which explained target (column of ``explanation.target``).
@@ -195,16 +195,15 @@ def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *
             and coefficients do not match one to one.
     """
     exp = explanation
-    pieces, feats = exp.meta.get("pieces"), exp.meta.get("piece_features")
-    if not isinstance(pieces, list) or not isinstance(feats, list):
-        raise ValueError("`exp` must come from explain_text (meta['pieces'] holds its texts); use explanation_html")
-    words, n = exp.meta.get("words"), int(exp.n_features[index])
-    named = max((int(f) for f in feats[index]), default=-1) + 1
-    if isinstance(words, list) and index < len(words) and isinstance(words[index], list):
-        named = max(named, len(words[index]))
+    text = exp.info.text_pieces(index) if exp.info is not None else None
+    if text is None:
+        raise ValueError("`explanation` must come from explain_text (its info holds the texts); use explanation_html")
+    pieces, feats = text
+    words, n = exp.info.feature_labels(index) if exp.info is not None else None, int(exp.n_features[index])
+    named = max(max((int(f) for f in feats), default=-1) + 1, len(words or []))
     if named != n:
         raise ValueError(
-            f"`exp` must have one coefficient per word of text {index}: its meta names {named} words, "
+            f"`explanation` must have one coefficient per word of text {index}: its info names {named} words, "
             f"got n_features {n}"
         )
     coef = exp.coef[index, target_index].detach().float().cpu()
@@ -213,13 +212,15 @@ def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *
         title = f"target {int(exp.target[index, target_index])}"
     parts = ['<div class="torchlime-text" style="font:14px/1.9 sans-serif;white-space:pre-wrap">']
     parts.append(f'<div style="font-weight:bold">{html.escape(title, quote=True)}</div>')
-    for piece, f in zip(pieces[index], feats[index]):
-        text = html.escape(str(piece), quote=True)
+    for piece, f in zip(pieces, feats):
+        escaped = html.escape(str(piece), quote=True)
         if f < 0:
-            parts.append(text)
+            parts.append(escaped)
             continue
         w = float(coef[f])
-        parts.append(f'<span title="{w:+.4g}" style="background:{_colour(w, scale)};border-radius:3px">{text}</span>')
+        parts.append(
+            f'<span title="{w:+.4g}" style="background:{_colour(w, scale)};border-radius:3px">{escaped}</span>'
+        )
     parts.append(legend_html(scale))
     parts.append("</div>")
     return "".join(parts)

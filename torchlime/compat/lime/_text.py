@@ -130,12 +130,16 @@ class LimeTextExplainer:
                 generator=seed_from(self.random_state),
                 **kwargs,
             )
-        words = result.meta["words"][0]
+        info = result.info
+        if info is None or info.text_pieces(0) is None:
+            raise TypeError(f"the text explanation carries no record of its words, got {describe(info)}")
+        words = info.feature_labels(0) or []
         keep = len(words) if self.feature_selection == "none" else num_features
         exp = Explanation(
             result, words, class_names=self.class_names, keep=keep, last=0 if top_labels else -1, reference=rec.first
         )
-        exp.word_starts = _word_starts(result.meta["pieces"][0], result.meta["piece_features"][0], len(words))
+        pieces, piece_features = info.text_pieces(0) or ([], [])
+        exp.word_starts = _word_starts(pieces, piece_features, len(words))
         if top_labels:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]
         return exp
