@@ -12,6 +12,7 @@ import inspect
 import pytest
 import torch
 
+import torchlime
 from torchlime.engine import Call, Config, Explainer
 from torchlime.text import Infiller, Tokens, Words, explain_text, explain_tokens
 from torchlime.text._tokens import TokensInfo
@@ -193,3 +194,13 @@ def test_explainer_with_words_and_a_tokenizer_equals_explain_text(tok, mode):
     assert new.meta["text_words"]["token_info"] == info.token_info.as_plain()
     if mode == "infill":
         assert new.meta["mlm_rows"] == info.token_info.mlm_rows > 0
+
+
+def test_a_loaded_text_explanation_rebuilds_its_words_record(tmp_path):
+    exp = explain_text(lambda texts: torch.rand(len(texts), 2), ["good film", "a bad, bad plot"], n_samples=16)
+    exp.save(tmp_path / "text.pt")
+    back = torchlime.Explanation.load(tmp_path / "text.pt")
+    assert isinstance(back.info, WordsInfo) and back.info == exp.info
+    assert back.info.feature_labels(1) == exp.info.words[1] == ["a", "bad", "plot"]
+    assert back.info.text_pieces(0) == (exp.info.pieces[0], exp.info.piece_features[0])
+    assert back[1:].info.texts == ["a bad, bad plot"]

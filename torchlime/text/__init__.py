@@ -8,8 +8,8 @@ with token or word features, hiding them by replacement, deletion (``edits``) or
 
 from torchlime.text._explain import explain_tokens, feature_positions, token_features, word_ids_from_encoding
 from torchlime.text._text import explain_text
-from torchlime.text._tokens import Tokens
-from torchlime.text._words import Words
+from torchlime.text._tokens import Tokens, TokensInfo
+from torchlime.text._words import Words, WordsInfo
 from torchlime.text.generation import explain_generation
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import HybridKernel
@@ -24,5 +24,7 @@ __all__ = [
     "Infiller",
     "HybridKernel",
     "Tokens",
+    "TokensInfo",
     "Words",
+    "WordsInfo",
 ]
