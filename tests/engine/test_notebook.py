@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import torchlime
-from torchlime.engine.notebook import diverging, png_bytes
+from torchlime._colours import BLUE, RED, WHITE, diverging
+from torchlime.engine.notebook import png_bytes
 
 
 def decode_png(data: bytes) -> torch.Tensor:
@@ -30,7 +31,7 @@ def test_png_round_trip_and_colours():
     rgb = torch.randint(0, 256, (5, 7, 3), dtype=torch.uint8)
     assert torch.equal(decode_png(png_bytes(rgb)), rgb)
     c = diverging(torch.tensor([-2.0, 0.0, 2.0]))
-    assert c.tolist() == [[0, 0, 255], [255, 255, 255], [255, 0, 0]]
+    assert c.tolist() == [list(BLUE), list(WHITE), list(RED)]  # red supports, blue opposes
     pil = pytest.importorskip("PIL.Image")
     assert pil.open(io.BytesIO(png_bytes(rgb))).size == (7, 5)
 
@@ -48,7 +49,7 @@ def test_image_explanation_shows_a_heat_map_with_its_strongest_feature_red():
     assert "weighted R²" in page and "1 input(s) of shape (3, 4, 4)" in page
     img = decode_png(base64.b64decode(re.search(r"base64,([^\"]+)", page).group(1)))
     k = img.shape[0] // 4
-    assert img[k + k // 2, k + k // 2].tolist() == [255, 0, 0]
+    assert img[k + k // 2, k + k // 2].tolist() == list(RED)
 
 
 def test_words_tabular_and_other_inputs_get_highlights_or_bars():

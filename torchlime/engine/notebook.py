@@ -18,6 +18,7 @@ from typing import Any, Optional, Protocol, Sequence
 
 import torch
 
+from torchlime._colours import diverging
 from torchlime.engine.info import Info
 
 
@@ -60,25 +61,6 @@ def png_bytes(rgb: torch.Tensor) -> bytes:
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
     body = zlib.compress(rows.numpy().tobytes(), 6)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
-
-
-def diverging(values: torch.Tensor, scale: Optional[float] = None) -> torch.Tensor:
-    """Blue (negative) - white (0) - red (positive) colours of ``values``.
-
-    Args:
-        values: (...) real weights.
-        scale: the magnitude drawn at full colour (default: the largest |value|).
-
-    Returns:
-        uint8 (..., 3) colours.
-    """
-    v = values.detach().float().cpu()
-    top = float(v.abs().max()) if scale is None else scale
-    t = (v / top).clamp(-1, 1) if top > 0 else torch.zeros_like(v)
-    fade = 1 - t.abs()
-    red = torch.where(t >= 0, torch.ones_like(t), fade)
-    blue = torch.where(t <= 0, torch.ones_like(t), fade)
-    return (torch.stack([red, fade, blue], -1) * 255).round().to(torch.uint8)
 
 
 def _heat_img(heat: torch.Tensor, size: int = 160) -> str:

@@ -1,0 +1,68 @@
+"""The one colour convention of every picture: red supports the target, blue opposes it.
+
+Every view (matplotlib figures, the notebook display, HTML of texts and tokens) draws weights with one
+diverging map centred at 0, ``CMAP`` (matplotlib's "RdBu_r"), and names it in its legend (``LEGEND``).
+The HTML views and the notebook, which do not need matplotlib, use ``diverging`` / ``css``: the same
+map's end and centre colours, interpolated linearly. The lime layer's HTML keeps lime's own colours.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+#: the matplotlib colour map of every figure's weights (red positive, blue negative)
+CMAP = "RdBu_r"
+#: what every legend says
+LEGEND = "red supports the target, blue opposes it"
+#: RdBu_r's colours at +1 (red), 0 (near white) and -1 (blue), as RGB 0..255
+RED = (178, 24, 43)
+WHITE = (247, 247, 247)
+BLUE = (33, 102, 172)
+#: the same as hex strings (bars of a chart, swatches of a legend)
+RED_HEX = "#b2182b"
+BLUE_HEX = "#2166ac"
+
+
+def diverging(values: torch.Tensor, scale: Optional[float] = None) -> torch.Tensor:
+    """Colours of ``values`` on the diverging map: blue (negative), near white (0), red (positive).
+
+    Args:
+        values: (...) real weights.
+        scale: the magnitude drawn at full colour (default: the largest |value|).
+
+    Returns:
+        uint8 (..., 3) RGB colours.
+
+    Example:
+        >>> diverging(torch.tensor([1.0, 0.0, -1.0])).tolist()
+        [[178, 24, 43], [247, 247, 247], [33, 102, 172]]
+    """
+    v = values.detach().float().cpu()
+    top = float(v.abs().max()) if scale is None and v.numel() else (scale or 0.0)
+    t = (v / top).clamp(-1, 1) if top > 0 else torch.zeros_like(v)
+    white, red, blue = (torch.tensor(c, dtype=torch.float32) for c in (WHITE, RED, BLUE))
+    end = torch.where((t >= 0).unsqueeze(-1), red, blue)
+    rgb = white + t.abs().unsqueeze(-1) * (end - white)
+    return rgb.round().to(torch.uint8)
+
+
+def css(weight: float, scale: float) -> str:
+    """A CSS background for one weight on the map (``transparent`` for 0 or a zero scale).
+
+    Args:
+        weight: the weight.
+        scale: the magnitude drawn at full colour.
+
+    Returns:
+        ``"rgb(r, g, b)"`` or ``"transparent"``.
+
+    Example:
+        >>> css(2.0, 2.0), css(-1.0, 2.0), css(0.0, 1.0)
+        ('rgb(178, 24, 43)', 'rgb(140, 174, 210)', 'transparent')
+    """
+    if scale <= 0 or weight == 0:
+        return "transparent"
+    r, g, b = diverging(torch.tensor([weight]), scale)[0].tolist()
+    return f"rgb({r}, {g}, {b})"
