@@ -4,10 +4,11 @@
 ``attribute(...)`` arguments and returns captum's shapes. The masks are drawn as captum draws them (from
 torch's global CPU generator, in captum's order, fit draws included), so a call after
 ``torch.manual_seed(s)`` sees captum's samples; the forward passes run batched and chunked through
-torchlime (``perturbations_per_eval`` is the chunk), and the surrogate is torchlime's batched fit of
-captum's objective. captum's ``SkLearnLasso`` / ``SkLearnRidge`` / ``SkLearnLinearRegression`` (and the
-SGD variants, solved exactly) and its ``get_exp_kernel_similarity_function`` kernels are taken; other
-surrogates, kernels and perturbation functions are refused with the torchlime equivalent.
+torchlime (torchlime's chunk rule, or at most ``perturbations_per_eval`` rows per call where it is given),
+and the surrogate is torchlime's batched fit of captum's objective. captum's ``SkLearnLasso`` /
+``SkLearnRidge`` / ``SkLearnLinearRegression`` (and the SGD variants, solved exactly) and its
+``get_exp_kernel_similarity_function`` kernels are taken; other surrogates, kernels and perturbation
+functions are refused with the torchlime equivalent.
 
 The arguments are checked before ``forward_func`` runs, and every error names captum's argument
 (``inputs``, ``target``, ``n_samples``, ``perturbations_per_eval``, ``baselines``, ``feature_mask``). Where
@@ -38,6 +39,7 @@ from torchlime.compat._vocabulary import check_count, speaking
 from torchlime.engine.explainer import explain
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel
+from torchlime.typing import UNSET, Unset
 
 __all__ = ["Lime", "KernelShap", "TargetError"]
 
@@ -138,7 +140,7 @@ class _Attribution:
         additional_forward_args: object = None,
         feature_mask: Optional[TensorOrTuple] = None,
         n_samples: int = 25,
-        perturbations_per_eval: int = 1,
+        perturbations_per_eval: Union[int, Unset] = UNSET,
         return_input_shape: bool = True,
         show_progress: bool = False,
     ) -> TensorOrTuple:
@@ -151,7 +153,8 @@ class _Attribution:
         ``inputs``. As captum, a batch (or any call with ``target=None``) first runs the unperturbed
         inputs once, to learn whether the model returns one value per example, per batch, or several
         (which needs a ``target``). Unlike captum, every example of a batch is explained in one batched
-        call, without captum's "multiple inputs" warning.
+        call, without captum's "multiple inputs" warning, and ``perturbations_per_eval`` left out (captum's
+        default is 1) means torchlime's chunk rule; the chunks never change the numbers.
 
         Args:
             inputs: (bsz, ...) tensor or tuple of tensors (the first dims equal, bsz >= 1), finite.
@@ -163,7 +166,9 @@ class _Attribution:
                 broadcastable to each input, (1 or bsz, ...); an id shared by tensors is one feature;
                 at least 2 features per example.
             n_samples: samples per example (>= 2).
-            perturbations_per_eval: rows per model call (>= 1).
+            perturbations_per_eval: at most this many rows per model call (>= 1); left out: torchlime's
+                chunk rule (``batch_size=None`` of ``torchlime.explain``). A model that returns one value
+                per batch gets one row (one perturbed batch) per call either way.
             return_input_shape: coefficients painted on the inputs (float32, the inputs' shapes) or
                 (bsz, M) (CPU float32).
             show_progress: a progress bar on stderr.
@@ -189,15 +194,20 @@ class _Attribution:
         tensors, is_tuple = check_inputs(inputs)
         bsz = tensors[0].shape[0]
         n_samples = check_count(n_samples, "n_samples", 2, "a surrogate needs at least 2 samples")
-        ppe = check_count(perturbations_per_eval, "perturbations_per_eval", 1, "rows per forward_func call")
+        ppe: Optional[int] = None  # None: the engine's chunk rule
+        if perturbations_per_eval is not UNSET:
+            ppe = check_count(perturbations_per_eval, "perturbations_per_eval", 1, "rows per forward_func call")
         checked = check_target(target, bsz)
         masks, m = feature_masks(feature_mask, tensors)
         baseline = fills(baselines, tensors)
         extra = () if additional_forward_args is None else additional_forward_args
         extra = extra if isinstance(extra, tuple) else (extra,)
         whole = probe(self.forward_func, tensors, extra, checked) if bsz > 1 or checked is None else False
-        if whole and ppe != 1:
-            raise ValueError("`perturbations_per_eval` must be 1 when forward_func returns one value per batch")
+        if whole and ppe not in (None, 1):
+            raise ValueError(
+                f"`perturbations_per_eval` must be 1 (or left out) when forward_func returns one value per batch, "
+                f"got {ppe}"
+            )
         examples = 1 if whole else bsz
         z = torch.stack([self._draw_and_fit_draws(n_samples, m) for _ in range(examples)])  # (E, S, M) captum's
         with speaking(ERRORS, self.advice, per_input=True), refused_dtype(tensors):
@@ -224,7 +234,7 @@ class _Attribution:
         target: CaptumTarget,
         z: torch.Tensor,
         whole: bool,
-        ppe: int,
+        ppe: Optional[int],
         show_progress: bool,
     ) -> torch.Tensor:
         examples, n, m = z.shape
@@ -269,7 +279,7 @@ class _Attribution:
                 kernel=self.kernel,
                 surrogate=Ridge(alpha=0.0, dtype=torch.float64),
                 masks=engine_masks.to(dev),
-                batch_size=ppe,
+                batch_size=1 if whole else ppe,  # None: the engine's chunk rule
                 return_samples=True,
             )
             bar.update(examples * n)

@@ -1,0 +1,241 @@
+"""What a captum user gets by switching one import: captum's ``Lime`` vs ``torchlime.compat.captum.Lime``.
+
+A small CNN with random weights (``convnet``: three 3x3 stride-2 convolutions, 16/32/64 channels, ReLU,
+global average pooling, a linear layer to 10 classes, initialised so that its logits vary over the
+samples; or ``--model resnet18``, torchvision's with random weights), 4 random 64x64 RGB images, an 8x8
+grid of 8x8 cells as ``feature_mask`` (64 features), ``n_samples=500``, each image's top class as
+``target``, the zero baseline, the same global seed before every call. Interleaved repetitions (medians
+reported) of:
+
+* ``captum``: ``captum.attr.Lime(model).attribute(x, target=..., feature_mask=..., n_samples=500)``,
+  captum's defaults (``perturbations_per_eval=1``: one row per model call);
+* ``compat_default``: ``torchlime.compat.captum.Lime``, the same call (``perturbations_per_eval`` left
+  out: torchlime's chunk rule);
+* ``compat_ppe50``: the same with ``perturbations_per_eval=50``;
+* ``compat_ppe1``: the same with ``perturbations_per_eval=1`` given (one row per call, as captum);
+* ``floor``: no explanation, the model once on the N x B perturbed rows (built beforehand, in the
+  dtype and layout torchlime hands the model) in one batch.
+
+Each system's model calls, by their rows, are counted by a forward pre-hook (captum's probe of the
+unperturbed batch included). The attributions
+of ``compat_default`` are compared with ``compat_ppe50`` and ``compat_ppe1`` (bit-identical unless the
+model's own arithmetic depends on the batch size, as a CPU convolution may in the last bit) and with
+captum's (the same samples; the surrogates' solvers differ).
+
+On a small shared CPU ``--threads 1`` is steadier: with idle threads spinning, a one-row model call can
+take tens of times longer, which would flatter the chunked systems.
+
+    python benchmarks/bench_captum_switch.py --threads 1         # results/captum_switch_cpu.json
+    python benchmarks/bench_captum_switch.py --device cuda       # results/captum_switch_cuda.json
+    python benchmarks/bench_captum_switch.py --quick --out /tmp/q  # smoke run
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+
+import argparse
+import collections
+import statistics
+import warnings
+from typing import Callable
+
+import torch
+
+from torchlime.compat.captum import Lime
+
+from benchmarks.common import (
+    common_args,
+    device_arg,
+    formatted,
+    header,
+    load_average,
+    optional_module,
+    perturbed_images,
+    size_defaults,
+    smoke_threads,
+    summary,
+    timed,
+    vision_model,
+    write,
+)
+
+SIZE, CELL, SEED = 64, 8, 1234
+
+
+def convnet(device: torch.device) -> torch.nn.Module:
+    """The small CNN: three 3x3 stride-2 convolutions (16/32/64 channels), ReLU, pooling, 10 logits.
+
+    Random weights, He-normal convolutions and a unit-normal linear layer, so that the logits vary over
+    the samples (by about 0.5): at torch's default initialisation they vary by about 1e-3, and captum's
+    default surrogate (``SkLearnLasso(alpha=0.01)``) sets every attribution to 0.
+    """
+    torch.manual_seed(0)
+    nn = torch.nn
+    layers: list[nn.Module] = []
+    for c_in, c_out in ((3, 16), (16, 32), (32, 64)):
+        layers += [nn.Conv2d(c_in, c_out, 3, stride=2, padding=1), nn.ReLU()]
+    net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    for layer in net:
+        if isinstance(layer, nn.Conv2d):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+        if isinstance(layer, nn.Linear):
+            nn.init.normal_(layer.weight)
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            nn.init.zeros_(layer.bias)
+    return net.eval().to(device)
+
+
+def grid(size: int) -> torch.Tensor:
+    """(1, 1, size, size) long ids of the CELL x CELL cells."""
+    cells = torch.arange(size) // CELL
+    return (cells.view(-1, 1) * (size // CELL) + cells.view(1, -1)).view(1, 1, size, size)
+
+
+class Calls:
+    """Counts a module's calls by their rows (a forward pre-hook)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.rows: collections.Counter[int] = collections.Counter()
+        model.register_forward_pre_hook(self._hook)
+
+    def _hook(self, module: torch.nn.Module, args: tuple) -> None:
+        self.rows[int(args[0].shape[0])] += 1
+
+    def take(self) -> dict:
+        """The calls since the last ``take``: their number, and {rows: calls} (captum's probe included)."""
+        out = dict(model_calls=sum(self.rows.values()), calls_by_rows={str(k): v for k, v in sorted(self.rows.items())})
+        self.rows.clear()
+        return out
+
+
+def systems(model: torch.nn.Module, x: torch.Tensor, target: list[int], n: int, captum) -> dict[str, Callable]:
+    """The calls to time, each returning its attributions (None for the floor)."""
+    mask = grid(x.shape[-1]).to(x.device)
+    call = dict(target=target, feature_mask=mask, n_samples=n)
+
+    def seeded(make: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+        def run() -> torch.Tensor:
+            torch.manual_seed(SEED)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # captum's "multiple inputs" warning, quality warnings
+                return make()
+
+        return run
+
+    out: dict[str, Callable] = {}
+    if captum is not None:
+        out["captum"] = seeded(lambda: captum.Lime(model).attribute(x, **call))
+    out["compat_default"] = seeded(lambda: Lime(model).attribute(x, **call))
+    out["compat_ppe50"] = seeded(lambda: Lime(model).attribute(x, perturbations_per_eval=50, **call))
+    out["compat_ppe1"] = seeded(lambda: Lime(model).attribute(x, perturbations_per_eval=1, **call))
+    rows = torch.cat([perturbed_images(x[i : i + 1], mask[0, 0], n, seed=i, fill="zero") for i in range(len(x))])
+    rows = formatted(rows, model)  # torchlime's dtype and layout for this model
+
+    def floor() -> None:
+        with torch.inference_mode():
+            model(rows)
+
+    out["floor"] = floor
+    return out
+
+
+def batch_invariant(model: torch.nn.Module, x: torch.Tensor, rows: int = 16) -> bool:
+    """Whether the model gives the same bits on ``rows`` rows one at a time as in one batch."""
+    batch = formatted(
+        x[:1].expand(rows, -1, -1, -1) * torch.linspace(0, 1, rows, device=x.device).view(-1, 1, 1, 1), model
+    )
+    with torch.inference_mode():
+        whole = model(batch)
+        return bool(torch.equal(whole, torch.cat([model(batch[i : i + 1]) for i in range(rows)])))
+
+
+def main() -> None:
+    parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    parser.add_argument("--model", choices=("convnet", "resnet18"), default="convnet")
+    parser.add_argument("--images", type=int, default=None, help="B (default 4, quick 2)")
+    parser.add_argument("--n-samples", type=int, default=None, help="N per image (default 500, quick 40)")
+    parser.add_argument("--size", type=int, default=None, help="image side, a multiple of 8 (default 64)")
+    parser.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 3, quick 1)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    args = size_defaults(parser.parse_args(), dict(images=(2, 4), n_samples=(40, 500), size=(64, 64), reps=(1, 3)))
+    device = device_arg(args.device)
+    smoke_threads(args, device)
+    load_before = load_average()
+    captum, captum_missing = optional_module("captum.attr")
+    model = convnet(device) if args.model == "convnet" else vision_model(args.model, device)
+    calls = Calls(model)
+    x = torch.rand(args.images, 3, args.size, args.size, generator=torch.Generator().manual_seed(0)).to(device)
+    with torch.inference_mode():
+        target = model(x).argmax(1).tolist()
+    calls.take()
+    invariant = batch_invariant(model, x)
+    calls.take()
+    fns = systems(model, x, target, args.n_samples, captum)
+    attributions: dict[str, torch.Tensor] = {}
+    counted: dict[str, dict] = {}
+    for name, fn in fns.items():  # warm-up: imports, first allocations, oneDNN primitives
+        out = fn()
+        counted[name] = calls.take()
+        if out is not None:
+            attributions[name] = out.float().cpu()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for rep in range(args.reps):
+        for name, fn in fns.items():
+            times[name].append(timed(fn, device))
+        calls.take()
+        print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = attributions["compat_default"]
+    agreement = {
+        k: dict(
+            bit_identical=bool(torch.equal(base, v)),
+            max_abs_diff=float((base - v).abs().max()),
+            max_abs=float(v.abs().max()),
+            nonzero_fraction=float((v != 0).float().mean()),
+        )
+        for k, v in attributions.items()
+    }
+    ratios = {f"{k}_over_compat_default": med[k] / med["compat_default"] for k in med if k != "compat_default"}
+    if "captum" in med:
+        ratios.update({f"captum_over_{k}": med["captum"] / med[k] for k in med if k.startswith("compat")})
+    result = dict(
+        header(device),
+        threads=torch.get_num_threads() if device.type == "cpu" else None,
+        load_average_1_5_15=load_average(),
+        load_average_1_5_15_at_start=load_before,
+        quick=args.quick,
+        captum_missing=captum_missing,
+        setup=dict(
+            model=args.model,
+            images=args.images,
+            size=args.size,
+            features=(args.size // CELL) ** 2,
+            n_samples=args.n_samples,
+            reps=args.reps,
+            seed=SEED,
+            baseline=0.0,
+            target="each image's top class",
+            floor_rows=args.images * args.n_samples,
+            reduced=(args.images, args.n_samples, args.size) != (4, 500, 64),  # from the sizes named above
+        ),
+        systems={k: dict(seconds=summary(times[k]), **counted[k]) for k in fns},
+        ratios=ratios,
+        attributions_vs_compat_default=agreement,
+        # False: the model's own arithmetic depends on the batch size (one row vs a batch), which is what
+        # separates compat_ppe1's bits from the chunked systems'
+        model_same_bits_one_row_or_batched=invariant,
+    )
+    for k, v in med.items():
+        print(f"{k}: {v:.3f} s, {counted[k]['model_calls']} model calls, rows: calls {counted[k]['calls_by_rows']}")
+    print("ratios:", {k: round(v, 2) for k, v in ratios.items()})
+    print("attributions vs compat_default:", agreement)
+    print(write(f"captum_switch_{device.type}.json", result, args.out))
+
+
+if __name__ == "__main__":
+    main()
