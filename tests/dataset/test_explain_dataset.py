@@ -70,7 +70,7 @@ def test_storage_format(reference_dir):
     files = sorted(os.listdir(reference_dir))
     assert files == ["index.json", "shard-000000.safetensors", "shard-000001.safetensors", "shard-000002.safetensors"]
     info = json.loads((reference_dir / "index.json").read_text())
-    assert info["format"] == "torchlime.dataset/2" and info["complete"] and info["n_inputs"] == 20
+    assert info["format"] == "torchlime.dataset/3" and info["complete"] and info["n_inputs"] == 20
     assert len(info["sha256"]) == 64 and all(len(e["sha256"]) == 64 for e in info["shards"])
     assert info["n_shards"] == 3 and info["shard_size"] == 8
     assert [(e["shard"], e["start"], e["stop"]) for e in info["shards"]] == [(0, 0, 8), (1, 8, 16), (2, 16, 20)]
@@ -84,9 +84,11 @@ def test_storage_format(reference_dir):
     with safe_open(str(reference_dir / "shard-000002.safetensors"), framework="pt") as f:
         meta = f.metadata()
         shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        dtype = f.get_slice("features").get_dtype()
     assert meta["shard"] == "2" and meta["start"] == "16" and meta["stop"] == "20"
     assert meta["fingerprint"] == info["fingerprint"] and meta["sha256"] == info["shards"][2]["sha256"]
-    assert meta["format"] == "torchlime.dataset.shard/2"
+    assert meta["format"] == "torchlime.dataset.shard/3" and json.loads(meta["input_shape"]) == [3, 8, 8]
+    assert dtype == "I8"  # 16 segments: the smallest integer dtype that holds the feature ids
     assert shapes == {
         "index": (4,),
         "coef": (4, 2, 16),
@@ -97,6 +99,7 @@ def test_storage_format(reference_dir):
         "n_features": (4,),
         "samples_used": (4,),
         "label": (4,),
+        "features": (4, 1, 8, 8),
     }
 
 
@@ -383,7 +386,9 @@ def test_folder_errors(tmp_path):
         worker.run(tmp_path / "file")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "index.json").write_text(json.dumps({"format": "something"}))
-    with pytest.raises(ValueError, match="`out` must hold an index of format 'torchlime.dataset/2', got 'something'"):
+    with pytest.raises(
+        ValueError, match="`out` must hold an index of format 'torchlime.dataset/3' .*, got 'something'"
+    ):
         load_results(tmp_path / "other")
 
 

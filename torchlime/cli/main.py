@@ -1,8 +1,9 @@
 """The ``torchlime`` command line.
 
 Commands: ``demo`` (the embedded model), ``explain`` (image, audio or text files with your
-model), ``explain-dataset`` (a folder of images in resumable shards) and ``bench`` (your model's
-explanation against its forward floor), one module each with ``add_parser`` and ``run``. MODEL is
+model), ``explain-dataset`` (a folder of images in resumable shards), ``show`` (pictures of the
+explanations a result folder stores) and ``bench`` (your model's explanation against its forward
+floor), one module each with ``add_parser`` and ``run``. MODEL is
 a TorchScript file, an ExportedProgram file or ``module:factory`` with ``--weights`` (``_model``).
 
 Usage errors (a bad option, a value out of range, CUDA asked for on a machine without it, a
@@ -20,7 +21,7 @@ import os
 import sys
 from typing import Optional, Protocol, Sequence
 
-from torchlime.cli import bench, demo, explain, explain_dataset
+from torchlime.cli import bench, demo, explain, explain_dataset, show
 from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error
 
@@ -36,7 +37,13 @@ class Command(Protocol):
 
 
 #: command name -> its module (``add_parser(sub)`` and ``run(args) -> exit code``), in ``--help`` order
-COMMANDS: dict[str, Command] = {"demo": demo, "explain": explain, "explain-dataset": explain_dataset, "bench": bench}
+COMMANDS: dict[str, Command] = {
+    "demo": demo,
+    "explain": explain,
+    "explain-dataset": explain_dataset,
+    "show": show,
+    "bench": bench,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ reads them back (``_results``); under ``torchrun`` shard k goes to rank k % worl
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional, Union, cast
@@ -25,7 +26,8 @@ from torchlime.dataset._describe import describe_model, describe_value, fingerpr
 from torchlime.dataset._distributed import Context, context, place
 from torchlime.dataset._lock import FolderLock, new_run_id
 from torchlime.dataset._modality_run import ModalityRun
-from torchlime.dataset._scan import OPTIONAL, REQUIRED, clean_temporary, collect, pad_targets, shard_range
+from torchlime.dataset._rows import rows_of, stack_rows
+from torchlime.dataset._scan import ShardEntry, clean_temporary, collect, shard_range
 from torchlime.dataset._store import Store, environment, hook
 from torchlime.engine.config import Call, field_names
 from torchlime.engine.explainer import Explainer, ModalitySpec, configure
@@ -34,7 +36,8 @@ from torchlime.image import explain_image
 from torchlime.stages.forward.chunking import check_max_memory
 from torchlime.typing import Model
 
-_PADDED = ("coef", "coef_std")
+#: the status lines of a run (resuming, finished) go to this logger at INFO level (rank 0 only)
+LOG = logging.getLogger("torchlime.dataset")
 
 
 def _check(
@@ -46,6 +49,7 @@ def _check(
     generator: object,
     progress: object,
     model_batch_size: object,
+    keep: dict[str, object],
     explain_kwargs: dict[str, object],
 ) -> None:
     if not callable(model):
@@ -63,8 +67,9 @@ def _check(
         )
     if generator < 0:
         raise ValueError(f"`generator` must be an int seed >= 0, got {generator}")
-    if not isinstance(progress, bool):
-        raise TypeError(f"`progress` must be a bool, got {describe(progress)}")
+    for name, value in {"progress": progress, **keep}.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"`{name}` must be a bool, got {describe(value)}")
     if model_batch_size is not None:
         check_positive_int(model_batch_size, "model_batch_size")
     if "index" in explain_kwargs:
@@ -87,6 +92,8 @@ def explain_dataset(
     max_memory: Union[None, int, float] = None,
     device: Union[None, str, torch.device] = None,
     model_batch_size: Optional[int] = None,
+    keep_features: bool = True,
+    keep_inputs: bool = False,
     **explain_kwargs: object,
 ) -> Path:
     """Explain every input of a data set and write the results to ``out`` in shards (resumable).
@@ -97,7 +104,11 @@ def explain_dataset(
     (layout: ``torchlime.dataset._store``). Calling again with the same arguments resumes: finished
     shards are kept, only missing ones are computed, and the result is the same as one
     uninterrupted run. Under ``torchrun`` every rank explains the shards ``k % world_size ==
-    rank`` on its own device and rank 0 writes the final index; read with ``load_results``.
+    rank`` on its own device and rank 0 writes the final index; read with ``load_results``, whose
+    ``Results.explanation()`` gives ``Explanation`` objects to draw (``heatmap()``, the pictures of
+    ``torchlime.image.viz``, ``torchlime show``). Rank 0 says what it does on the logger
+    ``torchlime.dataset`` (INFO: "resuming OUT: 3 of 5 shards already done (120 explanations kept)",
+    and what the folder holds at the end; ``logging.basicConfig(level=logging.INFO)`` shows them).
 
     Args:
         model: the explained model (an ``nn.Module`` is moved to ``device`` if it is elsewhere).
@@ -132,6 +143,14 @@ def explain_dataset(
         **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, ...);
             ``target="label"`` explains the label each input comes with. They are recorded in
             ``index.json`` as plain data, and a resumed run with other ones is refused.
+        keep_features: store each input's feature map (``Explanation.features``) in the smallest
+            integer dtype that holds its ids (int8 up to 127 features, int16 up to 32767: H x W bytes
+            per image of fewer than 128 segments), so that every explanation can be drawn from the
+            folder; False: coefficients only (a smaller folder; drawing then needs the maps rebuilt).
+        keep_inputs: also store the inputs as the data gave them (same dtype and values: 4 x C x H x
+            W bytes per float32 image), so that a picture needs no data (``torchlime show``); the
+            shards then hold them in memory until written. Both are recorded in ``index.json`` when
+            they differ from the defaults (a resumed run with other ones is refused).
 
     Returns:
         The folder ``out`` as a ``Path``.
@@ -160,7 +179,10 @@ def explain_dataset(
         explain_fn = ModalityRun(explainer, cast(ModalitySpec, modality))
     elif explain_fn is None:
         explain_fn = explain_image
-    _check(model, out, explain_fn, inputs_per_step, shard_size, generator, progress, model_batch_size, explain_kwargs)
+    keep: dict[str, object] = {"keep_features": keep_features, "keep_inputs": keep_inputs}
+    _check(
+        model, out, explain_fn, inputs_per_step, shard_size, generator, progress, model_batch_size, keep, explain_kwargs
+    )
     inputs_per_step, shard_size = int(inputs_per_step), int(shard_size)  # NumPy integers too (JSON arguments)
     model_batch_size = None if model_batch_size is None else int(model_batch_size)
     max_memory = check_max_memory(max_memory)
@@ -174,7 +196,8 @@ def explain_dataset(
             "generator": generator,
             "shard_size": shard_size,
             "explain_kwargs": describe_value(explain_kwargs),
-        }
+            **{name: value for name, value in keep.items() if value != _KEEP_DEFAULTS[name]},
+        }  # the storage options only when not the defaults: a folder of the second format resumes
         store = Store(
             Path(out),
             arguments,
@@ -213,7 +236,15 @@ def explain_dataset(
                         max_memory,
                         model_batch_size,
                         progress,
+                        (keep_features, keep_inputs),
                         explain_kwargs,
+                    )
+                elif ctx.rank == 0:
+                    LOG.info(
+                        "%s is complete (%s): nothing to compute",
+                        store.out,
+                        _held(store.entries, store),
+                        extra={"event": "complete", "shards_done": len(store.entries)},
                     )
             except Exception as err:  # noqa: BLE001 - shared with the other ranks, then raised
                 error = err
@@ -221,15 +252,32 @@ def explain_dataset(
             ctx.barrier()
             if ctx.rank == 0:
                 if ctx.world > 1:  # the other ranks' shards: their writers verified them, read their headers
-                    store.entries = collect(store.out, store.fingerprint, shard_size, store.n_inputs, verify=False)
+                    store.entries = collect(
+                        store.out,
+                        store.fingerprint,
+                        shard_size,
+                        store.n_inputs,
+                        verify=False,
+                        shard_format=store.shard_format,
+                    )
                 store.complete = store.n_shards is not None and len(store.entries) == store.n_shards
                 store.write_index()
+                LOG.info("kept %s in %s", _held(store.entries, store), store.out, extra={"event": "finished"})
             ctx.barrier()
         finally:
             lock.release()
     finally:
         ctx.close()
     return Path(out)
+
+
+_KEEP_DEFAULTS = {"keep_features": True, "keep_inputs": False}
+
+
+def _held(entries: dict[int, ShardEntry], store: Store) -> str:
+    """``"3 of 5 shards, 120 explanations"``: what ``entries`` hold of the run."""
+    n = sum(e["stop"] - e["start"] for e in entries.values())
+    return f"{len(entries)} of {store.n_shards if store.n_shards is not None else '?'} shards, {n} explanations"
 
 
 def _check_folder(out: Path) -> None:
@@ -247,18 +295,30 @@ def _explain_shards(
     max_memory: Any,
     model_batch_size: Optional[int],
     progress: bool,
+    keep: tuple[bool, bool],
     explain_kwargs: dict[str, Any],
 ) -> None:
-    """This rank's missing shards: read, explain, gather per shard, write."""
+    """This rank's missing shards: read, explain, gather per shard, write (``keep``: features, inputs)."""
     size = store.shard_size
     clean_temporary(store.out, ctx.owns)
     if store.verified is not None:  # rank 0 verified the folder when it opened it
         done = {k: e for k, e in store.verified.items() if ctx.owns(k)}
     else:
-        done = collect(store.out, store.fingerprint, size, store.n_inputs, ctx.owns)
+        done = collect(store.out, store.fingerprint, size, store.n_inputs, ctx.owns, shard_format=store.shard_format)
     if ctx.world == 1 and done.keys() != store.entries.keys():  # adopt shards renamed before the index caught up
         store.entries = dict(done)
         store.write_index()
+    before = done if ctx.world == 1 or store.verified is None else store.verified  # rank 0 verified every shard
+    if before and ctx.rank == 0:
+        kept = sum(e["stop"] - e["start"] for e in before.values())
+        LOG.info(
+            "resuming %s: %d of %s shards already done (%d explanations kept)",
+            store.out,
+            len(before),
+            "?" if store.n_shards is None else store.n_shards,
+            kept,
+            extra={"event": "resume", "shards_done": len(before), "explanations_kept": kept},
+        )
 
     def wanted(k: int) -> bool:
         return ctx.owns(k) and k not in done and (store.n_shards is None or k < store.n_shards)
@@ -290,7 +350,7 @@ def _explain_shards(
                 max_memory=max_memory,
                 **kwargs,
             )
-            rows = _rows(exp, pos, labels)
+            rows = rows_of(exp, pos, labels, inputs if keep[1] else None, keep[0])
             shard_of = pos // size
             for k in torch.unique(shard_of).tolist():
                 sel = shard_of == k
@@ -324,45 +384,10 @@ def _expected(k: int, store: Store) -> int:
     return stop - start
 
 
-def _rows(exp: object, pos: torch.Tensor, labels: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The stored fields of one explained batch, on the CPU."""
-    if not isinstance(exp, Explanation):
-        raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
-    b = pos.shape[0]
-    if exp.coef.shape[0] != b:
-        raise ValueError(
-            f"`explain_fn` must return an Explanation of the {b} inputs it was given, got coef of "
-            f"shape {tuple(exp.coef.shape)}"
-        )
-    rows = {"index": pos, **{name: getattr(exp, name).detach().cpu() for name in REQUIRED[1:]}}
-    rows["target"], rows["n_features"] = rows["target"].long(), rows["n_features"].long()
-    used = exp.meta.get("samples_used")
-    if isinstance(used, (list, tuple)) and len(used) == b:
-        rows["samples_used"] = torch.tensor(used, dtype=torch.long)
-    if exp.coef_std is not None:
-        rows["coef_std"] = exp.coef_std.detach().cpu()
-    if exp.target_valid is not None:  # a structured target: T differs between inputs
-        rows["target_valid"] = exp.target_valid.detach().cpu()
-    if labels is not None:
-        rows["label"] = labels.detach().cpu()
-    return rows
-
-
 def _write(store: Store, ctx: Context, k: int, parts: list[dict[str, torch.Tensor]]) -> None:
-    """Stack a shard's rows (padding coefficients to the shard's widest F) in index order, and write it."""
-    width = max(p["coef"].shape[-1] for p in parts)
-    n_targets = max(p["coef"].shape[1] for p in parts)
-    tensors = {}
-    for name in REQUIRED + OPTIONAL:
-        if name not in parts[0]:
-            continue
-        ts = [pad_targets(name, p[name], n_targets) for p in parts]
-        if name in _PADDED:
-            ts = [torch.nn.functional.pad(t, (0, width - t.shape[-1])) for t in ts]
-        tensors[name] = torch.cat(ts)
-    order = tensors["index"].argsort()
-    tensors = {name: t[order].contiguous() for name, t in tensors.items()}
-    store.write_shard(k, tensors)
+    """Stack a shard's rows (``stack_rows``) in index order, and write it."""
+    tensors, input_shape = stack_rows(parts, k)
+    store.write_shard(k, tensors, input_shape)
     if ctx.world == 1:  # one writer: keep the index current (ranks of a distributed run: rank 0 at the end)
         hook("before_index", k)
         store.write_index()

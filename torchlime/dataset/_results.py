@@ -2,12 +2,14 @@
 
 ``load_results(out)`` reads only ``index.json`` and the shards' headers; tensors are read from
 the shard files when asked for (safetensors reads just the rows a slice needs), so a folder
-larger than memory can be walked shard by shard.
+larger than memory can be walked shard by shard. ``Results.explanation()`` turns rows read back
+into an ``Explanation`` (with the stored feature maps) to paint (``heatmap``) and draw.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import operator
 import warnings
 from dataclasses import dataclass, fields
@@ -18,8 +20,10 @@ import torch
 from safetensors import safe_open
 
 from torchlime._checks import describe
+from torchlime.dataset._explanation import as_explanation
 from torchlime.dataset._scan import (
-    FORMAT,
+    FIRST,
+    MAPS,
     OPTIONAL,
     READABLE,
     REQUIRED,
@@ -29,6 +33,7 @@ from torchlime.dataset._scan import (
     pad_targets,
     read_index,
 )
+from torchlime.engine.explanation import Explanation
 
 _PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
 
@@ -51,6 +56,10 @@ class Results:
         coef_std: (n, T, F) posterior standard deviations (Bayesian surrogates), or None.
         target_valid: bool (n, T) the targets that exist (structured targets, whose count differs between
             inputs: padded ones have coefficients 0 and ``target`` -1), or None.
+        features: long (n, *fshape) each input's feature map (ids -1..F_b-1; ``Explanation.features``), or
+            None: not stored (a folder of the second format, or ``keep_features=False``).
+        inputs: (n, ...) the inputs as the data gave them (``keep_inputs=True``), or None.
+        input_shape: the shape of one input (the explanation's ``input_shape``), or None when unknown.
     """
 
     index: torch.Tensor
@@ -64,11 +73,59 @@ class Results:
     label: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
     target_valid: Optional[torch.Tensor] = None
+    features: Optional[torch.Tensor] = None
+    inputs: Optional[torch.Tensor] = None
+    input_shape: Optional[tuple[int, ...]] = None
 
     @property
     def valid(self) -> torch.Tensor:
         """Bool (n, F): features that exist for each input (False on padding)."""
         return torch.arange(self.coef.shape[-1]) < self.n_features.unsqueeze(1)
+
+    def explanation(
+        self, features: Optional[torch.Tensor] = None, input_shape: Optional[tuple[int, ...]] = None
+    ) -> Explanation:
+        """These rows as an ``Explanation`` (B = n), to paint (``heatmap``) and draw.
+
+        Args:
+            features: long (n or 1, *fshape) feature maps to use; None: the stored ones.
+            input_shape: the shape of one input; None: the stored one, else ``features``' (without B).
+
+        Returns:
+            An ``Explanation`` with ``coef`` (n, T, F), the fit, ``features`` and ``n_features``; ``meta``
+            holds ``samples_used`` and ``index`` (the global indices); no recorded perturbation.
+
+        Raises:
+            ValueError: no feature maps stored nor given (a folder of the second format, or
+                ``keep_features=False``: rebuild them as the run made them and pass ``features``), or maps
+                that do not fit the rows.
+
+        Example:
+            >>> import tempfile, torchlime
+            >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+            >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4
+            >>> with tempfile.TemporaryDirectory() as out:
+            ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(6, 1, 4, 4), out,
+            ...             explain_fn=torchlime.explain, features=feats, n_samples=32, progress=False)
+            ...     exp = torchlime.dataset.load_results(out)[2:4].explanation()
+            >>> exp.heatmap(0).shape
+            torch.Size([2, 1, 4, 4])
+        """
+        return as_explanation(self, features, input_shape)
+
+    def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
+        """Coefficients painted back onto the inputs with the stored feature maps (``Explanation.heatmap``).
+
+        Args:
+            target_index: which of the T targets; None keeps all.
+
+        Returns:
+            (n, T, *input_shape), or (n, *input_shape) with ``target_index``.
+
+        Raises:
+            ValueError: no feature maps stored (see ``explanation``).
+        """
+        return self.explanation().heatmap(target_index)
 
     def __len__(self) -> int:
         return self.index.shape[0]
@@ -92,6 +149,9 @@ class LazyResults:
     * ``res.coef``, ``res.score``, ``res.target``, ``res.intercept``, ``res.local_pred``,
       ``res.n_features``, ``res.field(name)``: one field of every input, stacked (read again at
       every access); ``res.load()``: everything (``res[:]``).
+    * ``res[i].explanation()``: an ``Explanation`` with the stored feature maps (``heatmap()``, the
+      pictures of ``torchlime.image.viz``); ``res[i].features`` long (1, *fshape), ``res[i].inputs``
+      (with ``keep_inputs=True``).
 
     Args:
         out: the result folder.
@@ -134,18 +194,22 @@ class LazyResults:
         """One stored field of every finished input, stacked.
 
         Args:
-            name: the field, one of the shard files' tensors: e.g. ``"coef"`` (n, T, F_max), ``"score"`` (n, T).
+            name: the field, one of the shard files' tensors: e.g. ``"coef"`` (n, T, F_max), ``"score"`` (n, T),
+                ``"features"`` long (n, *fshape).
 
         Returns:
             The field of every finished input, stacked along the first dimension.
 
         Raises:
-            ValueError: a name that is not a stored field.
+            ValueError: a name that is not a stored field, or one that some shards do not hold.
         """
         allowed = REQUIRED + OPTIONAL
         if name not in allowed:
             raise ValueError(f"`name` must be one of {list(allowed)}, got {name!r}")
-        return self._read(0, len(self), (name,))[name]
+        data, _ = self._read(0, len(self), (name,))
+        if name not in data:
+            raise ValueError(f"`name` must be a field every shard of {str(self.out)!r} holds, got {name!r}")
+        return data[name]
 
     @property
     def coef(self) -> torch.Tensor:
@@ -197,36 +261,47 @@ class LazyResults:
             raise TypeError(f"`key` must be an int or a slice of positions, got {describe(key)}")
         positions = range(*key.indices(n))
         if len(positions) == 0:
-            return self._results(self._read(0, 0))
+            return self._results(*self._read(0, 0))
         lo, hi = min(positions), max(positions) + 1
-        data = self._read(lo, hi)
+        data, shape = self._read(lo, hi)
         if key.step not in (None, 1):
             pick = torch.tensor(positions, dtype=torch.long) - lo
             data = {k: v.index_select(0, pick) for k, v in data.items()}
-        return self._results(data)
+        return self._results(data, shape)
 
     def __iter__(self) -> Iterator[Results]:
         for i in range(len(self.entries)):
-            yield self._results(self._read(self._offsets[i], self._offsets[i + 1]))
+            yield self._results(*self._read(self._offsets[i], self._offsets[i + 1]))
 
-    def _results(self, data: dict[str, torch.Tensor]) -> Results:
+    def _results(self, data: dict[str, torch.Tensor], input_shape: Optional[tuple[int, ...]]) -> Results:
         names = {f.name for f in fields(Results)}
-        return Results(**{k: v for k, v in data.items() if k in names})
+        return Results(**{k: v for k, v in data.items() if k in names}, input_shape=input_shape)
 
-    def _read(self, lo: int, hi: int, names: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
-        """Fields ``names`` (default: all stored) of positions lo..hi-1, padded to F_max."""
+    def _read(
+        self, lo: int, hi: int, names: tuple[str, ...] = ()
+    ) -> tuple[dict[str, torch.Tensor], Optional[tuple[int, ...]]]:
+        """Fields ``names`` (default: all stored) of positions lo..hi-1, padded to F_max, and one input's shape.
+
+        A field that one of the shards read does not hold is left out; feature maps come back as long. The
+        shape is None when the shards do not record one (the earlier formats) or record different ones.
+        """
         parts: dict[str, list[torch.Tensor]] = {}
-        first = max(0, bisect.bisect_right(self._offsets, lo) - 1)
+        shapes: set[Optional[str]] = set()
+        first, read = max(0, bisect.bisect_right(self._offsets, lo) - 1), 0
         for i in range(first, len(self.entries)):
             a, b = max(lo, self._offsets[i]) - self._offsets[i], min(hi, self._offsets[i + 1]) - self._offsets[i]
             if b <= 0 or a >= b:
                 break
+            read += 1
             with safe_open(str(self.out / self.entries[i]["file"]), framework="pt") as f:
-                for name in names or tuple(k for k in REQUIRED + OPTIONAL if k in f.keys()):
+                shapes.add((f.metadata() or {}).get("input_shape"))
+                for name in (n for n in names or REQUIRED + OPTIONAL if n in f.keys()):
                     t = pad_targets(name, f.get_slice(name)[a:b], self.n_targets)
                     if name in _PADDED and t.shape[-1] < self.n_features_max:
                         t = torch.nn.functional.pad(t, (0, self.n_features_max - t.shape[-1]))
-                    parts.setdefault(name, []).append(t)
+                    parts.setdefault(name, []).append(t.long() if name == "features" else t)
+        recorded = shapes.pop() if len(shapes) == 1 else None
+        shape = tuple(json.loads(recorded)) if recorded is not None else None
         if not parts:
             return {
                 "index": torch.zeros(0, dtype=torch.long),
@@ -234,8 +309,8 @@ class LazyResults:
                 **{k: torch.zeros(0, self.n_targets) for k in ("intercept", "score", "local_pred")},
                 "target": torch.zeros(0, self.n_targets, dtype=torch.long),
                 "n_features": torch.zeros(0, dtype=torch.long),
-            }
-        return {k: torch.cat(v) for k, v in parts.items()}
+            }, None
+        return {k: _cat(k, v, lo, hi) for k, v in parts.items() if len(v) == read}, shape
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else f"incomplete: {len(self.entries)} of {self.info.get('n_shards', '?')}"
@@ -243,6 +318,17 @@ class LazyResults:
             f"LazyResults of {len(self)} input(s) in {len(self.entries)} shard(s) ({state}) at {str(self.out)!r}: "
             f"{self.n_targets} target(s), up to {self.n_features_max} features"
         )
+
+
+def _cat(name: str, parts: list[torch.Tensor], lo: int, hi: int) -> torch.Tensor:
+    """One field of consecutive shards; feature maps or inputs of different shapes are refused by name."""
+    if name in MAPS and len({t.shape[1:] for t in parts}) > 1:
+        shapes = sorted({tuple(t.shape[1:]) for t in parts})
+        raise ValueError(
+            f"the {name} of positions {lo}..{hi - 1} have different shapes {shapes} in different shards: read them "
+            f"one shard at a time (`for part in results`) or one input at a time (`results[i]`)"
+        )
+    return torch.cat(parts)
 
 
 def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
@@ -254,7 +340,9 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
     every shard file is read once and checked against the SHA-256 its header holds: a damaged
     shard (flipped bytes, truncated, unreadable) is left out with a ``RuntimeWarning`` naming the
     file (``complete`` is then False) and one rerun of the same ``explain_dataset`` call computes
-    its rows again. Folders of the first format (no checksums) are read unverified, with a warning.
+    its rows again. Folders of the first format (no checksums) are read unverified, with a warning;
+    those of the second hold no feature maps (``Results.features`` is None: drawing needs the maps
+    rebuilt, ``Results.explanation(features=...)``).
 
     Args:
         out: the folder given to ``explain_dataset``.
@@ -265,7 +353,8 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
     Returns:
         ``LazyResults``: ``len``, ``index`` (n,), slicing ``res[a:b]`` -> ``Results`` with
         ``coef`` (n, T, F_max), ``target``, ``score`` (n, T), ``n_features`` (n,), ``valid``
-        (n, F_max); iteration by shard; ``res.load()`` for everything at once.
+        (n, F_max), ``features`` long (n, *fshape); iteration by shard; ``res.load()`` for everything at
+        once; ``res[i].explanation()``: an ``Explanation`` with its feature map, ``res[i].heatmap()``.
 
     Raises:
         FileNotFoundError: ``out`` has no ``index.json``. ValueError: an index of another format, or a
@@ -287,7 +376,7 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
     if not isinstance(verify, bool):
         raise TypeError(f"`verify` must be a bool, got {describe(verify)}")
     info = read_index(Path(out))
-    if info["format"] != FORMAT:
+    if info["format"] == FIRST:
         warnings.warn(
             f"{Path(out)} was written in format {info['format']!r}, which has no checksums: its shards are read "
             f"unverified",

@@ -19,13 +19,19 @@ import torch
 from torchlime.dataset._integrity import DIGEST, index_digest, read_header
 from torchlime.dataset._lock import tmp_is_orphan
 
-FORMAT = "torchlime.dataset/2"
-SHARD_FORMAT = "torchlime.dataset.shard/2"
+FORMAT = "torchlime.dataset/3"
+SHARD_FORMAT = "torchlime.dataset.shard/3"
+#: the first format: no checksums (read unverified, never resumed)
+FIRST = "torchlime.dataset/1"
+#: the second format: checksums, no feature maps or inputs (read; a resumed run goes on in it)
+NO_MAPS = "torchlime.dataset/2"
 #: formats this version reads, by index format: the shard format that goes with it
-READABLE = {"torchlime.dataset/1": "torchlime.dataset.shard/1", FORMAT: SHARD_FORMAT}
+READABLE = {FIRST: "torchlime.dataset.shard/1", NO_MAPS: "torchlime.dataset.shard/2", FORMAT: SHARD_FORMAT}
 INDEX = "index.json"
 REQUIRED = ("index", "coef", "intercept", "score", "local_pred", "target", "n_features")
-OPTIONAL = ("samples_used", "label", "coef_std", "target_valid")
+#: fields of the third format on: the feature maps (``features``) and, when asked, the inputs (``inputs``)
+MAPS = ("features", "inputs")
+OPTIONAL = ("samples_used", "label", "coef_std", "target_valid", *MAPS)
 #: test hook: "before_rename:K" or "before_index:K" makes the writer of shard K touch the file named by
 #: TORCHLIME_DATASET_HOOK_FILE and sleep there (so a test can kill it at that point)
 HOOK_ENV, HOOK_FILE_ENV = "TORCHLIME_DATASET_HOOK", "TORCHLIME_DATASET_HOOK_FILE"
@@ -137,8 +143,11 @@ def read_index(out: Path) -> IndexInfo:
         found = info.get("format") if isinstance(info, dict) else type(info).__name__
         newer = isinstance(found, str) and found.startswith("torchlime.dataset/")
         hint = "; it was written by a newer torchlime: upgrade torchlime to read it" if newer else ""
-        raise ValueError(f"`out` must hold an index of format {FORMAT!r}, got {found!r} in {path}{hint}")
-    if info["format"] == FORMAT and info.get(DIGEST) != index_digest(info):
+        raise ValueError(
+            f"`out` must hold an index of format {FORMAT!r} (or of the earlier {NO_MAPS!r}, {FIRST!r}), got "
+            f"{found!r} in {path}{hint}"
+        )
+    if info["format"] != FIRST and info.get(DIGEST) != index_digest(info):
         raise DamagedIndexError(f"{path} is damaged (checksum mismatch); {_REBUILD}")
     return cast(IndexInfo, info)  # an index of a readable format (its checksum verified)
 

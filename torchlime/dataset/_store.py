@@ -7,12 +7,19 @@ Layout of ``out/``:
   fewer), as safetensors tensors ``index`` long (n,), ``coef`` (n, T, F), ``intercept``,
   ``score``, ``local_pred`` (n, T), ``target`` long (n, T), ``n_features`` long (n,) (F_b of
   each input: coefficients beyond it are 0 padding up to the shard's F), ``samples_used`` long
-  (n,), and, when there are some, ``label`` (n, ...) (the data's labels) and ``coef_std``
-  (n, T, F); the file's metadata names its format, shard, range, the run's fingerprint and the
-  file's ``sha256`` (``_integrity``).
-* ``index.json``: ``format`` (``torchlime.dataset/2``; the first format, without checksums, is
-  still read), ``arguments`` (plain-data description of the call: model, explain_fn,
-  explain_kwargs, the seed, shard_size), ``fingerprint`` (their SHA-256), ``n_inputs`` (N; null
+  (n,), and, when there are some, ``label`` (n, ...) (the data's labels), ``coef_std``
+  (n, T, F) and ``target_valid`` bool (n, T); ``features`` (n, *fshape): each input's feature map
+  (``Explanation.features``, ids -1..F_b-1, broadcast dims kept at size 1, e.g. (n, 1, H, W) for
+  images) in the smallest signed integer dtype that holds the shard's ids (int8 up to 127 features,
+  int16 up to 32767, else int32; read back as long), unless ``keep_features=False``; ``inputs``
+  (n, ...): the inputs as the data gave them (dtype and values unchanged), with ``keep_inputs=True``
+  only. The file's metadata names its format, shard, range, the run's fingerprint, the shape of one
+  input (``input_shape``, JSON) and the file's ``sha256`` (``_integrity``), which covers every tensor.
+* ``index.json``: ``format`` (``torchlime.dataset/3``; the second format, the same without feature maps
+  and inputs, is read, and a run resumed on it goes on in it; the first format, without checksums, is
+  read unverified), ``arguments`` (plain-data description of the call: model, explain_fn,
+  explain_kwargs, the seed, shard_size, and ``keep_features`` / ``keep_inputs`` when they differ
+  from the defaults), ``fingerprint`` (their SHA-256), ``n_inputs`` (N; null
   while unknown), ``first_input`` (the SHA-256 of input 0, checked when a run resumes; null until
   known), ``n_shards``, ``complete``, ``environment`` (torch, torchlime, safetensors and Python
   versions, device type, world size), ``shards``: one entry per finished shard (``shard``,
@@ -47,11 +54,13 @@ from torchlime.dataset._describe import differences
 from torchlime.dataset._integrity import DIGEST, index_digest, shard_bytes
 from torchlime.dataset._lock import writer_tag
 from torchlime.dataset._scan import (
+    FIRST,
     FORMAT,
     HOOK_ENV,
     HOOK_FILE_ENV,
     INDEX,
-    SHARD_FORMAT,
+    MAPS,
+    READABLE,
     DamagedIndexError,
     IndexInfo,
     ShardEntry,
@@ -151,6 +160,8 @@ class Store:
         self.shard_size, self.n_inputs, self.env = shard_size, n_inputs, env
         self.entries: dict[int, ShardEntry] = {}
         self.complete = False
+        #: the folder's format: the current one, or the second one of a folder it resumes
+        self.format = FORMAT
         self.first_input: Optional[str] = None
         #: shards of the folder verified by ``open`` (None: not read yet)
         self.verified: Optional[dict[int, ShardEntry]] = None
@@ -186,6 +197,9 @@ class Store:
         Raises:
             ValueError: ``out`` holds results of other arguments, or of a data set of another
                 length or another first input, or of the first format (no checksums).
+
+        Warns:
+            RuntimeWarning: ``out`` is of the second format (no feature maps): the run goes on in it.
         """
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"`out` must be a folder, got the file {str(self.out)!r}")
@@ -200,13 +214,24 @@ class Store:
             self.first_input = first_input
             self.write_index()
             return
-        if info["format"] != FORMAT:
+        if info["format"] == FIRST:
             raise ValueError(
                 f"`out` {str(self.out)!r} was written in format {info['format']!r}, without checksums, by an "
                 f"earlier torchlime: read it with load_results, or choose another folder to compute it again"
             )
         self._check_same_run(info, first_input)
-        self.verified = collect(self.out, self.fingerprint, self.shard_size, self.n_inputs)
+        self.format = info["format"]
+        if self.format != FORMAT:
+            warnings.warn(
+                f"resuming {str(self.out)!r}, written in format {self.format!r} by an earlier torchlime, which keeps "
+                f"no feature maps: its remaining shards are written in that format too, so its explanations cannot "
+                f"be drawn without the maps rebuilt (explain into another folder to keep them)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self.verified = collect(
+            self.out, self.fingerprint, self.shard_size, self.n_inputs, shard_format=self.shard_format
+        )
         self.entries = self.verified
         self.complete = bool(info.get("complete")) and self.n_shards is not None and len(self.entries) == self.n_shards
         listed = {int(e["shard"]) for e in info.get("shards", [])}
@@ -244,11 +269,22 @@ class Store:
     def follow(self) -> None:
         """Read what rank 0's ``open`` settled (N, completeness, verified shards) from the index (the other ranks)."""
         info = read_index(self.out)
+        self.format = info["format"]
         if self.n_inputs is None:
             self.n_inputs = info.get("n_inputs")
         self.first_input = info.get("first_input")
         self.entries = {int(e["shard"]): e for e in info.get("shards", [])}
         self.complete = bool(info.get("complete"))
+
+    @property
+    def shard_format(self) -> str:
+        """The format of the folder's shard files."""
+        return READABLE[self.format]
+
+    @property
+    def keeps_maps(self) -> bool:
+        """The folder's format stores feature maps and inputs (not the second format's)."""
+        return self.format == FORMAT
 
     @property
     def n_shards(self) -> Optional[int]:
@@ -258,7 +294,7 @@ class Store:
     def write_index(self) -> None:
         """Write ``index.json`` from ``entries`` (atomically)."""
         info: IndexInfo = {
-            "format": FORMAT,
+            "format": self.format,
             "arguments": self.arguments,
             "fingerprint": self.fingerprint,
             "n_inputs": self.n_inputs,
@@ -272,23 +308,31 @@ class Store:
         info[DIGEST] = index_digest(info)
         replace_atomic(self.out / INDEX, json.dumps(info, indent=1).encode())
 
-    def write_shard(self, k: int, tensors: dict[str, torch.Tensor]) -> ShardEntry:
+    def write_shard(
+        self, k: int, tensors: dict[str, torch.Tensor], input_shape: Optional[tuple[int, ...]] = None
+    ) -> ShardEntry:
         """Write shard ``k`` (atomically) and return its index entry.
 
         Args:
             k: the shard's number.
             tensors: the fields of the module docstring, contiguous CPU tensors of n rows each: ``index``
-                (n,), ``coef`` (n, T, F), ... (shape (n, ...)).
+                (n,), ``coef`` (n, T, F), ... (shape (n, ...)); ``features`` and ``inputs`` are left out
+                in a folder of the second format.
+            input_shape: the shape of one input (recorded in the file's metadata), or None.
         """
+        if not self.keeps_maps:
+            tensors = {name: t for name, t in tensors.items() if name not in MAPS}
         index = tensors["index"]
         start, stop = int(index[0]), int(index[-1]) + 1
         meta = {
-            "format": SHARD_FORMAT,
+            "format": self.shard_format,
             "shard": str(k),
             "start": str(start),
             "stop": str(stop),
             "fingerprint": self.fingerprint,
         }
+        if self.keeps_maps and input_shape is not None:
+            meta["input_shape"] = json.dumps(list(input_shape))
         data, digest = shard_bytes(tensors, meta)
         replace_atomic(self.out / shard_name(k), data, "before_rename", k)
         coef = tensors["coef"]

@@ -14,7 +14,9 @@ use and the model the engine ran:
 
 ``score_masks`` runs the rows of masks (B, M, F) through the model, M rows per input, in the
 chunks of ``chunking.ChunkPlan`` (``forward.run_rows``), keeping only what ``take`` selects of
-every chunk's scores: no host synchronisation per chunk.
+every chunk's scores: no host synchronisation per chunk. With ``progress=True`` a tqdm bar on
+stderr counts the rows scored (the engine's ``forward.passes.progress_bar``, labelled with the
+metric's name); the values do not depend on it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from torchlime.stages.forward.model import (
     input_format,
     select_output,
 )
-from torchlime.stages.forward.passes import run_rows
+from torchlime.stages.forward.passes import progress_bar, run_rows
 from torchlime.stages.perturb.blend import Chunk, Normalize
 from torchlime.stages.perturb.fills import NAMES, BaselineSpec, Blur, FillContext, resolve_baseline, signal_dims
 from torchlime.stages.perturb.record import Perturbation
@@ -58,11 +60,12 @@ class Perturbed(NamedTuple):
     scorer: Optional[Bound] = None
 
 
-def check_run_options(batch_size: object, softmax: object) -> None:
-    """``batch_size``: None or an int >= 1; ``softmax``: a bool."""
+def check_run_options(batch_size: object, softmax: object, progress: object = False) -> None:
+    """``batch_size``: None or an int >= 1; ``softmax`` and ``progress``: bools."""
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
     check_bool(softmax, "softmax")
+    check_bool(progress, "progress")
 
 
 def own_softmax(softmax: Optional[bool], explanation: object) -> bool:
@@ -256,6 +259,8 @@ def score_rows(
     chunk_dtype: Optional[torch.dtype] = None,
     scorer: Optional[Bound] = None,
     inputs_of: Optional[Callable[[int, int], torch.Tensor]] = None,
+    progress: bool = False,
+    desc: str = "torchlime",
 ) -> torch.Tensor:
     """Float32 (n_rows, width): ``take(scores, start, stop)`` of every chunk of rows built by ``build``.
 
@@ -264,23 +269,26 @@ def score_rows(
     ``chunk_dtype``: the floating dtype ``build`` writes the chunks in, when it chooses one
     (the perturbation's ``fmt.dtype``): the model gets them in it (see ``forward.chunk_placement``).
     With a structured target's ``scorer``, ``scores`` are its (c, T) scores of the rows, whose inputs
-    ``inputs_of(start, stop)`` gives (long (c,)).
+    ``inputs_of(start, stop)`` gives (long (c,)). ``progress``: a tqdm bar labelled ``desc`` over the rows.
     """
     dev = reference.device
     m_dev, m_dtype = chunk_placement(model, reference, chunk_dtype)
     out = torch.empty(n_rows, width, device=dev)
+    done = 0
 
     def consume(raw: object, x: object, start: int, stop: int) -> None:
+        nonlocal done
         if scorer is not None and inputs_of is not None:
-            sc = scorer.score(raw, inputs_of(start, stop)).float().to(dev)
-            out[start:stop] = take(sc, start, stop)
-            return
-        sc = select_output(raw, output, stop - start).float()
-        sc = (sc.softmax(1) if softmax else sc).to(dev)
-        out[start:stop] = take(sc, start, stop)
+            out[start:stop] = take(scorer.score(raw, inputs_of(start, stop)).float().to(dev), start, stop)
+        else:
+            sc = select_output(raw, output, stop - start).float()
+            out[start:stop] = take((sc.softmax(1) if softmax else sc).to(dev), start, stop)
+        if stop > done:  # rows run again after an out-of-memory error count once
+            bar.update(stop - done)
+            done = stop
 
     plan = ChunkPlan(model, signature, m_dev, batch_size)
-    with eval_mode(model):
+    with eval_mode(model), progress_bar(n_rows, progress, desc) as bar:
         run_rows(model, build, consume, n_rows, plan, m_dev, m_dtype)
     return out
 
@@ -295,11 +303,13 @@ def score_masks(
     output: OutputSelector,
     softmax: bool,
     batch_size: Optional[int],
+    progress: bool = False,
+    desc: str = "torchlime",
 ) -> torch.Tensor:
     """Float32 (B, M, width): row s of input b hides what ``masks_of(b, s)`` does not keep (M = ``per_input``).
 
     Rows run input-major (row r is input r // M, row r % M of it); features beyond an input's
-    own count are kept, as in ``Perturbation.rows``.
+    own count are kept, as in ``Perturbation.rows``. ``progress``: a tqdm bar labelled ``desc``.
     """
     p = setup.perturbation
     dev = p.inputs.device
@@ -335,5 +345,7 @@ def score_masks(
         chunk_dtype=p.fmt.dtype if p.fmt is not None else None,
         scorer=setup.scorer,
         inputs_of=lambda start, stop: coords(start, stop)[0],
+        progress=progress,
+        desc=desc,
     )
     return out.view(batch, per_input, width)

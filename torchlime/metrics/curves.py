@@ -64,16 +64,18 @@ def feature_curves(
     batch_size: Optional[int],
     output: OutputSelector,
     softmax: Optional[bool],
+    progress: bool = False,
+    desc: str = "deletion",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Curves (B, T, P), fractions x (B, P) and the last step L_b (B,) of every input.
 
     ``reveal``: insertion (features shown in order) instead of deletion (hidden in order);
     ``descending``: order by decreasing coefficient (else increasing); ``softmax``: None for the
-    explanation's own.
+    explanation's own; ``progress``: a tqdm bar labelled ``desc``.
     """
     steps = check_optional_int(steps, "steps")
     softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
-    check_run_options(batch_size, softmax)
+    check_run_options(batch_size, softmax, progress)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation
@@ -99,7 +101,18 @@ def feature_curves(
     def take(scores: torch.Tensor, b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         return scores.gather(1, target[b, s // n_points].unsqueeze(1))
 
-    out = score_masks(setup, per_input, masks_of, take, 1, output=output, softmax=softmax, batch_size=batch_size)
+    out = score_masks(
+        setup,
+        per_input,
+        masks_of,
+        take,
+        1,
+        output=output,
+        softmax=softmax,
+        batch_size=batch_size,
+        progress=progress,
+        desc=desc,
+    )
     curves = out.view(coef.shape[0], coef.shape[1], n_points)
     return curves, changed.float() / nf.unsqueeze(1).float(), last
 
@@ -115,6 +128,7 @@ def _auc(
     output: OutputSelector,
     softmax: Optional[bool],
     return_curves: bool,
+    progress: bool,
 ) -> Union[torch.Tensor, Curves]:
     check_bool(return_curves, "return_curves")
     curves, x, _ = feature_curves(
@@ -128,6 +142,8 @@ def _auc(
         batch_size=batch_size,
         output=output,
         softmax=softmax,
+        progress=progress,
+        desc="insertion" if reveal else "deletion",
     )
     auc = invalid_to_nan(trapezoid(curves, x.unsqueeze(1)), check_explanation(explanation))
     return Curves(auc, curves, x) if return_curves else auc
@@ -144,6 +160,7 @@ def deletion(
     output: OutputSelector = None,
     softmax: Optional[bool] = None,
     return_curves: bool = False,
+    progress: bool = False,
 ) -> Union[torch.Tensor, Curves]:
     """Deletion AUC: hide features in order of decreasing coefficient; the area under the target score.
 
@@ -170,6 +187,8 @@ def deletion(
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
             None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
         return_curves: also return the curves and the x positions.
+        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
+            values are the same either way.
 
     Returns:
         (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
@@ -188,7 +207,9 @@ def deletion(
         >>> deletion(model, x, exp, steps=2, return_curves=True).curves.shape
         torch.Size([3, 1, 3])
     """
-    return _auc(model, inputs, explanation, False, baseline, steps, batch_size, output, softmax, return_curves)
+    return _auc(
+        model, inputs, explanation, False, baseline, steps, batch_size, output, softmax, return_curves, progress
+    )
 
 
 def insertion(
@@ -202,6 +223,7 @@ def insertion(
     output: OutputSelector = None,
     softmax: Optional[bool] = None,
     return_curves: bool = False,
+    progress: bool = False,
 ) -> Union[torch.Tensor, Curves]:
     """Insertion AUC: reveal features in order of decreasing coefficient, starting from all hidden.
 
@@ -221,6 +243,8 @@ def insertion(
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
             None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
         return_curves: also return the curves and the x positions.
+        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
+            values are the same either way.
 
     Returns:
         (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
@@ -236,7 +260,7 @@ def insertion(
         >>> insertion(model, x, exp, baseline=0.5).shape
         torch.Size([3, 1])
     """
-    return _auc(model, inputs, explanation, True, baseline, steps, batch_size, output, softmax, return_curves)
+    return _auc(model, inputs, explanation, True, baseline, steps, batch_size, output, softmax, return_curves, progress)
 
 
 def region_perturbation(
@@ -250,6 +274,7 @@ def region_perturbation(
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
     softmax: Optional[bool] = None,
+    progress: bool = False,
 ) -> Curves:
     """Region perturbation (Samek et al. 2017): hide features most- or least-relevant first; AOPC.
 
@@ -271,6 +296,8 @@ def region_perturbation(
             (an explanation does not record its own: pass the one it was made with).
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
             None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
+        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
+            values are the same either way.
 
     Returns:
         ``Curves(score=AOPC (B, T), curves (B, T, P), x (B, P))``.
@@ -298,6 +325,8 @@ def region_perturbation(
         batch_size=batch_size,
         output=output,
         softmax=softmax,
+        progress=progress,
+        desc="region_perturbation",
     )
     points = torch.arange(curves.shape[-1], device=curves.device) <= last.unsqueeze(1)  # (B, P)
     drops = (curves[..., :1] - curves) * points.unsqueeze(1)

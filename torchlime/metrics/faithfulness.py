@@ -37,6 +37,7 @@ def label_flip(
     by: str = "value",
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
+    progress: bool = False,
 ) -> torch.Tensor:
     """Does hiding the top-k features of a target change the model's predicted class?
 
@@ -55,6 +56,8 @@ def label_flip(
         output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
             None: the explanation's own (``Explanation.call.output``; automatic when it has none).
             (an explanation does not record its own: pass the one it was made with).
+        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
+            values are the same either way.
 
     Returns:
         bool (B, T).
@@ -72,7 +75,7 @@ def label_flip(
     """
     k = check_positive_int(k, "k")
     by = check_by(by)
-    check_run_options(batch_size, False)
+    check_run_options(batch_size, False, progress)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     if setup.scorer is not None or exp.target_valid is not None:
@@ -93,7 +96,16 @@ def label_flip(
         return scores.argmax(1, keepdim=True).float()
 
     pred = score_masks(
-        setup, 1 + ranks.shape[1], masks_of, take, 1, output=output, softmax=False, batch_size=batch_size
+        setup,
+        1 + ranks.shape[1],
+        masks_of,
+        take,
+        1,
+        output=output,
+        softmax=False,
+        batch_size=batch_size,
+        progress=progress,
+        desc="label_flip",
     )[..., 0]  # (B, 1 + T)
     return pred[:, 1:] != pred[:, :1]
 
@@ -110,6 +122,7 @@ def faithfulness_correlation(
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
     softmax: Optional[bool] = None,
+    progress: bool = False,
 ) -> torch.Tensor:
     """Faithfulness correlation (Bhatt et al. 2020): do the coefficients of a subset predict its effect?
 
@@ -134,6 +147,8 @@ def faithfulness_correlation(
             (an explanation does not record its own: pass the one it was made with).
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
             None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
+        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
+            values are the same either way.
 
     Returns:
         float32 (B, T).
@@ -153,7 +168,7 @@ def faithfulness_correlation(
     n_subsets = check_positive_int(n_subsets, "n_subsets", minimum=2)
     fraction = _check_subset_size(subset_size)
     softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
-    check_run_options(batch_size, softmax)
+    check_run_options(batch_size, softmax, progress)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation
@@ -181,7 +196,16 @@ def faithfulness_correlation(
         return torch.cat((scores.gather(1, target[b]), sums.float()), 1)
 
     out = score_masks(
-        setup, 1 + n_subsets, masks_of, take, 2 * n_targets, output=output, softmax=softmax, batch_size=batch_size
+        setup,
+        1 + n_subsets,
+        masks_of,
+        take,
+        2 * n_targets,
+        output=output,
+        softmax=softmax,
+        batch_size=batch_size,
+        progress=progress,
+        desc="faithfulness_correlation",
     ).double()
     drops = out[:, :1, :n_targets] - out[:, 1:, :n_targets]  # (B, n, T)
     sums = out[:, 1:, n_targets:]

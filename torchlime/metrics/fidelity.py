@@ -59,6 +59,7 @@ def infidelity(
     batch_size: Optional[int] = None,
     output: OutputSelector = None,
     softmax: Optional[bool] = None,
+    progress: bool = False,
 ) -> torch.Tensor:
     """Infidelity of the painted coefficients under input perturbations (formula in the module docstring).
 
@@ -81,6 +82,8 @@ def infidelity(
             (an explanation does not record its own: pass the one it was made with).
         softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
             None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
+        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
+            values are the same either way.
 
     Returns:
         float32 (B, T).
@@ -103,7 +106,7 @@ def infidelity(
     check_tensor(inputs, "inputs")
     check_bool(normalize, "normalize")
     softmax, output = own_softmax(softmax, exp), own_output(output, exp)
-    check_run_options(batch_size, softmax)
+    check_run_options(batch_size, softmax, progress)
     b, n_targets, f = exp.coef.shape
     if not inputs.is_floating_point() or tuple(inputs.shape) != (b, *exp.input_shape):
         raise ValueError(
@@ -176,6 +179,8 @@ def infidelity(
         chunk_dtype=p.fmt.dtype if p is not None and p.fmt is not None else None,
         scorer=exp.scorer,
         inputs_of=lambda start, stop: noise(start, stop)[0],
+        progress=progress,
+        desc="infidelity",
     ).double()
     base, rest = out[:b, :n_targets], out[b:].view(b, n, 2 * n_targets)
     d = base.unsqueeze(1) - rest[..., :n_targets]  # (B, n, T)

@@ -8,7 +8,8 @@ the norm taken over the flattened explanation (``norm_ord="fro"``: the 2-norm, c
 default). The explanation function is called on the B inputs, then on the B·n perturbed
 inputs in input-major order (row i is perturbation i % n of input i // n, captum's
 ``repeat_interleave``), all at once (``inputs_per_step=None``, captum's
-``max_examples_per_batch=None``) or ``inputs_per_step`` inputs at a time.
+``max_examples_per_batch=None``) or ``inputs_per_step`` inputs at a time; with ``progress=True`` a
+tqdm bar on stderr counts the inputs explained (the engine's ``forward.passes.progress_bar``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from torchlime._deprecate import renamed
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
-from torchlime.metrics._common import given_perturbations
+from torchlime.metrics._common import check_bool, given_perturbations
+from torchlime.stages.forward.passes import progress_bar
 from torchlime.stages.sampling import Rows, make_key
 from torchlime.typing import Model
 
@@ -44,6 +46,7 @@ def max_sensitivity(
     norm_ord: Union[str, float] = "fro",
     inputs_per_step: Optional[int] = None,
     generator: Union[None, int, torch.Generator] = None,
+    progress: bool = False,
 ) -> torch.Tensor:
     """Largest relative change of an explanation under small input perturbations (module docstring).
 
@@ -68,6 +71,8 @@ def max_sensitivity(
             input's position in its batch (unless ``index=`` is given), so a LIME ``explain_fn`` gives
             the same values for the same ``inputs_per_step`` only.
         generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
+        progress: show a tqdm bar on stderr over the B + B·n inputs explained (the engine's progress
+            bar); the values are the same either way.
 
     Returns:
         float (B, T) for explanations, (B,) for tensors.
@@ -95,6 +100,7 @@ def max_sensitivity(
         raise ValueError(f"`inputs` must be real floating and batched (B, ...), got {describe(inputs)}")
     if inputs_per_step is not None:
         check_positive_int(inputs_per_step, "inputs_per_step")
+    check_bool(progress, "progress")
     if norm_ord != "fro":
         check_positive_float(norm_ord, "norm_ord")
     b, shape, dev = inputs.shape[0], tuple(inputs.shape[1:]), inputs.device
@@ -106,21 +112,24 @@ def max_sensitivity(
         r = check_positive_float(radius, "radius")
         key = make_key(generator, dev)
     ord_ = 2.0 if norm_ord == "fro" else float(norm_ord)
-    reference = _attribution(explain_fn(inputs), b, None)
-    norm0 = torch.linalg.vector_norm(reference, ord=ord_, dim=-1)
-    norm0 = torch.where(norm0 == 0, torch.ones_like(norm0), norm0)
     step = b * n if inputs_per_step is None else inputs_per_step
     parts = []
-    for start in range(0, b * n, step):  # explain_fn calls, each on many inputs
-        rows = torch.arange(start, min(start + step, b * n), device=dev)
-        bb = rows // n
-        if perturbations is not None:
-            delta = flat[start : start + rows.shape[0]]
-        else:
-            u = Rows(key, bb, rows % n, torch.zeros_like(bb), width).uniform(_UNIFORM_STREAM, width)
-            delta = ((2 * u - 1) * r).to(inputs.dtype).view(-1, *shape)
-        e = _attribution(explain_fn(inputs[bb] + delta), rows.shape[0], reference)
-        parts.append(torch.linalg.vector_norm(e - reference[bb], ord=ord_, dim=-1) / norm0[bb])
+    with progress_bar(b * (n + 1), progress, "max_sensitivity") as bar:
+        reference = _attribution(explain_fn(inputs), b, None)
+        bar.update(b)
+        norm0 = torch.linalg.vector_norm(reference, ord=ord_, dim=-1)
+        norm0 = torch.where(norm0 == 0, torch.ones_like(norm0), norm0)
+        for start in range(0, b * n, step):  # explain_fn calls, each on many inputs
+            rows = torch.arange(start, min(start + step, b * n), device=dev)
+            bb = rows // n
+            if perturbations is not None:
+                delta = flat[start : start + rows.shape[0]]
+            else:
+                u = Rows(key, bb, rows % n, torch.zeros_like(bb), width).uniform(_UNIFORM_STREAM, width)
+                delta = ((2 * u - 1) * r).to(inputs.dtype).view(-1, *shape)
+            e = _attribution(explain_fn(inputs[bb] + delta), rows.shape[0], reference)
+            parts.append(torch.linalg.vector_norm(e - reference[bb], ord=ord_, dim=-1) / norm0[bb])
+            bar.update(rows.shape[0])
     return torch.cat(parts).view(b, n, *norm0.shape[1:]).amax(1)
 
 
