@@ -1,9 +1,11 @@
 """The one colour convention of every picture: red supports the target, blue opposes it.
 
 Every view (matplotlib figures, the notebook display, HTML of texts and tokens) draws weights with one
-diverging map centred at 0, ``CMAP`` (matplotlib's "RdBu_r"), and names it in its legend (``LEGEND``).
-The HTML views and the notebook, which do not need matplotlib, use ``diverging`` / ``css``: the same
-map's end and centre colours, interpolated linearly. The lime layer's HTML keeps lime's own colours.
+diverging map centred at 0, ``CMAP`` (matplotlib's "RdBu_r"), and names it in its legend (``LEGEND``;
+colour bars: ``label``). The views that do not need matplotlib use the same map's strong red and blue:
+the notebook ``diverging`` / ``css`` (interpolated linearly through its centre colour), the HTML of texts
+and tokens ``rgba`` (red or blue, opacity growing with |weight|). The lime layer's HTML keeps lime's own
+colours.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import torch
 CMAP = "RdBu_r"
 #: what every legend says
 LEGEND = "red supports the target, blue opposes it"
-#: RdBu_r's colours at +1 (red), 0 (near white) and -1 (blue), as RGB 0..255
+#: the opacity of the faintest and of the strongest highlight of ``rgba``
+ALPHA_MIN, ALPHA_MAX = 0.08, 0.8
+#: the map's strong red, centre and strong blue (ColorBrewer RdBu, one step in from its darkest ends), RGB
 RED = (178, 24, 43)
 WHITE = (247, 247, 247)
 BLUE = (33, 102, 172)
@@ -66,3 +70,45 @@ def css(weight: float, scale: float) -> str:
         return "transparent"
     r, g, b = diverging(torch.tensor([weight]), scale)[0].tolist()
     return f"rgb({r}, {g}, {b})"
+
+
+def rgba(weight: float, scale: float) -> str:
+    """A CSS highlight for one weight: the map's red or blue end, opacity growing with |weight| / scale.
+
+    Text stays readable on light and dark pages: the opacity goes from ``ALPHA_MIN`` (a weight near 0)
+    to ``ALPHA_MAX`` (|weight| >= scale).
+
+    Args:
+        weight: the weight.
+        scale: the magnitude drawn at full opacity.
+
+    Returns:
+        ``"rgba(r, g, b, a)"`` (red for a positive weight, blue for a negative one) or ``"transparent"``
+        for 0 or a zero scale.
+
+    Example:
+        >>> rgba(2.0, 2.0), rgba(-1.0, 2.0), rgba(0.0, 1.0)
+        ('rgba(178, 24, 43, 0.800)', 'rgba(33, 102, 172, 0.440)', 'transparent')
+    """
+    if scale <= 0 or weight == 0:
+        return "transparent"
+    r, g, b = RED if weight > 0 else BLUE
+    alpha = ALPHA_MIN + (ALPHA_MAX - ALPHA_MIN) * min(abs(weight) / scale, 1.0)
+    return f"rgba({r}, {g}, {b}, {alpha:.3f})"
+
+
+def label(what: str = "weight") -> str:
+    """The label of a colour bar or legend: what is drawn, the map and the convention.
+
+    Args:
+        what: the quantity drawn.
+
+    Returns:
+        ``"{what} (RdBu_r):"`` and ``LEGEND`` on a second line.
+
+    Example:
+        >>> print(label("weight for 'cat'"))
+        weight for 'cat' (RdBu_r):
+        red supports the target, blue opposes it
+    """
+    return f"{what} ({CMAP}):\n{LEGEND}"

@@ -32,12 +32,14 @@ def test_heatmap_paints_coefficients(exp_and_images):
 
 def test_top_features(exp_and_images):
     exp, _ = exp_and_images
-    idx, val = exp.top_features(3)
+    idx, val = exp.top_features(3)  # by |weight| unless told otherwise
     assert idx.shape == (2, 2, 3)
-    assert torch.all(val[..., :-1] >= val[..., 1:])
+    assert torch.all(val.abs()[..., :-1] >= val.abs()[..., 1:])
     assert torch.equal(val, exp.coef.gather(-1, idx))
-    idx_abs, val_abs = exp.top_features(6, by="abs")
-    assert torch.all(val_abs.abs()[..., :-1] >= val_abs.abs()[..., 1:])
+    assert torch.equal(idx, exp.top_features(3, by="abs")[0])
+    idx_val, val_val = exp.top_features(6, by="value")
+    assert torch.all(val_val[..., :-1] >= val_val[..., 1:])
+    assert torch.equal(val_val, exp.coef.gather(-1, idx_val))
     with pytest.raises(ValueError, match="`by` must be 'value' or 'abs', got 'rank'"):
         exp.top_features(2, by="rank")
 
@@ -64,7 +66,7 @@ def test_image_and_mask_like_lime(exp_and_images):
     exp, x = exp_and_images
     out, mask = image_and_mask(x, exp, num_features=2, hide_rest=True)
     assert out.shape == x.shape and mask.shape == (2, 12, 12)
-    top = exp.top_features(2)[0][:, 0]
+    top = exp.top_features(2, by="value")[0][:, 0]  # lime's positive_only: the most supporting features
     for b in range(2):
         expect = torch.zeros(12, 12, dtype=torch.long)
         for f in top[b]:

@@ -370,10 +370,10 @@ def test_plot_boxes_draws_one_panel_per_real_box_with_its_heatmap(plt, tmp_path)
     assert [ax.get_title() for ax in panels] == [
         f"box {j}: {name} · R² {float(exp.score[1, j]):.2f}" for j, name in enumerate(["left", "right", "left"])
     ]
-    assert "red supports the box, blue opposes it" in bar.get_ylabel()
+    assert "red supports the target, blue opposes it" in bar.get_ylabel() and "the box" in bar.get_ylabel()
     for ax, box in zip(panels, exp.meta["targets"]["boxes"][1]):
         heat = ax.images[-1]
-        assert heat.get_cmap().name == "bwr" and heat.get_clim()[0] == -heat.get_clim()[1]
+        assert heat.get_cmap().name == "RdBu_r" and heat.get_clim()[0] == -heat.get_clim()[1]
         outline = [p for p in ax.patches if p.get_width() == box[2] - box[0]]
         assert outline and tuple(outline[0].get_xy()) == (box[0], box[1])
     fig.savefig(tmp_path / "boxes.png")

@@ -45,10 +45,11 @@ def test_tokens_are_escaped_never_markup():
 def test_colours_and_legend():
     page = tokens_html(["up", "down", "zero"], torch.tensor([1.0, -0.5, 0.0]))
     up, down, zero = page.split("<span")[1:4]
-    assert "rgba(22, 163, 74, 0.800)" in up  # full green for the largest weight
-    assert "rgba(220, 38, 38, 0.440)" in down  # half-opacity red
+    assert "rgba(178, 24, 43, 0.800)" in up  # full red for the largest weight (it supports the target)
+    assert "rgba(33, 102, 172, 0.440)" in down  # half-opacity blue (it opposes the target)
     assert "transparent" in zero
-    assert "supports the target" in page and "against the target" in page
+    assert "supports the target" in page and "opposes the target" in page
+    assert "red supports the target, blue opposes it" in page
     with pytest.raises(ValueError, match=r"`weights` must have one value per token \(2\), got 1"):
         tokens_html(["a", "b"], [1.0])
 

@@ -1,11 +1,12 @@
 """Looking at and listening to audio explanations.
 
 ``plot_spectrogram_explanation`` draws a spectrogram with the explanation's
-coefficients overlaid, segment borders and the top-k segments numbered; axes in
-seconds and Hz when the sample rate and STFT are known. matplotlib is imported
-only when a figure is drawn. ``save_top_segments_wav`` writes what the model
-relied on as 16-bit PCM WAV files (standard-library ``wave``): the top-k
-segments alone, their complement, and the original clip.
+coefficients overlaid (``RdBu_r``: red supports the target, blue opposes it),
+segment borders and the top-k segments by |weight| numbered; axes in seconds and
+Hz when the sample rate and STFT are known. matplotlib is imported only when a
+figure is drawn. ``save_top_segments_wav`` writes what the model relied on as
+16-bit PCM WAV files (standard-library ``wave``): the top-k segments (by |weight|,
+or by signed weight with ``by="value"``) alone, their complement, and the original clip.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union, cast
 import numpy as np
 import torch
 
+from torchlime import _colours
 from torchlime._checks import check_ndim, check_tensor, describe, require
 from torchlime._deprecate import renamed
 from torchlime.audio.segments import bin_frequencies, warn_bins
 from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
+from torchlime.typing import RankBy
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -132,7 +135,8 @@ def plot_spectrogram_explanation(
         index: which clip.
         target_index: which explained target (column of ``explanation.target``).
         channel: which channel of (B, C, Fr, Tm) spectrograms.
-        k: number the k most positive segments (0: none); formerly ``top_k=``.
+        k: number the k strongest segments (largest |weight|; 0: none), circled red when they support
+            the target, blue when they oppose it; formerly ``top_k=``.
         sample_rate: Hz, for the time and frequency axes (default: ``explanation.meta["audio"]``).
         hop_length: STFT hop in samples, for the time axis (default: ``meta["audio"]``).
         n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``): a linear STFT's
@@ -198,16 +202,19 @@ def plot_spectrogram_explanation(
     fig = cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure
     ax.pcolormesh(times, freqs, x.numpy(), shading="nearest", cmap="gray_r")
     lim = float(heat.abs().max()) or 1.0
-    mesh = ax.pcolormesh(times, freqs, heat.numpy(), shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim, alpha=alpha)
-    fig.colorbar(mesh, ax=ax, label="LIME coefficient")
+    mesh = ax.pcolormesh(
+        times, freqs, heat.numpy(), shading="nearest", cmap=_colours.CMAP, vmin=-lim, vmax=lim, alpha=alpha
+    )
+    fig.colorbar(mesh, ax=ax, label=_colours.label("weight"))
     ax.add_collection(LineCollection(_borders(labels.numpy(), times, freqs), colors="k", linewidths=0.8))
     if truth is not None:
         ax.contour(times, freqs, truth.detach().cpu().float().numpy(), levels=[0.5], colors="w", linewidths=1)
     if k:
-        idx, _ = explanation.top_features(k)
-        for rank, f in enumerate(idx[index, target_index].tolist(), 1):
+        idx, val = explanation.top_features(k, by="abs")
+        for rank, (f, v) in enumerate(zip(idx[index, target_index].tolist(), val[index, target_index].tolist()), 1):
             fi, ti = np.nonzero(labels.numpy() == f)
-            if len(fi):
+            if len(fi) and v != 0:
+                colour = _colours.RED_HEX if v > 0 else _colours.BLUE_HEX
                 ax.text(
                     times[ti].mean(),
                     freqs[fi].mean(),
@@ -216,8 +223,8 @@ def plot_spectrogram_explanation(
                     va="center",
                     fontsize=11,
                     weight="bold",
-                    color="k",
-                    bbox=dict(boxstyle="circle,pad=0.2", fc="yellow", alpha=0.8),
+                    color=colour,
+                    bbox=dict(boxstyle="circle,pad=0.2", fc="white", ec=colour, lw=2, alpha=0.9),
                 )
     ax.set_xlabel(t_label)
     ax.set_ylabel(f_label)
@@ -239,9 +246,9 @@ def write_wav(path: Union[str, Path], audio: torch.Tensor, sample_rate: int) -> 
     return path
 
 
-def _keep_map(explanation: Explanation, index: int, target_index: int, k: int) -> torch.Tensor:
+def _keep_map(explanation: Explanation, index: int, target_index: int, k: int, by: RankBy) -> torch.Tensor:
     """Bool feature map of clip ``index`` (leading size-1 dimensions dropped): True on its top-k segments."""
-    idx, _ = explanation.top_features(k)
+    idx, _ = explanation.top_features(k, by=by)
     lab = _clip_map(explanation, index)
     return torch.isin(lab, idx[index, target_index].to(lab.device))
 
@@ -286,8 +293,12 @@ def save_top_segments_wav(
     hop_length: Optional[int] = None,
     win_length: Optional[int] = None,
     prefix: str = "clip",
+    by: RankBy = "abs",
 ) -> dict[str, Path]:
     """Write the clip, its top-k segments alone and their complement as WAV files.
+
+    The top segments are those of largest |weight| (``by="abs"``, as in every listing and picture), or
+    the k that support the target most (``by="value"``: what speaks for it, alone).
 
     Works for explanations over time segments of the samples (``explain_waveform``) and
     over time-frequency cells: the cells are applied to the STFT of ``waves`` (``n_fft`` /
@@ -307,6 +318,7 @@ def save_top_segments_wav(
         hop_length: STFT hop in samples (default ``meta["audio"]``, else n_fft // 4).
         win_length: STFT Hann window length (default ``meta["audio"]``, else n_fft).
         prefix: file name prefix.
+        by: how segments are ranked: "abs" (largest |weight|) or "value" (largest weight).
 
     Returns:
         ``{"original": path, "top": path, "complement": path}``.
@@ -324,7 +336,7 @@ def save_top_segments_wav(
     if sr <= 0:
         raise ValueError("`sample_rate` is needed (the explanation does not record one)")
     wav = _check_waves(explanation, waves, index)
-    keep = _keep_map(explanation, index, target_index, k).to(wav.device)
+    keep = _keep_map(explanation, index, target_index, k, by).to(wav.device)
     over_time = meta.get("features") == "time" or (keep.ndim == 1 and meta.get("features") is None)
     if over_time and keep.shape[-1] != wav.shape[-1]:
         raise ValueError(

@@ -79,7 +79,7 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     one = g.exp[j]
     path = out / f"{stem}.explanation.pt"
     one.save(path)
-    idx, w = one.top_features(args.top_k)
+    idx, w = one.top_features(args.top_k, by="abs")  # the largest |weight|, signed weights (as every listing)
     rec: Record = dict(
         name=stem,
         explanation=path.name,

@@ -158,16 +158,32 @@ class Explanation:
         sizes = [int(torch.Size(shape).numel()) for shape in shapes]
         return tuple(part.reshape(*lead, *shape) for part, shape in zip(torch.split(maps, sizes, dim=-1), shapes))
 
-    def top_features(self, k: int, *, by: RankBy = "value") -> tuple[torch.Tensor, torch.Tensor]:
-        """The k features with the largest coefficient (``by="value"``) or |coefficient| (``"abs"``).
+    def top_features(self, k: int, *, by: RankBy = "abs") -> tuple[torch.Tensor, torch.Tensor]:
+        """The k strongest features: the largest |coefficient| (``by="abs"``, the default) or coefficient.
+
+        "Top" means largest |weight| everywhere in torchlime (summaries, the command line, pictures): a
+        feature that opposes the target strongly matters as much as one that supports it. The values keep
+        their sign, so ``values > 0`` picks the supporting ones. ``by="value"`` ranks by signed
+        coefficient instead (the features that support the target most; lime's ``positive_only``).
 
         Args:
             k: how many features (at most F are returned).
-            by: "value" (the largest coefficients) or "abs" (the largest magnitudes).
+            by: "abs" (the largest magnitudes, the default) or "value" (the largest coefficients).
 
         Returns:
-            ``(indices, values)``, each (B, T, k'), k' = min(k, F); padded features rank last; an invalid
-            target (``target_valid`` False) gets indices -1 and values 0.
+            ``(indices, values)``, each (B, T, k'), k' = min(k, F), strongest first; ``values`` are the
+            signed coefficients. Padded features rank last; an invalid target (``target_valid`` False)
+            gets indices -1 and values 0.
+
+        Raises:
+            ValueError: ``by`` other than "abs" or "value"; ``k`` not a positive int.
+
+        Example:
+            >>> exp = Explanation(torch.tensor([[[0.5, -2.0, 1.0]]]), torch.zeros(1, 1), torch.ones(1, 1),
+            ...                   torch.zeros(1, 1), torch.zeros(1, 1, dtype=torch.long),
+            ...                   torch.arange(3).view(1, 3), torch.tensor([3]), (3,))
+            >>> exp.top_features(2)[0].tolist(), exp.top_features(2, by="value")[0].tolist()
+            ([[[1, 2]]], [[[2, 0]]])
         """
         check_positive_int(k, "k")
         if by not in ("value", "abs"):

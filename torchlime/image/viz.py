@@ -3,7 +3,8 @@
 ``image_and_mask`` is tensor-only (the equivalent of lime's ``get_image_and_mask``;
 segment borders come from ``segments.boundaries``);
 ``plot_image_explanation`` and ``save_image_explanation`` draw a four-panel figure:
-input, segment boundaries, heatmap over the image, top segments. Like every picture of torchlime
+input, segment boundaries, heatmap over the image, the top segments by |weight| (red supports the target,
+blue opposes it, as in every picture: ``torchlime._colours``). Like every picture of torchlime
 they take the explanation first, then what is drawn (a save function the path last), then options
 by keyword, and a plot function returns the matplotlib ``Figure``.
 """
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import torch
 
+from torchlime import _colours
 from torchlime._checks import check_positive_int, require
 from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
@@ -109,8 +111,10 @@ def plot_image_explanation(
 ) -> Figure:
     """A matplotlib figure with four panels for input ``index``.
 
-    Panels: the input; segment boundaries; the coefficient heatmap (red positive,
-    blue negative) over a faded image; the top ``k`` positive segments.
+    Panels: the input; segment boundaries; the coefficient heatmap over a faded image (one diverging map,
+    ``RdBu_r``: red supports the target, blue opposes it); the top ``k`` segments by |weight|, the
+    supporting ones tinted and outlined red, the opposing ones blue, the rest faded (segments of weight 0
+    are never shown; the title says when fewer than ``k`` are left, the panel says why when none is).
     ``truth`` (H, W) bool, when known, is outlined in the last panel. The old order
     ``plot_image_explanation(images, exp, index)`` still works, with a ``DeprecationWarning``.
 
@@ -119,7 +123,7 @@ def plot_image_explanation(
         images: (B, C, H, W) the explained images.
         index: which image.
         target_index: which explained target (column of ``explanation.target``).
-        k: how many top segments the last panel shows (formerly ``num_features=``).
+        k: how many top segments (largest |weight|) the last panel shows (formerly ``num_features=``).
         class_names: a name per class, for the legend (default: the class index).
         truth: optional bool (H, W) ground-truth region, outlined in the last panel.
 
@@ -130,11 +134,12 @@ def plot_image_explanation(
     plt = require("matplotlib.pyplot", "viz", "plot_image_explanation")
     from matplotlib.patches import Patch
 
+    check_positive_int(k, "k")
     # drawn at a few times the resolution of small images, so borders are thin lines
-    k = max(1, 256 // max(images.shape[-2:]))
+    zoom = max(1, 256 // max(images.shape[-2:]))
 
     def up(t: torch.Tensor) -> torch.Tensor:
-        return t.repeat_interleave(k, -2).repeat_interleave(k, -1)
+        return t.repeat_interleave(zoom, -2).repeat_interleave(zoom, -1)
 
     img = _to_hwc(up(images[index]))
     labels = up(exp.features[index : index + 1, 0].cpu())
@@ -142,14 +147,11 @@ def plot_image_explanation(
     halo = torch.nn.functional.max_pool2d(edge_t[None, None].float(), 3, 1, 1)[0, 0].bool().numpy()
     edges = edge_t.numpy()
     heat = up(exp.heatmap(target_index)[index, 0].detach().float().cpu()).numpy()
-    _, mask = image_and_mask(
-        images[index : index + 1],
-        _slice(exp, index),
-        target_index=target_index,
-        k=k,
-        hide_rest=True,
-    )
-    kept = up(mask[0] != 0).cpu().numpy()
+    one = _slice(exp, index)
+    _, mask = image_and_mask(images[index : index + 1], one, target_index=target_index, k=k, positive_only=False)
+    sign = up(mask[0].cpu())  # 1: a top segment that supports the target, -1: one that opposes it, else 0
+    coef = one.coef[0, target_index, : int(one.n_features[0])].detach().cpu()
+    counts = (int((coef != 0).sum()), int(coef.numel()))  # segments of non-zero weight, segments
     target = int(exp.target[index, target_index])
     name = class_names[target] if class_names else str(target)
     fig: Figure
@@ -163,30 +165,62 @@ def plot_image_explanation(
     axes[1].set_title(f"{int(exp.n_features[index])} segments")
     lim = max(abs(heat).max(), 1e-12)
     axes[2].imshow(img, alpha=0.35, cmap="gray")
-    im = axes[2].imshow(heat, cmap="bwr", vmin=-lim, vmax=lim, alpha=0.75)
+    im = axes[2].imshow(heat, cmap=_colours.CMAP, vmin=-lim, vmax=lim, alpha=0.75)
     bar = fig.colorbar(im, ax=axes[2], fraction=0.046, pad=0.04)
-    bar.set_label(f"weight for '{name}'")
+    bar.set_label(_colours.label(f"weight for '{name}'"), fontsize=7)
     axes[2].set_title(f"weights (R² {float(exp.score[index, target_index]):.2f})")
-    axes[2].legend(
-        handles=[Patch(color="#d62728", label=f"raises '{name}'"), Patch(color="#1f77b4", label=f"lowers '{name}'")],
-        loc="lower center",
-        bbox_to_anchor=(0.5, -0.22),
-        ncol=2,
-        fontsize=8,
-        frameon=False,
-    )
-    shown = over.copy()
-    shown[~kept] = shown[~kept] * 0.15
-    axes[3].imshow(shown)
+    handles = [
+        Patch(color=_colours.RED_HEX, label=f"supports '{name}'"),
+        Patch(color=_colours.BLUE_HEX, label=f"opposes '{name}'"),
+    ]
+    _draw_top(axes[3], over, sign, k, counts)
     if truth is not None:
         axes[3].contour(up(truth.cpu()).numpy().astype(float), levels=[0.5], colors="lime", linewidths=1.2)
-    axes[3].set_title(f"top {k} segments" + (" (green: truth)" if truth is not None else ""))
+        chosen = torch.from_numpy(sign.numpy() > 0)  # the top segments that support the target
+        truth_up = up(truth.cpu()).bool()
+        covered = float((chosen & truth_up).sum()) / max(1, int(truth_up.sum()))
+        axes[3].set_title(axes[3].get_title() + f"\n(green: truth, {100 * covered:.0f}% covered by red)")
+    axes[3].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
     if exp.meta.get("unreliable"):
         fig.suptitle(f"unreliable fit: {exp.meta['unreliable']}", color="#d62728", fontsize=10)
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()
     return fig
+
+
+def _draw_top(ax: Axes, over: NDArray[np.float32], sign: torch.Tensor, k: int, counts: tuple[int, int]) -> None:
+    """The top-segments panel: (H, W, 3) ``over`` faded, the kept segments tinted and outlined by ``sign``.
+
+    Args:
+        ax: the panel.
+        over: (H, W, 3) the image with its segment borders, in [0, 1].
+        sign: long (H, W): 1 on the top segments that support the target, -1 on those that oppose it, else 0.
+        k: how many top segments were asked for.
+        counts: (segments of non-zero weight, segments) of the input.
+    """
+    import numpy as np
+
+    pos, neg = (sign > 0).numpy(), (sign < 0).numpy()
+    shown = over * 0.15
+    for where, rgb in ((pos, _colours.RED), (neg, _colours.BLUE)):
+        shown[where] = 0.4 * over[where] + 0.6 * np.asarray(rgb, dtype=np.float32) / 255
+    ax.imshow(shown)
+    for where, colour in ((pos, _colours.RED_HEX), (neg, _colours.BLUE_HEX)):
+        if where.any() and not where.all():
+            ax.contour(where.astype(float), levels=[0.5], colors=colour, linewidths=1.5)
+    nonzero, total = counts
+    n = min(k, nonzero)
+    if n == 0:
+        why = "every segment has weight 0" if total else "the input has no segment"
+        ax.set_title("top segments by |weight|: none")
+        box = dict(boxstyle="round", fc="white", alpha=0.9)  # readable on the faded image
+        ax.text(0.5, 0.5, f"nothing to show:\n{why}", transform=ax.transAxes, ha="center", va="center", bbox=box)
+        return
+    title = f"top {n} segments by |weight|"
+    if n < k:
+        title += f" (of {total}" + (f"; {total - nonzero} weigh 0)" if nonzero < total else ")")
+    ax.set_title(title)
 
 
 def _slice(exp: Explanation, index: int) -> Explanation:
@@ -249,7 +283,8 @@ def plot_coefficients_with_uncertainty(
 
     For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
     feature of input ``index`` (its F_b features), whiskers from coef - z std to coef + z std; bars whose
-    interval excludes 0 are solid, the others faded. Any modality's explanation works. ``index`` and
+    interval excludes 0 are solid, the others faded; red bars support the target, blue ones oppose it
+    (the legend says so). Any modality's explanation works. ``index`` and
     ``target_index`` given by position still work, with a ``DeprecationWarning``.
 
     Args:
@@ -279,6 +314,8 @@ def plot_coefficients_with_uncertainty(
 
     exp = explanation
     plt = require("matplotlib.pyplot", "viz", "plot_coefficients_with_uncertainty")
+    from matplotlib.patches import Patch
+
     check_positive_float(z, "z")
     if exp.coef_std is None:
         raise ValueError(
@@ -295,7 +332,7 @@ def plot_coefficients_with_uncertainty(
     if len(names) != n:
         raise ValueError(f"`feature_names` must name the {n} features of input {index}, got {len(names)} names")
     sure = ((coef - half > 0) | (coef + half < 0)).tolist()
-    colours = [("#d62728" if c > 0 else "#1f77b4") for c in coef.tolist()]
+    colours = [(_colours.RED_HEX if c > 0 else _colours.BLUE_HEX) for c in coef.tolist()]
     fig: Figure = (
         cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure
         if ax is not None
@@ -310,6 +347,15 @@ def plot_coefficients_with_uncertainty(
     ax.set_xticklabels(names, rotation=90 if n > 12 else 0, fontsize=8)
     ax.set_xlabel("feature")
     ax.set_ylabel(f"weight (± {z:g} std)")
+    ax.legend(
+        handles=[
+            Patch(color=_colours.RED_HEX, label="supports the target"),
+            Patch(color=_colours.BLUE_HEX, label="opposes the target"),
+        ],
+        fontsize=8,
+        title=_colours.LEGEND,
+        title_fontsize=8,
+    )
     ax.set_title(f"input {index}, target {int(exp.target[index, target_index])}: solid = interval excludes 0")
     fig.tight_layout()
     return fig

@@ -2,9 +2,10 @@
 
 ``plot_boxes`` draws one panel per real target box of image ``index`` (padded targets, ``target_valid``
 False, are skipped): the image, faded, under the box's coefficients painted through
-``Explanation.heatmap`` (one diverging map on one symmetric scale for every panel: red supports the box,
-blue opposes it), the box outlined, its top-k segments (largest |weight|) contoured, and a title with the
-box's label and the surrogate's weighted R². matplotlib is optional: ``pip install torchlime[viz]``.
+``Explanation.heatmap`` (one diverging map, ``RdBu_r``, on one symmetric scale for every panel: red
+supports the box, blue opposes it), the box outlined, its top-k segments (largest |weight|) contoured,
+and a title with the box's label and the surrogate's weighted R². matplotlib is optional:
+``pip install torchlime[viz]``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
+from torchlime import _colours
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.image.viz import _to_hwc, _top
@@ -47,8 +49,8 @@ def plot_boxes(
 
     Every real target box (``explanation.target_valid``; padded targets are skipped) gets a panel: the
     image, faded, under its coefficients (B, T, F) painted back through ``explanation.heatmap()``, with a
-    diverging colormap on one symmetric scale shared by the panels (red: the segment supports the box,
-    blue: it opposes it) and one labelled colour bar; the box (x1, y1, x2, y2) from
+    diverging colormap (``RdBu_r``) on one symmetric scale shared by the panels (red: the segment supports
+    the box, blue: it opposes it) and one colour bar that says so; the box (x1, y1, x2, y2) from
     ``explanation.meta["targets"]["boxes"]`` (B, T, 4) outlined; its ``k`` top segments (largest
     |weight|) contoured; the title gives the box's label and the weighted R² of its surrogate.
 
@@ -130,7 +132,7 @@ def plot_boxes(
     image = None
     for ax, j in zip(axes.flat, shown):
         ax.imshow(img, cmap="gray", alpha=0.35, extent=extent, interpolation="nearest")
-        image = ax.imshow(heat[j].numpy(), cmap="bwr", vmin=-lim, vmax=lim, alpha=0.75, extent=extent)
+        image = ax.imshow(heat[j].numpy(), cmap=_colours.CMAP, vmin=-lim, vmax=lim, alpha=0.75, extent=extent)
         kept = torch.isin(feats, top[j]).float().numpy()
         if kept.any() and not kept.all():
             centres = (torch.arange(w) + 0.5).numpy(), (torch.arange(h) + 0.5).numpy()
@@ -146,7 +148,7 @@ def plot_boxes(
         fig.delaxes(ax)
     assert image is not None  # every shown box drew its panel (there is at least one)
     bar = fig.colorbar(image, ax=list(axes.flat)[:n], fraction=0.046, pad=0.04)
-    bar.set_label("weight: red supports the box, blue opposes it", fontsize=8)
+    bar.set_label(_colours.label("weight (target: the box)"), fontsize=8)
     title = f"image {index}: {n} explained box{'es' if n > 1 else ''} (dashed: top {k} segments by |weight|)"
     if explanation.meta.get("unreliable"):
         fig.suptitle(f"{title}; unreliable fit: {explanation.meta['unreliable']}", color="#d62728", fontsize=9)

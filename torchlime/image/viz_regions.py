@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
+from torchlime import _colours
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.image.viz import _to_hwc
@@ -23,8 +24,8 @@ from torchlime.targets.region import Region
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-#: the colour bar's label: what red and blue mean, as every torchlime picture says
-LEGEND = "weight\nred raises the target's score, blue lowers it"
+#: the colour bar's label: the map and what red and blue mean, as every torchlime picture says
+LEGEND = _colours.label("weight")
 
 
 def region_masks(
@@ -94,9 +95,10 @@ def plot_regions(
     """One panel per valid target of image ``index``: the coefficient heatmap, the region outlined.
 
     Each panel shows the image (faded) under ``explanation.heatmap()`` of one target in one diverging
-    colour map shared by all panels (red: the segment raises the target's score; blue: lowers it), the
-    target's region outlined (black on a white halo) when ``regions`` says where it is, and a title with the class and
-    the surrogate's weighted R². Padded targets (``explanation.target_valid`` False) are skipped.
+    colour map (``RdBu_r``) shared by all panels (red: the segment supports the target; blue: it opposes
+    it), the target's region outlined (black on a white halo) when ``regions`` says where it is, and a
+    title with the class and the surrogate's weighted R². Padded targets (``explanation.target_valid``
+    False) are skipped.
 
     Args:
         explanation: an explanation of (B, C, H, W) images, usually with ``target=Region(...)``.
@@ -154,7 +156,7 @@ def plot_regions(
     used = []
     for ax, t, mask in zip(axes.flat, targets, masks):
         ax.imshow(img, alpha=0.35, cmap="gray")
-        im = ax.imshow(heat[t].numpy(), cmap="bwr", vmin=-lim, vmax=lim, alpha=0.75)
+        im = ax.imshow(heat[t].numpy(), cmap=_colours.CMAP, vmin=-lim, vmax=lim, alpha=0.75)
         if mask is not None and bool(mask.any()):
             ring = torch.nn.functional.pad(mask.float(), (1, 1, 1, 1)).numpy()  # closed at the image's borders
             grid = (range(-1, size[1] + 1), range(-1, size[0] + 1))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from torchlime import _colours
 from torchlime._checks import check_tensor, require
 from torchlime.engine import Explanation
 
@@ -19,7 +20,8 @@ def plot_series(
 ) -> Figure:
     """One panel per channel: the series, each step shaded by its feature's LIME weight.
 
-    One diverging colormap ("RdBu_r") centred at 0: red supports the target, blue opposes it.
+    One diverging colormap ("RdBu_r") centred at 0: red supports the target, blue opposes it (the colour
+    bar says so).
 
     Args:
         explanation: from ``explain_series`` (or any explanation of (B, C, T) series).
@@ -49,10 +51,12 @@ def plot_series(
     for channel, ax in enumerate(axes[:, 0]):
         lo, hi = float(x[channel].min()), float(x[channel].max())
         box = (-0.5, shape[2] - 0.5, lo - 0.1 * (hi - lo) - 0.1, hi + 0.1 * (hi - lo) + 0.1)
-        shade = ax.imshow(heat[channel][None], aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, alpha=0.5, extent=box)
+        shade = ax.imshow(
+            heat[channel][None], aspect="auto", cmap=_colours.CMAP, vmin=-lim, vmax=lim, alpha=0.5, extent=box
+        )
         ax.plot(np.arange(shape[2]), x[channel], color="k", linewidth=1)
         ax.set_ylabel(f"channel {channel}")
     axes[-1, 0].set_xlabel("time step")
-    fig.colorbar(shade, ax=list(axes[:, 0]), label="LIME weight (RdBu_r: red supports, blue opposes the target)")
+    fig.colorbar(shade, ax=list(axes[:, 0]), label=_colours.label("weight"))
     fig.suptitle(title or f"series {index}, target {int(explanation.target[index, target_index])}")
     return fig

@@ -104,11 +104,25 @@ class WordsInfo(Info):
         )
 
     def feature_labels(self, index: int) -> list[str]:
-        """Text ``index``'s F_b words, in feature order."""
+        """Text ``index``'s F_b words, in feature order.
+
+        Args:
+            index: the text.
+
+        Returns:
+            Its words; ``coef[index, :, j]`` is the weight of word j.
+        """
         return list(self.words[index])
 
     def text_pieces(self, index: int) -> tuple[list[str], list[int]]:
-        """Text ``index``'s words and separators, and each one's feature (-1: a separator)."""
+        """Text ``index``'s words and separators, and each one's feature (-1: a separator).
+
+        Args:
+            index: the text.
+
+        Returns:
+            ``(pieces, piece_features)``; the pieces joined are the text.
+        """
         return list(self.pieces[index]), list(self.piece_features[index])
 
 

@@ -2,10 +2,12 @@
 
 Every token string goes through ``html.escape(..., quote=True)`` before it is
 placed in the page, so text such as ``<script>`` or a quote in the input is
-shown as text and never becomes markup. Positive weights (supporting the
-explained class) are green, negative ones red; the colour's opacity is
-proportional to |weight| / max |weight|. matplotlib is imported only by
-``plot_top_features``, which returns the matplotlib ``Figure``.
+shown as text and never becomes markup. One colour convention, as in every
+picture of torchlime (``torchlime._colours``): positive weights (supporting the
+explained target) are red, negative ones (opposing it) blue, the ends of the
+``RdBu_r`` map; the colour's opacity grows with |weight| / max |weight|, and the
+legend says so. matplotlib is imported only by ``plot_top_features``, which
+returns the matplotlib ``Figure``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
 
 import torch
 
+from torchlime import _colours
 from torchlime._checks import require
 from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
@@ -23,25 +26,23 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-_GREEN = (22, 163, 74)
-_RED = (220, 38, 38)
-
-
-def _colour(weight: float, scale: float) -> str:
-    rgb = _GREEN if weight >= 0 else _RED
-    alpha = 0.0 if scale <= 0 else min(abs(weight) / scale, 1.0)
-    return f"rgba({rgb[0]}, {rgb[1]}, {rgb[2]}, {0.08 + 0.72 * alpha:.3f})" if alpha > 0 else "transparent"
-
 
 def legend_html(scale: float) -> str:
-    """A small legend: green supports the target, red opposes it, opacity = |weight|."""
+    """A small legend: red supports the target, blue opposes it, opacity = |weight|.
+
+    Args:
+        scale: the |weight| drawn at full opacity.
+
+    Returns:
+        A ``<div>`` string: two swatches and the convention in words.
+    """
     return (
         '<div class="torchlime-legend" style="font:12px sans-serif;margin-top:6px">'
-        f'<span style="background:{_colour(1.0, 1.0)};padding:1px 6px;border-radius:3px">'
+        f'<span style="background:{_colours.rgba(1.0, 1.0)};padding:1px 6px;border-radius:3px">'
         "supports the target</span> "
-        f'<span style="background:{_colour(-1.0, 1.0)};padding:1px 6px;border-radius:3px">'
-        "against the target</span> "
-        f'<span style="color:#666">opacity: |weight| up to {scale:.3g}</span></div>'
+        f'<span style="background:{_colours.rgba(-1.0, 1.0)};padding:1px 6px;border-radius:3px">'
+        "opposes the target</span> "
+        f'<span style="color:#666">{_colours.LEGEND}; opacity: |weight| up to {scale:.3g}</span></div>'
     )
 
 
@@ -80,7 +81,7 @@ def tokens_html(
             parts.append(f'<span style="color:#888;padding:1px 2px">{text}</span> ')
         else:
             parts.append(
-                f'<span title="{float(w):+.4g}" style="background:{_colour(float(w), scale)};'
+                f'<span title="{float(w):+.4g}" style="background:{_colours.rgba(float(w), scale)};'
                 f'padding:1px 2px;border-radius:3px">{text}</span> '
             )
     if legend:
@@ -219,7 +220,7 @@ def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *
             continue
         w = float(coef[f])
         parts.append(
-            f'<span title="{w:+.4g}" style="background:{_colour(w, scale)};border-radius:3px">{escaped}</span>'
+            f'<span title="{w:+.4g}" style="background:{_colours.rgba(w, scale)};border-radius:3px">{escaped}</span>'
         )
     parts.append(legend_html(scale))
     parts.append("</div>")
@@ -238,6 +239,8 @@ def plot_top_features(
     ax: Optional[Axes] = None,
 ) -> Figure:
     """Horizontal bar chart of the k features with the largest |coefficient|.
+
+    Bars of features that support the target are red, those that oppose it blue (the x label says so).
 
     The options given by position (``plot_top_features(exp, names, 0, 0, 10)``) still work, with a
     ``DeprecationWarning``.
@@ -261,10 +264,14 @@ def plot_top_features(
     idx, vals = top[index, target_index].tolist(), weights[index, target_index].tolist()
     n = int(exp.n_features[index])
     keep = [(i, v) for i, v in zip(idx, vals) if i < n][::-1]  # largest at the top
+    new: Optional[Figure] = None
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 0.35 * max(len(keep), 1) + 1))
-    ax.barh(range(len(keep)), [v for _, v in keep], color=["#16a34a" if v >= 0 else "#dc2626" for _, v in keep])
+        new, ax = plt.subplots(figsize=(6, 0.35 * max(len(keep), 1) + 1.4))
+    colours = [_colours.RED_HEX if v >= 0 else _colours.BLUE_HEX for _, v in keep]
+    ax.barh(range(len(keep)), [v for _, v in keep], color=colours)
     ax.set_yticks(range(len(keep)), [str(names[i]) for i, _ in keep])
     ax.axvline(0, color="#444", lw=0.8)
-    ax.set_xlabel(f"LIME coefficient (target {int(exp.target[index, target_index])})")
+    ax.set_xlabel(f"weight for target {int(exp.target[index, target_index])}\n{_colours.LEGEND}")
+    if new is not None:  # room for the two-line label; a given ax's figure is laid out by its owner
+        new.tight_layout()
     return cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure
