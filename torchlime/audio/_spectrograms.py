@@ -32,9 +32,13 @@ class SpectrogramInfo(Info):
         fmin: lowest frequency (Hz) of the mel bands.
         fmax: highest frequency (Hz) of the mel bands, or None (the highest bin).
         bin_freqs: the (Fr,) bin frequencies in Hz the caller gave, or None.
+        previews: uint8 (B, 3, h, w) small grey pictures of the spectrograms (``picture``), which the
+            notebook display draws the weights over; left out of ``meta["audio"]`` and of saved files.
     """
 
     key: ClassVar[str] = "audio"
+    per_input: ClassVar[tuple[str, ...]] = ("previews",)
+    transient: ClassVar[tuple[str, ...]] = ("previews",)
 
     input: Literal["spectrogram"] = "spectrogram"
     segments: str
@@ -46,6 +50,28 @@ class SpectrogramInfo(Info):
     fmin: float
     fmax: Optional[float]
     bin_freqs: Optional[tuple[float, ...]]
+    previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+
+    @staticmethod
+    def picture(specs: torch.Tensor) -> torch.Tensor:
+        """Small grey pictures of spectrograms (rows: frequency bins), on their device, without a host sync.
+
+        Non-negative spectrograms (power or magnitude) are drawn on a log scale (``10 log10``, the top
+        80 dB), others (already in dB) as they are; each is then stretched to black..white
+        (``Info.thumbnails``).
+
+        Args:
+            specs: (B, Fr, Tm) or (B, C, Fr, Tm) real spectrograms.
+
+        Returns:
+            uint8 (B, 3, h, w), the longer side at most ``engine.info.PREVIEW_SIDE``.
+        """
+        x = specs.detach().float().nan_to_num()
+        x = x.unsqueeze(1) if x.dim() == 3 else x.mean(1, keepdim=True)
+        top = x.amax(dim=(1, 2, 3), keepdim=True)
+        power = (x.amin(dim=(1, 2, 3), keepdim=True) >= 0) & (top > 0)
+        decibels = 10 * torch.log10(x.clamp_min(0) + top.clamp_min(torch.finfo(x.dtype).tiny) * 1e-8)
+        return Info.thumbnails(torch.where(power, decibels, x))
 
 
 @dataclass(frozen=True)
@@ -138,5 +164,6 @@ class Spectrograms(Modality):
             fmin=self.fmin,
             fmax=self.fmax,
             bin_freqs=bins,
+            previews=SpectrogramInfo.picture(inputs),
         )
         return Prepared(inputs, features, how, call, scope="audio", input_name="specs", info=info)

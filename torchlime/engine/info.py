@@ -10,6 +10,8 @@ from typing import ClassVar, Optional, TypeVar
 import torch
 
 InfoT = TypeVar("InfoT", bound="Info")
+#: the longest side of the pictures records keep of their inputs (``Info.thumbnails``), in pixels
+PREVIEW_SIDE = 96
 #: every record kind by its ``key``, for explanations read back from files (``rebuild``)
 _KINDS: dict[str, type[Info]] = {}
 
@@ -20,11 +22,15 @@ class Info:
 
     A subclass is a frozen dataclass of plain values, tensors and lists; ``per_input`` names the
     fields that hold one entry per input, so that ``Explanation[i]`` keeps the right ones.
-    ``key`` is the name under which ``Explanation.meta`` shows the record as plain data.
+    ``key`` is the name under which ``Explanation.meta`` shows the record as plain data; the fields
+    that ``transient`` names, and those whose names start with "_", stay out of that plain view (what
+    files store). The notebook display (``engine.notebook``) reads a record only through its hooks:
+    ``feature_labels``, ``text_pieces`` and ``preview``.
     """
 
     key: ClassVar[str] = "info"
     per_input: ClassVar[tuple[str, ...]] = ()
+    transient: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Register a kind that names its own ``key``."""
@@ -45,7 +51,7 @@ class Info:
         return None
 
     def feature_labels(self, index: int) -> Optional[list[str]]:
-        """The names of input ``index``'s features (its words, the table's columns), where the kind has them.
+        """The names of input ``index``'s features (its words, a table row's conditions), where the kind has them.
 
         Args:
             index: the input.
@@ -66,6 +72,57 @@ class Info:
         """
         return None
 
+    def preview(self, index: int) -> Optional[torch.Tensor]:
+        """A small picture of input ``index`` for the notebook display to draw its weights over.
+
+        Kinds that keep one (images, spectrograms) hold them in a per-input, ``transient`` field
+        ``previews``, uint8 (B, 3, h, w) made by ``thumbnails``, which files do not store.
+
+        Args:
+            index: the input.
+
+        Returns:
+            uint8 (h, w, 3) RGB on the CPU, or None where the kind keeps no picture.
+        """
+        pictures = getattr(self, "previews", None)
+        if not isinstance(pictures, torch.Tensor) or not 0 <= index < pictures.shape[0]:
+            return None
+        return pictures[index].permute(1, 2, 0).to("cpu")
+
+    @staticmethod
+    def thumbnails(images: torch.Tensor, side: int = PREVIEW_SIDE) -> torch.Tensor:
+        """Small RGB copies of images for ``preview``, made on their device without a host sync.
+
+        An image within [0, 1] is kept as it is, any other is min-max scaled to [0, 1] (over all its
+        channels at once); one channel is drawn grey, three as RGB, any other count as the grey of their
+        mean. Images larger than ``side`` are shrunk (bilinear, antialiased) so that their longer side is
+        ``side``.
+
+        Args:
+            images: real (B, C, H, W).
+            side: the longest side kept, in pixels.
+
+        Returns:
+            uint8 (B, 3, h, w) on the images' device, max(h, w) <= max(side, 1) unless H, W are smaller.
+
+        Example:
+            >>> Info.thumbnails(torch.rand(2, 1, 300, 150)).shape
+            torch.Size([2, 3, 96, 48])
+        """
+        x = images.detach().float().nan_to_num()
+        if x.shape[1] != 3:
+            x = x.mean(1, keepdim=True).expand(-1, 3, -1, -1)
+        low = x.amin(dim=(1, 2, 3), keepdim=True)
+        high = x.amax(dim=(1, 2, 3), keepdim=True)
+        stretched = (x - low) / (high - low).clamp_min(torch.finfo(x.dtype).tiny)
+        x = torch.where((low >= 0) & (high <= 1), x, stretched)
+        h, w = x.shape[-2:]
+        if max(h, w) > side:
+            shrink = max(side, 1) / max(h, w)
+            size = (max(1, round(h * shrink)), max(1, round(w * shrink)))
+            x = torch.nn.functional.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
+        return (x.clamp(0, 1) * 255).round().to(torch.uint8)
+
     def select(self: InfoT, start: int, stop: int) -> InfoT:
         """The record of inputs ``start:stop``.
 
@@ -80,8 +137,13 @@ class Info:
         return dataclasses.replace(self, **cut)
 
     def as_plain(self) -> dict[str, object]:
-        """The record as plain data (tensors become lists): what ``meta[key]`` shows and files store."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if not f.name.startswith("_")}
+        """The record as plain data (tensors become lists): what ``meta[key]`` shows and files store.
+
+        Returns:
+            Field name -> plain value, for every field but the ``transient`` ones and those named "_...".
+        """
+        kept = [f.name for f in dataclasses.fields(self) if not f.name.startswith("_") and f.name not in self.transient]
+        return {name: _plain(getattr(self, name)) for name in kept}
 
 
 def _plain(value: object) -> object:

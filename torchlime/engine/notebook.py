@@ -1,138 +1,93 @@
-"""How an ``Explanation`` shows itself in a notebook (``_repr_html_``): a summary table and a picture.
+"""How an ``Explanation`` shows itself in a notebook (``_repr_html_``): a summary and pictures.
 
-Images and spectrograms get their weights as a heat map (a PNG made here, no plotting package needed),
-texts are highlighted in place (as ``Explanation.info`` records their words), tabular rows and other
-inputs get bars of their top features.
-Structured targets (``torchlime.targets``) get one captioned panel per valid target (boxes outlined on
-their heat map), and a generated continuation a token x token table: one row per target (the whole
+The summary names the run (samples, surrogate, kernel, the quality flags of ``engine.quality``) and
+lists every input with its targets, sample count, weighted R² per target and flags. Every explained
+target of the first inputs gets a captioned panel (its class index, R², flags; at most ``MAX_TARGETS``,
+then "+N more"), drawn by ``engine.notebook_panels`` on one colour scale per input, which is shown
+with its legend: images and spectrograms as heat maps over a faded copy of the input where the
+explanation's record keeps one (``Info.preview``), texts highlighted in place (``Info.text_pieces``),
+tabular rows as bars of their conditions (``Info.feature_labels``), other inputs as bars.
+Structured targets (``torchlime.targets``) get one panel per valid target (boxes outlined on their
+heat map), and a generated continuation a token x token table: one row per target (the whole
 continuation, then each generated token), one column per prompt token, each cell coloured by its weight.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import struct
-import zlib
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
-from torchlime._colours import diverging
-from torchlime.engine.info import Info
+from torchlime._colours import RED, RED_HEX, diverging
+from torchlime.engine.notebook_panels import (
+    Shown,
+    colour_scale,
+    figure,
+    flagged,
+    grid,
+    heat_of,
+    image_tag,
+    is_image,
+    overlay,
+    panel,
+    png_bytes,
+    rgb_css,
+    target_scale,
+)
 
-
-class Shown(Protocol):
-    """What the display reads of an ``engine.explanation.Explanation`` (imported by neither side)."""
-
-    coef: torch.Tensor
-    score: torch.Tensor
-    target: torch.Tensor
-    n_features: torch.Tensor
-    input_shape: tuple[int, ...]
-    target_valid: Optional[torch.Tensor]
-    meta: dict[str, Any]
-    info: Optional[Info]
-
-    def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
-        """Coefficients painted back onto the inputs."""
-        ...
-
+__all__ = ["MAX_INPUTS", "MAX_TARGETS", "Shown", "png_bytes", "structured_picture", "to_html"]
 
 MAX_INPUTS = 4  # inputs drawn; the table lists them all
-TOP = 10  # features in a bar chart
-
-
-def png_bytes(rgb: torch.Tensor) -> bytes:
-    """Encode an RGB image as PNG.
-
-    Args:
-        rgb: uint8 (H, W, 3) image on any device.
-
-    Returns:
-        The PNG file's bytes (8-bit RGB, no interlace).
-    """
-    h, w, _ = rgb.shape
-    rows = torch.cat([torch.zeros(h, 1, dtype=torch.uint8), rgb.cpu().reshape(h, w * 3)], 1)  # filter byte 0
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    body = zlib.compress(rows.numpy().tobytes(), 6)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
-
-
-def _heat_img(heat: torch.Tensor, size: int = 160) -> str:
-    """An <img> of a (H, W) heat map, scaled up by whole pixels to about ``size``."""
-    h, w = heat.shape
-    k = max(1, size // max(h, w))
-    rgb = diverging(heat).repeat_interleave(k, 0).repeat_interleave(k, 1)
-    data = base64.b64encode(png_bytes(rgb)).decode()
-    return f'<img src="data:image/png;base64,{data}" style="image-rendering:pixelated" alt="weights"/>'
-
-
-def _bars(names: Sequence[str], weights: torch.Tensor) -> str:
-    """Horizontal bars of the ``TOP`` largest |weights| (F,)."""
-    order = weights.abs().argsort(descending=True)[:TOP].tolist()
-    top = float(weights.abs().max()) or 1.0
-    rows = []
-    for f in order:
-        w = float(weights[f])
-        colour = "#d62728" if w >= 0 else "#1f77b4"
-        width = int(120 * abs(w) / top)
-        rows.append(
-            f"<tr><td style='text-align:right'>{html.escape(str(names[f]))}</td><td>"
-            f"<div style='background:{colour};width:{width}px;height:10px'></div></td><td>{w:+.4g}</td></tr>"
-        )
-    return "<table>" + "".join(rows) + "</table>"
-
-
-def _inline(pieces: Sequence[str], feats: Sequence[int], weights: torch.Tensor) -> str:
-    """A text as written (pieces), every word piece coloured by its feature's weight (F,)."""
-    colours = diverging(weights)
-    spans = [
-        html.escape(p) if f < 0 else f"<span style='background:rgb{tuple(colours[f].tolist())}'>{html.escape(p)}</span>"
-        for p, f in zip(pieces, feats)
-    ]
-    return "<div style='line-height:1.8;white-space:pre-wrap'>" + "".join(spans) + "</div>"
-
-
-def _picture(exp: Shown, b: int) -> str:
-    """The picture of input ``b``'s first target (of each of its targets, for a structured target)."""
-    if exp.target_valid is not None:
-        return structured_picture(exp, b)
-    n = int(exp.n_features[b])
-    weights = exp.coef[b, 0, :n].detach().float().cpu()
-    text = exp.info.text_pieces(b) if exp.info is not None else None
-    if text is not None:  # explain_text's texts
-        return _inline(*text, weights)
-    names = exp.info.feature_labels(b) if exp.info is not None else None
-    if names is not None:  # a table's columns
-        return _bars(names, weights)
-    shape = tuple(exp.input_shape)
-    if "input_shapes" not in exp.meta and len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1:
-        heat = exp.heatmap(0)[b].detach().float()
-        heat = heat.reshape(-1, *heat.shape[-2:])[0]  # maps are broadcast over channels
-        return _heat_img(heat)
-    return _bars([f"feature {f}" for f in range(n)], weights)
-
-
 MAX_TARGETS = 6  # panels per input
 
 
-def _outline(heat: torch.Tensor, box: Sequence[float]) -> torch.Tensor:
-    """The heat map (H, W) with ``box`` (x1, y1, x2, y2) marked by the largest |value| on its edge."""
-    h, w = heat.shape
-    x1, y1, x2, y2 = (int(round(v)) for v in box)
-    x1, x2 = max(0, min(w - 1, x1)), max(0, min(w - 1, x2 - 1))
-    y1, y2 = max(0, min(h - 1, y1)), max(0, min(h - 1, y2 - 1))
-    top = float(heat.abs().max()) or 1.0
-    out = heat.clone()
-    for r in (y1, y2):
-        out[r, x1 : x2 + 1] = top
-    for c in (x1, x2):
-        out[y1 : y2 + 1, c] = top
+def _flags_text(flags: dict[int, list[str]], t: int) -> str:
+    """Target ``t``'s flags (and those of its whole input) for its caption: " (poor_fit)", or ""."""
+    names = flags.get(t, []) + flags.get(-1, [])
+    return f" ({', '.join(names)})" if names else ""
+
+
+def _quality(flags: dict[int, list[str]]) -> str:
+    """An input's flags by name, with the targets each concerns: "poor_fit (targets 0, 2)"."""
+    by_name: dict[str, list[int]] = {}
+    for t, names in sorted(flags.items()):
+        for name in names:
+            by_name.setdefault(name, []).append(t)
+    return "; ".join(
+        name if -1 in targets else f"{name} (target{'s' if len(targets) > 1 else ''} {', '.join(map(str, targets))})"
+        for name, targets in by_name.items()
+    )
+
+
+def _pictures(exp: Shown, b: int) -> str:
+    """Input ``b``'s panels: one per target (at most ``MAX_TARGETS``), on one scale, and the scale."""
+    if exp.target_valid is not None:
+        return structured_picture(exp, b)
+    t_all = exp.coef.shape[1]
+    shown = list(range(min(t_all, MAX_TARGETS)))
+    scale = target_scale(exp, b, shown)
+    size = 192 if len(shown) == 1 else 128
+    flags = flagged(exp.meta, b)
+    labels = exp.target[b].tolist()
+    panels = []
+    for t in shown:
+        caption = f"class {labels[t]}, R² {float(exp.score[b, t]):.2f}" + _flags_text(flags, t)
+        panels.append(figure(panel(exp, b, t, scale, size), caption))
+    return grid(panels, t_all - len(shown)) + colour_scale(scale)
+
+
+def _outline(rgb: torch.Tensor, box: Sequence[float], shape: tuple[int, int]) -> torch.Tensor:
+    """The picture (h, w, 3) of an (H, W) input with ``box`` (x1, y1, x2, y2, input pixels) outlined in red."""
+    h, w, _ = rgb.shape
+    sy, sx = h / shape[0], w / shape[1]
+    x1, y1, x2, y2 = (float(v) for v in box)
+    c1, c2 = max(0, min(w - 1, int(x1 * sx))), max(0, min(w - 1, int(round(x2 * sx)) - 1))
+    r1, r2 = max(0, min(h - 1, int(y1 * sy))), max(0, min(h - 1, int(round(y2 * sy)) - 1))
+    out = rgb.clone()
+    red = torch.tensor(RED, dtype=torch.uint8)
+    out[[r1, r2], c1 : c2 + 1] = red
+    out[r1 : r2 + 1, [c1, c2]] = red
     return out
 
 
@@ -152,88 +107,110 @@ def _caption(kind: str, t: int, label: int, info: dict[str, Any], b: int) -> str
 
 
 def _token_table(exp: Shown, b: int) -> str:
-    """Rows: targets; columns: the prompt's features; cells coloured by weight."""
+    """Rows: targets; columns: the prompt's features; cells coloured by weight (one scale)."""
     n = int(exp.n_features[b])
     words = exp.info.feature_labels(b) if exp.info is not None else None
     names = words if words is not None else [f"f{f}" for f in range(n)]
     coef = exp.coef[b, :, :n].detach().float().cpu()
-    colours = diverging(coef)
     valid = exp.target_valid[b].tolist() if exp.target_valid is not None else [True] * coef.shape[0]
+    kept = [t for t, ok in enumerate(valid) if ok]
+    scale = target_scale(exp, b, kept)
+    colours = diverging(coef, scale)
     head = "<tr><th></th>" + "".join(f"<th>{html.escape(x)}</th>" for x in names[:n]) + "</tr>"
     rows = []
-    for t in range(coef.shape[0]):
-        if not valid[t]:
-            continue
+    for t in kept:
+        values = coef[t].tolist()
         cells = "".join(
-            f"<td style='background:rgb{tuple(colours[t, f].tolist())}' title='{float(coef[t, f]):+.4g}'>"
-            f"{float(coef[t, f]):+.2f}</td>"
-            for f in range(n)
+            f"<td style='background:{c}' title='{v:+.4g}'>{v:+.2f}</td>" for c, v in zip(rgb_css(colours[t]), values)
         )
         rows.append(f"<tr><th>{html.escape(_caption('continuation', t, t, {}, b))}</th>{cells}</tr>")
-    return "<table style='font-size:smaller'>" + head + "".join(rows) + "</table>"
+    return "<table style='font-size:smaller'>" + head + "".join(rows) + "</table>" + colour_scale(scale)
 
 
 def structured_picture(exp: Shown, b: int) -> str:
-    """The pictures of input ``b``'s targets (at most ``MAX_TARGETS``), each with its caption."""
+    """The pictures of input ``b``'s valid targets (at most ``MAX_TARGETS``), each with its caption.
+
+    Args:
+        exp: the explanation, with ``target_valid`` and ``meta["targets"]`` (``torchlime.targets``).
+        b: the input.
+
+    Returns:
+        An HTML fragment: the panels (or a continuation's token table) and the colour scale.
+    """
     info = exp.meta.get("targets") or {}
     kind = str(info.get("kind", ""))
     if kind == "continuation":
         return _token_table(exp, b)
     valid = exp.target_valid[b].tolist() if exp.target_valid is not None else [True] * exp.coef.shape[1]
     labels = exp.target[b].tolist()
-    shape = tuple(exp.input_shape)
-    image = len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1 and "input_shapes" not in exp.meta
+    real = [t for t, ok in enumerate(valid) if ok]
+    shown = real[:MAX_TARGETS]
+    scale = target_scale(exp, b, shown)
+    preview = exp.info.preview(b) if exp.info is not None else None
+    flags = flagged(exp.meta, b)
     panels = []
-    for t in [t for t, ok in enumerate(valid) if ok][:MAX_TARGETS]:
-        caption = html.escape(_caption(kind, t, labels[t], info, b))
-        if image:
-            heat = exp.heatmap(t)[b].detach().float()
-            heat = heat.reshape(-1, *heat.shape[-2:])[0].cpu()
+    for t in shown:
+        caption = _caption(kind, t, labels[t], info, b)
+        if is_image(exp):
+            heat = heat_of(exp, b, t)
+            rgb = overlay(heat, scale, preview)
             if kind == "boxes" and b < len(info.get("boxes", [])):
-                heat = _outline(heat, info["boxes"][b][t])
-            body = _heat_img(heat, size=120)
+                rgb = _outline(rgb, info["boxes"][b][t], (heat.shape[0], heat.shape[1]))
+            body = image_tag(rgb, 128)
         else:
             n = int(exp.n_features[b])
-            colours = diverging(exp.coef[b, t, :n])
-            body = "".join(
-                f"<span style='background:rgb{tuple(c.tolist())};padding:0 4px'>&nbsp;</span>" for c in colours
-            )
-        r2 = float(exp.score[b, t])
-        panels.append(
-            f"<figure style='display:inline-block;margin:2px'>{body}<figcaption>{caption}, R² {r2:.2f}"
-            f"</figcaption></figure>"
-        )
-    return "".join(panels)
+            colours = rgb_css(diverging(exp.coef[b, t, :n], scale))
+            body = "".join(f"<span style='background:{c};padding:0 4px'>&nbsp;</span>" for c in colours)
+        caption += f", R² {float(exp.score[b, t]):.2f}" + _flags_text(flags, t)
+        panels.append(figure(body, caption))
+    return grid(panels, len(real) - len(shown)) + colour_scale(scale)
+
+
+def _summary(exp: Shown) -> str:
+    """The run: inputs, targets, samples, surrogate, kernel and the quality flags."""
+    b, t, _ = exp.coef.shape
+    meta = exp.meta
+    head = (
+        f"<b>Explanation</b>: {b} input(s) of shape {tuple(exp.input_shape)}, {t} target(s)<br/>"
+        f"samples: {html.escape(str(meta.get('n_samples', '?')))} &middot; "
+        f"surrogate: {html.escape(str(meta.get('surrogate', '?')))} &middot; "
+        f"kernel: {html.escape(str(meta.get('kernel', '?')))}"
+    )
+    unreliable: Optional[object] = meta.get("unreliable")
+    if unreliable:
+        return head + f"<br/><span style='color:{RED_HEX}'>unreliable: {html.escape(str(unreliable))}</span>"
+    if isinstance(meta.get("quality"), dict):
+        return head + "<br/>quality flags: none raised"
+    return head
 
 
 def to_html(exp: Shown, max_inputs: int = MAX_INPUTS) -> str:
-    """A summary table of ``exp`` and the pictures of its first inputs.
+    """A summary of ``exp``, a table of its inputs and the pictures of the first ones.
 
     Args:
         exp: the explanation (B inputs, T targets).
-        max_inputs: how many inputs get a picture.
+        max_inputs: how many inputs get pictures.
 
     Returns:
         An HTML fragment.
     """
-    b, t, _ = exp.coef.shape
-    unreliable: Any = exp.meta.get("unreliable")
-    head = (
-        f"<b>Explanation</b>: {b} input(s) of shape {tuple(exp.input_shape)}, {t} target(s), "
-        f"{exp.meta.get('n_samples', '?')} samples, {html.escape(str(exp.meta.get('surrogate', '?')))}"
-    )
-    if unreliable:
-        head += f"<br/><span style='color:#d62728'>unreliable: {html.escape(str(unreliable))}</span>"
+    b = exp.coef.shape[0]
+    used = exp.meta.get("samples_used")
+    samples = used if isinstance(used, list) and len(used) == b else [exp.meta.get("n_samples", "?")] * b
+    scores, targets = exp.score.detach().float().cpu().tolist(), exp.target.detach().cpu().tolist()
+    counts = exp.n_features.detach().cpu().tolist()
     cells = []
     for i in range(b):
-        r2 = ", ".join(f"{float(s):.3f}" for s in exp.score[i])
-        picture = _picture(exp, i) if i < max_inputs else ""
+        r2 = ", ".join(f"{s:.3f}" for s in scores[i])
+        quality = _quality(flagged(exp.meta, i))
+        picture = _pictures(exp, i) if i < max_inputs else ""
         cells.append(
-            f"<tr><td>{i}</td><td>{exp.target[i].tolist()}</td><td>{int(exp.n_features[i])}</td>"
-            f"<td>{r2}</td><td>{picture}</td></tr>"
+            f"<tr><td>{i}</td><td>{targets[i]}</td><td>{counts[i]}</td>"
+            f"<td>{html.escape(str(samples[i]))}</td><td>{r2}</td><td>{html.escape(quality or 'ok')}</td>"
+            f"<td>{picture}</td></tr>"
         )
     table = (
-        "<table><tr><th>input</th><th>targets</th><th>features</th><th>weighted R²</th>"
-        "<th>weights of the first target</th></tr>" + "".join(cells) + "</table>"
+        "<table><tr><th>input</th><th>targets</th><th>features</th><th>samples</th><th>weighted R²</th>"
+        "<th>quality</th><th>weights of each target</th></tr>" + "".join(cells) + "</table>"
     )
-    return f"<div>{head}{table}</div>"
+    return f"<div>{_summary(exp)}{table}</div>"

@@ -19,32 +19,9 @@ from typing import Mapping, Optional, Sequence
 from torchlime._checks import check_positive_int, describe
 from torchlime._deprecate import renamed
 from torchlime.engine.explanation import Explanation
-from torchlime.tabular._info import TabularInfo
+from torchlime.tabular._info import TabularInfo, bin_condition
 
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-def bin_condition(name: str, boundaries: Sequence[float], level: int, precision: int = 2) -> str:
-    """Lime's name of bin ``level`` of a column cut at ``boundaries``.
-
-    Args:
-        name: the column's name.
-        boundaries: the column's increasing bin boundaries.
-        level: the bin, 0 (at most the first boundary) to ``len(boundaries)`` (above the last).
-        precision: decimals of the boundaries shown.
-
-    Example:
-        >>> [bin_condition("petal length", [1.6, 4.35, 5.1], k) for k in (0, 1, 3)]
-        ['petal length <= 1.60', '1.60 < petal length <= 4.35', 'petal length > 5.10']
-    """
-    q = [f"{b:.{precision}f}" for b in boundaries]
-    if level == 0:
-        return f"{name} <= {q[0]}"
-    if level >= len(q):
-        return f"{name} > {q[-1]}"
-    return f"{q[level - 1]} < {name} <= {q[level]}"
+__all__ = ["bin_condition", "conditions"]
 
 
 @renamed(exp="explanation")
@@ -93,19 +70,10 @@ def conditions(
         raise ValueError(f"`target_index` must be an int in [0, {t}), got {describe(target_index)}")
     if k is not None:
         check_positive_int(k, "k")
-    cats = {f: j for j, f in enumerate(tab.categorical)}  # column -> its place in the record's "instances"
     coef = explanation.coef[:, target_index].double().cpu().tolist()
-    levels = tab.levels.tolist()
-    instances = tab.instances.tolist()
     out = []
     for i in range(b):
-        rows = []
-        for f in range(d):
-            if f in cats:
-                label = _category_name(categorical_names, f, instances[i][cats[f]])
-                rows.append((f"{names[f]}={label}", coef[i][f]))
-            else:
-                rows.append((bin_condition(names[f], tab.boundaries[f], levels[i][f], precision), coef[i][f]))
+        rows = list(zip(tab.conditions(i, names, categorical_names, precision), coef[i]))
         rows.sort(key=lambda r: -abs(r[1]))
         out.append(rows[:k] if k is not None else rows)
     return out
@@ -127,12 +95,3 @@ def _record(exp: Explanation) -> TabularInfo:
             f"{tab.levels.shape[0]} (slice an explanation with exp[i], which slices its record too)"
         )
     return tab
-
-
-def _category_name(categorical_names: Optional[Mapping[int, Sequence[str]]], column: int, value: float) -> str:
-    if categorical_names is not None and column in categorical_names:
-        names = categorical_names[column]
-        idx = int(value)
-        if float(value).is_integer() and 0 <= idx < len(names):
-            return str(names[idx])
-    return _number(value)

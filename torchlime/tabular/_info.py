@@ -7,7 +7,7 @@ plain data of a loaded explanation (``TabularInfo.from_plain``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, get_args
 
@@ -57,8 +57,54 @@ class TabularInfo(Info):
     __hash__ = object.__hash__
 
     def feature_labels(self, index: int) -> Optional[list[str]]:
-        """The D column names (the same for every row), or None where none were given."""
-        return None if self.feature_names is None else list(self.feature_names)
+        """Row ``index``'s condition of every column, as lime names them ("petal width <= 0.30", "sex=1").
+
+        Columns are named by ``feature_names``, else "0".."D-1"; continuous columns by their bin when the
+        rows were sampled by bins (``sampling="discretized"``), else by their plain name.
+
+        Args:
+            index: the row (input).
+
+        Returns:
+            D conditions, in column order.
+        """
+        d = self.levels.shape[-1]
+        names = self.feature_names if self.feature_names is not None else [str(f) for f in range(d)]
+        return self.conditions(index, names, binned=self.sampling == "discretized")
+
+    def conditions(
+        self,
+        index: int,
+        names: Sequence[str],
+        categorical_names: Optional[Mapping[int, Sequence[str]]] = None,
+        precision: int = 2,
+        binned: bool = True,
+    ) -> list[str]:
+        """Row ``index``'s condition of every column, in column order (``tabular.conditions`` ranks them).
+
+        Args:
+            index: the row (input) of the record.
+            names: the D column names.
+            categorical_names: column -> names of its values (value v is ``names[int(v)]``), as lime's.
+            precision: decimals of the bin boundaries.
+            binned: name continuous columns by their bin (lime's discretised explanations); False: by
+                their plain name (lime's ``discretize_continuous=False``).
+
+        Returns:
+            D conditions: "a <= 0.25", "0.25 < a <= 0.50", "a > 0.75", "color=red", or "a".
+        """
+        cats = {f: j for j, f in enumerate(self.categorical)}  # column -> its place in "instances"
+        levels = self.levels[index].tolist()
+        values = self.instances[index].tolist()
+        out = []
+        for f, name in enumerate(names):
+            if f in cats:
+                out.append(f"{name}={_category_name(categorical_names, f, values[cats[f]])}")
+            elif binned and self.boundaries[f]:
+                out.append(bin_condition(name, self.boundaries[f], levels[f], precision))
+            else:
+                out.append(str(name))
+        return out
 
     @classmethod
     def from_plain(cls, plain: object) -> TabularInfo:
@@ -96,3 +142,37 @@ class TabularInfo(Info):
             boundaries=[[float(v) for v in row] for row in plain["boundaries"]],
             values=[[float(v) for v in row] for row in plain["values"]],
         )
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def bin_condition(name: str, boundaries: Sequence[float], level: int, precision: int = 2) -> str:
+    """Lime's name of bin ``level`` of a column cut at ``boundaries``.
+
+    Args:
+        name: the column's name.
+        boundaries: the column's increasing bin boundaries.
+        level: the bin, 0 (at most the first boundary) to ``len(boundaries)`` (above the last).
+        precision: decimals of the boundaries shown.
+
+    Example:
+        >>> [bin_condition("petal length", [1.6, 4.35, 5.1], k) for k in (0, 1, 3)]
+        ['petal length <= 1.60', '1.60 < petal length <= 4.35', 'petal length > 5.10']
+    """
+    q = [f"{b:.{precision}f}" for b in boundaries]
+    if level == 0:
+        return f"{name} <= {q[0]}"
+    if level >= len(q):
+        return f"{name} > {q[-1]}"
+    return f"{q[level - 1]} < {name} <= {q[level]}"
+
+
+def _category_name(categorical_names: Optional[Mapping[int, Sequence[str]]], column: int, value: float) -> str:
+    if categorical_names is not None and column in categorical_names:
+        names = categorical_names[column]
+        idx = int(value)
+        if float(value).is_integer() and 0 <= idx < len(names):
+            return str(names[idx])
+    return _number(value)

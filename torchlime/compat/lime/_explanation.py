@@ -19,6 +19,14 @@ from torchlime.engine.explanation import Explanation as Result
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+#: lime's class colours (d3's category10, category20 from 10 classes) and its colour of "NOT label"
+_CATEGORY10 = tuple("#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf".split())
+_CATEGORY20 = tuple(
+    "#1f77b4 #aec7e8 #ff7f0e #ffbb78 #2ca02c #98df8a #d62728 #ff9896 #9467bd #c5b0d5 "
+    "#8c564b #c49c94 #e377c2 #f7b6d2 #7f7f7f #c7c7c7 #bcbd22 #dbdb8d #17becf #9edae5".split()
+)
+_NOT_LABEL = "#5F9EA0"
+
 
 class Explanation:
     """A lime ``Explanation`` of one text or table row.
@@ -47,7 +55,10 @@ class Explanation:
         reference: (K,) the model's scores of the instance (classification), or its (1,) prediction
             (regression); None when unknown.
         score_range: regression: the smallest and largest prediction over the samples.
-        instance_html: the instance rendered as HTML for ``as_html`` (text: words highlighted).
+        instance_html: the instance rendered as HTML for ``as_html``.
+
+    A text explanation also knows its ``text`` and every word's ``word_starts`` (character positions),
+    from which ``as_html`` draws lime's "Text with highlighted words" panel.
     """
 
     def __init__(
@@ -71,6 +82,7 @@ class Explanation:
         self.predict_proba: Optional[NDArray[np.float64]] = None
         self.dummy_label = 1
         self.word_starts: Optional[list[list[int]]] = None  # text: every word's character positions
+        self.text: Optional[str] = None  # text: the explained text, for the highlighted panel of ``as_html``
         targets = [int(t) for t in result.target[0].tolist()]
         n = int(result.n_features[0])
         for j, label in enumerate(targets):
@@ -154,6 +166,10 @@ class Explanation:
     def as_html(self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: bool) -> str:
         """A self-contained HTML page: the scores, each label's weights as bars, and the instance.
 
+        A text is shown as lime shows it: the words of the first label's explanation highlighted in
+        place, in the colour of the class each supports (lime's class colours), more opaque the larger
+        its |weight| (``text_html``).
+
         Args:
             labels: the labels to show (default: every explained one).
             predict_proba: show the model's scores.
@@ -185,8 +201,54 @@ class Explanation:
             name = self.class_names[label] if self.mode == "classification" else "value"
             parts.append(f"<b>{html.escape(str(name))}</b><table>{bars}</table>")
         parts.append(self.instance_html)
+        if self.text is not None and self.word_starts is not None and labels:
+            parts.append(self.text_html(labels[0]))
         parts.append("</div>")
         return "".join(parts)
+
+    def text_html(self, label: int = 1) -> str:
+        """Lime's "Text with highlighted words" panel: the text, each explained word highlighted in place.
+
+        Every occurrence of the words of ``local_exp[label]`` takes the colour of the class it supports,
+        as lime draws it: with two classes, class 1's colour for a positive weight and class 0's for a
+        negative one; with more, the label's colour for a positive weight and lime's "NOT label" colour
+        for a negative one; its opacity is |weight| over the largest |weight| shown.
+
+        Args:
+            label: the class whose explanation is drawn (any label for regression).
+
+        Returns:
+            An HTML fragment (empty for an explanation of no text).
+        """
+        if self.text is None or self.word_starts is None:
+            return ""
+        key = self._label(label)
+        palette = _CATEGORY10 if len(self.class_names) < 10 else _CATEGORY20
+        if len(self.class_names) == 2:
+            against, support = palette[0], palette[1]
+        else:
+            against, support = _NOT_LABEL, palette[key % len(palette)]
+        pairs = self.local_exp[key]
+        top = max((abs(w) for _, w in pairs), default=0.0)
+        marks = sorted(
+            (start, start + len(self.names[f]), support if w > 0 else against, abs(w) / top if top > 0 else 1.0)
+            for f, w in pairs
+            for start in self.word_starts[f]
+        )
+        out, at = [], 0
+        for start, stop, colour, alpha in marks:
+            if start < at:  # overlapping occurrences (characters): the first is drawn
+                continue
+            r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+            out.append(html.escape(self.text[at:start]))
+            out.append(f"<span style='background-color:rgba({r},{g},{b},{alpha:.3f})'>")
+            out.append(f"{html.escape(self.text[start:stop])}</span>")
+            at = stop
+        out.append(html.escape(self.text[at:]))
+        return (
+            "<div class='lime text_div'><h3>Text with highlighted words</h3>"
+            f"<span style='white-space:pre-wrap'>{''.join(out)}</span></div>"
+        )
 
     def show_in_notebook(
         self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: bool

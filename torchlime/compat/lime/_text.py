@@ -140,6 +140,7 @@ class LimeTextExplainer:
         )
         pieces, piece_features = info.text_pieces(0) or ([], [])
         exp.word_starts = _word_starts(pieces, piece_features, len(words))
+        exp.text = "".join(pieces)
         if top_labels:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]
         return exp
