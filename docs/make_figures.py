@@ -27,9 +27,9 @@ def image_figure(out: Path) -> Path:
     from torchlime.image import explain_image
     from torchlime.image.viz import plot_image_explanation
 
-    images, labels, _ = make_images(4, seed=1)
+    images, labels, planted = make_images(4, seed=1)
     exp = explain_image(load_demo_model(), images, target=labels, n_samples=1000, generator=0)
-    return _save(plot_image_explanation(exp, images, index=0), out / "image.png")
+    return _save(plot_image_explanation(exp, images, index=0, truth=planted[0]), out / "image.png")
 
 
 def audio_figure(out: Path) -> Path:

@@ -143,6 +143,8 @@ def test_explain_images_writes_pictures_explanations_and_summary(files, tmp_path
         0,
         "--top-k",
         4,
+        "--baseline",
+        0,
     )
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir()) == [

@@ -33,7 +33,9 @@ def planted(device):
 
 def test_planted_square_is_the_top_segment(device):
     model, x, mask = planted(device)
-    exp = explain_image(model, x, segments=grid_labels(32, 32, 4, 4).to(device), target=1, n_samples=200)
+    # a uniform planted square: only a fill other than its own mean colour can hide it
+    labels = grid_labels(32, 32, 4, 4).to(device)
+    exp = explain_image(model, x, segments=labels, target=1, n_samples=200, baseline=0.0)
     top = exp.top_features(1)[0][:, 0, 0]
     for b in range(2):
         seg = exp.features[b, 0] == top[b]
@@ -120,6 +122,8 @@ def test_normalize_is_checked():
 def test_grid_follows_n_segments_and_too_few_segments_say_so():
     model, x, _ = planted("cpu")
     assert explain_image(model, x, n_samples=8, segments="grid", n_segments=4).n_features.tolist() == [4] * len(x)
-    assert explain_image(model, x, n_samples=8, segments="grid").n_features.tolist() == [100] * len(x)
+    assert explain_image(model, x, n_samples=8, segments="grid", n_segments=100).n_features.tolist() == [100] * len(x)
+    # "auto" (the default): clamp(N // 20, 8, 100) = 8 for N = 8, so a 3 x 3 grid
+    assert explain_image(model, x, n_samples=8, segments="grid").n_features.tolist() == [9] * len(x)
     with pytest.raises(ValueError, match="at least 2 features .*: split them finer .*n_segments"):
         explain_image(model, x, n_samples=8, segments="grid", n_segments=1)

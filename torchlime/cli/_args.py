@@ -127,11 +127,29 @@ def explain_args(p: argparse.ArgumentParser, target: str, target_help: str) -> N
     p.add_argument("--softmax", action="store_true", help="explain probabilities (softmax of the outputs)")
 
 
-def n_segments_default() -> int:
-    """``explain_image``'s own default ``n_segments``: the command line asks for the same number."""
+def n_segments_default() -> Union[int, str]:
+    """``explain_image``'s own default ``n_segments``: the command line asks for the same."""
     from torchlime.image import explain_image
 
-    return int(inspect.signature(explain_image).parameters["n_segments"].default)
+    default: Union[int, str] = inspect.signature(explain_image).parameters["n_segments"].default
+    return default
+
+
+def fill(text: str) -> Union[float, str]:
+    """``--baseline``: a fill name of the engine ("mean", "blur", ...) or a number."""
+    from torchlime.stages.perturb.fills import NAMES
+
+    if text in NAMES:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or one of {sorted(NAMES)}, got {text!r}") from None
+
+
+def segment_count(text: str) -> Union[int, str]:
+    """``--n-segments``: "auto" (from the sample budget and the image size, as ``explain_image``) or an int >= 2."""
+    return "auto" if text == "auto" else int_at_least(2)(text)
 
 
 def image_args(p: argparse.ArgumentParser) -> None:
@@ -143,11 +161,19 @@ def image_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--n-segments",
-        type=int_at_least(2),
+        type=segment_count,
         default=n_segments_default(),
-        help="segments asked for (slic, grid; default: %(default)s, as explain_image)",
+        help="segments asked for (slic, grid): an int, or auto (from --n-samples and the image size; "
+        "default: %(default)s, as explain_image)",
     )
     p.add_argument("--size", type=int_at_least(1), nargs=2, metavar=("H", "W"), help="resize every image to H x W")
+    p.add_argument(
+        "--baseline",
+        type=fill,
+        default="mean",
+        help="what hidden segments show: mean (each segment's mean colour, lime's; the default), blur, "
+        "or a number (e.g. 0: black)",
+    )
     p.add_argument("--channels", type=int, choices=[1, 3], default=3, help="read images as RGB (3) or grey (1)")
     p.add_argument("--mean", type=float_, nargs="+", help="per-channel mean the model normalises with")
     p.add_argument("--std", type=float_, nargs="+", help="per-channel std the model normalises with")

@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         "--n-samples", type=int_at_least(2), default=1000, help="perturbed samples per image (default: %(default)s)"
     )
     demo.add_argument(
-        "--n-segments", type=int_at_least(2), default=40, help="SLIC superpixels asked for (default: %(default)s)"
+        "--n-segments", type=int_at_least(2), default=25, help="SLIC superpixels asked for (default: %(default)s)"
     )
     demo.add_argument(
         "--top-k", type=int_at_least(1), default=3, help="segments shown and scored per image (default: %(default)s)"

@@ -6,7 +6,9 @@ with ``index=k``, so its masks depend only on the seed and its position), and on
 output folder written: per input ``NAME.explanation.pt`` (``Explanation.save`` of that input
 alone), a picture (``NAME.png``: the four image panels, or the spectrogram with the
 coefficients), for audio ``NAME.original.wav`` / ``NAME.topK.wav`` / ``NAME.complement.wav``,
-for text ``NAME.html``; and ``summary.json`` for the whole run.
+for text ``NAME.html``; and ``summary.json`` for the whole run. The top K features, listed,
+drawn and played, are those of largest |weight| (``summary.json``'s ``top_by``: "abs"), with
+their signed weights: positive supports the target, negative opposes it.
 """
 
 from __future__ import annotations
@@ -62,7 +64,10 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--modality", choices=["image", "audio", "text"], help="default: from the file extensions")
     explain_args(p, "top", "top (the top class, default), a class index, topK or all")
     p.add_argument(
-        "--top-k", type=int_at_least(1), default=3, help="features shown and listed per input (default: %(default)s)"
+        "--top-k",
+        type=int_at_least(1),
+        default=3,
+        help="features of largest |weight| shown and listed per input (default: %(default)s)",
     )
     p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: the engine's rule)")
     image_args(p)
@@ -132,6 +137,7 @@ def explain_images(
 ) -> list[Group]:
     """Segment every group of equal-size images, check ``--top-k``, then explain each group."""
     from torchlime.image import explain_image
+    from torchlime.image._defaults import default_segments
     from torchlime.image.segments import resolve_segments
 
     size = tuple(args.size) if args.size else None
@@ -140,7 +146,10 @@ def explain_images(
     plans = []
     for pos in _groups(images).values():
         x = torch.stack([images[k] for k in pos]).to(device)
-        seg = resolve_segments(x, args.segments, n_segments=args.n_segments)
+        count = args.n_segments
+        if count == "auto":  # the rule of explain_image, for this group's size and the samples asked
+            count = default_segments(args.n_samples, *x.shape[-2:])
+        seg = resolve_segments(x, args.segments, n_segments=count)
         counts = [int(s.unique().numel()) for s in seg]
         check_top_k(args.top_k, counts, "segments", [str(paths[k]) for k in pos])
         plans.append((pos, x, seg))
@@ -150,7 +159,13 @@ def explain_images(
             x,
             _run_model(
                 functools.partial(
-                    explain_image, model, x, segments=seg, normalize=normalize, **_common(args, target, pos, device)
+                    explain_image,
+                    model,
+                    x,
+                    segments=seg,
+                    normalize=normalize,
+                    baseline=args.baseline,
+                    **_common(args, target, pos, device),
                 ),
                 f"images of shape {tuple(x.shape[1:])}",
             ),
@@ -276,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             target=args.target,
             top_k=args.top_k,
+            top_by="abs",
             seconds=seconds,
             seconds_per_input=seconds / len(paths),
             inputs=records,
@@ -291,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         r2 = ", ".join(f"{v:.2f}" for v in r["weighted_r2"])
         flag = f"  UNRELIABLE: {r['unreliable']}" if r["unreliable"] else ""
-        print(f"  {r['file']}: target {r['target']} weighted R^2 {r2} top-{args.top_k} {r['top_names'][0]}{flag}")
+        tops = ", ".join(f"{n} ({w:+.3g})" for n, w in zip(r["top_names"][0], r["top_weights"][0]))
+        print(f"  {r['file']}: target {r['target']} weighted R^2 {r2} top-{args.top_k} by |weight|: {tops}{flag}")
     for note in notes:
         print(f"torchlime explain: warning: {note}", file=sys.stderr)
     files = {

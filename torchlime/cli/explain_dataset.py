@@ -5,18 +5,25 @@ the label of an image is its class's position), images (PNG/JPEG) anywhere below
 path. The images go through ``torchlime.dataset.explain_dataset`` with ``explain_image``: the
 results are safetensors shards plus ``index.json`` in DIR (``torchlime.dataset.load_results(DIR)``
 reads them), and running the same command again after an interruption computes only the missing
-shards. ``DIR/dataset.json`` maps the global index of every input back to its file and class.
-By default every image is explained for its own label (``--target label``). ``--inputs-per-step``
-images go to one explanation call, ``--batch-size`` rows to one model call (as in ``explain``).
+shards: it says so on stderr ("resuming: 3 of 5 shards already done (120 explanations kept)"), and
+at the end on stdout how many explanations and shards DIR holds, how many were computed now.
+``DIR/dataset.json`` maps the global index of every input back to its file and class (and records
+how the images were read: channels, size). The shards keep each image's segment map, so that
+``torchlime show DIR --index I --data FOLDER`` draws any explanation; with ``--keep-inputs`` they
+keep the images too, and ``show`` needs no FOLDER. By default every image is explained for its own
+label (``--target label``). ``--inputs-per-step`` images go to one explanation call, ``--batch-size``
+rows to one model call (as in ``explain``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable, Optional, TypedDict, Union
+from typing import Callable, Iterator, Optional, TypedDict, Union
 
 import torch
 
@@ -79,6 +86,11 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--max-memory", type=memory, help="CUDA memory of a chunk: a fraction of the device (<= 1) or bytes")
     p.add_argument("--workers", type=int_at_least(0), default=0, help="image-reading worker processes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--keep-inputs",
+        action="store_true",
+        help="also store the images in the shards (4 x C x H x W bytes each), so `torchlime show` needs no FOLDER",
+    )
     image_args(p)
     p.set_defaults(parser=p)
 
@@ -131,12 +143,48 @@ class _Options(TypedDict, total=False):
     target: Target
     softmax: bool
     segments: Union[str, Callable[[torch.Tensor], torch.Tensor]]
-    n_segments: int
+    n_segments: Union[int, str]
+    baseline: Union[float, str]
     normalize: tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def _finished_shards(out: Path) -> bool:
     return out.is_dir() and any(out.glob("shard-*.safetensors"))
+
+
+class _Status(logging.Handler):
+    """The run's status lines (logger ``torchlime.dataset``) on stderr as the command's own; what was kept before.
+
+    Args:
+        prog: the command's name, the lines' prefix.
+    """
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(logging.INFO)
+        self.prog, self.done_before = prog, 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Print a resuming (or nothing-to-do) line; remember the shards done before the run."""
+        event = getattr(record, "event", None)
+        if event in ("resume", "complete"):
+            self.done_before = int(getattr(record, "shards_done", 0))
+            print(f"{self.prog}: {record.getMessage()}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _status(prog: str) -> Iterator[_Status]:
+    """Route ``torchlime.dataset``'s INFO lines to a ``_Status`` handler while the run lasts."""
+    logger, handler = logging.getLogger("torchlime.dataset"), _Status(prog)
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     data = ImageFolderFiles(Path(args.folder), args.channels, tuple(args.size) if args.size else None)
     kwargs: _Options = dict(n_samples=args.n_samples, target=target, softmax=args.softmax)
     kwargs["segments"], kwargs["n_segments"] = args.segments, args.n_segments
+    kwargs["baseline"] = args.baseline
     normalize = normalization(args)
     if normalize is not None:
         kwargs["normalize"] = normalize
@@ -162,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     created = not args.out.exists()
     notes: list[str] = []
     try:
-        with collected_warnings(notes):
+        with collected_warnings(notes), _status(args.parser.prog) as status:
             explain_dataset(
                 model,
                 source,
@@ -174,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
                 max_memory=args.max_memory,
                 device=device,
                 model_batch_size=args.batch_size,
+                keep_inputs=args.keep_inputs,
                 **kwargs,
             )
     except BaseException:
@@ -187,15 +237,20 @@ def run(args: argparse.Namespace) -> int:
             classes=data.classes,
             files=[str(p.relative_to(data.root)) for p, _ in data.files],
             labels=[label for _, label in data.files],
+            channels=data.channels,
+            size=None if data.size is None else list(data.size),
         ),
     )
     res = load_results(args.out)
     for note in notes:
         print(f"torchlime explain-dataset: warning: {note}", file=sys.stderr)
-    shards = len(list(args.out.glob("shard-*.safetensors")))
+    shards, before = len(res.entries), status.done_before
+    kept = f" ({shards - before} computed now, {before} kept from before)" if before else ""
+    data_flag = "" if args.keep_inputs else f" --data {data.root}"
     print(
-        f"explained {len(res)} image(s) of {len(data.classes)} class(es) into {args.out}: {shards} shard(s)"
-        f"{'' if res.complete else ' (incomplete)'}; read them with "
-        f"torchlime.dataset.load_results({str(args.out)!r})"
+        f"explained {len(res)} image(s) of {len(data.classes)} class(es) into {args.out}: {len(res)} explanation(s) "
+        f"kept in {shards} shard(s){kept}{'' if res.complete else ' (incomplete)'}; read them with "
+        f"torchlime.dataset.load_results({str(args.out)!r}), draw one with: torchlime show {args.out} --index 0"
+        f"{data_flag}"
     )
     return 0

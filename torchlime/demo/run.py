@@ -54,7 +54,7 @@ def run_demo(
     device: str = "cpu",
     n_images: int = 8,
     n_samples: int = 1000,
-    n_segments: int = 40,
+    n_segments: int = 25,
     k: int = 3,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def run_demo(
     seconds = time.perf_counter() - t0
 
     out.mkdir(parents=True, exist_ok=True)
-    top, _ = exp.top_features(k)
+    top, _ = exp.top_features(k, by="value")  # the segments that support the class (coverage of the object)
     cov = coverage(exp.features, top[:, 0], evidence)
     hit = hits(exp.features, top[:, 0], evidence)
     pred = exp.target[:, 0]

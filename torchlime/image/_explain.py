@@ -12,6 +12,7 @@ from torchlime._checks import from_numpy
 from torchlime._deprecate import replaced
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared, documented, explain_with
 from torchlime.engine.presets import resolve
+from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments
 from torchlime.image.segments import resolve_segments
 from torchlime.stages.forward.model import InputFormat
 from torchlime.typing import (
@@ -45,15 +46,21 @@ class ImagesInfo(Info):
     Attributes:
         segments: how the segments were made: a method name ("slic", "grid", "quickshift", ...),
             "labels" (the caller's tensor) or "callable" (the caller's function).
-        n_segments: the segment count asked of SLIC or "grid".
+        n_segments: the segment count asked of SLIC or "grid" (the default rule's choice for "auto").
         normalized: whether the model saw ``(x - mean) / std``.
+        previews: uint8 (B, 3, h, w) small copies of the images (``Info.thumbnails``: longer side at
+            most 96 px, on the images' device, made without a host sync), which the notebook display
+            draws the weights over (``Info.preview``); left out of ``meta["image"]`` and of saved files.
     """
 
     key: ClassVar[str] = "image"
+    per_input: ClassVar[tuple[str, ...]] = ("previews",)
+    transient: ClassVar[tuple[str, ...]] = ("previews",)
 
     segments: str
     n_segments: int
     normalized: bool
+    previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,8 @@ class Images(Modality):
             ("slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"), a callable images ->
             (B, H, W) labels, or an integer tensor (H, W), (B, H, W) or (B, 1, H, W). Unset: SLIC, or
             lime's quickshift with ``preset="lime"``.
-        n_segments: approximate segment count of SLIC and of "grid".
+        n_segments: approximate segment count of SLIC and of "grid"; "auto" (the default): from the
+            sample budget and the image size (``image._defaults.default_segments``: 50 for N = 1000).
         normalize: ``(mean, std)`` per channel; the model sees ``(x - mean) / std`` while the images
             are segmented and perturbed unnormalised.
 
@@ -76,7 +84,7 @@ class Images(Modality):
     owns: ClassVar[frozenset[str]] = frozenset({"normalize", "perturb_fn", "additional_forward_args"})
 
     segments: SegmentsSpec = UNSET
-    n_segments: int = 100
+    n_segments: SegmentCount = "auto"
     normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
@@ -92,12 +100,17 @@ class Images(Modality):
             The images with their (B, 1, H, W) segment map.
         """
         segments = resolve(how.preset, dict(segments=from_numpy(self.segments)), "image")["segments"]
-        labels = resolve_segments(inputs, segments, n_segments=self.n_segments)
+        count = check_segment_count(self.n_segments)
+        if count == "auto":
+            n_samples = resolve(how.preset, dict(n_samples=call.n_samples), "image")["n_samples"]
+            height, width = (tuple(getattr(inputs, "shape", ())) or (0, 0))[-2:]  # bad images: refused below
+            count = default_segments(n_samples, height, width) if height and width else 1
+        labels = resolve_segments(inputs, segments, n_segments=count)
         call = dataclasses.replace(call, normalize=self.normalize)
         features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
         made = segments if isinstance(segments, str) else "slic" if segments is None else "callable"
         made = "labels" if isinstance(segments, torch.Tensor) else made
-        info = ImagesInfo(made, self.n_segments, self.normalize is not None)
+        info = ImagesInfo(made, count, self.normalize is not None, previews=ImagesInfo.thumbnails(inputs))
         return Prepared(inputs, features, how, call, scope="image", input_name="images", info=info)
 
 
@@ -115,7 +128,7 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
     images: torch.Tensor,
     *,
     segments: SegmentsSpec = UNSET,
-    n_segments: int = 100,
+    n_segments: SegmentCount = "auto",
     normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
@@ -151,7 +164,9 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
             a callable images -> (B, H, W) labels, or an integer tensor (H, W),
             (B, H, W) or (B, 1, H, W) made by the user. Any integer ids. Default:
             SLIC, or lime's quickshift with ``preset="lime"``.
-        n_segments: approximate segment count of SLIC and of "grid" (round(sqrt(n)) cells a side).
+        n_segments: approximate segment count of SLIC and of "grid" (round(sqrt(n)) cells a side);
+            "auto" (the default): ``clamp(N // 20, 8, 100)`` for N samples, at most H * W // 64
+            (``image._defaults``: the rule and the measurement behind it).
         normalize: ``(mean, std)`` per channel; the model then sees ``(x - mean) / std``
             (computed in the fused perturbation pass) while images are segmented and
             perturbed unnormalised.
