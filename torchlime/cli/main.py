@@ -2,7 +2,8 @@
 
 Commands: ``demo`` (the embedded model), ``explain`` (image, audio or text files with your
 model), ``explain-dataset`` (a folder of images in resumable shards), ``show`` (pictures of the
-explanations a result folder stores) and ``bench`` (your model's explanation against its forward
+explanations a result folder stores), ``summarize`` (the importance of every feature per class over a
+result folder, and SP-LIME's pick) and ``bench`` (your model's explanation against its forward
 floor), one module each with ``add_parser`` and ``run``. MODEL is
 a TorchScript file, an ExportedProgram file or ``module:factory`` with ``--weights`` (``_model``).
 
@@ -21,7 +22,7 @@ import os
 import sys
 from typing import Optional, Protocol, Sequence
 
-from torchlime.cli import bench, demo, explain, explain_dataset, show
+from torchlime.cli import bench, demo, explain, explain_dataset, show, summarize
 from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error
 
@@ -42,6 +43,7 @@ COMMANDS: dict[str, Command] = {
     "explain": explain,
     "explain-dataset": explain_dataset,
     "show": show,
+    "summarize": summarize,
     "bench": bench,
 }
 

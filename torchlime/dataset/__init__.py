@@ -4,11 +4,24 @@
 explainer (``torchlime.image.explain_image`` by default) and writes the explanations to the
 folder ``out`` as safetensors shards plus ``index.json``; it resumes after an interruption
 and splits the shards over the ranks of a ``torchrun`` job. ``load_results(out)`` returns a
-``LazyResults`` that reads shards on access (``len``, slices, iteration by shard).
+``LazyResults`` that reads shards on access (``len``, slices, iteration by shard). ``summarize(out)``
+reports the importance of every feature per class over the folder (a ``Summary``: table, JSON, bar and
+beeswarm pictures) and ``pick(out, budget)`` runs SP-LIME over it.
 """
 
 from torchlime.dataset._explain import explain_dataset
 from torchlime.dataset._lock import FolderLockedError
 from torchlime.dataset._results import LazyResults, Results, load_results
+from torchlime.dataset._summarize import pick, summarize
+from torchlime.dataset._summary_plots import Summary
 
-__all__ = ["explain_dataset", "load_results", "LazyResults", "Results", "FolderLockedError"]
+__all__ = [
+    "explain_dataset",
+    "load_results",
+    "LazyResults",
+    "Results",
+    "FolderLockedError",
+    "summarize",
+    "Summary",
+    "pick",
+]
