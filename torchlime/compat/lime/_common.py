@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 from torchlime._checks import describe
 from torchlime.compat.lime._checks import check_labels
 from torchlime.methods.feature_selection import METHODS, Select
+from torchlime.stages.forward.chunking import MAX_CHUNK
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.typing import DistanceName, SelectionMethod
 
@@ -20,6 +21,38 @@ SELECTIONS = (*METHODS, "none")
 Batch = TypeVar("Batch", bound=Sized)
 #: where lime's seeds come from: numpy's global generator (None), or a generator of its own
 RandomState = Optional[Union[np.random.RandomState, np.random.Generator]]
+#: rows x values per row that a classifier gets in one call (lime's one call); more are sent in chunks
+ONE_CALL_VALUES = 2**25
+
+
+def one_call(kwargs: dict[str, Any], num_samples: int, row_values: int) -> dict[str, Any]:
+    """Torchlime keywords that send all ``num_samples`` rows in one classifier call, as lime does.
+
+    Args:
+        kwargs: the torchlime keywords given (a ``batch_size`` given is kept).
+        num_samples: N, the rows of the explanation.
+        row_values: values per row (columns, or characters of a text).
+
+    Returns:
+        ``kwargs``, with ``batch_size=num_samples`` when the rows fit ``ONE_CALL_VALUES`` and the
+        engine's largest chunk (``MAX_CHUNK``); else unchanged (the engine's chunks).
+    """
+    if "batch_size" in kwargs or num_samples > MAX_CHUNK or num_samples * max(row_values, 1) > ONE_CALL_VALUES:
+        return kwargs
+    return {**kwargs, "batch_size": num_samples}
+
+
+def mixed_seed(first: int, second: int) -> int:
+    """One seed from two (the explainer's and a discretizer's), each changing it.
+
+    Args:
+        first: a seed.
+        second: another.
+
+    Returns:
+        A seed in [0, 2**31 - 1).
+    """
+    return int(np.random.SeedSequence([first, second]).generate_state(1)[0]) % (2**31 - 1)
 
 
 def random_state_from(random_state: object) -> RandomState:

@@ -13,7 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from torchlime._checks import require
-from torchlime.compat.lime._common import ranked
+from torchlime.compat.lime._common import RandomState, ranked
+from torchlime.compat.lime._domain import DomainMapper, TableDomainMapper
 from torchlime.engine.explanation import Explanation as Result
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class Explanation:
         predicted_value, min_value, max_value: regression: the prediction and the range of the
             samples' predictions.
         result: the torchlime ``Explanation`` underneath (coef (1, T, F), samples, quality).
+        domain_mapper: names the feature ids for ``as_list`` (lime's ``TextDomainMapper`` or
+            ``TableDomainMapper``).
+        random_state: the explainer's generator (None: numpy's global one).
 
     Args:
         result: the torchlime ``Explanation`` of one input (coef (1, T, F)).
@@ -56,6 +60,8 @@ class Explanation:
             (regression); None when unknown.
         score_range: regression: the smallest and largest prediction over the samples.
         instance_html: the instance rendered as HTML for ``as_html``.
+        domain_mapper: names the feature ids (default: ``names``, in a ``TableDomainMapper``).
+        random_state: the explainer's generator, kept as lime keeps it.
 
     A text explanation also knows its ``text`` and every word's ``word_starts`` (character positions),
     from which ``as_html`` draws lime's "Text with highlighted words" panel.
@@ -73,8 +79,16 @@ class Explanation:
         reference: Optional[NDArray[np.float64]] = None,
         score_range: tuple[float, float] = (0.0, 1.0),
         instance_html: str = "",
+        domain_mapper: Optional[DomainMapper] = None,
+        random_state: RandomState = None,
     ) -> None:
         self.result, self.names, self.mode = result, list(names), mode
+        self.random_state = random_state
+        self.domain_mapper: DomainMapper = (
+            domain_mapper
+            if domain_mapper is not None
+            else TableDomainMapper(self.names, [""] * len(self.names), np.zeros(len(self.names)), [])
+        )
         self.instance_html = instance_html
         self.local_exp: dict[int, list[tuple[int, float]]] = {}
         self.intercept: dict[int, float] = {}
@@ -122,17 +136,14 @@ class Explanation:
 
         Args:
             label: the class (lime's default 1; any label for regression).
-            **kwargs: for text, ``positions=True`` appends each word's character positions.
+            **kwargs: passed to ``domain_mapper.map_exp_ids`` (for text, ``positions=True`` appends
+                each word's character positions).
 
         Returns:
             The named weights.
         """
         pairs = self.local_exp[self._label(label)]
-        positions = kwargs.get("positions", False)
-        starts = getattr(self, "word_starts", None)
-        if positions and starts is not None:
-            return [(f"{self.names[f]}_{'-'.join(str(p) for p in starts[f])}", w) for f, w in pairs]
-        return [(self.names[f], w) for f, w in pairs]
+        return [(name, float(w)) for name, w in self.domain_mapper.map_exp_ids(pairs, **kwargs)]
 
     def as_map(self) -> dict[int, list[tuple[int, float]]]:
         """Label -> [(feature id, weight)] (lime's ``local_exp``)."""

@@ -14,11 +14,14 @@ from torchlime.compat.lime._checks import check_finite_array, check_function, ch
 from torchlime.compat.lime._common import (
     Recording,
     check_common,
+    mixed_seed,
+    one_call,
     random_state_from,
     seed_from,
     surrogate_for,
     target_for,
 )
+from torchlime.compat.lime._domain import TableDomainMapper
 from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._stats import stats_from_lime
 from torchlime.engine.explanation import Explanation as Result
@@ -210,23 +213,47 @@ class LimeTabularExplainer:
                 target=target,
                 n_samples=num_samples,
                 surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
-                generator=seed_from(self.random_state),
-                **kwargs,
+                generator=self._seed(),
+                **one_call(kwargs, num_samples, d),
             )
         keep = d if self.feature_selection == "none" else num_features
+        names = self._names(result, row)
         exp = Explanation(
             result,
-            self._names(result, row),
+            names,
             mode=self.mode,
             class_names=self.class_names,
             keep=keep,
             last=0 if top_labels else -1,
             reference=rec.first,
             score_range=(rec.low, rec.high),
+            domain_mapper=self._mapper(row, names),
+            random_state=self.random_state,
         )
         if top_labels and not regression:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]
         return exp
+
+    def _seed(self) -> int:
+        """The engine's seed: the explainer's draw, mixed with a draw of a discretizer object's own generator.
+
+        lime draws the values of the sampled bins with the discretizer's ``random_state``, so two
+        discretizers seeded apart give different samples, and explanations, as they do here.
+        """
+        seed = seed_from(self.random_state)
+        own = self.discretizer
+        if own is None or isinstance(own, str) or not hasattr(own, "random_state"):
+            return seed
+        return mixed_seed(seed, seed_from(own.random_state))
+
+    def _mapper(self, row: NDArray[np.float64], names: Sequence[str]) -> TableDomainMapper:
+        """Lime's ``TableDomainMapper`` of this row: its shown values, scaled values and conditions."""
+        shown: list[object] = []
+        for f, value in enumerate(row.tolist()):
+            labels = self.categorical_names.get(f) if f in self.categorical_features else None
+            shown.append(str(labels[int(value)]) if labels is not None else f"{value:.2f}")
+        scaled = (row - self.stats.mean.numpy()) / self.stats.scale.numpy()
+        return TableDomainMapper(self.feature_names, shown, scaled, self.categorical_features, list(names))
 
     def _names(self, result: Result, row: NDArray[np.float64]) -> list[str]:
         """Lime's name of every column for this row: its bin, ``name=value``, or the plain name."""

@@ -11,12 +11,15 @@ from torchlime.compat.lime._common import (
     Recording,
     check_common,
     check_distance,
+    one_call,
     random_state_from,
     seed_from,
     surrogate_for,
     target_for,
 )
+from torchlime.compat.lime._domain import TextDomainMapper
 from torchlime.compat.lime._explanation import Explanation
+from torchlime.compat.lime._indexed import IndexedCharacters, IndexedString
 from torchlime.stages.sampling import UniformCountSampler
 from torchlime.stages.weighting import ExponentialKernel
 from torchlime.text._text import explain_text
@@ -128,15 +131,27 @@ class LimeTextExplainer:
                 kernel=ExponentialKernel(width=self.kernel_width, distance=distance, scale=100.0),
                 surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
                 generator=seed_from(self.random_state),
-                **kwargs,
+                **one_call(kwargs, num_samples, len(text_instance)),
             )
         info = result.info
         if info is None or info.text_pieces(0) is None:
             raise TypeError(f"the text explanation carries no record of its words, got {describe(info)}")
         words = info.feature_labels(0) or []
         keep = len(words) if self.feature_selection == "none" else num_features
+        indexed = (
+            IndexedCharacters(text_instance, bow=self.bow, mask_string=self.mask_string)
+            if self.char_level
+            else IndexedString(text_instance, self.split_expression, bow=self.bow, mask_string=self.mask_string)
+        )
         exp = Explanation(
-            result, words, class_names=self.class_names, keep=keep, last=0 if top_labels else -1, reference=rec.first
+            result,
+            words,
+            class_names=self.class_names,
+            keep=keep,
+            last=0 if top_labels else -1,
+            reference=rec.first,
+            domain_mapper=TextDomainMapper(indexed),
+            random_state=self.random_state,
         )
         pieces, piece_features = info.text_pieces(0) or ([], [])
         exp.word_starts = _word_starts(pieces, piece_features, len(words))
