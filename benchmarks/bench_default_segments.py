@@ -4,7 +4,7 @@ On the embedded demo model (64 x 64 images with a planted object, held-out seed)
 sample budget N, SLIC segment count and fill is explained with the same seed; recorded per combination:
 the median weighted R² of the surrogate and the median / mean coverage of the planted object by the
 top-3 segments (ranked by signed weight: the segments that support the predicted class). The defaults of
-``explain_image`` (``image._defaults``: ``n_segments = clamp(N // 20, 8, 100)``; fill "mean", lime's)
+``explain_image`` (``image._defaults``: ``n_segments = clamp(N // 40, 8, 100)``; fill "mean", lime's)
 are read from this table, and the row ``"default"`` explains with them as a user would.
 
     python -m benchmarks.bench_default_segments            # writes results/default_segments_cpu.json
@@ -24,7 +24,7 @@ from torchlime.image import explain_image
 
 from benchmarks.common import header, write
 
-COUNTS = (16, 25, 36, 50, 64, 100)
+COUNTS = (16, 25, 50, 100)
 BUDGETS = (500, 1000)
 FILLS = (0.0, "mean", "blur")
 
@@ -44,7 +44,7 @@ def quality(exp: torch.Tensor, evidence: torch.Tensor) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n-images", type=int, default=32)
+    ap.add_argument("--n-images", type=int, default=16)
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # weak fits are what this table measures
     model = load_demo_model()

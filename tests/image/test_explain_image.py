@@ -123,7 +123,7 @@ def test_grid_follows_n_segments_and_too_few_segments_say_so():
     model, x, _ = planted("cpu")
     assert explain_image(model, x, n_samples=8, segments="grid", n_segments=4).n_features.tolist() == [4] * len(x)
     assert explain_image(model, x, n_samples=8, segments="grid", n_segments=100).n_features.tolist() == [100] * len(x)
-    # "auto" (the default): clamp(N // 20, 8, 100) = 8 for N = 8, so a 3 x 3 grid
+    # "auto" (the default): clamp(N // 40, 8, 100) = 8 for N = 8, so a 3 x 3 grid
     assert explain_image(model, x, n_samples=8, segments="grid").n_features.tolist() == [9] * len(x)
     with pytest.raises(ValueError, match="at least 2 features .*: split them finer .*n_segments"):
         explain_image(model, x, n_samples=8, segments="grid", n_segments=1)

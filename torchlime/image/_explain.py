@@ -73,7 +73,7 @@ class Images(Modality):
             (B, H, W) labels, or an integer tensor (H, W), (B, H, W) or (B, 1, H, W). Unset: SLIC, or
             lime's quickshift with ``preset="lime"``.
         n_segments: approximate segment count of SLIC and of "grid"; "auto" (the default): from the
-            sample budget and the image size (``image._defaults.default_segments``: 50 for N = 1000).
+            sample budget and the image size (``image._defaults.default_segments``: 25 for N = 1000).
         normalize: ``(mean, std)`` per channel; the model sees ``(x - mean) / std`` while the images
             are segmented and perturbed unnormalised.
 
@@ -165,7 +165,7 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
             (B, H, W) or (B, 1, H, W) made by the user. Any integer ids. Default:
             SLIC, or lime's quickshift with ``preset="lime"``.
         n_segments: approximate segment count of SLIC and of "grid" (round(sqrt(n)) cells a side);
-            "auto" (the default): ``clamp(N // 20, 8, 100)`` for N samples, at most H * W // 64
+            "auto" (the default): ``clamp(N // 40, 8, 100)`` for N samples, at most H * W // 64
             (``image._defaults``: the rule and the measurement behind it).
         normalize: ``(mean, std)`` per channel; the model then sees ``(x - mean) / std``
             (computed in the fused perturbation pass) while images are segmented and
