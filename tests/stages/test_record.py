@@ -87,7 +87,9 @@ def test_single_protocol_cannot_be_reused_and_bad_masks():
     )
     with pytest.raises(ValueError, match="single-mask infill protocol"):
         exp.perturbation.rows(torch.ones(3, 2, int(exp.n_features.max()), dtype=torch.bool))
-    img = explain_image(lambda v: v.mean((1, 2, 3)), torch.rand(1, 3, 16, 16), segments="grid", n_samples=10)
+    img = explain_image(
+        lambda v: v.mean((1, 2, 3)), torch.rand(1, 3, 16, 16), segments="grid", n_segments=100, n_samples=10
+    )
     with pytest.raises(ValueError, match=r"`masks` must be bool \(1, M, 100\)"):
         img.perturbation.rows(torch.ones(1, 2, 5, dtype=torch.bool))
     assert img.to("cpu").perturbation is img.perturbation  # the same device: kept

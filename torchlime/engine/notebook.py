@@ -21,22 +21,24 @@ import torch
 
 from torchlime._colours import RED, RED_HEX, diverging
 from torchlime.engine.notebook_panels import (
-    Shown,
+    Shown as Shown,
+)
+from torchlime.engine.notebook_panels import (
     colour_scale,
     figure,
     flagged,
-    grid,
     heat_of,
     image_tag,
     is_image,
     overlay,
     panel,
-    png_bytes,
+    panel_row,
     rgb_css,
     target_scale,
 )
-
-__all__ = ["MAX_INPUTS", "MAX_TARGETS", "Shown", "png_bytes", "structured_picture", "to_html"]
+from torchlime.engine.notebook_panels import (
+    png_bytes as png_bytes,
+)
 
 MAX_INPUTS = 4  # inputs drawn; the table lists them all
 MAX_TARGETS = 6  # panels per input
@@ -74,7 +76,7 @@ def _pictures(exp: Shown, b: int) -> str:
     for t in shown:
         caption = f"class {labels[t]}, R² {float(exp.score[b, t]):.2f}" + _flags_text(flags, t)
         panels.append(figure(panel(exp, b, t, scale, size), caption))
-    return grid(panels, t_all - len(shown)) + colour_scale(scale)
+    return panel_row(panels, t_all - len(shown)) + colour_scale(scale)
 
 
 def _outline(rgb: torch.Tensor, box: Sequence[float], shape: tuple[int, int]) -> torch.Tensor:
@@ -163,7 +165,7 @@ def structured_picture(exp: Shown, b: int) -> str:
             body = "".join(f"<span style='background:{c};padding:0 4px'>&nbsp;</span>" for c in colours)
         caption += f", R² {float(exp.score[b, t]):.2f}" + _flags_text(flags, t)
         panels.append(figure(body, caption))
-    return grid(panels, len(real) - len(shown)) + colour_scale(scale)
+    return panel_row(panels, len(real) - len(shown)) + colour_scale(scale)
 
 
 def _summary(exp: Shown) -> str:

@@ -200,7 +200,7 @@ def figure(body: str, caption: str) -> str:
     return f"<figure style='margin:2px'>{body}<figcaption>{html.escape(caption)}</figcaption></figure>"
 
 
-def grid(panels: Sequence[str], more: int = 0) -> str:
+def panel_row(panels: Sequence[str], more: int = 0) -> str:
     """Panels side by side (wrapping), and "+N more" for ``more`` panels left out."""
     tail = f"<div style='align-self:center'>+{more} more</div>" if more > 0 else ""
     return "<div style='display:flex;flex-wrap:wrap;gap:6px'>" + "".join(panels) + tail + "</div>"
