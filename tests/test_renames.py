@@ -20,7 +20,6 @@ from torchlime._deprecate import legacy_positions, renamed
 from torchlime.accel import InputFormat
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.audio.viz_transcript import plot_transcript
-from torchlime.cli import main
 from torchlime.cli.main import build_parser
 from torchlime.dataset import explain_dataset, load_results
 from torchlime.image import explain_image
@@ -36,6 +35,7 @@ from torchlime.targets import Transcript
 from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, text_html
 
 from tests.helpers import cli_fixtures as fx
+from tests.helpers.cli_fixtures import run as cli
 from tests.helpers.text import CLS, MASK, SEP, PositionBag
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -356,15 +356,6 @@ def test_explain_dataset_batch_size_keeps_its_old_meaning_while_deprecated(tmp_p
 
 
 # ----------------------------------------------------------------------------- the command line
-
-
-def cli(capsys, *args: Any) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -14,19 +14,9 @@ import pytest
 import torch
 
 from torchlime import Explanation
-from torchlime.cli import main
 
 from tests.helpers import cli_fixtures as fx
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """Run the command line in-process: (exit code, stdout, stderr)."""
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers.cli_fixtures import run as cli
 
 
 @pytest.fixture(scope="module")

@@ -13,19 +13,10 @@ from torchlime.cli import main
 from torchlime.cli.main import build_parser
 
 from tests.helpers import cli_fixtures as fx
+from tests.helpers.cli_fixtures import run as cli
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RUN = ("--n-samples", 32, "--inputs-per-step", 2, "--shard-size", 4, "--segments", "grid", "--n-segments", 9)
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """Run the command line in-process: (exit code, stdout, stderr)."""
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

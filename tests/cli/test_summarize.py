@@ -7,21 +7,10 @@ import json
 
 import pytest
 
-from torchlime.cli import main
-
 from tests.dataset.test_summarize import COLUMNS, per_row_maps, write
+from tests.helpers.cli_fixtures import run as cli
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """Run the command line in-process: (exit code, stdout, stderr)."""
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

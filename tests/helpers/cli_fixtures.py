@@ -10,6 +10,19 @@ from pathlib import Path
 import torch
 from torch import nn
 
+
+def run(capsys: object, *args: object) -> tuple[int, str, str]:
+    """Run the command line in-process on ``args`` (each turned into a string): (exit code, stdout, stderr)."""
+    from torchlime.cli import main
+
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    return code, out, err
+
+
 WORDS = ["[PAD]", "[UNK]", "[MASK]", "[CLS]", "[SEP]", "good", "bad", "movie", "the", "plot", "was", "very"]
 
 FACTORY = """
