@@ -82,7 +82,18 @@ class TextDomainMapper(DomainMapper):
     def visualize_instance_html(
         self, exp: Pairs, label: int, div_name: str, exp_object_name: str, **kwargs: Any
     ) -> str:
-        """The text, HTML-escaped (the explanation's ``text_html`` draws its highlighted words)."""
+        """The text, HTML-escaped (the explanation's ``text_html`` draws its highlighted words).
+
+        Args:
+            exp: pairs of one label.
+            label: the label.
+            div_name: lime's name of the page's element.
+            exp_object_name: lime's name of the explanation's script object.
+            **kwargs: unused.
+
+        Returns:
+            An HTML fragment.
+        """
         return f"<div>{html.escape(self.indexed_string.raw_string())}</div>"
 
 
@@ -137,7 +148,18 @@ class TableDomainMapper(DomainMapper):
     def visualize_instance_html(
         self, exp: Pairs, label: int, div_name: str, exp_object_name: str, **kwargs: Any
     ) -> str:
-        """The instance's columns and values as an HTML table."""
+        """The instance's columns and values as an HTML table.
+
+        Args:
+            exp: pairs of one label.
+            label: the label.
+            div_name: lime's name of the page's element.
+            exp_object_name: lime's name of the explanation's script object.
+            **kwargs: unused.
+
+        Returns:
+            An HTML fragment.
+        """
         rows = "".join(
             f"<tr><td>{html.escape(str(n))}</td><td>{html.escape(str(v))}</td></tr>"
             for n, v in zip(self.feature_names, self.feature_values)

@@ -200,7 +200,15 @@ class StatsDiscretizer(BaseDiscretizer):
         super().__init__(data, categorical_features, feature_names, labels, random_state, data_stats)
 
     def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The given boundaries of every column of ``to_discretize``."""
+        """The given boundaries of every column of ``to_discretize``.
+
+        Args:
+            data: (N, D) training data.
+            labels: (N,) class labels, or None.
+
+        Returns:
+            One increasing array of boundaries per column of ``to_discretize``.
+        """
         return [np.asarray(self._given[f], dtype=np.float64) for f in self.to_discretize]
 
 
@@ -219,28 +227,78 @@ def _fitted_bins(
 
 
 class QuartileDiscretizer(BaseDiscretizer):
-    """lime's ``QuartileDiscretizer``: bins at the 25th, 50th and 75th percentiles."""
+    """lime's ``QuartileDiscretizer``: bins at the 25th, 50th and 75th percentiles.
+
+    Args:
+        data: (N, D) training data.
+        categorical_features: the categorical columns (never binned).
+        feature_names: D names.
+        labels: (N,) class labels (the entropy discretizer's), or None.
+        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
+        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
+    """
 
     def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The quartiles of every column of ``to_discretize``."""
+        """The quartiles of every column of ``to_discretize``.
+
+        Args:
+            data: (N, D) training data.
+            labels: (N,) class labels, or None.
+
+        Returns:
+            One increasing array of boundaries per column of ``to_discretize``.
+        """
         return _fitted_bins(data, self.to_discretize, "quartile", None)
 
 
 class DecileDiscretizer(BaseDiscretizer):
-    """lime's ``DecileDiscretizer``: bins at the 10th, 20th, ..., 90th percentiles."""
+    """lime's ``DecileDiscretizer``: bins at the 10th, 20th, ..., 90th percentiles.
+
+    Args:
+        data: (N, D) training data.
+        categorical_features: the categorical columns (never binned).
+        feature_names: D names.
+        labels: (N,) class labels (the entropy discretizer's), or None.
+        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
+        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
+    """
 
     def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The deciles of every column of ``to_discretize``."""
+        """The deciles of every column of ``to_discretize``.
+
+        Args:
+            data: (N, D) training data.
+            labels: (N,) class labels, or None.
+
+        Returns:
+            One increasing array of boundaries per column of ``to_discretize``.
+        """
         return _fitted_bins(data, self.to_discretize, "decile", None)
 
 
 class EntropyDiscretizer(BaseDiscretizer):
     """lime's ``EntropyDiscretizer``: bins at the splits of a depth-3 entropy tree on ``labels``.
 
+    Args:
+        data: (N, D) training data.
+        categorical_features: the categorical columns (never binned).
+        feature_names: D names.
+        labels: (N,) class labels (required: the tree splits on them).
+        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
+        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
+
     Raises:
         ValueError: no ``labels``.
     """
 
     def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The entropy-tree splits of every column of ``to_discretize``."""
+        """The entropy-tree splits of every column of ``to_discretize``.
+
+        Args:
+            data: (N, D) training data.
+            labels: (N,) class labels, or None.
+
+        Returns:
+            One increasing array of boundaries per column of ``to_discretize``.
+        """
         return _fitted_bins(data, self.to_discretize, "entropy", labels)
