@@ -12,10 +12,10 @@ import warnings
 from typing import Any, Optional
 
 import torch
-from torch.profiler import record_function
 
 from torchlime._checks import user_stacklevel
 from torchlime.engine.explanation import Explanation
+from torchlime.engine.fit import solve
 from torchlime.engine.plan import Plan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
 from torchlime.engine.rows import ready
@@ -93,9 +93,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     outputs = ready(run.scores, "the scores")
     drawn = torch.arange(n_samples, device=dev) < torch.tensor(passes.used, device=dev).unsqueeze(1)  # (B, S)
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
-    normal = ready(run.acc, "the normal equations").normal()
-    with record_function("torchlime::fit"):
-        fit = s.surrogate.fit_normal(normal, fmap.valid, anchors=outputs[:, :2])
+    normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, fmap.valid, outputs)
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
     if valid is not None:  # padded targets of a structured target are no fits to judge
@@ -112,6 +110,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         )
     keep = s.return_samples
     record = _record(plan, passes, quality, unreliable)
+    choice = getattr(run.kernel, "choice", None)  # how width="auto" chose the width (stages.weighting.WidthChoice)
     return Explanation(
         perturbation=plan.perturbation,
         coef=fit.coef,
@@ -128,6 +127,6 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         samples=torch.cat(run.kept_masks, 1) if keep else None,
         outputs=outputs if keep else None,
         weights=torch.cat(run.kept_weights, 1) if keep else None,
-        meta=record.as_plain(),
+        meta=record.as_plain() if choice is None else {**record.as_plain(), "width_auto": choice.as_plain()},
         run=record,
     )

@@ -16,7 +16,7 @@ from torchlime.engine.info import Info, rebuild
 from torchlime.engine.run_record import RunRecord
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.targets._base import Bound
-from torchlime.typing import RankBy
+from torchlime.typing import KernelSpec, RankBy, SurrogateSpec
 
 _TENSORS = (
     "coef",
@@ -218,6 +218,31 @@ class Explanation:
             scorer=self.scorer if same else None,
             **moved,
         )
+
+    def refit(
+        self,
+        *,
+        kernel: Optional[KernelSpec] = None,
+        surrogate: Optional[SurrogateSpec] = None,
+        n_samples: Optional[int] = None,
+    ) -> Explanation:
+        """Fit the kept samples again with another kernel, surrogate or sample count; no model calls.
+
+        Bit for bit a fresh call with ``masks=self.samples[:, :n_samples]`` and these settings
+        (``engine.refit``); needs ``return_samples=True``.
+
+        Args:
+            kernel: a ``kernel=`` of ``torchlime.explain`` (``ExponentialKernel(width="auto")`` included);
+                None: this explanation's.
+            surrogate: a ``surrogate=`` of ``torchlime.explain``; None: this explanation's.
+            n_samples: fit the first m of the S samples; None: all.
+
+        Returns:
+            The new explanation, with samples (B, m, F), outputs (B, m, T) and weights (B, m).
+        """
+        from torchlime.engine.refit import refit_fields
+
+        return dataclasses.replace(self, **refit_fields(self, kernel=kernel, surrogate=surrogate, n_samples=n_samples))
 
     def save(self, path: Union[str, Path]) -> None:
         """Write tensors and plain metadata with ``torch.save`` (loadable with ``weights_only=True``).

@@ -14,21 +14,21 @@ from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 import torch
 from torch.profiler import record_function
 
+from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
+from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
 from torchlime.stages.forward.targets import resolve_target
 from torchlime.stages.normal import NormalAccumulator
-from torchlime.stages.perturb.blend import Chunk
+from torchlime.stages.perturb.blend import Chunk, OrderedPerturbFn
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.weighting import Kernel
 from torchlime.targets._base import Bound, Target, cat_rows, take_rows
 from torchlime.typing import Model, OutputSelector, TargetSpec
 
 T = TypeVar("T")
-FIT_BLOCK = 4096  # samples per input accumulated at once into the normal equations
-_FIT_ELEMENTS = 1 << 24  # bound on inputs x FIT_BLOCK x F mask elements held by the fit at once
 #: a pass whose masks hold at most this many elements draws them at once, not chunk by chunk: the same
 #: bits (the numbers depend only on each row's coordinates), a few small tensor operations instead of
 #: a few dozen per chunk
@@ -241,18 +241,23 @@ class Run:
                 b_all, s_all, _, _ = order.coords(0, order.n_rows)
                 z_all = self.draw(b_all, s_all)
         self.drawn = None if z_all is None else (order, z_all)  # the fit reads them again
+        perm, keys = self._sorted(order, z_all, b_all) if z_all is not None else (None, None)
 
         def rows(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
             """Inputs and samples (c,) of rows ``start:stop`` (a large pass computes them per chunk)."""
             if z_all is None:
                 return order.coords(start, stop)[:2]
+            if perm is not None:
+                return b_all[perm[start:stop]], s_all[perm[start:stop]]
             return b_all[start:stop], s_all[start:stop]
 
         def build(start: int, stop: int) -> object:
             with record_function("torchlime::masks"):
                 b, s = rows(start, stop)
-                z = None if z_all is None else z_all[start:stop]
-                c = self.chunk(b, s, *order.span(start, stop), z=z)
+                z = None if z_all is None else z_all[start:stop] if perm is None else z_all[perm[start:stop]]
+                span = order.span(start, stop) if perm is None else (0, 0) if self.batch == 1 else (0, -1)
+                c = self.chunk(b, s, *span, z=z)
+                c = c if keys is None else c._replace(keys=tuple(keys[start:stop]))
             with record_function("torchlime::blend"):
                 x = self.perturbation.build(c)
             if self.dists is not None:  # before the model sees the chunk (a model may write into its input)
@@ -265,6 +270,26 @@ class Run:
 
         with eval_mode(self.model):
             run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
+
+    def _sorted(
+        self, order: RowOrder, z_all: torch.Tensor, b_all: torch.Tensor
+    ) -> tuple[Optional[torch.Tensor], Optional[list[int]]]:
+        """The pass's rows sorted by the perturbation's ``order_key`` (``OrderedPerturbFn``), with the keys.
+
+        The unperturbed inputs stay first; the keys come to the host once per pass.
+
+        Returns:
+            ``(perm, keys)``: long (n_rows,) row order and its keys, or ``(None, None)`` (no key).
+        """
+        fn = self.perturbation.perturb_fn
+        if not isinstance(fn, OrderedPerturbFn):
+            return None, None
+        z = torch.nn.functional.pad(z_all, (0, 1), value=True) if self.fmap.fixed else z_all
+        key = fn.order_key(self.perturbation.index, z, b_all)
+        perm = torch.cat(
+            [torch.arange(order.refs, device=key.device), torch.argsort(key[order.refs :], stable=True) + order.refs]
+        )
+        return perm, key[perm].tolist()
 
     def _consume(self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor) -> None:
         if isinstance(self.target_spec, Target):
@@ -322,44 +347,44 @@ class Run:
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
-        """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to the normal equations.
+        """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to the normal equations (``fit.accumulate_blocks``).
 
         Args:
             active: the inputs.
             s_lo: the first sample.
             s_hi: the sample after the last.
         """
-        f_max, dev = self.fmap.f_max, self.device
         targets, scores = ready(self.targets, "the targets"), ready(self.scores, "the scores")
         if self.acc is None:
-            self.acc = NormalAccumulator(self.batch, f_max, targets.shape[1], scores[:, 0], self.fit_dtype)
-        acc = self.acc
-        valid = self.fmap.valid
-        group = max(1, _FIT_ELEMENTS // (FIT_BLOCK * max(f_max, 1)))
-        idx_all = torch.tensor(list(active), dtype=torch.long, device=dev)
+            self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], self.fit_dtype)
+        idx = torch.tensor(list(active), dtype=torch.long, device=self.device)
+        masks = self.mask_blocks(active, s_lo, s_hi)
+        kept = accumulate_blocks(
+            self.acc, masks, scores, self.kernel, self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep
+        )
+        self.kept_masks += kept[0]
+        self.kept_weights += kept[1]
+
+    def mask_blocks(self, active: Sequence[int], s_lo: int, s_hi: int) -> MaskBlocks:
+        """The masks of blocks of samples ``s_lo..s_hi-1`` of the inputs ``active``: the last pass's, or drawn again.
+
+        Args:
+            active: the inputs.
+            s_lo: the first sample.
+            s_hi: the sample after the last.
+
+        Returns:
+            ``masks(b, g0, s0, s1)`` (``fit.MaskBlocks``): the same bits either way.
+        """
+        f_max, dev = self.fmap.f_max, self.device
         drawn = self.drawn if self.drawn is not None and self.drawn[0].covers(active, s_lo, s_hi) else None
-        for s0 in range(s_lo, s_hi, FIT_BLOCK):
-            s1 = min(s0 + FIT_BLOCK, s_hi)
-            s = torch.arange(s0, s1, device=dev)
-            block_m, block_w = [], []
-            for g0 in range(0, len(idx_all), group):  # groups of inputs bound the memory; sums are per input
-                b = idx_all[g0 : g0 + group]
-                n = b.shape[0]
-                with record_function("torchlime::masks"):
-                    if drawn is not None:  # the forward pass's masks of these rows: the same bits
-                        z = drawn[1][drawn[0].rows_of(g0, n, s0, s1)]
-                    else:
-                        z = self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
-                with record_function("torchlime::fit"):
-                    if self.dists is None:
-                        w = self.kernel.weigh_masks(z, valid[b])
-                    else:
-                        d = self.dists[b, s0:s1]
-                        w = self.kernel.weigh(d if self.scale is None else d / self.scale[b].unsqueeze(1))
-                    acc.add(z, scores[b, s0:s1], w, rows=b)
-                if self.keep:
-                    block_m.append(z)
-                    block_w.append(w)
-            if self.keep:
-                self.kept_masks.append(torch.cat(block_m))
-                self.kept_weights.append(torch.cat(block_w))
+
+        def masks(b: torch.Tensor, g0: int, s0: int, s1: int) -> torch.Tensor:
+            n = b.shape[0]
+            with record_function("torchlime::masks"):
+                if drawn is not None:  # the forward pass's masks of these rows: the same bits
+                    return drawn[1][drawn[0].rows_of(g0, n, s0, s1)]
+                s = torch.arange(s0, s1, device=dev)
+                return self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+
+        return masks

@@ -2,7 +2,9 @@
 
 The B unperturbed inputs and every input's samples go through the model once each, in chunks
 (``rows.Run``); with ``n_samples="auto"`` further rounds double the samples of the inputs whose
-top features are not stable yet (``methods.adaptive``), reusing every earlier sample.
+top features are not stable yet (``methods.adaptive``), reusing every earlier sample. An
+``ExponentialKernel(width="auto")`` gets its width from the pass's samples before they are fitted
+(``fit.choose_width``: one more host synchronisation).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import NamedTuple
 
 import torch
 
+from torchlime.engine.fit import choose_width
 from torchlime.engine.plan import Plan
-from torchlime.engine.rows import RowOrder, ready
-from torchlime.stages.surrogate import Ridge
+from torchlime.engine.rows import RowOrder, Run, ready
+from torchlime.stages.surrogate import Ridge, Surrogate
+from torchlime.stages.weighting import ExponentialKernel, mask_distance
 
 
 class Passes(NamedTuple):
@@ -39,13 +43,19 @@ def run_passes(plan: Plan) -> Passes:
         The samples each input got, and when the passes ended.
 
     Raises:
-        ValueError: a kernel that normalises by all of an input's distances with ``n_samples="auto"``,
-            and what the forward stage raises (outputs of the wrong shape or width).
+        ValueError: a kernel that normalises by all of an input's distances, or whose width is "auto", with
+            ``n_samples="auto"``, and what the forward stage raises (outputs of the wrong shape or width).
     """
     s, run = plan.settings, plan.run
     adaptive, n_samples, batch, dev = s.adaptive, s.n_samples, s.inputs.shape[0], s.inputs.device
     everyone = range(batch)
     first = min(adaptive.start, n_samples) if adaptive else n_samples
+    auto = run.kernel if isinstance(run.kernel, ExponentialKernel) and run.kernel.auto else None
+    if auto is not None and adaptive is not None:  # refused before any model call
+        raise ValueError(
+            f"`kernel` {auto!r} chooses its width from all the samples of the call: it needs an int n_samples, "
+            f"not 'auto'"
+        )
     run.forward(RowOrder(everyone, 0, first, dev))
     if run.dists is not None:  # kernels normalised by all S distances of an input (e.g. max-normalised)
         run.scale = run.kernel.normaliser(run.dists, torch.ones_like(run.dists, dtype=torch.bool))
@@ -54,6 +64,8 @@ def run_passes(plan: Plan) -> Passes:
                 f"`kernel` {run.kernel!r} normalises by all of an input's distances: it needs an int "
                 f"n_samples, not 'auto'"
             )
+    if auto is not None:  # width="auto": chosen from these samples before they are fitted
+        run.kernel = _choose_width(run, auto, s.surrogate, first)
     run.accumulate(everyone, 0, first)
     used = [first] * batch  # samples per input (host ints)
     if adaptive:  # rounds: double the samples of the inputs whose top-k is not stable yet
@@ -73,3 +85,14 @@ def run_passes(plan: Plan) -> Passes:
                 used[a] = s_next
             s_cur = s_next
     return Passes(used, time.perf_counter())
+
+
+def _choose_width(run: Run, kernel: ExponentialKernel, surrogate: Surrogate, n: int) -> ExponentialKernel:
+    """``width="auto"``: the kernel with the width chosen from the call's n samples (``fit.choose_width``)."""
+    every = torch.arange(run.batch, device=run.device)
+    masks = run.mask_blocks(range(run.batch), 0, n)(every, 0, 0, n)  # (B, S, F)
+    valid = run.fmap.valid
+    dists = mask_distance(masks, valid.unsqueeze(1), kernel.distance) if run.dists is None else run.dists
+    scores = ready(run.scores, "the scores")
+    target_valid = None if run.bound is None else run.bound.valid
+    return choose_width(kernel, masks, scores, dists, valid, surrogate, target_valid)

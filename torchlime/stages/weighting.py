@@ -11,12 +11,12 @@ compares the words of the perturbed and the original text).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union
 
 import torch
 
-from torchlime._checks import check_choice, check_positive_float
+from torchlime._checks import check_choice, check_positive_float, describe
 from torchlime.stages.features import FeatureMap
 from torchlime.typing import DistanceName, KernelSpace
 
@@ -157,33 +157,98 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class WidthChoice:
+    """How ``width="auto"`` chose a width from the samples (``engine.fit.choose_width``).
+
+    Every candidate is fitted on K - 1 folds of the samples and scored on the held-out fold under ONE fixed
+    reference weighting (a width's own weighted R² uses a different yardstick per width). The rule: with b
+    the candidate of smallest held-out error, the widest candidate whose error is within one standard error
+    of b's and whose top-k features agree across the folds at least as well as b's.
+
+    Attributes:
+        candidates: the widths tried, ``reference · 2^(i/2)`` for i = -4..4 (narrowest first).
+        heldout_error: per candidate, the held-out weighted squared error over the weighted spread of the
+            held-out outputs (1 - out-of-sample R²), averaged over targets, inputs and folds.
+        heldout_se: per candidate, the standard error of ``heldout_error`` across the folds.
+        stability: per candidate, the mean top-k Jaccard index between the K folds' fits.
+        reference: the width of the fixed reference weighting: the median scaled distance of the samples.
+        chosen: the chosen width (one of ``candidates``).
+        folds: K, the number of folds (sample s >= 1 is in fold (s - 1) mod K; sample 0 always fits).
+        k: the size of the top-k sets.
+    """
+
+    candidates: tuple[float, ...]
+    heldout_error: tuple[float, ...]
+    heldout_se: tuple[float, ...]
+    stability: tuple[float, ...]
+    reference: float
+    chosen: float
+    folds: int
+    k: int
+
+    def as_plain(self) -> dict[str, Any]:
+        """The record as plain data (what ``meta["width_auto"]`` keeps).
+
+        Returns:
+            A dict of lists and numbers, one entry per field.
+        """
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
 class ExponentialKernel(Kernel):
     """``w = exp(-(scale·d)² / (2 width²))`` on a chosen distance.
 
+    ``width="auto"`` chooses the width from the call's own samples after the forward pass, without more
+    model calls (``WidthChoice`` says how; ``engine.fit.choose_width``): the explanation's kernel is then
+    this kernel with the chosen width, ``meta["kernel"]`` shows it and ``meta["width_auto"]`` the choice.
+
     Attributes:
-        width: kernel width (lime image: 0.25; lime text: 25 with scale 100; captum: 1.0).
+        width: kernel width (lime image: 0.25; lime text: 25 with scale 100; captum: 1.0), or "auto".
         distance: "cosine", "hamming" or "euclidean".
         space: "mask" (binary interpretable vectors, lime) or "input" (model inputs, captum).
         scale: multiplies the distance first (lime text multiplies cosine by 100).
+        choice: how ``width="auto"`` chose ``width`` (set by the engine), or None.
+
+    Raises:
+        TypeError / ValueError: a width that is neither a finite number > 0 nor "auto" (named), and the like.
     """
 
-    width: float = 0.25
+    width: Union[float, Literal["auto"]] = 0.25
     distance: DistanceName = "cosine"
     space: KernelSpace = "mask"
     scale: float = 1.0
+    choice: Optional[WidthChoice] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_positive_float(self.width, "width")
+        width = self.width
+        if isinstance(width, bool) or not isinstance(width, (int, float, str)):
+            raise TypeError(f"`width` must be a number > 0 or 'auto', got {describe(width)}")
+        if width != "auto" and (isinstance(width, str) or not 0 < width < float("inf")):
+            raise ValueError(f"`width` must be a finite number > 0 or 'auto', got {width!r}")
         check_positive_float(self.scale, "scale")
         check_choice(self.distance, "distance", DISTANCES)
         check_choice(self.space, "space", SPACES)
+
+    @property
+    def auto(self) -> bool:
+        """Whether the width is still to be chosen (``width="auto"``)."""
+        return self.width == "auto"
 
     def weigh(self, distances: torch.Tensor) -> torch.Tensor:
         """``exp(-(scale·d)² / (2 width²))`` of distances (...), the same shape.
 
         Args:
             distances: (...) distances of any shape.
+
+        Raises:
+            ValueError: ``width="auto"`` not chosen yet (the engine and ``Explanation.refit`` choose it).
         """
+        if isinstance(self.width, str):
+            raise ValueError(
+                "`width='auto'` is chosen from the samples by the engine (or Explanation.refit) before any "
+                "weight is computed; to weigh distances yourself, pass a number width"
+            )
         d = distances * self.scale
         return torch.exp(-(d * d) / (2.0 * self.width * self.width))
 

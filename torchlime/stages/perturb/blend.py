@@ -9,7 +9,7 @@ perturbation is not a blend (deleting tokens, crossfades) passes a ``PerturbFn``
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Protocol, Sequence, Union
+from typing import NamedTuple, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import torch
 
@@ -53,6 +53,8 @@ class Chunk(NamedTuple):
         first: the first input of the chunk (a host int).
         last: the last input of the chunk (a host int; equal to ``first`` when the whole chunk
             perturbs one input, which then need not be gathered; -1 otherwise).
+        keys: the rows' ``order_key`` values on the host, ascending, when the engine sorted the pass
+            by them (``OrderedPerturbFn``); None otherwise.
     """
 
     masks: torch.Tensor
@@ -60,6 +62,7 @@ class Chunk(NamedTuple):
     samples: torch.Tensor
     first: int
     last: int
+    keys: Optional[tuple[int, ...]] = None
 
 
 class PerturbFn(Protocol):
@@ -76,6 +79,29 @@ class PerturbFn(Protocol):
 
         Returns:
             What the model takes for c rows: a (c, ...) tensor, or a tuple / dict of them.
+        """
+        ...
+
+
+@runtime_checkable
+class OrderedPerturbFn(PerturbFn, Protocol):
+    """A ``PerturbFn`` whose rows cost less when rows of equal key share a chunk (e.g. kept token counts).
+
+    The engine then runs a pass's perturbed rows sorted by ``order_key`` (stable; the unperturbed
+    inputs first) and hands each chunk its rows' keys on the host (``Chunk.keys``), read back once
+    per pass, never per chunk. Scores are stored by (input, sample), so the order changes no result.
+    """
+
+    def order_key(self, index: torch.Tensor, masks: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Long (n,) sort key of n rows.
+
+        Args:
+            index: long (B or 1, *fshape) the mask column of every element (as ``__call__`` gets it).
+            masks: bool (n, F') the rows' masks (with the always-kept column, as in a ``Chunk``).
+            rows: long (n,) the explained input of every row.
+
+        Returns:
+            Long (n,) keys on the masks' device.
         """
         ...
 
