@@ -14,20 +14,32 @@ number or a name; random fills then draw from seed 0).
 * captum's definitions (``fidelity``, ``sensitivity``): ``infidelity``, ``max_sensitivity``;
 * stability across seeds (``stability``): ``jaccard_topk``, ``kendall_w``;
 * ground truth (``agreement``): ``gold_recall``, ``token_roc_auc``, ``feature_mask``;
-* a picture (``viz``, matplotlib): ``plot_curves``.
+* a picture (``viz``, matplotlib): ``plot_curves``;
+* the model-parameter randomisation sanity check (``randomisation``): ``randomisation_check``.
+
+Any attribution method: the metrics that hide features also take a plain attribution tensor
+(captum's, shap's, a Grad-CAM map; per element, or per feature with ``features=``) and its
+``target=`` (``attributions``: ``from_attributions`` makes the record they read); ``max_sensitivity``,
+the stability metrics and ``randomisation_check`` take Quantus's ``explain_fn(model, inputs)``.
 
 Results are (B, T) tensors (per input and target) or (B,).
 """
 
 from torchlime.metrics.agreement import feature_mask, gold_recall, token_roc_auc
+from torchlime.metrics.attributions import from_attributions
 from torchlime.metrics.curves import Curves, deletion, insertion, region_perturbation
 from torchlime.metrics.faithfulness import faithfulness_correlation, label_flip
 from torchlime.metrics.fidelity import infidelity
+from torchlime.metrics.randomisation import RandomisationResult, randomisation_check
 from torchlime.metrics.sensitivity import max_sensitivity
 from torchlime.metrics.stability import jaccard_topk, kendall_w
 from torchlime.metrics.viz import plot_curves
+from torchlime.metrics.width import width_sweep
 
 __all__ = [
+    "from_attributions",
+    "randomisation_check",
+    "RandomisationResult",
     "deletion",
     "insertion",
     "region_perturbation",
@@ -42,4 +54,5 @@ __all__ = [
     "token_roc_auc",
     "feature_mask",
     "plot_curves",
+    "width_sweep",
 ]

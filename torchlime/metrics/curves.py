@@ -15,6 +15,10 @@ or n_bj = round(j F_b / steps) (halves up) for j = 0..steps. The curve y_btj is 
 score of target t (softmax probabilities with ``softmax=True``) after step j, at the fraction
 x_bj = n_bj / F_b of features changed. The rows of all inputs, targets and steps go through the
 model in one chunked pass, perturbed exactly as the explanation perturbed its inputs.
+
+``explanation`` may also be a plain attribution tensor (captum's, a Grad-CAM map), per element or
+(B, F) with ``features=``, for the output column ``target=`` (``metrics.attributions``): its
+features are hidden as a blend with ``baseline`` (default 0).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from torchlime.metrics._common import (
     trapezoid,
 )
 from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
+from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec
 
@@ -154,6 +159,8 @@ def deletion(
     inputs: torch.Tensor,
     explanation: object,
     *,
+    features: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     baseline: Optional[BaselineSpec] = None,
     steps: Optional[int] = None,
     batch_size: Optional[int] = None,
@@ -173,11 +180,18 @@ def deletion(
         model: the model the explanation explained (the user's; the front door's wrapper is
             applied from the recorded perturbation).
         inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``.
-        baseline: None (the explanation's own fill) or a fill (``torchlime.stages.perturb.fills``; text
-            perturbations, which delete or replace tokens, ignore it). An explanation without its
-            perturbation (loaded from a file) is perturbed as the plain blend
-            ``where(kept, inputs, baseline)`` over ``explanation.features`` (default fill 0), with
+        explanation: their ``Explanation``, or a plain attribution tensor: per element (B, *shape), or
+            broadcastable to ``inputs`` (e.g. (B, 1, H, W): one feature per pixel), or (B, F) per feature
+            with ``features`` (``metrics.attributions``). Each element is then its own feature: for large
+            inputs pass ``steps`` (step j hides round(j F / steps) elements).
+        features: (B or 1, ...) integer feature map of a per-feature attribution tensor (ids 0..F-1;
+            negative: no feature); None for an ``Explanation`` or per-element attributions.
+        target: the output column a plain attribution tensor explains: an int, a long (B,) tensor or
+            None (each input's top class); None for an ``Explanation``.
+        baseline: None (the explanation's own fill; 0 for a plain tensor) or a fill
+            (``torchlime.stages.perturb.fills``; text perturbations, which delete or replace tokens, ignore
+            it). An explanation without its perturbation (loaded from a file) is perturbed as the plain
+            blend ``where(kept, inputs, baseline)`` over ``explanation.features`` (default fill 0), with
             the model called on it directly: no fused normalisation, token packing or inverse STFT.
         steps: None (one feature per step) or the number of evenly spaced steps.
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
@@ -207,6 +221,7 @@ def deletion(
         >>> deletion(model, x, exp, steps=2, return_curves=True).curves.shape
         torch.Size([3, 1, 3])
     """
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
     return _auc(
         model, inputs, explanation, False, baseline, steps, batch_size, output, softmax, return_curves, progress
     )
@@ -217,6 +232,8 @@ def insertion(
     inputs: torch.Tensor,
     explanation: object,
     *,
+    features: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     baseline: Optional[BaselineSpec] = None,
     steps: Optional[int] = None,
     batch_size: Optional[int] = None,
@@ -233,7 +250,9 @@ def insertion(
     Args:
         model: the model the explanation explained (the user's), as in ``deletion``.
         inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``.
+        explanation: their ``Explanation``, or a plain attribution tensor, as in ``deletion``.
+        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``deletion``.
+        target: the output column of a plain attribution tensor, as in ``deletion``.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
         steps: None (one feature per step) or the number of evenly spaced steps.
         batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
@@ -260,6 +279,7 @@ def insertion(
         >>> insertion(model, x, exp, baseline=0.5).shape
         torch.Size([3, 1])
     """
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
     return _auc(model, inputs, explanation, True, baseline, steps, batch_size, output, softmax, return_curves, progress)
 
 
@@ -268,6 +288,8 @@ def region_perturbation(
     inputs: torch.Tensor,
     explanation: object,
     *,
+    features: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     order: str = "morf",
     steps: Optional[int] = None,
     baseline: Optional[BaselineSpec] = None,
@@ -286,7 +308,9 @@ def region_perturbation(
     Args:
         model: the model the explanation explained (the user's), as in ``deletion``.
         inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``.
+        explanation: their ``Explanation``, or a plain attribution tensor, as in ``deletion``.
+        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``deletion``.
+        target: the output column of a plain attribution tensor, as in ``deletion``.
         order: "morf" (decreasing coefficient) or "lerf" (increasing coefficient).
         steps: None (one feature per step) or the number of evenly spaced steps.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
@@ -314,6 +338,7 @@ def region_perturbation(
         torch.Size([3, 1])
     """
     check_choice(order, "order", ("morf", "lerf"))
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
     curves, x, last = feature_curves(
         model,
         inputs,

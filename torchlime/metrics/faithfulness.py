@@ -1,7 +1,8 @@
 """Faithfulness by hiding features: label flips of the top-k and the faithfulness correlation.
 
 Both hide features exactly as the explanation did (its recorded perturbation, or a blend with
-``baseline=`` for one loaded from a file) and score every row in one chunked pass.
+``baseline=`` for one loaded from a file) and score every row in one chunked pass. Both also take a
+plain attribution tensor with ``features=`` / ``target=``, as ``metrics.deletion`` does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torchlime.metrics._common import (
     target_columns,
 )
 from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
+from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.fills import BaselineSpec
 from torchlime.stages.sampling import Rows, make_key
@@ -32,6 +34,8 @@ def label_flip(
     inputs: torch.Tensor,
     explanation: object,
     *,
+    features: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     k: int,
     baseline: Optional[BaselineSpec] = None,
     by: str = "value",
@@ -48,7 +52,9 @@ def label_flip(
     Args:
         model: the model the explanation explained (the user's), as in ``metrics.deletion``.
         inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``.
+        explanation: their ``Explanation``, or a plain attribution tensor, as in ``metrics.deletion``.
+        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
+        target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         k: number of features hidden (clamped to each input's F_b).
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
@@ -76,6 +82,7 @@ def label_flip(
     k = check_positive_int(k, "k")
     by = check_by(by)
     check_run_options(batch_size, False, progress)
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     if setup.scorer is not None or exp.target_valid is not None:
@@ -115,6 +122,8 @@ def faithfulness_correlation(
     inputs: torch.Tensor,
     explanation: object,
     *,
+    features: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     n_subsets: int = 128,
     subset_size: Optional[Union[int, float]] = None,
     generator: Union[None, int, torch.Generator] = None,
@@ -134,7 +143,9 @@ def faithfulness_correlation(
     Args:
         model: the model the explanation explained (the user's), as in ``metrics.deletion``.
         inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``.
+        explanation: their ``Explanation``, or a plain attribution tensor, as in ``metrics.deletion``.
+        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
+        target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         n_subsets: n, random subsets per input (>= 2).
         subset_size: |S|: an int (clamped to F_b), a fraction of F_b in (0, 1] (rounded, halves
             up, at least 1), or None: a quarter of F_b (the same rounding).
@@ -169,6 +180,7 @@ def faithfulness_correlation(
     fraction = _check_subset_size(subset_size)
     softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
     check_run_options(batch_size, softmax, progress)
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation

@@ -19,7 +19,9 @@ normalised form makes the value invariant to a rescaling of the coefficients (ca
 
 A LIME coefficient is the effect of hiding a whole feature, and the heatmap repeats it on every
 element of the feature: a_btk weighs each feature by the perturbation summed over its elements,
-exactly as captum treats any attribution map it is given.
+exactly as captum treats any attribution map it is given. A plain attribution tensor (per element,
+or (B, F) with ``features=``; ``metrics.attributions``) is painted the same way: per element, the
+attribution map itself (broadcast over the inputs), which is captum's ``infidelity`` of that map.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch
 from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
 from torchlime.metrics._common import check_bool, check_explanation, given_perturbations, invalid_to_nan, target_columns
 from torchlime.metrics._replay import check_run_options, own_output, own_softmax, score_rows
+from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model, OutputSelector
 from torchlime.stages.perturb.blend import Chunk, perturb_rows
 from torchlime.stages.sampling import Rows, make_key
@@ -51,6 +54,8 @@ def infidelity(
     inputs: torch.Tensor,
     explanation: object,
     *,
+    features: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     n_perturb: int = 16,
     noise_scale: float = 0.1,
     perturbations: Optional[torch.Tensor] = None,
@@ -69,7 +74,10 @@ def infidelity(
         inputs: real (B, *shape) the explained inputs (``shape`` = ``explanation.input_shape``;
             token ids and time-frequency waveform explanations, whose coefficients are not painted
             on the model's inputs, are refused).
-        explanation: their ``Explanation``.
+        explanation: their ``Explanation``, or a plain attribution tensor (per element, shaped like
+            ``inputs`` or broadcastable to them, or (B, F) with ``features``), as in ``metrics.deletion``.
+        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
+        target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         n_perturb: n, perturbations per input.
         noise_scale: σ of the default perturbations I ~ N(0, σ²), i.i.d. per element, drawn on the
             device from a hash of (seed, input, perturbation, element).
@@ -100,6 +108,7 @@ def infidelity(
         >>> infidelity(model, x, exp, n_perturb=8).shape
         torch.Size([2, 1])
     """
+    explanation, _ = plain(model, inputs, explanation, features, target, None, output)
     exp = check_explanation(explanation)
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")

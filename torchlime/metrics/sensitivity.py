@@ -10,10 +10,16 @@ inputs in input-major order (row i is perturbation i % n of input i // n, captum
 ``repeat_interleave``), all at once (``inputs_per_step=None``, captum's
 ``max_examples_per_batch=None``) or ``inputs_per_step`` inputs at a time; with ``progress=True`` a
 tqdm bar on stderr counts the inputs explained (the engine's ``forward.passes.progress_bar``).
+
+Any attribution method: ``explain_fn`` may return a plain tensor (c, ...), and with ``model=`` it
+is called as Quantus calls its ``explain_func``, ``explain_fn(model, x)`` (or ``explain_fn(model, x,
+target_rows)`` with ``target=``: long (c,), the target of the input each row perturbs). Given
+``attributions`` (B, ...) stand for e(x_b) (then the B inputs are not explained again).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Optional, Union
 
 import torch
@@ -24,6 +30,7 @@ from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import check_bool, given_perturbations
+from torchlime.metrics.attributions import AttributionTarget
 from torchlime.stages.forward.passes import progress_bar
 from torchlime.stages.sampling import Rows, make_key
 from torchlime.typing import Model
@@ -33,10 +40,12 @@ _UNIFORM_STREAM = 19  # random stream of the default perturbations
 
 @renamed(batch_size="inputs_per_step")
 def max_sensitivity(
-    explain_fn: Optional[Callable[[torch.Tensor], object]],
+    explain_fn: Optional[Callable[..., object]],
     inputs: torch.Tensor,
     *,
     model: Optional[Model] = None,
+    attributions: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
     explainer: Optional[Explainer] = None,
     modality: ModalitySpec = None,
     call: Optional[Call] = None,
@@ -53,10 +62,15 @@ def max_sensitivity(
     Args:
         explain_fn: ``explain_fn(x (c, ...)) ->`` an ``Explanation`` (its coefficients are
             compared per target: fix the targets and the feature map, e.g. ``target="all"`` and
-            an explicit ``features``) or a tensor (c, ...) of attributions; None: ``explainer``
-            explains ``model`` with ``modality`` and ``call``.
+            an explicit ``features``) or a tensor (c, ...) of attributions (captum's, a Grad-CAM map);
+            with ``model``, ``explain_fn(model, x)`` (Quantus's form; ``explain_fn(model, x, target_rows)``
+            with ``target``); None: ``explainer`` explains ``model`` with ``modality`` and ``call``.
         inputs: real (B, ...) inputs.
-        model: the model ``explainer`` explains (with ``explain_fn=None`` only).
+        model: the model ``explain_fn(model, x)`` explains, or the one ``explainer`` explains
+            (``explain_fn=None``).
+        attributions: (B, ...) e(x_b), the attributions of ``inputs`` already made (None: explain them).
+        target: an int or long (B,) tensor: each input's target, passed to ``explain_fn(model, x,
+            target_rows)`` as the rows' targets (long (c,)); None: ``explain_fn(model, x)``.
         explainer: how to explain (``torchlime.Explainer``; None: the defaults).
         modality: the input kind or a feature map, as ``Explainer.explain`` takes it.
         call: the call's settings (``torchlime.Call``: targets, samples, seed); None: the defaults.
@@ -87,15 +101,8 @@ def max_sensitivity(
         >>> max_sensitivity(f, x, perturbations=torch.full((2, 3, 4), 0.5)).tolist()
         [0.5, 0.5]
     """
-    if explain_fn is None:
-        explain_fn = _explainer_fn(model, explainer, modality, call)
-    elif model is not None or explainer is not None or modality is not None or call is not None:
-        raise TypeError("pass `explain_fn` or `model` with `explainer` / `modality` / `call`, not both")
-    if not callable(explain_fn):
-        raise TypeError(
-            f"`explain_fn` must be a callable from inputs to an Explanation or a tensor, got {describe(explain_fn)}"
-        )
     check_tensor(inputs, "inputs")
+    run = _caller(explain_fn, inputs, model, explainer, modality, call, target)
     if not inputs.is_floating_point() or inputs.ndim < 2:
         raise ValueError(f"`inputs` must be real floating and batched (B, ...), got {describe(inputs)}")
     if inputs_per_step is not None:
@@ -114,9 +121,12 @@ def max_sensitivity(
     ord_ = 2.0 if norm_ord == "fro" else float(norm_ord)
     step = b * n if inputs_per_step is None else inputs_per_step
     parts = []
-    with progress_bar(b * (n + 1), progress, "max_sensitivity") as bar:
-        reference = _attribution(explain_fn(inputs), b, None)
-        bar.update(b)
+    with progress_bar(b * (n + (attributions is None)), progress, "max_sensitivity") as bar:
+        if attributions is None:
+            reference = _attribution(run(inputs, torch.arange(b, device=dev)), b, None)
+            bar.update(b)
+        else:
+            reference = _attribution(check_tensor(attributions, "attributions").to(dev), b, None, "attributions")
         norm0 = torch.linalg.vector_norm(reference, ord=ord_, dim=-1)
         norm0 = torch.where(norm0 == 0, torch.ones_like(norm0), norm0)
         for start in range(0, b * n, step):  # explain_fn calls, each on many inputs
@@ -127,10 +137,81 @@ def max_sensitivity(
             else:
                 u = Rows(key, bb, rows % n, torch.zeros_like(bb), width).uniform(_UNIFORM_STREAM, width)
                 delta = ((2 * u - 1) * r).to(inputs.dtype).view(-1, *shape)
-            e = _attribution(explain_fn(inputs[bb] + delta), rows.shape[0], reference)
+            e = _attribution(run(inputs[bb] + delta, bb), rows.shape[0], reference)
             parts.append(torch.linalg.vector_norm(e - reference[bb], ord=ord_, dim=-1) / norm0[bb])
             bar.update(rows.shape[0])
     return torch.cat(parts).view(b, n, *norm0.shape[1:]).amax(1)
+
+
+def _caller(
+    explain_fn: object,
+    inputs: torch.Tensor,
+    model: Optional[Model],
+    explainer: Optional[Explainer],
+    modality: ModalitySpec,
+    call: Optional[Call],
+    target: AttributionTarget,
+) -> Callable[[torch.Tensor, torch.Tensor], object]:
+    """``run(x rows, input of each row)``: ``explain_fn`` called in the form its arguments ask for."""
+    if explain_fn is None:
+        if target is not None:
+            raise TypeError("`target` is passed to a Quantus-style `explain_fn(model, x, target)`: give `explain_fn`")
+        own = _explainer_fn(model, explainer, modality, call)
+        return lambda x, rows: own(x)
+    if not callable(explain_fn):
+        what = (
+            ": max_sensitivity explains perturbed inputs again, so it needs the function that made the "
+            "attributions (explain_fn(model, x) with model=); pass the attributions themselves as attributions="
+            if isinstance(explain_fn, torch.Tensor)
+            else ""
+        )
+        raise TypeError(
+            "`explain_fn` must be a callable from inputs to an Explanation or a tensor, got "
+            f"{describe(explain_fn)}{what}"
+        )
+    fn: Callable[..., object] = explain_fn
+    arity = 2 if target is None else 3
+    if (
+        explainer is not None
+        or modality is not None
+        or call is not None
+        or (model is not None and not _takes(fn, arity))
+    ):
+        raise TypeError(
+            "pass `explain_fn` or `model` with `explainer` / `modality` / `call`, not both (with `model`, "
+            f"`explain_fn` is called as explain_fn(model, x{', target_rows' if target is not None else ''}): it "
+            f"must take {arity} arguments)"
+        )
+    if target is None:
+        return (lambda x, rows: fn(model, x)) if model is not None else (lambda x, rows: fn(x))
+    if model is None:
+        raise TypeError("`target` is passed to explain_fn(model, x, target_rows): give `model=` too")
+    tgt = _target_rows(target, inputs)
+    return lambda x, rows: fn(model, x, tgt[rows])
+
+
+def _takes(fn: Callable[..., object], n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (True when it cannot be inspected)."""
+    try:
+        inspect.signature(fn).bind(*([None] * n))
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def _target_rows(target: object, inputs: torch.Tensor) -> torch.Tensor:
+    """Long (B,) targets of the inputs from an int or an integer tensor of B entries."""
+    b = inputs.shape[0]
+    if isinstance(target, int) and not isinstance(target, bool):
+        return torch.full((b,), target, dtype=torch.long, device=inputs.device)
+    if isinstance(target, torch.Tensor) and not (target.is_floating_point() or target.dtype == torch.bool):
+        if target.numel() == b:
+            return target.reshape(b).long().to(inputs.device)
+    raise TypeError(
+        f"`target` must be an int or an integer tensor of {b} entries (one per input), got {describe(target)}"
+    )
 
 
 def _explainer_fn(
@@ -148,16 +229,19 @@ def _explainer_fn(
     return lambda x: how.run(model, x, modality, what)
 
 
-def _attribution(result: object, rows: int, reference: Optional[torch.Tensor]) -> torch.Tensor:
+def _attribution(
+    result: object, rows: int, reference: Optional[torch.Tensor], name: str = "explain_fn"
+) -> torch.Tensor:
     """(rows, T, F) coefficients of an Explanation or (rows, E) flattened attributions, checked."""
     if isinstance(result, Explanation):
         out = result.coef
     elif isinstance(result, torch.Tensor):
         out = result.reshape(result.shape[0], -1) if result.ndim else result
     else:
-        raise TypeError(f"`explain_fn` must return an Explanation or a tensor, got {describe(result)}")
+        raise TypeError(f"`{name}` must return an Explanation or a tensor, got {describe(result)}")
     if out.ndim < 2 or out.shape[0] != rows:
-        raise ValueError(f"`explain_fn` must return one explanation per input ({rows} rows), got {describe(out)}")
+        what = f"`{name}` must return" if name == "explain_fn" else f"`{name}` must hold"
+        raise ValueError(f"{what} one explanation per input ({rows} rows), got {describe(out)}")
     if reference is not None and out.shape[1:] != reference.shape[1:]:
         raise ValueError(
             f"`explain_fn` must return explanations of one shape {tuple(reference.shape[1:])} for "

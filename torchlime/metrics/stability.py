@@ -2,26 +2,50 @@
 
 Both take a list of m >= 2 explanations of the same inputs and targets (e.g. the same call
 with ``generator=0, 1, ...``) and compare them per input and target, over the valid features.
+
+Any attribution method: the list may hold plain attribution tensors (B, ...) of one shape, each
+flattened to one target of E features (every element its own feature); or ``explanations`` may be
+``explain_fn(model, inputs) -> attributions`` (Quantus's form) with ``model=`` and ``inputs=``: it is
+called ``runs`` times, run i after ``torch.manual_seed(i)`` (inside ``torch.random.fork_rng``: the
+caller's random state is kept), which varies methods that draw from torch's global generator
+(captum's ``Lime``, ``KernelShap``, ``NoiseTunnel``); one with its own seed must vary it itself.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_positive_int, describe
+from torchlime._checks import check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
-from torchlime.metrics._common import average_ranks, check_by, check_explanation, ranking_key, top_k_mask
+from torchlime.metrics._common import average_ranks, check_by, ranking_key, top_k_mask
+from torchlime.metrics.attributions import flat_record
+from torchlime.stages.forward.model import Model
+
+Runs = Union[Sequence[Union[Explanation, torch.Tensor]], Callable[[Model, torch.Tensor], object]]
 
 
-def _stack(explanations: object) -> list[Explanation]:
+def _stack(
+    explanations: object, model: Optional[Model], inputs: Optional[torch.Tensor], runs: int
+) -> list[Explanation]:
     """The explanations, checked: a list of >= 2 with the same shape, feature counts and targets."""
+    if callable(explanations) and not isinstance(explanations, (torch.Tensor, Explanation)):
+        explanations = _rerun(explanations, model, inputs, runs)
+    elif model is not None or inputs is not None:
+        raise TypeError("`model` and `inputs` are for an `explanations` that is explain_fn(model, inputs)")
     if not isinstance(explanations, (list, tuple)) or len(explanations) < 2:
-        raise ValueError(
-            f"`explanations` must be a list of at least 2 explanations of the same inputs, got {describe(explanations)}"
+        hint = (
+            ": a single attribution has no stability; pass m >= 2 runs, or explain_fn(model, inputs) as "
+            "`explanations` with model= and inputs= to explain them again"
+            if isinstance(explanations, torch.Tensor)
+            else ""
         )
-    exps = [check_explanation(e, f"explanations[{i}]") for i, e in enumerate(explanations)]
+        raise ValueError(
+            "`explanations` must be a list of at least 2 explanations of the same inputs, got "
+            f"{describe(explanations)}{hint}"
+        )
+    exps = [flat_record(e, f"explanations[{i}]") for i, e in enumerate(explanations)]
     first = exps[0]
     dev = first.coef.device
     for i, e in enumerate(exps[1:], 1):
@@ -40,7 +64,15 @@ def _stack(explanations: object) -> list[Explanation]:
     return exps
 
 
-def jaccard_topk(explanations: Sequence[Explanation], k: int, *, by: str = "value") -> torch.Tensor:
+def jaccard_topk(
+    explanations: Runs,
+    k: int,
+    *,
+    by: str = "value",
+    model: Optional[Model] = None,
+    inputs: Optional[torch.Tensor] = None,
+    runs: int = 3,
+) -> torch.Tensor:
     """Mean pairwise Jaccard index of the top-k feature sets.
 
     ``J_bt = 2 / (m (m - 1)) Σ_{i<j} |K_ibt ∩ K_jbt| / |K_ibt ∪ K_jbt|`` where K_ibt is the set
@@ -48,9 +80,13 @@ def jaccard_topk(explanations: Sequence[Explanation], k: int, *, by: str = "valu
     feature index first) of target t of input b in explanation i. 1: the same top k every time.
 
     Args:
-        explanations: m >= 2 explanations of the same inputs and targets.
+        explanations: m >= 2 explanations of the same inputs and targets, or attribution tensors (B, ...) of
+            one shape; or ``explain_fn(model, inputs)`` (module docstring).
         k: size of the top sets.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
+        model: the model ``explain_fn`` explains (with an ``explain_fn`` only).
+        inputs: (B, ...) the inputs ``explain_fn`` explains (with an ``explain_fn`` only).
+        runs: m, the calls of ``explain_fn`` (>= 2).
 
     Returns:
         float32 (B, T).
@@ -67,7 +103,7 @@ def jaccard_topk(explanations: Sequence[Explanation], k: int, *, by: str = "valu
         >>> jaccard_topk(exps, 3).shape
         torch.Size([2, 1])
     """
-    exps = _stack(explanations)
+    exps = _stack(explanations, model, inputs, runs)
     k = check_positive_int(k, "k")
     by = check_by(by)
     dev = exps[0].coef.device
@@ -81,7 +117,9 @@ def jaccard_topk(explanations: Sequence[Explanation], k: int, *, by: str = "valu
     return (inter / union)[pairs].mean(0)
 
 
-def kendall_w(explanations: Sequence[Explanation]) -> torch.Tensor:
+def kendall_w(
+    explanations: Runs, *, model: Optional[Model] = None, inputs: Optional[torch.Tensor] = None, runs: int = 3
+) -> torch.Tensor:
     """Kendall's coefficient of concordance W of the m explanations' feature rankings.
 
     With r_ibtf the rank (1..F_b, ties averaged) of feature f's coefficient among input b's
@@ -93,7 +131,11 @@ def kendall_w(explanations: Sequence[Explanation]) -> torch.Tensor:
     same ranking every time; 0: no agreement. NaN when every explanation ties every feature.
 
     Args:
-        explanations: m >= 2 explanations of the same inputs and targets.
+        explanations: m >= 2 explanations of the same inputs and targets, or attribution tensors (B, ...) of
+            one shape; or ``explain_fn(model, inputs)`` (module docstring).
+        model: the model ``explain_fn`` explains (with an ``explain_fn`` only).
+        inputs: (B, ...) the inputs ``explain_fn`` explains (with an ``explain_fn`` only).
+        runs: m, the calls of ``explain_fn`` (>= 2).
 
     Returns:
         float32 (B, T).
@@ -110,7 +152,7 @@ def kendall_w(explanations: Sequence[Explanation]) -> torch.Tensor:
         >>> bool((kendall_w(exps) > 0.9).all())
         True
     """
-    exps = _stack(explanations)
+    exps = _stack(explanations, model, inputs, runs)
     dev = exps[0].coef.device
     valid = exps[0].valid.unsqueeze(1)  # (B, 1, F)
     ranks, ties = zip(*(average_ranks(e.coef.to(dev), valid) for e in exps))
@@ -120,3 +162,18 @@ def kendall_w(explanations: Sequence[Explanation]) -> torch.Tensor:
     s = (((total - m * (n.unsqueeze(-1) + 1) / 2) ** 2) * valid).sum(-1)
     denom = m * m * (n**3 - n) - m * torch.stack(ties).sum(0)
     return (12 * s / denom).float()
+
+
+def _rerun(explain_fn: Callable[..., object], model: object, inputs: object, runs: object) -> list[object]:
+    """``runs`` results of ``explain_fn(model, inputs)``, run i after ``torch.manual_seed(i)`` (state restored)."""
+    m = check_positive_int(runs, "runs", minimum=2)
+    if model is None or not callable(model):
+        raise TypeError(f"`model` must be the model `explain_fn(model, inputs)` explains, got {describe(model)}")
+    x = check_tensor(inputs, "inputs")
+    devices = [x.device] if x.device.type == "cuda" else []
+    out = []
+    for i in range(m):  # explanation runs, each over all inputs
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(i)
+            out.append(explain_fn(model, x))
+    return out
