@@ -17,7 +17,8 @@
 #   text              bench_text_gpu.py, text_rationale.py [1.5-2]
 #   probe             bench_probe_overhead.py [0.5]
 #   targets           bench_boxes.py (every box of 8 images vs captum box by box), bench_generation.py
-#                     (a generated continuation vs captum's LLMAttribution) [not yet timed on a GPU]
+#                     (a generated continuation vs captum's LLMAttribution), bench_token_drop.py (a ViT-S/16
+#                     with dropped patch tokens vs fills, its forward floor and captum, N=1000) [not yet timed on a GPU]
 #   memory            bench_chunk_memory.py: peak CUDA memory per chunk size [1.5-2]
 #
 # With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
@@ -200,7 +201,8 @@ commands() {  # one command per line, for part $1
         probe) echo "python3 $B/bench_probe_overhead.py $DEV" ;;
         targets)
             echo "python3 $B/bench_boxes.py $DEV"
-            echo "python3 $B/bench_generation.py $DEV" ;;
+            echo "python3 $B/bench_generation.py $DEV"
+            echo "python3 $B/bench_token_drop.py $DEV" ;;
         memory) echo "python3 $B/bench_chunk_memory.py $DEV" ;;
     esac
 }

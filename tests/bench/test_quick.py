@@ -42,6 +42,7 @@ SCRIPTS = {
     "bench_integrations_overhead.py": ("integrations_overhead_cpu_quick.json", ("tensorboard", "lightning")),
     "bench_boxes.py": ("boxes_cpu_quick.json", ("captum", "torchvision")),
     "bench_generation.py": ("generation_cpu_quick.json", ("captum", "transformers")),
+    "bench_token_drop.py": ("token_drop_cpu_quick.json", ("torchvision",)),
 }
 
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Optional, Sequence, Union
+from typing import Callable, ClassVar, Literal, Optional, Sequence, Union
 
 import torch
 
 from torchlime._checks import from_numpy
 from torchlime._deprecate import replaced
-from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared, documented, explain_with
+from torchlime.engine import Call, Config, Explanation, Modality, Prepared, documented, explain_with
 from torchlime.engine.presets import resolve
 from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments
+from torchlime.image._info import ImagesInfo
 from torchlime.image.segments import resolve_segments
 from torchlime.stages.forward.model import InputFormat
 from torchlime.typing import (
@@ -37,30 +38,6 @@ from torchlime.typing import (
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
 #: what ``segments=`` accepts
 SegmentsSpec = Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Unset]
-
-
-@dataclass(frozen=True)
-class ImagesInfo(Info):
-    """The record of an image explanation (``Explanation.info``; ``meta["image"]``).
-
-    Attributes:
-        segments: how the segments were made: a method name ("slic", "grid", "quickshift", ...),
-            "labels" (the caller's tensor) or "callable" (the caller's function).
-        n_segments: the segment count asked of SLIC or "grid" (the default rule's choice for "auto").
-        normalized: whether the model saw ``(x - mean) / std``.
-        previews: uint8 (B, 3, h, w) small copies of the images (``Info.thumbnails``: longer side at
-            most 96 px, on the images' device, made without a host sync), which the notebook display
-            draws the weights over (``Info.preview``); left out of ``meta["image"]`` and of saved files.
-    """
-
-    key: ClassVar[str] = "image"
-    per_input: ClassVar[tuple[str, ...]] = ("previews",)
-    transient: ClassVar[tuple[str, ...]] = ("previews",)
-
-    segments: str
-    n_segments: int
-    normalized: bool
-    previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -142,7 +119,7 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
     sampler: Union[SamplerSpec, Unset] = UNSET,
     kernel: Union[KernelSpec, Unset] = UNSET,
     surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    baseline: Union[BaselineSpecs, Unset] = UNSET,
+    baseline: Union[BaselineSpecs, Literal["drop"], Unset] = UNSET,
     preset: Optional[PresetName] = None,
     accelerate: Optional[AccelerateMode] = None,
     max_memory: MemorySpec = None,
@@ -176,6 +153,11 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
             model). ``channels_last=`` is its deprecated spelling.
         accelerate: None (the model runs as given) or "fast" (``accel.accelerate_model``:
             bf16 autocast, channels-last and ``torch.compile`` on CUDA).
+        baseline: what hidden segments become (see ``torchlime.explain``; images default to each
+            segment's mean colour), or "drop": for a vision transformer (torchvision's, timm's,
+            Hugging Face's ``ViTForImageClassification``), hidden patches leave the token sequence
+            instead of being filled (``torchlime.image.drop``); features are then the patches, or
+            ``segments`` snapped to the patch grid.
         preset: "lime" reproduces ``lime_image.LimeImageExplainer`` (quickshift,
             mean-colour fill, Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 1000,
             top 5 labels); see ``torchlime.engine.presets``.
@@ -197,5 +179,9 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
         >>> exp.heatmap(0).shape
         torch.Size([2, 3, 32, 32])
     """
-    modality = Images(segments, n_segments, normalize)
+    modality: Modality = Images(segments, n_segments, normalize)
+    if isinstance(baseline, str) and baseline == "drop":  # tokens left out of a vision transformer's sequence
+        from torchlime.image.drop.modality import PatchTokens
+
+        modality, baseline = PatchTokens(segments, n_segments, normalize), UNSET
     return explain_with(model, images, modality, locals())

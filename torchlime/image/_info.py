@@ -1,0 +1,35 @@
+"""``ImagesInfo``: the record an image explanation carries (shared by the fill and the token-drop paths)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+import torch
+
+from torchlime.engine import Info
+
+
+@dataclass(frozen=True)
+class ImagesInfo(Info):
+    """The record of an image explanation (``Explanation.info``; ``meta["image"]``).
+
+    Attributes:
+        segments: how the segments were made: a method name ("slic", "grid", "quickshift", ...),
+            "labels" (the caller's tensor) or "callable" (the caller's function).
+        n_segments: the segment count asked of SLIC or "grid" (the default rule's choice for "auto").
+        normalized: whether the model saw ``(x - mean) / std``.
+        previews: uint8 (B, 3, h, w) small copies of the images (``Info.thumbnails``: longer side at
+            most 96 px, on the images' device, made without a host sync), which the notebook display
+            draws the weights over (``Info.preview``); left out of ``meta["image"]`` and of saved files.
+    """
+
+    key: ClassVar[str] = "image"
+    per_input: ClassVar[tuple[str, ...]] = ("previews",)
+    transient: ClassVar[tuple[str, ...]] = ("previews",)
+
+    segments: str
+    n_segments: int
+    normalized: bool
+    previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
