@@ -3,8 +3,8 @@
 Each modality has a data module, whose generators are seeded and know which part of every input decides
 its label, and a models module, with a small classifier whose weights ship in ``weights/``:
 
-* images: ``image_data`` (shapes among distractors, ``make_images``) and ``image_models`` (``DemoNet``,
-  ``load_demo_model``);
+* images: ``image_data`` (shapes among distractors, ``make_images``), ``image_models`` (``DemoNet``,
+  ``load_demo_model``) and ``image_vit`` (a small vision transformer, ``load_demo_vit``: needs torchvision);
 * audio: ``audio_data`` (a voice-like tone among tones and chirps, ``make_clips``, ``log_spectrogram``)
   and ``audio_models`` (``SpecNet``, ``WaveformClassifier``, ``load_audio_model``);
 * text: ``text_data`` (sentiment phrases among neutral words, ``make_text_dataset``) and ``text_models``
@@ -17,6 +17,7 @@ from torchlime.demo.audio_data import log_spectrogram, make_clips
 from torchlime.demo.audio_models import SpecNet, WaveformClassifier, load_audio_model
 from torchlime.demo.image_data import make_images, make_scenes
 from torchlime.demo.image_models import DemoNet, load_demo_model
+from torchlime.demo.image_vit import load_demo_vit
 from torchlime.demo.run import chosen_pixels, coverage, hits, run_demo
 from torchlime.demo.text_data import make_text_dataset
 from torchlime.demo.text_models import BigramMLM, TextCNN, load_text_model
@@ -26,6 +27,7 @@ __all__ = [
     "make_scenes",
     "DemoNet",
     "load_demo_model",
+    "load_demo_vit",
     "make_clips",
     "log_spectrogram",
     "SpecNet",
