@@ -10,6 +10,7 @@ device. The explanation carries a ``TabularInfo`` (the levels and the bins, for 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Sequence
 
@@ -211,6 +212,6 @@ def _record(
         levels=levels,
         categorical=[int(c) for c in cat_idx.tolist()],
         instances=x[:, cat_idx],  # the inputs' values of the categorical columns
-        boundaries=[row[row.isfinite()].tolist() for row in stats.boundaries.cpu()],
-        values=[row[~row.isnan()].tolist() for row in stats.values.cpu()],
+        boundaries=[[v for v in row if math.isfinite(v)] for row in stats.boundaries.tolist()],
+        values=[[v for v in row if not math.isnan(v)] for row in stats.values.tolist()],
     )

@@ -10,21 +10,29 @@ from numpy.typing import NDArray
 
 from torchlime._checks import check_positive_float, describe
 from torchlime.compat._vocabulary import speaking
-from torchlime.compat.lime._checks import check_finite_array, check_function, check_sizes, lime_advice, lime_words
+from torchlime.compat.lime._checks import (
+    check_finite_array,
+    check_function,
+    check_labels,
+    check_sizes,
+    lime_advice,
+    lime_words,
+)
 from torchlime.compat.lime._common import (
     Recording,
     check_common,
     mixed_seed,
     one_call,
     random_state_from,
+    refit_for,
     seed_from,
     surrogate_for,
     target_for,
 )
+from torchlime.compat.lime._continuous import GaussianLime, lime_design
 from torchlime.compat.lime._domain import TableDomainMapper
 from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._stats import stats_from_lime
-from torchlime.engine.explanation import Explanation as Result
 from torchlime.tabular._conditions import bin_condition
 from torchlime.tabular._explain import explain_tabular
 from torchlime.tabular._modality import DiscretizerName
@@ -80,7 +88,8 @@ class LimeTabularExplainer:
         feature_selection: "auto", "forward_selection", "highest_weights", "lasso_path" or "none".
         discretize_continuous: discretize the continuous columns (lime's default).
         discretizer: "quartile", "decile", "entropy", or a lime discretizer object.
-        sample_around_instance: Gaussian sampling around the instance (without discretization).
+        sample_around_instance: without discretization, sample the continuous columns around the
+            instance (``N(0, 1) · scale + value``) instead of the training mean.
         random_state: None (numpy's global generator), an int or a ``numpy.random.RandomState``.
         training_data_stats: lime's dict of training statistics ("means", "mins", "maxs", "stds",
             "feature_values", "feature_frequencies", and "bins").
@@ -127,6 +136,7 @@ class LimeTabularExplainer:
         self.kernel_width = check_positive_float(kernel_width, "kernel_width") if kernel_width is not None else None
         self.sample_around_instance = bool(sample_around_instance)
         self.random_state = random_state_from(random_state)
+        self.sparse = sparse
         given = _columns(categorical_features, d)
         self.discretizer: object = None
         self.discretize = bool(discretize_continuous) and not sparse
@@ -174,7 +184,9 @@ class LimeTabularExplainer:
             **kwargs: torchlime keywords (``batch_size``, ``progress``).
 
         Returns:
-            lime's ``Explanation``; ``as_list`` names bins and categories as lime does.
+            lime's ``Explanation``; ``as_list`` names bins and categories as lime does (without
+            discretization, continuous columns by their plain name: lime's weights there are per
+            unit of ``(x - mean) / scale``, fitted on the scaled samples, see ``_continuous``).
 
         Raises:
             TypeError / ValueError: naming lime's argument, before ``predict_fn`` runs (a ``data_row`` of
@@ -195,6 +207,10 @@ class LimeTabularExplainer:
         check_function(predict_fn, "predict_fn")
         num_samples, num_features, _ = check_sizes(num_samples, num_features)
         regression = self.mode == "regression"
+        if not self.discretize:
+            return self._explain_gaussian(
+                row, predict_fn, labels, top_labels, num_features, num_samples, model_regressor, kwargs
+            )
         named = None if regression else target_for(labels, top_labels)
         target: Union[int, str, list[int]] = 0 if named is None else named
         asked: list[int] = [] if named is None or isinstance(named, str) else list(named)
@@ -217,7 +233,7 @@ class LimeTabularExplainer:
                 **one_call(kwargs, num_samples, d),
             )
         keep = d if self.feature_selection == "none" else num_features
-        names = self._names(result, row)
+        names = self._names(row, result.meta["tabular"])
         exp = Explanation(
             result,
             names,
@@ -234,6 +250,54 @@ class LimeTabularExplainer:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]
         return exp
 
+    def _explain_gaussian(
+        self,
+        row: NDArray[np.float64],
+        predict_fn: Callable[[NDArray[np.float64]], object],
+        labels: Sequence[int],
+        top_labels: Optional[int],
+        num_features: int,
+        num_samples: int,
+        model_regressor: object,
+        kwargs: dict[str, Any],
+    ) -> Explanation:
+        """Lime's undiscretised explanation: raw Gaussian samples, the fit on their scaled values."""
+        regression = self.mode == "regression"
+        listed, top = ([0], None) if regression else check_labels(labels, top_labels)
+        batch_size = _batch_size(kwargs, num_samples)
+        rec = Recording(predict_fn, None, "predict_fn", not regression, [] if top else listed)
+        names = self._names(row, None)
+        lime = GaussianLime(
+            self.stats,
+            self.feature_selection,
+            num_features,
+            refit_for(model_regressor),
+            self.kernel_width,
+            self.sample_around_instance,
+            self.sparse,
+            self.feature_names,
+        )
+        result, pairs = lime.explain(row, rec, listed, top, num_samples, self._seed(), batch_size)
+        scaled = lime_design(self.stats, torch.from_numpy(row).view(1, 1, -1), self.sparse)[0, 0].numpy()
+        exp = Explanation(
+            result,
+            names,
+            mode=self.mode,
+            class_names=self.class_names,
+            keep=self.stats.n_columns,
+            reference=rec.first,
+            score_range=(rec.low, rec.high),
+            domain_mapper=self._mapper(row, names, scaled),
+            random_state=self.random_state,
+        )
+        if regression:  # lime's pair of labels: 1 the prediction, 0 its negation
+            exp.local_exp = {0: [(f, -w) for f, w in pairs[0]], 1: pairs[0]}
+        else:
+            exp.local_exp = pairs
+            if top:
+                exp.top_labels = [int(t) for t in result.target[0].tolist()][::-1]
+        return exp
+
     def _seed(self) -> int:
         """The engine's seed: the explainer's draw, mixed with a draw of a discretizer object's own generator.
 
@@ -246,22 +310,24 @@ class LimeTabularExplainer:
             return seed
         return mixed_seed(seed, seed_from(own.random_state))
 
-    def _mapper(self, row: NDArray[np.float64], names: Sequence[str]) -> TableDomainMapper:
+    def _mapper(
+        self, row: NDArray[np.float64], names: Sequence[str], scaled: Optional[NDArray[np.float64]] = None
+    ) -> TableDomainMapper:
         """Lime's ``TableDomainMapper`` of this row: its shown values, scaled values and conditions."""
         shown: list[object] = []
         for f, value in enumerate(row.tolist()):
             labels = self.categorical_names.get(f) if f in self.categorical_features else None
             shown.append(str(labels[int(value)]) if labels is not None else f"{value:.2f}")
-        scaled = (row - self.stats.mean.numpy()) / self.stats.scale.numpy()
+        if scaled is None:
+            scaled = (row - self.stats.mean.numpy()) / self.stats.scale.numpy()
         return TableDomainMapper(self.feature_names, shown, scaled, self.categorical_features, list(names))
 
-    def _names(self, result: Result, row: NDArray[np.float64]) -> list[str]:
-        """Lime's name of every column for this row: its bin, ``name=value``, or the plain name."""
-        tab = result.meta["tabular"]
+    def _names(self, row: NDArray[np.float64], tab: Optional[Mapping[str, Any]]) -> list[str]:
+        """Lime's name of every column: its bin (``tab``: the record's levels, bins), ``name=value``, or its name."""
         names = []
         for f, name in enumerate(self.feature_names):
-            level = tab["levels"][0][f]
-            if self.discretize and not bool(self.stats.categorical[f]):
+            if tab is not None and self.discretize and not bool(self.stats.categorical[f]):
+                level = tab["levels"][0][f]
                 if self._names_source is not None:
                     names.append(str(self._names_source[f][level]))
                 else:
@@ -284,6 +350,19 @@ def _columns(categorical_features: Optional[Sequence[int]], d: int) -> list[int]
     if any(not 0 <= int(c) < d for c in given):
         raise ValueError(f"`categorical_features` must be in [0, {d}) (the training data's columns), got {given}")
     return [int(c) for c in given]
+
+
+def _batch_size(kwargs: Mapping[str, Any], num_samples: int) -> Optional[int]:
+    """The rows per ``predict_fn`` call of an undiscretised explanation (None: all, as lime)."""
+    unknown = sorted(set(kwargs) - {"batch_size", "progress"})
+    if unknown:
+        raise TypeError(
+            f"explain_instance() takes lime's arguments and torchlime's `batch_size` and `progress`, got {unknown}"
+        )
+    if not isinstance(kwargs.get("progress", False), bool):
+        raise TypeError(f"`progress` must be True or False, got {describe(kwargs['progress'])}")
+    given = kwargs.get("batch_size")
+    return None if given is None else min(check_sizes(2, 1, given)[2], num_samples)
 
 
 def _labels(training_labels: object) -> Optional[NDArray[np.generic]]:
