@@ -2,9 +2,10 @@
 
 Features are tokens, or words (groups of sub-word tokens from a word-id map). Special tokens and
 padding are never perturbed. Hidden features are replaced by a mask id, deleted (the row is
-re-packed), or re-written by a masked LM (``Infiller``). The engine runs once on a packed (B, 2, L)
-tensor of ids and attention mask (``edits.pack``) with the text perturbation as its ``perturb_fn``,
-in chunks, so lime's text preset (N = 5000) never holds more than one chunk of activations.
+re-packed; with class scores each chunk is cut to its longest row: ``edits.PackedDeleteTokens``), or
+re-written by a masked LM (``Infiller``). The engine runs once on a packed (B, 2, L) tensor of ids and
+attention mask (``edits.pack``) with the text perturbation as its ``perturb_fn``, in chunks, so lime's
+text preset (N = 5000) never holds more than one chunk of activations.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torchlime._checks import describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared
 from torchlime.stages.forward.passes import score
+from torchlime.targets._base import Target
 from torchlime.text._single import Scorer, SingleSampler
 from torchlime.text._token_args import (
     InfillSpec,
@@ -141,7 +143,8 @@ class Tokens(Modality):
             ``word_ids_from_encoding``; None makes every token its own feature.
         special_ids: ids never perturbed (CLS, SEP, ...), wherever they stand; padding never is either.
         mode: "replace" (hidden tokens -> ``mask_id``), "delete" (dropped, rows re-padded with
-            ``pad_id``) or "infill" (masked-LM proposals).
+            ``pad_id`` and, for class scores, packed by length: each chunk is cut to its longest row)
+            or "infill" (masked-LM proposals).
         mask_id: id of hidden tokens (replace) / of the MLM's mask token (infill).
         pad_id: padding id written by "delete".
         vocab_size: checks the ids; None: the model's input-embedding size, if any.
@@ -159,6 +162,8 @@ class Tokens(Modality):
     """
 
     owns: ClassVar[frozenset[str]] = OWNED
+    #: "delete" packs rows by length (False: every row at full length, as before packing; for comparisons)
+    _pack_rows: ClassVar[bool] = True
 
     attention_mask: Optional[torch.Tensor] = None
     word_ids: Optional[torch.Tensor] = None
@@ -210,7 +215,13 @@ class Tokens(Modality):
             rows = _Rows(input_ids, attn, packed, adapter(model) if infiller.objective else None)
             how, fill = _infill(infiller, rows, mask_id, exclude, how, call, run)
         how = _with_kernel(how, exclude)
-        call = dataclasses.replace(call, perturb_fn=make_perturb_fn(self.mode, mask_id, self.pad_id, fill))
+        # "delete" packs rows by length for class scores; a structured target (a continuation's logits read
+        # by position) gets rows of the full length, whose positions it knows
+        packs = self._pack_rows and self.mode == "delete" and not isinstance(call.target, Target)
+        by_length = attn if packs else None
+        split = not isinstance(how.kernel, HybridKernel)  # an input-space kernel reads every chunk as one tensor
+        perturb = make_perturb_fn(self.mode, mask_id, self.pad_id, fill, attention_mask=by_length, split=split)
+        call = dataclasses.replace(call, perturb_fn=perturb)
         features = feats.unsqueeze(1)
         return TokensPrepared(
             packed, features, how, call, adapter, "text", "input_ids", info=info, tokens=info, run=run

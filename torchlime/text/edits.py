@@ -6,19 +6,30 @@ Every chunk of perturbed rows is built from it with integer tensor work only
 (gathers, ``where``, one stable sort for deletion): no Python loop over samples
 or tokens. ``TokenModel`` unpacks the chunk again and calls the user's model
 with ``(input_ids, attention_mask)`` positionally, as keywords, or ids alone.
+
+Deletion packs rows by length (``PackedDeleteTokens``): a deleted row needs only as many columns as
+it keeps tokens, so the engine sorts each pass by that length (``PackedDeleteTokens.order_key``) and
+every chunk is cut to its longest row, read from the host keys the engine hands it (``Chunk.keys``):
+no host synchronisation per chunk. Right-padded rows lose columns on the right, left-padded rows
+(decoder-only models) on the left. The unperturbed inputs, which the engine runs first, run as a
+call of their own when that spares the sorted rows of their chunk their length (``_packing.head_rows``).
+Chunks built without keys (a metric replaying masks) keep the full length L (``DeleteTokens``).
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 from torch import nn
 
 from torchlime._checks import check_choice
 from torchlime.stages.perturb.blend import Chunk
+from torchlime.text._packing import deleted_length, head_rows, join_outputs, trim_packed
 
 MODEL_INPUTS = ("auto", "positional", "keywords", "ids")
+#: the model input of a deleted chunk: packed rows (c, 2, W), or the two parts of a chunk run as two calls
+DeletedRows = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]
 
 
 def pack(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -74,9 +85,19 @@ class TokenModel(nn.Module):
         """The wrapped model: keys the measured chunk size (wrappers are made per call)."""
         return self.model
 
-    def forward(self, packed: torch.Tensor) -> object:
-        """Call the wrapped model on packed rows (c, 2, L): ids in ``[:, 0]``, mask in ``[:, 1]``."""
-        return call_token_model(self.model, packed[:, 0].to(self.ids_dtype), packed[:, 1].to(self.mask_dtype), self.how)
+    def forward(self, packed: torch.Tensor, *more: torch.Tensor) -> object:
+        """Call the wrapped model on packed rows (c, 2, L): ids in ``[:, 0]``, mask in ``[:, 1]``.
+
+        Args:
+            packed: long (c, 2, L) packed rows.
+            more: further packed rows of the same chunk (each of its own length), run after them; the
+                outputs are joined along the rows (``join_outputs``).
+        """
+        outs = [
+            call_token_model(self.model, p[:, 0].to(self.ids_dtype), p[:, 1].to(self.mask_dtype), self.how)
+            for p in (packed, *more)
+        ]
+        return join_outputs(outs)
 
 
 class TokenChunk(NamedTuple):
@@ -168,9 +189,110 @@ def resolve_model_inputs(model_inputs: str, has_mask: bool) -> str:
     return model_inputs
 
 
+class DeleteTokens:
+    """The "delete" perturbation at full length: every row is re-padded to L (no ``order_key``).
+
+    Args:
+        pad_id: the id freed positions become.
+    """
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def rows(self, inputs: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> tuple[torch.Tensor, torch.Tensor]:
+        """The chunk's rows re-packed at full length, and the batch's padding side.
+
+        Args:
+            inputs: long (B, 2, L) packed ids and mask.
+            index: long (B, 1, L) mask column of every token.
+            chunk: the engine's chunk of rows.
+
+        Returns:
+            ``(packed (c, 2, L), left)``: the rows, and a 0-d bool (left-padded batch) on the device.
+        """
+        ch = chunk_view(inputs, index, chunk)
+        left = padded_left(inputs[:, 1])
+        ids, attn = delete_tokens(ch.ids, ch.attn, ch.keep, self.pad_id, left)
+        return pack(ids, attn), left
+
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> DeletedRows:
+        """Packed rows (c, 2, L) of a chunk, hidden tokens deleted.
+
+        Args:
+            inputs: long (B, 2, L) packed ids and mask.
+            baseline: unused (nothing is filled).
+            index: long (B, 1, L) mask column of every token.
+            chunk: the engine's chunk of rows.
+
+        Returns:
+            Long (c, 2, L) packed rows.
+        """
+        return self.rows(inputs, index, chunk)[0]
+
+
+class PackedDeleteTokens(DeleteTokens):
+    """The "delete" perturbation packed by length (an ``OrderedPerturbFn``, see the module docstring).
+
+    Args:
+        attention_mask: (B, L) the explained inputs' attention mask (the lengths are read from it).
+        pad_id: the id freed positions become.
+        split: a chunk may run as two model calls (``head_rows``); False where something besides the
+            model reads the chunk (an input-space kernel).
+    """
+
+    def __init__(self, attention_mask: torch.Tensor, pad_id: int, split: bool = True) -> None:
+        super().__init__(pad_id)
+        self.attention_mask, self.split = attention_mask, split
+        self.left = padded_left(attention_mask)
+
+    def order_key(self, index: torch.Tensor, masks: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Long (n,) columns every row needs after deletion (``deleted_length``): the engine sorts a pass by it.
+
+        Args:
+            index: long (B or 1, 1, L) mask column of every token.
+            masks: bool (n, F') the rows' masks (with the always-kept column).
+            rows: long (n,) the explained input of every row.
+
+        Returns:
+            Long (n,) lengths on the masks' device.
+        """
+        lab = index.reshape(index.shape[0], -1)
+        lab = lab.expand(rows.shape[0], -1) if lab.shape[0] == 1 else lab[rows]
+        keep = masks.gather(1, lab)
+        return deleted_length(self.attention_mask[rows], keep, self.left)
+
+    def __call__(self, inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> DeletedRows:
+        """Packed rows (c, 2, W) of a chunk: W is its longest row when the engine gave keys, else L.
+
+        Args:
+            inputs: long (B, 2, L) packed ids and mask.
+            baseline: unused (nothing is filled).
+            index: long (B, 1, L) mask column of every token.
+            chunk: the engine's chunk of rows (``chunk.keys``: the rows' ``order_key`` on the host).
+
+        Returns:
+            Long (c, 2, W) packed rows, or the two parts ``(h, 2, W1), (c - h, 2, W2)`` of a chunk run as
+            two calls (``head_rows``).
+        """
+        packed, left = self.rows(inputs, index, chunk)
+        keys = chunk.keys
+        if keys is None:  # no keys (a metric replaying masks): full length, no read-back
+            return packed
+        head = head_rows(keys) if self.split else 0
+        if head == 0:
+            return trim_packed(packed, max(1, max(keys)), left)
+        first, rest = max(1, max(keys[:head])), max(1, max(keys[head:]))
+        return trim_packed(packed[:head], first, left), trim_packed(packed[head:], rest, left)
+
+
 def make_perturb_fn(
-    mode: str, mask_id: Optional[int], pad_id: int, fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None
-) -> Callable[..., torch.Tensor]:
+    mode: str,
+    mask_id: Optional[int],
+    pad_id: int,
+    fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None,
+    attention_mask: Optional[torch.Tensor] = None,
+    split: bool = True,
+) -> Callable[..., object]:
     """The engine's ``perturb_fn`` for a text mode.
 
     Args:
@@ -178,20 +300,23 @@ def make_perturb_fn(
         mask_id: "replace": the id hidden tokens become.
         pad_id: "delete": the id freed positions become.
         fill: for "infill": ``fill(token_chunk)`` returns the new ids (c, L).
+        attention_mask: "delete": the explained inputs' (B, L) attention mask, to pack rows by length
+            (``PackedDeleteTokens``); None: every row at full length L (``DeleteTokens``).
+        split: packed "delete": a chunk may run as two model calls (``head_rows``).
 
     Returns:
-        ``perturb_fn(inputs, baseline, index, chunk) -> (c, 2, L)`` packed rows.
+        ``perturb_fn(inputs, baseline, index, chunk) -> (c, 2, L)`` packed rows ((c, 2, W), W <= L, or two
+        such parts, for packed deletion).
     """
+    if mode == "delete":
+        return DeleteTokens(pad_id) if attention_mask is None else PackedDeleteTokens(attention_mask, pad_id, split)
 
     def perturb(inputs: torch.Tensor, baseline: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> torch.Tensor:
         ch = chunk_view(inputs, index, chunk)
-        attn = ch.attn
         if mode == "replace":
             ids = replace_tokens(ch.ids, ch.keep, int(mask_id))  # type: ignore[arg-type]
-        elif mode == "delete":
-            ids, attn = delete_tokens(ch.ids, ch.attn, ch.keep, pad_id, padded_left(inputs[:, 1]))
         else:
             ids = fill(ch)  # type: ignore[misc]
-        return pack(ids, attn)
+        return pack(ids, ch.attn)
 
     return perturb

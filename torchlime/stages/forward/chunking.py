@@ -1,9 +1,12 @@
 """The chunk-size policy: how many perturbed rows go through the model per call.
 
 The default is a rule, not a measurement, so the same call gives the same chunks (and the same bits)
-on its first run and every later one: on the CPU as many rows as fit ``CPU_CHUNK_BYTES`` of input;
-on CUDA a first chunk of ``PROBE`` rows measures the memory a row takes and the rest run at the
-largest power of two within the memory budget (``memory_budget``) and ``CUDA_MAX_CHUNK``.
+on its first run and every later one: on the CPU as many rows as fit ``CPU_CHUNK_BYTES`` of input,
+and for token rows (``sequence_length``) at most ``CPU_CHUNK_TOKENS`` tokens (a row of token ids is a
+few hundred bytes, but a transformer's activations grow with rows x length: beyond the budget a row
+runs slower, its activations falling out of the caches); on CUDA a first chunk of ``PROBE`` rows
+measures the memory a row takes and the rest run at the largest power of two within the memory
+budget (``memory_budget``) and ``CUDA_MAX_CHUNK``.
 ``batch_size="measure"`` times growing sizes instead (extra chunks whose rows are run again at the
 chosen size, cached per model and row signature); an int fixes the size. An out-of-memory error
 halves the chunk and runs the same rows again. The fit never depends on the chunk.
@@ -31,6 +34,9 @@ REPEATS = 3  # timed calls per size; the size's time per row is the fastest of t
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 CPU_CHUNK_BYTES = 16 * 2**20  # default rule on the CPU: rows per chunk = this / bytes of one input row
+#: default rule on the CPU for token rows: rows per chunk <= this / sequence length (measured on a
+#: BERT-base classifier, 96 tokens: the time per row is flat from 16 to 64 rows and grows beyond)
+CPU_CHUNK_TOKENS = 8192
 PROBE = 16  # default rule on CUDA: the first chunk, whose peak memory sizes the others
 CUDA_MAX_CHUNK = 1024
 
@@ -146,6 +152,40 @@ def row_bytes(signature: Signature) -> int:
     return max(1, numel * itemsize)
 
 
+def sequence_length(signature: Signature) -> Optional[int]:
+    """L of token rows (the text modalities' packed integer (2, L) ids and mask, or ``("tokens", L)``), else None.
+
+    Args:
+        signature: e.g. ``((2, 96), "torch.int64", False, False)``; an image's ``((3, 8, 8), "torch.uint8")`` -> None.
+    """
+    if len(signature) >= 2 and signature[0] == "tokens" and isinstance(signature[1], int):
+        return max(1, signature[1])
+    shape = next((x for x in signature if isinstance(x, tuple)), None)
+    name = next((x for x in signature if isinstance(x, str) and x.startswith("torch.")), None)
+    dtype = getattr(torch, name[len("torch.") :], None) if name else None
+    integer = isinstance(dtype, torch.dtype) and not dtype.is_floating_point and not dtype.is_complex
+    if integer and dtype != torch.bool and shape is not None and len(shape) == 2 and shape[0] == 2:
+        return max(1, int(shape[1]))
+    return None
+
+
+def cpu_rule(signature: Signature) -> int:
+    """The CPU rule's rows per chunk: a power of two within ``CPU_CHUNK_BYTES``, ``MAX_CHUNK``, ``CPU_CHUNK_TOKENS``.
+
+    Args:
+        signature: the chunks' per-row signature.
+
+    Example:
+        >>> cpu_rule(((2, 96), "torch.int64", False, False)), cpu_rule(((3, 224, 224), "torch.float32"))
+        (64, 16)
+    """
+    rows = min(MAX_CHUNK, max(1, CPU_CHUNK_BYTES // row_bytes(signature)))
+    length = sequence_length(signature)
+    if length is not None:
+        rows = min(rows, max(1, CPU_CHUNK_TOKENS // length))
+    return _pow2_floor(rows)
+
+
 def _pow2_floor(n: float) -> int:
     """The largest power of two <= n (1 for n < 2)."""
     return 1 << max(0, int(n).bit_length() - 1) if n >= 1 else 1
@@ -188,7 +228,7 @@ class ChunkPlan:
         # the default rule: on the CPU from the row's bytes; on CUDA from the first chunk's memory
         self.rule: Optional[int] = None
         if not self.on_cuda:
-            self.rule = _pow2_floor(min(MAX_CHUNK, max(1, CPU_CHUNK_BYTES // row_bytes(signature))))
+            self.rule = cpu_rule(signature)
         owner = getattr(model, "cache_identity", None)
         owner = model if owner is None else owner
         key = (id(owner), signature, str(device), max_memory)
