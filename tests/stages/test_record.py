@@ -15,6 +15,15 @@ from tests.helpers import forward_order, grid_labels
 from tests.helpers.text import CLS, MASK, SEP, PositionBag, Recorder, ToyMLM, batch_with_padding
 
 
+@pytest.fixture(autouse=True)
+def full_length_rows(monkeypatch):
+    """These tests check deletion itself on full-length rows in their own order (packing by length:
+    tests/text/test_delete_packing.py)."""
+    from torchlime.text._tokens import Tokens
+
+    monkeypatch.setattr(Tokens, "_pack_rows", False)
+
+
 class Seen(torch.nn.Module):
     """Records every batch it sees; scores = the mean of each row."""
 

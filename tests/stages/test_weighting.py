@@ -56,7 +56,7 @@ def test_uniform_and_resolution():
     assert resolve_kernel("captum").space == "input"
     with pytest.raises(ValueError, match="`distance` must be one of"):
         ExponentialKernel(distance="manhattan")
-    with pytest.raises(ValueError, match="`width` must be finite and > 0, got 0.0"):
+    with pytest.raises(ValueError, match="`width` must be a finite number > 0 or .auto., got 0.0"):
         ExponentialKernel(width=0.0)
     with pytest.raises(ValueError, match="`kernel` must be a Kernel, a float width"):
         resolve_kernel("gaussian")

@@ -14,6 +14,15 @@ from tests.helpers.reference import cosine_distance_to_ones, weighted_ridge
 from tests.helpers.text import CLS, MASK, PAD, SEP, PositionBag, Recorder, batch_with_padding
 
 
+@pytest.fixture(autouse=True)
+def full_length_rows(monkeypatch):
+    """These tests check deletion itself on full-length rows in their own order (packing by length:
+    tests/text/test_delete_packing.py)."""
+    from torchlime.text._tokens import Tokens
+
+    monkeypatch.setattr(Tokens, "_pack_rows", False)
+
+
 def perturb_reference(
     ids: list[int], attn: list[int], feats: list[int], mask: np.ndarray, mode: str, mask_id: int, pad_id: int
 ) -> tuple[list[int], list[int]]:
@@ -130,8 +139,8 @@ def test_lime_text_preset_is_chunked():
     rec = Recorder(PositionBag())
     explain_tokens(rec, ids, mode="replace", mask_id=MASK, preset="lime_text", model_inputs="positional")
     sizes = [c[0].shape[0] for c in rec.calls]
-    # N = 5000 rows in chunks of the default rule (16 MiB of input per chunk, at most 4096 rows)
-    assert sum(sizes) == 5000 and sizes == [4096, 904]
+    # N = 5000 rows in chunks of the default rule (token rows: at most 8192 tokens a chunk, 512 rows of 16)
+    assert sum(sizes) == 5000 and sizes == [512] * 9 + [392]
     rec.calls.clear()
     explain_tokens(rec, ids, mode="delete", preset="lime_text", n_samples=500, batch_size=64, model_inputs="positional")
     assert max(c[0].shape[0] for c in rec.calls) == 64

@@ -14,6 +14,16 @@ from torchlime.text.viz import text_html
 
 from tests.helpers.text import CheatMLM
 
+
+@pytest.fixture(autouse=True)
+def full_length_rows(monkeypatch):
+    """These tests check deletion itself on full-length rows in their own order (packing by length:
+    tests/text/test_delete_packing.py)."""
+    from torchlime.text._tokens import Tokens
+
+    monkeypatch.setattr(Tokens, "_pack_rows", False)
+
+
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

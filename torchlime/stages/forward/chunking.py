@@ -3,8 +3,8 @@
 The default is a rule, not a measurement, so the same call gives the same chunks (and the same bits)
 on its first run and every later one: on the CPU as many rows as fit ``CPU_CHUNK_BYTES`` of input,
 and for token rows (``sequence_length``) at most ``CPU_CHUNK_TOKENS`` tokens (a row of token ids is a
-few hundred bytes, but a transformer's activations grow with rows x length: beyond the budget a row
-runs slower, its activations falling out of the caches); on CUDA a first chunk of ``PROBE`` rows
+few hundred bytes, but a transformer's activations grow with rows x length: 4096 rows of 96 tokens
+hold gigabytes of a BERT's activations); on CUDA a first chunk of ``PROBE`` rows
 measures the memory a row takes and the rest run at the largest power of two within the memory
 budget (``memory_budget``) and ``CUDA_MAX_CHUNK``.
 ``batch_size="measure"`` times growing sizes instead (extra chunks whose rows are run again at the
@@ -34,8 +34,9 @@ REPEATS = 3  # timed calls per size; the size's time per row is the fastest of t
 START = {"cpu": 4, "cuda": 16}
 MAX_CHUNK = 4096
 CPU_CHUNK_BYTES = 16 * 2**20  # default rule on the CPU: rows per chunk = this / bytes of one input row
-#: default rule on the CPU for token rows: rows per chunk <= this / sequence length (measured on a
-#: BERT-base classifier, 96 tokens: the time per row is flat from 16 to 64 rows and grows beyond)
+#: default rule on the CPU for token rows: rows per chunk <= this / sequence length: it bounds the activations
+#: a chunk holds (a BERT-base layer's feed-forward ones: 8192 x 3072 floats); a BERT-base classifier's time per
+#: row at 96 tokens was flat from 16 to 256 rows a chunk (``benchmarks/bench_text_packing.py``)
 CPU_CHUNK_TOKENS = 8192
 PROBE = 16  # default rule on CUDA: the first chunk, whose peak memory sizes the others
 CUDA_MAX_CHUNK = 1024
