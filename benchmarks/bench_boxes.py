@@ -189,7 +189,7 @@ def check_scores(detector, images, feats, boxes, labels) -> float:
                 for i in range(len(images))
             ]
         )
-    return float((exp.outputs[:, 0] - wrapper).abs().max())
+    return float((exp.outputs[:, 0].cpu() - wrapper).abs().max())
 
 
 def main() -> None:

@@ -309,8 +309,10 @@ def main() -> None:
             print(f"rep {rep}: " + ", ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in times.items()), flush=True)
         tl_exp = run_torchlime(model, ids, cont, n, 0)
         extra["torchlime_batch_size"] = int(tl_exp.meta["batch_size"])
-        if captum is not None:
+        if captum is not None and device.type != "cuda":
             extra["captum_default_cached"] = captum_cached_check(model, tok, prompt, cont[0], n)
+        elif captum is not None:  # its out-of-range index is a device-side assert there: the process's CUDA ends
+            extra["captum_default_cached"] = "not run on CUDA: captum's cached path indexes out of range (CPU JSON)"
         if captum is not None:
             cp = run_captum(model, tok, prompt, cont[0], n, 0, forward_in_tokens=False)
             extra["gpt2_whole_continuation_pearson_torchlime_vs_captum_best"] = pearson(tl_exp.coef[0, 0], cp.seq_attr)

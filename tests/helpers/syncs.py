@@ -34,12 +34,15 @@ class SyncCounter(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
+        self.inside = 0  # > 0 inside a call counted at the Python level (its own copy is not counted again)
         self.ops: list[str] = []
         self.uploads: list[str] = []  # tensors made from Python data: host-to-device copies on CUDA
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is aten.lift_fresh.default:
+        if self.inside:
+            pass
+        elif func is aten.lift_fresh.default:
             self.uploads.append("tensor from host data")
         elif func in SYNCING:
             self.ops.append(str(func))
@@ -69,8 +72,14 @@ def count_syncs(uploads: Optional[list] = None) -> Iterator[list[str]]:
         original = getattr(torch.Tensor, name)
 
         def wrapper(self, *a, _name=name, _original=original, **k):
-            counter.ops.append(f"Tensor.{_name}")
-            return _original(self, *a, **k)
+            # one sync each: on CUDA tolist / numpy / item / cpu copy to the host inside, counted here only
+            if not counter.inside:
+                counter.ops.append(f"Tensor.{_name}")
+            counter.inside += 1
+            try:
+                return _original(self, *a, **k)
+            finally:
+                counter.inside -= 1
 
         patched[name] = original
         setattr(torch.Tensor, name, wrapper)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from torchlime.demo.text_data import (
@@ -75,3 +76,9 @@ def test_bigram_mlm_shapes_and_fluency():
     top = logits[0, 5].topk(5).indices
     assert bool((torch.isin(top, POS_IDS) | torch.isin(top, NEG_IDS)).all())  # after "not": a sentiment word
     assert mlm.get_input_embeddings().weight.shape[0] == len(VOCAB)
+
+
+@pytest.mark.cuda
+def test_text_model_loads_onto_the_device_named(cuda):
+    model, _ = load_text_model(map_location=cuda)
+    assert all(p.device.type == "cuda" for p in model.parameters())

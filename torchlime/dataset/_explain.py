@@ -140,7 +140,8 @@ def explain_dataset(
         model_batch_size: rows per model call, passed to ``explain_fn`` as the engine's ``batch_size``
             (None: the engine's rule). It takes the engine's name, ``batch_size=``, once the deprecated
             ``batch_size=`` (inputs per step) is removed; until then it is the way to set rows per call.
-        **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, ...);
+        **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, ...; tensors among
+            them, such as a segments map, go to ``device`` with the inputs);
             ``target="label"`` explains the label each input comes with. They are recorded in
             ``index.json`` as plain data, and a resumed run with other ones is refused.
         keep_features: store each input's feature map (``Explanation.features``) in the smallest
@@ -237,7 +238,7 @@ def explain_dataset(
                         model_batch_size,
                         progress,
                         (keep_features, keep_inputs),
-                        explain_kwargs,
+                        on_device(explain_kwargs, ctx.device),
                     )
                 elif ctx.rank == 0:
                     LOG.info(
@@ -391,3 +392,8 @@ def _write(store: Store, ctx: Context, k: int, parts: list[dict[str, torch.Tenso
     if ctx.world == 1:  # one writer: keep the index current (ranks of a distributed run: rank 0 at the end)
         hook("before_index", k)
         store.write_index()
+
+
+def on_device(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """``kwargs`` with its tensors (a segments map, a baseline) on ``device``, the rest as given; a new dict."""
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}

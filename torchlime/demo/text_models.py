@@ -65,12 +65,12 @@ def load_text_model(
     vocab: Union[str, Path] = VOCAB_FILE,
     map_location: Union[str, torch.device] = "cpu",
 ) -> tuple[TextCNN, list[str]]:
-    """The committed sentiment CNN (eval mode) and its vocabulary (list of tokens, id order)."""
+    """The committed sentiment CNN (eval mode, on ``map_location``) and its vocabulary (list of tokens, id order)."""
     state = torch.load(Path(weights), map_location=map_location, weights_only=True)
     model = TextCNN(**state["config"])
     model.load_state_dict(state["state_dict"])
     tokens = json.loads(Path(vocab).read_text())["tokens"]
-    return model.eval(), tokens
+    return model.to(map_location).eval(), tokens
 
 
 class BigramMLM(nn.Module):
