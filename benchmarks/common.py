@@ -23,23 +23,24 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-def header(device: torch.device) -> dict:
-    """Machine, versions, commit and date for every result file."""
+def _git(*args: str) -> str:
+    """A git command's output in this repository ("" where git or the repository is missing)."""
     try:
-        commit = (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-            ).stdout.strip()
-            or "unknown"
-        )
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout
     except OSError:
-        commit = "unknown"
+        return ""
+
+
+def header(device: torch.device) -> dict:
+    """Machine, versions, commit (and the tracked files that differ from it) and date for every result file."""
+    modified = _git("status", "--porcelain", "--untracked-files=no")
     return dict(
         device=device_name(device),
         device_type=device.type,
         torch=torch.__version__,
         python=platform.python_version(),
-        commit=commit,
+        commit=_git("rev-parse", "HEAD").strip() or "unknown",
+        modified_files=[line[3:] for line in modified.splitlines() if line.strip()],
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
 

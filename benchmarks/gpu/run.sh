@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Run the CUDA tests and the GPU benchmarks in parts; every JSON and one log per part go into OUTDIR.
 #
-#   bash benchmarks/gpu/run.sh OUTDIR [--quick] [--tar FILE] [PART...]
+#   bash benchmarks/gpu/run.sh OUTDIR [--quick] [--short] [--tar FILE] [PART...]
 #   QUICK=1 bash benchmarks/gpu/run.sh OUTDIR [PART...]     # the same as --quick
 #   BUDGET=540 bash benchmarks/gpu/run.sh OUTDIR --tar FILE tests latency   # one call of at most 9 minutes
 #
 # Parts (no PART: all of them, in this order); each is meant to finish in under 9 minutes on an H100
 # (estimated from the code and an earlier H100 run, not yet timed; minutes in brackets):
-#   tests             python3 -m pytest -q -m cuda, then the kernel tests (tests/test_kernels_*.py and
+#   tests             python3 -m pytest -q -m cuda, then the kernel tests (tests/kernels/ and
 #                     tests/test_backend.py: their Triton-interpreter cases, the CUDA ones ran just before) [3-5.5]
 #   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", lime and captum [4.5-7]
 #   latency_compiled  bench_gpu_latency.py --tag compiled: the torch.compile variants (compilation is slow) [2-6]
@@ -29,6 +29,14 @@
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu3.tar.gz throughput audio
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu4.tar.gz latency_compiled text
 #
+# Short mode (--short or SHORT=1), for a lease of 15 minutes in all: the same models, sizes and N, fewer
+# repetitions and variants (latency: default, fast, bf16_channels_last and the two CUDA-graph variants,
+# anchors once; throughput: default and bf16_channels_last, 2 repetitions), the CUDA tests spread over 4
+# pytest-xdist workers (one file per worker) when xdist is installed, no Triton-interpreter rerun (CI runs
+# it). Two calls back to back on one warm machine:
+#   SHORT=1 BUDGET=400 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation latency throughput probe
+#   SHORT=1 BUDGET=240 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz audio text targets memory
+#
 # Quick mode (--quick or QUICK=1) forwards --quick to every benchmark: tiny models, few samples, a
 # smoke test whose figures are not results. It runs on a machine without a GPU too (DEVICE=cpu is
 # then the default).
@@ -40,7 +48,7 @@
 # PYTHONPATH. Without a wheels folder that step is skipped. torchlime.kernels maps to kernels/ only in
 # an installed package, so the link torchlime/kernels -> ../kernels is made when it is missing.
 #
-# Environment: DEVICE (default cuda; in quick mode cuda if available, else cpu), QUICK=1, WHEELS
+# Environment: DEVICE (default cuda; in quick mode cuda if available, else cpu), QUICK=1, SHORT=1, WHEELS
 # (default benchmarks/gpu/wheels), SITE (default /tmp/site), FORCE_WHEELS=1 (install every wheel,
 # even over installed ones), TIMEOUT (seconds per command, default none).
 #
@@ -61,11 +69,13 @@ case $1 in -*) usage ;; esac
 OUTDIR=$1
 shift
 QUICK=${QUICK:-0}
+SHORT=${SHORT:-0}
 TAR=${TAR:-}
 PARTS=()
 while (( $# )); do
     case $1 in
         --quick) QUICK=1 ;;
+        --short) SHORT=1 ;;
         --tar) (( $# > 1 )) || { echo "run.sh: --tar needs a file name" >&2; usage; }; TAR=$2; shift ;;
         -h|--help) usage ;;
         -*) echo "run.sh: unknown option $1" >&2; usage ;;
@@ -183,26 +193,44 @@ fi
 B=benchmarks
 DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for eval
 
+# Short mode's extra arguments per benchmark (later flags win over the defaults)
+S_LAT=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() THROUGHPUT=() XDIST=""
+if [[ $SHORT == 1 ]]; then
+    S_LAT=(--reps 3 --anchor-reps 1)
+    S_THR=(--reps 2)
+    S_SEG=(--runs 3 --warmup 1 --skimage-runs 1)
+    S_PROBE=(--reps 5)
+    S_AUDIO=(--reps 3)
+    S_TEXT=(--reps 2)
+    S_REPS1=(--reps 1)
+    if [[ $DEVICE == cuda* ]]; then
+        EAGER=(default fast bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs)
+        THROUGHPUT=(default bf16_channels_last)
+    fi
+    python3 -c "import xdist" >/dev/null 2>&1 && XDIST="-n 4 --dist loadfile"
+fi
+(( ${#THROUGHPUT[@]} )) || THROUGHPUT=("${EAGER[@]}")
+
 commands() {  # one command per line, for part $1
     case $1 in
         tests)
-            echo "python3 -m pytest -q -p no:cacheprovider -m cuda tests --junitxml=$(printf %q "$OUTDIR/tests_cuda.xml")"
-            echo "python3 -m pytest -q -p no:cacheprovider -m 'not cuda' tests/test_kernels_blend.py tests/test_kernels_slic.py tests/test_backend.py" ;;
-        latency) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${EAGER[*]}" ;;
-        latency_compiled) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${COMPILED[*]} --no-anchors --tag compiled" ;;
-        throughput) echo "python3 $B/bench_gpu_throughput.py $DEV" ;;
-        segmentation) echo "python3 $B/bench_segmentation.py $DEV" ;;
+            echo "python3 -m pytest -q -p no:cacheprovider -m cuda tests $XDIST --junitxml=$(printf %q "$OUTDIR/tests_cuda.xml")"
+            [[ $SHORT == 1 ]] || echo "python3 -m pytest -q -p no:cacheprovider -m 'not cuda' tests/kernels tests/test_backend.py" ;;
+        latency) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${EAGER[*]} ${S_LAT[*]}" ;;
+        latency_compiled) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${COMPILED[*]} --no-anchors --tag compiled ${S_LAT[*]}" ;;
+        throughput) echo "python3 $B/bench_gpu_throughput.py $DEV --variants ${THROUGHPUT[*]} ${S_THR[*]}" ;;
+        segmentation) echo "python3 $B/bench_segmentation.py $DEV ${S_SEG[*]}" ;;
         audio)
-            echo "python3 $B/bench_audio_gpu.py $DEV --waveform"
-            echo "python3 $B/bench_audio_batch1.py $DEV" ;;
+            echo "python3 $B/bench_audio_gpu.py $DEV --waveform ${S_AUDIO[*]}"
+            echo "python3 $B/bench_audio_batch1.py $DEV ${S_AUDIO[*]}" ;;
         text)
-            echo "python3 $B/bench_text_gpu.py $DEV"
+            echo "python3 $B/bench_text_gpu.py $DEV ${S_TEXT[*]}"
             echo "python3 $B/text_rationale.py $DEV" ;;
-        probe) echo "python3 $B/bench_probe_overhead.py $DEV" ;;
+        probe) echo "python3 $B/bench_probe_overhead.py $DEV ${S_PROBE[*]}" ;;
         targets)
-            echo "python3 $B/bench_boxes.py $DEV"
-            echo "python3 $B/bench_generation.py $DEV"
-            echo "python3 $B/bench_token_drop.py $DEV" ;;
+            echo "python3 $B/bench_boxes.py $DEV ${S_REPS1[*]}"
+            echo "python3 $B/bench_generation.py $DEV ${S_REPS1[*]}"
+            echo "python3 $B/bench_token_drop.py $DEV ${S_REPS1[*]}" ;;
         memory) echo "python3 $B/bench_chunk_memory.py $DEV" ;;
     esac
 }
