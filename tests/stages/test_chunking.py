@@ -295,9 +295,26 @@ def test_default_rule_on_cuda_probes_then_runs_the_same_chunks_every_call(cuda):
     for _ in range(2):
         chunking.clear_cache()
         sizes.append([])
-        runs.append(explain(model, images, f, n_samples=1500))
+        runs.append(explain(model, images, f, n_samples=6000))
     hook.remove()
     assert sizes[0] == sizes[1] and sizes[0][0] == chunking.PROBE
     rest = sizes[0][1:-1]
-    assert rest and len(set(rest)) == 1 and rest[0] & (rest[0] - 1) == 0 and rest[0] <= chunking.CUDA_MAX_CHUNK
+    assert rest and len(set(rest)) == 1 and rest[0] & (rest[0] - 1) == 0 and rest[0] <= chunking.CUDA_MAX_ROWS
     assert torch.equal(runs[0].coef, runs[1].coef)
+
+
+@pytest.mark.parametrize(
+    ("row_peak", "budget", "rows"),
+    [
+        (17e6, None, 1024),  # an inception row: the plain cap
+        (2**21, None, 1024),  # 2 MiB a row: 1024 rows peak at the light-row bytes
+        (2**20, None, 2048),  # lighter: more rows, the chunk still within CUDA_LIGHT_BYTES
+        (60e3, None, 8192),  # an audio CNN's row: the row cap
+        (60e3, 2**27, 2048),  # the memory budget wins
+        (17e6, 2**30, 32),  # a small budget bounds heavy rows too
+        (0.0, None, 8192),  # a row that allocates nothing
+    ],
+)
+def test_cuda_rule_gives_light_rows_larger_chunks(row_peak, budget, rows):
+    assert chunking.cuda_rule(row_peak, budget) == rows
+    assert rows * max(row_peak, 1) <= max(chunking.CUDA_LIGHT_BYTES, chunking.CUDA_MAX_CHUNK * row_peak)
