@@ -67,3 +67,14 @@ def test_validation():
         resolve_sampler("halton")
     assert isinstance(resolve_sampler("uniform_count"), UniformCountSampler)
     assert isinstance(resolve_sampler("sobol"), SobolSampler)
+
+
+def test_mul32_is_the_product_mod_2_to_the_32():
+    from torchlime.stages.sampling import _mul32
+
+    g = torch.Generator().manual_seed(0)
+    edges = torch.tensor([0, 1, 2**31 - 1, 2**31, 2**32 - 1])
+    xs = torch.cat([edges, torch.randint(0, 2**32, (2000,), generator=g)])
+    for c in (0, 1, 0x7FEB352D, 0x846CA68B, 2**31, 2**32 - 1):
+        want = torch.tensor([(int(v) * c) % 2**32 for v in xs])
+        assert torch.equal(_mul32(xs, c), want), hex(c)

@@ -24,9 +24,13 @@ _GOLDEN = 0x9E3779B9
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """``x * c mod 2**32`` for 0 <= x < 2**32 without int64 overflow (the constant in 16-bit halves)."""
-    lo, hi = c & 0xFFFF, c >> 16
-    return ((x * lo) + (((x * hi) & 0xFFFF) << 16)) & _M32
+    """``x * c mod 2**32`` for 0 <= x < 2**32 and 0 <= c < 2**32 without int64 overflow, in two tensor ops.
+
+    A constant of 2**31 or more is replaced by ``c - 2**32`` (equal mod 2**32), so ``|x * c| < 2**63``; the
+    mask keeps the low 32 bits of the (two's complement) product.
+    """
+    signed = c - (1 << 32) if c >= 1 << 31 else c
+    return (x * signed) & _M32
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:
