@@ -6,7 +6,7 @@
 # Run it where the package index is reachable. It downloads binary wheels for CPython 3.12 on
 # manylinux x86_64 (the GPU image's python3; PYTHON_VERSION=3.11 etc. for another) of
 #   kornia, kornia_rs, safetensors (torchlime's dependencies: torchlime.dataset imports safetensors),
-#   captum (an anchor of bench_gpu_latency.py), tqdm,
+#   captum (an anchor of bench_gpu_latency.py), tqdm, shap and slicer (bench_shap_kernel.py's anchor),
 # plus any names in EXTRA_PACKAGES (e.g. EXTRA_PACKAGES="scikit-image lazy_loader imageio tifffile"
 # where the GPU image lacks scikit-image or its dependencies; pin with NAME==VERSION), and builds a
 # wheel from lime's sdist (lime publishes no wheel; it is pure Python). Every download is --no-deps:
@@ -23,7 +23,7 @@ mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
 rm -f "$DEST"/*.whl  # one version of each package: two would stop the offline install
 
-PACKAGES=(kornia kornia_rs safetensors captum tqdm)
+PACKAGES=(kornia kornia_rs safetensors captum tqdm shap slicer)
 read -r -a EXTRA <<< "${EXTRA_PACKAGES:-}"
 PLATFORMS=()
 for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do

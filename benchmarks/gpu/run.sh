@@ -20,6 +20,8 @@
 #                     (a generated continuation vs captum's LLMAttribution), bench_token_drop.py (a ViT-S/16
 #                     with dropped patch tokens vs fills, its forward floor and captum, N=1000) [not yet timed on a GPU]
 #   memory            bench_chunk_memory.py: peak CUDA memory per chunk size [1.5-2]
+#   compat            bench_captum_switch.py (captum's Lime vs torchlime.compat.captum), bench_shap_kernel.py
+#                     (shap's KernelExplainer vs torchlime.compat.shap; shap comes from the wheels) [not yet timed on a GPU]
 #
 # With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
 # to back (a warm machine is kept only 30 s), each `carry: ["benchmarks/gpu/wheels"]`, in this order
@@ -35,7 +37,7 @@
 # pytest-xdist workers (one file per worker) when xdist is installed, no Triton-interpreter rerun (CI runs
 # it). Two calls back to back on one warm machine:
 #   SHORT=1 BUDGET=400 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation latency throughput probe
-#   SHORT=1 BUDGET=240 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz audio text targets memory
+#   SHORT=1 BUDGET=240 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz targets audio text compat memory
 #
 # Quick mode (--quick or QUICK=1) forwards --quick to every benchmark: tiny models, few samples, a
 # smoke test whose figures are not results. It runs on a machine without a GPU too (DEVICE=cpu is
@@ -84,7 +86,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency latency_compiled throughput segmentation audio text probe memory targets)
+ALL=(tests latency latency_compiled throughput segmentation audio text probe memory targets compat)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -232,6 +234,9 @@ commands() {  # one command per line, for part $1
             echo "python3 $B/bench_generation.py $DEV ${S_REPS1[*]}"
             echo "python3 $B/bench_token_drop.py $DEV ${S_REPS1[*]}" ;;
         memory) echo "python3 $B/bench_chunk_memory.py $DEV" ;;
+        compat)
+            echo "python3 $B/bench_captum_switch.py $DEV ${S_REPS1[*]}"
+            echo "python3 $B/bench_shap_kernel.py $DEV ${S_REPS1[*]}" ;;
     esac
 }
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torchlime
+from torchlime.methods import lars
 from torchlime.methods.feature_selection import METHODS, Select, select_features
 from torchlime.stages.surrogate import Lasso, Ridge, normal_equations
 
@@ -19,6 +20,13 @@ sk_linear = pytest.importorskip("sklearn.linear_model")
 SkRidge = sk_linear.Ridge
 
 LIME = LimeBase(kernel_fn=None)
+
+
+@pytest.fixture(params=["numpy", "torch"])
+def lars_kind(request, monkeypatch):
+    """lime's LARS path through the NumPy version (a few fits on the CPU) or the batched torch one."""
+    monkeypatch.setattr(lars, "HOST_FITS", 10**6 if request.param == "numpy" else 0)
+    return request.param
 
 
 def lime_select(data, labels, weights, k, method):
@@ -97,7 +105,7 @@ def test_refit_is_limes_ridge_on_the_chosen_features():
             assert float(exp.local_pred[b, t]) == pytest.approx(reg.predict(data[0:1, used])[0], abs=1e-5)
 
 
-def test_lasso_path_equals_lime_on_many_paths():
+def test_lasso_path_equals_lime_on_many_paths(lars_kind):
     """Random paths (correlated columns, exactly sparse outputs, noise), float64 statistics."""
     rng = np.random.default_rng(0)
     compared = 0
@@ -188,7 +196,7 @@ def bits(rows, f):
 
 
 @pytest.mark.parametrize("case", range(len(DROPS)))
-def test_lasso_path_with_a_drop_and_with_a_stop_equals_lime(case):
+def test_lasso_path_with_a_drop_and_with_a_stop_equals_lime(case, lars_kind):
     """A path that drops a feature, and on the same data with exactly sparse outputs a path that stops
     before every feature entered: both planted, both checked by the exact lasso, then compared with lime."""
     f, rows, w, y, planted = DROPS[case]
@@ -322,3 +330,26 @@ def test_errors():
         Select(dtype=torch.long)
     assert set(METHODS) == {"forward_selection", "highest_weights", "lasso_path", "auto"}
     assert isinstance(Select().refit, Ridge) and Select().refit.alpha == 1.0
+
+
+def test_numpy_and_torch_paths_choose_the_same_features():
+    """Batches of fits with several targets and missing features: the two versions of the path agree."""
+    g = torch.Generator().manual_seed(1)
+    for trial in range(40):
+        b, t, f = 1 + trial % 3, 1 + trial % 2, int(torch.randint(3, 30, (1,), generator=g))
+        s = int(torch.randint(f + 5, 300, (1,), generator=g))
+        x = (torch.rand(b, s, f, generator=g) < 0.5).double()
+        y = x[..., :3] @ torch.randn(3, t, generator=g).double() + 0.3 * torch.randn(b, s, t, generator=g).double()
+        ne = normal_equations(x, y, torch.rand(b, s, generator=g).double(), torch.float64)
+        valid = torch.ones(b, f, dtype=torch.bool)
+        valid[0, f - 1 - trial % 2 :] = False
+        count = torch.full((b,), float(s), dtype=torch.float64)
+        for k in (1, 3, f):
+            both = []
+            for host in (10**6, 0):
+                lars.HOST_FITS, old = host, lars.HOST_FITS
+                try:
+                    both.append(lars.lasso_path(ne.gram, ne.rhs, valid, k, count))
+                finally:
+                    lars.HOST_FITS = old
+            assert torch.equal(*both), (trial, k)

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import torch
 
+from torchlime.methods.lars_host import lasso_path_host
+
+#: CPU problems of at most this many fits (inputs x targets) run the NumPy version (``lars_host``)
+HOST_FITS = 32
+
 _EPS32 = float(torch.finfo(torch.float32).eps)
 _TINY32 = float(torch.finfo(torch.float32).tiny)
 _EPS64 = float(torch.finfo(torch.float64).eps)
@@ -64,6 +69,16 @@ def lasso_path(
         [True, True, False]
     """
     b, f, t = rhs.shape
+    if rhs.device.type == "cpu" and b * t <= HOST_FITS:
+        host = lasso_path_host(
+            gram.detach().double().numpy(),
+            rhs.detach().double().numpy(),
+            valid.numpy(),
+            k,
+            count.detach().double().numpy(),
+            max_iter,
+        )
+        return torch.from_numpy(host)
     dev, dt = rhs.device, rhs.dtype
     g = gram.unsqueeze(1).expand(b, t, f, f)
     xy = rhs.transpose(1, 2)
