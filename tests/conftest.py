@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,3 +54,19 @@ def pytest_collection_modifyitems(config, items):
         )
         if needs and not item.get_closest_marker("cuda"):
             item.add_marker(pytest.mark.cuda)
+
+
+@pytest.fixture(scope="session")
+def docs_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """The docs site built once a session with warnings as errors: (HTML folder, sphinx's exit status, its
+    stderr). CI builds it the same way before pytest and names the folder in ``TORCHLIME_DOCS_HTML`` (a build
+    that failed there stopped CI), so that one is used as it is."""
+    pytest.importorskip("sphinx", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    html = os.environ.get("TORCHLIME_DOCS_HTML")
+    if html and (Path(html) / "objects.inv").exists():
+        return Path(html), 0, ""
+    out = tmp_path_factory.mktemp("docs") / "html"
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(docs), str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return out, done.returncode, done.stderr

@@ -9,10 +9,7 @@ another path (``torchlime.Images`` for ``torchlime.image.Images``) counts.
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -44,18 +41,10 @@ def public_modules() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def inventory(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+def inventory(docs_build) -> set[str]:
     from sphinx.util.inventory import InventoryFile
 
-    html = os.environ.get("TORCHLIME_DOCS_HTML")
-    if not html or not (Path(html) / "objects.inv").exists():
-        html = str(tmp_path_factory.mktemp("docs") / "html")
-        subprocess.run(
-            [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(ROOT / "docs"), html],
-            check=True,
-            capture_output=True,
-        )
-    with open(Path(html) / "objects.inv", "rb") as f:
+    with open(docs_build[0] / "objects.inv", "rb") as f:
         inv = InventoryFile.load(f, "", lambda base, uri: uri)
     return {name for kind, entries in inv.items() if kind.startswith("py:") for name in entries}
 

@@ -120,10 +120,10 @@ def test_host_syncs_on_the_kernel_path(device, monkeypatch):
 
     monkeypatch.setenv("TORCHLIME_BACKEND", "triton")
     model = net().to(device)
-    images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(2)).to(device)
-    explain_image(model, images, n_segments=16, n_samples=64)  # measures the chunk size
+    images = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(2)).to(device)
+    explain_image(model, images, n_segments=8, n_samples=32)  # measures the chunk size
     with count_syncs() as ops:
-        explain_image(model, images, n_segments=16, n_samples=64)
+        explain_image(model, images, n_segments=8, n_samples=32)
     assert len(ops) <= 6, ops
 
 
