@@ -26,7 +26,7 @@ def _masked_solve(g: np.ndarray, act: np.ndarray, rhs: np.ndarray) -> np.ndarray
     for i, j in np.ndindex(*act.shape[:2]):
         a = np.flatnonzero(act[i, j])
         if a.size:
-            out[i, j, a] = np.linalg.solve(g[i, j][np.ix_(a, a)], rhs[i, j, a])
+            out[i, j, a] = np.linalg.solve(g[i, j][a][:, a], rhs[i, j, a])
     return out
 
 
