@@ -140,7 +140,7 @@ def main() -> None:
     args = ap.parse_args()
     device = device_arg(args.device)
     smoke_threads(args, device)
-    sizes = args.sizes or ([32, 64] if args.quick else [64, 128, 224])
+    sizes = args.sizes or ([32] if args.quick else [64, 128, 224])
     chunks = args.chunks or ([16, 64] if args.quick else [16, 64, 256, 1024])
     n = args.n_samples or (64 if args.quick else 1024)
     out = dict(

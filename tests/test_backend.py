@@ -89,7 +89,7 @@ def assert_same_explanation(ref, out, device, again):
 
 def test_explain_image_through_the_kernels(device, monkeypatch, kernel_calls):
     model = net().to(device)
-    images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)).to(device)
+    images = torch.rand(2, 3, 24, 24, generator=torch.Generator().manual_seed(0)).to(device)
     norm = ((0.5, 0.45, 0.4), (0.25, 0.2, 0.2))
 
     def run(segments=None):
