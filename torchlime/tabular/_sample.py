@@ -16,7 +16,7 @@ in the instance's level,
   c the training mean (lime) or the instance (``sample_around_instance``); ``P`` is the
   normal mass of the instance's bin ``Φ(b) - Φ(a)``; categorical columns as above.
 
-``gaussian_rows`` draws lime's undiscretised neighbourhood itself (the raw values of every column,
+``gaussian_draws`` draws lime's undiscretised neighbourhood itself (the raw values of every column,
 no masks): lime's ``LimeTabularExplainer(discretize_continuous=False)`` fits its surrogate on those
 values, scaled, rather than on "same level" masks.
 
@@ -40,7 +40,7 @@ from torchlime.tabular._stats import TabularStats
 from torchlime.typing import Seed
 
 _MASK, _LEVEL, _VALUE = 101, 102, 103  # hash streams (the engine's samplers use 0..3)
-_GAUSS, _CATEGORY = 104, 105  # hash streams of ``gaussian_rows``
+_GAUSS, _CATEGORY = 104, 105  # hash streams of ``gaussian_draws``
 _TINY = 1e-300
 
 
@@ -208,7 +208,7 @@ class TabularPerturbation:
         return torch.where(total > 0, drawn, lev)
 
 
-def gaussian_rows(
+def gaussian_draws(
     stats: TabularStats,
     x: torch.Tensor,
     n_samples: int,
@@ -217,7 +217,7 @@ def gaussian_rows(
     around_instance: bool = False,
     ids: Optional[torch.Tensor] = None,
     fixed: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Lime's undiscretised neighbourhood of every row of x: float64 (B, S, D) values, sample 0 the row.
 
     A continuous column f takes ``c_f + scale_f · z``, z ~ N(0, 1), c the training mean (lime's
@@ -237,44 +237,17 @@ def gaussian_rows(
             the zero entries of a sparse row at zero).
 
     Returns:
-        Float64 (B, S, D) sample rows on the statistics' device (``gaussian_draws`` also returns z).
+        ``(values, z)`` on the statistics' device: float64 (B, S, D) the sample rows (sample 0 the row),
+        and float32 (B, S, D) the normals z of every column (a continuous column's value is
+        ``c + scale · z``; z means nothing for categorical or fixed columns, and row 0 of z is not the
+        row's), for callers that need the scaled rows ``(values - c) / scale`` without computing them again.
 
     Example:
         >>> from torchlime.tabular import fit_stats
         >>> stats = fit_stats(torch.arange(20.0).view(10, 2), categorical_features=[1])
-        >>> rows = gaussian_rows(stats, torch.tensor([[3.0, 4.0]]), 500, 0)
+        >>> rows, _ = gaussian_draws(stats, torch.tensor([[3.0, 4.0]]), 500, 0)
         >>> rows.shape, rows[0, 0].tolist(), set(rows[0, 1:, 1].tolist()) <= set(range(1, 20, 2))
         (torch.Size([1, 500, 2]), [3.0, 4.0], True)
-    """
-    return gaussian_draws(stats, x, n_samples, generator, around_instance=around_instance, ids=ids, fixed=fixed)[0]
-
-
-def gaussian_draws(
-    stats: TabularStats,
-    x: torch.Tensor,
-    n_samples: int,
-    generator: Seed,
-    *,
-    around_instance: bool = False,
-    ids: Optional[torch.Tensor] = None,
-    fixed: Optional[torch.Tensor] = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``gaussian_rows``'s values and the standard normals they were made of.
-
-    Args:
-        stats: the training statistics.
-        x: (B, D) the rows.
-        n_samples: S, samples per row.
-        generator: an int seed, None or a ``torch.Generator``.
-        around_instance: centre the continuous columns on the row.
-        ids: long (B,) every row's id.
-        fixed: optional bool (B, D) columns that keep the row's value.
-
-    Returns:
-        ``(values, z)``: float64 (B, S, D) the rows, and float32 (B, S, D) the normals z of every
-        column (a continuous column's value is ``c + scale · z``; z means nothing for categorical
-        or fixed columns, and row 0 of z is not the row's), for callers that need the scaled rows
-        ``(values - c) / scale`` without computing them again.
     """
     dev = stats.mean.device
     x = x.to(device=dev, dtype=torch.float64)

@@ -3,7 +3,7 @@
 lime's ``LimeTabularExplainer`` without discretization explains a row on the raw values of its
 samples, not on "same bin" masks:
 
-* samples (``gaussian_rows``): a continuous column is ``N(0, 1) · scale + mean`` (the training
+* samples (``gaussian_draws``): a continuous column is ``N(0, 1) · scale + mean`` (the training
   ``StandardScaler``'s), or ``+ the row's value`` with ``sample_around_instance``; a categorical
   column takes a training value by training frequency; sample 0 is the row itself;
 * ``predict_fn`` runs once on all S rows (float64 numpy, lime's ``inverse``);
