@@ -171,6 +171,32 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
 
     out["tabular_lime"] = tabular
 
+    def lime_tabular(discretize: bool) -> dict[str, str]:
+        import numpy as np
+
+        from torchlime.compat.lime import LimeTabularExplainer
+
+        rng = np.random.default_rng(3)
+        train = rng.normal(size=(300, 24))
+        w = rng.normal(size=(24, 2))
+
+        def predict(rows: np.ndarray) -> np.ndarray:
+            e = np.exp(np.tanh(rows @ w))
+            return e / e.sum(1, keepdims=True)
+
+        got = {}
+        for selection in ("auto", "lasso_path"):
+            ex = LimeTabularExplainer(
+                train, discretize_continuous=discretize, feature_selection=selection, random_state=2
+            )
+            exp = ex.explain_instance(train[0], predict, labels=(1,), num_features=6, num_samples=1500)
+            numbers = [v for pair in exp.local_exp[1] for v in pair] + [exp.score, exp.intercept[1]]
+            got[selection] = digest(torch.tensor(numbers, dtype=torch.float64))
+        return got
+
+    out["compat_lime_tabular_discretized"] = lambda: lime_tabular(True)
+    out["compat_lime_tabular_gaussian"] = lambda: lime_tabular(False)
+
     def metrics() -> dict[str, str]:
         from torchlime import metrics as m
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torchlime
-from torchlime.methods import lars
+from torchlime.methods import lars, lars_host
 from torchlime.methods.feature_selection import METHODS, Select, select_features
 from torchlime.stages.surrogate import Lasso, Ridge, normal_equations
 
@@ -22,10 +22,11 @@ SkRidge = sk_linear.Ridge
 LIME = LimeBase(kernel_fn=None)
 
 
-@pytest.fixture(params=["numpy", "torch"])
+@pytest.fixture(params=["numpy-one", "numpy", "torch"])
 def lars_kind(request, monkeypatch):
-    """lime's LARS path through the NumPy version (a few fits on the CPU) or the batched torch one."""
-    monkeypatch.setattr(lars, "HOST_FITS", 10**6 if request.param == "numpy" else 0)
+    """lime's LARS path through NumPy fit by fit, NumPy batched (a few fits on the CPU) or batched torch."""
+    monkeypatch.setattr(lars, "HOST_FITS", 0 if request.param == "torch" else 10**6)
+    monkeypatch.setattr(lars_host, "ONE_FITS", 10**6 if request.param == "numpy-one" else 0)
     return request.param
 
 
@@ -195,21 +196,33 @@ def bits(rows, f):
     return np.array([[(r >> (f - 1 - j)) & 1 for j in range(f)] for r in rows], dtype=float)
 
 
+def drop_case(case):
+    """(x, y, w, sparse y) of a planted case: its path drops a feature; with sparse outputs it stops early."""
+    f, rows, w, y, planted = DROPS[case]
+    sparse = np.zeros(f)
+    sparse[list(planted)] = (1.5, -2.0)  # two of the f features
+    x = bits(rows, f)
+    return x, np.array(y), np.array(w), x @ sparse
+
+
+@pytest.mark.parametrize("case", range(len(DROPS)))
+def test_planted_paths_drop_and_stop(case):
+    """The planted data hold what the comparison below needs, checked by the exact lasso."""
+    x, y, w, y_sparse = drop_case(case)
+    supports = lasso_supports(*centred_normal(x, y, w))
+    assert any(a - b for a, b in zip(supports, supports[1:])), "the planted path must drop a feature"
+    planted = set(DROPS[case][4])
+    assert lasso_supports(*centred_normal(x, y_sparse, w))[-1] == planted, "the path must stop at the planted features"
+
+
 @pytest.mark.parametrize("case", range(len(DROPS)))
 def test_lasso_path_with_a_drop_and_with_a_stop_equals_lime(case, lars_kind):
     """A path that drops a feature, and on the same data with exactly sparse outputs a path that stops
-    before every feature entered: both planted, both checked by the exact lasso, then compared with lime."""
-    f, rows, w, y, planted = DROPS[case]
-    x, w, y = bits(rows, f), np.array(w), np.array(y)
-    gram, rhs = centred_normal(x, y, w)
-    supports = lasso_supports(gram, rhs)
-    assert any(a - b for a, b in zip(supports, supports[1:])), "the planted path must drop a feature"
+    before every feature entered (both planted: the test above), compared with lime."""
+    x, y, w, y_sparse = drop_case(case)
+    f = x.shape[1]
     assert compare_lasso_path(x, y, w, range(1, f + 1)) == f
-    sparse = np.zeros(f)
-    sparse[list(planted)] = (1.5, -2.0)  # two of the f features
-    gram, rhs = centred_normal(x, x @ sparse, w)
-    assert lasso_supports(gram, rhs)[-1] == set(planted), "the planted path must stop at the planted features"
-    assert compare_lasso_path(x, x @ sparse, w, range(1, f + 1)) == f
+    assert compare_lasso_path(x, y_sparse, w, range(1, f + 1)) == f
 
 
 def centred_normal(x, y, w):
@@ -332,8 +345,8 @@ def test_errors():
     assert isinstance(Select().refit, Ridge) and Select().refit.alpha == 1.0
 
 
-def test_numpy_and_torch_paths_choose_the_same_features():
-    """Batches of fits with several targets and missing features: the two versions of the path agree."""
+def test_numpy_and_torch_paths_choose_the_same_features(monkeypatch):
+    """Batches of fits with several targets and missing features: the three versions of the path agree."""
     g = torch.Generator().manual_seed(1)
     for trial in range(40):
         b, t, f = 1 + trial % 3, 1 + trial % 2, int(torch.randint(3, 30, (1,), generator=g))
@@ -345,11 +358,9 @@ def test_numpy_and_torch_paths_choose_the_same_features():
         valid[0, f - 1 - trial % 2 :] = False
         count = torch.full((b,), float(s), dtype=torch.float64)
         for k in (1, 3, f):
-            both = []
-            for host in (10**6, 0):
-                lars.HOST_FITS, old = host, lars.HOST_FITS
-                try:
-                    both.append(lars.lasso_path(ne.gram, ne.rhs, valid, k, count))
-                finally:
-                    lars.HOST_FITS = old
-            assert torch.equal(*both), (trial, k)
+            got = []
+            for host, one in ((10**6, 10**6), (10**6, 0), (0, 0)):
+                monkeypatch.setattr(lars, "HOST_FITS", host)
+                monkeypatch.setattr(lars_host, "ONE_FITS", one)
+                got.append(lars.lasso_path(ne.gram, ne.rhs, valid, k, count))
+            assert torch.equal(got[0], got[2]) and torch.equal(got[1], got[2]), (trial, k)
