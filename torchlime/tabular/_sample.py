@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import torch
@@ -60,9 +61,20 @@ def truncated_normal(u: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch
         >>> bool(((z >= 1) & (z <= 2)).all())
         True
     """
+    return _truncated(u, *_truncation(a, b))
+
+
+def _truncation(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``truncated_normal``'s constants of the bounds [a, b]: (flip, lo, hi, Φ(lo), Φ(hi)), lower tail."""
     flip = a > 0
     lo, hi = torch.where(flip, -b, a), torch.where(flip, -a, b)
-    cl, ch = _ndtr(lo), _ndtr(hi)
+    return flip, lo, hi, _ndtr(lo), _ndtr(hi)
+
+
+def _truncated(
+    u: torch.Tensor, flip: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, cl: torch.Tensor, ch: torch.Tensor
+) -> torch.Tensor:
+    """``truncated_normal`` from the uniforms and the bounds' constants (``_truncation``)."""
     c = (cl + u * (ch - cl)).clamp(_TINY, 1.0 - 2.0**-53)
     z = torch.maximum(torch.minimum(torch.special.ndtri(c), hi), lo)
     return torch.where(flip, -z, z)
@@ -175,36 +187,61 @@ class TabularPerturbation:
         lev = self.levels[b]  # (c, D)
         u = rows.uniform(_VALUE, st.n_columns).double() + 2.0**-25  # 24-bit uniforms, centred in their cells
         level = torch.where(keep, lev, self._other_level(rows, lev))
-        at = level.clamp_min(0).T  # (D, c)
-
-        def pick(t: torch.Tensor) -> torch.Tensor:  # per-(row, column) entry of a (D, V) table
-            return t.gather(1, at).T
-
-        category = torch.where(level >= 0, pick(st.values.nan_to_num(0.0)), original)
-        if self.centre is None:  # a bin's value: normal truncated to the bin's range
-            lo, hi, mu, sd = pick(st.level_lo), pick(st.level_hi), pick(st.level_mean), pick(st.level_std)
-            z = truncated_normal(u, (lo - mu) / sd, (hi - mu) / sd)
+        if self.centre is None:  # a bin's value: normal truncated to the bin's range; a category's value
+            value, lo, hi, mu, sd, flip, t_lo, t_hi, c_lo, c_hi = self._pick(self._bin_tables, level)
+            z = _truncated(u, flip > 0, t_lo, t_hi, c_lo, c_hi)
             numeric = torch.minimum(torch.maximum(mu + sd * z, lo), hi)
         else:  # Gaussian around the centre, inside or outside the instance's bin
+            (value,) = self._pick(st.values.nan_to_num(0.0).unsqueeze(0), level)
             lower, upper = instance_bounds(st, lev)
             c = self.centre.expand_as(self.levels)[b]
             a, bb = (lower - c) / st.scale, (upper - c) / st.scale
             z = torch.where(keep, truncated_normal(u, a, bb), outside_normal(u, a, bb))
             numeric = c + st.scale * z
+        category = torch.where(level >= 0, value, original)
         return torch.where(st.categorical, category, numeric)
+
+    @staticmethod
+    def _pick(tables: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+        """(K, c, D) the entries of K (D, V) tables (stacked (K, D, V)) at every row's level (c, D) of each column."""
+        k, d, v = tables.shape
+        at = torch.arange(d, device=level.device) * v + level.clamp_min(0)
+        return tables.reshape(k, d * v).index_select(1, at.reshape(-1)).view(k, *level.shape)
+
+    @cached_property
+    def _bin_tables(self) -> torch.Tensor:
+        """(10, D, V) tables per (column, level), built once a call instead of once a value.
+
+        The category's value, the bin's range, mean and std, and its truncated normal's constants (``_truncation``).
+        """
+        st = self.stats
+        lo, hi, mu, sd = st.level_lo, st.level_hi, st.level_mean, st.level_std
+        flip, t_lo, t_hi, c_lo, c_hi = _truncation((lo - mu) / sd, (hi - mu) / sd)
+        return torch.stack((st.values.nan_to_num(0.0), lo, hi, mu, sd, flip.to(lo.dtype), t_lo, t_hi, c_lo, c_hi))
+
+    @cached_property
+    def _other_cumulative(self) -> torch.Tensor:
+        """(D, V + 1, V): per column, the cumulative training frequency of its other levels.
+
+        Row l leaves level l out; row V leaves none out (an unseen category).
+        """
+        freq = self.stats.freq
+        v = freq.shape[1]
+        out = torch.eye(v + 1, v, dtype=torch.bool, device=freq.device)  # (V + 1, V): row l drops level l
+        return freq.unsqueeze(1).masked_fill(out, 0.0).cumsum(-1)
 
     def _other_level(self, rows: Rows, lev: torch.Tensor) -> torch.Tensor:
         """Long (c, D): a level other than the instance's, drawn by training frequency.
 
         The instance's own level where no other has mass.
         """
-        freq = self.stats.freq.unsqueeze(0).expand(lev.shape[0], -1, -1)  # (c, D, V)
-        levels_ = torch.arange(freq.shape[2], device=lev.device)
-        freq = freq.masked_fill(levels_ == lev.unsqueeze(-1), 0.0)
-        cum = freq.cumsum(-1)
+        table = self._other_cumulative
+        d, v1, v = table.shape
+        at = torch.arange(d, device=lev.device) * v1 + torch.where(lev >= 0, lev, v)
+        cum = table.reshape(d * v1, v).index_select(0, at.reshape(-1)).view(*lev.shape, v)  # (c, D, V)
         total = cum[..., -1]
         t = rows.uniform(_LEVEL, lev.shape[1]).double() * total
-        drawn = (cum <= t.unsqueeze(-1)).sum(-1).clamp_max(freq.shape[2] - 1)
+        drawn = (cum <= t.unsqueeze(-1)).sum(-1).clamp_max(v - 1)
         return torch.where(total > 0, drawn, lev)
 
 
