@@ -188,11 +188,12 @@ class TabularPerturbation:
         u = rows.uniform(_VALUE, st.n_columns).double() + 2.0**-25  # 24-bit uniforms, centred in their cells
         level = torch.where(keep, lev, self._other_level(rows, lev))
         if self.centre is None:  # a bin's value: normal truncated to the bin's range; a category's value
-            value, lo, hi, mu, sd, flip, t_lo, t_hi, c_lo, c_hi = self._pick(self._bin_tables, level)
-            z = _truncated(u, flip > 0, t_lo, t_hi, c_lo, c_hi)
-            numeric = torch.minimum(torch.maximum(mu + sd * z, lo), hi)
+            value, lo, hi, mu, signed_sd, t_lo, t_hi, c_lo, width = self._pick(self._bin_tables, level)
+            c = (c_lo + u * width).clamp(_TINY, 1.0 - 2.0**-53)  # ``_truncated``, its flip folded into the std
+            z = torch.maximum(torch.minimum(torch.special.ndtri(c), t_hi), t_lo)
+            numeric = torch.minimum(torch.maximum(mu + signed_sd * z, lo), hi)
         else:  # Gaussian around the centre, inside or outside the instance's bin
-            (value,) = self._pick(st.values.nan_to_num(0.0).unsqueeze(0), level)
+            (value,) = self._pick(st.values.nan_to_num(0.0).unsqueeze(-1), level)
             lower, upper = instance_bounds(st, lev)
             c = self.centre.expand_as(self.levels)[b]
             a, bb = (lower - c) / st.scale, (upper - c) / st.scale
@@ -202,22 +203,29 @@ class TabularPerturbation:
         return torch.where(st.categorical, category, numeric)
 
     @staticmethod
-    def _pick(tables: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
-        """(K, c, D) the entries of K (D, V) tables (stacked (K, D, V)) at every row's level (c, D) of each column."""
-        k, d, v = tables.shape
+    def _pick(tables: torch.Tensor, level: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """K (c, D) views: the entries of K tables (stacked (D, V, K)) at every row's level (c, D) of each column.
+
+        One ``index_select`` of whole K-entry rows (a gather of each table alone costs about as much as
+        all K together).
+        """
+        d, v, k = tables.shape
         at = torch.arange(d, device=level.device) * v + level.clamp_min(0)
-        return tables.reshape(k, d * v).index_select(1, at.reshape(-1)).view(k, *level.shape)
+        return tables.reshape(d * v, k).index_select(0, at.reshape(-1)).view(*level.shape, k).unbind(-1)
 
     @cached_property
     def _bin_tables(self) -> torch.Tensor:
-        """(10, D, V) tables per (column, level), built once a call instead of once a value.
+        """(D, V, 9) tables per (column, level), built once a call instead of once a value.
 
-        The category's value, the bin's range, mean and std, and its truncated normal's constants (``_truncation``).
+        The category's value, the bin's range, mean and std (negated where ``_truncation`` flips to the
+        lower tail: mu + (-sd) z is mu + sd (-z) exactly), and its truncated normal's bounds, Φ(lower)
+        and Φ(upper) - Φ(lower).
         """
         st = self.stats
         lo, hi, mu, sd = st.level_lo, st.level_hi, st.level_mean, st.level_std
         flip, t_lo, t_hi, c_lo, c_hi = _truncation((lo - mu) / sd, (hi - mu) / sd)
-        return torch.stack((st.values.nan_to_num(0.0), lo, hi, mu, sd, flip.to(lo.dtype), t_lo, t_hi, c_lo, c_hi))
+        tables = (st.values.nan_to_num(0.0), lo, hi, mu, torch.where(flip, -sd, sd), t_lo, t_hi, c_lo, c_hi - c_lo)
+        return torch.stack(tables, -1)
 
     @cached_property
     def _other_cumulative(self) -> torch.Tensor:
