@@ -165,12 +165,14 @@ def run_setting(lime_tabular, compat, x_tr, rows, clf, gold, disc: bool, selecti
 def main() -> None:
     parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch and BLAS threads of both (default 1)")
-    parser.add_argument("--n-test", type=int, default=None, help="test inputs per data set; default 25, quick 3")
-    parser.add_argument("--fs-inputs", type=int, default=None, help="inputs of forward selection; default 10, quick 2")
+    parser.add_argument("--n-test", type=int, default=None, help="test inputs per data set; 0 (default): all, quick 3")
+    parser.add_argument(
+        "--fs-inputs", type=int, default=None, help="inputs of forward selection; 0 (default): all, quick 2"
+    )
     parser.add_argument("--n-samples", type=int, default=None, help="samples per explanation; default 5000, quick 500")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    size_defaults(args, dict(n_test=(3, 25), fs_inputs=(2, 10), n_samples=(500, 5000)))
+    size_defaults(args, dict(n_test=(3, 0), fs_inputs=(2, 0), n_samples=(500, 5000)))
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")  # sklearn's deprecations, lime's "probabilities do not sum to 1"
     lime_tabular, missing = optional_module("lime.lime_tabular")
@@ -202,7 +204,7 @@ def main() -> None:
                 for selection in SELECTIONS:
                     if selection == "forward_selection" and name not in FORWARD_SETS:
                         continue
-                    n = args.fs_inputs if selection == "forward_selection" else args.n_test
+                    n = (args.fs_inputs if selection == "forward_selection" else args.n_test) or len(x_te)
                     row = run_setting(lime_tabular, compat, x_tr, x_te[:n], clf, gold, disc, selection, args)
                     settings.append(dict(dataset=name, model=model, **row))
                     r, s, t = row["recall"], row["r2"], row["ms_per_explanation"]
