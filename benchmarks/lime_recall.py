@@ -1,6 +1,6 @@
 """lime against torchlime's lime layer on the LIME paper's faithfulness protocol: recall, R² and speed.
 
-    python benchmarks/lime_recall.py                          # 4 to 6 minutes on 2 shared CPU cores
+    python benchmarks/lime_recall.py                          # about 7 minutes on 2 shared CPU cores
     python benchmarks/lime_recall.py --quick --out /tmp/q     # smoke run: 3 inputs, N=500
 
 The protocol of the LIME paper's section 5.2 ("Are explanations faithful to the model?", Ribeiro
