@@ -13,6 +13,9 @@ import torch
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n W: the cores shared among the W workers, not W x all of them
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
 
 @pytest.fixture(params=DEVICES)
 def device(request) -> torch.device:
