@@ -24,14 +24,21 @@ ONE_FITS = 2
 def _masked_solve(g: np.ndarray, act: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """Solve G_AA v = rhs_A on every fit's active set A (G (B, T, F, F), act and rhs (B, T, F)); 0 elsewhere.
 
-    Fit by fit on the active rows and columns alone: a few fits, so the loop is short, and each solve is
-    |A| x |A| rather than F x F.
+    Fit by fit (``_solve_active``): a few fits, so the loop is short, and each solve is |A| x |A| rather
+    than F x F.
     """
     out = np.zeros(rhs.shape)
     for i, j in np.ndindex(*act.shape[:2]):
-        a = np.flatnonzero(act[i, j])
-        if a.size:
-            out[i, j, a] = np.linalg.solve(g[i, j][a][:, a], rhs[i, j, a])
+        out[i, j] = _solve_active(g[i, j], act[i, j], rhs[i, j])
+    return out
+
+
+def _solve_active(g: np.ndarray, act: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Solve G_AA v = rhs_A on the active set A of one fit (G (F, F), act and rhs (F,)); 0 elsewhere."""
+    out = np.zeros(rhs.shape)
+    a = np.flatnonzero(act)
+    if a.size:
+        out[a] = np.linalg.solve(g[a][:, a], rhs[a])
     return out
 
 
@@ -148,22 +155,6 @@ def lasso_path_host(
     return chosen
 
 
-def _solve_active(g: np.ndarray, act: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solve G_AA v = rhs_A on the active set A of one fit (G (F, F), act and rhs (F,)); 0 elsewhere."""
-    out = np.zeros(rhs.shape)
-    a = np.flatnonzero(act)
-    if a.size:
-        out[a] = np.linalg.solve(g[a][:, a], rhs[a])
-    return out
-
-
-def _min_pos_one(v: np.ndarray, where: np.ndarray) -> float:
-    """``_min_pos`` of one fit: the smallest strictly positive value of v over ``where`` (the largest float if none)."""
-    v = v[where]
-    v = v[v > 0]
-    return float(v.min()) if v.size else _BIG
-
-
 def lasso_path_one(
     gram: np.ndarray, xy: np.ndarray, valid: np.ndarray, k: int, count: float, max_iter: int
 ) -> np.ndarray:
@@ -219,15 +210,17 @@ def lasso_path_one(
             corr = np.round((gram @ ls[:, None])[:, 0], 15)
             inactive = ~act & valid
             gamma = min(
-                _min_pos_one((c - cov) / (aa - corr + _TINY32), inactive),
-                _min_pos_one((c + cov) / (aa + corr + _TINY32), inactive),
+                float(_min_pos((c - cov) / (aa - corr + _TINY32), inactive)),
+                float(_min_pos((c + cov) / (aa + corr + _TINY32), inactive)),
                 c / aa,
             )
             z = -coef / (ls + _TINY32)
-            z_pos = _min_pos_one(z, act)
+            z_pos = float(_min_pos(z, act))
             drop = z_pos < gamma
-            coef = np.where(act, coef + (z_pos if drop else gamma) * ls, 0.0)
-            cov = np.where(inactive, cov - (z_pos if drop else gamma) * corr, cov)
+            if drop:
+                gamma = z_pos
+            coef = np.where(act, coef + gamma * ls, 0.0)
+            cov = np.where(inactive, cov - gamma * corr, cov)
             if drop:  # zero crossings leave; they take the first inactive places, in their order
                 gone = act & (z == z_pos)
                 coef[gone] = 0.0
