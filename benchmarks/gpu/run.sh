@@ -10,6 +10,8 @@
 #   tests             python3 -m pytest -q -m cuda, then the kernel tests (tests/kernels/ and
 #                     tests/test_backend.py: their Triton-interpreter cases, the CUDA ones ran just before) [3-5.5]
 #   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", lime and captum [4.5-7]
+#   profile           bench_call_profile.py --trace: one default inception call split by torchlime's
+#                     profiler ranges, device busy time, launches and host syncs by source line [0.5]
 #   latency_compiled  bench_gpu_latency.py --tag compiled: the torch.compile variants (compilation is slow) [2-6]
 #   throughput        bench_gpu_throughput.py [3.5-5.5]
 #   segmentation      bench_segmentation.py [0.5-1]
@@ -27,7 +29,7 @@
 # to back (a warm machine is kept only 30 s), each `carry: ["benchmarks/gpu/wheels"]`, in this order
 # of what the GPU figures need most; start the fourth only if status leaves ten minutes:
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation probe memory
-#   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz latency
+#   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz latency profile
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu3.tar.gz throughput audio
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu4.tar.gz latency_compiled text
 #
@@ -39,7 +41,7 @@
 # anchors once; throughput: default and bf16_channels_last, 2 repetitions), the CUDA tests spread over 4
 # pytest-xdist workers (one file per worker) when xdist is installed, no Triton-interpreter rerun (CI runs
 # it). Two calls back to back on one warm machine:
-#   SHORT=1 BUDGET=400 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation latency throughput probe
+#   SHORT=1 BUDGET=400 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation latency profile throughput probe
 #   SHORT=1 BUDGET=300 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz targets audio text memory compat
 #
 # Quick mode (--quick or QUICK=1) forwards --quick to every benchmark: tiny models, few samples, a
@@ -89,7 +91,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency latency_compiled throughput segmentation audio text probe memory targets compat)
+ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -199,10 +201,11 @@ B=benchmarks
 DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for eval
 
 # Short mode's extra arguments per benchmark (later flags win over the defaults)
-S_LAT=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() THROUGHPUT=() XDIST=""
+S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() THROUGHPUT=() XDIST=""
 if [[ $SHORT == 1 ]]; then
     S_LAT=(--reps 3 --anchor-reps 1)
     S_THR=(--reps 2)
+    S_PROFILE=(--reps 3)
     S_SEG=(--runs 3 --warmup 1 --skimage-runs 1)
     S_PROBE=(--reps 5)
     S_AUDIO=(--reps 3)
@@ -222,6 +225,7 @@ commands() {  # one command per line, for part $1
             echo "python3 -m pytest -q -p no:cacheprovider -m cuda tests $XDIST --junitxml=$(printf %q "$OUTDIR/tests_cuda.xml")"
             [[ $SHORT == 1 ]] || echo "python3 -m pytest -q -p no:cacheprovider -m 'not cuda' tests/kernels tests/test_backend.py" ;;
         latency) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${EAGER[*]} ${S_LAT[*]}" ;;
+        profile) echo "python3 $B/bench_call_profile.py $DEV --trace ${S_PROFILE[*]}" ;;
         latency_compiled) echo "python3 $B/bench_gpu_latency.py $DEV --variants ${COMPILED[*]} --no-anchors --tag compiled ${S_LAT[*]}" ;;
         throughput) echo "python3 $B/bench_gpu_throughput.py $DEV --variants ${THROUGHPUT[*]} ${S_THR[*]}" ;;
         segmentation) echo "python3 $B/bench_segmentation.py $DEV ${S_SEG[*]}" ;;

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 SCRIPTS = {
     "bench_gpu_latency.py": ("gpu_latency_cpu_quick.json", ("torchvision", "skimage")),
     "bench_gpu_throughput.py": ("gpu_throughput_cpu_quick.json", ("torchvision", "skimage")),
+    "bench_call_profile.py": ("call_profile_cpu_quick.json", ("torchvision", "skimage")),
     "bench_segmentation.py": ("segmentation_cpu_quick.json", ("skimage",)),
     "bench_audio_gpu.py": ("audio_gpu_cpu_quick.json", ()),
     "bench_audio_batch1.py": ("audio_batch1_cpu_quick.json", ()),

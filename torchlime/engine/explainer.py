@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 import torch
+from torch.profiler import record_function
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine.assemble import assemble
@@ -70,12 +71,15 @@ def execute(model: Model, inputs: object, modality: Modality, how: Config, call:
     Returns:
         The ``Explanation``, with the modality's info record.
     """
-    prepared = modality.prepare(model, inputs, how, call)  # type: ignore[arg-type]
+    with record_function("torchlime::prepare"):  # the modality's features (segmentation, tokens)
+        prepared = modality.prepare(model, inputs, how, call)  # type: ignore[arg-type]
     with expecting(prepared.input_name, prepared.inputs):
-        settings = resolve(model, prepared)
-        planned = plan(settings)
+        with record_function("torchlime::plan"):
+            settings = resolve(model, prepared)
+            planned = plan(settings)
         passes = run_passes(planned)
-        explanation = assemble(planned, passes)
+        with record_function("torchlime::assemble"):
+            explanation = assemble(planned, passes)
     meta = explanation.meta
     if prepared.info is not None:
         meta = {**meta, prepared.info.key: prepared.info.as_plain()}
