@@ -15,25 +15,11 @@ from torchlime.methods import lars, lars_host
 from torchlime.methods.feature_selection import METHODS, Select, select_features
 from torchlime.stages.surrogate import Lasso, Ridge, normal_equations
 
-LimeBase = pytest.importorskip("lime.lime_base").LimeBase  # optional packages: skip, not a collection error
+from tests.methods.conftest import compare_lasso_path, lime_select
+
+pytest.importorskip("lime.lime_base")  # optional packages: skip, not a collection error
 sk_linear = pytest.importorskip("sklearn.linear_model")
 SkRidge = sk_linear.Ridge
-
-LIME = LimeBase(kernel_fn=None)
-
-
-@pytest.fixture(params=["numpy-one", "numpy", "torch"])
-def lars_kind(request, monkeypatch):
-    """lime's LARS path through NumPy fit by fit, NumPy batched (a few fits on the CPU) or batched torch."""
-    monkeypatch.setattr(lars, "HOST_FITS", 0 if request.param == "torch" else 10**6)
-    monkeypatch.setattr(lars_host, "ONE_FITS", 10**6 if request.param == "numpy-one" else 0)
-    return request.param
-
-
-def lime_select(data, labels, weights, k, method):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # sklearn's LARS convergence warnings
-        return sorted(np.asarray(LIME.feature_selection(data, labels, weights, k, method)).tolist())
 
 
 def small_problem(device, batch=16, seed=0):
@@ -253,17 +239,6 @@ def lasso_supports(gram, rhs, n=60):
     """Supports of the exact lasso solutions along a decreasing grid of penalties."""
     lams = np.abs(rhs).max() * np.logspace(0, -6, n)[1:]
     return [set(np.flatnonzero(np.abs(exact_lasso(gram, rhs, lam)) > 1e-12).tolist()) for lam in lams]
-
-
-def compare_lasso_path(x, y, w, ks):
-    """Assert torchlime's lasso-path selection equals lime's for every k; returns how many were compared."""
-    s, f = x.shape
-    ne = normal_equations(torch.tensor(x)[None], torch.tensor(y)[None, :, None], torch.tensor(w)[None], torch.float64)
-    valid = torch.ones(1, f, dtype=torch.bool)
-    for k in ks:
-        got = select_features(ne, valid, k, "lasso_path", count=s)[0, 0].nonzero().flatten().tolist()
-        assert got == lime_select(x, y, w, k, "lasso_path"), (k, got)
-    return len(ks)
 
 
 def test_few_features_keep_all_and_sparse_everywhere():

@@ -49,7 +49,8 @@ def lasso_path(
     max |correlation| / S <= float32 eps, alpha increasing, ``max_iter`` steps). Ties of |correlation|
     go to the first feature in sklearn's internal order (its swaps are tracked); ties that only
     rounding decides (duplicate or collinear columns, typically fewer samples than features) may
-    differ from sklearn.
+    differ from sklearn, and so may the features a path brings in once only rounding noise is left
+    (fewer samples than features, outputs exactly explained, at a scale of 1e3 or more).
 
     Args:
         gram: (B, F, F) XcᵀWXc.
