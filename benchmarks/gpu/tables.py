@@ -219,6 +219,38 @@ def memory(d: dict[str, Any]) -> str:
     return f"**Chunk memory**: measured peak / the engine's estimate {span} over {cells}. {source(d)}."
 
 
+def call_profile(d: dict[str, Any]) -> str:
+    """One call split by torchlime's profiler ranges, per case (``bench_call_profile.py``)."""
+    stages = ("prepare", "plan", "masks", "blend", "model", "rows", "fit", "assemble")
+    rows = []
+    for name, c in d["cases"].items():
+        ranges = c.get("ranges", {})
+        busy = c.get("device_busy_ms")
+        syncs = (c.get("host_syncs") or {}).get("total")
+        rows.append(
+            [
+                f"`{name}`",
+                f"{med(c['seconds']) * 1e3:.1f} ms",
+                f"{med(c['floor_seconds']) * 1e3:.1f} ms",
+                f"{c['beyond_floor_ms']:+.1f} ms",
+                "n/a" if busy is None else f"{busy:.1f} ms of {c['profiled_wall_ms']:.1f}",
+                "n/a" if syncs is None else str(syncs),
+                " / ".join(f"{ranges[k]['wall_ms']:.1f}" if k in ranges else "-" for k in stages),
+            ]
+        )
+    head = ["variant / segments", "call", "floor", "added", "device busy (profiled call)", "host syncs"]
+    return (
+        f"**One call, profiled**: {d['model']} {d['image_size']}x{d['image_size']}, N={d['n_samples']} "
+        f"(median of {d['repetitions']}; ranges from one profiled call, host ms, exclusive of nested ranges). "
+        f"{source(d)}.\n\n" + table(head + [" / ".join(stages) + " (ms)"], rows)
+    )
+
+
+#: tables shown when their JSON is committed, otherwise named as not yet run
+OPTIONAL: list[tuple[str, Callable[[dict[str, Any]], str], str]] = [
+    ("call_profile_cuda", call_profile, "benchmarks/bench_call_profile.py"),
+]
+
 PARTS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("gpu_latency_cuda", latency),
     ("gpu_throughput_cuda", throughput),
@@ -238,6 +270,9 @@ def tables() -> str:
         else:
             out.append(fn(d))
     out.insert(2, modalities())
+    for name, fn, script in OPTIONAL:
+        d = load(name)
+        out.append(fn(d) if d is not None else f"Not yet run on a GPU: `{script}` (`results/{name}.json`).")
     if missing:
         out.append("Not yet measured on a GPU: " + ", ".join(f"`results/{m}.json`" for m in missing) + ".")
     return "\n\n".join(out)

@@ -29,3 +29,19 @@ def test_tables_state_the_json_figures():
     text = tables.tables()
     assert f"{default['torchlime_over_floor']:.2f}x" in text and latency["device"] in text
     assert "Not yet measured" not in text  # every GPU result the tables read is committed
+
+
+def test_call_profile_table_from_a_result():
+    case = dict(
+        seconds=dict(median=0.2041),
+        floor_seconds=dict(median=0.1770),
+        beyond_floor_ms=27.1,
+        profiled_wall_ms=230.4,
+        device_busy_ms=181.2,
+        host_syncs=dict(total=5, by_line={}),
+        ranges={"prepare": dict(wall_ms=6.6), "model": dict(wall_ms=180.2)},
+    )
+    d = dict(model="inception_v3", image_size=299, n_samples=1000, repetitions=5, cases={"default/slic": case})
+    d.update(device="GPU", torch="2", commit="0123456789", date="2026-01-01")
+    text = tables.call_profile(d)
+    assert "| `default/slic` | 204.1 ms | 177.0 ms | +27.1 ms | 181.2 ms of 230.4 | 5 | 6.6 / - / - / - / 180.2" in text
