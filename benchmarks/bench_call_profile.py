@@ -20,7 +20,9 @@ profiles one call (torch.profiler, CPU and CUDA activities) and records:
 * kernel launches, ``cudaStreamSynchronize`` / ``cudaMemcpy*`` calls, and the host
   synchronisations ``torch.cuda.set_sync_debug_mode`` reports, with the source line of each
   (CUDA only);
-* the 15 operators with the most device time and the most host time.
+* the 15 operators with the most device time and the most host time;
+* a goal: the host synchronisations within the budget ``tests/engine/test_host_syncs.py`` holds the
+  CPU count to (6 with SLIC, 3 with labels or a grid).
 
 ``--trace`` also writes the Chrome trace of the default call (``call_profile_<model>.trace.json.gz``,
 open it in Perfetto or chrome://tracing).
@@ -57,6 +59,7 @@ from benchmarks.common import (
     device_arg,
     formatted,
     forward_rows,
+    goal,
     header,
     normalized,
     perturbed_images,
@@ -71,6 +74,8 @@ from benchmarks.common import (
 )
 
 SEGMENTS = ("slic", "labels", "grid")
+#: host synchronisations a call may make, as tests/engine/test_host_syncs.py counts them on the CPU
+SYNC_BUDGET = {"slic": 6, "labels": 3, "grid": 3}
 PREFIX = "torchlime::"
 ROOT = str(_Path(__file__).resolve().parents[1])
 
@@ -196,6 +201,15 @@ def profile_case(args: argparse.Namespace, device: torch.device, image, labels, 
         except Exception as err:  # noqa: BLE001
             result[f"{key}_error"] = f"{type(err).__name__}: {err}"
             traceback.print_exc()
+    syncs = (result.get("host_syncs") or {}).get("total")
+    result["goals"] = dict(
+        host_syncs=goal(
+            "host synchronisations per call within the CPU sync test's budget",
+            syncs,
+            SYNC_BUDGET[seg],
+            quick=args.quick,
+        )
+    )
     return result
 
 

@@ -234,7 +234,7 @@ def call_profile(d: dict[str, Any]) -> str:
                 f"{med(c['floor_seconds']) * 1e3:.1f} ms",
                 f"{c['beyond_floor_ms']:+.1f} ms",
                 "n/a" if busy is None else f"{busy:.1f} ms of {c['profiled_wall_ms']:.1f}",
-                "n/a" if syncs is None else str(syncs),
+                "n/a" if syncs is None else f"{syncs} (budget {c['goals']['host_syncs']['limit']})",
                 " / ".join(f"{ranges[k]['wall_ms']:.1f}" if k in ranges else "-" for k in stages),
             ]
         )

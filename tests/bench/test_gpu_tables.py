@@ -39,9 +39,12 @@ def test_call_profile_table_from_a_result():
         profiled_wall_ms=230.4,
         device_busy_ms=181.2,
         host_syncs=dict(total=5, by_line={}),
+        goals=dict(host_syncs=dict(limit=6)),
         ranges={"prepare": dict(wall_ms=6.6), "model": dict(wall_ms=180.2)},
     )
     d = dict(model="inception_v3", image_size=299, n_samples=1000, repetitions=5, cases={"default/slic": case})
     d.update(device="GPU", torch="2", commit="0123456789", date="2026-01-01")
     text = tables.call_profile(d)
-    assert "| `default/slic` | 204.1 ms | 177.0 ms | +27.1 ms | 181.2 ms of 230.4 | 5 | 6.6 / - / - / - / 180.2" in text
+    row = "| `default/slic` | 204.1 ms | 177.0 ms | +27.1 ms | 181.2 ms of 230.4 | 5 (budget 6) | "
+    row += "6.6 / - / - / - / 180.2 / - / - / - |"
+    assert row in text
