@@ -16,6 +16,7 @@ from torch.profiler import record_function
 
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
+from torchlime.engine.row_spans import input_spans
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
@@ -258,6 +259,7 @@ class Run:
                 span = order.span(start, stop) if perm is None else (0, 0) if self.batch == 1 else (0, -1)
                 c = self.chunk(b, s, *span, z=z)
                 c = c if keys is None else c._replace(keys=tuple(keys[start:stop]))
+                c = c if perm is not None or span[1] >= 0 else c._replace(spans=input_spans(order, start, stop))
             with record_function("torchlime::blend"):
                 x = self.perturbation.build(c)
             if self.dists is not None:  # before the model sees the chunk (a model may write into its input)

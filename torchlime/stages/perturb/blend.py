@@ -55,6 +55,10 @@ class Chunk(NamedTuple):
             perturbs one input, which then need not be gathered; -1 otherwise).
         keys: the rows' ``order_key`` values on the host, ascending, when the engine sorted the pass
             by them (``OrderedPerturbFn``); None otherwise.
+        spans: for rows of several inputs, host ``(lo, hi, input)`` stretches of one input each
+            (input -1: rows of several, gathered), when the engine knows them
+            (``engine.row_spans``); the blend then reads each input as it is instead of copying it
+            once per row. None otherwise.
     """
 
     masks: torch.Tensor
@@ -63,6 +67,21 @@ class Chunk(NamedTuple):
     first: int
     last: int
     keys: Optional[tuple[int, ...]] = None
+    spans: Optional[tuple[tuple[int, int, int], ...]] = None
+
+    def part(self, lo: int, hi: int, source: int) -> Chunk:
+        """Rows ``lo:hi`` as a chunk of their own, of input ``source`` (-1: of several inputs).
+
+        Args:
+            lo: the first row.
+            hi: the row after the last.
+            source: the rows' one input, or -1.
+
+        Returns:
+            The ``Chunk`` of those rows (no keys, no spans).
+        """
+        first, last = (source, source) if source >= 0 else (0, -1)
+        return Chunk(self.masks[lo:hi], self.rows[lo:hi], self.samples[lo:hi], first, last)
 
 
 class PerturbFn(Protocol):
@@ -154,6 +173,12 @@ def perturb_rows(
         >>> perturb_rows(x, torch.zeros(1, 4), lab, ch).tolist()
         [[0.0, 1.0, 0.0, 0.0]]
     """
+    if chunk.spans is not None and chunk.first != chunk.last:  # several inputs: blended span by span
+        parts = [
+            perturb_rows(inputs, baseline, index, chunk.part(*s), fmt=fmt, normalize=normalize, block_rows=block_rows)
+            for s in chunk.spans
+        ]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
     fmt = fmt or InputFormat()
     mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
     channels_last = fmt.channels_last and inputs.ndim == 4
