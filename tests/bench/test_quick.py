@@ -39,6 +39,7 @@ SCRIPTS = {
     "bench_probe_overhead.py": ("probe_overhead_cpu_quick.json", ()),
     "text_rationale.py": ("text_rationale_quick.json", ()),
     "bench_chunk_memory.py": ("chunk_memory_cpu_quick.json", ()),
+    "bench_many_inputs.py": ("many_inputs_cpu_quick.json", ()),
     "bench_sample_efficiency.py": ("sample_efficiency_cpu_quick.json", ("torchvision",)),
     "bench_integrations_overhead.py": ("integrations_overhead_cpu_quick.json", ("tensorboard", "lightning")),
     "bench_boxes.py": ("boxes_cpu_quick.json", ("captum", "torchvision")),

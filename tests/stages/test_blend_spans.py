@@ -21,7 +21,7 @@ def test_spans_cover_every_row_with_its_input(active, s_lo, s_hi):
     order = RowOrder(active, s_lo, s_hi, torch.device("cpu"))
     for start in range(order.n_rows):
         for stop in range(start + 1, order.n_rows + 1):
-            spans = input_spans(order, start, stop)
+            spans = input_spans(order.active, order.refs, order.width, start, stop)
             inputs = order.coords(start, stop)[0]
             if spans is None:  # only for more spans than the limit
                 assert stop - start > MAX_SPANS
@@ -37,15 +37,16 @@ def test_spans_cover_every_row_with_its_input(active, s_lo, s_hi):
 
 def test_too_many_spans_are_gathered():
     order = RowOrder(list(range(40)), 0, 3, torch.device("cpu"))  # 2 samples per input after the references
-    assert input_spans(order, 40, 80) is None
-    assert input_spans(order, 0, 45) == ((0, 40, -1), (40, 42, 0), (42, 44, 1), (44, 45, 2))
+    assert input_spans(order.active, order.refs, order.width, 40, 80) is None
+    head = input_spans(order.active, order.refs, order.width, 0, 45)
+    assert head == ((0, 40, -1), (40, 42, 0), (42, 44, 1), (44, 45, 2))
 
 
 def _chunk(device):
     order = RowOrder([0, 1, 2], 0, 6, device)
     b, s, first, last = order.coords(0, order.n_rows)
     masks = torch.rand(b.shape[0], 5, generator=torch.Generator().manual_seed(3)).to(device) > 0.5
-    return Chunk(masks, b, s, first, last), input_spans(order, 0, order.n_rows)
+    return Chunk(masks, b, s, first, last), input_spans(order.active, order.refs, order.width, 0, order.n_rows)
 
 
 @pytest.mark.parametrize(

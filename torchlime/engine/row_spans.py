@@ -9,10 +9,7 @@ int64) that cost memory traffic and peak memory on every such chunk.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:  # pragma: no cover - types only
-    from torchlime.engine.rows import RowOrder
+from typing import Optional, Sequence
 
 #: the most spans a chunk is blended in; a chunk of more (many short inputs) is gathered in one go
 MAX_SPANS = 16
@@ -20,14 +17,16 @@ MAX_SPANS = 16
 Spans = tuple[tuple[int, int, int], ...]
 
 
-def input_spans(order: RowOrder, start: int, stop: int) -> Optional[Spans]:
-    """The rows ``start:stop`` of ``order`` as host spans ``(lo, hi, input)`` relative to ``start``.
+def input_spans(active: Sequence[int], refs: int, width: int, start: int, stop: int) -> Optional[Spans]:
+    """Rows ``start:stop`` of a pass (``rows.RowOrder``) as host spans ``(lo, hi, input)`` relative to ``start``.
 
     Every span holds rows of one input, except the unperturbed inputs' rows at the head of the first
     chunk, which form one span of input -1 (rows of several inputs, gathered) unless they are one.
 
     Args:
-        order: the pass's rows.
+        active: the pass's inputs, in order.
+        refs: its leading unperturbed rows, one per input of ``active`` (0 or ``len(active)``).
+        width: the rows of each input after them.
         start: the chunk's first row.
         stop: the row after its last.
 
@@ -35,21 +34,20 @@ def input_spans(order: RowOrder, start: int, stop: int) -> Optional[Spans]:
         The spans in row order, or None when there would be more than ``MAX_SPANS``.
 
     Example:
-        >>> from torchlime.engine.rows import RowOrder
-        >>> input_spans(RowOrder([0, 1, 2], 0, 4, torch.device("cpu")), 0, 9)  # 3 references, 3 x 3 samples
+        >>> input_spans([0, 1, 2], 3, 3, 0, 9)  # 3 references, then 3 samples of each input
         ((0, 3, -1), (3, 6, 0), (6, 9, 1))
     """
     spans: list[tuple[int, int, int]] = []
     lo = start
-    if lo < order.refs:
-        hi = min(stop, order.refs)
-        spans.append((0, hi - start, order.active[lo] if hi - lo == 1 else -1))
+    if lo < refs:
+        hi = min(stop, refs)
+        spans.append((0, hi - start, active[lo] if hi - lo == 1 else -1))
         lo = hi
-    width = max(order.width, 1)
+    width = max(width, 1)
     while lo < stop:
-        j = (lo - order.refs) // width
-        hi = min(stop, order.refs + (j + 1) * width)
-        spans.append((lo - start, hi - start, order.active[j]))
+        j = (lo - refs) // width
+        hi = min(stop, refs + (j + 1) * width)
+        spans.append((lo - start, hi - start, active[j]))
         if len(spans) > MAX_SPANS:
             return None
         lo = hi

@@ -259,7 +259,8 @@ class Run:
                 span = order.span(start, stop) if perm is None else (0, 0) if self.batch == 1 else (0, -1)
                 c = self.chunk(b, s, *span, z=z)
                 c = c if keys is None else c._replace(keys=tuple(keys[start:stop]))
-                c = c if perm is not None or span[1] >= 0 else c._replace(spans=input_spans(order, start, stop))
+                if perm is None and span[1] < 0:  # several inputs: the blend reads each one as it is
+                    c = c._replace(spans=input_spans(order.active, order.refs, order.width, start, stop))
             with record_function("torchlime::blend"):
                 x = self.perturbation.build(c)
             if self.dists is not None:  # before the model sees the chunk (a model may write into its input)
