@@ -50,10 +50,9 @@ from typing import Any, Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from torchlime.image import explain_image
 from torchlime.image.segments import slic
 
-from benchmarks.bench_gpu_latency import NORMALIZE, VARIANTS, build_variant, roomy_compile_cache
+from benchmarks.bench_gpu_latency import VARIANTS, build_variant, explain_fn, roomy_compile_cache
 from benchmarks.common import (
     common_args,
     device_arg,
@@ -78,17 +77,6 @@ SEGMENTS = ("slic", "labels", "grid")
 SYNC_BUDGET = {"slic": 6, "labels": 3, "grid": 3}
 PREFIX = "torchlime::"
 ROOT = str(_Path(__file__).resolve().parents[1])
-
-
-def explain_call(model: Callable, image: torch.Tensor, n: int, segments: Any, accelerate: Any, store: dict):
-    """One end-to-end call (the coefficients read on the host); keeps ``exp.meta`` in ``store``."""
-
-    def run() -> None:
-        exp = explain_image(model, image, segments=segments, n_samples=n, normalize=NORMALIZE, accelerate=accelerate)
-        exp.coef.sum().item()
-        store["meta"] = exp.meta
-
-    return run
 
 
 def _own_ranges(event: Any) -> list[Any]:
@@ -175,7 +163,7 @@ def profile_case(args: argparse.Namespace, device: torch.device, image, labels, 
     v = build_variant(name, args.model, device, args.compile_chunk)
     store: dict = {}
     given = labels if seg == "labels" else seg
-    run = explain_call(v["model"], image, args.n, given, v["accelerate"], store)
+    run = explain_fn(v["model"], image, args.n, v["accelerate"], store, segments=given)
     chunk = warm_up(run, store)
     floor = forward_rows(v["floor_model"], formatted(rows, v["floor_model"]), chunk)
     floor()

@@ -126,13 +126,22 @@ def build_variant(name: str, model_name: str, device: torch.device, fixed_chunk:
 
 
 def explain_fn(
-    model: Callable, images: torch.Tensor, n: int, accelerate: str | None, store: dict, batch_size: int | None = None
+    model: Callable,
+    images: torch.Tensor,
+    n: int,
+    accelerate: str | None,
+    store: dict,
+    batch_size: int | None = None,
+    segments: Any = None,
 ) -> Callable[[], None]:
-    """One end-to-end explain_image call; keeps the last ``exp.meta`` in ``store``."""
+    """One end-to-end explain_image call (``segments``: explain_image's, None its default); keeps the
+    last ``exp.meta`` in ``store``.
+    """
+    given = {} if segments is None else dict(segments=segments)
 
     def run() -> None:
         exp = explain_image(
-            model, images, n_samples=n, normalize=NORMALIZE, accelerate=accelerate, batch_size=batch_size
+            model, images, n_samples=n, normalize=NORMALIZE, accelerate=accelerate, batch_size=batch_size, **given
         )
         exp.coef.sum().item()  # the result on the host
         store["meta"] = exp.meta
