@@ -67,6 +67,7 @@ from benchmarks.common import (
     summary,
     test_image,
     timed,
+    vision_args,
     vision_model,
     warm_up,
     write,
@@ -203,9 +204,7 @@ def profile_case(args: argparse.Namespace, device: torch.device, image, labels, 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cuda")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)")
-    ap.add_argument("--model", default=None, help="torchvision model (default inception_v3; quick: resnet18)")
-    ap.add_argument("--size", type=int, default=None, help="image side (default 299; quick: 64)")
+    vision_args(ap, "inception_v3", 299)
     ap.add_argument("--n", type=int, default=None, help="samples per explanation (default 1000; quick: 16)")
     ap.add_argument("--reps", type=int, default=None, help="timed calls per case (default 5; quick: 1)")
     ap.add_argument("--variants", nargs="+", default=["default"], choices=list(VARIANTS))

@@ -72,6 +72,7 @@ from benchmarks.common import (
     test_image,
     timed,
     until_stopped,
+    vision_args,
     vision_model,
     warm_up,
     write,
@@ -235,9 +236,7 @@ def settings(device: torch.device) -> dict:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cuda")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)")
-    ap.add_argument("--model", default=None, help="torchvision model (default inception_v3; quick: resnet18)")
-    ap.add_argument("--size", type=int, default=None, help="image side (default 299; quick: 64)")
+    vision_args(ap, "inception_v3", 299)
     ap.add_argument("--n", type=int, default=None, help="samples per explanation (default 1000; quick: 16)")
     ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 10; quick: 1)")
     ap.add_argument("--anchor-reps", type=int, default=3, help="repetitions that include lime and captum")

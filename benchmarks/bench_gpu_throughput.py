@@ -59,6 +59,7 @@ from benchmarks.common import (
     test_image,
     timed,
     until_stopped,
+    vision_args,
     warm_up,
     write,
 )
@@ -82,9 +83,7 @@ def image_batch(n_images: int, size: int) -> torch.Tensor:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), default_device="cuda")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's; quick on CPU: 1)")
-    ap.add_argument("--model", default=None, help="torchvision model (default resnet50; quick: resnet18)")
-    ap.add_argument("--size", type=int, default=None, help="image side (default 224; quick: 64)")
+    vision_args(ap, "resnet50", 224)
     ap.add_argument("--images", type=int, default=None, help="images explained in one call (default 32; quick: 2)")
     ap.add_argument("--n", type=int, default=None, help="samples per image (default 1000; quick: 16)")
     ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 5; quick: 1)")

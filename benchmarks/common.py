@@ -263,6 +263,15 @@ def common_args(parser, default_device: str = "cpu"):
     return parser
 
 
+def vision_args(parser, model: str, size: int):
+    """``--threads``, ``--model`` and ``--size`` of the torchvision benchmarks (quick runs: resnet18 at 64)."""
+    threads = "torch CPU threads (default: torch's; quick on CPU: 1)"
+    parser.add_argument("--threads", type=int, default=None, help=threads)
+    parser.add_argument("--model", default=None, help=f"torchvision model (default {model}; quick: resnet18)")
+    parser.add_argument("--size", type=int, default=None, help=f"image side (default {size}; quick: 64)")
+    return parser
+
+
 def size_defaults(args, defaults: dict, quick: bool | None = None):
     """Fill every option left at None with its (quick, full) default: ``defaults`` maps an option
     name to the pair; ``quick`` defaults to ``args.quick``. Returns ``args``.
