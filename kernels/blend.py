@@ -83,6 +83,7 @@ def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotatio
     mask_ptr,
     mean_ptr,
     std_ptr,
+    src_ptr,
     N,
     F,
     out_rs,
@@ -115,11 +116,16 @@ def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotatio
     B_FLAT: tl.constexpr,
     L_FLAT: tl.constexpr,
     HAS_NORM: tl.constexpr,
+    HAS_SRC: tl.constexpr,
     DIV_RN: tl.constexpr,
     VIA_FP32: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
+    if HAS_SRC:  # the operands' row of this output row (x, base and labels are not gathered)
+        src = tl.load(src_ptr + row).to(tl.int64)
+    else:
+        src = row
     n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     valid = n < N
     c0, c1, c2, c3 = _coords(n, D1, D2, D3, NDIM)
@@ -129,7 +135,7 @@ def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotatio
         lo = n
     else:
         lo = _dot(c0, c1, c2, c3, ls0, ls1, ls2, ls3, NDIM)
-    lab = tl.load(lab_ptr + row * lab_rs + lo, mask=valid, other=0)
+    lab = tl.load(lab_ptr + src * lab_rs + lo, mask=valid, other=0)
     inb = valid & (lab >= 0) & (lab < F)
     bit = tl.load(mask_ptr + row * mask_rs + lab * mask_fs, mask=inb, other=0)
     keep = bit != 0
@@ -144,8 +150,8 @@ def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotatio
         bo = n
     else:
         bo = _dot(c0, c1, c2, c3, bs0, bs1, bs2, bs3, NDIM)
-    xv = tl.load(x_ptr + row * x_rs + xo, mask=valid & keep, other=0)
-    bv = tl.load(base_ptr + row * base_rs + bo, mask=valid & hide, other=0)
+    xv = tl.load(x_ptr + src * x_rs + xo, mask=valid & keep, other=0)
+    bv = tl.load(base_ptr + src * base_rs + bo, mask=valid & hide, other=0)
     v = tl.where(keep, xv, bv)
 
     if HAS_NORM:
@@ -199,6 +205,7 @@ def _plan(
     *,
     channels_last: bool = False,
     with_stats: bool = True,
+    sources: Optional[torch.Tensor] = None,
 ) -> Union[_Plan, str]:
     """Launch plan, or a string saying why the kernel does not handle these inputs.
 
@@ -231,8 +238,13 @@ def _plan(
     if not (x.dim() == base.dim() == labels.dim() >= 1):
         return "x, base and labels must have the same number of dims (leading row dim included)"
     c, nfeat = masks.shape
+    if sources is not None:
+        if not isinstance(sources, torch.Tensor) or sources.dtype not in _LABELS or sources.shape != (c,):
+            return f"sources must be an int64/int32 ({c},) tensor"
+        if sources.device != dev:
+            return "all inputs must be on one device"
     for name, t in (("x", x), ("base", base), ("labels", labels)):
-        if t.shape[0] not in (1, c):
+        if sources is None and t.shape[0] not in (1, c):
             return f"{name} has {t.shape[0]} rows, expected 1 or {c}"
     try:
         shape = tuple(torch.broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:]))
@@ -283,24 +295,29 @@ def _plan(
     out_st = merged["out"]
     flat = {k: st == out_st for k, st in merged.items()}
     strides = {k: [0] * pad + st for k, st in merged.items()}
-    rows = {
-        "out": n,
-        "x": x.stride(0) if x.shape[0] == c and c > 1 else 0,
-        "base": base.stride(0) if base.shape[0] == c and c > 1 else 0,
-        "lab": labels.stride(0) if labels.shape[0] == c and c > 1 else 0,
-    }
+
+    def row_stride(t: torch.Tensor) -> int:  # 0 for a shared leading-1 operand
+        return t.stride(0) if t.shape[0] > 1 and (sources is not None or t.shape[0] == c) else 0
+
+    rows = {"out": n, "x": row_stride(x), "base": row_stride(base), "lab": row_stride(labels)}
     return _Plan(c, shape, n, [1] * pad + sizes, strides, flat, ndim, rows)
 
 
-def supports(x: torch.Tensor, base: torch.Tensor, labels: torch.Tensor, masks: torch.Tensor) -> bool:
+def supports(
+    x: torch.Tensor,
+    base: torch.Tensor,
+    labels: torch.Tensor,
+    masks: torch.Tensor,
+    sources: Optional[torch.Tensor] = None,
+) -> bool:
     """Whether ``blend`` handles these inputs (any extras allowed); else use the torch reference.
 
     True for CUDA tensors (CPU tensors when this module runs under ``TRITON_INTERPRET=1``) with
-    float x/base of one dtype, int64/int32 labels, bool (c, F) masks, leading sizes 1 or c,
-    shapes that broadcast with the same number of dims, rows under 2**31 elements, and at most
-    ``MAX_DIMS`` dims left after merging contiguous dims.
+    float x/base of one dtype, int64/int32 labels, bool (c, F) masks, leading sizes 1 or c (any,
+    with int64/int32 (c,) ``sources``), shapes that broadcast with the same number of dims, rows
+    under 2**31 elements, and at most ``MAX_DIMS`` dims left after merging contiguous dims.
     """
-    return isinstance(_plan(x, base, labels, masks), _Plan)
+    return isinstance(_plan(x, base, labels, masks, sources=sources), _Plan)
 
 
 def blend(
@@ -313,14 +330,15 @@ def blend(
     mean: Stat = None,
     std: Stat = None,
     channels_last: bool = False,
+    sources: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Fused ``where(masks[i, labels[i]], x[i], base[i])`` with optional normalise / cast / layout.
 
     Args:
-        x: (1 or c, *shape) float tensor (any strides).
-        base: (1 or c, *shape) the fill, the same dtype (any strides).
+        x: (1 or c, *shape) float tensor (any strides); any number of rows with ``sources``.
+        base: (1 or c, *shape) the fill, the same dtype (any strides); the same way.
         labels: int64/int32 (1 or c, *fshape), ``fshape`` broadcastable to ``shape``; ids outside
-            ``[0, F)`` give the baseline value.
+            ``[0, F)`` give the baseline value; the same way.
         masks: bool (c, F).
         out_dtype: result dtype (default ``x.dtype``), e.g. bf16/fp16 for autocast models.
         mean: per-channel means (tensor/sequence of length C = output dim 1, or a scalar); the
@@ -328,6 +346,8 @@ def blend(
             float64 inputs). None is 0.
         std: per-channel standard deviations, the same way. None is 1.
         channels_last: allocate the (4-D) result in ``torch.channels_last`` memory format.
+        sources: optional int64/int32 (c,): output row i reads row ``sources[i]`` of x, base and
+            labels (of a leading-1 operand: its one row) in place, with no gathered copy.
 
     Returns:
         (c, *shape) tensor, equal to ``blend_torch`` with the same arguments.
@@ -340,7 +360,7 @@ def blend(
     has_norm = mean is not None or std is not None
     if has_norm and x.dim() < 2:
         raise ValueError("mean/std need an output with a channel dim (dim 1)")
-    plan = _plan(x, base, labels, masks, channels_last=channels_last, with_stats=has_norm)
+    plan = _plan(x, base, labels, masks, channels_last=channels_last, with_stats=has_norm, sources=sources)
     if not isinstance(plan, _Plan):
         raise ValueError(f"blend kernel does not handle these inputs: {plan}")
     out_dtype = x.dtype if out_dtype is None else out_dtype
@@ -369,6 +389,7 @@ def blend(
             masks.view(torch.uint8),
             mean_t,
             std_t,
+            masks.view(torch.uint8) if sources is None else sources,  # never read without sources
             plan.n,
             masks.shape[1],
             plan.rows["out"],
@@ -389,6 +410,7 @@ def blend(
             B_FLAT=plan.flat["base"],
             L_FLAT=plan.flat["lab"],
             HAS_NORM=has_norm,
+            HAS_SRC=sources is not None,
             DIV_RN=ct == torch.float32,
             VIA_FP32=x.dtype == torch.float64 and out_dtype in (torch.float16, torch.bfloat16),
             BLOCK=BLOCK,

@@ -80,6 +80,7 @@ def blend_torch(
     std: Stat = None,
     channels_last: bool = False,
     block_rows: int = 1,
+    sources: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Torch reference of ``kernels.blend.blend``, and the blend on the CPU.
 
@@ -102,10 +103,14 @@ def blend_torch(
         channels_last: return a 4-D result in ``torch.channels_last`` memory format.
         block_rows: k > 1 promises that rows ``jk .. jk + k - 1`` (dim -2) of ``labels`` are equal
             (``torchlime.stages.features.block_rows``); 1 makes no promise.
+        sources: optional long (c,): output row i reads row ``sources[i]`` of x, base and labels,
+            which may then have any number of rows (1: shared by all).
 
     Returns:
         (c, *shape): ``where(masks[i, labels[i]], x[i], base[i])`` with the extras applied.
     """
+    if sources is not None:  # the reference gathers; the kernel reads the source rows in place
+        x, base, labels = (t if t.shape[0] == 1 else t.index_select(0, sources) for t in (x, base, labels))
     c, k = masks.shape[0], block_rows
     if x.is_floating_point() and base.is_floating_point() and k > 1 and labels.dim() >= 3:
         # rows repeat in blocks of k (grid cells, time-frequency rectangles): expand the masks once

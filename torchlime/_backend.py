@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Optional, TypedDict
+from typing import Optional, Sequence, TypedDict
 
 import torch
 
@@ -104,17 +104,21 @@ def blend(
     std: Optional[ChannelStats] = None,
     channels_last: bool = False,
     block_rows: int = 1,
+    sources: Optional[torch.Tensor] = None,
+    spans: Optional[Sequence[tuple[int, int, int]]] = None,
 ) -> torch.Tensor:
     """Mask expansion + baseline blend, with the cast, per-channel normalisation and layout fused.
 
     ``where(masks[i, labels[i]], x[i], base[i])``, then ``(v - mean) / std`` per channel
     (dim 1), cast to ``out_dtype``, ``channels_last`` for 4-D results: the contract of
-    ``kernels.reference.blend_torch``.
+    ``kernels.reference.blend_torch``. Rows of several inputs (``sources``) are read where they
+    are: by the kernel row by row, by the torch blend span by span (``spans``), never copied
+    once per row except where neither applies.
 
     Args:
-        x: (1 or c, *shape) the explained inputs of the rows.
-        base: (1 or c, *shape) their fill.
-        labels: long (1 or c, *fshape) the mask column of every element.
+        x: (1 or c, *shape) the explained inputs of the rows; (B, *shape) with ``sources``.
+        base: (1 or c, *shape) their fill; the same way.
+        labels: long (1 or c, *fshape) the mask column of every element; the same way.
         masks: bool (c, F) the rows' masks.
         out_dtype: dtype of the result (default ``x.dtype``).
         mean: optional per-channel means (a number, a sequence or a (C,) tensor).
@@ -122,6 +126,10 @@ def blend(
         channels_last: return a 4-D result in ``torch.channels_last`` memory format.
         block_rows: the rows (dim -2) of ``labels`` repeat in blocks of this many (a promise, e.g.
             ``FeatureMap.block_rows``); the torch blend then expands the masks once per block.
+        sources: optional long (c,) the operand row of every output row (leading-1 operands are
+            shared).
+        spans: optional host ``(lo, hi, source)`` stretches of the rows, each of one source (-1:
+            several, gathered), covering them in order (``engine.row_spans``); with ``sources``.
 
     Returns:
         (c, *shape) the blended rows.
@@ -130,13 +138,31 @@ def blend(
     if use_triton(x):
         from torchlime.kernels import blend as kernel
 
-        if kernel.supports(x, base, labels, masks):
-            out: torch.Tensor = kernel.blend(x, base, labels, masks, **extras)
+        if kernel.supports(x, base, labels, masks, sources):
+            out: torch.Tensor = kernel.blend(x, base, labels, masks, **extras, sources=sources)
             return out
     from torchlime.kernels.reference import blend_torch
 
-    ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras, block_rows=block_rows)
-    return ref
+    if sources is None or spans is None:
+        ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras, block_rows=block_rows, sources=sources)
+        return ref
+
+    def one(t: torch.Tensor, b: int) -> torch.Tensor:  # source b's row, or every row's when b < 0
+        return t if t.shape[0] == 1 or b < 0 else t[b : b + 1]
+
+    parts = [
+        blend_torch(
+            one(x, b),
+            one(base, b),
+            one(labels, b),
+            masks[lo:hi],
+            **extras,
+            block_rows=block_rows,
+            sources=sources[lo:hi] if b < 0 else None,
+        )
+        for lo, hi, b in spans
+    ]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def normalize_stats(mean: ChannelStats, std: ChannelStats, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

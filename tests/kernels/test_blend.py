@@ -113,6 +113,26 @@ def test_images(device, rows):
     torch.testing.assert_close(out[-1], base[-1].expand(3, 16, 16), rtol=0, atol=0)  # all hidden
 
 
+@pytest.mark.parametrize("rows", ["all_per_input", "shared_fill_and_labels", "shared_input"])
+@pytest.mark.parametrize("extras", ["none", "norm_bf16_channels_last"])
+def test_sources_read_each_rows_input_in_place(device, rows, extras):
+    """c=7 rows of 3 inputs: with ``sources`` the kernel reads row i's operands at ``sources[i]``."""
+    x_rows, base_rows, lab_rows = {
+        "all_per_input": (3, 3, 3),
+        "shared_fill_and_labels": (3, 1, 1),
+        "shared_input": (1, 3, 3),
+    }[rows]
+    x, base, labels, masks = _inputs(device, x_rows=x_rows, base_rows=base_rows, lab_rows=lab_rows)
+    sources = torch.tensor([0, 2, 2, 1, 0, 1, 2], device=device)
+    kw = dict(mean=MEAN, std=STD, out_dtype=torch.bfloat16, channels_last=True) if extras != "none" else {}
+    assert K.supports(x, base, labels, masks, sources)
+    out = K.blend(x, base, labels, masks, **kw, sources=sources)
+    gathered = [t if t.shape[0] == 1 else t[sources] for t in (x, base, labels)]
+    _assert_same(out, blend_torch(*gathered, masks, **kw))
+    _assert_same(out, blend_torch(x, base, labels, masks, **kw, sources=sources))
+    assert out.is_contiguous(memory_format=torch.channels_last) == (extras != "none")
+
+
 @pytest.mark.parametrize("rows", ["broadcast", "per_row"])
 def test_fshape_equal_to_shape(device, rows):
     """Labels with one feature id per element (fshape == shape)."""
@@ -274,6 +294,8 @@ def test_supports_rejects():
     assert not K.supports(x.int(), base.int(), labels, masks)  # not float
     assert not K.supports(x, base, labels[:, 0], masks)  # dims differ
     assert not K.supports(x.expand(3, -1, -1, -1), base, labels, masks)  # 3 rows, c=7
+    assert not K.supports(x, base, labels, masks, torch.zeros(6, dtype=torch.long))  # sources of 6 rows, c=7
+    assert not K.supports(x, base, labels, masks, torch.zeros(7))  # float sources
     assert not K.supports(x, base, torch.zeros(1, 1, 8, 8, dtype=torch.long), masks)  # no broadcast
     assert K.supports(x, base, labels, masks) == INTERPRETED  # CPU only when interpreted
     with pytest.raises(ValueError):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime import _backend
 from torchlime.engine.row_spans import MAX_SPANS, input_spans
 from torchlime.engine.rows import RowOrder
 from torchlime.image import explain_image
+from torchlime.kernels import reference
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import Chunk, Normalize, perturb_rows
 
@@ -65,8 +65,9 @@ def test_span_by_span_equals_gathered(device, fmt, normalize, monkeypatch):
     norm = normalize.on(x) if normalize is not None else None
     gathered = perturb_rows(x, base, index, chunk, fmt=fmt, normalize=norm)
     seen = []
-    blend = _backend.blend
-    monkeypatch.setattr(_backend, "blend", lambda x, *a, **k: seen.append(x.shape[0]) or blend(x, *a, **k))
+    blend = reference.blend_torch
+    monkeypatch.setenv("TORCHLIME_BACKEND", "torch")  # the span-by-span torch blend (the kernel reads rows in place)
+    monkeypatch.setattr(reference, "blend_torch", lambda x, *a, **k: seen.append(x.shape[0]) or blend(x, *a, **k))
     by_span = perturb_rows(x, base, index, chunk._replace(spans=spans), fmt=fmt, normalize=norm)
     assert torch.equal(by_span, gathered) and by_span.dtype == gathered.dtype
     assert by_span.is_contiguous(memory_format=torch.channels_last) == gathered.is_contiguous(
@@ -77,8 +78,8 @@ def test_span_by_span_equals_gathered(device, fmt, normalize, monkeypatch):
 
 def test_explain_image_reads_each_input_once_per_span(monkeypatch):
     seen = []
-    blend = _backend.blend
-    monkeypatch.setattr(_backend, "blend", lambda x, *a, **k: seen.append(x.shape[0]) or blend(x, *a, **k))
+    blend = reference.blend_torch
+    monkeypatch.setattr(reference, "blend_torch", lambda x, *a, **k: seen.append(x.shape[0]) or blend(x, *a, **k))
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
     images = torch.rand(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     explain_image(model, images, segments="grid", n_segments=4, n_samples=50, batch_size=1000)

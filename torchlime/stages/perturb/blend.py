@@ -56,9 +56,9 @@ class Chunk(NamedTuple):
         keys: the rows' ``order_key`` values on the host, ascending, when the engine sorted the pass
             by them (``OrderedPerturbFn``); None otherwise.
         spans: for rows of several inputs, host ``(lo, hi, input)`` stretches of one input each
-            (input -1: rows of several, gathered), when the engine knows them
-            (``engine.row_spans``); the blend then reads each input as it is instead of copying it
-            once per row. None otherwise.
+            (input -1: rows of several), when the engine knows them (``engine.row_spans``): the
+            torch blend then reads each input as it is instead of copying it once per row (the
+            kernel reads every row's input in place anyway). None otherwise.
     """
 
     masks: torch.Tensor
@@ -68,20 +68,6 @@ class Chunk(NamedTuple):
     last: int
     keys: Optional[tuple[int, ...]] = None
     spans: Optional[tuple[tuple[int, int, int], ...]] = None
-
-    def part(self, lo: int, hi: int, source: int) -> Chunk:
-        """Rows ``lo:hi`` as a chunk of their own, of input ``source`` (-1: of several inputs).
-
-        Args:
-            lo: the first row.
-            hi: the row after the last.
-            source: the rows' one input, or -1.
-
-        Returns:
-            The ``Chunk`` of those rows (no keys, no spans).
-        """
-        first, last = (source, source) if source >= 0 else (0, -1)
-        return Chunk(self.masks[lo:hi], self.rows[lo:hi], self.samples[lo:hi], first, last)
 
 
 class PerturbFn(Protocol):
@@ -173,23 +159,20 @@ def perturb_rows(
         >>> perturb_rows(x, torch.zeros(1, 4), lab, ch).tolist()
         [[0.0, 1.0, 0.0, 0.0]]
     """
-    if chunk.spans is not None and chunk.first != chunk.last:  # several inputs: blended span by span
-        parts = [
-            perturb_rows(inputs, baseline, index, chunk.part(*s), fmt=fmt, normalize=normalize, block_rows=block_rows)
-            for s in chunk.spans
-        ]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
     fmt = fmt or InputFormat()
     mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
     channels_last = fmt.channels_last and inputs.ndim == 4
+    one = chunk.first == chunk.last  # one input: its row, shared; else each row reads its input in place
     return _backend.blend(
-        gather_rows(inputs, chunk),
-        gather_rows(baseline, chunk),
-        gather_rows(index, chunk),
+        gather_rows(inputs, chunk) if one else inputs,
+        gather_rows(baseline, chunk) if one else baseline,
+        gather_rows(index, chunk) if one else index,
         chunk.masks,
         out_dtype=fmt.dtype if inputs.is_floating_point() else None,
         mean=mean,
         std=std,
         channels_last=channels_last,
         block_rows=block_rows,
+        sources=None if one else chunk.rows,
+        spans=None if one else chunk.spans,
     )
