@@ -234,7 +234,7 @@ def main() -> None:
         print(f"{k}: {v:.3f} s, {counted[k]['model_calls']} model calls, rows: calls {counted[k]['calls_by_rows']}")
     print("ratios:", {k: round(v, 2) for k, v in ratios.items()})
     print("attributions vs compat_default:", agreement)
-    print(write(f"captum_switch_{device.type}.json", result, args.out))
+    print(write(f"captum_switch_{device.type}{'_quick' if args.quick else ''}.json", result, args.out))
 
 
 if __name__ == "__main__":
