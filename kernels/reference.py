@@ -81,6 +81,7 @@ def blend_torch(
     channels_last: bool = False,
     block_rows: int = 1,
     sources: Optional[torch.Tensor] = None,
+    into: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Torch reference of ``kernels.blend.blend``, and the blend on the CPU.
 
@@ -105,13 +106,18 @@ def blend_torch(
             (``torchlime.stages.features.block_rows``); 1 makes no promise.
         sources: optional long (c,): output row i reads row ``sources[i]`` of x, base and labels,
             which may then have any number of rows (1: shared by all).
+        into: optional (c, *shape) tensor of the result's dtype and layout to write the result
+            into (a slice of a larger chunk: no copy where the blend can write it directly).
 
     Returns:
-        (c, *shape): ``where(masks[i, labels[i]], x[i], base[i])`` with the extras applied.
+        (c, *shape): ``where(masks[i, labels[i]], x[i], base[i])`` with the extras applied
+        (``into`` when given).
     """
     if sources is not None:  # the reference gathers; the kernel reads the source rows in place
         x, base, labels = (t if t.shape[0] == 1 else t.index_select(0, sources) for t in (x, base, labels))
     c, k = masks.shape[0], block_rows
+    plain = mean is None and std is None and out_dtype in (None, x.dtype) and not channels_last
+    direct = into is not None and plain and into.dtype == x.dtype and into.is_contiguous()
     if x.is_floating_point() and base.is_floating_point() and k > 1 and labels.dim() >= 3:
         # rows repeat in blocks of k (grid cells, time-frequency rectangles): expand the masks once
         # per block and let lerp broadcast them over its k rows, half the memory traffic or less
@@ -122,7 +128,8 @@ def blend_torch(
         keep = weights.index_select(1, small[0]) if small.shape[0] == 1 else weights.gather(1, small)
         keep = keep.view(c, *firsts.shape[1:-1], 1, w)
         blocks = (*x.shape[1:-2], h // k, k, x.shape[-1])
-        out = torch.lerp(base.reshape(base.shape[0], *blocks), x.reshape(x.shape[0], *blocks), keep)
+        target = into.view(c, *blocks) if direct and into is not None else None
+        out = torch.lerp(base.reshape(base.shape[0], *blocks), x.reshape(x.shape[0], *blocks), keep, out=target)
         out = out.view(c, *x.shape[1:])
     elif x.is_floating_point() and base.is_floating_point():
         # index_select / gather of the masks as weights, then lerp: exact at weights 0 and 1 for
@@ -130,7 +137,7 @@ def blend_torch(
         weights = masks.to(x.dtype)
         lab = labels.long().reshape(labels.shape[0], -1)
         keep = weights.index_select(1, lab[0]) if lab.shape[0] == 1 else weights.gather(1, lab)
-        out = torch.lerp(base, x, keep.view(c, *labels.shape[1:]))
+        out = torch.lerp(base, x, keep.view(c, *labels.shape[1:]), out=into if direct else None)
     else:  # token ids, complex spectra
         lab = labels.long().reshape(labels.shape[0], -1)
         keep = masks.gather(1, lab.expand(c, -1)).view(c, *labels.shape[1:])
@@ -147,6 +154,8 @@ def blend_torch(
         if out.dim() != 4:
             raise ValueError(f"channels_last needs a 4-D output, got {out.dim()}-D")
         out = out.contiguous(memory_format=torch.channels_last)
+    if into is not None and out is not into:  # written elsewhere (extras, token ids): copied in
+        out = into.copy_(out)
     return out
 
 

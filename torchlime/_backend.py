@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Optional, Sequence, TypedDict
+from typing import Callable, Optional, Sequence, TypedDict
 
 import torch
 
 from torchlime.typing import BackendMode, ChannelStats
 
 MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
+#: ``torch.broadcast_shapes``, typed (torch leaves it unannotated)
+_broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
 
 
 class _BlendOptions(TypedDict):
@@ -150,19 +152,14 @@ def blend(
     def one(t: torch.Tensor, b: int) -> torch.Tensor:  # source b's row, or every row's when b < 0
         return t if t.shape[0] == 1 or b < 0 else t[b : b + 1]
 
-    parts = [
-        blend_torch(
-            one(x, b),
-            one(base, b),
-            one(labels, b),
-            masks[lo:hi],
-            **extras,
-            block_rows=block_rows,
-            sources=sources[lo:hi] if b < 0 else None,
-        )
-        for lo, hi, b in spans
-    ]
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+    shape = _broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:])
+    fmt = torch.channels_last if channels_last and len(shape) == 3 else torch.contiguous_format
+    into = torch.empty((masks.shape[0], *shape), dtype=out_dtype or x.dtype, device=x.device, memory_format=fmt)
+    for lo, hi, b in spans:  # each span written into its rows of the chunk
+        src = sources[lo:hi] if b < 0 else None
+        part = (one(x, b), one(base, b), one(labels, b), masks[lo:hi])
+        blend_torch(*part, **extras, block_rows=block_rows, sources=src, into=into[lo:hi])
+    return into
 
 
 def normalize_stats(mean: ChannelStats, std: ChannelStats, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

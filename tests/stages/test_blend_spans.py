@@ -84,3 +84,17 @@ def test_explain_image_reads_each_input_once_per_span(monkeypatch):
     images = torch.rand(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     explain_image(model, images, segments="grid", n_segments=4, n_samples=50, batch_size=1000)
     assert seen == [4, 1, 1, 1, 1]  # one chunk of 200 rows: the 4 references, then 49 samples of each input
+
+
+@pytest.mark.parametrize("block_rows", [1, 2])
+@pytest.mark.parametrize("extras", [{}, dict(mean=(0.5, 0.4, 0.3), std=(0.2, 0.3, 0.25))], ids=["plain", "norm"])
+def test_blend_torch_writes_into_its_rows_of_a_chunk(block_rows, extras):
+    g = torch.Generator().manual_seed(4)
+    x, base = torch.rand(2, 1, 3, 8, 6, generator=g)
+    labels = torch.randint(0, 5, (1, 1, 4, 6), generator=g).repeat_interleave(2, dim=2)  # rows repeat in pairs
+    masks = torch.rand(3, 5, generator=g) > 0.5
+    chunk = torch.full((5, 3, 8, 6), float("nan"))
+    got = reference.blend_torch(x, base, labels, masks, **extras, block_rows=block_rows, into=chunk[1:4])
+    assert got.data_ptr() == chunk[1:4].data_ptr()
+    assert torch.equal(chunk[1:4], reference.blend_torch(x, base, labels, masks, **extras))
+    assert chunk[0].isnan().all() and chunk[4].isnan().all()
