@@ -186,7 +186,7 @@ def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
         scale: the weight of the pixel coordinates.
     """
     b, _, h, w = colour.shape
-    s = torch.tensor(scale, dtype=torch.float32, device=colour.device)
+    s = torch.tensor(scale, dtype=torch.float32).item()  # rounded to float32 on the host: no upload
     ys = torch.arange(h, dtype=torch.float32, device=colour.device) * s
     xs = torch.arange(w, dtype=torch.float32, device=colour.device) * s
     yx = torch.stack((ys.view(h, 1).expand(h, w), xs.view(1, w).expand(h, w)))

@@ -16,6 +16,7 @@ from typing import Callable, Optional, Sequence, TypedDict
 
 import torch
 
+from torchlime._upload import upload
 from torchlime.typing import BackendMode, ChannelStats
 
 MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
@@ -181,8 +182,8 @@ def normalize_stats(mean: ChannelStats, std: ChannelStats, like: torch.Tensor) -
 
     dtype = compute_dtype(like.dtype)
     return (
-        torch.as_tensor(mean, dtype=dtype, device=like.device).reshape(-1),
-        torch.as_tensor(std, dtype=dtype, device=like.device).reshape(-1),
+        upload(mean, dtype, like.device).reshape(-1),
+        upload(std, dtype, like.device).reshape(-1),
     )
 
 

@@ -5,7 +5,8 @@
 #
 # Run it where the package index is reachable. It downloads binary wheels for CPython 3.12 on
 # manylinux x86_64 (the GPU image's python3; PYTHON_VERSION=3.11 etc. for another) of
-#   kornia, kornia_rs, safetensors (torchlime's dependencies: torchlime.dataset imports safetensors),
+#   kornia, kornia_rs (tests/image/test_lab.py compares SLIC's colour conversion with kornia's), safetensors
+#   (a dependency: torchlime.dataset imports it),
 #   captum (an anchor of bench_gpu_latency.py), tqdm, shap and slicer (bench_shap_kernel.py's anchor),
 # plus any names in EXTRA_PACKAGES (e.g. EXTRA_PACKAGES="scikit-image lazy_loader imageio tifffile"
 # where the GPU image lacks scikit-image or its dependencies; pin with NAME==VERSION), and builds a

@@ -55,7 +55,8 @@
 # PYTHONPATH. Without a wheels folder that step is skipped. torchlime.kernels maps to kernels/ only in
 # an installed package, so the link torchlime/kernels -> ../kernels is made when it is missing.
 #
-# Environment: DEVICE (default cuda; in quick mode cuda if available, else cpu), QUICK=1, SHORT=1, WHEELS
+# Environment: DEVICE (default cuda; in quick mode cuda if available, else cpu), QUICK=1, SHORT=1,
+# LATENCY_VARIANTS (the eager latency variants, space-separated, instead of the mode's list), WHEELS
 # (default benchmarks/gpu/wheels), SITE (default /tmp/site), FORCE_WHEELS=1 (install every wheel,
 # even over installed ones), TIMEOUT (seconds per command, default none).
 #
@@ -218,6 +219,7 @@ if [[ $SHORT == 1 ]]; then
     python3 -c "import xdist" >/dev/null 2>&1 && XDIST="-n 4 --dist loadfile"
 fi
 (( ${#THROUGHPUT[@]} )) || THROUGHPUT=("${EAGER[@]}")
+[[ -n ${LATENCY_VARIANTS:-} ]] && read -r -a EAGER <<< "$LATENCY_VARIANTS"  # e.g. "default fast": a rerun
 
 commands() {  # one command per line, for part $1
     case $1 in

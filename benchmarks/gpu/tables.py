@@ -226,7 +226,8 @@ def call_profile(d: dict[str, Any]) -> str:
     for name, c in d["cases"].items():
         ranges = c.get("ranges", {})
         busy = c.get("device_busy_ms")
-        syncs = (c.get("host_syncs") or {}).get("total")
+        found = c.get("host_syncs") or {}
+        syncs = found.get("in_call", found.get("total"))  # results before in_call counted the reader's read too
         rows.append(
             [
                 f"`{name}`",

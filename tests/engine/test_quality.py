@@ -11,6 +11,7 @@ from torchlime import explain
 from torchlime.engine.quality import MIN_OUTPUT_STD, UnreliableExplanationWarning
 
 from tests.helpers import SegmentLinear, grid_labels
+from tests.helpers.syncs import count_syncs
 
 LABELS = grid_labels(8, 8, 2, 4)
 
@@ -81,3 +82,28 @@ def test_advice_follows_the_cause():
     with pytest.warns(UnreliableExplanationWarning, match=r"input\(s\) \[0, 1, 2\] \(data-set index \[40, 41, 42\]\)"):
         exp = explain(flat, x, f, n_samples=50, index=torch.tensor([40, 41, 42]))
     assert exp.meta["quality"]["saturated"]
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (300, 300)], ids=["read_along", "too_many_to_read_along"])
+def test_flags_read_in_one_go_match_nonzero(shape, monkeypatch):
+    """``Flags.read`` brings the counts, the scalars and (for small flags) every set index in one read;
+    ``report`` gives the same quality either way, and reads the device again only for large flags."""
+    from torchlime.engine import quality as q
+
+    g = torch.Generator().manual_seed(3)
+    flags = q.Flags(
+        torch.rand(shape, generator=g) < 0.3,
+        torch.rand(shape, generator=g) < 0.1,
+        torch.rand(shape[0], generator=g) < 0.5,
+    )
+    values, counts, where = flags.read(torch.tensor(7), torch.tensor([2]))
+    assert values == [7, 2] and counts == flags.counts().tolist()
+    expected = [f.nonzero().tolist() for f in flags]
+    small = sum(f.numel() for f in flags) <= q.READ_FLAGS_MAX
+    assert where == (expected if small else None)
+    ours = q.report(flags, counts, where=where)
+    assert ours == q.report(flags, counts)
+    assert [ours[0][n] for n in ("saturated", "poor_fit", "few_samples")] == expected
+    with count_syncs() as ops:
+        q.report(flags, counts, where=where)
+    assert len(ops) == (0 if small else 6)  # large: nonzero and tolist, per flag

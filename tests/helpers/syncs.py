@@ -2,12 +2,15 @@
 
 A ``TorchDispatchMode`` counts scalar reads, ``nonzero``, ``unique``, ``bincount``, ``equal``, boolean
 indexing and copies to the host; ``tolist`` / ``numpy`` / ``cpu`` / ``item`` calls are counted at the
-Python level; tensors made from Python data (``aten.lift_fresh``) are counted apart as uploads.
+Python level; tensors made from Python data (``aten.lift_fresh``) are counted apart as uploads, each
+named by the source line that made it (``torchlime/_upload.py`` for the uploads that do not wait on CUDA).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from typing import Iterator, Optional
 
 import torch
@@ -29,6 +32,23 @@ SYNCING = {
 }
 
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _source() -> str:
+    """``file:line`` of the innermost caller outside torch and this module (repository-relative, or
+    from the installed package's folder on)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        inside = f"{os.sep}torch{os.sep}" in name or name == __file__ or name.endswith("contextlib.py")
+        if not inside:
+            short = os.path.relpath(name, _ROOT) if name.startswith(_ROOT) else name.split("site-packages" + os.sep)[-1]
+            return f"{short}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
 class SyncCounter(TorchDispatchMode):
     """Counts the dispatched operations that synchronise the host with a CUDA device."""
 
@@ -43,7 +63,7 @@ class SyncCounter(TorchDispatchMode):
         if self.inside:
             pass
         elif func is aten.lift_fresh.default:
-            self.uploads.append("tensor from host data")
+            self.uploads.append(f"tensor from host data at {_source()}")
         elif func in SYNCING:
             self.ops.append(str(func))
         elif func is aten.index.Tensor and any(

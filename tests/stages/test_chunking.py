@@ -292,15 +292,97 @@ def test_default_rule_on_cuda_probes_then_runs_the_same_chunks_every_call(cuda):
     images = torch.rand(2, 3, 32, 32, device=cuda)
     f = grid_labels(32, 32, 4, 4).view(1, 1, 32, 32).to(cuda)
     runs = []
-    for _ in range(2):
-        chunking.clear_cache()
+    for forget in (True, True, False):  # a first call twice, then a later one (the probe remembered)
+        if forget:
+            chunking.clear_cache()
         sizes.append([])
         runs.append(explain(model, images, f, n_samples=6000))
     hook.remove()
     assert sizes[0] == sizes[1] and sizes[0][0] == chunking.PROBE
+    assert sizes[2] == sizes[0][1:]  # no probe: the same kept chunks
     rest = sizes[0][1:-1]
     assert rest and len(set(rest)) == 1 and rest[0] & (rest[0] - 1) == 0 and rest[0] <= chunking.CUDA_MAX_ROWS
-    assert torch.equal(runs[0].coef, runs[1].coef)
+    assert torch.equal(runs[0].coef, runs[1].coef) and torch.equal(runs[0].coef, runs[2].coef)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """The CUDA memory API the chunk plan reads, faked: 80 GB free, a peak of ``peak[0]`` bytes per chunk row."""
+    peak = [17e6]
+    sizes: list[int] = []
+    cuda = torch.cuda
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "mem_get_info", lambda device=None: (80 * 10**9, 80 * 10**9))
+    for name in ("memory_reserved", "memory_allocated"):
+        monkeypatch.setattr(cuda, name, lambda device=None: 0)
+    for name in ("synchronize", "reset_peak_memory_stats"):
+        monkeypatch.setattr(cuda, name, lambda device=None: None)
+    monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: int(peak[0] * sizes[-1]))
+    chunking.clear_cache()
+    yield peak, sizes
+    chunking.clear_cache()
+
+
+def _chunks(plan: chunking.ChunkPlan, n_rows: int, sizes: list[int]) -> list[tuple[int, str]]:
+    """The (size, phase) of every chunk of a call of ``n_rows`` rows, rows of a non-"run" chunk run again."""
+    seen, start = [], 0
+    while start < n_rows:
+        size, phase = plan.next_size(n_rows - start)
+        sizes.append(size)
+        with plan.run(size, phase):
+            pass
+        seen.append((size, phase))
+        start += size if phase == "run" else 0
+    return seen
+
+
+def test_cuda_probe_runs_once_per_model_and_its_rows_again(fake_cuda):
+    """The first call probes 16 rows, then runs every row at the rule's size; a later call has the same
+    chunks without the probe (so the same bits, and no synchronisation for it)."""
+    peak, sizes = fake_cuda
+    model, cuda = torch.nn.Identity(), torch.device("cuda")
+    first = _chunks(chunking.ChunkPlan(model, ("t",), cuda, None), 2500, sizes)
+    later = _chunks(chunking.ChunkPlan(model, ("t",), cuda, None), 2500, sizes)
+    runs = [(1024, "run"), (1024, "run"), (452, "run")]  # 17 MB a row: the plain 1024-row cap
+    assert first == [(chunking.PROBE, "probe"), *runs] and later == runs
+    peak[0] = 60e3  # another model (an audio CNN's light rows) is probed for itself
+    other = _chunks(chunking.ChunkPlan(torch.nn.Flatten(), ("t",), cuda, None), 2500, sizes)
+    assert other == [(chunking.PROBE, "probe"), (2500, "run")]
+    few = _chunks(chunking.ChunkPlan(torch.nn.ReLU(), ("t",), cuda, None), 10, sizes)
+    assert few == [(10, "run")]  # a call of a few rows is one chunk, probed or not
+
+
+def test_run_rows_consumes_no_probe_row(fake_cuda):
+    """``run_rows`` stores every row once, from its "run" chunk: the probe's outputs are dropped."""
+    from torchlime.stages.forward.passes import run_rows
+
+    _, sizes = fake_cuda
+    seen, done = [], []
+    plan = chunking.ChunkPlan(torch.nn.Identity(), ("t",), torch.device("cuda"), None)
+    original = plan.next_size
+
+    def next_size(remaining):
+        size, phase = original(remaining)
+        sizes.append(size)
+        return size, phase
+
+    plan.next_size = next_size  # type: ignore[method-assign]
+
+    def model(x):
+        seen.append(x.shape[0])
+        return x
+
+    run_rows(
+        model,
+        lambda a, b: torch.arange(a, b).float().unsqueeze(1),
+        lambda o, x, a, b: done.append((a, b, o[:, 0].tolist())),
+        40,
+        plan,
+        torch.device("cpu"),
+        torch.float32,
+    )
+    assert seen == [chunking.PROBE, 40]
+    assert done == [(0, 40, [float(i) for i in range(40)])]
 
 
 @pytest.mark.parametrize(

@@ -319,7 +319,9 @@ class KernelExplainer:
         b, p, dev = x.shape[0], self.P, self._device
         fx = self._forward(lambda i, j: x[i:j], b, (p,), False)
         if x.is_floating_point():
-            same = torch.isclose(x.unsqueeze(1), self._bg.unsqueeze(0), rtol=1e-5, atol=1e-8, equal_nan=True)
+            # numpy's isclose(equal_nan=True) written out: torch.isclose does not broadcast its inputs on CUDA
+            a, bg = x.unsqueeze(1), self._bg.unsqueeze(0)
+            same = (a == bg) | (a.isnan() & bg.isnan()) | ((a - bg).abs() <= 1e-8 + 1e-5 * bg.abs())
         else:
             same = x.unsqueeze(1) == self._bg.unsqueeze(0)
         varying = ~same.all(1)  # (B, P): the features shap explains

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import torch
 
 from torchlime._checks import user_stacklevel
+from torchlime._upload import upload
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.fit import solve
 from torchlime.engine.plan import Plan
@@ -91,17 +92,19 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     s, run, fmap = plan.settings, plan.run, plan.fmap
     n_samples, dev = s.n_samples, s.inputs.device
     outputs = ready(run.scores, "the scores")
-    drawn = torch.arange(n_samples, device=dev) < torch.tensor(passes.used, device=dev).unsqueeze(1)  # (B, S)
+    drawn = torch.arange(n_samples, device=dev) < upload(passes.used, torch.long, dev).unsqueeze(1)  # (B, S)
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
     normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, fmap.valid, outputs)
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
     if valid is not None:  # padded targets of a structured target are no fits to judge
         flags = flags._replace(saturated=flags.saturated & valid, poor_fit=flags.poor_fit & valid)
-    n_bad, *counts = torch.cat((nonfinite.view(1), flags.counts())).tolist()  # the call's last host sync
+    (n_bad,), counts, where = flags.read(nonfinite)  # the call's last host sync
     if n_bad:
         _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
-    quality, unreliable = report(flags, counts, softmax=s.softmax, n_samples=n_samples, f_max=fmap.f_max, index=s.index)
+    quality, unreliable = report(
+        flags, counts, softmax=s.softmax, n_samples=n_samples, f_max=fmap.f_max, index=s.index, where=where
+    )
     if unreliable:
         warnings.warn(
             f"unreliable explanation: {unreliable} (see torchlime.engine.quality)",

@@ -23,6 +23,10 @@ class UnreliableExplanationWarning(UserWarning):
     """Some surrogates of an explanation should not be trusted (see ``torchlime.engine.quality``)."""
 
 
+#: flags of at most this many values are read with their counts (one host read instead of two when set)
+READ_FLAGS_MAX = 1 << 16
+
+
 class Flags(NamedTuple):
     """Device tensors of the three checks.
 
@@ -39,6 +43,39 @@ class Flags(NamedTuple):
     def counts(self) -> torch.Tensor:
         """Long (3,): how many fits (or inputs) each flag concerns, for a single host read."""
         return torch.stack((self.saturated.sum(), self.poor_fit.sum(), self.few_samples.sum()))
+
+    def read(self, *scalars: torch.Tensor) -> tuple[list[int], list[int], Optional[list[list[list[int]]]]]:
+        """What the report needs in one host read (one synchronisation on CUDA).
+
+        Args:
+            scalars: integer tensors of one element each, read along (e.g. a count of bad outputs).
+
+        Returns:
+            ``(values, counts, where)``: the scalars' values, ``counts()`` as three ints, and per flag the
+            indices where it is set (``nonzero().tolist()``), read along when the flags hold at most
+            ``READ_FLAGS_MAX`` values, else None (``report`` reads the set ones: a second read, only then).
+        """
+        small = sum(f.numel() for f in self) <= READ_FLAGS_MAX
+        extra = [f.reshape(-1).long() for f in self] if small else []
+        values = torch.cat([t.reshape(1).long() for t in scalars] + [self.counts()] + extra).tolist()
+        n = len(scalars)
+        if not small:
+            return values[:n], values[n : n + 3], None
+        where, at = [], n + 3
+        for f in self:
+            bits = values[at : at + f.numel()]
+            at += len(bits)
+            where.append([_unravel(i, f.shape) for i, v in enumerate(bits) if v])
+        return values[:n], values[n : n + 3], where
+
+
+def _unravel(i: int, shape: torch.Size) -> list[int]:
+    """The index of element ``i`` of a row-major tensor of ``shape``."""
+    out = []
+    for size in reversed(shape):
+        i, r = divmod(i, size)
+        out.append(r)
+    return out[::-1]
 
 
 def assess(
@@ -105,10 +142,11 @@ def report(
     n_samples: int = 0,
     f_max: int = 0,
     index: Optional[torch.Tensor] = None,
+    where: Optional[list[list[list[int]]]] = None,
 ) -> tuple[dict[str, Any], Optional[str]]:
     """``meta["quality"]`` and the one-line summary (None when no flag is raised).
 
-    Reads the flagged indices from the device only when ``counts`` shows a flag.
+    Reads the flagged indices from the device only when ``counts`` shows a flag and ``where`` is not given.
 
     Args:
         flags: the checks.
@@ -117,6 +155,7 @@ def report(
         n_samples: S, samples per input (the advice for few samples depends on S against F).
         f_max: F, the largest feature count.
         index: long (B,) global index of every input in a larger data set, named beside the positions.
+        where: per flag, the indices where it is set, when already read (``Flags.read``).
 
     Returns:
         ``(quality, summary)``.
@@ -126,11 +165,11 @@ def report(
     )
     parts = []
     names = ("saturated", "poor_fit", "few_samples")
-    for name, count, flag in zip(names, counts, flags):
-        where = flag.nonzero().tolist() if count else []
-        quality[name] = where
+    for k, (name, count, flag) in enumerate(zip(names, counts, flags)):
+        at = where[k] if where is not None else flag.nonzero().tolist() if count else []
+        quality[name] = at
         if count:
-            inputs = sorted({w[0] for w in where})
+            inputs = sorted({w[0] for w in at})
             more = " ..." if len(inputs) > 10 else ""
             which = f"input(s) {inputs[:10]}{more}"
             if index is not None:

@@ -246,8 +246,9 @@ def refit_fields(
         flags = flags._replace(saturated=flags.saturated & real, poor_fit=flags.poor_fit & real)
     softmax = bool(exp.call.softmax) if exp.call is not None else bool(exp.meta.get("softmax", False))
     index = None if exp.call is None else exp.call.index
+    _, counts, where = flags.read()
     quality, unreliable = report(
-        flags, flags.counts().tolist(), softmax=softmax, n_samples=m, f_max=masks.shape[2], index=index
+        flags, counts, softmax=softmax, n_samples=m, f_max=masks.shape[2], index=index, where=where
     )
     if unreliable:
         warnings.warn(

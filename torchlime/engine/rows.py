@@ -14,6 +14,7 @@ from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 import torch
 from torch.profiler import record_function
 
+from torchlime._upload import upload
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.engine.row_spans import input_spans
@@ -72,7 +73,7 @@ class RowOrder:
         self.s_lo = max(s_lo, 1)
         self.width = s_hi - self.s_lo
         self.n_rows = self.refs + len(self.active) * self.width
-        self._active = torch.tensor(self.active, dtype=torch.long, device=device)
+        self._active = upload(self.active, torch.long, device)
 
     def input_of(self, r: int) -> int:
         """The input of row ``r``.
@@ -360,7 +361,7 @@ class Run:
         targets, scores = ready(self.targets, "the targets"), ready(self.scores, "the scores")
         if self.acc is None:
             self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], self.fit_dtype)
-        idx = torch.tensor(list(active), dtype=torch.long, device=self.device)
+        idx = upload(list(active), torch.long, self.device)
         masks = self.mask_blocks(active, s_lo, s_hi)
         kept = accumulate_blocks(
             self.acc, masks, scores, self.kernel, self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep

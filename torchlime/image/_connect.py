@@ -69,7 +69,7 @@ def connect(seg: torch.Tensor, min_size: int) -> torch.Tensor:
     m = idx.numel()  # >= the number of runs R; run-indexed arrays have m slots, slots >= R are empty
     is_run = idx < n
     first = torch.where(is_run, idx, n)
-    length = torch.diff(first, append=first.new_tensor([n]))  # 0 for empty slots
+    length = torch.diff(first, append=torch.full((1,), n, dtype=first.dtype, device=dev))  # 0 for empty slots
     upper = torch.where(is_run, 0, idx - n)
     lower = (upper + w).clamp_max(n - 1)
     edge = ~is_run

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from torchlime import _backend
 from torchlime.image._connect import connect
+from torchlime.image._lab import rgb_to_lab
 from torchlime.stages.features import relabel
 
 _BIG = 1e30  # distance to a centre outside the grid
@@ -59,9 +60,7 @@ def to_lab(images: torch.Tensor, lab: bool) -> torch.Tensor:
     """float32 (float64 kept) images, converted from RGB in [0, 1] to CIELAB when C == 3 and ``lab``."""
     x = images if images.dtype == torch.float64 else images.float()
     if x.shape[1] == 3 and lab:
-        import kornia
-
-        x = kornia.color.rgb_to_lab(x)
+        x = rgb_to_lab(x)
     return x
 
 

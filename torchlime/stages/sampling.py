@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 
 from torchlime._checks import check_positive_float, describe
+from torchlime._upload import upload
 from torchlime.stages.features import FeatureMap
 from torchlime.typing import Seed
 
@@ -72,7 +73,7 @@ def make_key(generator: Seed, device: torch.device) -> torch.Tensor:
     """
     if generator is None or (isinstance(generator, int) and not isinstance(generator, bool)):
         value = _splitmix64(0 if generator is None else generator % (1 << 64))
-        return torch.tensor([value & _M32, value >> 32], dtype=torch.long, device=device)
+        return upload([value & _M32, value >> 32], torch.long, device)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
     seed = torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).to(device)

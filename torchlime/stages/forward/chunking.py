@@ -4,8 +4,10 @@ The default is a rule, not a measurement, so the same call gives the same chunks
 on its first run and every later one: on the CPU as many rows as fit ``CPU_CHUNK_BYTES`` of input,
 and for token rows (``sequence_length``) at most ``CPU_CHUNK_TOKENS`` tokens (a row of token ids is a
 few hundred bytes, but a transformer's activations grow with rows x length: 4096 rows of 96 tokens
-hold gigabytes of a BERT's activations); on CUDA a first chunk of ``PROBE`` rows
-measures the memory a row takes and the rest run at the largest power of two within the memory
+hold gigabytes of a BERT's activations); on CUDA the first call on a model and row signature runs a
+chunk of ``PROBE`` rows that measures the memory a row takes (its rows run again, so the first call's
+chunks are every later call's, and a later call makes no probe and no synchronisation for it), and all
+rows run at the largest power of two within the memory
 budget (``memory_budget``) and ``CUDA_MAX_CHUNK`` rows, or, for light rows (a chunk of ``CUDA_MAX_CHUNK``
 peaking under ``CUDA_LIGHT_BYTES``), within ``CUDA_LIGHT_BYTES`` and ``CUDA_MAX_ROWS``: a small model's
 chunk is then large enough that the per-chunk launches stop mattering.
@@ -46,10 +48,10 @@ GAIN = 0.02  # a larger chunk must be this much faster per row to be worth growi
 PATIENCE = 2  # doublings in a row without that gain before the search stops
 REPEATS = 3  # timed calls per size; the size's time per row is the fastest of them
 START = {"cpu": 4, "cuda": 16}
-PROBE = 16  # default rule on CUDA: the first chunk, whose peak memory sizes the others
+PROBE = 16  # default rule on CUDA: the rows of the probe chunk, whose peak memory sizes the chunks
 
-#: the phase of a chunk: "warm" and "timed" while a size is measured (their rows run again), "probe"
-#: for the default rule's first CUDA chunk (kept), "run" after
+#: the phase of a chunk: "warm" and "timed" while a size is measured, "probe" for the default rule's
+#: first CUDA chunk of a model and row signature (the rows of all three run again), "run" after
 Phase = Literal["warm", "timed", "probe", "run"]
 _CACHE: dict[tuple[int, Signature, str, MemorySpec], _Entry] = {}
 
@@ -62,6 +64,7 @@ class _Entry:
     timings: dict[int, list[float]] = field(default_factory=dict)  # size -> seconds per row of each timed call
     warmed: set[int] = field(default_factory=set)
     bytes_per_row: float = 0.0  # CUDA peak memory of a chunk / its rows
+    probe_per_row: Optional[float] = None  # the default rule's probe chunk: its peak memory / its rows
     ceiling: int = MAX_CHUNK  # largest size that ran (halved on OOM)
     best: Optional[int] = None  # set once the measurement is done
 
@@ -184,6 +187,8 @@ class ChunkPlan:
             with contextlib.suppress(TypeError):  # a later model with the same id() must not inherit it
                 weakref.finalize(owner, _forget, id(owner))
         self.entry: _Entry = entry
+        if self.on_cuda and entry.probe_per_row is not None:  # probed by an earlier call: no probe chunk
+            self.rule = cuda_rule(entry.probe_per_row, self.budget)
         self.sizes_used: list[int] = []
         self._peak = 0
         self._base = 0
@@ -250,11 +255,11 @@ class ChunkPlan:
         """Wrap one chunk: a "warm", "timed" or "probe" chunk records its peak memory (CUDA).
 
         A "timed" one records its time per row, which decides whether the next size is tried; a
-        "probe" one sets the default rule's size for the rest of the call.
+        "probe" one sets the default rule's size (cached with the model and row signature).
 
         Args:
             size: the chunk's rows.
-            phase: "warm", "timed" or "run" (from ``next_size``).
+            phase: "warm", "timed", "probe" or "run" (from ``next_size``).
 
         Yields:
             Nothing: the chunk runs inside the context.
@@ -276,7 +281,8 @@ class ChunkPlan:
             peak = torch.cuda.max_memory_allocated(self.device) - base
             e.bytes_per_row = max(e.bytes_per_row, peak / size)
             if phase == "probe":
-                self.rule = cuda_rule(peak / size, self.budget)
+                e.probe_per_row = peak / size
+                self.rule = cuda_rule(e.probe_per_row, self.budget)
         if phase == "probe":
             self.rule = self.rule or PROBE
             return

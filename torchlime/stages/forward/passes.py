@@ -85,7 +85,7 @@ def run_rows(
             size, phase = plan.next_size(n_rows - start)
             stop = start + size
             chunk = out = None
-            keep = phase in ("run", "probe")  # rows of a timed size run again at the chosen one
+            keep = phase == "run"  # rows of a probe or a timed size run again at the chosen size
             try:
                 with plan.run(size, phase):
                     # the chunk is built under inference mode too: a chunk is then always an inference
