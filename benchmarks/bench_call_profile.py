@@ -143,6 +143,12 @@ def split(prof: Any) -> dict[str, Any]:
     )
 
 
+def _is_sync(message: str) -> bool:
+    """A synchronisation the debug mode reports (not its one-time notice that it is a prototype, which
+    says it "does not yet detect all synchronizing operations")."""
+    return "synchroniz" in message and "prototype" not in message
+
+
 def host_syncs(run: Callable[[], None], device: torch.device) -> dict[str, Any] | None:
     """Host synchronisations of one call as ``set_sync_debug_mode("warn")`` reports them, by source line."""
     if device.type != "cuda":
@@ -154,9 +160,7 @@ def host_syncs(run: Callable[[], None], device: torch.device) -> dict[str, Any] 
             run()
         finally:
             torch.cuda.set_sync_debug_mode(0)
-    lines = Counter(
-        f"{str(w.filename).replace(ROOT + '/', '')}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)
-    )
+    lines = Counter(f"{str(w.filename).replace(ROOT + '/', '')}:{w.lineno}" for w in caught if _is_sync(str(w.message)))
     own = sum(n for line, n in lines.items() if not line.startswith("benchmarks/"))  # the call's, not the reader's
     return dict(total=sum(lines.values()), in_call=own, by_line=dict(lines.most_common()))
 

@@ -39,7 +39,7 @@ def source(d: dict[str, Any]) -> str:
 
 def short(d: dict[str, Any]) -> str:
     """A result's commit, starred where the tree differed from it."""
-    return f"`{d['commit'][:7]}`" + ("*" if d.get("modified_files") else "")
+    return f"`{d['commit'][:7]}`" + ("*" if d.get("modified_files") or d.get("provenance") else "")
 
 
 def table(head: list[str], rows: list[list[str]]) -> str:
@@ -247,9 +247,42 @@ def call_profile(d: dict[str, Any]) -> str:
     )
 
 
+def captum_switch(d: dict[str, Any]) -> str:
+    """captum's ``Lime`` against ``torchlime.compat.captum`` on the same model (``bench_captum_switch.py``)."""
+    st, sy = d["setup"], d["systems"]
+    secs = {k: med(v["seconds"]) for k, v in sy.items()}
+    rows = [
+        [f"`{k}`", f"{t * 1e3:.1f} ms", str(sy[k]["model_calls"]), f"{secs['captum'] / t:.1f}x"]
+        for k, t in secs.items()
+    ]
+    head = (
+        f"**captum switch** ({st['images']} images {st['size']}x{st['size']}, {st['features']} features, N="
+        f"{st['n_samples']}, `{st['model']}`; captum's `Lime` vs `torchlime.compat.captum.Lime`, median of "
+        f"{st['reps']}): {source(d)}."
+    )
+    return head + "\n\n" + table(["system", "time", "model calls", "captum / this"], rows)
+
+
+def shap_kernel(d: dict[str, Any]) -> str:
+    """shap's ``KernelExplainer`` against ``torchlime.compat.shap`` (``bench_shap_kernel.py``)."""
+    rows = []
+    for name, sc in d["scenarios"].items():
+        st, secs = sc["setup"], {k: med(v["seconds"]) for k, v in sc["systems"].items()}
+        agree = max(a["max_abs_diff"] for a in sc["agreement_with_shap"].values())
+        for k, t in secs.items():
+            if k != "shap":
+                rows.append(
+                    [name, st["model"], f"`{k}`", f"{t * 1e3:.1f} ms", f"{secs['shap'] / t:.1f}x", f"{agree:.1e}"]
+                )
+    head = f"**shap KernelExplainer** (shap {d['shap']}, median of {d['reps']}): {source(d)}."
+    return head + "\n\n" + table(["case", "model", "system", "time", "shap / this", "max diff to shap"], rows)
+
+
 #: tables shown when their JSON is committed, otherwise named as not yet run
 OPTIONAL: list[tuple[str, Callable[[dict[str, Any]], str], str]] = [
     ("call_profile_cuda", call_profile, "benchmarks/bench_call_profile.py"),
+    ("captum_switch_cuda", captum_switch, "benchmarks/bench_captum_switch.py"),
+    ("shap_kernel_cuda", shap_kernel, "benchmarks/bench_shap_kernel.py"),
 ]
 
 PARTS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [

@@ -48,3 +48,14 @@ def test_call_profile_table_from_a_result():
     row = "| `default/slic` | 204.1 ms | 177.0 ms | +27.1 ms | 181.2 ms of 230.4 | 5 (budget 6) | "
     row += "6.6 / - / - / - / 180.2 / - / - / - |"
     assert row in text
+
+
+def test_compat_tables_state_their_json():
+    captum = json.loads((ROOT / "benchmarks" / "results" / "captum_switch_cuda.json").read_text())
+    shap = json.loads((ROOT / "benchmarks" / "results" / "shap_kernel_cuda.json").read_text())
+    text = tables.tables()
+    ratio = captum["ratios"]["captum_over_compat_default"]
+    assert f"| `compat_default` | {captum['systems']['compat_default']['seconds']['median'] * 1e3:.1f} ms |" in text
+    assert f"| {ratio:.1f}x |" in text
+    front = shap["scenarios"]["front_page"]
+    assert f"| {front['shap_over']['torchlime']:.1f}x |" in text and f"shap {shap['shap']}" in text

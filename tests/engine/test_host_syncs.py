@@ -150,5 +150,6 @@ def test_cuda_synchronisations_per_call_within_the_cpu_budget(cuda, segments):
             explain_image(model, images, n_samples=256, normalize=NORM, **given)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    syncs = [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
+    said = [(f"{w.filename}:{w.lineno}", str(w.message)) for w in caught]
+    syncs = [at for at, m in said if "synchroniz" in m and "prototype" not in m]  # not the mode's own notice
     assert len(syncs) <= (5 if segments == "slic" else 2), syncs

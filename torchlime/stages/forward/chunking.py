@@ -5,12 +5,14 @@ on its first run and every later one: on the CPU as many rows as fit ``CPU_CHUNK
 and for token rows (``sequence_length``) at most ``CPU_CHUNK_TOKENS`` tokens (a row of token ids is a
 few hundred bytes, but a transformer's activations grow with rows x length: 4096 rows of 96 tokens
 hold gigabytes of a BERT's activations); on CUDA the first call on a model and row signature runs a
-chunk of ``PROBE`` rows that measures the memory a row takes (its rows run again, so the first call's
-chunks are every later call's, and a later call makes no probe and no synchronisation for it), and all
-rows run at the largest power of two within the memory
-budget (``memory_budget``) and ``CUDA_MAX_CHUNK`` rows, or, for light rows (a chunk of ``CUDA_MAX_CHUNK``
-peaking under ``CUDA_LIGHT_BYTES``), within ``CUDA_LIGHT_BYTES`` and ``CUDA_MAX_ROWS``: a small model's
-chunk is then large enough that the per-chunk launches stop mattering.
+chunk of ``PROBE`` rows twice, the second time measuring the memory a row takes (the first call of a
+model at a shape also allocates what it needs once: library workspaces, lazy state, which can make a
+row look several times heavier); their rows run again, so the first call's chunks are every later
+call's, and a later call makes no probe and no synchronisation for it. All rows run at the largest
+power of two within the memory budget (``memory_budget``) and ``CUDA_MAX_CHUNK`` rows, or, for light
+rows (a chunk of ``CUDA_MAX_CHUNK`` peaking under ``CUDA_LIGHT_BYTES``), within ``CUDA_LIGHT_BYTES``
+and ``CUDA_MAX_ROWS``: a small model's chunk is then large enough that the per-chunk launches stop
+mattering.
 ``batch_size="measure"`` times growing sizes instead (extra chunks whose rows are run again at the
 chosen size, cached per model and row signature); an int fixes the size. An out-of-memory error
 halves the chunk and runs the same rows again. The fit never depends on the chunk.
@@ -51,7 +53,7 @@ START = {"cpu": 4, "cuda": 16}
 PROBE = 16  # default rule on CUDA: the rows of the probe chunk, whose peak memory sizes the chunks
 
 #: the phase of a chunk: "warm" and "timed" while a size is measured, "probe" for the default rule's
-#: first CUDA chunk of a model and row signature (the rows of all three run again), "run" after
+#: two first CUDA chunks of a model and row signature (the rows of all three run again), "run" after
 Phase = Literal["warm", "timed", "probe", "run"]
 _CACHE: dict[tuple[int, Signature, str, MemorySpec], _Entry] = {}
 
@@ -64,7 +66,8 @@ class _Entry:
     timings: dict[int, list[float]] = field(default_factory=dict)  # size -> seconds per row of each timed call
     warmed: set[int] = field(default_factory=set)
     bytes_per_row: float = 0.0  # CUDA peak memory of a chunk / its rows
-    probe_per_row: Optional[float] = None  # the default rule's probe chunk: its peak memory / its rows
+    probe_warmed: bool = False  # the default rule's first probe chunk ran (it is not measured)
+    probe_per_row: Optional[float] = None  # the default rule's second probe chunk: its peak memory / its rows
     ceiling: int = MAX_CHUNK  # largest size that ran (halved on OOM)
     best: Optional[int] = None  # set once the measurement is done
 
@@ -276,16 +279,21 @@ class ChunkPlan:
         if not measuring:
             return
         e = self.entry
+        if phase == "probe":
+            if self.on_cuda:
+                torch.cuda.synchronize(self.device)
+                if e.probe_warmed:  # the second probe: the first one's once-only allocations are behind it
+                    e.probe_per_row = (torch.cuda.max_memory_allocated(self.device) - base) / size
+                    e.bytes_per_row = max(e.bytes_per_row, e.probe_per_row)
+                    self.rule = cuda_rule(e.probe_per_row, self.budget)
+                e.probe_warmed = True
+            else:
+                self.rule = self.rule or PROBE
+            return
         if self.on_cuda:
             torch.cuda.synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device) - base
             e.bytes_per_row = max(e.bytes_per_row, peak / size)
-            if phase == "probe":
-                e.probe_per_row = peak / size
-                self.rule = cuda_rule(e.probe_per_row, self.budget)
-        if phase == "probe":
-            self.rule = self.rule or PROBE
-            return
         seconds = time.perf_counter() - t0
         if phase == "warm":
             e.warmed.add(size)
