@@ -357,6 +357,29 @@ def test_cuda_probe_runs_once_per_model_and_its_rows_again(fake_cuda):
     assert few == [(10, "run")]  # a call of a few rows is one chunk, probed or not
 
 
+def test_cuda_probe_and_rule_keep_under_the_out_of_memory_ceiling(fake_cuda, monkeypatch):
+    """A probe that runs out of memory is retried smaller (not at 16 rows for ever), and a later call's
+    chunks stay under the size that ran out of memory."""
+    _, sizes = fake_cuda
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    model, cuda = torch.nn.Identity(), torch.device("cuda")
+    plan = chunking.ChunkPlan(model, ("t",), cuda, None)
+    assert plan.next_size(2500) == (chunking.PROBE, "probe")
+    with pytest.warns(RuntimeWarning, match="out of memory with a chunk of 16 samples; retrying with 8"):
+        plan.out_of_memory(chunking.PROBE)
+    assert plan.next_size(2500) == (8, "probe")
+    chunks = _chunks(plan, 2500, sizes)
+    assert chunks[:2] == [(8, "probe")] * 2 and {s for s, _ in chunks[2:]} == {8, 4}  # never over 8 rows again
+    other = torch.nn.Flatten()  # probed fine, then out of memory at the rule's 1024 rows
+    first = chunking.ChunkPlan(other, ("t",), cuda, None)
+    assert _chunks(first, 2500, sizes)[2] == (1024, "run")
+    later = chunking.ChunkPlan(other, ("t",), cuda, None)
+    with pytest.warns(RuntimeWarning, match="retrying with 512"):
+        later.out_of_memory(1024)
+    assert _chunks(later, 2500, sizes)[0] == (512, "run")
+    assert _chunks(chunking.ChunkPlan(other, ("t",), cuda, None), 2500, sizes)[0] == (512, "run")
+
+
 def test_run_rows_consumes_no_probe_row(fake_cuda):
     """``run_rows`` stores every row once, from its "run" chunk: the probe's outputs are dropped."""
     from torchlime.stages.forward.passes import run_rows

@@ -224,9 +224,10 @@ class ChunkPlan:
         if self.fixed is not None:
             return min(self._largest_fitting(self.fixed), remaining), "run"
         if not self.measure:
-            if self.rule is None:  # CUDA: the probe chunk sizes the rest (a call of a few rows is one chunk)
-                return (PROBE, "probe") if remaining > PROBE else (remaining, "run")
-            return min(self.rule, remaining), "run"
+            if self.rule is None:  # CUDA: the probe chunks size the rest (a call of a few rows is one chunk)
+                probe = min(PROBE, e.ceiling)  # smaller after an out-of-memory error
+                return (probe, "probe") if remaining > probe else (remaining, "run")
+            return min(self.rule, e.ceiling, remaining), "run"
         if e.best is not None:
             return min(self._largest_fitting(e.best), remaining), "run"
         size = self._candidate()
