@@ -5,7 +5,7 @@ preset (5 x 4 grid, Bernoulli 1/2, cosine kernel of width 0.25, ridge, N = 8192)
 chunked batched pass, at the chunk size torchlime measures (or ``--chunk``); the floor is the
 bare forward pass of the same B·N rows (prebuilt, on the device) under ``inference_mode`` at
 the fastest of a few chunk sizes (torchlime's among them). With ``--waveform`` also the
-waveform path (``explain_waveform(features="time_frequency")``: masked STFT -> istft -> front
+waveform path (``explain_waveform(segments="time_frequency")``: masked STFT -> istft -> front
 end -> CNN) against its own floor (istft + model on prebuilt STFTs).
 
     python benchmarks/bench_audio_gpu.py --waveform                  # CUDA: B=64, N=8192, 10 repetitions
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
                 wave_model,
                 waves,
                 sample_rate=audio_data.SAMPLE_RATE,
-                features="time_frequency",
+                segments="time_frequency",
                 n_fft=n_fft,
                 hop_length=hop,
                 preset="slime",
