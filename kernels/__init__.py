@@ -1,6 +1,7 @@
 """torchlime's Triton kernels and their torch references, shipped as ``torchlime.kernels``.
 
 ``blend`` (the fused mask expansion and baseline blend), ``slic`` (SLIC's assignment and centre
-update) and ``reference`` (the torch references, with the same signatures). Only
+update), ``hash_words`` (the counter-based hash words every mask and random fill start from),
+``reference`` and ``reference_hash`` (the torch references, with the same signatures). Only
 ``torchlime._backend`` imports them.
 """

@@ -17,9 +17,13 @@ from typing import Callable, Optional, Sequence, TypedDict
 import torch
 
 from torchlime._upload import upload
+from torchlime.kernels import reference_hash as _hash
 from torchlime.typing import BackendMode, ChannelStats
 
 MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
+#: the hash's constants: the 32-bit mask and the golden-ratio increment between streams and columns
+M32: int = _hash.M32
+GOLDEN: int = _hash.GOLDEN
 #: ``torch.broadcast_shapes``, typed (torch leaves it unannotated)
 _broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
 
@@ -250,4 +254,46 @@ def slic_update(
     from torchlime.kernels.reference import update_torch
 
     ref: tuple[torch.Tensor, torch.Tensor] = update_torch(features, labels, n_centres, cell)
+    return ref
+
+
+def row_hash(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, stream: int) -> torch.Tensor:
+    """Long (c,) one hash per row, see ``kernels.reference_hash.row_hash_torch`` (torch: a few small operations).
+
+    Args:
+        key: long (2,) the call's key.
+        inputs: long (c,) each row's input.
+        samples: long (c,) each row's sample.
+        stream: which independent stream of numbers.
+    """
+    out: torch.Tensor = _hash.row_hash_torch(key, inputs, samples, stream)
+    return out
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """The 32-bit mixer of the hash on long values in [0, 2**32), see ``kernels.reference_hash.mix32``."""
+    out: torch.Tensor = _hash.mix32(x)
+    return out
+
+
+def hash_words(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, stream: int, width: int) -> torch.Tensor:
+    """Long (c, width) hash words of rows, see ``kernels.reference_hash.hash_words_torch`` (the same bits).
+
+    Args:
+        key: long (2,) the call's key (low and high 32-bit words).
+        inputs: long (c,) each row's input.
+        samples: long (c,) each row's sample.
+        stream: which independent stream of numbers (a non-negative int).
+        width: the number of columns.
+
+    Returns:
+        Long (c, width) values in [0, 2**32): one Triton launch on CUDA, about 60 torch operations otherwise.
+    """
+    if use_triton(inputs):
+        from torchlime.kernels import hash_words as kernel
+
+        if kernel.supports(key, inputs, samples, width):
+            out: torch.Tensor = kernel.hash_words(key, inputs, samples, stream, width)
+            return out
+    ref: torch.Tensor = _hash.hash_words_torch(key, inputs, samples, stream, width)
     return ref

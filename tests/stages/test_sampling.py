@@ -70,7 +70,7 @@ def test_validation():
 
 
 def test_mul32_is_the_product_mod_2_to_the_32():
-    from torchlime.stages.sampling import _mul32
+    from torchlime.kernels.reference_hash import _mul32
 
     g = torch.Generator().manual_seed(0)
     edges = torch.tensor([0, 1, 2**31 - 1, 2**31, 2**32 - 1])

@@ -15,32 +15,13 @@ from typing import Optional
 
 import torch
 
+from torchlime._backend import GOLDEN as _GOLDEN
+from torchlime._backend import M32 as _M32
+from torchlime._backend import hash_words, mix32, row_hash
 from torchlime._checks import check_positive_float, describe
 from torchlime._upload import upload
 from torchlime.stages.features import FeatureMap
 from torchlime.typing import Seed
-
-_M32 = 0xFFFFFFFF
-_GOLDEN = 0x9E3779B9
-
-
-def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """``x * c mod 2**32`` for 0 <= x < 2**32 and 0 <= c < 2**32 without int64 overflow, in two tensor ops.
-
-    A constant of 2**31 or more is replaced by ``c - 2**32`` (equal mod 2**32), so ``|x * c| < 2**63``; the
-    mask keeps the low 32 bits of the (two's complement) product.
-    """
-    signed = c - (1 << 32) if c >= 1 << 31 else c
-    return (x * signed) & _M32
-
-
-def mix32(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit integer hash (the "lowbias32" mixer) of long tensors holding values in [0, 2**32)."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
 
 
 def _splitmix64(seed: int) -> int:
@@ -114,12 +95,6 @@ class Rows:
         h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
         return mix32((h + stream * _GOLDEN) & _M32)
 
-    def _row_hash(self, stream: int) -> torch.Tensor:
-        h = mix32(self.key[0] ^ (self.inputs & _M32))
-        h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
-        h = mix32(h ^ (self.samples & _M32))
-        return mix32((h + stream * _GOLDEN) & _M32)
-
     def uniform(self, stream: int = 0, width: Optional[int] = None) -> torch.Tensor:
         """Uniform [0, 1) float32 numbers: (c,) or, with ``width``, (c, width) (one per feature).
 
@@ -130,10 +105,10 @@ class Rows:
         Returns:
             Float32 (c,) or (c, width).
         """
-        h = self._row_hash(stream)
-        if width is not None:
-            cols = mix32(torch.arange(width, device=h.device, dtype=torch.long) * _GOLDEN & _M32)
-            h = mix32(h.unsqueeze(1) ^ cols)
+        if width is None:
+            h = row_hash(self.key, self.inputs, self.samples, stream)
+        else:
+            h = hash_words(self.key, self.inputs, self.samples, stream, width)
         return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
 
     def bits(self, stream: int, width: int) -> torch.Tensor:
@@ -150,11 +125,9 @@ class Rows:
             Bool (c, width).
         """
         words = -(-width // 32)
-        h = self._row_hash(stream)
-        cols = mix32(torch.arange(words, device=h.device, dtype=torch.long) * _GOLDEN & _M32)
-        hw = mix32(h.unsqueeze(1) ^ cols)  # (c, words)
-        shifts = torch.arange(32, device=h.device, dtype=torch.long)
-        return ((hw.unsqueeze(2) >> shifts) & 1).bool().view(h.shape[0], words * 32)[:, :width]
+        hw = hash_words(self.key, self.inputs, self.samples, stream, words)  # (c, words)
+        shifts = torch.arange(32, device=hw.device, dtype=torch.long)
+        return ((hw.unsqueeze(2) >> shifts) & 1).bool().view(hw.shape[0], words * 32)[:, :width]
 
     @property
     def valid(self) -> torch.Tensor:
