@@ -92,12 +92,7 @@ def supports(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, wid
 def hash_words(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, stream: int, width: int) -> torch.Tensor:
     """Long (c, width): ``hash_words_torch(key, inputs, samples, stream, width)`` in one launch.
 
-    Args:
-        key: long (2,) the call's key (low and high 32-bit words).
-        inputs: long (c,) each row's input.
-        samples: long (c,) each row's sample.
-        stream: which independent stream of numbers (a non-negative int).
-        width: the number of columns (``supports`` must hold).
+    The arguments are the reference's; ``supports`` must hold for them.
     """
     c = inputs.numel()
     out = torch.empty(c, width, dtype=torch.long, device=inputs.device)
