@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from torchlime.kernels.reference import blend_torch
-from torchlime.stages.features import block_rows
+from torchlime.stages.features import block_rows, block_size, prepare_features, row_starts
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -37,6 +37,22 @@ def cells(h: int, w: int, cell_h: int, cell_w: int) -> torch.Tensor:
 )
 def test_block_rows_of_grids(h, w, cell_h, cell_w, k):
     assert int(block_rows(cells(h, w, cell_h, cell_w).view(1, 1, h, w))) == k
+
+
+@pytest.mark.parametrize(
+    "h, w, cell_h, cell_w, k",
+    [(96, 96, 8, 8, 8), (20, 12, 8, 4, 4), (18, 7, 6, 7, 6), (9, 9, 3, 1, 3), (7, 5, 2, 2, 1), (16, 16, 16, 16, 16)],
+)
+def test_host_block_size_and_prepare_features_agree_with_block_rows(h, w, cell_h, cell_w, k):
+    """The host gcd of the read ``row_starts`` (what ``prepare_features`` uses) is ``block_rows``."""
+    grid = cells(h, w, cell_h, cell_w).view(1, 1, h, w)
+    starts = row_starts(grid)
+    assert starts is not None and block_size(h, starts.long().tolist()) == k
+    g = torch.Generator().manual_seed(h)
+    maps = torch.stack((grid[0], torch.randint(0, 4, (1, h, w), generator=g)))  # a grid and a noisy map
+    assert block_size(h, row_starts(maps).long().tolist()) == int(block_rows(maps))
+    if int(grid.max()) > 0:  # a map of one cell has too few features to explain
+        assert prepare_features(torch.rand(2, 3, h, w), grid.expand(2, 1, h, w)).block_rows == k
 
 
 def test_block_rows_of_several_maps_and_none():
@@ -131,10 +147,10 @@ def test_explain_gives_the_same_bits_with_and_without_blocks(monkeypatch):
     model(images)
     grid = cells(24, 24, 6, 4).view(1, 1, 24, 24)
     seen = []
-    original = features.block_rows
-    monkeypatch.setattr(features, "block_rows", lambda index: seen.append(1) or original(index))
+    original = features.block_size
+    monkeypatch.setattr(features, "block_size", lambda h, starts: seen.append(1) or original(h, starts))
     blocked = torchlime.explain(model, images, grid, n_samples=300, generator=0, normalize=(MEAN, STD))
-    monkeypatch.setattr(features, "block_rows", lambda index: torch.ones((), dtype=torch.long))
+    monkeypatch.setattr(features, "block_size", lambda h, starts: 1)
     plain = torchlime.explain(model, images, grid, n_samples=300, generator=0, normalize=(MEAN, STD))
-    assert seen and int(original(grid)) == 6
+    assert seen and int(block_rows(grid)) == 6
     assert torch.equal(blocked.coef, plain.coef) and torch.equal(blocked.intercept, plain.intercept)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from typing import NamedTuple, Optional, Sequence
 
+import numpy as np
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
@@ -144,11 +145,43 @@ def grid(
     return cell_ids(shape, counts, bands=bands, device=device)
 
 
+def row_starts(index: torch.Tensor) -> Optional[torch.Tensor]:
+    """Bool (H - 1,): whether row i + 1 of some feature map differs from row i (a block starts there).
+
+    Args:
+        index: integer (B, ..., H, W) feature maps (rows along dim -2).
+
+    Returns:
+        The flags on ``index``'s device, or None for maps with fewer than 3 dims, a single row or no
+        elements (a block of 1 row).
+    """
+    if index.dim() < 3 or index.shape[-2] < 2 or index.numel() == 0:
+        return None
+    h = index.shape[-2]
+    rows = index.reshape(-1, h, index.shape[-1])
+    return (rows[:, 1:] != rows[:, :-1]).any(2).any(0)
+
+
+def block_size(h: int, starts: Sequence[int]) -> int:
+    """``block_rows`` on the host from ``row_starts`` read there: the gcd of H and the rows that start a block.
+
+    Args:
+        h: H, the maps' rows.
+        starts: the H - 1 flags of ``row_starts``, as numbers.
+
+    Example:
+        >>> block_size(12, [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0])  # blocks start at rows 4 and 8
+        4
+    """
+    return int(np.gcd.reduce(np.append(np.flatnonzero(np.asarray(starts, dtype=np.int64)) + 1, h)))
+
+
 def block_rows(index: torch.Tensor) -> torch.Tensor:
     """How many consecutive rows of every feature map repeat: the blocks a blend may expand once.
 
     A grid of 8-pixel-high cells has blocks of 8 rows; superpixels have none (1). On the device,
-    with no host synchronisation (a gcd of the rows where a new block starts).
+    with no host synchronisation (a gcd of the rows where a new block starts); ``prepare_features``
+    reads ``row_starts`` with its other numbers instead and takes the gcd on the host (``block_size``).
 
     Args:
         index: integer (B, ..., H, W) feature maps (rows along dim -2).
@@ -162,11 +195,10 @@ def block_rows(index: torch.Tensor) -> torch.Tensor:
         4
     """
     one = torch.ones(1, dtype=torch.long, device=index.device)
-    if index.dim() < 3 or index.shape[-2] < 2 or index.numel() == 0:
+    starts = row_starts(index)
+    if starts is None:
         return one[0]
     h = index.shape[-2]
-    rows = index.reshape(-1, h, index.shape[-1])
-    starts = (rows[:, 1:] != rows[:, :-1]).any(2).any(0)  # (H - 1,): row i + 1 starts a new block
     v = torch.where(starts, torch.arange(1, h, device=index.device), 0)  # gcd(x, 0) = x
     v = torch.cat((v, one * h))
     while v.numel() > 1:  # a pairwise gcd reduction: log2(H) steps
@@ -225,9 +257,12 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         if inputs.is_floating_point() or inputs.is_complex()
         else torch.zeros((), dtype=torch.long, device=inputs.device)
     )
-    f_max, f_min, fixed, n_bad, k = torch.stack(
-        (n_feat.max(), n_feat.min(), negative.long(), nonfinite, block_rows(labels))
-    ).tolist()
+    starts = row_starts(labels)
+    read = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite))
+    if starts is not None:  # read along: the gcd on the host, not log2(H) rounds of small device ops
+        read = torch.cat((read, starts.long()))
+    f_max, f_min, fixed, n_bad, *row_flags = read.tolist()
+    k = 1 if starts is None else block_size(labels.shape[-2], row_flags)
     if n_bad:
         raise nonfinite_error(inputs, name)
     if f_min < 2:
