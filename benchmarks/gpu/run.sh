@@ -33,9 +33,9 @@
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu3.tar.gz throughput audio
 #   BUDGET=540 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu4.tar.gz latency_compiled text
 #
-# Short mode timed on an H200 (2026-11-26, seconds per part): tests 45 (4 xdist workers), segmentation 9,
-# latency 155, probe 12, throughput 83, audio 42, text 35, memory 84, targets 57 (two of its scripts stopped
-# early on errors since fixed).
+# Short mode timed on an H200 (2026-11-26, seconds per part, the latest of two runs): tests 40-47 (4 xdist
+# workers), segmentation 7, latency 128, profile 26-37, throughput 79, probe 9, audio 30, text 31, memory 85,
+# targets 59, compat 30; a machine's start took about 30 s. The two short calls below fit 15 minutes.
 # Short mode (--short or SHORT=1), for a lease of 15 minutes in all: the same models, sizes and N, fewer
 # repetitions and variants (latency: default, fast, bf16_channels_last and the two CUDA-graph variants,
 # anchors once; throughput: default and bf16_channels_last, 2 repetitions), the CUDA tests spread over 4
