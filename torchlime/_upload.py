@@ -26,8 +26,8 @@ def upload(data: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         device: where the result goes.
 
     Returns:
-        A new tensor (or ``data`` itself where ``as_tensor`` would return it), never a view that
-        writes through to a host buffer of the caller's.
+        The tensor. Off the CPU always a new one; on the CPU ``as_tensor``'s result, which may be
+        ``data`` itself or share its memory (a NumPy array of that dtype).
 
     Example:
         >>> upload([1, 2, 3], torch.long, torch.device("cpu"))

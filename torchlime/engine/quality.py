@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
+import numpy as np
 import torch
 
 MIN_OUTPUT_STD = 1e-4
@@ -62,20 +63,11 @@ class Flags(NamedTuple):
         if not small:
             return values[:n], values[n : n + 3], None
         where, at = [], n + 3
-        for f in self:
-            bits = values[at : at + f.numel()]
-            at += len(bits)
-            where.append([_unravel(i, f.shape) for i, v in enumerate(bits) if v])
+        for f in self:  # the three flags: the set indices of each, on the host
+            bits = np.asarray(values[at : at + f.numel()], dtype=bool).reshape(tuple(f.shape))
+            at += f.numel()
+            where.append(np.argwhere(bits).tolist())
         return values[:n], values[n : n + 3], where
-
-
-def _unravel(i: int, shape: torch.Size) -> list[int]:
-    """The index of element ``i`` of a row-major tensor of ``shape``."""
-    out = []
-    for size in reversed(shape):
-        i, r = divmod(i, size)
-        out.append(r)
-    return out[::-1]
 
 
 def assess(

@@ -163,7 +163,7 @@ def row_starts(index: torch.Tensor) -> Optional[torch.Tensor]:
 
 
 def block_size(h: int, starts: Sequence[int]) -> int:
-    """``block_rows`` on the host from ``row_starts`` read there: the gcd of H and the rows that start a block.
+    """The block size from ``row_starts`` read on the host: the gcd of H and the rows that start a block.
 
     Args:
         h: H, the maps' rows.
@@ -176,37 +176,25 @@ def block_size(h: int, starts: Sequence[int]) -> int:
     return int(np.gcd.reduce(np.append(np.flatnonzero(np.asarray(starts, dtype=np.int64)) + 1, h)))
 
 
-def block_rows(index: torch.Tensor) -> torch.Tensor:
+def block_rows(index: torch.Tensor) -> int:
     """How many consecutive rows of every feature map repeat: the blocks a blend may expand once.
 
-    A grid of 8-pixel-high cells has blocks of 8 rows; superpixels have none (1). On the device,
-    with no host synchronisation (a gcd of the rows where a new block starts); ``prepare_features``
-    reads ``row_starts`` with its other numbers instead and takes the gcd on the host (``block_size``).
+    A grid of 8-pixel-high cells has blocks of 8 rows; superpixels have none (1). One host read
+    (``prepare_features`` reads ``row_starts`` along with its other numbers instead).
 
     Args:
         index: integer (B, ..., H, W) feature maps (rows along dim -2).
 
     Returns:
-        0-d long: the largest k dividing H such that rows ``jk .. jk + k - 1`` are equal in every
-        map; 1 for maps with fewer than 3 dims or a single row.
+        The largest k dividing H such that rows ``jk .. jk + k - 1`` are equal in every map; 1 for maps
+        with fewer than 3 dims or a single row.
 
     Example:
-        >>> int(block_rows(grid((1, 12, 12), (1, 3, 2)).unsqueeze(0)))  # 4-row cells
+        >>> block_rows(grid((1, 12, 12), (1, 3, 2)).unsqueeze(0))  # 4-row cells
         4
     """
-    one = torch.ones(1, dtype=torch.long, device=index.device)
     starts = row_starts(index)
-    if starts is None:
-        return one[0]
-    h = index.shape[-2]
-    v = torch.where(starts, torch.arange(1, h, device=index.device), 0)  # gcd(x, 0) = x
-    v = torch.cat((v, one * h))
-    while v.numel() > 1:  # a pairwise gcd reduction: log2(H) steps
-        if v.numel() % 2:
-            v = torch.cat((v, one * 0))
-        half = v.numel() // 2
-        v = torch.gcd(v[:half], v[half:])
-    return v[0]
+    return 1 if starts is None else block_size(index.shape[-2], starts.long().tolist())
 
 
 class FeatureMap(NamedTuple):
