@@ -399,7 +399,20 @@ ERRORS = [
     (("explain-dataset", "{d}/img.ts", "{d}", "--shard-size", "0"), "argument --shard-size: expected an integer"),
     (("bench", "{d}/img.ts", "--input-shape", "3", "32"), "argument --input-shape: expected 3 arguments"),
     (
-        ("bench", "{d}/txt.ts", "--input-shape", "3", "8", "8", "--n-samples", "8", "--reps", "1"),
+        (
+            "bench",
+            "{d}/txt.ts",
+            "--input-shape",
+            "3",
+            "8",
+            "8",
+            "--n-segments",
+            "16",
+            "--n-samples",
+            "8",
+            "--reps",
+            "1",
+        ),
         "the model failed on inputs of shape (3, 8, 8)",
     ),
 ]

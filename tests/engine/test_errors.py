@@ -184,3 +184,22 @@ def test_numpy_integers_count_as_ints(case):
     assert exp.meta["n_samples"] == 16 and type(exp.meta["n_samples"]) is int and exp.meta["batch_size"] == 8
     with pytest.raises(TypeError, match="`n_samples` must be an int >= 2, got bool"):
         explain(model, x, f, n_samples=np.bool_(True))
+
+
+def test_mean_fill_over_single_element_features():
+    """``baseline="mean"`` of one-element features is the input: refused, not 1000 identical samples."""
+    import torchlime
+
+    x = torch.rand(2, 1, 4, 4)
+    pixels = torch.arange(16).view(1, 1, 4, 4)  # every pixel its own feature
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    with pytest.raises(ValueError, match=r'`baseline="mean"` .* is the input itself here: every feature of `inputs`'):
+        explain(model, x, pixels, baseline="mean", n_samples=16)
+    series = torch.randn(2, 3, 50)  # channel features (1, C, 1): one element per channel and step
+    with pytest.raises(ValueError, match=r"every feature of `series` is a single element .*shape \(3, 1\), 3 features"):
+        torchlime.Explainer(baseline="mean").explain(lambda s: s[:, 1].mean(-1), series, torchlime.Series("channel"))
+    # features of several elements, and the other fills of single-element features, are explained as before
+    assert explain(model, x, pixels // 2, baseline="mean", n_samples=16).coef.abs().sum() > 0
+    assert explain(model, x, pixels, baseline="signal_mean", n_samples=16).coef.abs().sum() > 0
+    channels = torchlime.Explainer().explain(lambda s: s[:, 1].pow(2).mean(-1), series, torchlime.Series("channel"))
+    assert channels.coef[:, 0].abs().argmax(-1).tolist() == [1, 1]  # the Series' own fill: each channel's mean

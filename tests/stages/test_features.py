@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.stages.features import cell_ids, even_bands, relabel
+from torchlime.stages.features import cell_ids, even_bands, prepare_features, relabel
 from torchlime.stages.perturb.fills import feature_mean
 
 
@@ -63,3 +63,18 @@ def test_feature_mean_per_channel_like_lime():
             for f in range(3):
                 sel = labels[b, 0] == f
                 assert torch.allclose(out[b, c][sel], x[b, c][sel].mean().expand(int(sel.sum())))
+
+
+def test_singletons_when_every_feature_is_one_element(device):
+    x = torch.rand(2, 3, 4, 4, device=device)
+    pixels = torch.arange(16, device=device).view(1, 1, 4, 4)
+    assert prepare_features(x, pixels).singletons  # broadcast over the channels: still one element of the map
+    assert not prepare_features(x, pixels // 2).singletons
+    per_input = torch.stack((pixels[0], pixels[0].flip(-1)))  # (2, 1, 4, 4): distinct ids in both inputs
+    assert prepare_features(x, per_input).singletons
+    one_pair = per_input.clone()
+    one_pair[1, 0, 0, 0] = one_pair[1, 0, 0, 1]  # input 1 has a two-element feature
+    assert not prepare_features(x, one_pair).singletons
+    special = pixels.clone()
+    special[..., 0, 0] = -1  # an element of no feature: not counted as singletons (the flag stays conservative)
+    assert not prepare_features(x, special).singletons

@@ -64,6 +64,22 @@ def _check_finite_fill(base: torch.Tensor, spec: object) -> None:
         check_finite(base, "baseline")
 
 
+def _check_mean_fill(spec: object, fmap: FeatureMap, name: str) -> None:
+    """``baseline="mean"`` over features of one element each is the input itself: refuse it.
+
+    Every sample would equal the input, the outputs would not vary and every coefficient would be 0.
+    """
+    if isinstance(spec, str) and spec == "mean" and fmap.singletons:
+        shape = tuple(fmap.labels.shape[1:])
+        raise ValueError(
+            f'`baseline="mean"` (each feature\'s own mean) is the input itself here: every feature of `{name}` '
+            f"is a single element of its feature map (shape {shape}, {fmap.f_max} features), so no sample would "
+            "differ from the input; leave `baseline` unset for the modality's own fill (`Series`: each channel's "
+            'mean over time), pass "zero", "signal_mean", "blur" or a tensor, or use features that group several '
+            "elements"
+        )
+
+
 def _check_masks(masks: object, batch: int, n_samples: int, f_max: int, device: torch.device) -> torch.Tensor:
     """Explicit masks: bool (B, S, F) for the call's feature map, moved to the inputs' device."""
     checked = check_tensor(masks, "masks")
@@ -83,11 +99,12 @@ def plan(s: Settings) -> Plan:
 
     Raises:
         ValueError: inputs with fewer than 2 features or non-finite values, masks of the wrong
-            shape, a non-finite fill.
+            shape, a non-finite fill, ``baseline="mean"`` over single-element features.
     """
     inputs, batch, dev = s.inputs, s.inputs.shape[0], s.inputs.device
     started = time.perf_counter()
     fmap = prepare_features(inputs, s.features, s.input_name)
+    _check_mean_fill(s.baseline, fmap, s.input_name)
     masks = None if s.masks is None else _check_masks(s.masks, batch, s.n_samples, fmap.f_max, dev)
     sampler = s.sampler if masks is not None else s.sampler.bind(fmap, s.n_samples)  # designs planned from the map
     kernel = s.kernel.bind(fmap, s.n_samples)

@@ -208,6 +208,8 @@ class FeatureMap(NamedTuple):
         f_max: F, the largest F_b (a host int).
         fixed: whether some elements belong to no feature.
         block_rows: the rows of every map repeat in blocks of this many (``block_rows``; 1: none).
+        singletons: every feature of every input is a single element of the map (so a feature's own
+            mean is the element itself).
     """
 
     labels: torch.Tensor
@@ -216,6 +218,7 @@ class FeatureMap(NamedTuple):
     f_max: int
     fixed: bool
     block_rows: int = 1
+    singletons: bool = False
 
     @property
     def valid(self) -> torch.Tensor:
@@ -269,4 +272,5 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
             f"{why}: split them finer ({how.get(name, 'a finer feature map')})"
         )
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
-    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k))
+    singletons = not fixed and f_min == labels[0].numel()  # F_b elements carry F_b distinct ids
+    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k), bool(singletons))

@@ -231,7 +231,8 @@ def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext)
             ``inputs -> tensor`` (any of these shapes); a ``Fill``; or a name: "zero" (0: silence for
             spectrograms and waveforms), "mean" (each feature's own mean, separately for every
             position of the dims the feature map broadcasts over: an image superpixel's mean colour,
-            lime's ``hide_color=None``), "blur" (``Blur()``), "min", "max" or "signal_mean" (the
+            lime's ``hide_color=None``; the engine refuses it when every feature is one element, as
+            it is then the input itself), "blur" (``Blur()``), "min", "max" or "signal_mean" (the
             input's smallest, largest or mean value per channel), "noise" (uniform noise in
             [min(lo, 0), hi] of the input per channel; complex inputs: a uniform phase) or "shuffle"
             (the input's own elements in a random order per channel; complex: whole bins).
