@@ -190,7 +190,7 @@ def block_rows(index: torch.Tensor) -> int:
         with fewer than 3 dims or a single row.
 
     Example:
-        >>> block_rows(grid((1, 12, 12), (1, 3, 2)).unsqueeze(0))  # 4-row cells
+        >>> block_rows(cell_ids((1, 12, 12), (1, 3, 2)).unsqueeze(0))  # 4-row cells
         4
     """
     starts = row_starts(index)

@@ -109,9 +109,9 @@ class Transcript(Target):
         >>> def asr(w):  # 4 frames of 3 labels (0 = blank): frame f says label 1 when its quarter is loud
         ...     loud = w.view(w.shape[0], 4, -1).abs().mean(-1)
         ...     return torch.stack((1 - loud, loud, torch.zeros_like(loud)), -1) * 5
-        >>> waves = torch.rand(2, 64) * 0.9
+        >>> waves = torch.rand(2, 64, generator=torch.Generator().manual_seed(0)) * 0.9
         >>> exp = torchlime.explain(asr, waves, torch.arange(64).view(1, 64) // 16,
-        ...                         target=Transcript(token_ids=[1]), n_samples=64)
+        ...                         target=Transcript(token_ids=[1]), n_samples=64, generator=0)
         >>> exp.coef.shape
         torch.Size([2, 2, 4])
     """
