@@ -74,8 +74,8 @@ def _check_mean_fill(spec: object, fmap: FeatureMap, name: str) -> None:
         raise ValueError(
             f'`baseline="mean"` (each feature\'s own mean) is the input itself here: every feature of `{name}` '
             f"is a single element of its feature map (shape {shape}, {fmap.f_max} features), so no sample would "
-            "differ from the input; leave `baseline` unset for the modality's own fill (`Series`: each channel's "
-            'mean over time), pass "zero", "signal_mean", "blur" or a tensor, or use features that group several '
+            'differ from the input; pass another `baseline` ("zero", "signal_mean", "blur" or a tensor; `Series` '
+            "fills a channel with its mean over time when `baseline` is unset) or features that group several "
             "elements"
         )
 
