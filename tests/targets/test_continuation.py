@@ -3,6 +3,8 @@ reference, a planted copy model, a real (tiny, random) GPT-2, and the errors."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -116,6 +118,18 @@ def test_the_copy_model_s_source_token_is_each_token_s_top_feature(device):
     assert idx[:, 1:, 0].tolist() == [[1, 3, 5]] * 2  # token g copies prompt position 2g + 1
     top3, _ = exp.top_features(3)
     assert sorted(top3[0, 0].tolist()) == [1, 3, 5] and sorted(top3[1, 0].tolist()) == [1, 3, 5]
+
+
+def test_logits_in_a_dataclass_are_read_row_by_row_as_a_tensor_s_are():
+    @dataclasses.dataclass
+    class Output:  # a causal LM's output that is neither a tensor nor a dict
+        logits: torch.Tensor
+
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16]])
+    kw = dict(mask_id=0, target=Continuation(max_new_tokens=1, per_token=False), n_samples=64, generator=0)
+    plain = explain_generation(CopyLM(), ids, **kw)
+    wrapped = explain_generation(lambda i, attention_mask=None: Output(CopyLM()(i)), ids, **kw)
+    assert torch.equal(wrapped.coef, plain.coef) and wrapped.top_features(1)[0].item() == 1  # copies position 1
 
 
 @pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")  # log p(9) is flat

@@ -3,6 +3,10 @@ explanation, its saving and slicing, the data-set runner and its resume fingerpr
 
 from __future__ import annotations
 
+import dataclasses
+import types
+from typing import NamedTuple
+
 import pytest
 import torch
 
@@ -42,6 +46,71 @@ def test_rows_cut_and_joined_give_the_output_back(out):
         [o] if isinstance(o, torch.Tensor) else [t for v in (o.values() if isinstance(o, dict) else o) for t in flat(v)]
     )
     assert all(torch.equal(a, b) for a, b in zip(flat(joined), flat(out)))
+
+
+@dataclasses.dataclass
+class _Logits:
+    logits: torch.Tensor
+
+
+class _Pair(NamedTuple):
+    logits: torch.Tensor
+    aux: torch.Tensor
+
+
+def _records(o: object) -> object:
+    if isinstance(o, _Pair):
+        return ("pair", o.logits, o.aux)
+    if isinstance(o, _Logits):
+        return ("dataclass", o.logits)
+    return ("namespace", o.logits) if isinstance(o, types.SimpleNamespace) else o
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda t: _Logits(t), lambda t: _Pair(t, t + 1), lambda t: types.SimpleNamespace(logits=t, note="kept")],
+    ids=["dataclass", "namedtuple", "namespace"],
+)
+def test_records_are_cut_and_joined_field_by_field(wrap):
+    out = wrap(torch.arange(12.0).view(6, 2))
+    part = take_rows(out, 2, 5)
+    assert type(part) is type(out) and torch.equal(part.logits, out.logits[2:5])
+    joined = cat_rows([take_rows(out, 0, 2), part, take_rows(out, 5, 6)])
+    kind, *tensors = _records(joined)
+    assert type(joined) is type(out) and all(torch.equal(a, b) for a, b in zip(tensors, _records(out)[1:]))
+    if kind == "namespace":
+        assert joined.note == "kept"
+
+
+def _region_model(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(x.shape[0], 2, 4, 4)
+    out[:, 1] = 10 * x[:, :, :4].mean((1, 2, 3)).view(-1, 1, 1)  # class 1 reads the top band only
+    return out
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda t: {"logits": t}, lambda t: _Logits(t), lambda t: _Pair(t, t), lambda t: types.SimpleNamespace(logits=t)],
+    ids=["dict", "dataclass", "namedtuple", "namespace"],
+)
+def test_a_record_output_scores_each_row_as_a_tensor_output_does(wrap):
+    x = images()[:2]
+    kw = dict(target=Region(classes=[1]), n_samples=64, generator=0, batch_size=40)  # a chunk holds both kinds of row
+    plain = torchlime.explain(_region_model, x, CELLS, **kw)
+    wrapped = torchlime.explain(lambda v: wrap(_region_model(v)), x, CELLS, **kw)
+    assert torch.equal(wrapped.coef, plain.coef)
+    assert plain.coef[:, 0].argmax(-1).tolist() == [0, 0]  # the planted band
+
+
+def test_an_output_whose_rows_cannot_be_cut_is_refused_by_name():
+    holder = type("Holder", (), {})  # the tensor lives on the class: no instance attribute to cut
+
+    def model(v: torch.Tensor) -> object:
+        holder.logits = _region_model(v)
+        return holder()
+
+    with pytest.raises(ValueError, match=r"Region read a tensor of shape \(\d+, 2, 4, 4\).*`output=`"):
+        torchlime.explain(model, images()[:2], CELLS, target=Region(classes=[1]), n_samples=64, generator=0)
 
 
 def test_ragged_targets_are_padded_marked_and_kept():

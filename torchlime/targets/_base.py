@@ -18,8 +18,9 @@ The engine fits one surrogate per (input, target) as for plain targets; padded t
 
 from __future__ import annotations
 
+import copy as pycopy
+import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Callable, cast
 
 import torch
@@ -27,7 +28,7 @@ import torch
 from torchlime._checks import describe
 
 
-@dataclass
+@dataclasses.dataclass
 class Bound:
     """A target bound to the unperturbed inputs of one call.
 
@@ -44,7 +45,7 @@ class Bound:
     labels: torch.Tensor
     valid: torch.Tensor
     score: Callable[[object, torch.Tensor], torch.Tensor]
-    info: dict[str, object] = field(default_factory=dict)
+    info: dict[str, object] = dataclasses.field(default_factory=dict)
 
     def rows(self, start: int, stop: int) -> Bound:
         """The target bound to inputs ``start..stop-1`` only, renumbered from 0 (an explanation's slice).
@@ -99,8 +100,10 @@ def take_rows(out: object, lo: int, hi: int) -> object:
     """Rows ``lo:hi`` of a raw model output.
 
     A tensor is sliced along dim 0; a list of per-row records (dicts, as torchvision's detectors return)
-    is sliced as a list; a tuple or list of tensors and a dict (a Hugging Face ``ModelOutput`` too) are
-    sliced item by item; anything else (a number, None) comes back as it is.
+    is sliced as a list; a tuple or list of tensors (a named tuple too), a dict (a Hugging Face
+    ``ModelOutput`` too) and a dataclass are sliced item by item; any other object with attributes comes
+    back as a shallow copy whose tensor attributes are sliced; anything else (a number, None) comes back
+    as it is.
 
     Args:
         out: the output.
@@ -110,15 +113,9 @@ def take_rows(out: object, lo: int, hi: int) -> object:
     Returns:
         The same structure with rows ``lo:hi``.
     """
-    if isinstance(out, torch.Tensor):
-        return out[lo:hi] if out.ndim else out
     if isinstance(out, list) and out and isinstance(out[0], dict):
         return out[lo:hi]
-    if isinstance(out, (tuple, list)):
-        return type(out)(take_rows(v, lo, hi) for v in out)
-    if isinstance(out, dict):
-        return {k: take_rows(v, lo, hi) for k, v in out.items()}
-    return out
+    return _map_rows([out], lambda parts: take_rows(parts[0], lo, hi), lambda t: t[0][lo:hi] if t[0].ndim else t[0])
 
 
 def cat_rows(parts: list[object]) -> object:
@@ -130,23 +127,51 @@ def cat_rows(parts: list[object]) -> object:
     Returns:
         One output of all their rows.
     """
-    first = parts[0]  # every part has the structure of the first (outputs of one model)
+    first = parts[0]
     if len(parts) == 1:
         return first
-    if isinstance(first, torch.Tensor):
-        return torch.cat(cast("list[torch.Tensor]", parts)) if first.ndim else first
     if isinstance(first, list) and first and isinstance(first[0], dict):
         return [row for part in cast("list[list[object]]", parts) for row in part]
+    return _map_rows(parts, cat_rows, lambda ts: torch.cat(ts) if ts[0].ndim else ts[0])
+
+
+def _map_rows(
+    parts: list[object], inner: Callable[[list[object]], object], tensors: Callable[[list[torch.Tensor]], torch.Tensor]
+) -> object:
+    """Rebuild the structure of ``parts[0]`` with ``tensors`` applied to its row tensors.
+
+    Args:
+        parts: outputs of one structure (one for ``take_rows``, several for ``cat_rows``).
+        inner: the same operation on the matching items of ``parts`` (one level down).
+        tensors: the operation on matching tensors.
+
+    Returns:
+        The rebuilt output.
+    """
+    first = parts[0]  # every part has the structure of the first (outputs of one model)
+    if isinstance(first, torch.Tensor):
+        return tensors(cast("list[torch.Tensor]", parts))
     if isinstance(first, (tuple, list)):
         items = cast("list[Sequence[object]]", parts)
-        return type(first)(cat_rows([p[i] for p in items]) for i in range(len(first)))
+        rebuilt = [inner([p[i] for p in items]) for i in range(len(first))]
+        maker = getattr(type(first), "_make", type(first))  # a named tuple's fields are positional
+        return maker(rebuilt)
     if isinstance(first, dict):
         records = cast("list[Mapping[object, object]]", parts)
-        return {k: cat_rows([p[k] for p in records]) for k in first}
+        return {k: inner([p[k] for p in records]) for k in first}
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        names = [f.name for f in dataclasses.fields(first) if f.init]
+        return dataclasses.replace(first, **{n: inner([getattr(p, n) for p in parts]) for n in names})
+    if hasattr(first, "__dict__") and not isinstance(first, type):
+        copy = pycopy.copy(first)  # a plain object (``.logits`` on a namespace): its tensor attributes
+        for name, value in vars(first).items():
+            if isinstance(value, torch.Tensor):
+                setattr(copy, name, tensors([getattr(p, name) for p in parts]))
+        return copy
     return first
 
 
-def tensor_output(out: object, name: str, keys: tuple[str, ...] = ()) -> torch.Tensor:
+def tensor_output(out: object, name: str, keys: tuple[str, ...] = (), rows: int | None = None) -> torch.Tensor:
     """The score tensor of a raw output.
 
     The output itself when it is a tensor, else the first of ``keys`` (an attribute or a dict key), else
@@ -156,13 +181,29 @@ def tensor_output(out: object, name: str, keys: tuple[str, ...] = ()) -> torch.T
         out: the raw output.
         name: the target's name, for the message.
         keys: where to look in a structured output, in order (e.g. "out", "logits").
+        rows: the number of rows the tensor must have along dim 0 (the rows being scored), if known.
 
     Returns:
         The tensor.
 
     Raises:
-        ValueError: no tensor found (pass ``output=`` to select one).
+        ValueError: no tensor found (pass ``output=`` to select one), or one whose rows are not ``rows``.
     """
+    found = _find_tensor(out, keys)
+    if found is None:
+        raise ValueError(
+            f"{name} needs a tensor from the model's output (pass `output=` to select one), got {describe(out)}"
+        )
+    if rows is not None and (found.ndim == 0 or found.shape[0] != rows):
+        raise ValueError(
+            f"{name} read a tensor of shape {tuple(found.shape)} from the model's output for {rows} rows: the "
+            f"output must hold one row per input along dim 0, as a tensor, a tuple, a dict, a dataclass or an "
+            f"object's tensor attributes (got {type(out).__name__}); pass `output=` to select the tensor"
+        )
+    return found
+
+
+def _find_tensor(out: object, keys: tuple[str, ...]) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor):
         return out
     for key in keys:
@@ -172,9 +213,7 @@ def tensor_output(out: object, name: str, keys: tuple[str, ...] = ()) -> torch.T
             return cast(torch.Tensor, getattr(out, key))
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
-    raise ValueError(
-        f"{name} needs a tensor from the model's output (pass `output=` to select one), got {describe(out)}"
-    )
+    return None
 
 
 def pad_ragged(rows: list[torch.Tensor], fill: float) -> torch.Tensor:

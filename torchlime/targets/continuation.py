@@ -139,7 +139,7 @@ class Continuation(Target):
         per_token = self.per_token
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
-            lg = _logits(out)
+            lg = _logits(out, rows.shape[0])
             r = rows.to(dev)
             pos = (start[r].unsqueeze(1) + offsets).to(lg.device)  # (c, G): positions predicting y_g
             picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
@@ -154,8 +154,8 @@ class Continuation(Target):
         return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
 
 
-def _logits(out: object) -> torch.Tensor:
-    lg = tensor_output(out, "Continuation", ("logits",))
+def _logits(out: object, rows: int | None = None) -> torch.Tensor:
+    lg = tensor_output(out, "Continuation", ("logits",), rows)
     if lg.ndim != 3:
         raise ValueError(f"Continuation needs next-token logits (rows, L, V) from the model, got {describe(lg)}")
     return lg

@@ -101,8 +101,8 @@ class Region(Target):
         if self.mask is not None and self.mask.shape[0] not in (1, batch):
             raise ValueError(f"`mask` holds regions of {self.mask.shape[0]} inputs, not of the {batch} explained")
 
-    def _maps(self, out: object) -> torch.Tensor:
-        maps = tensor_output(out, "Region", ("out", "logits"))
+    def _maps(self, out: object, rows: int | None = None) -> torch.Tensor:
+        maps = tensor_output(out, "Region", ("out", "logits"), rows)
         if maps.ndim != 4:
             raise ValueError(f"Region needs (rows, C, H, W) scores from the model, got shape {tuple(maps.shape)}")
         maps = maps.float()
@@ -157,7 +157,7 @@ class Region(Target):
         plan = _ScorePlan(cls, weights, self.disjoint)
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
-            return region_scores(self._maps(out), rows, plan)
+            return region_scores(self._maps(out, rows.shape[0]), rows, plan)
 
         labels = torch.where(valid, cls, -1)
         source = "mask" if self.mask is not None else "prediction"

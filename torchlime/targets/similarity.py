@@ -89,7 +89,7 @@ class Similarity(Target):
         shared = ref.ndim == 2
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
-            e = torch.nn.functional.normalize(_embedding(out), dim=-1)
+            e = torch.nn.functional.normalize(_embedding(out, rows.shape[0]), dim=-1)
             if shared:  # one set for every input: one matrix product, no per-row copy of the references
                 return e @ ref.T
             return torch.einsum("cd,crd->cr", e, ref.index_select(0, rows.to(ref.device)))
@@ -98,8 +98,8 @@ class Similarity(Target):
         return Bound(labels, torch.ones(batch, r, dtype=torch.bool, device=emb.device), score, {"kind": "similarity"})
 
 
-def _embedding(out: object) -> torch.Tensor:
-    e = tensor_output(out, "Similarity", _KEYS).float()
+def _embedding(out: object, rows: int | None = None) -> torch.Tensor:
+    e = tensor_output(out, "Similarity", _KEYS, rows).float()
     if e.ndim == 3:
         e = e.mean(1)
     if e.ndim != 2:

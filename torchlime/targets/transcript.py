@@ -186,7 +186,7 @@ class Transcript(Target):
         blank = self.blank
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
-            lp = _logits(out).float().log_softmax(-1)  # (c, Tm, V)
+            lp = _logits(out, rows.shape[0]).float().log_softmax(-1)  # (c, Tm, V)
             rows = rows.to(dev)
             c = lp.shape[0]
             total = -torch.nn.functional.ctc_loss(
@@ -212,8 +212,8 @@ class Transcript(Target):
         return Bound(target_labels, valid, score, info)
 
 
-def _logits(out: object) -> torch.Tensor:
-    logits = tensor_output(out, "Transcript", ("logits",))
+def _logits(out: object, rows: int | None = None) -> torch.Tensor:
+    logits = tensor_output(out, "Transcript", ("logits",), rows)
     if logits.ndim != 3:
         raise ValueError(
             f"Transcript needs (rows, frames, labels) logits from the model, got shape {tuple(logits.shape)}"
