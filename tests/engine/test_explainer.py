@@ -167,6 +167,20 @@ def test_script_module_and_float64_model():
     torch.testing.assert_close(e.coef, explain(model, x, feats, n_samples=30).coef, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "surrogate", ["ridge", Ridge(alpha=1.0, dtype=torch.float64)], ids=["float32-fit", "float64-fit"]
+)
+def test_a_float64_model_s_small_effects_survive_a_large_offset(surrogate):
+    x = torch.rand(2, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = torch.linspace(-1, 1, 8, dtype=torch.float64) * 1e-3  # effects of 1e-3 on an output of 1e6
+    kw = dict(n_samples=300, target=0, baseline=0.0, kernel="uniform", surrogate=surrogate, generator=0)
+    near = explain(lambda z: (z @ w)[:, None], x, **kw)
+    far = explain(lambda z: (1e6 + z @ w)[:, None], x, **kw)
+    assert far.outputs is None or far.outputs.dtype == torch.float64
+    torch.testing.assert_close(far.coef.double(), near.coef.double(), rtol=1e-4, atol=1e-9)
+    torch.testing.assert_close(far.coef[:, 0].double(), x * w, rtol=0.05, atol=1e-6)  # LIME's answer, not zeros
+
+
 def test_inputs_untouched_and_mode_restored():
     model, x, feats = setup()
     model.train()

@@ -308,15 +308,17 @@ class Run:
                 f"call), got {sc.shape[1]} at rows {start}..{stop - 1}; the explained model must "
                 f"return the same outputs whatever the batch size"
             )
-        sc = (sc.float().softmax(1) if self.softmax else sc.float()).to(self.device)
+        sc = sc.double() if sc.dtype == torch.float64 else sc.float()  # a float64 model keeps its precision
+        sc = (sc.softmax(1) if self.softmax else sc).to(self.device)
         refs = order.refs
         if start < refs:  # unperturbed inputs: full scores, they choose the targets
             if self._reference is None:
-                self._reference = torch.empty(refs, self.width, device=self.device)
+                self._reference = torch.empty(refs, self.width, dtype=sc.dtype, device=self.device)
             self._reference[start : min(stop, refs)] = sc[: refs - start]
             if stop >= refs:
                 self.targets = resolve_target(self.target_spec, self._reference)
-                self.scores = torch.empty(self.batch, self.n_cap, self.targets.shape[1], device=self.device)
+                shape = (self.batch, self.n_cap, self.targets.shape[1])
+                self.scores = torch.empty(shape, dtype=self._reference.dtype, device=self.device)
                 self.scores[:, 0] = self._reference.gather(1, self.targets)
         if stop > refs:
             lo = max(start, refs) - start

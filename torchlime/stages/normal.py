@@ -101,7 +101,7 @@ class NormalAccumulator:
             return torch.zeros(*shape, dtype=torch.float64, device=dev)
 
         self.dtype = dtype
-        self.y_shift = y_shift.to(dtype)
+        self.y_shift = y_shift.to(torch.promote_types(y_shift.dtype, dtype))  # float64 outputs shift exactly
         self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
         self.n = z(batch)
         self.sxx, self.sxy, self.syy = (
@@ -124,7 +124,7 @@ class NormalAccumulator:
         """
         g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
         x = x.to(self.dtype) - 0.5
-        y = y.to(self.dtype) - self.y_shift[g].unsqueeze(1)
+        y = (y.to(self.y_shift.dtype) - self.y_shift[g].unsqueeze(1)).to(self.dtype)
         w = w.to(self.dtype)
         with exact_matmul():
             xw = x * w.unsqueeze(-1)
