@@ -107,6 +107,8 @@ def test_indexing_gives_the_explanations_of_single_inputs_and_slices():
         exp[::2]
     with pytest.raises(TypeError, match="`key` must be an int or a slice, got str"):
         exp["0"]
+    with pytest.raises(IndexError, match=r"`key` selects no input: slice\(3, None, None\) of an explanation of 3"):
+        exp[3:]  # an explanation of no input has nothing to show, save or measure
 
 
 def test_to_the_same_device_spelled_otherwise_keeps_the_record(exp_and_images):

@@ -119,6 +119,8 @@ def test_ragged_targets_are_padded_marked_and_kept():
     assert valid is not None and valid.shape == exp.target.shape and not valid.all()
     assert torch.equal(exp.target == -1, ~valid)
     assert (exp.coef[~valid] == 0).all() and (exp.intercept[~valid] == 0).all()
+    assert exp.score[~valid].isnan().all() and exp.score[valid].isfinite().all()
+    assert f"over the {int(valid.sum())} real targets" in repr(exp)
     idx, values = exp.top_features(2, by="abs")
     assert (idx[~valid] == -1).all() and (values[~valid] == 0).all() and (idx[valid] >= 0).all()
     part = exp[3:5]
@@ -187,6 +189,15 @@ def test_metrics_score_a_structured_target_as_the_explanation_did():
     assert torch.allclose(deletion(seg_model(), x[3:5], part).nan_to_num(), auc[3:5].nan_to_num(), atol=1e-6)
     with pytest.raises(ValueError, match="label_flip compares the top class"):
         label_flip(seg_model(), x, exp, k=1)
+
+
+def test_stability_leaves_padded_targets_out():
+    from torchlime.metrics import jaccard_topk, kendall_w
+
+    runs = [torchlime.explain(seg_model(), images(), CELLS, target=Region(), n_samples=64, generator=g) for g in (0, 1)]
+    valid = runs[0].target_valid
+    for values in (jaccard_topk(runs, 2), kendall_w(runs)):
+        assert values[~valid].isnan().all() and not values[valid].isnan().any()  # no phantom J = 1 on padding
 
 
 def test_metrics_refuse_a_structured_explanation_that_lost_its_scorer(tmp_path):

@@ -47,7 +47,7 @@ class Results:
         coef: (n, T, F) coefficients; F is the largest feature count of the folder, and
             coefficients of features f >= ``n_features[i]`` are 0 padding (see ``valid``).
         intercept: (n, T) surrogate intercept.
-        score: (n, T) weighted R² of the surrogate.
+        score: (n, T) weighted R² of the surrogate; NaN on padded targets.
         local_pred: (n, T) surrogate prediction at the input.
         target: long (n, T) explained output columns.
         n_features: long (n,) F_b of each input.

@@ -84,14 +84,14 @@ class IndexInfo(TypedDict, total=False):
 
 
 #: fields with a target dim (dim 1) and the value their padded targets take (structured targets: T varies)
-PER_TARGET = {"coef": 0.0, "coef_std": 0.0, "intercept": 0.0, "score": 0.0, "local_pred": 0.0, "target": -1}
+PER_TARGET = {"coef": 0.0, "coef_std": 0.0, "intercept": 0.0, "score": float("nan"), "local_pred": 0.0, "target": -1}
 PER_TARGET_FLAGS = {"target_valid": False}
 
 
 def pad_targets(name: str, t: torch.Tensor, n_targets: int) -> torch.Tensor:
     """Field ``name`` of n rows padded along its target dim (dim 1) to ``n_targets`` targets.
 
-    Padded targets get coefficients 0, ``target`` -1 and ``target_valid`` False.
+    Padded targets get coefficients 0, score NaN (no fit), ``target`` -1 and ``target_valid`` False.
 
     Args:
         name: the field.

@@ -16,7 +16,7 @@ import torch
 from torchlime._checks import user_stacklevel
 from torchlime._upload import upload
 from torchlime.engine.explanation import Explanation
-from torchlime.engine.fit import solve
+from torchlime.engine.fit import padded_as_nan, solve
 from torchlime.engine.plan import Plan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
 from torchlime.engine.rows import ready
@@ -118,7 +118,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         perturbation=plan.perturbation,
         coef=fit.coef,
         intercept=fit.intercept,
-        score=fit.score,
+        score=padded_as_nan(fit.score, valid),
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
         target_valid=valid,

@@ -54,7 +54,7 @@ class Explanation:
     Attributes:
         coef: (B, T, F) surrogate coefficients; padded features (f >= F_b) are 0.
         intercept: (B, T) surrogate intercepts.
-        score: (B, T) weighted R² of each surrogate.
+        score: (B, T) weighted R² of each surrogate; NaN on padded targets (``target_valid``).
         local_pred: (B, T) surrogate prediction at the unperturbed input.
         target: long (B, T) explained output columns.
         features: long (B, *fshape) feature map, ids 0..F_b-1.
@@ -305,6 +305,8 @@ class Explanation:
             start, stop, step = key.indices(b)
             if step != 1:
                 raise ValueError(f"`key` must be an int or a slice with step 1, got step {step}")
+            if stop <= start:
+                raise IndexError(f"`key` selects no input: {key} of an explanation of {b} input(s)")
         elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
             key = int(key)
             if not -b <= key < b:
@@ -351,12 +353,17 @@ class Explanation:
         nf = self.n_features.tolist()
         feats = f"{nf[0]}" if len(set(nf)) == 1 else f"{min(nf)}-{max(nf)}"
         score = self.score.float()
+        real = score if self.target_valid is None else score[self.target_valid.to(score.device)]
+        padded = "" if self.target_valid is None else f" over the {real.numel()} real targets"
+        quality = "no real target"
+        if real.numel():
+            quality = f"median {float(real.median()):.3f}, min {float(real.min()):.3f}{padded}"
         targets = self.target[:4].tolist()
         lines = [
             f"Explanation of {b} input(s) of shape {tuple(self.input_shape)}: {t} target(s) and {feats} features each",
             f"  targets: {targets}{' ...' if b > 4 else ''}",
             f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
-            f"  weighted R²: median {float(score.median()):.3f}, min {float(score.min()):.3f}",
+            f"  weighted R²: {quality}",
         ]
         if self.samples is not None:
             outputs = None if self.outputs is None else tuple(self.outputs.shape)

@@ -65,6 +65,19 @@ TOP_K = 5
 MaskBlocks = Callable[[torch.Tensor, int, int, int], torch.Tensor]
 
 
+def padded_as_nan(score: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """The weighted R² with NaN on padded targets: they are no fits to judge (the metrics' NaN too).
+
+    Args:
+        score: (B, T) weighted R² of every fit.
+        valid: bool (B, T) the targets that exist, or None (all of them).
+
+    Returns:
+        (B, T) the scores, NaN where ``valid`` is False.
+    """
+    return score if valid is None else score.masked_fill(~valid.to(score.device), float("nan"))
+
+
 def accumulate_blocks(
     acc: NormalAccumulator,
     masks: MaskBlocks,

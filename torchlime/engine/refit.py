@@ -20,7 +20,7 @@ import torch
 
 from torchlime._checks import check_positive_int, user_stacklevel
 from torchlime.engine.config import Call, Config
-from torchlime.engine.fit import choose_width, fit_samples
+from torchlime.engine.fit import choose_width, fit_samples, padded_as_nan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
 from torchlime.engine.registry import resolve_kernel, resolve_surrogate
 from torchlime.engine.rows import ready
@@ -278,7 +278,7 @@ def refit_fields(
     return dict(
         coef=fit.coef,
         intercept=fit.intercept,
-        score=fit.score,
+        score=padded_as_nan(fit.score, exp.target_valid),
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
         samples=masks,

@@ -107,10 +107,12 @@ def heatmap_rgb(
 
 def quality_scalars(exp: Explanation, seconds: Optional[float] = None, max_inputs: int = 8) -> dict[str, float]:
     """The figures ``log_explanation`` writes (keys without the tag), as plain floats."""
-    score = exp.score.detach().float().cpu()
-    out = {"weighted_r2/mean": float(score.mean()), "weighted_r2/min": float(score.min())}
+    score = exp.score.detach().float().cpu()  # NaN on padded targets: no fit, left out
+    real = score[~score.isnan()]
+    low = float(real.min()) if real.numel() else float("nan")
+    out = {"weighted_r2/mean": float(real.mean()), "weighted_r2/min": low}
     for i in range(min(score.shape[0], max_inputs)):
-        out[f"weighted_r2/input_{i}"] = float(score[i].mean())
+        out[f"weighted_r2/input_{i}"] = float(score[i].nanmean())
     quality = exp.meta.get("quality") or {}
     flagged: set[int] = set()
     for flag in FLAGS:

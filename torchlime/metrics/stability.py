@@ -19,7 +19,7 @@ import torch
 
 from torchlime._checks import check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
-from torchlime.metrics._common import average_ranks, check_by, ranking_key, top_k_mask
+from torchlime.metrics._common import average_ranks, check_by, invalid_to_nan, ranking_key, top_k_mask
 from torchlime.metrics.attributions import flat_record
 from torchlime.stages.forward.model import Model
 
@@ -89,7 +89,7 @@ def jaccard_topk(
         runs: m, the calls of ``explain_fn`` (>= 2).
 
     Returns:
-        float32 (B, T).
+        float32 (B, T); NaN on padded targets (``Explanation.target_valid``).
 
     Raises:
         TypeError / ValueError: bad arguments (named), explanations of different inputs.
@@ -114,7 +114,7 @@ def jaccard_topk(
     union = size.unsqueeze(1) + size.unsqueeze(0) - inter
     m = len(exps)
     pairs = torch.triu(torch.ones(m, m, dtype=torch.bool, device=dev), diagonal=1)
-    return (inter / union)[pairs].mean(0)
+    return invalid_to_nan((inter / union)[pairs].mean(0), exps[0])
 
 
 def kendall_w(
@@ -138,7 +138,7 @@ def kendall_w(
         runs: m, the calls of ``explain_fn`` (>= 2).
 
     Returns:
-        float32 (B, T).
+        float32 (B, T); NaN on padded targets (``Explanation.target_valid``).
 
     Raises:
         TypeError / ValueError: explanations of different inputs.
@@ -161,7 +161,7 @@ def kendall_w(
     n = exps[0].n_features.to(dev).double().view(-1, 1)
     s = (((total - m * (n.unsqueeze(-1) + 1) / 2) ** 2) * valid).sum(-1)
     denom = m * m * (n**3 - n) - m * torch.stack(ties).sum(0)
-    return (12 * s / denom).float()
+    return invalid_to_nan((12 * s / denom).float(), exps[0])
 
 
 def _rerun(explain_fn: Callable[..., object], model: object, inputs: object, runs: object) -> list[object]:
