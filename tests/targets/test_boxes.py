@@ -290,6 +290,15 @@ def test_argument_errors_name_the_argument(kwargs, error, match):
         Boxes(**kwargs)
 
 
+def test_given_boxes_are_copied_at_construction():
+    boxes, labels = torch.tensor([[0.0, 0, 8, 8]]), torch.tensor([1])
+    target = Boxes(boxes=boxes, labels=labels)
+    boxes.add_(4)
+    labels.fill_(0)  # the caller edits its tensors afterwards: the target keeps what it was given
+    assert target.boxes.tolist() == [[0.0, 0, 8, 8]] and target.labels.tolist() == [1]
+    assert [p.tolist() for p in target._parts] == [[[0.0, 0, 8, 8]]]
+
+
 @pytest.mark.parametrize(
     "boxes", [torch.tensor([[[0.0, 0, 8, 8]]] * 3), [torch.tensor([[0.0, 0, 8, 8]])] * 3], ids=["tensor", "list"]
 )

@@ -239,6 +239,11 @@ class Flat(torch.nn.Module):
         (dict(classes=[-1]), ValueError, r"`classes` must be a non-empty list of class indices >= 0"),
         (dict(classes=[1.5]), TypeError, r"`classes` must be integer class indices"),
         (dict(reduce="max"), ValueError, r"reduce"),
+        (
+            dict(mask=torch.zeros(2, H, W, dtype=torch.bool)),
+            ValueError,
+            r"`mask` holds no pixel: every region is empty",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, error, match):
@@ -263,6 +268,20 @@ def test_bad_calls_are_named_and_nothing_is_modified(model, target, match):
         torchlime.explain(model, x, CELLS, target=target, n_samples=16)
     assert torch.equal(x, x0) and torch.equal(CELLS, cells0)
     assert mask is None or torch.equal(target.mask, mask)
+
+
+def test_a_region_that_vanishes_at_the_output_s_resolution_is_named():
+    mask = torch.zeros(2, H, W, dtype=torch.bool)
+    mask[0, :4, :4] = True  # stays at the pooled (H/2, W/2) output
+    mask[1, 5, 5] = True  # one pixel: nearest resize to (H/2, W/2) keeps none of it
+    with pytest.warns(UserWarning, match=r"`mask`: 1 region\(s\) hold no pixel at the model's output resolution 4x4"):
+        exp = torchlime.explain(SegNet(pool=True), torch.rand(1, 3, H, W), CELLS, target=Region(mask), n_samples=16)
+    assert exp.target_valid.tolist() == [[True, False]]
+
+
+def test_softmax_is_refused_for_a_target_that_reads_the_raw_output():
+    with pytest.raises(ValueError, match=r"`softmax=True` does not apply to a structured target.*probability=True"):
+        torchlime.explain(SegNet(), torch.rand(1, 3, H, W), CELLS, target=Region(), softmax=True, n_samples=16)
 
 
 def test_callers_tensors_are_never_modified():

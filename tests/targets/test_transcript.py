@@ -154,6 +154,14 @@ def test_errors_name_the_argument():
         torchlime.explain(Recogniser(), waves(), SEGMENTS, target=Transcript(token_ids=[[1], [2], [1]]), n_samples=8)
     with pytest.raises(ValueError, match=r"`token_ids` must be labels in \[0, 4\)"):
         torchlime.explain(Recogniser(), waves(), SEGMENTS, target=Transcript(token_ids=[7]), n_samples=8)
+    for bad in (dict(blank="0"), dict(blank=-1), dict(word_delimiter="|"), dict(word_delimiter=2.0)):
+        name = next(iter(bad))
+        with pytest.raises(ValueError, match=f"`{name}` must be a label id"):
+            Transcript(**bad)
+    numpy = pytest.importorskip("numpy")
+    rows = [Transcript(token_ids=t).token_ids for t in (numpy.array([[1, 2], [2, 1]]), torch.tensor([[1, 2], [2, 1]]))]
+    assert all([r.tolist() for r in got] == [[1, 2], [2, 1]] for got in rows)  # one transcript per input
+    assert [r.tolist() for r in Transcript(token_ids=torch.tensor([1, 2])).token_ids] == [[1, 2]]
     flat = lambda w: w[:, :4]  # noqa: E731
     with pytest.raises(ValueError, match=r"Transcript needs \(rows, frames, labels\) logits"):
         torchlime.explain(flat, waves(), SEGMENTS, target=Transcript(), n_samples=8)

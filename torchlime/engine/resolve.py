@@ -27,6 +27,7 @@ from torchlime.stages.perturb.blend import PerturbFn
 from torchlime.stages.sampling import Sampler
 from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import Kernel
+from torchlime.targets._base import Target
 from torchlime.typing import (
     BaselineSpec,
     BatchSize,
@@ -163,6 +164,11 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
     check_inputs(inputs, features, prepared.input_name)
     target = from_numpy(given(call.target, "target"))  # np.int64(3), a numpy array of classes
     check_target(target, inputs.shape[0])
+    if isinstance(target, Target) and call.softmax is True:
+        raise ValueError(
+            f"`softmax=True` does not apply to a structured target: {type(target).__name__} reads the model's raw "
+            f"output itself (for class probabilities of a segmenter, pass Region(probability=True))"
+        )
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
     run_model = model if prepared.adapter is None else prepared.adapter(model)

@@ -192,6 +192,15 @@ def _read_given(boxes: list[torch.Tensor], labels: Optional[list[torch.Tensor]])
     return out
 
 
+def _copied(value: Any) -> Any:
+    """A copy of given boxes or labels: a tensor, or a list or tuple of tensors; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    return value
+
+
 class Boxes(Target):
     """Every detected (or given) box of every image as a target of one batched pass (D-RISE scores).
 
@@ -232,7 +241,8 @@ class Boxes(Target):
         score_threshold: float = 0.5,
         decode: Optional[Callable[[Any], object]] = None,
     ) -> None:
-        given, given_labels = _numbers(from_numpy(boxes)), _numbers(from_numpy(labels))
+        # copies: boxes the caller edits later are not the ones scored (nor those recorded in meta)
+        given, given_labels = _copied(_numbers(from_numpy(boxes))), _copied(_numbers(from_numpy(labels)))
         if given_labels is not None and given is None:
             raise ValueError("`labels` needs `boxes`: the labels of the given boxes")
         if not isinstance(score_threshold, (int, float)) or isinstance(score_threshold, bool):

@@ -13,11 +13,12 @@ target (see ``region_scores``).
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Sequence
 
 import torch
 
-from torchlime._checks import check_choice, check_tensor, describe, from_numpy
+from torchlime._checks import check_choice, check_tensor, describe, from_numpy, user_stacklevel
 from torchlime.targets._base import Bound, Target, tensor_output
 
 
@@ -31,7 +32,8 @@ class Region(Target):
     Args:
         mask: None (the model's own predicted region of each class), or bool / 0-1 regions: (H, W) or
             (R, H, W) shared by every input, (B, R, H, W) one set per input; resized (nearest) to the
-            output's resolution. Values between 0 and 1 weigh pixels.
+            output's resolution (a region left with no pixel there is an invalid target, with a warning; an
+            all-empty mask is refused). Values between 0 and 1 weigh pixels.
         classes: the class of each region (R ints); with ``mask=None``, the classes to explain (each over
             its predicted region; a class the model does not predict is an invalid target). None: with a
             mask, the class predicted most inside each region; without, every predicted class.
@@ -71,6 +73,10 @@ class Region(Target):
             m = m.detach().to(torch.float32, copy=True)  # a copy: the caller's mask is never touched
             if not bool(((m >= 0) & (m <= 1)).all()):  # at construction, before any model call
                 raise ValueError("`mask` must hold bool or 0-1 values (1 inside a region), got values outside [0, 1]")
+            if not bool((m > 0).any()):
+                raise ValueError(
+                    f"`mask` holds no pixel: every region is empty, nothing to explain (got {describe(given)})"
+                )
             m = m.view(1, 1, *m.shape) if m.ndim == 2 else m
             regions = m.unsqueeze(0) if m.ndim == 3 else m
             disjoint = bool(((regions > 0).sum(1) <= 1).all())
@@ -143,7 +149,7 @@ class Region(Target):
         else:
             regions = self.mask.to(dev)
             if regions.shape[-2:] != (h, w):
-                regions = torch.nn.functional.interpolate(regions, size=(h, w), mode="nearest")
+                regions = _resized(regions, h, w)
             regions = regions.flatten(2).expand(n_rows, -1, -1)  # (B, R, HW)
             if self.classes is not None:
                 cls = torch.tensor(self.classes, device=dev).expand(n_rows, -1)
@@ -220,3 +226,27 @@ def region_scores(maps: torch.Tensor, rows: torch.Tensor, plan: _ScorePlan) -> t
         for t in range(n_t)
     ]
     return torch.stack(cols, 1) if cols else maps.new_zeros(c, 0)
+
+
+def _resized(regions: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """(B', R, h, w) regions resized (nearest) to the model's output, warning about regions that vanish.
+
+    Args:
+        regions: (B', R, H, W) the given regions.
+        h: the output's height.
+        w: the output's width.
+
+    Returns:
+        The resized regions.
+    """
+    out = torch.nn.functional.interpolate(regions, size=(h, w), mode="nearest")
+    lost = int(((regions.flatten(2) > 0).any(-1) & ~(out.flatten(2) > 0).any(-1)).sum())  # one read, resize only
+    if lost:
+        warnings.warn(
+            f"`mask`: {lost} region(s) hold no pixel at the model's output resolution {h}x{w} (nearest resize from "
+            f"{regions.shape[-2]}x{regions.shape[-1]}) and are left unexplained (target_valid False); give the mask "
+            f"at the output's resolution or larger regions",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return out

@@ -13,6 +13,7 @@ inputs: targets are padded and marked in ``Explanation.target_valid``.
 
 from __future__ import annotations
 
+import numbers
 from typing import Optional, Sequence, Union
 
 import torch
@@ -125,11 +126,16 @@ class Transcript(Target):
         word_delimiter: Optional[int] = None,
         per_word: bool = True,
     ) -> None:
+        blank = _label(blank, "blank")
+        delimiter = None if word_delimiter is None else _label(word_delimiter, "word_delimiter")
         given = from_numpy(token_ids)
         parsed: Optional[list[torch.Tensor]] = None
         if given is not None:
-            rows = given if given and isinstance(given[0], (list, tuple, torch.Tensor)) else [given]
             try:
+                if isinstance(given, torch.Tensor):  # (n,) one transcript, (B, n) one per input
+                    rows = [given] if given.ndim <= 1 else list(given)
+                else:
+                    rows = given if len(given) and isinstance(given[0], (list, tuple, torch.Tensor)) else [given]
                 parsed = [torch.as_tensor(r, dtype=torch.long).reshape(-1) for r in rows]
             except (TypeError, ValueError, RuntimeError):
                 raise TypeError(
@@ -139,10 +145,8 @@ class Transcript(Target):
                 raise ValueError("`token_ids` must hold at least one label per transcript")
             if any(bool((r == blank).any()) for r in parsed):
                 raise ValueError(f"`token_ids` must not hold the blank label {blank}")
-        if isinstance(blank, bool) or not isinstance(blank, int) or blank < 0:
-            raise ValueError(f"`blank` must be a label id >= 0, got {describe(blank)}")
         self.token_ids, self.blank = parsed, blank
-        self.word_delimiter, self.per_word = word_delimiter, bool(per_word)
+        self.word_delimiter, self.per_word = delimiter, bool(per_word)
 
     def check(self, batch: int) -> None:
         """Refuse per-input transcripts of another batch size."""
@@ -219,3 +223,10 @@ def _logits(out: object, rows: int | None = None) -> torch.Tensor:
             f"Transcript needs (rows, frames, labels) logits from the model, got shape {tuple(logits.shape)}"
         )
     return logits
+
+
+def _label(value: object, name: str) -> int:
+    """A label id argument (an int >= 0, a NumPy integer too), checked by name."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
+        raise ValueError(f"`{name}` must be a label id (an int >= 0), got {describe(value)}")
+    return int(value)
