@@ -1,5 +1,6 @@
-"""Two calls that used to fail with an AttributeError: a torchlime kernel as captum's ``similarity_func``
-and a ``numpy.random.Generator`` as lime's ``random_state``."""
+"""Calls that used to fail or mislead: a torchlime kernel as captum's ``similarity_func`` and a
+``numpy.random.Generator`` as lime's ``random_state`` (AttributeErrors), and lime's character mask chr(0),
+which NumPy's str arrays dropped (hidden characters were deleted, shifting the rest)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import torch
 
 from torchlime.compat.captum import Lime
-from torchlime.compat.lime import LimeImageExplainer
+from torchlime.compat.lime import LimeImageExplainer, LimeTextExplainer
 from torchlime.stages.weighting import ExponentialKernel
 
 
@@ -40,3 +41,20 @@ def test_a_numpy_generator_as_limes_random_state():
     assert runs[0].local_exp.keys() == runs[1].local_exp.keys()
     first = next(iter(runs[0].local_exp))
     assert runs[0].local_exp[first] == runs[1].local_exp[first]  # the same generator seed, the same run
+
+
+def test_hidden_characters_keep_their_place_as_in_lime():
+    sent = []
+
+    def third_is_g(texts):  # a model that reads one position, as a character CNN or a DNA model may
+        sent.extend(texts)
+        p = np.array([0.9 if t[2:3] == "G" else 0.1 for t in texts])
+        return np.c_[1 - p, p]
+
+    exp = LimeTextExplainer(char_level=True, bow=False, random_state=0).explain_instance(
+        "ACGTAC", third_is_g, num_features=3, num_samples=300
+    )
+    assert {len(t) for t in sent} == {6} and any("\x00" in t for t in sent)  # masked with chr(0), not removed
+    (top, weight), *rest = exp.as_list(positions=True)
+    assert top == "G_2" and weight > 0.7 and all(abs(w) < 0.02 for _, w in rest)
+

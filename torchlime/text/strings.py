@@ -53,12 +53,14 @@ class StringPerturbation:
         pos = inputs[chunk.rows].cpu().numpy()
         rows = chunk.rows.cpu().tolist()
         texts = []
+        fill = np.empty(1, dtype=object)  # an object array keeps the mask string whole: NumPy's str dtype
+        fill[0] = self.mask_string  # drops trailing NULs, and lime's character mask is chr(0)
         for b, k, p in zip(rows, keep, pos):
             pieces = self.pieces[b][p]  # position -1 reads the padding ""
             if self.mask_string is None:
                 texts.append("".join(pieces[k]))
             else:
-                texts.append("".join(np.where(k | (p < 0), pieces, self.mask_string)))
+                texts.append("".join(np.where(k | (p < 0), pieces.astype(object), fill)))
         return (texts,)
 
 
