@@ -16,7 +16,7 @@ import torch
 captum = pytest.importorskip("captum", reason="captum is a test extra: pip install -e '.[test]'")
 pytest.importorskip("sklearn", reason="captum's SkLearnLasso needs scikit-learn")
 
-from captum._utils.models.linear_model import SGDLasso, SkLearnLasso  # noqa: E402
+from captum._utils.models.linear_model import SGDLasso, SGDRidge, SkLearnLasso, SkLearnLinearRegression  # noqa: E402
 from captum.attr import KernelShap as CaptumKernelShap  # noqa: E402
 from captum.attr import Lime as CaptumLime  # noqa: E402
 from captum.attr._core.lime import get_exp_kernel_similarity_function  # noqa: E402
@@ -266,5 +266,10 @@ def test_captum_interface_and_refusals():
         Lime(BasicModel_MultiLayer(), interpretable_model=object())
     sgd = Lime(BasicModel_MultiLayer(), interpretable_model=SGDLasso(alpha=0.5))
     assert sgd.surrogate.alpha == 0.5  # captum's SGD fit of the same objective, solved exactly
+    for changed in (SkLearnLasso(alpha=0.01, positive=True), SkLearnLinearRegression(fit_intercept=False)):
+        with pytest.raises(ValueError, match=r"`interpretable_model` SkLearn\w+\((positive|fit_intercept)=\w+\) fits"):
+            Lime(BasicModel_MultiLayer(), interpretable_model=changed)
+    with pytest.raises(ValueError, match=r"SGDRidge\(bias=False\)"):
+        Lime(BasicModel_MultiLayer(), interpretable_model=SGDRidge(bias=False))
     with pytest.raises(ValueError, match="perturbations_per_eval"):
         Lime(lambda x: torch.sum(x)).attribute(T([[1.0, 2.0], [3.0, 4.0]]), perturbations_per_eval=2)

@@ -57,4 +57,3 @@ def test_hidden_characters_keep_their_place_as_in_lime():
     assert {len(t) for t in sent} == {6} and any("\x00" in t for t in sent)  # masked with chr(0), not removed
     (top, weight), *rest = exp.as_list(positions=True)
     assert top == "G_2" and weight > 0.7 and all(abs(w) < 0.02 for _, w in rest)
-

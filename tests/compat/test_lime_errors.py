@@ -235,3 +235,16 @@ def test_nothing_is_modified_in_place_and_numpy_comes_back():
     np.testing.assert_array_equal(image, IMAGE)
     np.testing.assert_array_equal(row, TRAIN[0])
     np.testing.assert_array_equal(train, TRAIN)
+
+
+@pytest.mark.parametrize("settings", [dict(positive=True), dict(fit_intercept=False)], ids=["positive", "no-intercept"])
+@pytest.mark.parametrize("kind", list(RUN))
+def test_a_regressor_setting_that_changes_the_fit_is_refused_by_name(kind, settings):
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    for name in ("Ridge", "Lasso", "LinearRegression"):
+        regressor = getattr(linear_model, name)(**settings)
+        with pytest.raises(ValueError, match=rf"`model_regressor` {name}\({shown}\) fits another model"):
+            RUN[kind](Counting(), model_regressor=regressor)
+    solver_only = linear_model.Lasso(alpha=0.01, max_iter=50, tol=1e-2, selection="random", random_state=0)
+    RUN[kind](Counting(), model_regressor=solver_only)  # solver settings reach the same optimum: taken

@@ -148,3 +148,38 @@ def check_count(value: object, name: str, minimum: int, why: str) -> int:
         return check_positive_int(value, name, minimum)
     except ValueError:
         raise ValueError(f"`{name}` must be an int >= {minimum} ({why}), got {value}") from None
+
+
+#: Settings of scikit-learn's (and captum's) linear models that only steer the solver: the exact batched
+#: fit reaches the same optimum whatever they are.
+_SOLVER_SETTINGS = frozenset(
+    {"alpha", "copy_X", "max_iter", "tol", "random_state", "solver", "selection", "precompute", "warm_start", "n_jobs"}
+)
+#: Settings that change the fitted model, with the only value the batched surrogates fit.
+_FITTED_AS = {"fit_intercept": True, "positive": False, "bias": True, "norm_type": None}  # captum's SGD: the last two
+
+
+def check_regressor_settings(settings: Mapping[str, object], name: str, argument: str) -> None:
+    """Refuse a linear model's settings that change what it fits, unless they hold the value torchlime fits.
+
+    torchlime's surrogates fit an unconstrained model with an intercept, penalised by ``alpha`` only; a
+    setting such as ``positive=True`` or ``fit_intercept=False`` would give other numbers than the peer's.
+
+    Args:
+        settings: the model's settings (scikit-learn's ``get_params()``, captum's ``construct_kwargs``).
+        name: the model's class name, for the message.
+        argument: the argument that passed it (``model_regressor``, ``interpretable_model``).
+
+    Raises:
+        ValueError: a setting other than ``alpha`` and the solver's that changes the fit.
+    """
+    changed = {
+        k: v for k, v in settings.items() if k not in _SOLVER_SETTINGS and not (k in _FITTED_AS and v == _FITTED_AS[k])
+    }
+    if changed:
+        shown = ", ".join(f"{k}={v!r}" for k, v in sorted(changed.items()))
+        raise ValueError(
+            f"`{argument}` {name}({shown}) fits another model than torchlime's surrogates do (an unconstrained "
+            f"linear model with an intercept, penalised by alpha only): leave {', '.join(sorted(changed))} at "
+            f"the default, or pass a torchlime surrogate (torchlime.Ridge, torchlime.Lasso)"
+        )

@@ -35,7 +35,7 @@ from torchlime.compat._captum_args import (
     probe,
     refused_dtype,
 )
-from torchlime.compat._vocabulary import check_count, speaking
+from torchlime.compat._vocabulary import check_count, check_regressor_settings, speaking
 from torchlime.engine.explainer import explain
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel
@@ -52,7 +52,10 @@ def _surrogate(model: object) -> Surrogate:
     if model is None:
         return Lasso(alpha=0.01)
     name = type(model).__name__
-    alpha = float(getattr(model, "construct_kwargs", {}).get("alpha", 1.0))
+    settings = getattr(model, "construct_kwargs", {})
+    if name.startswith(("SkLearn", "SGD")):
+        check_regressor_settings(settings, name, "interpretable_model")
+    alpha = float(settings.get("alpha", 1.0))
     if name in ("SkLearnLasso", "SGDLasso"):
         return Lasso(alpha=alpha)
     if name in ("SkLearnRidge", "SGDRidge"):

@@ -9,6 +9,7 @@ import torch
 from numpy.typing import NDArray
 
 from torchlime._checks import describe
+from torchlime.compat._vocabulary import check_regressor_settings
 from torchlime.compat.lime._checks import check_labels
 from torchlime.methods.feature_selection import METHODS, Select
 from torchlime.stages.forward.chunking import MAX_CHUNK
@@ -115,8 +116,8 @@ def refit_for(model_regressor: object) -> Surrogate:
         return model_regressor
     name = type(model_regressor).__name__
     params = model_regressor.get_params() if hasattr(model_regressor, "get_params") else {}
-    if params.get("fit_intercept", True) is not True:
-        raise ValueError(f"`model_regressor` must fit an intercept (lime reads intercept_), got {name}")
+    if name in ("Ridge", "LinearRegression", "Lasso"):
+        check_regressor_settings(params, name, "model_regressor")
     if name == "Ridge":
         return Ridge(alpha=float(params.get("alpha", 1.0)), dtype=torch.float64)
     if name == "LinearRegression":
