@@ -1,6 +1,7 @@
 """Calls that used to fail or mislead: a torchlime kernel as captum's ``similarity_func`` and a
 ``numpy.random.Generator`` as lime's ``random_state`` (AttributeErrors), and lime's character mask chr(0),
-which NumPy's str arrays dropped (hidden characters were deleted, shifting the rest)."""
+which NumPy's str arrays dropped (hidden characters were deleted, shifting the rest), and "lasso_path"
+explanations padded with features its path never chose."""
 
 from __future__ import annotations
 
@@ -57,3 +58,19 @@ def test_hidden_characters_keep_their_place_as_in_lime():
     assert {len(t) for t in sent} == {6} and any("\x00" in t for t in sent)  # masked with chr(0), not removed
     (top, weight), *rest = exp.as_list(positions=True)
     assert top == "G_2" and weight > 0.7 and all(abs(w) < 0.02 for _, w in rest)
+
+
+def test_lasso_path_lists_only_the_features_its_path_chose_as_lime():
+    def only_good(texts):
+        p = np.array([0.9 if "good" in t.split() else 0.1 for t in texts])
+        return np.c_[1 - p, p]
+
+    text = "the plot was good and the cast was fine"
+    exp = LimeTextExplainer(feature_selection="lasso_path", random_state=0).explain_instance(
+        text, only_good, num_samples=300, num_features=4
+    )
+    assert [w for w, _ in exp.as_list()] == ["good"]  # the path stops at one word: no zero-weight padding
+    full = LimeTextExplainer(feature_selection="highest_weights", random_state=0).explain_instance(
+        text, only_good, num_samples=300, num_features=4
+    )
+    assert len(full.as_list()) == 4  # the other selections still choose num_features

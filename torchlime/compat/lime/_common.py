@@ -212,20 +212,22 @@ def target_for(labels: Sequence[int], top_labels: Optional[int]) -> Union[str, l
     return f"top{top}" if top else listed
 
 
-def ranked(coef: torch.Tensor, n_features: int, keep: int) -> list[tuple[int, float]]:
+def ranked(coef: torch.Tensor, n_features: int, keep: int, chosen_only: bool = False) -> list[tuple[int, float]]:
     """Lime's ``local_exp`` of one label: (feature, weight) of the chosen features, largest |weight| first.
 
     Args:
         coef: (F,) coefficients (zero outside the chosen features).
         n_features: F_b, the input's own features.
         keep: how many lime lists (its ``num_features``, or every feature for "none").
+        chosen_only: list only the features with a weight (lime's "lasso_path", whose path may stop at
+            fewer than ``keep``); the others always choose ``keep``.
 
     Returns:
         ``keep`` pairs (at most F_b), sorted by |weight| descending, then by feature.
     """
     values = coef[:n_features].double().cpu().tolist()
     order = sorted(range(n_features), key=lambda f: (-abs(values[f]), f))
-    return [(f, values[f]) for f in order[: min(keep, n_features)]]
+    return [(f, values[f]) for f in order[: min(keep, n_features)] if values[f] != 0.0 or not chosen_only]
 
 
 class Recording(Generic[Batch]):

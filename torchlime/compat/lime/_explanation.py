@@ -55,6 +55,7 @@ class Explanation:
         mode: "classification" or "regression".
         class_names: the class names, or None for "0", "1", ...
         keep: how many features each label's ``local_exp`` keeps (lime's ``num_features``).
+        chosen_only: keep only features with a weight (lime's "lasso_path" may choose fewer than ``keep``).
         last: which of the T labels gives ``score`` and ``local_pred`` (lime reports the last it fitted).
         reference: (K,) the model's scores of the instance (classification), or its (1,) prediction
             (regression); None when unknown.
@@ -75,6 +76,7 @@ class Explanation:
         mode: str = "classification",
         class_names: Optional[Sequence[object]] = None,
         keep: int,
+        chosen_only: bool = False,
         last: int = -1,
         reference: Optional[NDArray[np.float64]] = None,
         score_range: tuple[float, float] = (0.0, 1.0),
@@ -100,7 +102,7 @@ class Explanation:
         targets = [int(t) for t in result.target[0].tolist()]
         n = int(result.n_features[0])
         for j, label in enumerate(targets):
-            self.local_exp[label] = ranked(result.coef[0, j], n, keep)
+            self.local_exp[label] = ranked(result.coef[0, j], n, keep, chosen_only)
             self.intercept[label] = float(result.intercept[0, j])
         self.score = float(result.score[0, last])
         self.local_pred = np.array([float(result.local_pred[0, last])])
@@ -308,6 +310,7 @@ class ImageExplanation:
         ids: the F segment ids, in the order of the surrogate's columns.
         keep: how many superpixels each label's ``local_exp`` keeps (lime's ``num_features``).
         last: which of the T labels gives ``score`` and ``local_pred``.
+        chosen_only: keep only superpixels with a weight (lime's "lasso_path").
     """
 
     def __init__(
@@ -318,6 +321,7 @@ class ImageExplanation:
         ids: Sequence[int],
         keep: int,
         last: int = -1,
+        chosen_only: bool = False,
     ) -> None:
         self.image, self.segments, self.result = image, segments, result
         self.local_exp: dict[int, list[tuple[int, float]]] = {}
@@ -325,7 +329,7 @@ class ImageExplanation:
         self.top_labels: Optional[list[int]] = None
         n = int(result.n_features[0])
         for j, label in enumerate(int(t) for t in result.target[0].tolist()):
-            self.local_exp[label] = [(int(ids[f]), w) for f, w in ranked(result.coef[0, j], n, keep)]
+            self.local_exp[label] = [(int(ids[f]), w) for f, w in ranked(result.coef[0, j], n, keep, chosen_only)]
             self.intercept[label] = float(result.intercept[0, j])
         self.score = float(result.score[0, last])
         self.local_pred = np.array([float(result.local_pred[0, last])])

@@ -193,7 +193,8 @@ class LimeImageExplainer:
                 progress=bool(progress_bar),
             )
         keep = len(ids) if self.feature_selection == "none" else num_features
-        exp = ImageExplanation(img, segments, result, ids.tolist(), keep, 0 if top_labels else -1)
+        sparse = self.feature_selection == "lasso_path"
+        exp = ImageExplanation(img, segments, result, ids.tolist(), keep, 0 if top_labels else -1, sparse)
         if top_labels:
             exp.top_labels = [int(t) for t in result.target[0].tolist()]
         return exp

@@ -240,6 +240,7 @@ class LimeTabularExplainer:
             mode=self.mode,
             class_names=self.class_names,
             keep=keep,
+            chosen_only=self.feature_selection == "lasso_path",
             last=0 if top_labels else -1,
             reference=rec.first,
             score_range=(rec.low, rec.high),

@@ -148,6 +148,7 @@ class LimeTextExplainer:
             words,
             class_names=self.class_names,
             keep=keep,
+            chosen_only=self.feature_selection == "lasso_path",
             last=0 if top_labels else -1,
             reference=rec.first,
             domain_mapper=TextDomainMapper(indexed),
