@@ -151,6 +151,16 @@ def test_a_bad_model_output_is_a_clear_error(cls, transform, error, match):
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=["lime", "kernel_shap"])
+def test_a_per_example_forward_func_is_told_captum_s_argument(cls):
+    w = torch.arange(3.0)
+    per_example = lambda x: (x[0] * w).sum()  # noqa: E731  one number: right for captum's one row per call
+    with pytest.raises(ValueError, match=r"or pass perturbations_per_eval=1 so that every row") as info:
+        cls(per_example).attribute(X[:1], n_samples=20)
+    assert "batch_size" not in str(info.value)
+    assert cls(per_example).attribute(X[:1], n_samples=20, perturbations_per_eval=1).shape == X[:1].shape
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=["lime", "kernel_shap"])
 def test_target_out_of_range_names_target(cls):
     with pytest.raises(ValueError, match=r"`target` must be in \[0, 2\) for a forward_func with 2 outputs, got 5"):
         attribute(cls, Counting(), X[:1], target=5)

@@ -24,6 +24,7 @@ from torchlime.stages.forward.model import model_placement
 #: engine messages in captum's words (``torchlime.compat._vocabulary.speaking``)
 ERRORS = (
     (r"`batch_size`", "`perturbations_per_eval`"),
+    (r"\bbatch_size=1\b", "perturbations_per_eval=1"),
     (r"`baseline`", "`baselines`"),
     (r"check the model and the baseline", "check forward_func and the baselines"),
     (r"the model returned", "forward_func returned"),
