@@ -185,6 +185,8 @@ def test_errors_name_the_argument():
         explain_generation(CopyLM(), ids, mask_id=0, target=3)
     with pytest.raises(ValueError, match="Continuation.prepared"):
         Continuation().bind(torch.zeros(2, 6, 32), 2)
+    with pytest.raises(ValueError, match=r"`mask_id` must be in \[0, 32\) \(the model's vocabulary size\), got 99"):
+        explain_generation(CopyLM(), ids, mask_id=99)  # the logits' width, read while generating
 
 
 def test_infilled_prompt_tokens_keep_the_continuation_in_place():

@@ -102,7 +102,7 @@ def greedy_continuation(
     attention_mask: torch.Tensor,
     max_new_tokens: int,
     how: str = "keywords",
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, int]:
     """Generate ``max_new_tokens`` tokens greedily for B left-padded prompts, all at once.
 
     Each step calls the model once on the whole batch (B, L + g) and appends the argmax of the last
@@ -116,23 +116,24 @@ def greedy_continuation(
         how: how the model takes its inputs ("keywords", "positional", "ids": see ``call_token_model``).
 
     Returns:
-        long (B, G) the generated ids.
+        ``(ids, V)``: long (B, G) the generated ids, and the width V of the model's logits.
 
     Raises:
         ValueError: the model returns no (B, L, V) logits.
     """
     ids, attn = input_ids, attention_mask
     ones = torch.ones(ids.shape[0], 1, dtype=attn.dtype, device=attn.device)
-    new = []
+    new, width = [], 0
     with torch.inference_mode(), eval_mode(model):
         for _ in range(max_new_tokens):
             logits = tensor_output(call_token_model(model, ids, attn, how), "explain_generation", ("logits",))
             if logits.ndim != 3:
                 raise ValueError(f"`model` must return next-token logits (B, L, V), got {describe(logits)}")
+            width = logits.shape[-1]
             nxt = logits[:, -1].argmax(-1).to(ids.dtype).unsqueeze(1)
             new.append(nxt)
             ids, attn = torch.cat([ids, nxt], 1), torch.cat([attn, ones], 1)
-    return torch.cat(new, 1).long()
+    return torch.cat(new, 1).long(), width
 
 
 @documented
@@ -196,7 +197,8 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
         n_samples: S, as in ``explain``.
         generator: seed or ``torch.Generator`` of the masks.
         pad_id: the id of the padding column a "delete" row is re-packed behind.
-        vocab_size: the model's vocabulary size (checks ``mask_id`` and the ids), as in ``explain_tokens``.
+        vocab_size: the model's vocabulary size (checks ``mask_id`` and the ids), as in ``explain_tokens``;
+            None: the width of the logits the continuation was generated from (if it was).
         infill: the masked LM of ``mode="infill"``, as in ``explain_tokens``.
 
     Returns:
@@ -249,7 +251,8 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     ids, attn, moved = left_pad(input_ids, attn, word_ids.long().to(dev))
     wids = cast(torch.Tensor, moved)  # given, so moved
     if target.token_ids is None:
-        cont = greedy_continuation(model, ids, attn, target.max_new_tokens, how)
+        cont, width = greedy_continuation(model, ids, attn, target.max_new_tokens, how)
+        vocab_size = width if vocab_size is None else vocab_size  # checks mask_id before the batched pass
     else:
         cont = target.token_ids.to(dev)
     g = cont.shape[1]
