@@ -76,6 +76,17 @@ def test_image_and_mask_like_lime(exp_and_images):
         assert torch.all(out[b][:, mask[b] == 0] == 0)
     _, both = image_and_mask(x, exp, positive_only=False, num_features=6)
     assert set(both.unique().tolist()) <= {-1, 0, 1}
+    swapped = image_and_mask(exp, x, positive_only=False, num_features=6)  # plot_image_explanation's order
+    assert torch.equal(swapped[1], both)
+
+
+def test_plot_index_out_of_range_is_named(exp_and_images):
+    pytest.importorskip("matplotlib")
+    from torchlime.image.viz import plot_image_explanation
+
+    exp, x = exp_and_images
+    with pytest.raises(IndexError, match=r"`index` must be an int in \[-2, 2\) for an explanation of 2 image"):
+        plot_image_explanation(exp, x, index=5)
 
 
 def test_picture_is_written(exp_and_images, tmp_path):

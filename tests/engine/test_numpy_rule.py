@@ -32,6 +32,25 @@ def test_numpy_inputs_features_and_targets_equal_torch_ones():
     assert torch.equal(one.target, torch.tensor([[2], [2]]))
 
 
+def test_numpy_seeds_indices_and_a_0d_class_are_taken():
+    x = torch.rand(2, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    ref = torchlime.explain(linear(), x, FEATS, n_samples=64, generator=3, index=torch.arange(2), target=1)
+    exp = torchlime.explain(linear(), x, FEATS, n_samples=64, generator=np.int64(3), index=np.arange(2), target=1)
+    assert torch.equal(exp.coef, ref.coef)
+    labels = torch.tensor([1, 2])
+    one = torchlime.explain(linear(), x[:1], FEATS, n_samples=64, target=labels[0])  # a 0-d class: labels[i]
+    assert one.target.tolist() == [[1]]
+    with pytest.raises(TypeError, match="`target`"):
+        torchlime.explain(linear(), x[:1], FEATS, n_samples=64, target=torch.tensor(True))
+
+
+def test_a_0d_input_and_a_complex_output_are_named():
+    with pytest.raises(ValueError, match=r"`inputs` must be batched with shape \(B, ...\), got shape \(\)"):
+        torchlime.explain(lambda z: z, torch.tensor(1.0), n_samples=16)
+    with pytest.raises(ValueError, match=r"model output must be real scores, got torch.complex64"):
+        torchlime.explain(lambda z: linear()(z).to(torch.complex64), torch.rand(2, 1, 4, 4), FEATS, n_samples=16)
+
+
 def test_a_numpy_model_and_sklearn_predict_proba_as_they_are():
     sklearn = pytest.importorskip("sklearn.linear_model")
     rng = np.random.default_rng(0)

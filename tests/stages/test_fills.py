@@ -85,6 +85,15 @@ def test_random_fills_depend_on_the_input_index_not_the_batch():
     assert torch.equal(both[1:], second)
 
 
+def test_signal_mean_of_integer_inputs_is_taken_in_float64_as_mean_is():
+    x = torch.tensor([[[[0, 255], [1, 2]]]], dtype=torch.uint8)
+    labels = torch.tensor([[[[0, 0], [1, 1]]]])
+    ctx = context(x, labels)
+    got = resolve_baseline("signal_mean", x, ctx)
+    assert got.dtype == torch.uint8 and got.unique().tolist() == [64]  # 258 / 4, truncated like "mean"
+    assert torch.equal(resolve_baseline("mean", x, ctx), torch.tensor([[[[127, 127], [1, 1]]]], dtype=torch.uint8))
+
+
 def test_complex_fills_keep_phase_or_bound_magnitude():
     spec = torch.stft(torch.randn(2, 2000), 256, 64, window=torch.hann_window(256), return_complex=True)
     labels = torch.zeros(1, spec.shape[1], spec.shape[2], dtype=torch.long)

@@ -187,6 +187,10 @@ def test_errors_name_the_argument():
         Continuation().bind(torch.zeros(2, 6, 32), 2)
     with pytest.raises(ValueError, match=r"`mask_id` must be in \[0, 32\) \(the model's vocabulary size\), got 99"):
         explain_generation(CopyLM(), ids, mask_id=99)  # the logits' width, read while generating
+    with pytest.raises(ValueError, match=r"mode='replace' needs `mask_id`"):
+        explain_generation(CopyLM(), ids)
+    kw = dict(mode="delete", target=Continuation(max_new_tokens=1), n_samples=16)
+    assert explain_generation(CopyLM(), ids, **kw).coef.shape == (2, 2, 6)  # delete needs no mask id
 
 
 def test_infilled_prompt_tokens_keep_the_continuation_in_place():

@@ -107,6 +107,9 @@ class Settings:
     call: Call
 
 
+_INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
 def check_inputs(inputs: object, features: object, name: str = "inputs") -> None:
     """Validate ``inputs`` and ``features``; no host sync.
 
@@ -118,11 +121,12 @@ def check_inputs(inputs: object, features: object, name: str = "inputs") -> None
     Raises:
         TypeError / ValueError: anything else (named, with what was expected and what came).
     """
-    inputs, features = check_tensor(inputs, name), check_tensor(features, "features")
+    inputs = check_tensor(inputs, name)  # the inputs first: a bad input is why no feature map was made
     if inputs.ndim < 2:
         raise ValueError(f"`{name}` must be batched with shape (B, ...), got shape {tuple(inputs.shape)}")
     if inputs.shape[0] == 0:
         raise ValueError(f"`{name}` must hold at least one input (B >= 1), got shape {tuple(inputs.shape)}")
+    features = check_tensor(features, "features")
     check_integer(features, "features")
     if features.device != inputs.device:
         raise ValueError(f"`features` must be on the same device as `{name}` ({inputs.device}), got {features.device}")
@@ -163,6 +167,8 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
     inputs, features = prepared.inputs, prepared.features
     check_inputs(inputs, features, prepared.input_name)
     target = from_numpy(given(call.target, "target"))  # np.int64(3), a numpy array of classes
+    if isinstance(target, torch.Tensor) and target.ndim == 0 and target.dtype in _INTEGER_DTYPES:
+        target = int(target.item())  # labels[i]: one class for every input, as an int
     check_target(target, inputs.shape[0])
     if isinstance(target, Target) and call.softmax is True:
         raise ValueError(
@@ -173,7 +179,7 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
     run_model = model if prepared.adapter is None else prepared.adapter(model)
     run_model = accelerate_model(run_model, how.accelerate, inputs)
-    index = call.index
+    index = from_numpy(call.index)
     if index is not None:
         check_tensor(index, "index")
         check_integer(index, "index")
@@ -198,7 +204,7 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
         kernel=kernel,
         surrogate=surrogate,
         batch_size=check_batch_size(how.batch_size),
-        generator=call.generator,
+        generator=from_numpy(call.generator),  # np.int64(3) is a seed
         return_samples=call.return_samples,
         preset=how.preset,
         output=call.output,

@@ -11,6 +11,7 @@ by keyword, and a plot function returns the matplotlib ``Figure``.
 
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
@@ -45,7 +46,8 @@ def image_and_mask(
     """Lime's ``get_image_and_mask`` for a batch, on the images' device.
 
     Args:
-        images: (B, C, H, W) the explained images.
+        images: (B, C, H, W) the explained images (``image_and_mask(explanation, images)``, the order of
+            ``plot_image_explanation``, works too).
         explanation: their explanation (features (B, 1, H, W)); formerly ``exp=``.
         target_index: which explained target (column of ``explanation.target``).
         positive_only: keep only features with weight > min_weight (the default).
@@ -58,6 +60,8 @@ def image_and_mask(
         ``(images_out (B, C, H, W), mask (B, H, W) long)``: mask is 1 for kept
         positive features, -1 for kept negative ones (when neither flag is set), else 0.
     """
+    if isinstance(images, Explanation) and isinstance(explanation, torch.Tensor):  # the plotting functions' order
+        images, explanation = explanation, images
     check_positive_int(k, "k")
     coef = explanation.coef[:, target_index]  # (B, F)
     key = coef if positive_only else (-coef if negative_only else coef.abs())
@@ -135,6 +139,10 @@ def plot_image_explanation(
     from matplotlib.patches import Patch
 
     check_positive_int(k, "k")
+    b = len(exp)
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not -b <= index < b:
+        raise IndexError(f"`index` must be an int in [-{b}, {b}) for an explanation of {b} image(s), got {index!r}")
+    index = int(index) % b
     # drawn at a few times the resolution of small images, so borders are thin lines
     zoom = max(1, 256 // max(images.shape[-2:]))
 

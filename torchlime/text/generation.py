@@ -144,7 +144,7 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     attention_mask: Optional[torch.Tensor] = None,
     target: Optional[Continuation] = None,
     special_ids: Union[None, int, Iterable[int], torch.Tensor] = None,
-    mask_id: int,
+    mask_id: Optional[int] = None,
     word_ids: Optional[torch.Tensor] = None,
     mode: str = "replace",
     model_inputs: str = "auto",
@@ -187,7 +187,7 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
         target: a ``Continuation`` (default ``Continuation()``): its ``token_ids`` (B, G), or G =
             ``max_new_tokens`` ids generated greedily; ``per_token`` gives T = 1 + G, else T = 1.
         special_ids: ids never perturbed (BOS, ...).
-        mask_id: the id hidden prompt tokens become.
+        mask_id: the id hidden prompt tokens become (needed by "replace" and "infill", not by "delete").
         word_ids: (B or 1, L_p) word of every prompt token (-1: none); None: one feature per token.
         mode: "replace", "delete" or "infill" (pass ``infill=``).
         model_inputs: "keywords" ``model(input_ids=, attention_mask=)``, "positional", "ids", or "auto":
@@ -239,6 +239,8 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     if batch and bool((attn == 0).all(1).any()):
         raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
     target.check(batch)
+    if mode != "delete" and mask_id is None:  # before the continuation is generated
+        raise ValueError(f"mode={mode!r} needs `mask_id` (the id hidden prompt tokens take), got None")
     if word_ids is None:
         word_ids = torch.arange(length, device=dev).expand(batch, length)
     else:

@@ -141,6 +141,10 @@ def select_output(out: object, output: OutputSelector, rows: int) -> torch.Tenso
             f"model output must have shape ({rows},) or ({rows}, K) for a batch of "
             f"{rows} inputs, got shape {tuple(scores.shape)}"
         )
+    if scores.is_complex():  # a real fit of a complex output would drop its imaginary part in silence
+        raise ValueError(
+            f"model output must be real scores, got {scores.dtype}: select a real part (`output=lambda o: o.abs()`)"
+        )
     return scores
 
 
