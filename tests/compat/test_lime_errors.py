@@ -186,8 +186,10 @@ def test_a_classifier_that_raises_propagates_its_error(kind):
     def broken(batch):
         raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(RuntimeError, match="boom") as info:
         RUN[kind](broken)
+    assert type(info.value) is RuntimeError and str(info.value) == "boom"  # as lime passes it on: no torchlime words
+    assert not any("torchlime" in note for note in getattr(info.value, "__notes__", []))
 
 
 def test_regression_predictions_checked_too():

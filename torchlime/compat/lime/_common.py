@@ -13,6 +13,7 @@ from torchlime.compat._vocabulary import check_regressor_settings
 from torchlime.compat.lime._checks import check_labels
 from torchlime.methods.feature_selection import METHODS, Select
 from torchlime.stages.forward.chunking import MAX_CHUNK
+from torchlime.stages.forward.errors import as_raised
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.typing import DistanceName, SelectionMethod
 
@@ -278,7 +279,11 @@ class Recording(Generic[Batch]):
             ValueError: the wrong shape, NaN/inf, or fewer classes than ``labels`` asks for.
         """
         given = chunk if self.convert is None else self.convert(chunk)
-        raw = self.fn(given)
+        try:
+            raw = self.fn(given)
+        except Exception as err:  # lime's caller sees its own function's error, as lime passes it on
+            as_raised(err)
+            raise
         try:
             out = np.asarray(raw, dtype=np.float64)
         except (TypeError, ValueError) as err:

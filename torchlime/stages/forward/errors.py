@@ -5,7 +5,9 @@ layout the front door documents); ``passes.run_rows`` turns a ``RuntimeError`` r
 into a ``ModelCallError`` (itself a ``RuntimeError``, so ``except RuntimeError`` still works) raised
 from the original, naming the shape and dtype of the chunk it was given, that layout, and a hint where
 the cause is plain (the last axis of an image looks like channels; integer rows for a float model).
-Other exceptions keep their type and get the same text as a note (Python 3.11+).
+Other exceptions keep their type and get the same text as a note (Python 3.11+). A layer that hands the
+engine a function of its own user's, whose inputs are not the engine's tensors (lime's ``classifier_fn``
+gets NumPy arrays), marks what that function raised with ``as_raised``: it then reaches the caller untouched.
 """
 
 from __future__ import annotations
@@ -111,6 +113,22 @@ def describe_call(err: BaseException, chunk: object, start: int, model_dtype: to
     return text + _hint(chunk, model_dtype, expected)
 
 
+_AS_RAISED = "_torchlime_as_raised"
+
+
+def as_raised(err: BaseException) -> BaseException:
+    """Mark ``err`` to reach the caller as it was raised, without torchlime's description of the call.
+
+    Args:
+        err: what a user's function raised inside a layer that converts the engine's chunks for it.
+
+    Returns:
+        ``err``, marked.
+    """
+    setattr(err, _AS_RAISED, True)
+    return err
+
+
 def model_call_error(err: BaseException, chunk: object, start: int, model_dtype: torch.dtype) -> BaseException:
     """The exception to raise from ``err``: a ``ModelCallError`` for a ``RuntimeError``, else ``err`` with a note.
 
@@ -123,6 +141,8 @@ def model_call_error(err: BaseException, chunk: object, start: int, model_dtype:
     Returns:
         The exception to raise (``raise ... from err``).
     """
+    if getattr(err, _AS_RAISED, False):
+        return err
     text = describe_call(err, chunk, start, model_dtype)
     if isinstance(err, RuntimeError) and not isinstance(err, ModelCallError):
         return ModelCallError(text)
