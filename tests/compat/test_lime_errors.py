@@ -125,6 +125,8 @@ TABLE_REFUSED = [
     ("categorical_type", lambda: LimeTabularExplainer(TRAIN, categorical_features=["a"]), TypeError,
      "`categorical_features` must be column indices"),
     ("width", lambda: LimeTabularExplainer(TRAIN, kernel_width=0), ValueError, "`kernel_width` must be finite and > 0"),
+    ("stats_keys", lambda: LimeTabularExplainer(TRAIN, training_data_stats={"means": {}}), ValueError,
+     r"`training_data_stats` lacks the keys \['mins', 'maxs', 'stds', 'feature_values', 'feature_frequencies', "),
     ("row_nan", lambda: explain_row(Counting(), np.array([NAN, 0.0, 0.0])), ValueError, "`data_row` must be finite"),
     ("row_inf", lambda: explain_row(Counting(), np.array([np.inf, 0.0, 0.0])), ValueError, "`data_row` must be finite"),
     ("row_string", lambda: explain_row(Counting(), "abc"), TypeError, "`data_row` must hold numbers"),

@@ -95,3 +95,14 @@ def _frequencies(source: object, f: int, k: int, data: NDArray[np.float64], boun
         return out
     level = np.searchsorted(np.asarray(bounds), data[:, f])  # lime's lambdas: searchsorted(qts, x)
     return torch.from_numpy(np.bincount(level, minlength=k)[:k] / len(level)).to(torch.float64)
+
+
+#: the keys lime's ``validate_training_data_stats`` asks of a ``training_data_stats`` dict, and its bins
+_STATS_KEYS = ("means", "mins", "maxs", "stds", "feature_values", "feature_frequencies", "bins")
+
+
+def check_stats_keys(stats: Mapping[str, object]) -> None:
+    """Refuse a ``training_data_stats`` dict that lacks keys, naming every one of them (as lime does)."""
+    missing = [k for k in _STATS_KEYS if k not in stats]
+    if missing:
+        raise ValueError(f"`training_data_stats` lacks the keys {missing} (lime's dict holds {list(_STATS_KEYS)})")

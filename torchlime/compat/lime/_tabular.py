@@ -32,7 +32,7 @@ from torchlime.compat.lime._common import (
 from torchlime.compat.lime._continuous import GaussianLime, lime_design
 from torchlime.compat.lime._domain import TableDomainMapper
 from torchlime.compat.lime._explanation import Explanation
-from torchlime.compat.lime._stats import stats_from_lime
+from torchlime.compat.lime._stats import check_stats_keys, stats_from_lime
 from torchlime.tabular._conditions import bin_condition
 from torchlime.tabular._explain import explain_tabular
 from torchlime.tabular._modality import DiscretizerName
@@ -144,6 +144,8 @@ class LimeTabularExplainer:
             self.discretizer = discretizer
             name = _discretizer_name(discretizer) if training_data_stats is None else "stats"
             source = training_data_stats if training_data_stats is not None else discretizer
+            if isinstance(source, Mapping):
+                check_stats_keys(source)
             if isinstance(source, str):
                 self.stats = fit_stats(data, given, source, _labels(training_labels))
             else:
