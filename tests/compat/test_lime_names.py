@@ -43,6 +43,7 @@ def _proba(x: np.ndarray) -> np.ndarray:
         ("lime_image", "LimeImageExplainer"),
         ("explanation", "Explanation"),
         ("wrappers.scikit_image", "SegmentationAlgorithm"),
+        ("submodular_pick", "SubmodularPick"),
     ],
 )
 def test_lime_module_paths(module: str, name: str) -> None:
@@ -152,3 +153,25 @@ def test_segmentation_algorithm_checks_its_arguments() -> None:
     assert "not_a_parameter" not in seg.target_params
     labels = seg(np.random.RandomState(0).rand(16, 16, 3))
     assert labels.shape == (16, 16) and labels.min() == 0
+
+
+def test_submodular_pick_picks_what_lime_s_picks() -> None:
+    lime_sp = pytest.importorskip("lime.submodular_pick", reason="lime is a test extra")
+    from torchlime.compat.lime import SubmodularPick
+
+    rows = np.random.RandomState(0).rand(30, 5)
+    w = np.random.RandomState(1).randn(5)
+
+    def model(r: np.ndarray) -> np.ndarray:
+        p = 1 / (1 + np.exp(-(r - 0.5) @ w * 3))
+        return np.stack([1 - p, p], 1)
+
+    picked = []
+    for cls in (lime_sp.SubmodularPick, SubmodularPick):  # lime's own pick over this package's explainer
+        np.random.seed(0)  # both draw the sample from NumPy's global generator
+        sp = cls(LimeTabularExplainer(rows, random_state=0), rows, model, sample_size=10, num_exps_desired=3,
+                 num_features=2, num_samples=300)  # fmt: skip
+        picked.append((sp.V, [e.as_map() for e in sp.sp_explanations], len(sp.explanations)))
+    assert picked[0] == picked[1] and len(picked[1][0]) == 3
+    with pytest.raises(ValueError, match="`method` must be 'sample' or 'full'"):
+        SubmodularPick(LimeTabularExplainer(rows), rows, model, method="all")

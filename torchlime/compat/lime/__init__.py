@@ -10,9 +10,9 @@ lime's accessors (``as_list``, ``as_map``, ``local_exp``, ``intercept``, ``score
 calls (in chunks), the kernel, the feature selection and the fit are torchlime's batched ones.
 
 lime's other public names are here too, and under lime's module paths (``discretize``,
-``lime_text``, ``lime_tabular``, ``lime_image``, ``explanation``, ``wrappers.scikit_image``): the
-discretizers, ``IndexedString`` / ``IndexedCharacters``, the domain mappers and
-``SegmentationAlgorithm``.
+``lime_text``, ``lime_tabular``, ``lime_image``, ``explanation``, ``submodular_pick``,
+``wrappers.scikit_image``): the discretizers, ``IndexedString`` / ``IndexedCharacters``, the domain
+mappers, ``SubmodularPick`` (SP-LIME) and ``SegmentationAlgorithm``.
 """
 
 from torchlime.compat.lime._domain import DomainMapper, TableDomainMapper, TextDomainMapper
@@ -28,6 +28,7 @@ from torchlime.compat.lime.discretize import (
     QuartileDiscretizer,
     StatsDiscretizer,
 )
+from torchlime.compat.lime.submodular_pick import SubmodularPick
 from torchlime.compat.lime.wrappers.scikit_image import BaseWrapper, SegmentationAlgorithm
 
 __all__ = [
@@ -48,4 +49,5 @@ __all__ = [
     "StatsDiscretizer",
     "BaseWrapper",
     "SegmentationAlgorithm",
+    "SubmodularPick",
 ]
