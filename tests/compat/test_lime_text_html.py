@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from torchlime.compat.lime import LimeTextExplainer
-from torchlime.compat.lime._explanation import _CATEGORY10, _CATEGORY20
+from torchlime.compat.lime._html import _CATEGORY10, _CATEGORY20
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -87,3 +87,26 @@ def test_the_colours_are_lime_own():
     for name, ours in (("d3_category10", _CATEGORY10), ("d3_category20", _CATEGORY20)):  # lime's class colours
         numbers = re.search(rf"var {name} = \[([^\]]+)\]", bundle).group(1).split(",")
         assert [f"#{int(n):06x}" for n in numbers] == list(ours)
+
+
+def test_lime_s_page_options_are_honoured_and_others_refused():
+    from torchlime.compat.lime import LimeTabularExplainer
+
+    exp = LimeTextExplainer(class_names=["bad", "good"], random_state=0).explain_instance(
+        TEXT, two_classes, num_features=3, num_samples=400
+    )
+    assert "Text with highlighted words" not in exp.as_html(text=False)
+    assert {a for _, _, a in highlights(exp.as_html(opacity=False))} == {1.0}  # every word fully coloured
+    with pytest.raises(TypeError, match=r"unexpected keywords \['bogus'\]: lime's are show_table"):
+        exp.as_html(bogus=1)
+    rows = np.random.RandomState(0).rand(30, 3)
+    table = LimeTabularExplainer(rows, feature_names=["a", "b", "c"], random_state=0).explain_instance(
+        rows[0], lambda r: np.c_[1 - r[:, :1], r[:, :1]], num_features=1, num_samples=200
+    )
+
+    def cells(page: str) -> list[tuple[str, str]]:  # the rows of the feature / value table
+        return re.findall(r"<tr><td>(\w)</td><td>([\d.]+)</td></tr>", page.partition("<th>Value</th></tr>")[2])
+
+    assert cells(table.as_html()) == [("a", f"{rows[0, 0]:.2f}")]  # lime's feature / value table: the explained
+    assert [n for n, _ in cells(table.as_html(show_all=True))] == ["a", "b", "c"]
+    assert cells(table.as_html(show_table=False)) == []

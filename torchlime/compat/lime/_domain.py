@@ -146,22 +146,34 @@ class TableDomainMapper(DomainMapper):
         return [(self.exp_feature_names[f], w) for f, w in exp]
 
     def visualize_instance_html(
-        self, exp: Pairs, label: int, div_name: str, exp_object_name: str, **kwargs: Any
+        self,
+        exp: Pairs,
+        label: int,
+        div_name: str,
+        exp_object_name: str,
+        show_table: bool = True,
+        show_all: bool = False,
+        **kwargs: Any,
     ) -> str:
-        """The instance's columns and values as an HTML table.
+        """The instance's columns and values as an HTML table (lime's feature / value table).
 
         Args:
             exp: pairs of one label.
             label: the label.
             div_name: lime's name of the page's element.
             exp_object_name: lime's name of the explanation's script object.
+            show_table: draw the table at all.
+            show_all: every column, not only those of the explanation (in its order).
             **kwargs: unused.
 
         Returns:
-            An HTML fragment.
+            An HTML fragment ("" without ``show_table``).
         """
+        if not show_table:
+            return ""
+        columns = range(len(self.feature_names)) if show_all else [f for f, _ in exp]
         rows = "".join(
-            f"<tr><td>{html.escape(str(n))}</td><td>{html.escape(str(v))}</td></tr>"
-            for n, v in zip(self.feature_names, self.feature_values)
+            f"<tr><td>{html.escape(str(self.feature_names[f]))}</td><td>{html.escape(str(self.feature_values[f]))}</td></tr>"
+            for f in columns
         )
-        return f"<table>{rows}</table>"
+        return f"<table><tr><th>Feature</th><th>Value</th></tr>{rows}</table>"

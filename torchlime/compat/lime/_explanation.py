@@ -15,18 +15,11 @@ from numpy.typing import NDArray
 from torchlime._checks import require
 from torchlime.compat.lime._common import RandomState, ranked
 from torchlime.compat.lime._domain import DomainMapper, TableDomainMapper
+from torchlime.compat.lime._html import highlighted_text
 from torchlime.engine.explanation import Explanation as Result
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-#: lime's class colours (d3's category10, category20 from 10 classes) and its colour of "NOT label"
-_CATEGORY10 = tuple("#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf".split())
-_CATEGORY20 = tuple(
-    "#1f77b4 #aec7e8 #ff7f0e #ffbb78 #2ca02c #98df8a #d62728 #ff9896 #9467bd #c5b0d5 "
-    "#8c564b #c49c94 #e377c2 #f7b6d2 #7f7f7f #c7c7c7 #bcbd22 #dbdb8d #17becf #9edae5".split()
-)
-_NOT_LABEL = "#5F9EA0"
 
 
 class Explanation:
@@ -176,7 +169,13 @@ class Explanation:
         plt.title(title)
         return fig
 
-    def as_html(self, labels: Optional[Sequence[int]] = None, predict_proba: bool = True, **kwargs: bool) -> str:
+    def as_html(
+        self,
+        labels: Optional[Sequence[int]] = None,
+        predict_proba: bool = True,
+        show_predicted_value: bool = True,
+        **kwargs: bool,
+    ) -> str:
         """A self-contained HTML page: the scores, each label's weights as bars, and the instance.
 
         A text is shown as lime shows it: the words of the first label's explanation highlighted in
@@ -186,11 +185,23 @@ class Explanation:
         Args:
             labels: the labels to show (default: every explained one).
             predict_proba: show the model's scores.
-            **kwargs: passed to ``as_list``.
+            show_predicted_value: show a regression's predicted value.
+            **kwargs: lime's page options: ``show_table`` / ``show_all`` (a table's feature / value table,
+                of the explained columns or of all), ``text`` / ``opacity`` (a text's highlighted words,
+                shaded by weight or not); and ``positions`` (passed to ``as_list``).
 
         Returns:
             The HTML string (no scripts).
+
+        Raises:
+            TypeError: another keyword.
         """
+        unknown = sorted(set(kwargs) - {"show_table", "show_all", "text", "opacity", "positions"})
+        if unknown:
+            raise TypeError(
+                f"as_html() got unexpected keywords {unknown}: lime's are show_table, show_all, text, opacity"
+            )
+        listed = {"positions": True} if kwargs.get("positions") else {}
         if labels is None:
             labels = self.available_labels() if self.mode == "classification" else [self.dummy_label]
         parts = ["<div class='torchlime-lime'>"]
@@ -200,10 +211,10 @@ class Explanation:
                 for i, p in enumerate(self.predict_proba)
             )
             parts.append(f"<b>Prediction probabilities</b><table>{rows}</table>")
-        elif self.mode == "regression":
+        elif self.mode == "regression" and show_predicted_value:
             parts.append(f"<b>Predicted value</b>: {self.predicted_value}")
         for label in labels:
-            pairs = self.as_list(label, **kwargs)
+            pairs = self.as_list(label, **listed)
             top = max((abs(w) for _, w in pairs), default=0.0) or 1.0
             bars = "".join(
                 f"<tr><td style='text-align:right'>{html.escape(str(n))}</td><td><div style='background:"
@@ -213,13 +224,17 @@ class Explanation:
             )
             name = self.class_names[label] if self.mode == "classification" else "value"
             parts.append(f"<b>{html.escape(str(name))}</b><table>{bars}</table>")
+        if isinstance(self.domain_mapper, TableDomainMapper) and labels:
+            table = {k: bool(kwargs[k]) for k in ("show_table", "show_all") if k in kwargs}
+            first = self.local_exp[self._label(labels[0])]
+            parts.append(self.domain_mapper.visualize_instance_html(first, labels[0], "", "", **table))
         parts.append(self.instance_html)
-        if self.text is not None and self.word_starts is not None and labels:
-            parts.append(self.text_html(labels[0]))
+        if self.text is not None and self.word_starts is not None and labels and kwargs.get("text", True):
+            parts.append(self.text_html(labels[0], opacity=bool(kwargs.get("opacity", True))))
         parts.append("</div>")
         return "".join(parts)
 
-    def text_html(self, label: int = 1) -> str:
+    def text_html(self, label: int = 1, opacity: bool = True) -> str:
         """Lime's "Text with highlighted words" panel: the text, each explained word highlighted in place.
 
         Every occurrence of the words of ``local_exp[label]`` takes the colour of the class it supports,
@@ -229,6 +244,7 @@ class Explanation:
 
         Args:
             label: the class whose explanation is drawn (any label for regression).
+            opacity: shade each word by its |weight| (False: every explained word fully coloured).
 
         Returns:
             An HTML fragment (empty for an explanation of no text).
@@ -236,31 +252,8 @@ class Explanation:
         if self.text is None or self.word_starts is None:
             return ""
         key = self._label(label)
-        palette = _CATEGORY10 if len(self.class_names) < 10 else _CATEGORY20
-        if len(self.class_names) == 2:
-            against, support = palette[0], palette[1]
-        else:
-            against, support = _NOT_LABEL, palette[key % len(palette)]
-        pairs = self.local_exp[key]
-        top = max((abs(w) for _, w in pairs), default=0.0)
-        marks = sorted(
-            (start, start + len(self.names[f]), support if w > 0 else against, abs(w) / top if top > 0 else 1.0)
-            for f, w in pairs
-            for start in self.word_starts[f]
-        )
-        out, at = [], 0
-        for start, stop, colour, alpha in marks:
-            if start < at:  # overlapping occurrences (characters): the first is drawn
-                continue
-            r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
-            out.append(html.escape(self.text[at:start]))
-            out.append(f"<span style='background-color:rgba({r},{g},{b},{alpha:.3f})'>")
-            out.append(f"{html.escape(self.text[start:stop])}</span>")
-            at = stop
-        out.append(html.escape(self.text[at:]))
-        return (
-            "<div class='lime text_div'><h3>Text with highlighted words</h3>"
-            f"<span style='white-space:pre-wrap'>{''.join(out)}</span></div>"
+        return highlighted_text(
+            self.text, self.word_starts, self.names, self.local_exp[key], key, len(self.class_names), opacity
         )
 
     def show_in_notebook(
