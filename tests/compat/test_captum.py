@@ -266,6 +266,7 @@ def test_captum_interface_and_refusals():
         Lime(BasicModel_MultiLayer(), interpretable_model=object())
     sgd = Lime(BasicModel_MultiLayer(), interpretable_model=SGDLasso(alpha=0.5))
     assert sgd.surrogate.alpha == 0.5  # captum's SGD fit of the same objective, solved exactly
+    assert isinstance(sgd.interpretable_model, SGDLasso) and sgd.similarity_func is None and sgd.perturb_func is None
     for changed in (SkLearnLasso(alpha=0.01, positive=True), SkLearnLinearRegression(fit_intercept=False)):
         with pytest.raises(ValueError, match=r"`interpretable_model` SkLearn\w+\((positive|fit_intercept)=\w+\) fits"):
             Lime(BasicModel_MultiLayer(), interpretable_model=changed)

@@ -305,6 +305,12 @@ class Lime(_Attribution):
             input-space ``ExponentialKernel``, or None (cosine, width 1).
         perturb_func: None only (captum's Bernoulli(1/2) masks); torchlime's own samplers are the
             ``sampler=`` argument of ``torchlime.explain``.
+
+    Attributes:
+        interpretable_model: the ``interpretable_model`` given (None for the default), as captum keeps it;
+            it is never fitted itself (the batched surrogate, ``surrogate``, is).
+        similarity_func: the ``similarity_func`` given (None for the default; ``kernel`` is the kernel used).
+        perturb_func: None.
     """
 
     name = "Lime"
@@ -325,6 +331,7 @@ class Lime(_Attribution):
             )
         self.surrogate = _surrogate(interpretable_model)
         self.kernel = _kernel(similarity_func)
+        self.interpretable_model, self.similarity_func, self.perturb_func = interpretable_model, similarity_func, None
 
     def _draw(self, n: int, m: int) -> torch.Tensor:
         return torch.bernoulli(torch.ones(n, m) * 0.5)  # captum's n draws of bernoulli(ones(1, M) * .5), at once
