@@ -213,6 +213,8 @@ def test_drawn_coalitions_additive_model_is_exact(shap):
     f = lambda v: v @ coef  # noqa: E731
     ours = KernelExplainer(f, bg, seed=0).shap_values(x, nsamples=300, l1_reg=False, silent=True)
     np.testing.assert_allclose(ours, (x - bg.mean(0)) * coef, atol=1e-10)
+    again = KernelExplainer(f, bg, seed=0).shap_values(x, nsamples=300.0, l1_reg=False, silent=True)  # as shap takes it
+    assert np.array_equal(again, ours)
     theirs = shap.KernelExplainer(f, bg).shap_values(x, nsamples=300, l1_reg=False, silent=True)
     np.testing.assert_allclose(ours, theirs, atol=1e-10)
 

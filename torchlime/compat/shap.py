@@ -79,6 +79,8 @@ def _count(nsamples: object) -> Optional[int]:
     """``nsamples`` checked: None for "auto", else an int >= 1."""
     if isinstance(nsamples, str) and nsamples == "auto":
         return None
+    if isinstance(nsamples, (float, np.floating)) and float(nsamples).is_integer():
+        nsamples = int(nsamples)  # 100.0, as shap takes it
     if isinstance(nsamples, (int, np.integer)) and not isinstance(nsamples, bool) and nsamples >= 1:
         return int(nsamples)
     raise ValueError(f"`nsamples` must be 'auto' or an int >= 1 (model evaluations per row), got {nsamples!r}")
