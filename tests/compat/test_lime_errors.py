@@ -95,6 +95,8 @@ IMAGE_REFUSED = [
     ("strings", dict(image=np.full((4, 4, 3), "a")), TypeError, "`image` must be a numpy array"),
     ("one_superpixel", dict(segmentation_fn=lambda im: np.zeros(im.shape[:2], int)), ValueError,
      "`segmentation_fn` must split the image into at least 2 superpixels"),
+    ("flat_default", dict(image=np.zeros((8, 8, 3)), segmentation_fn=None), ValueError,
+     "the default quickshift segmentation must split the image.*pass a `segmentation_fn`"),
     ("batch0", dict(batch_size=0), ValueError, "`batch_size` must be an int >= 1"),
     ("hide_string", dict(hide_color="red"), TypeError, "`hide_color` must be None or a number"),
     ("hide_nan", dict(hide_color=NAN), ValueError, "`hide_color` must be None, or 1 or 3 finite numbers"),

@@ -170,8 +170,10 @@ class LimeImageExplainer:
             )
         ids = np.unique(segments)
         if len(ids) < 2:
+            made = "`segmentation_fn`" if segmentation_fn is not None else "the default quickshift segmentation"
             raise ValueError(
-                f"`segmentation_fn` must split the image into at least 2 superpixels to explain, got {len(ids)}"
+                f"{made} must split the image into at least 2 superpixels to explain, got {len(ids)}"
+                + ("" if segmentation_fn is not None else ": pass a `segmentation_fn` that splits it finer")
             )
         dtype = img.dtype
         convert = lambda chunk: chunk.cpu().numpy().astype(dtype, copy=False)
