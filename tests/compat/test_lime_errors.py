@@ -128,7 +128,7 @@ TABLE_REFUSED = [
      "`categorical_features` must be column indices"),
     ("width", lambda: LimeTabularExplainer(TRAIN, kernel_width=0), ValueError, "`kernel_width` must be finite and > 0"),
     ("stats_keys", lambda: LimeTabularExplainer(TRAIN, training_data_stats={"means": {}}), ValueError,
-     r"`training_data_stats` lacks the keys \['mins', 'maxs', 'stds', 'feature_values', 'feature_frequencies', "),
+     r"`training_data_stats` lacks the keys \['mins', 'maxs', 'stds', 'feature_values', 'feature_frequencies', 'bins"),
     ("row_nan", lambda: explain_row(Counting(), np.array([NAN, 0.0, 0.0])), ValueError, "`data_row` must be finite"),
     ("row_inf", lambda: explain_row(Counting(), np.array([np.inf, 0.0, 0.0])), ValueError, "`data_row` must be finite"),
     ("row_string", lambda: explain_row(Counting(), "abc"), TypeError, "`data_row` must hold numbers"),
@@ -246,6 +246,12 @@ def test_nothing_is_modified_in_place_and_numpy_comes_back():
 @pytest.mark.parametrize("settings", [dict(positive=True), dict(fit_intercept=False)], ids=["positive", "no-intercept"])
 @pytest.mark.parametrize("kind", list(RUN))
 def test_a_regressor_setting_that_changes_the_fit_is_refused_by_name(kind, settings):
+    from torchlime.compat._vocabulary import check_regressor_settings
+
+    for old in ("deprecated", False):  # scikit-learn before 1.2 reports its default normalize so
+        check_regressor_settings({"alpha": 1.0, "normalize": old, "fit_intercept": True}, "Ridge", "model_regressor")
+    with pytest.raises(ValueError, match=r"Ridge\(normalize=True\)"):
+        check_regressor_settings({"alpha": 1.0, "normalize": True}, "Ridge", "model_regressor")
     linear_model = pytest.importorskip("sklearn.linear_model")
     shown = ", ".join(f"{k}={v}" for k, v in settings.items())
     for name in ("Ridge", "Lasso", "LinearRegression"):

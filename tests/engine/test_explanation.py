@@ -87,6 +87,7 @@ def test_plot_index_out_of_range_is_named(exp_and_images):
     exp, x = exp_and_images
     with pytest.raises(IndexError, match=r"`index` must be an int in \[-2, 2\) for an explanation of 2 image"):
         plot_image_explanation(exp, x, index=5)
+    plot_image_explanation(exp, x, index=torch.tensor(1))  # a 0-d index, as a label tensor gives it
 
 
 def test_picture_is_written(exp_and_images, tmp_path):

@@ -92,6 +92,9 @@ def test_signal_mean_of_integer_inputs_is_taken_in_float64_as_mean_is():
     got = resolve_baseline("signal_mean", x, ctx)
     assert got.dtype == torch.uint8 and got.unique().tolist() == [64]  # 258 / 4, truncated like "mean"
     assert torch.equal(resolve_baseline("mean", x, ctx), torch.tensor([[[[127, 127], [1, 1]]]], dtype=torch.uint8))
+    big = torch.tensor([[2**60 + 1, 2**60 + 3]])  # beyond float64's integers: min and max stay exact
+    two = context(big, torch.tensor([[0, 1]]))
+    assert resolve_baseline("min", big, two).tolist() == [[2**60 + 1] * 2]
 
 
 def test_complex_fills_keep_phase_or_bound_magnitude():

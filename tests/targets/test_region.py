@@ -280,8 +280,9 @@ def test_a_region_that_vanishes_at_the_output_s_resolution_is_named():
 
 
 def test_softmax_is_refused_for_a_target_that_reads_the_raw_output():
-    with pytest.raises(ValueError, match=r"`softmax=True` does not apply to a structured target.*probability=True"):
-        torchlime.explain(SegNet(), torch.rand(1, 3, H, W), CELLS, target=Region(), softmax=True, n_samples=16)
+    for truthy in (True, 1, torch.tensor(True)):
+        with pytest.raises(ValueError, match=r"`softmax=True` does not apply to a structured target.*probability"):
+            torchlime.explain(SegNet(), torch.rand(1, 3, H, W), CELLS, target=Region(), softmax=truthy, n_samples=16)
 
 
 def test_callers_tensors_are_never_modified():

@@ -82,6 +82,28 @@ def test_records_are_cut_and_joined_field_by_field(wrap):
         assert joined.note == "kept"
 
 
+@dataclasses.dataclass
+class _Tempered:
+    logits: torch.Tensor
+    temperature: dataclasses.InitVar[float] = 2.0
+
+    def __post_init__(self, temperature: float) -> None:
+        self.logits = self.logits / temperature  # runs once, when the model builds its output
+
+
+def test_records_are_not_built_again_and_mappings_keep_their_type():
+    import collections
+
+    out = _Tempered(torch.full((4, 2), 8.0))
+    parts = [take_rows(out, 0, 1), take_rows(out, 1, 4)]
+    assert torch.equal(cat_rows(parts).logits, out.logits)  # 4.0: __post_init__ did not divide again
+    held = collections.UserDict({"logits": torch.arange(8.0).view(4, 2)})  # as BatchEncoding is
+    part = take_rows(held, 1, 3)
+    assert type(part) is collections.UserDict and torch.equal(part["logits"], held["logits"][1:3])
+    nested = types.SimpleNamespace(pair=(torch.arange(4.0), torch.ones(4, 1)))
+    assert [t.shape[0] for t in take_rows(nested, 1, 3).pair] == [2, 2]  # containers on an object are cut too
+
+
 def _region_model(x: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(x.shape[0], 2, 4, 4)
     out[:, 1] = 10 * x[:, :, :4].mean((1, 2, 3)).view(-1, 1, 1)  # class 1 reads the top band only
@@ -189,6 +211,16 @@ def test_metrics_score_a_structured_target_as_the_explanation_did():
     assert torch.allclose(deletion(seg_model(), x[3:5], part).nan_to_num(), auc[3:5].nan_to_num(), atol=1e-6)
     with pytest.raises(ValueError, match="label_flip compares the top class"):
         label_flip(seg_model(), x, exp, k=1)
+
+
+def test_metrics_select_the_output_a_structured_explanation_selected():
+    from torchlime.metrics import deletion
+
+    x, plain = images(), seg_model()
+    boxed = lambda v: {"seg": plain(v), "aux": v.mean()}  # noqa: E731  the target reads "seg"
+    exp = torchlime.explain(boxed, x, CELLS, target=Region(), output="seg", n_samples=64, generator=0)
+    same = torchlime.explain(plain, x, CELLS, target=Region(), n_samples=64, generator=0)
+    torch.testing.assert_close(deletion(boxed, x, exp), deletion(plain, x, same), equal_nan=True, rtol=1e-6, atol=1e-6)
 
 
 def test_stability_leaves_padded_targets_out():

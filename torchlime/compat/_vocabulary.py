@@ -155,8 +155,15 @@ def check_count(value: object, name: str, minimum: int, why: str) -> int:
 _SOLVER_SETTINGS = frozenset(
     {"alpha", "copy_X", "max_iter", "tol", "random_state", "solver", "selection", "precompute", "warm_start", "n_jobs"}
 )
-#: Settings that change the fitted model, with the only value the batched surrogates fit.
-_FITTED_AS = {"fit_intercept": True, "positive": False, "bias": True, "norm_type": None}  # captum's SGD: the last two
+#: Settings that change the fitted model, with the values the batched surrogates fit (captum's SGD: ``bias``,
+#: ``norm_type``; scikit-learn before 1.2 reports ``normalize`` False or "deprecated").
+_FITTED_AS: dict[str, tuple[object, ...]] = {
+    "fit_intercept": (True,),
+    "positive": (False,),
+    "bias": (True,),
+    "norm_type": (None,),
+    "normalize": (False, "deprecated"),
+}
 
 
 def check_regressor_settings(settings: Mapping[str, object], name: str, argument: str) -> None:
@@ -174,7 +181,9 @@ def check_regressor_settings(settings: Mapping[str, object], name: str, argument
         ValueError: a setting other than ``alpha`` and the solver's that changes the fit.
     """
     changed = {
-        k: v for k, v in settings.items() if k not in _SOLVER_SETTINGS and not (k in _FITTED_AS and v == _FITTED_AS[k])
+        k: v
+        for k, v in settings.items()
+        if k not in _SOLVER_SETTINGS and not any(v is f or v == f for f in _FITTED_AS.get(k, ()))
     }
     if changed:
         shown = ", ".join(f"{k}={v!r}" for k, v in sorted(changed.items()))

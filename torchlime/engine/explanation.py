@@ -61,7 +61,8 @@ class Explanation:
         n_features: long (B,) F_b of every input.
         input_shape: shape of one input (without B).
         samples: bool (B, S, F) masks (only with ``return_samples=True``).
-        outputs: (B, S, T) model scores of the samples (same condition; float64 for a float64 model, else float32).
+        outputs: (B, S, T) model scores of the samples (same condition; float64 for a float64 model's
+            plain targets, else float32).
         weights: (B, S) proximity weights (same condition).
         coef_std: (B, T, F) posterior standard deviation of the coefficients (Bayesian
             surrogates such as BayLIME), else None.

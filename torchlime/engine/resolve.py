@@ -170,7 +170,8 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
     if isinstance(target, torch.Tensor) and target.ndim == 0 and target.dtype in _INTEGER_DTYPES:
         target = int(target.item())  # labels[i]: one class for every input, as an int
     check_target(target, inputs.shape[0])
-    if isinstance(target, Target) and call.softmax is True:
+    softmax: object = call.softmax  # a bool by type; 1 or a tensor(True) are as truthy
+    if isinstance(target, Target) and softmax is not None and bool(softmax):
         raise ValueError(
             f"`softmax=True` does not apply to a structured target: {type(target).__name__} reads the model's raw "
             f"output itself (for class probabilities of a segmenter, pass Region(probability=True))"

@@ -140,6 +140,8 @@ def plot_image_explanation(
 
     check_positive_int(k, "k")
     b = len(exp)
+    if isinstance(index, torch.Tensor) and index.ndim == 0 and not index.is_floating_point():
+        index = int(index)  # labels-style 0-d indices, as before
     if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not -b <= index < b:
         raise IndexError(f"`index` must be an int in [-{b}, {b}) for an explanation of {b} image(s), got {index!r}")
     index = int(index) % b

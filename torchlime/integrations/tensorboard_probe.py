@@ -107,12 +107,13 @@ def heatmap_rgb(
 
 def quality_scalars(exp: Explanation, seconds: Optional[float] = None, max_inputs: int = 8) -> dict[str, float]:
     """The figures ``log_explanation`` writes (keys without the tag), as plain floats."""
-    score = exp.score.detach().float().cpu()  # NaN on padded targets: no fit, left out
-    real = score[~score.isnan()]
+    score = exp.score.detach().float().cpu()  # padded targets (NaN) are no fits: left out
+    valid = torch.ones_like(score, dtype=torch.bool) if exp.target_valid is None else exp.target_valid.cpu()
+    real = score[valid]
     low = float(real.min()) if real.numel() else float("nan")
     out = {"weighted_r2/mean": float(real.mean()), "weighted_r2/min": low}
     for i in range(min(score.shape[0], max_inputs)):
-        out[f"weighted_r2/input_{i}"] = float(score[i].nanmean())
+        out[f"weighted_r2/input_{i}"] = float(score[i][valid[i]].mean())
     quality = exp.meta.get("quality") or {}
     flagged: set[int] = set()
     for flag in FLAGS:

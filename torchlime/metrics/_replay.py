@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import Callable, NamedTuple, Optional, cast
+from typing import Callable, NamedTuple, Optional, Union, cast
 
 import torch
 
@@ -279,6 +279,8 @@ def score_rows(
     def consume(raw: object, x: object, start: int, stop: int) -> None:
         nonlocal done
         if scorer is not None and inputs_of is not None:
+            if output is not None:  # the part of the output the target reads, as the explanation selected it
+                raw = output(raw) if callable(output) else cast("dict[Union[int, str], object]", raw)[output]
             out[start:stop] = take(scorer.score(raw, inputs_of(start, stop)).float().to(dev), start, stop)
         else:
             sc = select_output(raw, output, stop - start).float()

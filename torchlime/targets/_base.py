@@ -26,6 +26,7 @@ from typing import Callable, cast
 import torch
 
 from torchlime._checks import describe
+from torchlime._nested import rebuild_mapping
 
 
 @dataclasses.dataclass
@@ -156,18 +157,20 @@ def _map_rows(
         rebuilt = [inner([p[i] for p in items]) for i in range(len(first))]
         maker = getattr(type(first), "_make", type(first))  # a named tuple's fields are positional
         return maker(rebuilt)
-    if isinstance(first, dict):
+    if isinstance(first, Mapping):  # a dict, a Hugging Face ModelOutput or BatchEncoding: rebuilt as its type
         records = cast("list[Mapping[object, object]]", parts)
-        return {k: inner([p[k] for p in records]) for k in first}
+        return rebuild_mapping(first, {k: inner([p[k] for p in records]) for k in first})
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
-        names = [f.name for f in dataclasses.fields(first) if f.init]
-        return dataclasses.replace(first, **{n: inner([getattr(p, n) for p in parts]) for n in names})
+        record = pycopy.copy(first)  # fields set as they are: ``__init__`` / ``__post_init__`` do not run again
+        for f in dataclasses.fields(first):
+            object.__setattr__(record, f.name, inner([getattr(p, f.name) for p in parts]))
+        return record
     if hasattr(first, "__dict__") and not isinstance(first, type):
-        copy = pycopy.copy(first)  # a plain object (``.logits`` on a namespace): its tensor attributes
+        plain = pycopy.copy(first)  # a plain object (``.logits`` on a namespace): its tensors and containers
         for name, value in vars(first).items():
-            if isinstance(value, torch.Tensor):
-                setattr(copy, name, tensors([getattr(p, name) for p in parts]))
-        return copy
+            if isinstance(value, (torch.Tensor, tuple, list, Mapping)):
+                setattr(plain, name, inner([getattr(p, name) for p in parts]))
+        return plain
     return first
 
 

@@ -23,7 +23,7 @@ from torchlime.stages.forward.model import eval_mode
 from torchlime.targets._base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._explain import explain_tokens
-from torchlime.text._token_args import InfillSpec
+from torchlime.text._token_args import InfillSpec, infer_vocab_size
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
 from torchlime.typing import (
     UNSET,
@@ -198,7 +198,8 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
         generator: seed or ``torch.Generator`` of the masks.
         pad_id: the id of the padding column a "delete" row is re-packed behind.
         vocab_size: the model's vocabulary size (checks ``mask_id`` and the ids), as in ``explain_tokens``;
-            None: the width of the logits the continuation was generated from (if it was).
+            None: the model's input-embedding size, else the width of the logits the continuation was
+            generated from (when it was generated).
         infill: the masked LM of ``mode="infill"``, as in ``explain_tokens``.
 
     Returns:
@@ -254,7 +255,8 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     wids = cast(torch.Tensor, moved)  # given, so moved
     if target.token_ids is None:
         cont, width = greedy_continuation(model, ids, attn, target.max_new_tokens, how)
-        vocab_size = width if vocab_size is None else vocab_size  # checks mask_id before the batched pass
+        if vocab_size is None:  # checks mask_id before the batched pass: the embedding's size, else the logits'
+            vocab_size = infer_vocab_size(model) or width
     else:
         cont = target.token_ids.to(dev)
     g = cont.shape[1]

@@ -199,7 +199,8 @@ class Explanation:
         unknown = sorted(set(kwargs) - {"show_table", "show_all", "text", "opacity", "positions"})
         if unknown:
             raise TypeError(
-                f"as_html() got unexpected keywords {unknown}: lime's are show_table, show_all, text, opacity"
+                f"as_html() got unexpected keywords {unknown}: lime's are show_table, show_all, text and opacity "
+                f"(and positions, for as_list)"
             )
         listed = {"positions": True} if kwargs.get("positions") else {}
         if labels is None:

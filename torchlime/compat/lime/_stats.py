@@ -97,12 +97,21 @@ def _frequencies(source: object, f: int, k: int, data: NDArray[np.float64], boun
     return torch.from_numpy(np.bincount(level, minlength=k)[:k] / len(level)).to(torch.float64)
 
 
-#: the keys lime's ``validate_training_data_stats`` asks of a ``training_data_stats`` dict, and its bins
-_STATS_KEYS = ("means", "mins", "maxs", "stds", "feature_values", "feature_frequencies", "bins")
+#: the keys lime's ``validate_training_data_stats`` asks of a ``training_data_stats`` dict
+_STATS_KEYS = ("means", "mins", "maxs", "stds", "feature_values", "feature_frequencies")
 
 
-def check_stats_keys(stats: Mapping[str, object]) -> None:
-    """Refuse a ``training_data_stats`` dict that lacks keys, naming every one of them (as lime does)."""
-    missing = [k for k in _STATS_KEYS if k not in stats]
+def check_stats_keys(stats: Mapping[str, object], binned: bool) -> None:
+    """Refuse a ``training_data_stats`` dict that lacks keys, naming every one (lime's check, and "bins").
+
+    Args:
+        stats: the dict.
+        binned: the columns are discretized from it (its "bins" are needed too).
+
+    Raises:
+        ValueError: keys missing.
+    """
+    wanted = _STATS_KEYS + (("bins",) if binned else ())
+    missing = [k for k in wanted if k not in stats]
     if missing:
-        raise ValueError(f"`training_data_stats` lacks the keys {missing} (lime's dict holds {list(_STATS_KEYS)})")
+        raise ValueError(f"`training_data_stats` lacks the keys {missing} (it needs {list(wanted)})")

@@ -140,12 +140,12 @@ class LimeTabularExplainer:
         given = _columns(categorical_features, d)
         self.discretizer: object = None
         self.discretize = bool(discretize_continuous) and not sparse
+        if training_data_stats is not None:  # lime checks the dict whether or not it discretizes
+            check_stats_keys(training_data_stats, binned=self.discretize)
         if self.discretize:
             self.discretizer = discretizer
             name = _discretizer_name(discretizer) if training_data_stats is None else "stats"
             source = training_data_stats if training_data_stats is not None else discretizer
-            if isinstance(source, Mapping):
-                check_stats_keys(source)
             if isinstance(source, str):
                 self.stats = fit_stats(data, given, source, _labels(training_labels))
             else:

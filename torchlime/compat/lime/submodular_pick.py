@@ -72,7 +72,7 @@ class SubmodularPick:
             rows = np.arange(n)
         else:
             raise ValueError(f"`method` must be 'sample' or 'full', got {describe(method)}")
-        check_positive_int(num_exps_desired, "num_exps_desired")
+        check_positive_int(num_exps_desired, "num_exps_desired", minimum=0)
         self.explanations = [
             explainer.explain_instance(data[i], predict_fn, num_features=num_features, top_labels=top_labels, **kwargs)
             for i in rows
@@ -80,8 +80,8 @@ class SubmodularPick:
         if num_exps_desired > len(self.explanations):
             warnings.warn("`num_exps_desired` is larger than the explanations: picking all", UserWarning, stacklevel=2)
         budget = min(int(num_exps_desired), len(self.explanations))
-        picks = submodular_pick(_explanation_matrix(self.explanations), budget) if budget else torch.zeros(0)
-        self.V: list[int] = [int(i) for i in picks.tolist()]
+        picks = submodular_pick(_explanation_matrix(self.explanations), budget).tolist() if budget else []
+        self.V: list[int] = [int(i) for i in picks]
         self.sp_explanations = [self.explanations[i] for i in self.V]
 
 

@@ -218,7 +218,8 @@ def _statistic(name: str, inputs: torch.Tensor, ctx: FillContext) -> torch.Tenso
         return lo + _uniform_like(inputs, ctx, 3) * (hi - lo)
     reducers: dict[str, Callable[..., torch.Tensor]] = {"min": torch.amin, "max": torch.amax, "signal_mean": torch.mean}
     reduce = reducers[name]
-    src = mag if mag.is_floating_point() else mag.double()  # an integer mean, as "mean" takes it: in float64
+    exact = mag.is_floating_point() or name != "signal_mean"  # min / max of integers are exact as they are
+    src = mag if exact else mag.double()  # an integer mean, as "mean" takes it: in float64
     value = reduce(src, dim=dims, keepdim=True).to(mag.dtype).expand(inputs.shape)
     return value * _phase(inputs, mag) if inputs.is_complex() else value.clone()
 
