@@ -59,7 +59,7 @@ def test_top_k_above_the_segments_is_refused_and_leaves_no_folder(tmp_path):
     "command",
     [
         ("explain", "{model}", "{input}", "--out", "{out}"),
-        ("explain-dataset", "{model}", "{tmp}", "--out", "{out}"),
+        ("explain-dataset", "{model}", "{tmp}/data", "--out", "{out}"),
         ("bench", "{model}", "--input-shape", "3", "8", "8"),
     ],
 )
@@ -72,3 +72,14 @@ def test_a_file_that_is_no_model_is_one_line_and_leaves_no_folder(tmp_path, comm
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"torchlime {command[0]}: error: ")
     assert "model.pt" in proc.stderr and not out.exists()
+
+
+def test_a_model_error_carrying_a_traceback_keeps_its_error_line():
+    from torchlime.cli._common import short_error
+
+    text = (
+        "the model raised RuntimeError on its first call (The following operation failed in the TorchScript "
+        "interpreter.\nTraceback of TorchScript (most recent call last):\n  code\nRuntimeError: mat1 and mat2 "
+        "shapes cannot be multiplied (6x2 and 3x1)\n); torchlime sent it a float32 tensor of shape (6, 2)"
+    )
+    assert short_error(RuntimeError(text)) == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (6x2 and 3x1)"

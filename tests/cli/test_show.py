@@ -77,6 +77,7 @@ def test_show_without_images_draws_the_heat_map_alone_and_names_data(shards, tmp
         (("--data", "{d}/other"), "--data {d}/other must be the image folder the run read: its first image"),
         (("--data", "{d}/nowhere"), "FOLDER {d}/nowhere: no such folder"),
         (("--index", 0, 1, "--out", "{d}/x.png"), "--out must be a folder when several inputs are drawn (2)"),
+        (("--data", "{d}/data", "--out", "{d}/data/cat"), "--out {d}/data/cat lies inside --data {d}/data"),
     ],
 )
 def test_bad_options_are_one_line_exit_2(shards, capsys, args, message):
@@ -125,3 +126,41 @@ def test_explain_dataset_says_when_it_resumes_and_what_it_kept(shards, tmp_path,
 
 def test_show_is_a_command():
     assert "show" in build_parser().format_help()
+
+
+def test_explain_dataset_refuses_an_out_inside_its_folder_and_a_locked_folder(shards, tmp_path, capsys):
+    from torchlime.dataset._lock import FolderLockedError
+
+    inside = ("explain-dataset", shards / "img.ts", shards / "data", "--out", shards / "data" / "explanations", *RUN)
+    code, _, err = cli(capsys, *inside)
+    assert code == 2 and "lies inside FOLDER" in err and not (shards / "data" / "explanations").exists()
+    command = ("explain-dataset", shards / "img.ts", shards / "data", "--out", tmp_path / "r", *RUN, "--no-progress")
+    with pytest.MonkeyPatch.context() as mp:  # another run holds the folder
+        mp.setattr("torchlime.dataset.explain_dataset", _locked(FolderLockedError))
+        code, _, err = cli(capsys, *command)
+    assert code == 2 and err.count("\n") == 1 and "held by another run" in err
+
+
+def _locked(error: type) -> object:
+    def explain_dataset(*args: object, **kwargs: object) -> None:
+        raise error("the folder is held by another run (pid 1)")
+
+    return explain_dataset
+
+
+def test_a_class_beyond_the_folder_s_classes_is_titled_by_its_number(shards, tmp_path, capsys):
+    out = tmp_path / "r"
+    command = (
+        "explain-dataset",
+        shards / "img.ts",
+        shards / "data",
+        "--out",
+        out,
+        *RUN,
+        "--target",
+        2,
+        "--no-progress",
+    )
+    assert cli(capsys, *command)[0] == 0  # 2 class folders, a model of more outputs
+    code, _, err = cli(capsys, "show", out, "--index", 0, "--data", shards / "data", "--out", tmp_path / "p")
+    assert code == 0, err

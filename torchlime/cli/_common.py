@@ -70,8 +70,10 @@ def short_error(err: BaseException, limit: int = 300) -> str:
         'RuntimeError: shapes differ'
     """
     text = str(err).strip()
-    if "Traceback" in text:
-        text = text.splitlines()[-1]
+    if "Traceback" in text:  # the error line of the traceback (the last one), not what follows it
+        lines = text.splitlines()
+        errors = [line.strip() for line in lines if re.match(r"^\s*[\w.]+(Error|Exception|Failure): ", line)]
+        text = errors[-1] if errors else lines[-1]
         text = re.sub(r"^[\w.]*CliError: ", "", text)
     text = re.sub(r"^\w+, \S+:\d+, ", "", text)
     return one_line(text, limit) or type(err).__name__
@@ -227,3 +229,20 @@ def normalization(args: argparse.Namespace) -> Optional[tuple[tuple[float, ...],
     if any(s <= 0 for s in std):
         raise CliError(f"--std values must be > 0, got {std}")
     return tuple(mean), tuple(std)
+
+
+def check_outside(out: Path, folder: Path, out_name: str, folder_name: str) -> None:
+    """Refuse an output folder at or inside an input folder (links not followed, ".." resolved).
+
+    In an ImageFolder the output would become a class of its own on the next run, and pictures named
+    ``I.png`` could overwrite its images.
+
+    Raises:
+        CliError: ``out`` is ``folder`` or lies inside it.
+    """
+    root, target = Path(os.path.normpath(folder.absolute())), Path(os.path.normpath(out.absolute()))
+    if target == root or root in target.parents:
+        raise CliError(
+            f"{out_name} {out} lies inside {folder_name} {folder}: it would be read as a class folder, or its "
+            f"files would overwrite the images; write elsewhere"
+        )

@@ -40,6 +40,7 @@ from torchlime.cli._args import (
 from torchlime.cli._common import (
     CliError,
     Target,
+    check_outside,
     collected_warnings,
     normalization,
     parse_target,
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     target = parse_target(args.target, allow_label=True)
     if args.out.exists() and not args.out.is_dir():
         raise CliError(f"--out {args.out} is a file, not a folder")
+    check_outside(args.out, Path(args.folder), "--out", "FOLDER")
     model, _ = load_model(args.model, args.weights, device)
     data = ImageFolderFiles(Path(args.folder), args.channels, tuple(args.size) if args.size else None)
     kwargs: _Options = dict(n_samples=args.n_samples, target=target, softmax=args.softmax)

@@ -25,6 +25,8 @@ from typing import Optional, Protocol, Sequence
 from torchlime.cli import bench, demo, explain, explain_dataset, show, summarize
 from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error
+from torchlime.dataset._lock import FolderLockedError
+from torchlime.stages.forward.errors import ModelCallError
 
 
 class Command(Protocol):
@@ -65,8 +67,10 @@ def _run(args: argparse.Namespace) -> int:
     parser = args.parser
     try:
         return COMMANDS[args.command].run(args)
-    except (CliError, ValueError, TypeError, ImportError, OSError) as err:
+    except (CliError, ValueError, TypeError, ImportError, OSError, FolderLockedError) as err:
         parser.error(short_error(err, 500))
+    except ModelCallError as err:  # the user's model failed on what it was sent: a usage error, as `explain` says
+        parser.error(f"the model failed: {short_error(err, 500)}")
     except KeyboardInterrupt:
         resume = (
             " (finished shards are kept: run the same command again to resume)"

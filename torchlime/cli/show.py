@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 import torch
 
 from torchlime.cli._args import Parser, int_at_least
-from torchlime.cli._common import CliError, collected_warnings, output_folder
+from torchlime.cli._common import CliError, check_outside, collected_warnings, output_folder
 from torchlime.cli._write import has_matplotlib
 
 if TYPE_CHECKING:
@@ -203,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         images = None
     folder, paths = _paths(args, wanted)
+    if args.data is not None:
+        check_outside(paths[0].parent, Path(args.data), "--out", "--data")
     written = []
     with collected_warnings(notes), _destination(folder, paths[0]):
         for k, (i, row, path) in enumerate(zip(wanted, rows, paths)):

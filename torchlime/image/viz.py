@@ -163,7 +163,7 @@ def plot_image_explanation(
     coef = one.coef[0, target_index, : int(one.n_features[0])].detach().cpu()
     counts = (int((coef != 0).sum()), int(coef.numel()))  # segments of non-zero weight, segments
     target = int(exp.target[index, target_index])
-    name = class_names[target] if class_names else str(target)
+    name = class_names[target] if class_names and 0 <= target < len(class_names) else str(target)
     fig: Figure
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.9))
     axes[0].imshow(img)
