@@ -362,6 +362,7 @@ def bad_explainer(model, inputs, **kwargs):
         ),
         (dict(out=5), TypeError, "`out` must be a folder path .*, got int 5"),
         (dict(model="net"), TypeError, "`model` must be an nn.Module or a callable, got str 'net'"),
+        (dict(device="gpu"), ValueError, "`device` must be a torch device such as 'cpu'"),
     ],
 )
 def test_bad_arguments(tmp_path, kwargs, error, match):
@@ -378,9 +379,17 @@ def test_bad_arguments(tmp_path, kwargs, error, match):
         explain_dataset(call.pop("model"), call.pop("data"), call.pop("out"), **call)
 
 
+def test_a_cuda_device_without_cuda_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="`device` is 'cuda' but CUDA is not available here"):
+        explain_dataset(worker.make_model(), worker.make_data(4), tmp_path / "o", device="cuda", progress=False)
+
+
 def test_folder_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="`out` must be a folder written by explain_dataset"):
         load_results(tmp_path)
+    with pytest.raises(TypeError, match="`out` must be a folder path .*, got int 123"):
+        load_results(123)
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="`out` must be a folder, got the file"):
         worker.run(tmp_path / "file")

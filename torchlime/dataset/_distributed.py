@@ -88,6 +88,17 @@ def model_device(model: object) -> torch.device:
     return torch.device("cpu")
 
 
+def _device(device: Union[str, torch.device]) -> torch.device:
+    """``device`` checked by name: a device torch knows, and CUDA only where it is available."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"`device` must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"`device` is {device!r} but CUDA is not available here (torch {torch.__version__})")
+    return dev
+
+
 def context(model: object, device: Union[None, str, torch.device]) -> Context:
     """The rank, world size and device of this process (see the module docstring).
 
@@ -105,7 +116,7 @@ def context(model: object, device: Union[None, str, torch.device]) -> Context:
     else:
         rank, world = 0, 1
     if device is not None:
-        dev = torch.device(device)
+        dev = _device(device)
     elif world > 1 and torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", rank % torch.cuda.device_count()))
         dev = torch.device("cuda", local)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import json
 import operator
+import os
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -313,7 +314,9 @@ class LazyResults:
         return {k: _cat(k, v, lo, hi) for k, v in parts.items() if len(v) == read}, shape
 
     def __repr__(self) -> str:
-        state = "complete" if self.complete else f"incomplete: {len(self.entries)} of {self.info.get('n_shards', '?')}"
+        state = (
+            "complete" if self.complete else f"incomplete: {len(self.entries)} of {self.info.get('n_shards') or '?'}"
+        )
         return (
             f"LazyResults of {len(self)} input(s) in {len(self.entries)} shard(s) ({state}) at {str(self.out)!r}: "
             f"{self.n_targets} target(s), up to {self.n_features_max} features"
@@ -375,6 +378,8 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
     """
     if not isinstance(verify, bool):
         raise TypeError(f"`verify` must be a bool, got {describe(verify)}")
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"`out` must be a folder path (a str or a Path), got {describe(out)}")
     info = read_index(Path(out))
     if info["format"] == FIRST:
         warnings.warn(
