@@ -135,3 +135,18 @@ def test_fit_does_not_modify_inputs():
     Lasso().fit(x, y, w, valid)
     for a, b in zip(copies, (x, y, w, valid)):
         assert torch.equal(a, b)
+
+
+def test_each_lasso_fit_stops_on_its_own_so_its_neighbours_change_nothing():
+    from torchlime.stages.surrogate import fista_lasso
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 40, 6, generator=g, dtype=torch.float64)
+    gram = x.transpose(1, 2) @ x / 40
+    rhs = x.transpose(1, 2) @ torch.randn(3, 40, 2, generator=g, dtype=torch.float64) / 40
+    gram[2] *= 50  # an ill-conditioned neighbour that needs many more iterations than the others
+    lam = torch.full((3, 1, 2), 0.01, dtype=torch.float64)
+    together = fista_lasso(gram, rhs, lam, torch.zeros_like(rhs), 5000, 1e-6)
+    for b in range(3):
+        alone = fista_lasso(gram[b : b + 1], rhs[b : b + 1], lam[b : b + 1], torch.zeros_like(rhs[:1]), 5000, 1e-6)
+        assert torch.equal(alone, together[b : b + 1])

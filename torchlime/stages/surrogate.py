@@ -129,7 +129,8 @@ def fista_lasso(
         lam: (B, 1, T) or broadcastable penalties.
         beta0: (B, F, T) warm start.
         max_iter: iteration cap.
-        tol: stop when max |Δβ| < tol.
+        tol: a fit stops (its coefficients are kept from then on) when its max |Δβ| < tol at a check, so
+            each fit's answer is its own whatever the fits solved beside it; the loop ends when all have.
         check_every: iterations between the checks of ``tol``.
 
     Returns:
@@ -141,9 +142,10 @@ def fista_lasso(
     beta = beta0
     z = beta0
     t = torch.ones_like(lam.expand(beta.shape[0], 1, beta.shape[-1]))
+    done = torch.zeros_like(t, dtype=torch.bool)  # (B, 1, T) the fits that have converged
     for it in range(max_iter):
         grad = gram @ z - rhs
-        new = _soft(z - step * grad, step * lam)
+        new = torch.where(done, beta, _soft(z - step * grad, step * lam))
         delta = new - beta
         t_new = 0.5 * (1 + torch.sqrt(1 + 4 * t * t))
         # restart momentum of the fits that went uphill (O'Donoghue & Candès gradient scheme)
@@ -152,8 +154,10 @@ def fista_lasso(
         mom = torch.where(uphill, torch.zeros_like(t), (t - 1) / t_new)
         z = new + mom * delta
         beta, t = new, t_new
-        if (it + 1) % check_every == 0 and bool(delta.abs().amax() < tol):
-            break
+        if (it + 1) % check_every == 0:
+            done = done | (delta.abs().amax(1, keepdim=True) < tol)
+            if bool(done.all()):
+                break
     return beta
 
 
