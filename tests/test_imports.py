@@ -38,7 +38,14 @@ INTERNALS = (
     "torchlime.engine.run",
 )
 #: what each layer may import (besides itself): prefixes of module names
-SHARED = ("torchlime._checks", "torchlime._colours", "torchlime._deprecate", "torchlime._upload", "torchlime.typing")
+SHARED = (
+    "torchlime._checks",
+    "torchlime._colours",
+    "torchlime._deprecate",
+    "torchlime._nested",
+    "torchlime._upload",
+    "torchlime.typing",
+)
 MAY_IMPORT = {
     # structured targets reduce raw outputs: beside the forward step, below it, knowing nothing of the rest
     "torchlime.targets": ("torchlime.targets", *SHARED),

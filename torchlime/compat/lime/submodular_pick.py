@@ -39,11 +39,13 @@ class SubmodularPick:
     Example:
         >>> import numpy as np
         >>> from torchlime.compat.lime import LimeTabularExplainer
-        >>> rows = np.random.RandomState(0).rand(20, 3)
-        >>> model = lambda r: np.c_[1 - r[:, :1], r[:, :1]]
+        >>> rows = np.random.RandomState(0).rand(40, 3)
+        >>> def model(r):  # P(class 1) rises with column 0
+        ...     p = 1 / (1 + np.exp(-10 * (r[:, 0] - 0.5)))
+        ...     return np.c_[1 - p, p]
         >>> np.random.seed(0)
         >>> sp = SubmodularPick(LimeTabularExplainer(rows, random_state=0), rows, model, sample_size=4,
-        ...                     num_exps_desired=2, num_features=2, num_samples=200)
+        ...                     num_exps_desired=2, num_features=2, num_samples=500)
         >>> len(sp.explanations), len(sp.sp_explanations)
         (4, 2)
     """
