@@ -187,12 +187,8 @@ def unique_stems(paths: list[Path], out: Optional[Path] = None, keep: tuple[Path
     """
     kept: list[str] = []  # names of the files to keep that lie in `out` (links as links, not their targets)
     if out is not None:
-
-        def place(q: Path) -> Path:  # absolute, ".." resolved, links not followed
-            return Path(os.path.normpath(q.absolute()))
-
-        folder = place(out)
-        kept = [place(q).name for q in (*paths, *keep) if place(q).parent == folder]
+        folder = _place(out)
+        kept = [_place(q).name for q in (*paths, *keep) if _place(q).parent == folder]
     taken: set[str] = set()
     seen: dict[str, int] = {}
     result = []
@@ -240,9 +236,14 @@ def check_outside(out: Path, folder: Path, out_name: str, folder_name: str) -> N
     Raises:
         CliError: ``out`` is ``folder`` or lies inside it.
     """
-    root, target = Path(os.path.normpath(folder.absolute())), Path(os.path.normpath(out.absolute()))
+    root, target = _place(folder), _place(out)
     if target == root or root in target.parents:
         raise CliError(
             f"{out_name} {out} lies inside {folder_name} {folder}: it would be read as a class folder, or its "
             f"files would overwrite the images; write elsewhere"
         )
+
+
+def _place(path: Path) -> Path:
+    """``path`` absolute, with ".." resolved and links not followed."""
+    return Path(os.path.normpath(path.absolute()))

@@ -348,7 +348,8 @@ class Run:
         if stop > refs:
             lo = max(start, refs) - start
             bound = ready(self.bound, "the targets")
-            sc = bound.score(take_rows(out, lo, stop - start), b[lo:]).float().to(self.device)
+            part = out if lo == 0 else take_rows(out, lo, stop - start)  # only the first chunk holds both kinds
+            sc = bound.score(part, b[lo:]).float().to(self.device)
             ready(self.scores, "the scores")[b[lo:], s[lo:]] = sc
 
     # ---------------------------------------------------------------- fit

@@ -101,10 +101,11 @@ def take_rows(out: object, lo: int, hi: int) -> object:
     """Rows ``lo:hi`` of a raw model output.
 
     A tensor is sliced along dim 0; a list of per-row records (dicts, as torchvision's detectors return)
-    is sliced as a list; a tuple or list of tensors (a named tuple too), a dict (a Hugging Face
-    ``ModelOutput`` too) and a dataclass are sliced item by item; any other object with attributes comes
-    back as a shallow copy whose tensor attributes are sliced; anything else (a number, None) comes back
-    as it is.
+    is sliced as a list; a tuple or list (a named tuple too), a mapping (a dict, a Hugging Face
+    ``ModelOutput`` or ``BatchEncoding``, rebuilt as its type) and a dataclass (copied, fields set without
+    running ``__init__`` again) are sliced item by item; any other object with attributes comes back as a
+    shallow copy whose tensor and container attributes are sliced; anything else (a number, None) comes
+    back as it is.
 
     Args:
         out: the output.

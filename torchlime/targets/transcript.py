@@ -13,12 +13,11 @@ inputs: targets are padded and marked in ``Explanation.target_valid``.
 
 from __future__ import annotations
 
-import numbers
 from typing import Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_integer, describe, from_numpy
+from torchlime._checks import check_integer, check_positive_int, describe, from_numpy
 from torchlime.targets._base import Bound, Target, pad_ragged, tensor_output
 
 
@@ -126,8 +125,8 @@ class Transcript(Target):
         word_delimiter: Optional[int] = None,
         per_word: bool = True,
     ) -> None:
-        blank = _label(blank, "blank")
-        delimiter = None if word_delimiter is None else _label(word_delimiter, "word_delimiter")
+        blank = check_positive_int(blank, "blank", minimum=0)  # label ids
+        delimiter = None if word_delimiter is None else check_positive_int(word_delimiter, "word_delimiter", minimum=0)
         given = from_numpy(token_ids)
         parsed: Optional[list[torch.Tensor]] = None
         if given is not None:
@@ -223,10 +222,3 @@ def _logits(out: object, rows: int | None = None) -> torch.Tensor:
             f"Transcript needs (rows, frames, labels) logits from the model, got shape {tuple(logits.shape)}"
         )
     return logits
-
-
-def _label(value: object, name: str) -> int:
-    """A label id argument (an int >= 0, a NumPy integer too), checked by name."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
-        raise ValueError(f"`{name}` must be a label id (an int >= 0), got {describe(value)}")
-    return int(value)
