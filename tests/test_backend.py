@@ -3,7 +3,7 @@
 With ``TORCHLIME_BACKEND=triton`` and ``TRITON_INTERPRET=1`` the whole product path runs on CPU
 tensors through the kernels in ``kernels/`` (what a GPU runs by default). The ``interp`` cases
 below explain images and spectrograms end to end that way (in a child process, see
-``triton_interp.py``), count the calls that reach ``kernels/blend.py`` and ``kernels/slic.py``,
+``triton_interp.py``), count the calls that reach ``torchlime.kernels.blend`` and ``.slic``,
 and compare with the torch path: identical segments, coefficients to 1e-5, the same host
 synchronisation budget. On a GPU the compiled SLIC kernels may contract multiply-adds (FMA) where
 the torch path rounds twice, which can flip a near-tie between two centres: there the segments

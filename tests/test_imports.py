@@ -366,5 +366,5 @@ def test_every_package_is_installed():
         for p in PKG.rglob("__init__.py")
         if "__pycache__" not in p.parts
     }
-    found.add("torchlime.kernels")  # the top-level kernels/ folder, installed under this name
+    found.add("torchlime.kernels")  # kernels/torchlime_kernels/, installed under this name
     assert found - listed == set(), f"packages missing from pyproject.toml: {sorted(found - listed)}"

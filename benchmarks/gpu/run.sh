@@ -52,8 +52,8 @@
 # installed from the network and the package is not installed: the wheels that benchmarks/gpu/prepare.sh
 # collected into benchmarks/gpu/wheels/ (a git-ignored folder: bring it along) are installed offline
 # into $SITE, skipping those whose distribution is already installed, and the repository goes on
-# PYTHONPATH. Without a wheels folder that step is skipped. torchlime.kernels maps to kernels/ only in
-# an installed package, so the link torchlime/kernels -> ../kernels is made when it is missing.
+# PYTHONPATH. Without a wheels folder that step is skipped. torchlime.kernels maps to kernels/torchlime_kernels/
+# only in an installed package, so link_kernels.sh makes the link torchlime/kernels -> ../kernels/torchlime_kernels.
 #
 # Environment: DEVICE (default cuda; in quick mode cuda if available, else cpu), QUICK=1, SHORT=1,
 # LATENCY_VARIANTS (the eager latency variants, space-separated, instead of the mode's list), WHEELS
@@ -153,9 +153,7 @@ export PYTHONPATH=$path_prefix${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 
 # --- torchlime.kernels outside an installed package -----------------------------------------------
-if [[ ! -e torchlime/kernels ]] && ! python3 -c "import torchlime.kernels" >/dev/null 2>&1; then
-    ln -s ../kernels torchlime/kernels && echo "linked torchlime/kernels -> ../kernels"
-fi
+bash benchmarks/gpu/link_kernels.sh "$REPO"
 
 # --- device ----------------------------------------------------------------------------------------
 has_cuda() { python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())" >/dev/null 2>&1; }

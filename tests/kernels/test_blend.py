@@ -16,26 +16,17 @@ compared within one bf16 ulp; everything else (and bf16 on CUDA) must match exac
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 pytest.importorskip("triton")
 
-import torchlime  # noqa: E402
 from torchlime import _backend  # noqa: E402
 from torchlime.kernels import blend as K  # noqa: E402
 from torchlime.kernels.reference import blend_torch  # noqa: E402
 
 from tests.helpers.triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 INTERPRETED = K.interpreted()
 HAS_CUDA = torch.cuda.is_available()
 
@@ -307,38 +298,3 @@ def test_backend_blend_cast_falls_back_on_cpu():
     extras = dict(out_dtype=torch.bfloat16, mean=MEAN, std=STD, channels_last=True)
     assert torch.equal(_backend.blend(x, base, labels, masks, **extras), blend_torch(x, base, labels, masks, **extras))
     assert torch.equal(_backend.blend(x, base, labels, masks), blend_reference(x, base, labels, masks))
-
-
-def test_kernels_resolve_to_this_repo(tmp_path):
-    """``torchlime.kernels`` is this repo's kernels/ folder; no top-level ``kernels`` is installed."""
-    import torchlime.kernels as pkg
-
-    init = Path(pkg.__file__).resolve()
-    assert init.as_posix().endswith("kernels/__init__.py")
-    allowed = {(REPO / "kernels").resolve(), (Path(torchlime.__file__).resolve().parent / "kernels")}
-    assert init.parent in allowed, init
-    assert Path(K.__file__).resolve() == init.parent / "blend.py"
-
-    try:
-        top = importlib.metadata.distribution("torchlime").read_text("top_level.txt") or ""
-    except importlib.metadata.PackageNotFoundError:
-        top = ""
-    assert "kernels" not in top.split()
-
-    # `python -m pytest` puts the repo root on sys.path, which makes the source folder importable
-    # as `kernels`; ask a clean interpreter (other cwd, repo root off PYTHONPATH) instead.
-    def not_repo(p: str) -> bool:
-        return bool(p) and Path(p).resolve() != REPO
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(not_repo, env.get("PYTHONPATH", "").split(os.pathsep)))
-    code = (
-        "import importlib.util, json; s = importlib.util.find_spec('kernels'); "
-        "print(json.dumps(getattr(s, 'origin', None) if s else None))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
-    origin = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert origin is None or REPO not in Path(origin).resolve().parents, origin

@@ -1,4 +1,4 @@
-"""The fused hash-word kernel (``kernels/hash_words.py``) against its torch reference, bit for bit.
+"""The fused hash-word kernel (``kernels/torchlime_kernels/hash_words.py``) against its torch reference, bit for bit.
 
 Cases run through Triton's interpreter on the CPU (in a child process, ``tests/helpers/triton_interp.py``)
 and compiled on a GPU where there is one. The words feed every mask and random fill, so any difference

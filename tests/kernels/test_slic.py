@@ -1,4 +1,4 @@
-"""SLIC kernels (``kernels/slic.py``) against their torch references, the backend routing and
+"""SLIC kernels (``kernels/torchlime_kernels/slic.py``) against their torch references, the backend routing and
 the kernel path of SLIC (``image._slic.iterate_triton``).
 
 Kernel cases are parametrised over two devices, exactly as in ``test_kernels.py``:

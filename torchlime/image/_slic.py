@@ -4,7 +4,7 @@
   ``bmm`` scores every pixel against the 3x3 centres around its cell, and per-(cell, slot)
   sums folded onto the centre grid update the centres. Fast on the CPU.
 * ``iterate_triton``: the assignment and update steps are ``_backend.slic_assign`` and
-  ``_backend.slic_update`` (the Triton kernels of ``kernels/slic.py``): the CUDA path. Pixels
+  ``_backend.slic_update`` (the Triton kernels of ``kernels/torchlime_kernels/slic.py``): the CUDA path. Pixels
   carry features ``[colour, y * m / S, x * m / S]``, so the distance is a plain squared
   distance; the nearest centre is an exact first argmin; everything runs in float32.
 

@@ -161,7 +161,7 @@ def blend_torch(
 
 # ---------------------------------------------------------------------------------------- SLIC
 #
-# Contract of the SLIC kernels (``kernels/slic.py``) and of these references. Every pixel carries
+# Contract of the SLIC kernels (``kernels/torchlime_kernels/slic.py``) and of these references. Every pixel carries
 # a feature vector of D = C + 2 values, built by ``slic_features``: its C colour channels, then
 # ``y * scale`` and ``x * scale`` (row and column index times ``scale = compactness / S``, with
 # S = sqrt(H * W / n_segments) the seeding step). The distance between a pixel and a centre is

@@ -2,7 +2,7 @@
 
 ``assign`` (every pixel takes the nearest of the up to 9 centres around its seeding cell) and
 ``update`` (a deterministic per-centre reduction: feature sums and pixel counts). The contract is
-documented in ``kernels/reference.py`` next to the torch references ``assign_torch`` and
+documented in ``kernels/torchlime_kernels/reference.py`` next to the torch references ``assign_torch`` and
 ``update_torch``, which have the same signatures. Kernels run on CUDA tensors (CPU tensors when this
 module is imported under ``TRITON_INTERPRET=1``). Only absolute imports of torch/triton and
 relative imports inside this folder: it ships as ``torchlime.kernels``.
