@@ -7,17 +7,22 @@ method exactly as it scores LIME's (the metrics also take the tensor directly, w
 and ``target=``):
 
 * **per element** (``features=None``): ``attributions`` shaped like ``inputs`` (B, *shape), or
-  broadcastable to them ((B, 1, H, W) for (B, C, H, W) images; (B, H, W) is read as (B, 1, H, W)).
+  broadcastable to them ((B, 1, H, W) for (B, C, H, W) images, captum's and Grad-CAM's map summed
+  over channels; (B, C, 1, 1); (1, ...), one map for every input; (B, H, W) is read as (B, 1, H, W)).
   Each element of the attribution is its own feature: the feature map is ``arange`` over the
   attribution's own shape, broadcast over the inputs like any feature map, so a (B, 1, H, W) map
-  hides whole pixels (every channel together) and a (B, C, H, W) one hides single values. F is
-  then the number of elements (3072 for 3x32x32): the curves' ``steps=S`` hide round(j F / S)
-  elements at step j, i.e. groups of F / S elements in rank order (Quantus's
-  ``features_in_step = F / S``), which keeps B (S + 1) model rows for any F;
-* **per feature**: ``attributions`` (B, F) with an integer ``features`` map (B or 1, ...)
-  broadcastable to ``inputs``: element e belongs to feature ``features[e]`` (ids 0..F-1; negative
-  ids: no feature, never hidden), whose attribution is ``attributions[b, features[e]]``. Ids absent
-  from an input's map are features it does not have.
+  hides whole pixels (every channel together, as Quantus does) and a (B, C, H, W) one hides single
+  values: a map and its ``expand`` to the inputs' shape are different features. F is then the
+  number of elements (3072 for 3x32x32): the curves' ``steps=S`` hide round(j F / S) elements at
+  step j, i.e. groups of F / S elements in rank order (Quantus's ``features_in_step = F / S``),
+  which keeps B (S + 1) model rows for any F;
+* **per feature**: ``attributions`` (B, F) (or (1, F), the same for every input) with an integer
+  ``features`` map (B or 1, ...) broadcastable to ``inputs``: element e belongs to feature
+  ``features[e]`` (ids 0..F-1; negative ids: no feature, never hidden), whose attribution is
+  ``attributions[b, features[e]]``. Ids absent from an input's map are features it does not have.
+
+A tensor that fits neither form is refused with a ``ValueError`` naming the argument, the shapes it
+may have and the shape it has.
 
 Features are hidden as a blend ``where(kept, inputs, baseline)`` (default fill 0), the model called
 on the rows directly. ``target`` is the explained output column: an int, a long (B,) tensor, or
@@ -64,8 +69,8 @@ def from_attributions(
         model: the model the attributions explain (called once when ``target`` is None; its input
             format, e.g. channels-last for a CNN on the CPU, is recorded for the metrics' rows).
         inputs: (B, ...) the explained inputs.
-        attributions: per element (B, *shape) or broadcastable to ``inputs`` (e.g. (B, 1, H, W)), or
-            per feature (B, F) with ``features``.
+        attributions: per element (B, *shape) or broadcastable to ``inputs`` (e.g. (B, 1, H, W), or
+            (1, *shape) for every input), or per feature (B or 1, F) with ``features``.
         features: (B or 1, ...) integer feature map broadcastable to ``inputs`` (ids 0..F-1, negative:
             no feature) for per-feature ``attributions``; None: per element.
         target: the explained output column: an int, a long (B,) tensor, or None (each input's top
@@ -137,9 +142,9 @@ def record(
         raise ValueError(f"`inputs` must be real floating and batched (B, ...), got {describe(x)}")
     a = check_tensor(attributions, name)
     b = x.shape[0]
-    if a.is_complex() or not a.is_floating_point() or a.ndim < 2 or a.shape[0] != b:
+    if a.is_complex() or not a.is_floating_point() or a.ndim < 2 or a.shape[0] not in (1, b):
         raise _shape_error(name, a, x, features)
-    a = a.detach().to(x.device)
+    a = a.detach().to(x.device).expand(b, *a.shape[1:])  # (1, ...): one attribution for every input (a view)
     if features is None:
         if a.ndim == x.ndim - 1 and x.ndim >= 3 and a.shape[1:] == x.shape[2:]:
             a = a.unsqueeze(1)  # (B, H, W) of (B, C, H, W) inputs: one attribution per pixel
@@ -250,10 +255,10 @@ def _shape_error(name: str, a: torch.Tensor, x: torch.Tensor, features: object) 
     shape = tuple(x.shape)
     pixel = f", e.g. {(shape[0], 1, *shape[2:])}" if len(shape) >= 3 else ""
     form = (
-        f"per feature ({shape[0]}, F) with `features`"
+        f"per feature ({shape[0]} or 1, F) with `features`"
         if features is not None
-        else f"per element, shaped like `inputs` {shape} or broadcastable to them{pixel}, or per feature "
-        f"({shape[0]}, F) with an integer `features` map"
+        else f"per element, shaped like `inputs` {shape} or broadcastable to them{pixel} (each dim equal "
+        f"or 1), or per feature ({shape[0]}, F) with an integer `features` map"
     )
     if name == "explanation":
         return AttributionError(
