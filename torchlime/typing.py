@@ -225,8 +225,9 @@ Device = Union[str, torch.device, None]
 Model = Callable[..., Any]
 #: which part of a model output holds the scores: None (automatic), a key / index, or a callable
 OutputSelector = Union[None, int, str, Callable[[Any], torch.Tensor]]
-#: which output columns to explain: None (top class), an int, "all", "topK", a list, a (B,) / (B, T) tensor
-TargetSpec = Union[None, int, str, torch.Tensor, Sequence[int], _Target]
+#: which output columns to explain: None (top class), an int, "all", "topK", a (B,) / (B, T) tensor or a list
+#: shaped like one (B ints, B rows), or one row ``[[3, 5]]`` for every input
+TargetSpec = Union[None, int, str, torch.Tensor, Sequence[int], Sequence[Sequence[int]], _Target]
 #: ``batch_size``: rows per model call, None (the default rule) or "measure" (a timed search)
 BatchSize = Union[int, Literal["measure"], None]
 #: CUDA memory budget of a chunk: None, bytes (int) or a fraction of the device's memory (float)

@@ -105,7 +105,33 @@ def test_targets():
     assert explain(model, x, feats, n_samples=20, target="all").coef.shape == (2, 5, 12)
     top3 = explain(model, x, feats, n_samples=20, target="top3").target
     assert top3.tolist() == ref.topk(3, 1).indices.tolist()
-    assert explain(model, x, feats, n_samples=20, target=[0, 1]).target.tolist() == [[0, 1], [0, 1]]
+    assert explain(model, x, feats, n_samples=20, target=[[0, 1]]).target.tolist() == [[0, 1], [0, 1]]
+    assert explain(model, x, feats, n_samples=20, target=[1, 4]).target.tolist() == [[1], [4]]  # as a tensor
+    assert explain(model, x, feats, n_samples=20, target=[[0, 2], [4, 1]]).target.tolist() == tt.tolist()
+
+
+def test_target_list_is_shaped_like_a_tensor():
+    """A flat list is one class per input, as captum's target and ``labels.tolist()``: equal to the (B,) tensor;
+    a flat list of another length is refused with both spellings, before the model runs."""
+    model, x, feats = setup(n_out=5)
+    calls = []
+
+    def counted(t):
+        calls.append(t.shape[0])
+        return model(t)
+
+    per_input = explain(model, x, feats, n_samples=20, target=[1, 4], generator=3)
+    as_tensor = explain(model, x, feats, n_samples=20, target=torch.tensor([1, 4]), generator=3)
+    assert torch.equal(per_input.coef, as_tensor.coef) and per_input.target.tolist() == [[1], [4]]
+    with pytest.raises(
+        ValueError, match=r"list of 3 ints for 2 input\(s\).*one row, e\.g\. \[\[3, 5\]\].*\[\[0, 1, 2\]\]"
+    ):
+        explain(counted, x, feats, n_samples=20, target=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"one row .* or 2 rows of equal"):
+        explain(counted, x, feats, n_samples=20, target=[[0, 1], [2]])
+    with pytest.raises(TypeError, match="`target` rows must hold ints"):
+        explain(counted, x, feats, n_samples=20, target=[[0.5]])
+    assert calls == []
 
 
 def test_multi_target_equals_single_target_fits():

@@ -87,7 +87,7 @@ def test_thumbnails_keep_unit_images_and_draw_one_channel_grey():
 
 def test_one_input_heat_map_is_the_explanation_heatmap(square):
     x, model = square
-    exp = explain_image(model, x.expand(2, -1, -1, -1), segments="slic", n_segments=9, n_samples=64, target=[0, 2])
+    exp = explain_image(model, x.expand(2, -1, -1, -1), segments="slic", n_segments=9, n_samples=64, target=[[0, 2]])
     for b in range(2):
         for t in range(2):
             assert torch.equal(heat_of(exp, b, t), exp.heatmap(t)[b, 0])
@@ -104,7 +104,7 @@ def test_a_saved_explanation_is_drawn_without_its_pictures(square, tmp_path):
 
 def test_every_target_gets_a_captioned_panel(square):
     x, model = square
-    exp = explain_image(model, x, segments="grid", n_segments=4, n_samples=200, baseline=0.0, target=[0, 1, 2])
+    exp = explain_image(model, x, segments="grid", n_segments=4, n_samples=200, baseline=0.0, target=[[0, 1, 2]])
     page = exp._repr_html_()
     assert len(images_of(page)) == 3
     for t in range(3):
@@ -113,14 +113,14 @@ def test_every_target_gets_a_captioned_panel(square):
     assert blue[4, 4, 2] > blue[4, 4, 0] + 60
     w = torch.randn(5, 9, generator=torch.Generator().manual_seed(0))
     rows, features = torch.rand(1, 5), torch.arange(5).view(1, 5)
-    wide = torchlime.explain(lambda t: t @ w, rows, features, n_samples=32, target=list(range(9)))._repr_html_()
+    wide = torchlime.explain(lambda t: t @ w, rows, features, n_samples=32, target=[list(range(9))])._repr_html_()
     assert "+3 more" in wide and wide.count("<figcaption>class ") == 6  # at most 6 panels
     assert torchlime.explain(lambda t: t @ w, rows, features, n_samples=32)._repr_html_().count("<figcaption>") == 1
 
 
 def test_the_summary_names_the_run_and_its_quality(square):
     x, model = square
-    exp = explain_image(model, x, segments="grid", n_segments=4, n_samples=200, baseline=0.0, target=[0, 1])
+    exp = explain_image(model, x, segments="grid", n_segments=4, n_samples=200, baseline=0.0, target=[[0, 1]])
     page = exp._repr_html_()
     assert "weighted R²" in page and ", ".join(f"{float(s):.3f}" for s in exp.score[0]) in page
     assert "samples: 200" in page and "<td>200</td>" in page

@@ -24,9 +24,12 @@ def test_numpy_inputs_features_and_targets_equal_torch_ones():
     ref = torchlime.explain(linear(), torch.from_numpy(x.copy()), FEATS, n_samples=64, target=torch.tensor([1, 2]))
     exp = torchlime.explain(linear(), x, FEATS.numpy(), n_samples=64, target=np.array([1, 2]))  # one per input
     assert isinstance(exp.coef, torch.Tensor) and torch.equal(exp.coef, ref.coef)
-    ref = torchlime.explain(linear(), torch.from_numpy(x.copy()), FEATS, n_samples=64, target=[0, 2])
-    exp = torchlime.explain(linear(), x, FEATS, n_samples=64, target=[np.int64(0), np.int64(2)])  # columns of all
+    ref = torchlime.explain(linear(), torch.from_numpy(x.copy()), FEATS, n_samples=64, target=[[0, 2]])
+    exp = torchlime.explain(linear(), x, FEATS, n_samples=64, target=[[0, 2]])  # the same columns for all
     assert torch.equal(exp.coef, ref.coef) and exp.coef.shape == (2, 2, 8)
+    exp = torchlime.explain(linear(), x, FEATS, n_samples=64, target=[np.int64(0), np.int64(2)])  # one per input
+    ref = torchlime.explain(linear(), torch.from_numpy(x.copy()), FEATS, n_samples=64, target=torch.tensor([0, 2]))
+    assert torch.equal(exp.coef, ref.coef) and exp.coef.shape == (2, 1, 8)
     assert np.array_equal(x, copy)
     one = torchlime.explain(linear(), x, FEATS, n_samples=64, target=np.int64(2))
     assert torch.equal(one.target, torch.tensor([[2], [2]]))

@@ -176,6 +176,12 @@ def test_without_an_index_column():
         (dict(index=np.arange(4)), {}, ValueError, "`index` must not be given"),
         (dict(batch_size=8), {}, TypeError, "`batch_size` is ambiguous here"),
         (dict(target="label"), {}, ValueError, "`target='label'` needs `label_column`"),
+        (
+            dict(target=[1, 2, 0, 1]),
+            {},
+            ValueError,
+            r"`target` for Explain must be the same for every input.*\[\[3, 5\]\]",
+        ),
         (dict(keep_features=1), {}, TypeError, "`keep_features` must be a bool, got int 1"),
         (dict(device="gpu"), {}, ValueError, "`device` must be 'auto' or a device name"),
         (dict(explain_fn="image", modality=Images()), {}, TypeError, "pass `explain_fn` or `explainer` / `modality`"),

@@ -55,6 +55,7 @@ from torchlime.engine.explanation import Explanation
 from torchlime.image import explain_image
 from torchlime.series import explain_series
 from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.stages.forward.targets import check_shared_target
 from torchlime.tabular import explain_tabular
 from torchlime.text import explain_text
 from torchlime.typing import Model
@@ -128,6 +129,7 @@ def _check(model_fn: object, settings: Mapping[str, object], extra: Mapping[str,
             "map_batches' `batch_size=`"
         )
     target = extra.get("target")
+    check_shared_target(target, "Explain")
     if isinstance(target, str) and target == "label" and settings["label_column"] is None:
         raise ValueError("`target='label'` needs `label_column`, the column of each input's label, got None")
     if explain_fn is not None and (settings["explainer"] is not None or settings["modality"] is not None):
