@@ -130,6 +130,10 @@ def test_tabular_predict_fn_is_called_once() -> None:
 
     LimeTabularExplainer(x, random_state=0).explain_instance(x[0], fn, num_samples=3000)
     assert calls == [3000]
+    for n in (5000, 10000):  # lime's default, and beyond the engine's default largest chunk (4096 rows)
+        calls.clear()
+        LimeTabularExplainer(x[:, :20], random_state=0).explain_instance(x[0, :20], fn, num_samples=n)
+        assert calls == [n]
 
 
 def test_text_classifier_fn_is_called_once() -> None:
@@ -141,6 +145,9 @@ def test_text_classifier_fn_is_called_once() -> None:
 
     LimeTextExplainer(random_state=0).explain_instance("the cat sat on the mat " * 200, fn, num_samples=3000)
     assert calls == [3000]
+    calls.clear()
+    LimeTextExplainer(random_state=0).explain_instance("the cat sat on the mat", fn)  # lime's default: 5000
+    assert calls == [5000]
 
 
 def test_segmentation_algorithm_checks_its_arguments() -> None:

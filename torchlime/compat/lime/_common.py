@@ -12,7 +12,6 @@ from torchlime._checks import describe
 from torchlime.compat._vocabulary import check_regressor_settings
 from torchlime.compat.lime._checks import check_labels
 from torchlime.methods.feature_selection import METHODS, Select
-from torchlime.stages.forward.chunking import MAX_CHUNK
 from torchlime.stages.forward.errors import as_raised
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.typing import DistanceName, SelectionMethod
@@ -36,10 +35,11 @@ def one_call(kwargs: dict[str, Any], num_samples: int, row_values: int) -> dict[
         row_values: values per row (columns, or characters of a text).
 
     Returns:
-        ``kwargs``, with ``batch_size=num_samples`` when the rows fit ``ONE_CALL_VALUES`` and the
-        engine's largest chunk (``MAX_CHUNK``); else unchanged (the engine's chunks).
+        ``kwargs``, with ``batch_size=num_samples`` when the rows fit ``ONE_CALL_VALUES`` (a fixed size
+        beyond the engine's default largest chunk is kept: lime's 5000 and 10000 rows are one call); else
+        unchanged (the engine's chunks).
     """
-    if "batch_size" in kwargs or num_samples > MAX_CHUNK or num_samples * max(row_values, 1) > ONE_CALL_VALUES:
+    if "batch_size" in kwargs or num_samples * max(row_values, 1) > ONE_CALL_VALUES:
         return kwargs
     return {**kwargs, "batch_size": num_samples}
 

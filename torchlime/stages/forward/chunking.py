@@ -68,7 +68,7 @@ class _Entry:
     bytes_per_row: float = 0.0  # CUDA peak memory of a chunk / its rows
     probe_warmed: bool = False  # the default rule's first probe chunk ran (it is not measured)
     probe_per_row: Optional[float] = None  # the default rule's second probe chunk: its peak memory / its rows
-    ceiling: int = MAX_CHUNK  # largest size that ran (halved on OOM)
+    ceiling: Optional[int] = None  # halved on OOM; None: none ran out of memory (``ChunkPlan.ceiling``)
     best: Optional[int] = None  # set once the measurement is done
 
 
@@ -200,9 +200,15 @@ class ChunkPlan:
             torch.cuda.reset_peak_memory_stats(device)
 
     # ------------------------------------------------------------------ choosing
+    def ceiling(self) -> int:
+        """The largest chunk: half the last size that ran out of memory, else ``MAX_CHUNK`` rows, or a larger
+        fixed ``batch_size`` (the caller's size is kept: lime's layers send 5000 rows in one call)."""
+        e = self.entry
+        return e.ceiling if e.ceiling is not None else max(MAX_CHUNK, self.fixed or 0)
+
     def _fits(self, size: int) -> bool:
         e = self.entry
-        if size > e.ceiling:
+        if size > self.ceiling():
             return False
         return self.budget is None or e.bytes_per_row == 0 or size * e.bytes_per_row <= self.budget
 
@@ -225,9 +231,9 @@ class ChunkPlan:
             return min(self._largest_fitting(self.fixed), remaining), "run"
         if not self.measure:
             if self.rule is None:  # CUDA: the probe chunks size the rest (a call of a few rows is one chunk)
-                probe = min(PROBE, e.ceiling)  # smaller after an out-of-memory error
+                probe = min(PROBE, self.ceiling())  # smaller after an out-of-memory error
                 return (probe, "probe") if remaining > probe else (remaining, "run")
-            return min(self.rule, e.ceiling, remaining), "run"
+            return min(self.rule, self.ceiling(), remaining), "run"
         if e.best is not None:
             return min(self._largest_fitting(e.best), remaining), "run"
         size = self._candidate()
@@ -324,7 +330,7 @@ class ChunkPlan:
             raise
         half = max(1, size // 2)
         e = self.entry
-        e.ceiling = min(e.ceiling, half)
+        e.ceiling = min(self.ceiling(), half)
         if self.fixed is not None:
             self.fixed = half
         if self.rule is not None:
