@@ -11,6 +11,7 @@ from typing import Any, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_int, describe
+from torchlime.engine._stored import StoredDataError, check_plain
 from torchlime.engine.config import Call, Config
 from torchlime.engine.info import Info, rebuild
 from torchlime.engine.run_record import RunRecord
@@ -269,7 +270,9 @@ class Explanation:
             The explanation (without a recorded perturbation).
 
         Raises:
-            ValueError: when the file holds no explanation (another object, missing fields).
+            ValueError: when the file holds no explanation (another object, missing fields), or a field
+                of another kind than ``save`` writes (``StoredDataError``: the file, the field, what it
+                must be and what it holds), e.g. a shape that is not a list of non-negative ints.
         """
         data = torch.load(Path(path), map_location=map_location, weights_only=True)
         required = {"coef", "intercept", "score", "local_pred", "target", "features", "n_features", "input_shape"}
@@ -279,9 +282,19 @@ class Explanation:
                 f"`path` must be a file written by Explanation.save, with the fields "
                 f"{sorted(required)}; {path} holds {found}"
             )
-        data["input_shape"] = tuple(data["input_shape"])
-        loaded = cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
-        loaded.info, loaded.run = rebuild(loaded.meta), RunRecord.from_plain(loaded.meta)
+        try:
+            for name in _TENSORS:
+                if name in data and not isinstance(data[name], torch.Tensor):
+                    raise StoredDataError(f"{name} must be a tensor, got {describe(data[name])}")
+            check_plain(data["input_shape"], list[int], "input_shape")
+            if any(n < 0 for n in data["input_shape"]):
+                raise StoredDataError(f"input_shape must hold sizes >= 0, got {data['input_shape']}")
+            check_plain(data.get("meta", {}), dict[str, object], "meta")
+            data["input_shape"] = tuple(data["input_shape"])
+            loaded = cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
+            loaded.info, loaded.run = rebuild(loaded.meta), RunRecord.from_plain(loaded.meta)
+        except StoredDataError as err:
+            raise StoredDataError(f"{path} is not a valid Explanation file: {err}") from None
         return loaded
 
     def __len__(self) -> int:

@@ -9,6 +9,8 @@ from typing import ClassVar, Optional, TypeVar
 
 import torch
 
+from torchlime.engine._stored import StoredDataError
+
 InfoT = TypeVar("InfoT", bound="Info")
 #: the longest side of the pictures records keep of their inputs (``Info.thumbnails``), in pixels
 PREVIEW_SIDE = 96
@@ -165,11 +167,16 @@ def rebuild(meta: Mapping[str, object]) -> Optional[Info]:
 
     Returns:
         The record of the first registered kind whose key ``meta`` holds and that can rebuild it, else None.
+
+    Raises:
+        StoredDataError: a record's field holds data of another kind than the record's (a ``ValueError``).
     """
     for key, kind in _KINDS.items():
         if key in meta:
             try:
                 record = kind.from_plain(meta[key])
+            except StoredDataError:  # a field of the wrong kind: refused, never shown untyped
+                raise
             except (TypeError, ValueError):  # plain data of another version: the record stays untyped
                 record = None
             if record is not None:

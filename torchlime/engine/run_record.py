@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from torchlime.engine._stored import check_record
+
 #: the fields every engine call records, in ``meta``'s order
 _REQUIRED = (
     "n_samples",
@@ -93,8 +95,13 @@ class RunRecord:
 
         Returns:
             The record, or None for a ``meta`` not written by the engine.
+
+        Raises:
+            StoredDataError: a field of another kind than the record's (a ``ValueError`` naming it, what
+                it must be and what it holds).
         """
         if not all(k in meta for k in _REQUIRED):
             return None
+        check_record(cls, meta, "meta")
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in meta.items() if k in names})  # type: ignore[arg-type]

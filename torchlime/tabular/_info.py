@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Optional, get_args
+from typing import ClassVar, Literal, Optional
 
 import torch
 
 from torchlime._checks import describe
+from torchlime.engine._stored import check_record
 from torchlime.engine.info import Info
 
 #: how the sample rows were drawn: lime's bins, a normal about the training mean or about each input
@@ -118,15 +119,14 @@ class TabularInfo(Info):
 
         Raises:
             ValueError: ``plain`` is not such a mapping (names what came).
+            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
+                what it holds).
         """
         if not isinstance(plain, Mapping) or not set(_FIELDS + ("boundaries", "values")) <= set(plain):
             found = sorted(map(str, plain)) if isinstance(plain, Mapping) else describe(plain)
             raise ValueError(f"`meta['tabular']` must hold the fields of TabularInfo {list(_FIELDS)}, got {found}")
+        check_record(cls, plain, "meta['tabular']")
         sampling = plain["sampling"]
-        if sampling not in get_args(Sampling):
-            raise ValueError(
-                f"`meta['tabular']['sampling']` must be one of {list(get_args(Sampling))}, got {sampling!r}"
-            )
         levels = torch.tensor(plain["levels"], dtype=torch.long)
         instances = torch.tensor(plain["instances"], dtype=torch.float64)
         width = plain["kernel_width"]

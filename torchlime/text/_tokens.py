@@ -20,6 +20,7 @@ import torch
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared
+from torchlime.engine._stored import check_record
 from torchlime.stages.forward.passes import score
 from torchlime.targets._base import Target
 from torchlime.text._single import Scorer, SingleSampler
@@ -92,10 +93,15 @@ class TokensInfo(Info):
 
         Returns:
             The record.
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
+                what it holds).
         """
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(plain, Mapping) or not {"mode", "pad_id", "special_ids", "model_inputs"} <= set(plain):
             return None
+        check_record(cls, plain, "meta['text_tokens']")
         kept = {k: v for k, v in plain.items() if k in names}
         return cls(**{**kept, "special_ids": tuple(kept["special_ids"])})
 

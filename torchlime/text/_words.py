@@ -21,6 +21,7 @@ import torch
 
 from torchlime._checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
+from torchlime.engine._stored import check_record
 from torchlime.engine.info import Info
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
@@ -90,9 +91,14 @@ class WordsInfo(Info):
 
         Returns:
             The record, or None for data of another shape.
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
+                what it holds).
         """
         if not isinstance(plain, Mapping) or not {"texts", "words", "pieces", "piece_features"} <= set(plain):
             return None
+        check_record(cls, plain, "meta['text_words']")
         tokens, token_info = plain.get("tokens"), plain.get("token_info")
         return cls(
             list(plain["texts"]),
