@@ -173,7 +173,7 @@ def _summary(exp: Shown) -> str:
     b, t, _ = exp.coef.shape
     meta = exp.meta
     head = (
-        f"<b>Explanation</b>: {b} input(s) of shape {tuple(exp.input_shape)}, {t} target(s)<br/>"
+        f"<b>Explanation</b>: {b} input(s) of shape {html.escape(str(tuple(exp.input_shape)))}, {t} target(s)<br/>"
         f"samples: {html.escape(str(meta.get('n_samples', '?')))} &middot; "
         f"surrogate: {html.escape(str(meta.get('surrogate', '?')))} &middot; "
         f"kernel: {html.escape(str(meta.get('kernel', '?')))}"
