@@ -11,6 +11,7 @@ import torch
 
 from torchlime import Explanation, explain, explain_tabular, explain_text, explain_tokens
 from torchlime.engine._stored import StoredDataError
+from torchlime.engine.notebook import _summary
 from torchlime.engine.run_record import RunRecord
 from torchlime.tabular._info import TabularInfo
 from torchlime.text._tokens import TokensInfo
@@ -134,3 +135,10 @@ def test_free_text_of_a_loaded_file_is_escaped_in_the_notebook(tmp_path):
         _tampered(_table(), tmp_path / "t.pt", lambda d: d["meta"]["tabular"].update(feature_names=[SCRIPT] * 3))
     )
     assert "<script" not in table._repr_html_() and "&lt;script&gt;" in table._repr_html_()
+
+
+def test_the_summary_escapes_the_shape_it_is_given():
+    exp = _image()
+    exp.input_shape = (SCRIPT,)  # what a file would bring if load let it through
+    head = _summary(exp)
+    assert "<script" not in head and "&lt;script&gt;" in head
