@@ -119,7 +119,9 @@ def plot_image_explanation(
     ``RdBu_r``: red supports the target, blue opposes it); the top ``k`` segments by |weight|, the
     supporting ones tinted and outlined red, the opposing ones blue, the rest faded (segments of weight 0
     are never shown; the title says when fewer than ``k`` are left, the panel says why when none is).
-    ``truth`` (H, W) bool, when known, is outlined in the last panel. The old order
+    ``truth`` (H, W) bool, when known, is outlined in the last panel. For a ``torchlime.targets.Boxes``
+    explanation the title names the explained box (``"box 1 of 2: (x1, y1, x2, y2), label 3"``, from
+    ``explanation.run.targets``), outlined on the input and the heatmap. The old order
     ``plot_image_explanation(images, exp, index)`` still works, with a ``DeprecationWarning``.
 
     Args:
@@ -164,6 +166,10 @@ def plot_image_explanation(
     counts = (int((coef != 0).sum()), int(coef.numel()))  # segments of non-zero weight, segments
     target = int(exp.target[index, target_index])
     name = class_names[target] if class_names and 0 <= target < len(class_names) else str(target)
+    from torchlime.image.viz_boxes import box_caption, outline  # here: viz_boxes imports this module
+
+    box = box_caption(exp, index, target_index, class_names)  # a Boxes target: which box, named
+    name = name if box is None else f"box {target_index}"
     fig: Figure
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.9))
     axes[0].imshow(img)
@@ -191,8 +197,13 @@ def plot_image_explanation(
         covered = float((chosen & truth_up).sum()) / max(1, int(truth_up.sum()))
         axes[3].set_title(axes[3].get_title() + f"\n(green: truth, {100 * covered:.0f}% covered by red)")
     axes[3].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
-    if exp.meta.get("unreliable"):
-        fig.suptitle(f"unreliable fit: {exp.meta['unreliable']}", color="#d62728", fontsize=10)
+    if box is not None and box[1] is not None:
+        for ax in (axes[0], axes[2]):
+            outline(ax, box[1], zoom, -0.5)
+    unreliable = exp.meta.get("unreliable")
+    title = ([] if box is None else [box[0]]) + ([f"unreliable fit: {unreliable}"] if unreliable else [])
+    if title:
+        fig.suptitle("\n".join(title), color="#d62728" if unreliable else "black", fontsize=10)
     for ax in axes:
         ax.axis("off")
     fig.tight_layout()

@@ -11,7 +11,7 @@ and a title with the box's label and the surrogate's weighted R². matplotlib is
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import torch
 
@@ -21,6 +21,7 @@ from torchlime.engine.explanation import Explanation
 from torchlime.image.viz import _to_hwc, _top
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 #: the box outline: a yellow line on a black halo, visible over red, blue and grey
@@ -33,6 +34,61 @@ def _label_name(label: int, class_names: Optional[Sequence[str]]) -> str:
     if class_names is not None and label < len(class_names):
         return str(class_names[label])
     return f"label {label}"
+
+
+def boxes_record(explanation: Explanation) -> Optional[dict[str, Any]]:
+    """What a ``Boxes`` target explained: "boxes" (B, T, 4) corners, else None.
+
+    Read from the call's record, ``explanation.run.targets``; from ``meta["targets"]`` only when that record
+    holds none (an explanation put together by hand).
+    """
+    targets = None if explanation.run is None else explanation.run.targets
+    targets = explanation.meta.get("targets") if targets is None else targets
+    return targets if isinstance(targets, dict) and targets.get("kind") == "boxes" and "boxes" in targets else None
+
+
+def box_caption(
+    explanation: Explanation, index: int, target_index: int, class_names: Optional[Sequence[str]] = None
+) -> Optional[tuple[str, Optional[list[float]]]]:
+    """Name the box that target ``target_index`` of image ``index`` explains, for a ``Boxes`` explanation.
+
+    Args:
+        explanation: any explanation.
+        index: which image.
+        target_index: which target (column of ``explanation.target``).
+        class_names: names of the labels.
+
+    Returns:
+        ``(caption, corners)``, e.g. ``("box 1 of 2: (0, 0, 8, 8), label 3", [0.0, 0.0, 8.0, 8.0])``, with
+        corners None for a padded target; None for an explanation without a ``Boxes`` target.
+    """
+    record = boxes_record(explanation)
+    if record is None:
+        return None
+    valid = explanation.target_valid
+    n = explanation.coef.shape[1] if valid is None else int(valid[index].sum())
+    if valid is not None and not bool(valid[index, target_index]):
+        return f"target {target_index}: padding (image {index} has {n} box{'es' if n != 1 else ''})", None
+    corners = [float(v) for v in record["boxes"][index][target_index]]
+    label = _label_name(int(explanation.target[index, target_index]), class_names)
+    return f"box {target_index} of {n}: ({', '.join(f'{v:g}' for v in corners)}), {label}", corners
+
+
+def outline(ax: Axes, corners: Sequence[float], scale: float = 1.0, offset: float = 0.0) -> None:
+    """Draw a box (x1, y1, x2, y2) in pixels on ``ax``, a yellow line on a black halo.
+
+    Args:
+        ax: the panel.
+        corners: the box's corners, in the image's pixels.
+        scale: panel units per pixel (an image drawn ``scale`` times larger).
+        offset: where pixel edge 0 is in panel units (-0.5 for ``imshow`` without ``extent``).
+    """
+    from matplotlib import patheffects
+    from matplotlib.patches import Rectangle
+
+    x1, y1, x2, y2 = (v * scale + offset for v in corners)
+    ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False, edgecolor=BOX_COLOUR, linewidth=1.8))
+    ax.patches[-1].set_path_effects([patheffects.withStroke(linewidth=3.6, foreground=HALO_COLOUR)])
 
 
 def plot_boxes(
@@ -51,7 +107,7 @@ def plot_boxes(
     image, faded, under its coefficients (B, T, F) painted back through ``explanation.heatmap()``, with a
     diverging colormap (``RdBu_r``) on one symmetric scale shared by the panels (red: the segment supports
     the box, blue: it opposes it) and one colour bar that says so; the box (x1, y1, x2, y2) from
-    ``explanation.meta["targets"]["boxes"]`` (B, T, 4) outlined; its ``k`` top segments (largest
+    ``explanation.run.targets["boxes"]`` (B, T, 4) outlined; its ``k`` top segments (largest
     |weight|) contoured; the title gives the box's label and the weighted R² of its surrogate.
 
     Args:
@@ -87,15 +143,14 @@ def plot_boxes(
         ['box 0: label 1']
     """
     plt = require("matplotlib.pyplot", "viz", "plot_boxes")
-    from matplotlib import patheffects
-    from matplotlib.patches import Rectangle
 
     check_positive_int(k, "k")
-    targets = explanation.meta.get("targets") or {}
-    if targets.get("kind") != "boxes" or "boxes" not in targets:
+    targets = boxes_record(explanation)
+    if targets is None:
+        found = explanation.meta.get("targets") if explanation.run is None else explanation.run.targets
         raise ValueError(
-            "`explanation` must come from a Boxes target (meta['targets']['boxes']), got meta['targets'] = "
-            f"{describe(targets)}"
+            "`explanation` must come from a Boxes target (explanation.run.targets['boxes']), got targets "
+            f"{describe(found)}"
         )
     b, t, _ = explanation.coef.shape
     if isinstance(index, bool) or not isinstance(index, int) or not -b <= index < b:
@@ -137,9 +192,7 @@ def plot_boxes(
         if kept.any() and not kept.all():
             centres = (torch.arange(w) + 0.5).numpy(), (torch.arange(h) + 0.5).numpy()
             ax.contour(*centres, kept, levels=[0.5], colors="black", linewidths=1.0, linestyles="dashed")
-        x1, y1, x2, y2 = boxes[j]
-        ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False, edgecolor=BOX_COLOUR, linewidth=1.8))
-        ax.patches[-1].set_path_effects([patheffects.withStroke(linewidth=3.6, foreground=HALO_COLOUR)])
+        outline(ax, boxes[j])
         ax.set_xlim(0, w)
         ax.set_ylim(h, 0)
         ax.set_title(f"box {j}: {_label_name(int(labels[j]), class_names)} · R² {scores[j]:.2f}", fontsize=9)

@@ -12,20 +12,35 @@ x2, y2, ``labels`` (n,), ``scores`` (n,); a scripted detector's ``(losses, detec
 ``decode=`` from any output (e.g. a YOLO-style (rows, K, 4 + C) tensor) as the same list or as padded
 tensors ``(boxes (c, K, 4), labels (c, K), scores (c, K))``. A list of per-image dicts is padded into
 tensors once per chunk; every score is then computed for all rows, targets and detections at once.
-Host reads: one per call (the number of boxes with the boxes themselves), none per chunk.
+Host reads: one per call (the number of boxes with the boxes themselves; for given boxes, which of them
+the unperturbed detections match), none per chunk.
+
+A given box that matches no detection on the unperturbed input (no overlap with its label and a score > 0)
+scores 0 unless a perturbation makes the detector find it, so its coefficients are all (or nearly) 0: one
+``UserWarning`` per call names such boxes and how many detections the detector returned. The usual cause is
+the detector's own score threshold: a torchvision detector with random weights scores every box below its
+default ``box_score_thresh=0.05`` and returns none (build it with ``box_score_thresh=0.0``).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, Optional, Union
 
 import torch
 
-from torchlime._checks import describe, from_numpy
+from torchlime._checks import describe, from_numpy, user_stacklevel
 from torchlime.targets._base import Bound, Target, pad_ragged
 
 Detections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+#: why a detector may return nothing to match, and the fix (the messages' advice)
+OWN_THRESHOLD = (
+    "a detector's own score threshold can filter every box before Boxes sees it: a torchvision detector with "
+    "random weights scores its boxes below its box_score_thresh (Faster / Mask R-CNN, default 0.05) or "
+    "score_thresh (RetinaNet, FCOS, SSD) and returns none; build it with that threshold at 0.0, e.g. "
+    "fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, box_score_thresh=0.0)"
+)
 BoxesSpec = Union[None, torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]
 
 
@@ -294,17 +309,18 @@ class Boxes(Target):
         order = (~keep).long().argsort(dim=1, stable=True)  # kept detections first, in the model's order
         ranked = boxes.gather(1, order.unsqueeze(-1).expand(-1, -1, 4))
         best = scores.masked_fill(labels < 0, float("-inf")).amax().view(1) if k else scores.new_zeros(1)
-        # the call's one host read: the box counts, the best score and the ranked boxes together
-        values = torch.cat((keep.sum(1).to(ranked.dtype), best.to(ranked.dtype), ranked.flatten())).tolist()
+        # the call's one host read: the box counts, the best score, the detections and the ranked boxes together
+        found = (labels >= 0).sum().to(ranked.dtype).view(1)
+        values = torch.cat((keep.sum(1).to(ranked.dtype), best.to(ranked.dtype), found, ranked.flatten())).tolist()
         counts = [int(c) for c in values[:b]]
         t = max(counts, default=0)
         if t == 0:
             raise ValueError(
                 f"Boxes found no detection with a score >= score_threshold={self.score_threshold} on any image "
-                f"(best {values[b] if k else 'none'}); pass boxes= (a detector with random weights detects "
-                f"nothing) or a lower score_threshold"
+                f"(best {values[b] if k else 'none'}); pass boxes= or a lower score_threshold. The detector "
+                f"returned {int(values[b + 1])} detections on the {b} unperturbed images: {OWN_THRESHOLD}"
             )
-        flat = values[b + 1 :]
+        flat = values[b + 2 :]
         info = [
             [flat[(i * k + j) * 4 : (i * k + j) * 4 + 4] if j < counts[i] else [0.0] * 4 for j in range(t)]
             for i in range(b)
@@ -325,6 +341,8 @@ class Boxes(Target):
             t_boxes, t_labels, valid, info = self._detected(det)
         t_labels = torch.where(valid, t_labels, -1)
         t_boxes = t_boxes * valid.unsqueeze(-1)
+        if self.boxes is not None:  # given boxes: say which the unperturbed detections do not match
+            _warn_unmatched(drise(t_boxes, t_labels, det) > 0, valid, t_labels, det[1], info)
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             found = detections(out, self.decode)
@@ -334,3 +352,40 @@ class Boxes(Target):
             return drise(t_boxes[rows], t_labels[rows], found) * valid[rows]
 
         return Bound(t_labels, valid, score, {"kind": "boxes", "boxes": info})
+
+
+def _warn_unmatched(
+    matched: torch.Tensor, valid: torch.Tensor, labels: torch.Tensor, found: torch.Tensor, info: list[list[list[float]]]
+) -> None:
+    """One ``UserWarning`` naming the given boxes that no unperturbed detection matches (one host read).
+
+    Args:
+        matched: bool (B, T) whether a target box matches a detection of its unperturbed image.
+        valid: bool (B, T) the real target boxes.
+        labels: long (B, T) their labels (-1: any label).
+        found: long (B, K) the labels of the padded unperturbed detections (-1: padding).
+        info: (B, T, 4) the boxes as nested lists.
+    """
+    b, t = valid.shape
+    parts = (matched | ~valid, valid, labels, (found >= 0).sum(1, keepdim=True))
+    values = torch.cat([p.to(valid.device, torch.long).reshape(b, -1) for p in parts], 1).tolist()  # the read
+    missed = [(i, j) for i, row in enumerate(values) for j in range(t) if not row[j]]
+    if not missed:
+        return
+    named = []
+    for i, j in missed[:3]:
+        row = values[i]
+        label, n = ("any label" if row[2 * t + j] < 0 else f"label {row[2 * t + j]}"), row[3 * t]
+        corners = ", ".join(f"{v:g}" for v in info[i][j])
+        named.append(
+            f"box {j} of {sum(row[t : 2 * t])} ({corners}), {label}, of image {i} (the detector returned {n} "
+            f"detection{'' if n == 1 else 's'} on it)"
+        )
+    more = f" and {len(missed) - 3} more" if len(missed) > 3 else ""
+    warnings.warn(
+        f"Boxes: {'; '.join(named)}{more} matched no detection on the unperturbed input (none overlaps it with "
+        f"its label and a score > 0): its score is 0 there and its coefficients are likely all 0. Check the "
+        f"boxes (x1, y1, x2, y2 in the image's pixels) and labels; else {OWN_THRESHOLD}",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
