@@ -186,3 +186,17 @@ def test_plot_transcript_draws_the_transcript_and_each_word():
     plain = torchlime.audio.explain_spectrogram(lambda s: asr(s)[:, 0], specs, target=0, n_samples=16)
     with pytest.raises(ValueError, match="target=Transcript"):
         plot_transcript(plain, specs)
+
+
+def test_an_ocr_model_through_the_image_door_explains_each_character():
+    def ocr(images: torch.Tensor) -> torch.Tensor:  # a CTC line reader: a frame per quarter; inks of "a" and "b"
+        ink = images.mean(2).view(images.shape[0], 2, 4, -1).mean(-1)  # (c, 2, 4 frames)
+        return torch.cat((torch.ones_like(ink[:, :1]), 5 * ink), 1).transpose(1, 2)  # (c, frames, 3 labels)
+
+    line = torch.zeros(1, 2, 8, 32)  # an image of the line "abab"
+    for i, ink in enumerate([0, 1, 0, 1]):
+        line[0, ink, :, 8 * i : 8 * i + 8] = 1.0
+    letters = torch.arange(32).expand(8, 32) // 8
+    exp = torchlime.image.explain_image(ocr, line, segments=letters, target=Transcript(), baseline=0.0, n_samples=64)
+    assert exp.meta["targets"]["token_ids"] == [[1, 2, 1, 2]]  # no word delimiter: each character a word
+    assert exp.target.tolist() == [[0, 1, 2, 3, 4]] and exp.coef[0, 1:].argmax(1).tolist() == [0, 1, 2, 3]

@@ -330,7 +330,11 @@ class Boxes(Target):
         return ranked[:, :t], labels.gather(1, order), valid, info
 
     def bind(self, reference: object, batch: int) -> Bound:
-        """Fix each image's boxes: its own detections above the threshold, or the boxes given."""
+        """Fix each image's boxes: its own detections above the threshold, or the boxes given.
+
+        Warns:
+            UserWarning: given boxes that no detection of their unperturbed image matches (named, once).
+        """
         det = detections(reference, self.decode)
         if det[0].shape[0] != batch:
             raise ValueError(f"Boxes got detections of {det[0].shape[0]} images from the model, expected {batch}")

@@ -9,6 +9,10 @@ the Viterbi path (computed in torch, batched over inputs) puts on that word's fr
 The transcript is the model's greedy decoding of the unperturbed input (the most likely label per frame,
 repeats merged, blanks dropped), or the token ids given. Transcripts and word counts differ between
 inputs: targets are padded and marked in ``Explanation.target_valid``.
+
+The target reads the model's output only, so any door works: audio (``explain_waveform``,
+``explain_spectrogram``) for speech, ``explain_image`` for a text recogniser reading an image of a line of
+text (OCR), where ``per_word=True`` without ``word_delimiter`` gives one target per character.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ class Transcript(Target):
             a list of ints shared by every input, or a list of B lists.
         blank: the CTC blank label.
         word_delimiter: the label that separates words (wav2vec2's "|"), for ``per_word``; None: every
-            label is a word.
+            label is a word (one target per character of an OCR model's reading).
         per_word: a target per word besides the whole transcript (T = 1 + words).
 
     Example:
