@@ -107,7 +107,11 @@ def model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model",
         metavar="MODEL",
-        help="a TorchScript file, an ExportedProgram file (torch.export.save) or module:factory",
+        help=(
+            "a TorchScript file, an ExportedProgram file (torch.export.save) or module:factory. TorchScript files "
+            "and module:factory run code: use only ones you trust. An ExportedProgram file is checked first and "
+            "refused if it holds a pickle that is not weights-only, or code in its shape expressions, guards or names"
+        ),
     )
     p.add_argument(
         "--weights",

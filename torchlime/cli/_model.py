@@ -1,15 +1,18 @@
 """MODEL of the command line: a TorchScript file, an ExportedProgram file, or ``module:factory``.
 
 * a TorchScript file (``torch.jit.save``): ``torch.jit.load``;
-* an ExportedProgram file (``torch.export.save``, usually ``.pt2``): ``torch.export.load(...).module()``,
-  wrapped so that the engine can switch it to eval mode (a no-op: the graph was exported in
-  one mode) and, when it was exported with a static batch size, fed in pieces of that size;
+* an ExportedProgram file (``torch.export.save``, usually ``.pt2``): checked first (``_pt2.check_exported``:
+  its pickles must load with ``weights_only=True``, its shape expressions, guards and names be plain), then
+  ``torch.export.load(...).module()``, wrapped so that the engine can switch it to eval mode (a no-op: the
+  graph was exported in one mode) and, when it was exported with a static batch size, fed in pieces of that
+  size;
 * ``module:factory`` (``package.module:name`` importable from the current folder, or
   ``path/to/file.py:name``): ``factory()`` must return an ``nn.Module``; ``--weights FILE``
   then loads a state dict with ``torch.load(FILE, weights_only=True)`` (no arbitrary pickles).
 
-The kind of a file is read from its zip archive's entries before anything is unpickled, so a
-state dict or a stray file given as MODEL gets a one-line explanation, not a loader's traceback.
+TorchScript files and ``module:factory`` run code when loaded, by design: the help and the docs say to use
+only trusted ones. The kind of a file is read from its zip archive's entries before anything is unpickled,
+so a state dict or a stray file given as MODEL gets a one-line explanation, not a loader's traceback.
 Every failure is a ``CliError``.
 """
 
@@ -32,6 +35,7 @@ from torch import nn
 
 from torchlime._checks import describe
 from torchlime.cli._common import CliError, short_error
+from torchlime.cli._pt2 import check_exported
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -142,6 +146,8 @@ def load_model(spec: str, weights: Optional[Path], device: torch.device) -> tupl
 
 
 def _load_file(path: Path, kind: str, device: torch.device) -> nn.Module:
+    if kind == "exported":
+        check_exported(path)  # before torch.export.load, which unpickles and evaluates what the file holds
     try:
         with warnings.catch_warnings():  # torch.jit.load's FutureWarning, export's notes: not the user's business
             warnings.simplefilter("ignore")
