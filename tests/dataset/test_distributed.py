@@ -41,7 +41,6 @@ def torchrun(out: Path, *args: str) -> None:
         *args,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("TORCHLIME_DATASET_HOOK", None)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 

@@ -22,7 +22,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from torchlime.dataset import FolderLockedError, _store, load_results
+from torchlime.dataset import FolderLockedError, _files, load_results
 from torchlime.dataset._lock import LOCK, host, writer_tag
 from torchlime.dataset._scan import DamagedIndexError
 
@@ -139,21 +139,21 @@ def test_verify_false_reads_headers_only(copy):
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EFBIG], ids=["ENOSPC", "EFBIG"])
 def test_a_write_failing_midway_leaves_a_readable_folder_and_one_rerun_completes(tmp_path, clean, monkeypatch, code):
     out = tmp_path / "out"
-    real = _store.write_file
+    real = _files.create
 
-    def failing(path: Path, data: bytes) -> None:
-        if path.name.startswith(".shard-000001"):
-            path.write_bytes(data[: len(data) // 2])  # half of it reached the disk
+    def failing(dir_fd: int, name: str, data: bytes) -> None:
+        if name.startswith(".shard-000001"):
+            real(dir_fd, name, data[: len(data) // 2])  # half of it reached the disk
             raise OSError(code, os.strerror(code))
-        real(path, data)
+        real(dir_fd, name, data)
 
-    monkeypatch.setattr(_store, "write_file", failing)
+    monkeypatch.setattr(_files, "create", failing)
     with pytest.raises(OSError, match=os.strerror(code)):
         worker.run(out)
     assert sorted(os.listdir(out)) == ["index.json", SHARDS[0]]  # no temporary file, no lock left
     res = load_results(out)
     assert len(res) == 8 and not res.complete
-    monkeypatch.setattr(_store, "write_file", real)
+    monkeypatch.setattr(_files, "create", real)
     worker.run(out)
     assert_same_bytes(out, clean)
 
@@ -222,9 +222,8 @@ def test_cleanup_never_removes_another_writers_temporary_files(copy, clean):
 
 def start(out: Path, hook: str = "") -> tuple[subprocess.Popen, Path]:
     marker = out.parent / f"hook-{time.monotonic_ns()}"
-    env = {**os.environ, "TORCHLIME_DATASET_HOOK": hook, "TORCHLIME_DATASET_HOOK_FILE": str(marker)}
-    cmd = [sys.executable, str(SCRIPT), str(out)]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), marker
+    cmd = [sys.executable, str(SCRIPT), str(out), "--stop-at", hook, "--marker", str(marker)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), marker
 
 
 def test_a_second_writer_is_refused_while_the_first_runs(tmp_path, clean):

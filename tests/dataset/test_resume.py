@@ -1,8 +1,8 @@
 """``explain_dataset`` killed (SIGKILL) mid-run and started again: no finished shard lost, no duplicate,
 no temporary file left, and the same coefficients as an uninterrupted run.
 
-The run is ``tests/dataset_worker.py`` in a subprocess; the writer's test hook
-(``TORCHLIME_DATASET_HOOK=point:shard``) makes it stop, and signal through a marker file, between a
+The run is ``tests/dataset_worker.py`` in a subprocess; its ``--stop-at point:shard`` (a replaced
+``_store.checkpoint`` in that process) makes it stop, and signal through a marker file, between a
 shard's temporary write and its rename (``before_rename``) or between the rename and the index update
 (``before_index``), so the test can kill it exactly there; a third run is killed at whatever point it
 reached once its first shard was on disk.
@@ -39,10 +39,8 @@ def reference(tmp_path_factory):
 
 def start(out: Path, hook: str = "", *args: str) -> tuple[subprocess.Popen, Path]:
     marker = out.parent / "hook-reached"
-    env = {**os.environ, "TORCHLIME_DATASET_HOOK": hook, "TORCHLIME_DATASET_HOOK_FILE": str(marker)}
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(out), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    cmd = [sys.executable, str(SCRIPT), str(out), "--stop-at", hook, "--marker", str(marker), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 
 

@@ -1,8 +1,11 @@
 """The data set, model and call of the ``explain_dataset`` tests, runnable as a script.
 
-``python tests/dataset_worker.py OUT [--batch-size B] [--shard-size S] [--n N] [--loader] [--init-gloo]``
-explains the deterministic test data set into OUT; the tests launch it in a subprocess (to kill it
-mid-run) and under ``python -m torch.distributed.run --nproc_per_node=2`` (with ``--init-gloo``).
+``python tests/dataset_worker.py OUT [--batch-size B] [--shard-size S] [--n N] [--loader] [--init-gloo]
+[--stop-at POINT:K --marker FILE]`` explains the deterministic test data set into OUT; the tests launch it
+in a subprocess (to kill it mid-run) and under ``python -m torch.distributed.run --nproc_per_node=2``
+(with ``--init-gloo``). ``--stop-at before_rename:K`` (or ``before_index:K``) replaces the writer's
+``_store.checkpoint`` in this process only: at that point of writing shard K it writes FILE and sleeps,
+so the test can kill it exactly there.
 The model applies the same ops to every row on its own, so its outputs, and the explanations,
 do not depend on how rows are batched.
 """
@@ -10,11 +13,13 @@ do not depend on how rows are batched.
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from torchlime.dataset import explain_dataset
+from torchlime.dataset import _store, explain_dataset
 
 SIZE = 8
 SEGMENTS = torch.arange(SIZE).view(SIZE, 1) // 2 * (SIZE // 2) + torch.arange(SIZE) // 2  # 16 cells of 2 x 2
@@ -55,6 +60,17 @@ def run(out, *, n: int = 20, batch_size: int = 7, shard_size: int = 8, loader: b
     return explain_dataset(make_model(), data, out, **{**call, **extra})
 
 
+def stop_at(where: str, marker: str) -> None:
+    """Make this process's writer write ``marker`` and sleep at ``where`` ("POINT:K") of writing shard K."""
+
+    def checkpoint(point: str, shard: int) -> None:
+        if f"{point}:{shard}" == where:
+            Path(marker).write_text(point)
+            time.sleep(3600)
+
+    _store.checkpoint = checkpoint
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -63,7 +79,11 @@ def main() -> None:
     parser.add_argument("--shard-size", type=int, default=8)
     parser.add_argument("--loader", action="store_true")
     parser.add_argument("--init-gloo", action="store_true")
+    parser.add_argument("--stop-at", default="")
+    parser.add_argument("--marker", default="")
     args = parser.parse_args()
+    if args.stop_at:
+        stop_at(args.stop_at, args.marker)
     torch.set_num_threads(1)
     if args.init_gloo:
         torch.distributed.init_process_group("gloo")

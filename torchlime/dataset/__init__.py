@@ -10,8 +10,9 @@ beeswarm pictures) and ``pick(out, budget)`` runs SP-LIME over it.
 """
 
 from torchlime.dataset._explain import explain_dataset
+from torchlime.dataset._loaded import Results
 from torchlime.dataset._lock import FolderLockedError
-from torchlime.dataset._results import LazyResults, Results, load_results
+from torchlime.dataset._results import LazyResults, load_results
 from torchlime.dataset._summarize import pick, summarize
 from torchlime.dataset._summary_plots import Summary
 

@@ -28,7 +28,7 @@ from torchlime.dataset._lock import FolderLock, new_run_id
 from torchlime.dataset._modality_run import ModalityRun
 from torchlime.dataset._rows import rows_of, stack_rows
 from torchlime.dataset._scan import ShardEntry, clean_temporary, collect, shard_range
-from torchlime.dataset._store import Store, environment, hook
+from torchlime.dataset._store import Store, environment
 from torchlime.engine.config import Call, field_names
 from torchlime.engine.explainer import Explainer, ModalitySpec, configure
 from torchlime.engine.explanation import Explanation
@@ -390,7 +390,7 @@ def _write(store: Store, ctx: Context, k: int, parts: list[dict[str, torch.Tenso
     tensors, input_shape = stack_rows(parts, k)
     store.write_shard(k, tensors, input_shape)
     if ctx.world == 1:  # one writer: keep the index current (ranks of a distributed run: rank 0 at the end)
-        hook("before_index", k)
+        store.reached("before_index", k)
         store.write_index()
 
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from pathlib import Path
 from typing import Any, Final, Literal, Mapping
 
 import torch
 from safetensors.torch import save
+
+from torchlime.dataset._files import Folder
+from torchlime.dataset._shardfile import ShardFile
 
 DIGEST: Final = "sha256"
 Status = Literal["ok", "damaged", "unverified"]
@@ -80,39 +82,37 @@ def shard_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> t
     return b"".join((struct.pack("<Q", len(text)), text, body)), digest
 
 
-def read_header(path: Path, verify: bool) -> tuple[Status, dict[str, Any], str]:
-    """A shard file's header, checked against the digest it holds when ``verify`` is True.
+def read_header(folder: Folder, name: str, verify: bool) -> tuple[Status, dict[str, Any], str]:
+    """A shard file's header, checked against the file's size and, when ``verify``, the digest it holds.
+
+    The file is opened without following a link and must be a regular file (``_files``); its header is
+    checked before anything else is read (``_shardfile``).
 
     Args:
-        path: the shard file.
-        verify: read and hash the whole file (else only the header is read; the status is "unverified").
+        folder: the result folder.
+        name: the shard file's name in it.
+        verify: read and hash the whole file, a chunk at a time (else only the header is read; the status
+            is "unverified").
 
     Returns:
         ``(status, header, detail)``: "ok" with the digest as detail; "unverified" (not asked, or a file
         of the first format, which had no digest); "damaged" with the reason (unreadable, truncated,
-        altered) and an empty header.
+        altered, not a regular file) and an empty header.
     """
     try:
-        if verify:
-            header, body = _split(Path(path).read_bytes())
-        else:
-            with open(path, "rb") as f:
-                head = f.read(8)
-                (n,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
-                if n < 0 or n > 100_000_000:
-                    raise ValueError("not a safetensors header")
-                header = json.loads(f.read(n))
-            if not isinstance(header, dict):
-                raise ValueError("header is not a JSON object")
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
+        with ShardFile(folder, name) as f:
+            stored = f.metadata.get(DIGEST)
+            if not verify or stored is None:
+                return "unverified", f.header, str(stored) if stored else ""
+            h = hashlib.sha256(_canonical(f.header))
+            for chunk in f.body():
+                h.update(chunk)
+    except (OSError, ValueError) as err:
         return "damaged", {}, f"unreadable ({err})"
-    stored = (header.get("__metadata__") or {}).get(DIGEST)
-    if not verify or stored is None:
-        return "unverified", header, str(stored) if stored else ""
-    actual = _digest(header, body)
+    actual = h.hexdigest()
     if actual != stored:
         return "damaged", {}, f"checksum mismatch (stored {str(stored)[:12]}..., content {actual[:12]}...)"
-    return "ok", header, actual
+    return "ok", f.header, actual
 
 
 def index_digest(info: Mapping[str, object]) -> str:

@@ -1,6 +1,7 @@
 """One writer per result folder: ``out/.lock``, held for the duration of an ``explain_dataset`` run.
 
-The lock file is created with ``O_CREAT | O_EXCL`` (atomic on local file systems) and holds JSON: the
+The lock file is created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (atomic on local file systems; a link
+there is never followed) and holds JSON (read back as untrusted: a regular file of at most 4 KiB): the
 writer's ``host``, ``pid``, ``started`` (UTC, ISO 8601) and ``run`` (an id shared by the ranks of one
 ``torchrun`` job, so they join the lock of rank 0 instead of being refused). A second run on the same
 folder is refused at once with a ``FolderLockedError`` naming the holder. A lock is stale only when its
@@ -25,7 +26,11 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
+from torchlime.dataset._files import Folder, load_json
+
 LOCK = ".lock"
+#: the most bytes a lock file may hold
+MAX_LOCK = 4096
 _TAG = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^./]+)\.(?P<pid>\d+)\.tmp$")
 
 
@@ -75,15 +80,24 @@ def tmp_is_orphan(name: str) -> bool:
     return m.group("host") == host() and not pid_alive(int(m.group("pid")))
 
 
-def _read(path: Path) -> Optional[dict[str, object]]:
-    """The lock's holder, or None when the file vanished; a half-written lock reads as an unknown holder."""
+def _read(out: Path) -> Optional[dict[str, object]]:
+    """The lock's holder, or None when the file vanished; a half-written lock reads as an unknown holder.
+
+    The lock is read as untrusted input: a regular file of at most ``MAX_LOCK`` bytes, never through a link.
+
+    Raises:
+        ValueError: ``.lock`` is not a regular file (a link, a named pipe, ...) or is larger than that.
+    """
     for _ in range(50):  # a lock being written by its creator: give it a moment
         try:
-            text = path.read_text()
+            with Folder.open(out) as folder:
+                text = folder.read(LOCK, MAX_LOCK)
         except FileNotFoundError:
             return None
+        except ValueError as err:
+            raise ValueError(f"{err}; if no process writes {out}, delete {Path(out) / LOCK}") from None
         try:
-            info = json.loads(text)
+            info = load_json(text, Path(out) / LOCK)
             if isinstance(info, dict):
                 return info
         except ValueError:
@@ -101,7 +115,8 @@ class FolderLock:
     """
 
     def __init__(self, out: Path, run: str) -> None:
-        self.path, self.run, self.owned = Path(out) / LOCK, run, False
+        self.out, self.run, self.owned = Path(out), run, False
+        self.path = self.out / LOCK
 
     def acquire(self) -> None:
         """Take the lock, join it (same run), or take over a stale one.
@@ -113,7 +128,7 @@ class FolderLock:
             if self._create():
                 self.owned = True
                 return
-            holder = _read(self.path)
+            holder = _read(self.out)
             if holder is None:
                 continue  # released meanwhile: try again
             if holder.get("run") == self.run:
@@ -121,12 +136,13 @@ class FolderLock:
             same_host = holder.get("host") == host()
             pid = holder.get("pid")
             if same_host and isinstance(pid, int) and not pid_alive(pid):
-                aside = self.path.with_name(f"{LOCK}.stale.{writer_tag()}")
+                aside = f"{LOCK}.stale.{writer_tag()}"
                 try:
-                    os.replace(self.path, aside)  # only one of several takers gets the file
+                    with Folder.open(self.out) as folder:
+                        folder.rename(LOCK, aside)  # only one of several takers gets the file
+                        folder.remove(aside)
                 except FileNotFoundError:
                     continue
-                os.remove(aside)
                 warnings.warn(
                     f"taking over the stale lock of {self.path.parent}: its writer (pid {holder['pid']} on "
                     f"{holder['host']}, started {holder.get('started')}) is no longer running",
@@ -147,31 +163,21 @@ class FolderLock:
         raise FolderLockedError(f"could not take the lock {self.path}: it changes hands too often")
 
     def _create(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
         info = {
             "host": host(),
             "pid": os.getpid(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "run": self.run,
         }
-        try:
-            os.write(fd, json.dumps(info).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return True
+        with Folder.open(self.out) as folder:
+            return folder.create(LOCK, json.dumps(info).encode())  # O_EXCL: a link there is never followed
 
     def release(self) -> None:
         """Remove the lock if this process took it and it is still this run's."""
         if not self.owned:
             return
         self.owned = False
-        holder = _read(self.path)
+        holder = _read(self.out)
         if holder is not None and holder.get("run") == self.run:
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
+            with Folder.open(self.out) as folder:
+                folder.remove(LOCK)

@@ -1,27 +1,26 @@
-"""Reading a result folder of ``explain_dataset``: ``load_results``, ``LazyResults`` and ``Results``.
+"""Reading a result folder of ``explain_dataset``: ``load_results`` and ``LazyResults`` (rows: ``Results``).
 
 ``load_results(out)`` reads only ``index.json`` and the shards' headers; tensors are read from
-the shard files when asked for (safetensors reads just the rows a slice needs), so a folder
-larger than memory can be walked shard by shard. ``Results.explanation()`` turns rows read back
-into an ``Explanation`` (with the stored feature maps) to paint (``heatmap``) and draw.
+the shard files when asked for (one read of just the rows a slice needs, ``_shardfile``), so a folder
+larger than memory can be walked shard by shard. The folder is untrusted input: its entries are opened
+without following links and checked before anything is allocated (``_files``, ``_shardfile``).
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 import operator
 import os
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
 import torch
-from safetensors import safe_open
 
 from torchlime._checks import describe
-from torchlime.dataset._explanation import as_explanation
+from torchlime.dataset._files import Folder
+from torchlime.dataset._loaded import Results
 from torchlime.dataset._scan import (
     FIRST,
     MAPS,
@@ -34,106 +33,9 @@ from torchlime.dataset._scan import (
     pad_targets,
     read_index,
 )
-from torchlime.engine.explanation import Explanation
+from torchlime.dataset._shardfile import ShardFile, input_shape
 
 _PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
-
-
-@dataclass
-class Results:
-    """Explanations of n inputs of a data set (a slice of a result folder, all in memory).
-
-    Attributes:
-        index: long (n,) global index of each input in the data set.
-        coef: (n, T, F) coefficients; F is the largest feature count of the folder, and
-            coefficients of features f >= ``n_features[i]`` are 0 padding (see ``valid``).
-        intercept: (n, T) surrogate intercept.
-        score: (n, T) weighted R² of the surrogate; NaN on padded targets.
-        local_pred: (n, T) surrogate prediction at the input.
-        target: long (n, T) explained output columns.
-        n_features: long (n,) F_b of each input.
-        samples_used: long (n,) samples each input got (n_samples="auto" varies it), or None.
-        label: (n, ...) the labels the data yielded with the inputs, or None.
-        coef_std: (n, T, F) posterior standard deviations (Bayesian surrogates), or None.
-        target_valid: bool (n, T) the targets that exist (structured targets, whose count differs between
-            inputs: padded ones have coefficients 0 and ``target`` -1), or None.
-        features: long (n, *fshape) each input's feature map (ids -1..F_b-1; ``Explanation.features``), or
-            None: not stored (a folder of the second format, or ``keep_features=False``).
-        inputs: (n, ...) the inputs as the data gave them (``keep_inputs=True``), or None.
-        input_shape: the shape of one input (the explanation's ``input_shape``), or None when unknown.
-    """
-
-    index: torch.Tensor
-    coef: torch.Tensor
-    intercept: torch.Tensor
-    score: torch.Tensor
-    local_pred: torch.Tensor
-    target: torch.Tensor
-    n_features: torch.Tensor
-    samples_used: Optional[torch.Tensor] = None
-    label: Optional[torch.Tensor] = None
-    coef_std: Optional[torch.Tensor] = None
-    target_valid: Optional[torch.Tensor] = None
-    features: Optional[torch.Tensor] = None
-    inputs: Optional[torch.Tensor] = None
-    input_shape: Optional[tuple[int, ...]] = None
-
-    @property
-    def valid(self) -> torch.Tensor:
-        """Bool (n, F): features that exist for each input (False on padding)."""
-        return torch.arange(self.coef.shape[-1]) < self.n_features.unsqueeze(1)
-
-    def explanation(
-        self, features: Optional[torch.Tensor] = None, input_shape: Optional[tuple[int, ...]] = None
-    ) -> Explanation:
-        """These rows as an ``Explanation`` (B = n), to paint (``heatmap``) and draw.
-
-        Args:
-            features: long (n or 1, *fshape) feature maps to use; None: the stored ones.
-            input_shape: the shape of one input; None: the stored one, else ``features``' (without B).
-
-        Returns:
-            An ``Explanation`` with ``coef`` (n, T, F), the fit, ``features`` and ``n_features``; ``meta``
-            holds ``samples_used`` and ``index`` (the global indices); no recorded perturbation.
-
-        Raises:
-            ValueError: no feature maps stored nor given (a folder of the second format, or
-                ``keep_features=False``: rebuild them as the run made them and pass ``features``), or maps
-                that do not fit the rows.
-
-        Example:
-            >>> import tempfile, torchlime
-            >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
-            >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4
-            >>> with tempfile.TemporaryDirectory() as out:
-            ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(6, 1, 4, 4), out,
-            ...             explain_fn=torchlime.explain, features=feats, n_samples=32, progress=False)
-            ...     exp = torchlime.dataset.load_results(out)[2:4].explanation()
-            >>> exp.heatmap(0).shape
-            torch.Size([2, 1, 4, 4])
-        """
-        return as_explanation(self, features, input_shape)
-
-    def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
-        """Coefficients painted back onto the inputs with the stored feature maps (``Explanation.heatmap``).
-
-        Args:
-            target_index: which of the T targets; None keeps all.
-
-        Returns:
-            (n, T, *input_shape), or (n, *input_shape) with ``target_index``.
-
-        Raises:
-            ValueError: no feature maps stored (see ``explanation``).
-        """
-        return self.explanation().heatmap(target_index)
-
-    def __len__(self) -> int:
-        return self.index.shape[0]
-
-    def __repr__(self) -> str:
-        n, t, f = self.coef.shape
-        return f"Results of {n} input(s): {t} target(s), up to {f} features (coef {tuple(self.coef.shape)})"
 
 
 class LazyResults:
@@ -287,22 +189,23 @@ class LazyResults:
         shape is None when the shards do not record one (the earlier formats) or record different ones.
         """
         parts: dict[str, list[torch.Tensor]] = {}
-        shapes: set[Optional[str]] = set()
+        shapes: set[Optional[tuple[int, ...]]] = set()
         first, read = max(0, bisect.bisect_right(self._offsets, lo) - 1), 0
-        for i in range(first, len(self.entries)):
-            a, b = max(lo, self._offsets[i]) - self._offsets[i], min(hi, self._offsets[i + 1]) - self._offsets[i]
-            if b <= 0 or a >= b:
-                break
-            read += 1
-            with safe_open(str(self.out / self.entries[i]["file"]), framework="pt") as f:
-                shapes.add((f.metadata() or {}).get("input_shape"))
-                for name in (n for n in names or REQUIRED + OPTIONAL if n in f.keys()):
-                    t = pad_targets(name, f.get_slice(name)[a:b], self.n_targets)
-                    if name in _PADDED and t.shape[-1] < self.n_features_max:
-                        t = torch.nn.functional.pad(t, (0, self.n_features_max - t.shape[-1]))
-                    parts.setdefault(name, []).append(t.long() if name == "features" else t)
-        recorded = shapes.pop() if len(shapes) == 1 else None
-        shape = tuple(json.loads(recorded)) if recorded is not None else None
+        with Folder.open(self.out) as folder:
+            for i in range(first, len(self.entries)):
+                a, b = max(lo, self._offsets[i]) - self._offsets[i], min(hi, self._offsets[i + 1]) - self._offsets[i]
+                if b <= 0 or a >= b:
+                    break
+                read += 1
+                with ShardFile(folder, self.entries[i]["file"]) as f:
+                    _check_unchanged(f, self.entries[i])
+                    shapes.add(input_shape(f.metadata, f.where))
+                    for name in (n for n in names or REQUIRED + OPTIONAL if n in f.tensors):
+                        t = pad_targets(name, f.rows(name, a, b), self.n_targets)
+                        if name in _PADDED and t.shape[-1] < self.n_features_max:
+                            t = torch.nn.functional.pad(t, (0, self.n_features_max - t.shape[-1]))
+                        parts.setdefault(name, []).append(t.long() if name == "features" else t)
+        shape = shapes.pop() if len(shapes) == 1 else None
         if not parts:
             return {
                 "index": torch.zeros(0, dtype=torch.long),
@@ -320,6 +223,18 @@ class LazyResults:
         return (
             f"LazyResults of {len(self)} input(s) in {len(self.entries)} shard(s) ({state}) at {str(self.out)!r}: "
             f"{self.n_targets} target(s), up to {self.n_features_max} features"
+        )
+
+
+def _check_unchanged(f: ShardFile, entry: ShardEntry) -> None:
+    """Refuse a shard file whose rows, features or targets are not those ``load_results`` found."""
+    coef = f.tensors["coef"].shape if "coef" in f.tensors else ()
+    rows = {spec.shape[0] if spec.shape else -1 for spec in f.tensors.values()}
+    if rows != {entry["stop"] - entry["start"]} or coef[1:] != (entry["n_targets"], entry["n_features_max"]):
+        raise ValueError(
+            f"{f.where} must hold the {entry['stop'] - entry['start']} rows of {entry['n_targets']} target(s) and "
+            f"{entry['n_features_max']} features load_results found, got tensors of shapes "
+            f"{sorted({spec.shape for spec in f.tensors.values()})}: it changed since; open the folder again"
         )
 
 
@@ -395,5 +310,6 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
         info.get("n_inputs"),
         verify=verify,
         shard_format=READABLE[info["format"]],
+        listed=info.get("shards", []),
     )
     return LazyResults(out, info, list(found.values()))  # the files are the proof; the index may lag

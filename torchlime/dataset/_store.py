@@ -28,9 +28,10 @@ Layout of ``out/``:
 * ``.lock`` while a run writes the folder (``_lock``).
 
 Every file is written to a hidden temporary file in the folder named with its writer
-(``.NAME.HOST.PID.tmp``), flushed to disk (``fsync``), then renamed (``os.replace``) and the
-folder synced, so a reader or a resumed run sees a whole file or none, and a failed write
-removes its own temporary file. A shard file whose checksum holds is the proof that the shard
+(``.NAME.HOST.PID.tmp``, created with ``O_EXCL | O_NOFOLLOW``: a link planted under that name is
+removed, never followed), flushed to disk (``fsync``), then renamed (``os.replace``, relative to the
+folder's descriptor) and the folder synced, so a reader or a resumed run sees a whole file or none,
+and a failed write removes its own temporary file. A shard file whose checksum holds is the proof that the shard
 is finished: the index lists what the last writer knew, and a resumed run or ``load_results``
 adopts verified shard files with the run's fingerprint that the index misses, and leaves out
 (with a warning naming the file) those that are damaged, so one rerun computes them again.
@@ -39,10 +40,8 @@ adopts verified shard files with the run's fingerprint that the index misses, an
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Mapping, Optional, Union
@@ -51,13 +50,12 @@ import safetensors
 import torch
 
 from torchlime.dataset._describe import differences
+from torchlime.dataset._files import Folder
 from torchlime.dataset._integrity import DIGEST, index_digest, shard_bytes
 from torchlime.dataset._lock import writer_tag
 from torchlime.dataset._scan import (
     FIRST,
     FORMAT,
-    HOOK_ENV,
-    HOOK_FILE_ENV,
     INDEX,
     MAPS,
     READABLE,
@@ -70,56 +68,28 @@ from torchlime.dataset._scan import (
 )
 
 
-def hook(point: str, shard: int) -> None:
-    """Test hook (see ``HOOK_ENV``): signal, then sleep, at ``point`` of writing ``shard``."""
-    if os.environ.get(HOOK_ENV) == f"{point}:{shard}":
-        marker = os.environ.get(HOOK_FILE_ENV)
-        if marker:
-            Path(marker).write_text(point)
-        time.sleep(3600)
+def checkpoint(point: str, shard: int) -> None:
+    """Where a writer may be stopped: ``before_rename`` of a shard file, ``before_index`` after it; a no-op.
 
-
-def _fsync(path: Path) -> None:
-    """Flush a folder's entries to disk; folders cannot be opened or synced on every platform."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` and flush it to disk (``fsync``) before returning."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def replace_atomic(path: Path, data: bytes, point: str = "", shard: int = -1) -> None:
-    """Write ``path`` through a temporary file of this writer in its folder, synced, then renamed over it.
-
-    A failed write (a full disk: ``ENOSPC``, a file too large: ``EFBIG``, ...) removes the temporary
-    file and raises; ``path`` is left as it was.
+    Tests replace this function (``_store.checkpoint = ...``) to stop a writer at that point; nothing
+    here reads the environment.
     """
-    tmp = path.with_name(f".{path.name}.{writer_tag()}.tmp")
-    try:
-        write_file(tmp, data)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    if point:
-        hook(point, shard)
-    os.replace(tmp, path)
-    _fsync(path.parent)
+
+
+def replace_atomic(out: Path, name: str, data: bytes, point: str = "", shard: int = -1) -> None:
+    """Write entry ``name`` of ``out`` through a temporary file of this writer, synced, then renamed over it.
+
+    The temporary file is ``.NAME.HOST.PID.tmp``, created without following a link (``Folder.write``); a
+    failed write (a full disk: ``ENOSPC``, a file too large: ``EFBIG``, ...) removes it and raises, leaving
+    ``name`` as it was.
+    """
+    with Folder.open(out) as folder:
+        folder.write(
+            name,
+            data,
+            tmp=f".{name}.{writer_tag()}.tmp",
+            before_rename=(lambda: checkpoint(point, shard)) if point else None,
+        )
 
 
 def environment(device: torch.device, world: int) -> dict[str, Union[str, int]]:
@@ -205,7 +175,9 @@ class Store:
             raise ValueError(f"`out` must be a folder, got the file {str(self.out)!r}")
         self.out.mkdir(parents=True, exist_ok=True)
         info: Optional[IndexInfo] = None
-        if (self.out / INDEX).is_file():
+        with Folder.open(self.out) as folder:
+            present = folder.kind(INDEX) is not None
+        if present:
             try:
                 info = read_index(self.out)
             except DamagedIndexError as err:
@@ -230,7 +202,12 @@ class Store:
                 stacklevel=3,
             )
         self.verified = collect(
-            self.out, self.fingerprint, self.shard_size, self.n_inputs, shard_format=self.shard_format
+            self.out,
+            self.fingerprint,
+            self.shard_size,
+            self.n_inputs,
+            shard_format=self.shard_format,
+            listed=info.get("shards", []),
         )
         self.entries = self.verified
         self.complete = bool(info.get("complete")) and self.n_shards is not None and len(self.entries) == self.n_shards
@@ -265,6 +242,10 @@ class Store:
                 RuntimeWarning,
                 stacklevel=4,
             )
+
+    def reached(self, point: str, shard: int) -> None:
+        """This writer reached ``point`` of writing ``shard`` (``checkpoint``: where tests stop a writer)."""
+        checkpoint(point, shard)
 
     def follow(self) -> None:
         """Read what rank 0's ``open`` settled (N, completeness, verified shards) from the index (the other ranks)."""
@@ -306,7 +287,7 @@ class Store:
             "shards": [self.entries[k] for k in sorted(self.entries)],
         }
         info[DIGEST] = index_digest(info)
-        replace_atomic(self.out / INDEX, json.dumps(info, indent=1).encode())
+        replace_atomic(self.out, INDEX, json.dumps(info, indent=1).encode())
 
     def write_shard(
         self, k: int, tensors: dict[str, torch.Tensor], input_shape: Optional[tuple[int, ...]] = None
@@ -334,7 +315,7 @@ class Store:
         if self.keeps_maps and input_shape is not None:
             meta["input_shape"] = json.dumps(list(input_shape))
         data, digest = shard_bytes(tensors, meta)
-        replace_atomic(self.out / shard_name(k), data, "before_rename", k)
+        replace_atomic(self.out, shard_name(k), data, "before_rename", k)
         coef = tensors["coef"]
         entry: ShardEntry = {
             "shard": k,

@@ -20,7 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from torchlime._checks import check_positive_int, describe, user_stacklevel
-from torchlime.dataset._results import LazyResults, Results, load_results
+from torchlime.dataset._loaded import Results
+from torchlime.dataset._results import LazyResults, load_results
 from torchlime.dataset._summary_plots import Summary
 from torchlime.methods.sp_lime import submodular_pick
 
