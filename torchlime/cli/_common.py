@@ -2,8 +2,7 @@
 
 A command raises ``CliError`` for anything the user can fix (a file that cannot be read, a
 model that does not load, an option that does not fit the inputs); ``torchlime.cli`` prints it
-as one line on stderr with exit code 2. ``output_folder`` removes a folder the command created
-when the command fails, so an error never leaves an empty or half-written folder behind.
+as one line on stderr with exit code 2. The output folders are ``_output``'s.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import warnings
 from pathlib import Path
 from typing import Iterator, Optional, Union
@@ -131,27 +129,6 @@ def sync(device: torch.device) -> None:
 
 
 @contextlib.contextmanager
-def output_folder(out: Path) -> Iterator[Path]:
-    """Create ``out`` on entry; if the body fails, remove it again when it was created here.
-
-    A folder that existed before is kept as it was given (files the command wrote stay).
-    """
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out {out} is a file, not a folder")
-    created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise CliError(f"cannot create the output folder {out}: {err.strerror or err}") from None
-    try:
-        yield out
-    except BaseException:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-
-
-@contextlib.contextmanager
 def collected_warnings(into: list[str]) -> Iterator[None]:
     """Record warnings (one line each, duplicates dropped) into ``into`` instead of printing them."""
     with warnings.catch_warnings(record=True) as caught:
@@ -165,6 +142,29 @@ def collected_warnings(into: list[str]) -> Iterator[None]:
                 text = one_line(f"{w.category.__name__}: {w.message}", 300)
                 if text not in into:
                     into.append(text)
+
+
+#: the most bytes ``DIR/dataset.json`` may hold (a file name per image: about 50 bytes each)
+MAX_RECORD = 256 << 20
+
+
+def read_record(folder: Path) -> dict[str, object]:
+    """``DIR/dataset.json`` of explain-dataset (files, classes, how images were read), or {} without one.
+
+    Read as untrusted input: a regular file (never through a link, never a named pipe), at most
+    ``MAX_RECORD`` bytes, JSON nested at most 32 levels (``torchlime.dataset._files``).
+
+    Raises:
+        CliError: a ``dataset.json`` that cannot be read or parsed.
+    """
+    from torchlime.dataset._files import Folder
+
+    try:
+        with Folder.open(folder) as d:
+            data = d.read_json("dataset.json", MAX_RECORD) if d.kind("dataset.json") is not None else {}
+    except (OSError, ValueError) as err:
+        raise CliError(f"cannot read {folder / 'dataset.json'}: {getattr(err, 'strerror', None) or err}") from None
+    return data if isinstance(data, dict) else {}
 
 
 def write_json(path: Path, data: object) -> Path:

@@ -1,7 +1,8 @@
 """What ``torchlime explain`` writes for one input: the explanation file, pictures, sounds, HTML.
 
 Pictures need matplotlib (``pip install torchlime[viz]``); without it they are skipped and the
-explanation files and the summary are still written.
+explanation files and the summary are still written. Every file goes through ``Output`` (``_output``):
+never written through a link.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import torch
 from torchlime.engine.explanation import Explanation
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from torchlime.cli._inputs import Tokens
+    from torchlime.cli._output import Output
 
 PAGE = (
     '<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
@@ -57,13 +57,6 @@ class Record(_Written, total=False):
     file: str
 
 
-def _savefig(fig: Figure, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def has_matplotlib() -> bool:
     try:
         import matplotlib
@@ -74,11 +67,11 @@ def has_matplotlib() -> bool:
         return False
 
 
-def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: argparse.Namespace) -> Record:
-    """Write input ``j`` of group ``g`` as ``out/stem.*``; return its record for ``summary.json``."""
+def write_group(modality: str, out: Output, g: Group, j: int, stem: str, args: argparse.Namespace) -> Record:
+    """Write input ``j`` of group ``g`` as ``out/stem.*`` (never through a link); return its ``summary.json`` record."""
     one = g.exp[j]
-    path = out / f"{stem}.explanation.pt"
-    one.save(path)
+    with out.staged(f"{stem}.explanation.pt") as path:
+        one.save(path)
     idx, w = one.top_features(args.top_k, by="abs")  # the largest |weight|, signed weights (as every listing)
     rec: Record = dict(
         name=stem,
@@ -96,11 +89,10 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
     )
     pictures = has_matplotlib()
     if modality == "image" and pictures:
-        from torchlime.image.viz import save_image_explanation
+        from torchlime.image.viz import plot_image_explanation
 
-        save_image_explanation(
-            g.exp.to("cpu"), cast(torch.Tensor, g.inputs).cpu(), out / f"{stem}.png", index=j, k=args.top_k
-        )
+        fig = plot_image_explanation(g.exp.to("cpu"), cast(torch.Tensor, g.inputs).cpu(), index=j, k=args.top_k)
+        out.figure(f"{stem}.png", fig)
         rec["pictures"].append(f"{stem}.png")
     elif modality == "audio":
         _write_audio(out, g, j, stem, args, rec, pictures)
@@ -111,12 +103,14 @@ def write_group(modality: str, out: Path, g: Group, j: int, stem: str, args: arg
         words = feature_strings(g.exp, strings, j)
         rec["top_names"] = [[words[f] if f < len(words) else "" for f in row] for row in idx[0].tolist()]
         body = explanation_html(g.exp, strings, j, title=f"{stem}: target {rec['target'][0]}")
-        (out / f"{stem}.html").write_text(PAGE.format(title=html.escape(stem), body=body), encoding="utf-8")
+        out.write(f"{stem}.html", PAGE.format(title=html.escape(stem), body=body).encode("utf-8"))
         rec["html"] = f"{stem}.html"
     return rec
 
 
-def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespace, rec: Record, pictures: bool) -> None:
+def _write_audio(
+    out: Output, g: Group, j: int, stem: str, args: argparse.Namespace, rec: Record, pictures: bool
+) -> None:
     from torchlime.audio.viz import save_top_segments_wav
 
     exp = g.exp.to("cpu")
@@ -128,10 +122,11 @@ def _write_audio(out: Path, g: Group, j: int, stem: str, args: argparse.Namespac
 
         spec = stft(waves[j : j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
         fig = plot_spectrogram_explanation(exp[j], spec, k=args.top_k, title=f"{stem}: target {rec['target'][0]}")
-        _savefig(fig, out / f"{stem}.png")
+        out.figure(f"{stem}.png", fig)
         rec["pictures"].append(f"{stem}.png")
-    written = save_top_segments_wav(exp, waves, out, k=args.top_k, index=j, prefix=f"{stem}.")
+    written = save_top_segments_wav(exp, waves, out.staging(), k=args.top_k, index=j, prefix=f"{stem}.")
     for name, p in written.items():
-        final = out / f"{stem}.{'top' + str(args.top_k) if name == 'top' else name}.wav"
-        Path(p).replace(final)
-        rec["sounds"].append(final.name)
+        final = f"{stem}.{'top' + str(args.top_k) if name == 'top' else name}.wav"
+        out.write(final, Path(p).read_bytes())
+        Path(p).unlink()
+        rec["sounds"].append(final)

@@ -31,12 +31,10 @@ from torchlime.cli._common import (
     collected_warnings,
     model_failure,
     normalization,
-    output_folder,
     parse_target,
     resolve_device,
     sync,
     unique_stems,
-    write_json,
 )
 from torchlime.cli._inputs import (
     feature_counts,
@@ -48,6 +46,7 @@ from torchlime.cli._inputs import (
     tokenize_with_vocab,
 )
 from torchlime.cli._model import load_model
+from torchlime.cli._output import output_folder
 from torchlime.cli._write import Group, Record, has_matplotlib, write_group
 from torchlime.engine.explanation import Explanation
 
@@ -297,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
             inputs=records,
             warnings=notes,
         )
-        write_json(out / "summary.json", summary)
+        out.json("summary.json", summary)
     n_pictures = sum(len(r["pictures"]) for r in records)
     n_sounds, n_pages = sum(len(r["sounds"]) for r in records), sum(r["html"] is not None for r in records)
     print(

@@ -45,10 +45,10 @@ from torchlime.cli._common import (
     normalization,
     parse_target,
     resolve_device,
-    write_json,
 )
 from torchlime.cli._inputs import EXTENSIONS, read_image
 from torchlime.cli._model import load_model
+from torchlime.cli._output import output_folder
 
 #: printed when ``--batch-size`` is given: it meant images per explanation call before 0.2.0
 CHANGED_BATCH_SIZE = (
@@ -232,17 +232,18 @@ def run(args: argparse.Namespace) -> int:
         if created and not _finished_shards(args.out):
             shutil.rmtree(args.out, ignore_errors=True)
         raise
-    write_json(
-        args.out / "dataset.json",
-        dict(
-            root=str(data.root),
-            classes=data.classes,
-            files=[str(p.relative_to(data.root)) for p, _ in data.files],
-            labels=[label for _, label in data.files],
-            channels=data.channels,
-            size=None if data.size is None else list(data.size),
-        ),
-    )
+    with output_folder(args.out) as output:  # the result folder: dataset.json never written through a link
+        output.json(
+            "dataset.json",
+            dict(
+                root=str(data.root),
+                classes=data.classes,
+                files=[str(p.relative_to(data.root)) for p, _ in data.files],
+                labels=[label for _, label in data.files],
+                channels=data.channels,
+                size=None if data.size is None else list(data.size),
+            ),
+        )
     res = load_results(args.out)
     for note in notes:
         print(f"torchlime explain-dataset: warning: {note}", file=sys.stderr)

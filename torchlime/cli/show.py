@@ -15,14 +15,14 @@ and segment maps and the image itself, which comes from:
 ``--out`` is the PNG file when one input is drawn, else a folder that receives ``I.png`` per input
 (default: ``DIR/pictures``). A folder without segment maps (written by an earlier torchlime, or with
 ``keep_features=False``), an index that is not stored or a FOLDER that is not the run's data is one line
-on stderr and exit code 2.
+on stderr and exit code 2. DIR is read as untrusted input (``torchlime.dataset.load_results``); a
+``DIR/pictures`` that is a link, or a link among the pictures' names, is refused, never written through.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Iterator, Optional
 import torch
 
 from torchlime.cli._args import Parser, int_at_least
-from torchlime.cli._common import CliError, check_outside, collected_warnings, output_folder
+from torchlime.cli._common import CliError, check_outside, collected_warnings, read_record
+from torchlime.cli._output import Output, output_folder
 from torchlime.cli._write import has_matplotlib
 
 if TYPE_CHECKING:
@@ -86,16 +87,6 @@ def _positions(res: LazyResults, wanted: list[int], folder: Path) -> list[int]:
             )
         out.append(pos)
     return out
-
-
-def _record(folder: Path) -> dict[str, object]:
-    """``DIR/dataset.json`` of explain-dataset (files, classes, how images were read), or nothing."""
-    path = folder / "dataset.json"
-    try:
-        data = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError) as err:
-        raise CliError(f"cannot read {path}: {err}") from None
-    return data if isinstance(data, dict) else {}
 
 
 def _images(
@@ -163,7 +154,7 @@ def _paths(args: argparse.Namespace, wanted: list[int]) -> tuple[Optional[Path],
 def run(args: argparse.Namespace) -> int:
     """The ``show`` command (see the module docstring)."""
     from torchlime.dataset import load_results
-    from torchlime.image.viz import save_image_explanation
+    from torchlime.image.viz import plot_image_explanation
 
     if not has_matplotlib():
         raise CliError("torchlime show draws with matplotlib: pip install torchlime[viz]")
@@ -192,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"--target-index must be below the {n_targets} target(s) explained per input, got {args.target_index}"
         )
-    record = _record(args.folder)
+    record = read_record(args.folder)
     classes = record.get("classes")
     names = [str(c) for c in classes] if isinstance(classes, list) else None
     files = record.get("files")
@@ -206,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     if args.data is not None:
         check_outside(paths[0].parent, Path(args.data), "--out", "--data")
     written = []
-    with collected_warnings(notes), _destination(folder, paths[0]):
+    inside = args.folder if args.out is None else None  # DIR/pictures: an entry of DIR, never a link
+    with collected_warnings(notes), _destination(folder, paths[0], inside) as output:
         for k, (i, row, path) in enumerate(zip(wanted, rows, paths)):
             exp = row.explanation()
             t = args.target_index
@@ -214,14 +206,15 @@ def run(args: argparse.Namespace) -> int:
                 target = int(exp.target[0, t])
                 name = names[target] if names and 0 <= target < len(names) else str(target)
                 title = f"input {i}: weight for '{name}' (R² {float(exp.score[0, t]):.2f}), no image"
-                _save(_heatmap_alone(exp, t, title), path)
+                output.figure(path.name, _heatmap_alone(exp, t, title))
             else:
                 image = images[k]
                 if tuple(image.shape) != tuple(exp.input_shape):
                     raise CliError(f"input {i} has shape {tuple(image.shape)}, the run explained {exp.input_shape}")
-                save_image_explanation(
-                    exp, image[None].float(), path, index=0, target_index=t, k=args.top_k, class_names=names
+                fig = plot_image_explanation(
+                    exp, image[None].float(), index=0, target_index=t, k=args.top_k, class_names=names
                 )
+                output.figure(path.name, fig)
             source = f" ({files[i]})" if isinstance(files, list) and i < len(files) else ""
             written.append(f"{path}{source}")
     for note in notes:
@@ -233,21 +226,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _destination(folder: Optional[Path], file: Path) -> Iterator[Path]:
-    """``output_folder(folder)`` (removed again on failure when created here), or the folder of one PNG file."""
+def _destination(folder: Optional[Path], file: Path, inside: Optional[Path]) -> Iterator[Output]:
+    """``output_folder(folder, inside)`` (removed again on failure when created here), or the folder of one PNG."""
     if folder is not None:
-        with output_folder(folder) as out:
+        with output_folder(folder, inside) as out:
             yield out
         return
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CliError(f"cannot create the folder of --out {file}: {err.strerror or err}") from None
-    yield file.parent
-
-
-def _save(fig: Figure, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with output_folder(file.parent) as out:
+        yield out

@@ -9,7 +9,9 @@ writes into ``--out`` (default: ``DIR/summary``) ``summary.json`` (every statist
 names the features (one name a line, or a JSON list); ``--pick N`` also runs SP-LIME over the folder
 (``torchlime.dataset.pick``) and prints the N picked inputs. Class names come from ``DIR/dataset.json``
 when explain-dataset wrote one. A missing folder, superpixels (features that differ between rows) or a
-names file of the wrong length is one line on stderr and exit code 2.
+names file of the wrong length is one line on stderr and exit code 2. DIR is read as untrusted input
+(``torchlime.dataset.load_results``); a ``DIR/summary`` that is a link, or a link among its files, is
+refused (one line, exit code 2), never written through.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from torchlime.cli._args import Parser, int_at_least
-from torchlime.cli._common import CliError, collected_warnings, output_folder, write_json
+from torchlime.cli._common import CliError, collected_warnings, read_record
+from torchlime.cli._output import output_folder
 from torchlime.cli._write import has_matplotlib
 
 if TYPE_CHECKING:
@@ -70,12 +73,10 @@ def _names(path: Optional[Path], n_features: int) -> Optional[list[str]]:
 
 def _class_names(folder: Path) -> Optional[list[str]]:
     """The class names ``DIR/dataset.json`` records (explain-dataset over an image folder), or None."""
-    path = folder / "dataset.json"
     try:
-        data = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError):
+        classes = read_record(folder).get("classes")
+    except CliError:
         return None
-    classes = data.get("classes") if isinstance(data, dict) else None
     return [str(c) for c in classes] if isinstance(classes, list) else None
 
 
@@ -122,18 +123,14 @@ def run(args: argparse.Namespace) -> int:
     classes = _class_names(folder)
     out = args.out if args.out is not None else folder / "summary"
     written = []
-    with output_folder(out):
+    with output_folder(out, inside=folder if args.out is None else None) as output:  # DIR/summary: never a link
         record = summary.to_dict()
         record.update({"class_names": classes, "picked": picked})
-        written.append(write_json(out / "summary.json", record))
+        written.append(output.json("summary.json", record))
         if has_matplotlib():
-            import matplotlib.pyplot as plt
-
             for name, draw in (("bars.png", summary.plot_bars), ("beeswarm.png", summary.plot_beeswarm)):
                 fig = draw(min(args.k, summary.dot_features.shape[1]), class_names=classes)
-                fig.savefig(out / name, dpi=110)
-                plt.close(fig)
-                written.append(out / name)
+                written.append(output.figure(name, fig))
         else:
             notes.append("matplotlib is not installed: no pictures (pip install torchlime[viz])")
     print(format_table(summary, args.k, classes))
