@@ -213,6 +213,16 @@ def target_for(labels: Sequence[int], top_labels: Optional[int]) -> Union[str, l
     return f"top{top}" if top else listed
 
 
+def one_row(target: Union[int, str, list[int]]) -> Union[int, str, list[list[int]]]:
+    """Lime's classes of its one instance as torchlime's ``target``: a list becomes one row ``[[...]]``.
+
+    Example:
+        >>> one_row([3, 5]), one_row("top2")
+        ([[3, 5]], 'top2')
+    """
+    return [target] if isinstance(target, list) else target
+
+
 def ranked(coef: torch.Tensor, n_features: int, keep: int, chosen_only: bool = False) -> list[tuple[int, float]]:
     """Lime's ``local_exp`` of one label: (feature, weight) of the chosen features, largest |weight| first.
 

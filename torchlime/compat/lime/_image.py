@@ -16,6 +16,7 @@ from torchlime.compat.lime._common import (
     Recording,
     check_common,
     check_distance,
+    one_row,
     random_state_from,
     seed_from,
     surrogate_for,
@@ -45,13 +46,24 @@ def quickshift(image: NDArray[np.number], seed: int) -> NDArray[np.integer]:
 
 
 def _check_image(image: object) -> NDArray[np.number]:
-    """The image as an (H, W, C) array (a 2-D one becomes 3 grey channels, as lime's ``gray2rgb``)."""
+    """The image as an (H, W, C) array (a 2-D one becomes 3 grey channels, as lime's ``gray2rgb``).
+
+    A channels-first (C, H, W) image (C of 1, 3 or 4 and a last axis that is not) is refused with the
+    transpose that makes it lime's (H, W, C), before ``classifier_fn`` would get it.
+    """
+    tensor = isinstance(image, torch.Tensor)
     if isinstance(image, torch.Tensor):
         image = image.detach().cpu().numpy()
     if not isinstance(image, np.ndarray) or image.ndim not in (2, 3) or image.dtype.kind not in "biuf":
         raise TypeError(f"`image` must be a numpy array (H, W, C) or (H, W) of numbers, got {describe(image)}")
     if image.size == 0:
         raise ValueError(f"`image` must have at least one pixel and one channel, got shape {image.shape}")
+    if image.ndim == 3 and image.shape[0] in (1, 3, 4) and image.shape[-1] not in (1, 3, 4):
+        how = "image.permute(1, 2, 0).numpy()" if tensor else "image.transpose(1, 2, 0)"
+        raise ValueError(
+            f"`image` must be (H, W, C), channels last, as lime takes images, got shape {image.shape}, which is "
+            f"channels first (C, H, W): pass {how}"
+        )
     check_finite_array(image, "image")
     return np.stack([image] * 3, -1) if image.ndim == 2 else image
 
@@ -185,7 +197,7 @@ class LimeImageExplainer:
                 x,
                 torch.from_numpy(segments.astype(np.int64)).view(1, *segments.shape, 1),
                 baseline=_fill(img, segments, hide_color),
-                target=target,
+                target=one_row(target),
                 n_samples=num_samples,
                 sampler=BernoulliSampler(0.5),
                 kernel=ExponentialKernel(width=self.kernel_width, distance=distance),

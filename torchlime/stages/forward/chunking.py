@@ -201,8 +201,10 @@ class ChunkPlan:
 
     # ------------------------------------------------------------------ choosing
     def ceiling(self) -> int:
-        """The largest chunk: half the last size that ran out of memory, else ``MAX_CHUNK`` rows, or a larger
-        fixed ``batch_size`` (the caller's size is kept: lime's layers send 5000 rows in one call)."""
+        """The largest chunk: half the last size that ran out of memory, else ``MAX_CHUNK`` rows.
+
+        A fixed ``batch_size`` above ``MAX_CHUNK`` is kept (lime's layers send 5000 rows in one call).
+        """
         e = self.entry
         return e.ceiling if e.ceiling is not None else max(MAX_CHUNK, self.fixed or 0)
 
