@@ -344,6 +344,8 @@ def bad_explainer(model, inputs, **kwargs):
         (dict(max_memory=2.0), ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 2.0"),
         (dict(model_batch_size=0), ValueError, "`model_batch_size` must be >= 1, got 0"),
         (dict(index=torch.arange(4)), ValueError, "`index` must not be given"),
+        (dict(target=[1, 0, 2, 1]), ValueError, r"`target` for explain_dataset must be the same .*target='label'"),
+        (dict(target=torch.tensor([1, 0])), ValueError, r"per-input list or tensor .*got a tensor of shape \(2,\)"),
         (dict(explain_fn=3), TypeError, "`explain_fn` must be a callable returning an Explanation, got int 3"),
         (dict(explain_fn=bad_explainer), TypeError, "`explain_fn` must return an Explanation, got a tensor"),
         (dict(data=5), TypeError, "`data` must be a torch Dataset, a DataLoader, .*, got int 5"),

@@ -34,6 +34,7 @@ from torchlime.engine.explainer import Explainer, ModalitySpec, configure
 from torchlime.engine.explanation import Explanation
 from torchlime.image import explain_image
 from torchlime.stages.forward.chunking import check_max_memory
+from torchlime.stages.forward.targets import check_shared_target
 from torchlime.typing import Model
 
 #: the status lines of a run (resuming, finished) go to this logger at INFO level (rank 0 only)
@@ -58,8 +59,7 @@ def _check(
         raise TypeError(f"`out` must be a folder path (str or os.PathLike), got {describe(out)}")
     if not callable(explain_fn):
         raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
-    check_positive_int(inputs_per_step, "inputs_per_step")
-    check_positive_int(shard_size, "shard_size")
+    check_positive_int(inputs_per_step, "inputs_per_step"), check_positive_int(shard_size, "shard_size")
     if isinstance(generator, bool) or not isinstance(generator, int):
         raise TypeError(
             f"`generator` must be an int seed (every input's masks derive from the seed and its index, "
@@ -74,6 +74,7 @@ def _check(
         check_positive_int(model_batch_size, "model_batch_size")
     if "index" in explain_kwargs:
         raise ValueError("`index` must not be given: explain_dataset passes each input's global index itself")
+    check_shared_target(explain_kwargs.get("target"), "explain_dataset")
 
 
 @renamed(batch_size="inputs_per_step")
