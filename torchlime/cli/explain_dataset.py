@@ -11,8 +11,11 @@ at the end on stdout how many explanations and shards DIR holds, how many were c
 how the images were read: channels, size). The shards keep each image's segment map, so that
 ``torchlime show DIR --index I --data FOLDER`` draws any explanation; with ``--keep-inputs`` they
 keep the images too, and ``show`` needs no FOLDER. By default every image is explained for its own
-label (``--target label``). ``--inputs-per-step`` images go to one explanation call, ``--batch-size``
-rows to one model call (as in ``explain``).
+label (``--target label``); as a folder's classes need not be the model's, the command then measures how
+many labels are the model's top class (one more forward pass per image), warns below one half (naming
+``--target top``) and records the share in ``dataset.json`` (``label_agreement``) and its closing line.
+``--inputs-per-step`` images go to one explanation call, ``--batch-size`` rows to one model call (as in
+``explain``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from torchlime.cli._common import (
 from torchlime.cli._inputs import EXTENSIONS, read_image
 from torchlime.cli._model import load_model
 from torchlime.cli._output import output_folder
+from torchlime.stages.forward.model import eval_mode, select_output
 
 #: printed when ``--batch-size`` is given: it meant images per explanation call before 0.2.0
 CHANGED_BATCH_SIZE = (
@@ -188,6 +192,43 @@ def _status(prog: str) -> Iterator[_Status]:
         logger.propagate = propagate
 
 
+#: below this share of images whose folder label is the model's top class, the labels are likely not its classes
+AGREEMENT = 0.5
+
+
+def label_agreement(
+    model: torch.nn.Module,
+    data: torch.utils.data.Dataset[tuple[torch.Tensor, int]],
+    device: torch.device,
+    normalize: Optional[tuple[tuple[float, ...], tuple[float, ...]]],
+    step: int,
+) -> float:
+    """The share of images whose label (their class sub-folder's position) is the model's top class.
+
+    One forward pass per image, ``step`` images a call, in eval mode: a small part of an explanation's cost.
+
+    Args:
+        model: the model, on ``device``.
+        data: (image (C, H, W), label) pairs.
+        device: where the model runs.
+        normalize: ``(mean, std)`` per channel the model expects, or None.
+        step: images per model call.
+
+    Returns:
+        A share in [0, 1] (1.0 for no images).
+    """
+    hits = total = 0
+    with torch.inference_mode(), eval_mode(model):
+        for x, labels in torch.utils.data.DataLoader(data, batch_size=step):
+            x = x.to(device)
+            if normalize is not None:
+                mean, std = (torch.tensor(v, dtype=x.dtype, device=device).view(1, -1, 1, 1) for v in normalize)
+                x = (x - mean) / std
+            top = select_output(model(x), None, x.shape[0]).argmax(1).cpu()
+            hits, total = hits + int((top == labels).sum()), total + len(labels)
+    return hits / total if total else 1.0
+
+
 def run(args: argparse.Namespace) -> int:
     """The ``explain-dataset`` command (see the module docstring)."""
     from torchlime.dataset import explain_dataset, load_results
@@ -232,6 +273,13 @@ def run(args: argparse.Namespace) -> int:
         if created and not _finished_shards(args.out):
             shutil.rmtree(args.out, ignore_errors=True)
         raise
+    agreement = label_agreement(model, data, device, normalize, args.inputs_per_step) if target == "label" else None
+    if agreement is not None and agreement < AGREEMENT:
+        notes.append(
+            f"the folder's labels are the model's top class for only {agreement:.0%} of the images: its class "
+            f"sub-folders ({len(data.classes)}, sorted by name) are probably not the model's classes; "
+            f"--target top explains each image's top class instead"
+        )
     with output_folder(args.out) as output:  # the result folder: dataset.json never written through a link
         output.json(
             "dataset.json",
@@ -242,6 +290,7 @@ def run(args: argparse.Namespace) -> int:
                 labels=[label for _, label in data.files],
                 channels=data.channels,
                 size=None if data.size is None else list(data.size),
+                label_agreement=agreement,
             ),
         )
     res = load_results(args.out)
@@ -250,9 +299,10 @@ def run(args: argparse.Namespace) -> int:
     shards, before = len(res.entries), status.done_before
     kept = f" ({shards - before} computed now, {before} kept from before)" if before else ""
     data_flag = "" if args.keep_inputs else f" --data {data.root}"
+    agreed = "" if agreement is None else f"; labels agree with the model's top class for {agreement:.0%} of them"
     print(
         f"explained {len(res)} image(s) of {len(data.classes)} class(es) into {args.out}: {len(res)} explanation(s) "
-        f"kept in {shards} shard(s){kept}{'' if res.complete else ' (incomplete)'}; read them with "
+        f"kept in {shards} shard(s){kept}{'' if res.complete else ' (incomplete)'}{agreed}; read them with "
         f"torchlime.dataset.load_results({str(args.out)!r}), draw one with: torchlime show {args.out} --index 0"
         f"{data_flag}"
     )
