@@ -163,7 +163,7 @@ def test_bad_images_are_refused_before_any_model_call(images, error, match, segm
 
 
 def test_pictures_show_images_as_the_segmenters_see_them(picture: torch.Tensor) -> None:
-    from torchlime.image.viz import _to_hwc
+    from torchlime.image._pixels import to_hwc
 
     for images in (picture * 255, (picture - MEAN) / STD):
-        assert np.allclose(_to_hwc(images[0]), _to_hwc(picture[0]), atol=1e-5)
+        assert np.allclose(to_hwc(images[0]), to_hwc(picture[0]), atol=1e-5)

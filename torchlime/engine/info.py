@@ -10,6 +10,7 @@ from typing import ClassVar, Optional, TypeVar
 import torch
 
 from torchlime.engine._stored import StoredDataError
+from torchlime.engine._stored import check_record as check_record  # what a modality's record checks on load
 
 InfoT = TypeVar("InfoT", bound="Info")
 #: the longest side of the pictures records keep of their inputs (``Info.thumbnails``), in pixels

@@ -22,7 +22,9 @@ from torchlime import _colours
 from torchlime._checks import check_positive_int, require
 from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
-from torchlime.image.segments import boundaries, unit_range
+from torchlime.image._pixels import to_hwc, top_segments
+from torchlime.image.segments import boundaries
+from torchlime.image.viz_boxes import box_caption, outline
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,7 +67,7 @@ def image_and_mask(
     check_positive_int(k, "k")
     coef = explanation.coef[:, target_index]  # (B, F)
     key = coef if positive_only else (-coef if negative_only else coef.abs())
-    idx = _top(key, explanation.valid, k)
+    idx = top_segments(key, explanation.valid, k)
     chosen = torch.zeros_like(coef, dtype=torch.bool).scatter_(1, idx, True)
     if positive_only:
         chosen &= coef > min_weight
@@ -78,17 +80,6 @@ def image_and_mask(
     mask = sign.gather(1, labels).reshape(coef.shape[0], *images.shape[-2:])
     out = images * (mask != 0).unsqueeze(1) if hide_rest else images.clone()
     return out, mask.long()
-
-
-def _top(key: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
-    key = key.masked_fill(~valid, float("-inf"))
-    return key.topk(min(k, key.shape[-1]), dim=-1).indices
-
-
-def _to_hwc(image: torch.Tensor) -> NDArray[np.float32]:
-    """(C, H, W) as an (H, W[, 3]) array in [0, 1], rescaled as the segmenters see it (``unit_range``)."""
-    img = unit_range(image.detach().float().cpu()[None])[0].clamp(0, 1)
-    return img.permute(1, 2, 0).squeeze(-1).numpy() if img.shape[0] in (1, 3) else img[:3].permute(1, 2, 0).numpy()
 
 
 def _images_first(args: tuple[object, ...]) -> bool:
@@ -153,7 +144,7 @@ def plot_image_explanation(
     def up(t: torch.Tensor) -> torch.Tensor:
         return t.repeat_interleave(zoom, -2).repeat_interleave(zoom, -1)
 
-    img = _to_hwc(up(images[index]))
+    img = to_hwc(up(images[index]))
     labels = up(exp.features[index : index + 1, 0].cpu())
     edge_t = boundaries(labels)[0]
     halo = torch.nn.functional.max_pool2d(edge_t[None, None].float(), 3, 1, 1)[0, 0].bool().numpy()
@@ -166,8 +157,6 @@ def plot_image_explanation(
     counts = (int((coef != 0).sum()), int(coef.numel()))  # segments of non-zero weight, segments
     target = int(exp.target[index, target_index])
     name = class_names[target] if class_names and 0 <= target < len(class_names) else str(target)
-    from torchlime.image.viz_boxes import box_caption, outline  # here: viz_boxes imports this module
-
     box = box_caption(exp, index, target_index, class_names)  # a Boxes target: which box, named
     name = name if box is None else f"box {target_index}"
     fig: Figure

@@ -18,7 +18,7 @@ import torch
 from torchlime import _colours
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
-from torchlime.image.viz import _to_hwc, _top
+from torchlime.image._pixels import to_hwc, top_segments
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -175,8 +175,8 @@ def plot_boxes(
     lim = max(float(heat[shown].abs().max()), 1e-12)
     feats = explanation.features[min(index, explanation.features.shape[0] - 1)].reshape(-1, h, w)[0].cpu()
     coef = explanation.coef[index].detach().float().cpu()
-    top = _top(coef.abs(), explanation.valid[index].cpu().expand_as(coef), k)  # (T, k') segment ids
-    img = _to_hwc(images[index])
+    top = top_segments(coef.abs(), explanation.valid[index].cpu().expand_as(coef), k)  # (T, k') segment ids
+    img = to_hwc(images[index])
 
     n = len(shown)
     ncols = min(n, 4) if cols is None else check_positive_int(cols, "cols")

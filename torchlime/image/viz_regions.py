@@ -18,7 +18,7 @@ import torch
 from torchlime import _colours
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
-from torchlime.image.viz import _to_hwc
+from torchlime.image._pixels import to_hwc
 from torchlime.targets.region import Region
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def plot_regions(
     masks = region_masks(explanation, regions, index, targets, size)
     heat = explanation.heatmap()[index].detach().float().cpu().reshape(n_t, -1, *size)[:, 0]  # (T, H, W)
     lim = max(float(heat[targets].abs().max()), 1e-12)
-    img = _to_hwc(images[index])
+    img = to_hwc(images[index])
     kind = explanation.meta.get("targets", {}).get("kind", "class")
     word = {"region": "class", "similarity": "reference", "boxes": "box of class"}.get(kind, "target")
     rows, cols = -(-len(targets) // ncols), min(ncols, len(targets))

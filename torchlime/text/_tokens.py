@@ -20,7 +20,7 @@ import torch
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared
-from torchlime.engine._stored import check_record
+from torchlime.engine.info import check_record
 from torchlime.stages.forward.passes import score
 from torchlime.targets._base import Target
 from torchlime.text._single import Scorer, SingleSampler

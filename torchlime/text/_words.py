@@ -21,8 +21,7 @@ import torch
 
 from torchlime._checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
-from torchlime.engine._stored import check_record
-from torchlime.engine.info import Info
+from torchlime.engine.info import Info, check_record
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
