@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
+import weakref
 from typing import Iterator, NamedTuple, Optional, Protocol, Union, cast
 
 import torch
@@ -58,9 +60,19 @@ def chunk_placement(
     return device, (chunk_dtype if chunk_dtype is not None else dtype)
 
 
+#: submodule -> (calls running on it, its own training flag before the first of them), under ``_MODES_LOCK``
+_MODES: weakref.WeakKeyDictionary[nn.Module, tuple[int, bool]] = weakref.WeakKeyDictionary()
+_MODES_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def eval_mode(model: Model) -> Iterator[None]:
     """Put an ``nn.Module`` in eval mode and restore every submodule's own mode afterwards.
+
+    Safe for concurrent calls on one model (threads explaining it at once): every submodule counts the
+    calls running on it under a lock; the first to enter records its training flag, the last to leave
+    restores it, so no call turns Dropout or BatchNorm statistics back on while another still runs.
+    The model itself must be safe to call from several threads.
 
     Args:
         model: the model (other callables are left alone).
@@ -71,13 +83,24 @@ def eval_mode(model: Model) -> Iterator[None]:
     if not isinstance(model, nn.Module):
         yield
         return
-    modes = [(m, m.training) for m in model.modules()]
-    model.eval()
+    modules = list(model.modules())
+    with _MODES_LOCK:
+        for m in modules:
+            count, training = _MODES.get(m, (0, m.training))
+            _MODES[m] = (count + 1, training)
     try:
+        with _MODES_LOCK:
+            model.eval()
         yield
     finally:
-        for m, training in modes:
-            m.training = training
+        with _MODES_LOCK:
+            for m in modules:
+                count, training = _MODES.get(m, (1, m.training))
+                if count > 1:
+                    _MODES[m] = (count - 1, training)
+                else:
+                    _MODES.pop(m, None)
+                    m.training = training
 
 
 class _Indexable(Protocol):
