@@ -18,13 +18,17 @@ import torch
 from torchlime._checks import check_finite, check_normalize, check_tensor, describe
 from torchlime.engine.resolve import Settings
 from torchlime.engine.rows import Run
+from torchlime.engine.sizes import check_sizes
 from torchlime.stages.features import FeatureMap, prepare_features
 from torchlime.stages.forward.chunking import ChunkPlan
-from torchlime.stages.forward.model import chunk_placement, input_format
+from torchlime.stages.forward.model import chunk_placement, input_format, model_placement
+from torchlime.stages.forward.targets import list_rows
 from torchlime.stages.perturb.blend import Normalize
 from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline, signal_dims
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import Rows, Sampler, make_key
+from torchlime.targets._base import Target
+from torchlime.typing import TargetSpec
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,30 @@ def _check_masks(masks: object, batch: int, n_samples: int, f_max: int, device: 
     return checked.to(device)
 
 
+def _known_targets(target: TargetSpec, batch: int) -> int:
+    """T as far as it is known before the model runs: the width of a list's rows or of a (B, T) tensor, else 1."""
+    if isinstance(target, (list, tuple)):
+        rows = list_rows(target, batch)  # a flat list of B ints is one class per input: T = 1
+        return max(len(rows[0]), 1) if rows else 1
+    if isinstance(target, torch.Tensor) and target.ndim == 2:
+        return int(target.shape[1])
+    return 1  # an int, None, "all", "topK" or a structured Target: T >= 1 until the model's output is read
+
+
+def _check_sizes(s: Settings, fmap: FeatureMap) -> None:
+    """The call's whole-kept arrays against the memory of its device (``sizes.check_sizes``), host ints only."""
+    float64 = model_placement(s.model, s.inputs)[1] == torch.float64 and not isinstance(s.target, Target)
+    check_sizes(
+        s.inputs.shape[0],
+        s.n_samples,
+        fmap.f_max,
+        _known_targets(s.target, s.inputs.shape[0]),
+        device=s.inputs.device,
+        keep_samples=s.return_samples,
+        score_bytes=8 if float64 else 4,
+    )
+
+
 def plan(s: Settings) -> Plan:
     """Build the call's feature map, masks, fill, perturbation, chunk plan and ``Run``.
 
@@ -100,10 +128,13 @@ def plan(s: Settings) -> Plan:
     Raises:
         ValueError: inputs with fewer than 2 features or non-finite values, masks of the wrong
             shape, a non-finite fill, ``baseline="mean"`` over single-element features.
+        SizeError: a call whose outputs, fit (and kept samples) exceed the memory of its device
+            (``sizes.check_sizes``), before anything of its size is allocated.
     """
     inputs, batch, dev = s.inputs, s.inputs.shape[0], s.inputs.device
     started = time.perf_counter()
     fmap = prepare_features(inputs, s.features, s.input_name)
+    _check_sizes(s, fmap)  # F is known from here on (host ints): refuse what no memory could hold
     _check_mean_fill(s.baseline, fmap, s.input_name)
     masks = None if s.masks is None else _check_masks(s.masks, batch, s.n_samples, fmap.f_max, dev)
     sampler = s.sampler if masks is not None else s.sampler.bind(fmap, s.n_samples)  # designs planned from the map
