@@ -19,6 +19,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 from torchlime._checks import check_positive_int
 from torchlime.engine.quality import UnreliableExplanationWarning
+from torchlime.engine.sizes import SizeError
 
 #: The quality flags of ``torchlime.engine.quality`` and the words that identify each in its summary.
 FLAGS = {"saturated": "barely vary", "poor_fit": "R²", "few_samples": "effective samples"}
@@ -94,9 +95,9 @@ def speaking(
 ) -> Iterator[None]:
     """Run engine code with its errors and quality warnings in the peer's words.
 
-    A ``ValueError`` or ``TypeError`` (exactly those types: a model's own exception classes pass
-    untouched) is raised again, same type, with its message reworded (``reword``), chained to the
-    original. Warnings are collected while the code runs and emitted after it, in order: an
+    A ``ValueError`` or ``TypeError`` (exactly those types, and the engine's ``SizeError``: a model's own
+    exception classes pass untouched) is raised again, same type, with its message reworded (``reword``),
+    chained to the original. Warnings are collected while the code runs and emitted after it, in order: an
     ``UnreliableExplanationWarning`` reworded (``reword_quality``, same category, pointing at the
     caller's line), every other one as it was.
 
@@ -116,6 +117,9 @@ def speaking(
             yield
     except (ValueError, TypeError) as err:
         said = str(err)
+        if isinstance(err, SizeError) and reword(said, errors) != said:  # a size refusal keeps its type
+            name = reword(f"`{err.argument}`", errors).strip("`")
+            raise SizeError(reword(said, errors), name, err.value, err.needed, err.limit) from err
         if type(err) in (ValueError, TypeError) and reword(said, errors) != said:
             raise type(err)(reword(said, errors)) from err
         raise

@@ -37,6 +37,7 @@ from torchlime.compat._captum_args import (
 )
 from torchlime.compat._vocabulary import check_count, check_regressor_settings, speaking
 from torchlime.engine.explainer import explain
+from torchlime.engine.sizes import check_sizes
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel
 from torchlime.typing import UNSET, Unset
@@ -103,7 +104,6 @@ class _Attribution:
             raise TypeError(f"`forward_func` must be callable, got {describe(forward_func)}")
         self.forward_func = forward_func
 
-    # captum's Attribution API
     def has_convergence_delta(self) -> bool:
         """False: no convergence delta (as captum)."""
         return False
@@ -117,7 +117,6 @@ class _Attribution:
         """Captum's display name ("Lime", "Kernel Shap")."""
         return cls.name
 
-    # ------------------------------------------------------------------ pieces
     def _draw(self, n: int, m: int) -> torch.Tensor:
         raise NotImplementedError
 
@@ -211,7 +210,8 @@ class _Attribution:
                 f"`perturbations_per_eval` must be 1 (or left out) when forward_func returns one value per batch, "
                 f"got {ppe}"
             )
-        examples = 1 if whole else bsz
+        examples = 1 if whole else bsz  # the draws (E, S, M): float32 and two bool copies, refused before made
+        check_sizes(examples, n_samples, m, device=torch.device("cpu"), keep_samples=True, sample_bytes=6)
         z = torch.stack([self._draw_and_fit_draws(n_samples, m) for _ in range(examples)])  # (E, S, M) captum's
         with speaking(ERRORS, self.advice, per_input=True), refused_dtype(tensors):
             coef = self._fit(tensors, masks, baseline, extra, checked, z, whole, ppe, show_progress)

@@ -43,6 +43,7 @@ from torchlime.compat._shap_data import (
     placement,
 )
 from torchlime.compat._shap_fit import Rule, augmented, lar_select, sklearn_select, solve
+from torchlime.engine.sizes import check_sizes
 from torchlime.stages.forward.chunking import ChunkPlan, check_batch_size, check_max_memory
 from torchlime.stages.forward.model import eval_mode
 from torchlime.stages.forward.passes import run_rows
@@ -224,7 +225,13 @@ class KernelExplainer:
             warnings.warn("l1_reg='auto' is deprecated (as in shap)", DeprecationWarning, stacklevel=2)
         x = (rows if isinstance(rows, torch.Tensor) else torch.from_numpy(np.array(rows))).to(self._device, self._dtype)
         asked = 2 * self.P + 2**11 if count is None else count
-        block = max(1, _BLOCK_ELEMENTS // (4 * (design.effective_nsamples(asked, self.P)[0] + 2) * max(self.P, 1)))
+        draws = design.effective_nsamples(asked, self.P)[0] + 2  # the row, the empty coalition and the samples
+        block = max(1, _BLOCK_ELEMENTS // (4 * draws * max(self.P, 1)))
+        # a block's coalitions (b, draws, P), weights, outputs (b, draws, D) and fit, refused before any is built
+        b, p = min(block, x.shape[0]), self.P
+        check_sizes(
+            b, draws, p, self.D, device=x.device, keep_samples=True, score_bytes=8, argument="nsamples", value=asked
+        )
         parts = [torch.zeros(0, self.D, self.P, dtype=torch.float64, device=self._device)]
         for start in range(0, x.shape[0], block):  # blocks of rows bound the design's memory
             parts.append(self._explain(x[start : start + block], count, rule, generator, not silent and not single))

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from torchlime.compat.lime._common import Recording
 from torchlime.engine.explanation import Explanation as Result
+from torchlime.engine.sizes import check_sizes
 from torchlime.methods.feature_selection import restrict, select_features
 from torchlime.stages.normal import Fit, Normal, solve_spd
 from torchlime.stages.surrogate import Surrogate
@@ -247,6 +248,10 @@ class GaussianLime:
         stats = self.stats
         x = torch.from_numpy(row).to(stats.mean.device).view(1, -1)
         fixed = (x == 0) & ~stats.categorical if self.sparse else None
+        t = top_labels or len(labels) if rec.classifier else 1  # sizes refused before the draws (1, S, D) are made
+        check_sizes(
+            1, num_samples, x.shape[1], t, device=x.device, keep_samples=True, sample_bytes=12, argument="num_samples"
+        )
         values, z = gaussian_draws(stats, x, num_samples, seed, around_instance=self.around_instance, fixed=fixed)
         rows = values[0].cpu().numpy()
         step = num_samples if batch_size is None else batch_size
