@@ -215,3 +215,25 @@ def test_infilled_prompt_tokens_keep_the_continuation_in_place():
     assert torch.equal(exp.features[:, -3:], torch.full((2, 3), -1)) and torch.isfinite(exp.coef).all()
     idx, _ = exp.top_features(1, by="abs")
     assert idx[:, 1:, 0].tolist() == [[1, 3, 5]] * 2  # a replaced source token changes the copied one
+
+
+def test_max_new_tokens_is_bounded_before_any_generation():
+    from torchlime.targets.continuation import MAX_NEW_TOKENS
+
+    assert MAX_NEW_TOKENS == 2**16
+    with pytest.raises(ValueError, match=r"`max_new_tokens` must be at most 65536 \(2\*\*16, .*\), got 1000000000"):
+        Continuation(max_new_tokens=10**9)  # generated one token at a time, without end, before
+    assert Continuation(max_new_tokens=MAX_NEW_TOKENS).n_tokens == MAX_NEW_TOKENS
+
+
+def test_absurd_n_samples_is_refused_after_generation_before_sampling():
+    calls = []
+
+    def lm(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        calls.append(input_ids.shape[0])
+        return CopyLM()(input_ids)
+
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16]])
+    with pytest.raises(ValueError, match=r"^`n_samples`=1000000000000 needs .* TiB"):
+        explain_generation(lm, ids, mask_id=0, target=Continuation(max_new_tokens=2), n_samples=10**12)
+    assert calls == [1, 1]  # the two greedy steps of the continuation, no sample

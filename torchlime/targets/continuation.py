@@ -18,6 +18,12 @@ import torch
 from torchlime._checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.targets._base import Bound, Target, tensor_output
 
+#: the most tokens ``Continuation`` generates (2**16). Greedy generation makes one model call per token over rows
+#: that grow by one token each time, and the continuation becomes 1 + G targets whose scores (B, S, 1 + G) are kept
+#: whole: 65,536 tokens is beyond the context window of most language models and already takes 256 KiB of scores
+#: per sample; a larger count is a mistake (10**9 would run a billion model calls), refused before any runs.
+MAX_NEW_TOKENS = 2**16
+
 
 class Continuation(Target):
     """Teacher-forced log-probabilities of a continuation: T = 1 + G (``per_token``) or T = 1.
@@ -29,7 +35,8 @@ class Continuation(Target):
     Args:
         token_ids: integer (B, G) continuation ids to explain, or None: ``explain_generation`` generates
             them greedily (``max_new_tokens`` of them).
-        max_new_tokens: G when ``token_ids`` is None (ignored otherwise); at least 1.
+        max_new_tokens: G when ``token_ids`` is None (ignored otherwise); at least 1 and at most
+            ``MAX_NEW_TOKENS`` (2**16).
         per_token: explain every token besides the whole continuation.
 
     Raises:
@@ -48,6 +55,11 @@ class Continuation(Target):
     def __init__(self, token_ids: object = None, max_new_tokens: int = 8, per_token: bool = True) -> None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"`max_new_tokens` must be an int >= 1, got {describe(max_new_tokens)}")
+        if max_new_tokens > MAX_NEW_TOKENS:
+            raise ValueError(
+                f"`max_new_tokens` must be at most {MAX_NEW_TOKENS} (2**16, one model call per generated token), got "
+                f"{max_new_tokens}; to explain a given continuation pass its ids as `token_ids`"
+            )
         if not isinstance(per_token, bool):
             raise TypeError(f"`per_token` must be a bool, got {describe(per_token)}")
         ids: Optional[torch.Tensor] = None
