@@ -18,7 +18,13 @@ from typing import Iterator, Optional, Union
 
 import torch
 
+from torchlime.engine.sizes import SizeError
+
 Target = Union[None, int, str]
+
+
+#: the command-line option of an explanation argument a ``SizeError`` names
+_OPTIONS = {"n_samples": "--n-samples", "target": "--target"}
 
 
 class CliError(Exception):
@@ -39,10 +45,13 @@ def one_line(message: object, limit: int = 500) -> str:
 def model_failure(err: Exception, what: str) -> CliError:
     """The one-line usage error for an explanation that raised.
 
-    torchlime's own argument checks (ValueError, TypeError) as they are, anything else as the model
-    failing on ``what``, with a hint for exported programs, which accept only the input shapes they
-    were exported with.
+    torchlime's own argument checks (ValueError, TypeError) as they are, a request too large for the
+    memory (``SizeError``) as the option to change (``--n-samples``), anything else as the model failing
+    on ``what``, with a hint for exported programs, which accept only the input shapes they were
+    exported with.
     """
+    if isinstance(err, SizeError):
+        return size_usage(err, what)
     if isinstance(err, (ValueError, TypeError)):
         return CliError(f"cannot explain {what}: {short_error(err)}")
     hint = (
@@ -55,6 +64,20 @@ def model_failure(err: Exception, what: str) -> CliError:
     if not re.match(r"^\w+(Error|Exception|Failure): ", msg):
         msg = f"{type(err).__name__}: {msg}"
     return CliError(f"the model failed on {what}: {msg}{hint}")
+
+
+def size_usage(err: SizeError, what: str) -> CliError:
+    """A request too large for the memory as a usage error naming the option to change.
+
+    Example:
+        >>> str(size_usage(SizeError("`n_samples`=10 needs 2 TiB; use fewer samples", "n_samples", 10, 2, 1), "a.png"))
+        'cannot explain a.png: --n-samples 10 needs 2 TiB; use fewer samples'
+    """
+    said = short_error(err)
+    option = _OPTIONS.get(err.argument)
+    if option is not None:
+        said = said.replace(f"`{err.argument}`=", f"{option} ").replace(f"`{err.argument}`", option)
+    return CliError(f"cannot explain {what}: {said}")
 
 
 def short_error(err: BaseException, limit: int = 300) -> str:

@@ -27,6 +27,9 @@ from torchlime.cli._common import CliError, one_line, short_error
 EXTENSIONS = {".png": "image", ".jpg": "image", ".jpeg": "image", ".wav": "audio", ".txt": "text"}
 #: vocabulary tokens that hide words (first found), mark unknown words, pad rows
 MASK_TOKENS, UNK_TOKENS, PAD_TOKENS = ("[MASK]", "<mask>"), ("[UNK]", "<unk>"), ("[PAD]", "<pad>")
+#: the largest id of a ``--vocab`` JSON ``{token: id}``: 2**24 - 1, 16.7 million tokens, far beyond any tokenizer's
+#: vocabulary (a few hundred thousand); the id-ordered list it becomes then takes at most 128 MiB of references
+MAX_VOCAB_ID = 2**24 - 1
 
 
 def modality_of(paths: list[Path], forced: Optional[str]) -> str:
@@ -135,7 +138,7 @@ def load_vocab(path: Path) -> list[str]:
     """Tokens in id order.
 
     Read from a text file (one token per line) or JSON (a list, ``{"tokens": [...]}`` or
-    ``{token: id}``).
+    ``{token: id}`` with ids in [0, ``MAX_VOCAB_ID``], checked before the list is made).
     """
     _exists(path)
     try:
@@ -144,9 +147,15 @@ def load_vocab(path: Path) -> list[str]:
             data = json.loads(text)
             data = data.get("tokens", data) if isinstance(data, dict) else data
             if isinstance(data, dict):
-                tokens = [""] * (max(map(int, data.values())) + 1)
-                for tok, i in data.items():
-                    tokens[int(i)] = str(tok)
+                ids = {str(tok): int(i) for tok, i in data.items()}
+                bad = [i for i in ids.values() if not 0 <= i <= MAX_VOCAB_ID]
+                if bad:  # before the list of max(id) + 1 tokens is made
+                    raise CliError(
+                        f"--vocab {path}: token ids must be in [0, {MAX_VOCAB_ID}] (2**24 - 1), got {bad[0]}"
+                    )
+                tokens = [""] * (max(ids.values(), default=-1) + 1)
+                for tok, i in ids.items():
+                    tokens[i] = tok
             else:
                 tokens = [str(t) for t in data]
         else:

@@ -24,8 +24,9 @@ from typing import Optional, Protocol, Sequence
 
 from torchlime.cli import bench, demo, explain, explain_dataset, show, summarize
 from torchlime.cli._args import Parser
-from torchlime.cli._common import CliError, short_error
+from torchlime.cli._common import CliError, short_error, size_usage
 from torchlime.dataset._lock import FolderLockedError
+from torchlime.engine.sizes import SizeError
 from torchlime.stages.forward.errors import ModelCallError
 
 
@@ -67,6 +68,8 @@ def _run(args: argparse.Namespace) -> int:
     parser = args.parser
     try:
         return COMMANDS[args.command].run(args)
+    except SizeError as err:  # a request no memory could hold: the option to change, not the model
+        parser.error(short_error(size_usage(err, "the inputs"), 500))
     except (CliError, ValueError, TypeError, ImportError, OSError, FolderLockedError) as err:
         parser.error(short_error(err, 500))
     except ModelCallError as err:  # the user's model failed on what it was sent: a usage error, as `explain` says
