@@ -61,19 +61,90 @@ class Named(Protocol):
         ...
 
 
-def _encode(tokenizer: object, texts: list[str], max_length: Optional[int]) -> Encoding:
-    """The padded encoding of ``texts`` (a fast tokenizer's ``BatchEncoding``)."""
+@dataclass(frozen=True)
+class Tokenized:
+    """B texts as a Hugging Face tokenizer encodes them, padded to one length.
+
+    Attributes:
+        encoding: the tokenizer's ``BatchEncoding``: long (B, L) "input_ids", (B, L) "attention_mask"
+            (1 = token, 0 = padding).
+        strings: the B texts' L token strings (``token_strings``), padding included.
+        fixed_ids: the tokenizer's special ids but its unknown token's: never perturbed where a text
+            writes them (an unknown token stands for a word and is perturbed like any other).
+        unk_id: the tokenizer's unknown token id, or None.
+    """
+
+    encoding: Encoding
+    strings: list[list[str]]
+    fixed_ids: list[int]
+    unk_id: Optional[int]
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """Long (B, L) the texts' token ids, on the CPU."""
+        return self.encoding["input_ids"]
+
+    @property
+    def attention_mask(self) -> torch.Tensor:
+        """(B, L) 1 for the texts' tokens, 0 for padding."""
+        return self.encoding["attention_mask"]
+
+
+def token_strings(tokenizer: object, rows: list[list[int]]) -> Optional[list[list[str]]]:
+    """The string of every token id of ``rows`` (the tokenizer's ``convert_ids_to_tokens``).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer, or anything else (None included).
+        rows: B lists of token ids.
+
+    Returns:
+        B lists of strings, an id the tokenizer does not know written as its number; None when
+        ``tokenizer`` has no ``convert_ids_to_tokens``.
+    """
+    convert = getattr(tokenizer, "convert_ids_to_tokens", None)
+    if not callable(convert):
+        return None
+    named = [cast(Named, tokenizer).convert_ids_to_tokens(row) for row in rows]
+    return [[t if isinstance(t, str) else str(i) for t, i in zip(names, row)] for names, row in zip(named, rows)]
+
+
+def tokenize(tokenizer: object, texts: list[str], max_length: Optional[int] = None) -> Tokenized:
+    """Encode B texts with a Hugging Face tokenizer, padded to one length, with their token strings.
+
+    Every text front door that takes strings with ``tokenizer=`` goes through here (``explain_text``,
+    ``explain_generation``). The texts are padded as the tokenizer pads (to the longest); a single text
+    needs no padding token.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (callable on a list of texts).
+        texts: the B texts.
+        max_length: truncate longer texts to this many tokens (None: no truncation).
+
+    Returns:
+        The ``Tokenized`` texts: ids and attention mask (B, L), token strings, never-perturbed ids.
+
+    Raises:
+        TypeError: a tokenizer that is not callable on texts.
+        ValueError: several texts and a tokenizer without a padding token.
+    """
     if not callable(tokenizer):
         raise TypeError(f"`tokenizer` must be a Hugging Face tokenizer (callable on texts), got {describe(tokenizer)}")
-    enc: object = tokenizer(
-        texts, padding=True, truncation=max_length is not None, max_length=max_length, return_tensors="pt"
-    )
-    if not getattr(enc, "is_fast", False):
-        raise TypeError(
-            f"`tokenizer` must be a fast tokenizer (it maps tokens to words and characters), got "
-            f"{type(tokenizer).__name__}; load it with use_fast=True, or pass a function over strings as `model`"
+    padded = getattr(tokenizer, "pad_token_id", 0) is not None
+    if len(texts) > 1 and not padded:
+        raise ValueError(
+            f"`tokenizer` must have a padding token to pad {len(texts)} texts to one length, got pad_token None; "
+            "set one (e.g. tokenizer.pad_token = tokenizer.eos_token: padding is never attended nor perturbed)"
         )
-    return cast(Encoding, enc)
+    enc = cast(
+        Encoding,
+        tokenizer(texts, padding=padded, truncation=max_length is not None, max_length=max_length, return_tensors="pt"),
+    )
+    unk = getattr(tokenizer, "unk_token_id", None)
+    unk = unk if isinstance(unk, int) else None
+    special = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
+    named = token_strings(tokenizer, enc["input_ids"].tolist())
+    strings = named if named is not None else [[str(i) for i in row] for row in enc["input_ids"].tolist()]
+    return Tokenized(enc, strings, sorted(special - {unk}), unk)
 
 
 def word_features(
@@ -144,7 +215,7 @@ def _never_proposed(infill: InfillSpec, unk: Optional[int]) -> InfillSpec:
     return dataclasses.replace(infiller, exclude_ids=(*infiller.exclude_ids, unk))
 
 
-def _mask_id(tokenizer: object) -> Optional[int]:
+def default_mask_id(tokenizer: object) -> Optional[int]:
     """The tokenizer's mask token id, else its unknown token id, else its padding id."""
     for name in ("mask_token_id", "unk_token_id", "pad_token_id"):
         value = getattr(tokenizer, name, None)
@@ -207,14 +278,14 @@ def encode_words(
         TypeError: a tokenizer that is not a fast one.
         ValueError: a text with fewer than 2 words that can be features.
     """
-    enc = _encode(tokenizer, texts, max_length)
-    unk = getattr(tokenizer, "unk_token_id", None)
-    unk = unk if isinstance(unk, int) else None
-    special = {int(i) for i in getattr(tokenizer, "all_special_ids", [])}
-    fixed = sorted(special - {unk})  # [UNK] stands for a word: it is perturbed like any token
+    tokenized = tokenize(tokenizer, texts, max_length)
+    enc, strings, fixed, unk = tokenized.encoding, tokenized.strings, tokenized.fixed_ids, tokenized.unk_id
+    if not getattr(enc, "is_fast", False):
+        raise TypeError(
+            f"`tokenizer` must be a fast tokenizer (it maps tokens to words and characters), got "
+            f"{type(tokenizer).__name__}; load it with use_fast=True, or pass a function over strings as `model`"
+        )
     feats, splits = word_features(enc, texts, bow, fixed)
-    named = cast(Named, tokenizer)  # a fast tokenizer (``_encode`` checked it)
-    strings = [named.convert_ids_to_tokens(row) for row in enc["input_ids"].tolist()]
     cut = "" if max_length is None else f", after truncation to max_length={max_length}"
     check_word_counts(
         splits,
@@ -231,7 +302,7 @@ def encode_words(
         word_ids=feats.to(dev),
         special_ids=fixed,
         mode=mode,
-        mask_id=mask_id if mask_id is not None else _mask_id(tokenizer),
+        mask_id=mask_id if mask_id is not None else default_mask_id(tokenizer),
         pad_id=pad_id if pad_id is not None else (pad if isinstance(pad, int) else 0),
         vocab_size=vocab_size,
         model_inputs=model_inputs,
