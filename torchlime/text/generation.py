@@ -5,14 +5,16 @@ The prompt's tokens are the features; the target is the teacher-forced log-proba
 given, or generated greedily once for the B unperturbed prompts (one batched model call per new token, no
 ``model.generate``: any causal LM callable works). Each prompt, left-padded, is followed by its
 continuation; ``explain_tokens`` then explains these (B, L) rows in replace mode, the continuation's
-positions never perturbed, so that every position keeps its place.
+positions never perturbed, so that every position keeps its place. Prompts given as text are tokenized as
+``explain_text`` tokenizes them (``_tokenized.tokenize``); the explanation's ``GenerationInfo`` names the
+prompt's features and the continuation's tokens for the views (``_generated``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Callable, Iterable, Optional, Protocol, Sequence, Union, cast
+from typing import Callable, Iterable, Optional, Sequence, Union, cast
 
 import torch
 
@@ -23,7 +25,10 @@ from torchlime.stages.forward.model import eval_mode
 from torchlime.targets._base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._explain import explain_tokens
+from torchlime.text._generated import with_record
+from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
 from torchlime.text._token_args import InfillSpec, infer_vocab_size
+from torchlime.text._tokenized import default_mask_id
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
 from torchlime.typing import (
     UNSET,
@@ -37,14 +42,6 @@ from torchlime.typing import (
     SurrogateSpec,
     Unset,
 )
-
-
-class Tokenizer(Protocol):
-    """What ``explain_generation`` uses of a tokenizer (a Hugging Face one): decoding rows of ids."""
-
-    def batch_decode(self, sequences: list[list[int]], /) -> Sequence[str]:
-        """The text of every row of ids."""
-        ...
 
 
 def takes_positions(model: Callable[..., object]) -> bool:
@@ -139,7 +136,7 @@ def greedy_continuation(
 @documented
 def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     model: Callable[..., object],
-    input_ids: torch.Tensor,
+    input_ids: Union[torch.Tensor, str, Sequence[str]],
     *,
     attention_mask: Optional[torch.Tensor] = None,
     target: Optional[Continuation] = None,
@@ -182,18 +179,22 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     Args:
         model: causal LM taking ids (c, L) and a mask (see ``model_inputs``), returning logits (c, L, V)
             or an object with ``.logits`` (a Hugging Face ``*ForCausalLM``).
-        input_ids: integer (B, L_p) prompts.
-        attention_mask: (B, L_p) 1 = token, 0 = padding (default all ones).
+        input_ids: integer (B, L_p) prompts, or text: a str or a list of B str with ``tokenizer``, which
+            tokenizes them as ``explain_text`` does (padded to the longest, its mask the attention mask).
+        attention_mask: (B, L_p) 1 = token, 0 = padding (default all ones; None with text prompts).
         target: a ``Continuation`` (default ``Continuation()``): its ``token_ids`` (B, G), or G =
             ``max_new_tokens`` ids generated greedily; ``per_token`` gives T = 1 + G, else T = 1.
-        special_ids: ids never perturbed (BOS, ...).
-        mask_id: the id hidden prompt tokens become (needed by "replace" and "infill", not by "delete").
+        special_ids: ids never perturbed (BOS, ...); None with text prompts: the tokenizer's special ids
+            but its unknown token's, as in ``explain_text``.
+        mask_id: the id hidden prompt tokens become (needed by "replace" and "infill", not by "delete");
+            None with ``tokenizer`` in "replace": its mask token, else its unknown, else its padding token.
         word_ids: (B or 1, L_p) word of every prompt token (-1: none); None: one feature per token.
         mode: "replace", "delete" or "infill" (pass ``infill=``).
         model_inputs: "keywords" ``model(input_ids=, attention_mask=)``, "positional", "ids", or "auto":
             keywords when ``attention_mask`` is given (a Hugging Face causal LM's second positional
             argument is its cache, not the mask), ids alone otherwise.
-        tokenizer: optional; decodes the continuations into ``meta["continuation_text"]``.
+        tokenizer: optional: tokenizes text prompts, decodes the continuations into
+            ``meta["continuation_text"]`` and names the tokens the views show (``convert_ids_to_tokens``).
         n_samples: S, as in ``explain``.
         generator: seed or ``torch.Generator`` of the masks.
         pad_id: the id of the padding column a "delete" row is re-packed behind.
@@ -205,7 +206,10 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     Returns:
         ``Explanation`` over the (B, L) rows: coef (B, T, F), features (B, L) (-1 on padding, special
         ids and the continuation), with ``return_samples`` outputs (B, S, T) log-probabilities; meta
-        "continuation" (B, G) ids, "input_ids" / "attention_mask" (B, L) the rows explained.
+        "continuation" (B, G) ids, "input_ids" / "attention_mask" (B, L) the rows explained. ``info``
+        is a ``GenerationInfo`` (``meta["text_generation"]``): the prompt's features named by their tokens
+        (``prompt_tokens``) and the generated tokens (``generated_tokens``), which
+        ``torchlime.text.viz.explanation_html(exp, index)`` and the notebook display show.
 
     Raises:
         TypeError / ValueError: naming the argument, expected and got value.
@@ -223,8 +227,10 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     if not isinstance(target, Continuation):
         raise TypeError(f"`target` must be a torchlime.targets.Continuation or None, got {describe(target)}")
     check_choice(model_inputs, "model_inputs", MODEL_INPUTS)
-    input_ids, attention_mask, word_ids = from_numpy(input_ids), from_numpy(attention_mask), from_numpy(word_ids)
-    check_tensor(input_ids, "input_ids")
+    if is_text(input_ids):
+        input_ids, attention_mask, special_ids = text_prompts(model, input_ids, tokenizer, attention_mask, special_ids)
+    input_ids = check_tensor(from_numpy(input_ids), "input_ids")
+    attention_mask, word_ids = from_numpy(attention_mask), from_numpy(word_ids)
     check_integer(input_ids, "input_ids")
     if input_ids.ndim != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"`input_ids` must have shape (B, L) with L >= 1, got shape {tuple(input_ids.shape)}")
@@ -240,6 +246,8 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     if batch and bool((attn == 0).all(1).any()):
         raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
     target.check(batch)
+    if mode == "replace" and mask_id is None and tokenizer is not None:
+        mask_id = default_mask_id(tokenizer)
     if mode != "delete" and mask_id is None:  # before the continuation is generated
         raise ValueError(f"mode={mode!r} needs `mask_id` (the id hidden prompt tokens take), got None")
     if word_ids is None:
@@ -298,4 +306,5 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     meta = dict(exp.meta, continuation=cont, input_ids=rows, attention_mask=rows_attn)
     if tokenizer is not None:
         meta["continuation_text"] = list(tokenizer.batch_decode(cont.tolist()))
-    return dataclasses.replace(exp, meta=meta)
+    exp = dataclasses.replace(exp, meta=meta)
+    return with_record(exp, generation_info(exp, rows, g, target.per_token, tokenizer))

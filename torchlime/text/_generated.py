@@ -1,0 +1,210 @@
+"""What ``explain_generation`` records of a prompt and its continuation, and one reader per fact.
+
+``GenerationInfo`` is the explanation's ``info``: the labels of the prompt's features (their tokens'
+strings) and the continuation's tokens, from which the views name their columns (``prompt_tokens``)
+and their rows, one per target (``GenerationInfo.target_labels``): the whole continuation, then each
+generated token. The notebook display reads it through the ``Info`` hooks, the text views through
+``prompt_tokens`` and ``generated_tokens``; nothing switches on a target's kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from torchlime._checks import describe
+from torchlime.engine._stored import check_record
+from torchlime.engine.explanation import Explanation
+from torchlime.engine.info import Info
+from torchlime.text._tokens import TokensInfo
+
+#: the label of target 0, the whole continuation's log-probability
+WHOLE = "the whole continuation"
+
+
+@dataclass(frozen=True)
+class GenerationInfo(Info):
+    """What a generation explanation records (``Explanation.info``; ``meta`` shows it under "text_generation").
+
+    ``coef[b, t, j]`` is the weight of the prompt feature named ``prompt[b][j]`` for target t: t = 0 the
+    whole continuation, t = 1 + g its token g (with ``per_token``).
+
+    Attributes:
+        prompt: F_b labels per input: each prompt feature's token strings (joined for a word of several
+            tokens); the ids written out where no tokenizer named the tokens.
+        generated_ids: the G continuation ids of every input.
+        generated: the G continuation token strings of every input, or None where no tokenizer named them.
+        per_token: whether targets 1..G are the continuation's tokens (else T = 1).
+        token_info: the ``TokensInfo`` of the token explanation.
+    """
+
+    key: ClassVar[str] = "text_generation"
+    per_input: ClassVar[tuple[str, ...]] = ("prompt", "generated_ids", "generated")
+
+    prompt: list[list[str]]
+    generated_ids: list[list[int]]
+    generated: Optional[list[list[str]]]
+    per_token: bool
+    token_info: Optional[TokensInfo] = None
+
+    def select(self, start: int, stop: int) -> GenerationInfo:
+        """The record of inputs ``start:stop``, its token record's too.
+
+        Args:
+            start: first input kept.
+            stop: one past the last input kept.
+
+        Returns:
+            The sliced record.
+        """
+        cut = super().select(start, stop)
+        tokens = None if self.token_info is None else self.token_info.select(start, stop)
+        return dataclasses.replace(cut, token_info=tokens)
+
+    def as_plain(self) -> dict[str, object]:
+        """The record as plain data (the token record as a mapping too)."""
+        plain = super().as_plain()
+        plain["token_info"] = None if self.token_info is None else self.token_info.as_plain()
+        return plain
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[GenerationInfo]:
+        """The record from its plain data (``meta["text_generation"]`` of a loaded explanation).
+
+        Args:
+            plain: the mapping ``as_plain`` wrote.
+
+        Returns:
+            The record, or None for data of another shape.
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
+                what it holds).
+        """
+        if not isinstance(plain, Mapping) or not {"prompt", "generated_ids", "generated", "per_token"} <= set(plain):
+            return None
+        check_record(cls, plain, "meta['text_generation']")
+        generated, token_info = plain["generated"], plain.get("token_info")
+        return cls(
+            [list(p) for p in plain["prompt"]],
+            [list(g) for g in plain["generated_ids"]],
+            None if generated is None else [list(g) for g in generated],
+            bool(plain["per_token"]),
+            TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
+        )
+
+    def feature_labels(self, index: int) -> list[str]:
+        """Input ``index``'s prompt features, named by their tokens (``prompt_tokens``).
+
+        Args:
+            index: the input.
+
+        Returns:
+            F_b labels; ``coef[index, :, j]`` is the weight of label j.
+        """
+        return list(self.prompt[index])
+
+    def generated_tokens(self, index: int) -> Optional[list[str]]:
+        """Input ``index``'s G generated token strings, or None where no tokenizer named them.
+
+        Args:
+            index: the input.
+
+        Returns:
+            G strings (``generated_ids[index]`` holds their ids), or None.
+        """
+        return None if self.generated is None else list(self.generated[index])
+
+    def target_labels(self, index: int) -> list[str]:
+        """Input ``index``'s targets: the whole continuation, then each generated token (with ``per_token``).
+
+        Args:
+            index: the input.
+
+        Returns:
+            T labels: ``WHOLE``, then "token g: <its string>" (or "token g (id <its id>)" unnamed).
+
+        Example:
+            >>> GenerationInfo([["a", "b"]], [[7, 9]], [["x", "<y>"]], True).target_labels(0)
+            ['the whole continuation', 'token 0: x', 'token 1: <y>']
+        """
+        if not self.per_token:
+            return [WHOLE]
+        named = self.generated_tokens(index)
+        ids = self.generated_ids[index]
+        tokens = [f"token {g}: {s}" for g, s in enumerate(named)] if named is not None else []
+        return [WHOLE, *(tokens or [f"token {g} (id {i})" for g, i in enumerate(ids)])]
+
+
+def generation_record(explanation: Explanation) -> GenerationInfo:
+    """The ``GenerationInfo`` of an ``explain_generation`` explanation.
+
+    Args:
+        explanation: from ``explain_generation`` (or loaded from its file).
+
+    Returns:
+        Its record.
+
+    Raises:
+        ValueError: an explanation of another kind.
+    """
+    info = explanation.info
+    if not isinstance(info, GenerationInfo):
+        raise ValueError(
+            "`explanation` must come from torchlime.text.explain_generation (its info is a GenerationInfo), "
+            f"got info {describe(info)}"
+        )
+    return info
+
+
+def prompt_tokens(explanation: Explanation, index: int = 0) -> list[str]:
+    """The prompt's features of input ``index`` of a generation explanation, named by their tokens.
+
+    Args:
+        explanation: from ``explain_generation``.
+        index: which input.
+
+    Returns:
+        F_b labels: ``coef[index, :, j]`` is the weight of label j (ids written out without a tokenizer).
+
+    Raises:
+        ValueError: an explanation of another kind.
+    """
+    return generation_record(explanation).feature_labels(index)
+
+
+def generated_tokens(explanation: Explanation, index: int = 0) -> Optional[list[str]]:
+    """The continuation's G token strings of input ``index`` of a generation explanation.
+
+    Args:
+        explanation: from ``explain_generation``.
+        index: which input.
+
+    Returns:
+        G strings (target 1 + g explains token g), or None without a tokenizer that names tokens (the
+        ids are in ``meta["continuation"]``).
+
+    Raises:
+        ValueError: an explanation of another kind.
+    """
+    return generation_record(explanation).generated_tokens(index)
+
+
+def with_record(explanation: Explanation, record: GenerationInfo) -> Explanation:
+    """``explanation`` with ``record`` as its info, the token record nested in it (``meta["text_generation"]``).
+
+    Args:
+        explanation: the token explanation of the prompt and continuation rows (info a ``TokensInfo``).
+        record: its generation record, without ``token_info``.
+
+    Returns:
+        The explanation the caller gets: ``meta`` keeps the token record only inside "text_generation",
+        so that a file written from it reads back as a ``GenerationInfo``.
+    """
+    tokens = explanation.info if isinstance(explanation.info, TokensInfo) else None
+    record = dataclasses.replace(record, token_info=tokens)
+    meta = {k: v for k, v in explanation.meta.items() if k != TokensInfo.key}
+    meta[record.key] = record.as_plain()
+    return dataclasses.replace(explanation, info=record, meta=meta)
