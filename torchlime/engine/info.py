@@ -28,7 +28,7 @@ class Info:
     ``key`` is the name under which ``Explanation.meta`` shows the record as plain data; the fields
     that ``transient`` names, and those whose names start with "_", stay out of that plain view (what
     files store). The notebook display (``engine.notebook``) reads a record only through its hooks:
-    ``feature_labels``, ``text_pieces`` and ``preview``.
+    ``feature_labels``, ``target_labels``, ``text_pieces`` and ``preview``.
     """
 
     key: ClassVar[str] = "info"
@@ -61,6 +61,20 @@ class Info:
 
         Returns:
             One name per feature, or None (the pictures then say "feature j").
+        """
+        return None
+
+    def target_labels(self, index: int) -> Optional[list[str]]:
+        """The names of input ``index``'s T targets, where the kind names them (a generated text's tokens).
+
+        A record that names its targets is shown as a table: one row per target, one column per feature
+        (``feature_labels``).
+
+        Args:
+            index: the input.
+
+        Returns:
+            One name per target (column of ``Explanation.coef``), or None (the pictures then say "target t").
         """
         return None
 

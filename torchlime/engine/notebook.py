@@ -8,8 +8,9 @@ with its legend: images and spectrograms as heat maps over a faded copy of the i
 explanation's record keeps one (``Info.preview``), texts highlighted in place (``Info.text_pieces``),
 tabular rows as bars of their conditions (``Info.feature_labels``), other inputs as bars.
 Structured targets (``torchlime.targets``) get one panel per valid target (boxes outlined on their
-heat map), and a generated continuation a token x token table: one row per target (the whole
-continuation, then each generated token), one column per prompt token, each cell coloured by its weight.
+heat map). A record that names its targets (``Info.target_labels``: a generated continuation's tokens)
+gets a table instead: one row per target (the whole continuation, then each generated token), one column
+per feature named by ``Info.feature_labels`` (the prompt's tokens), each cell coloured by its weight.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def _quality(flags: dict[int, list[str]]) -> str:
 
 def _pictures(exp: Shown, b: int) -> str:
     """Input ``b``'s panels: one per target (at most ``MAX_TARGETS``), on one scale, and the scale."""
+    rows = exp.info.target_labels(b) if exp.info is not None else None
+    if rows is not None:
+        return _target_table(exp, b, rows)
     if exp.target_valid is not None:
         return structured_picture(exp, b)
     t_all = exp.coef.shape[1]
@@ -101,15 +105,17 @@ def _caption(kind: str, t: int, label: int, info: dict[str, Any], b: int) -> str
         return f"class {label}"
     if kind == "similarity":
         return f"reference {label}"
-    if kind in ("continuation", "transcript"):
-        whole = "the whole continuation" if kind == "continuation" else "the whole transcript"
-        unit = "token" if kind == "continuation" else "word"
-        return whole if t == 0 else f"{unit} {t - 1}"
+    if kind == "transcript":
+        return "the whole transcript" if t == 0 else f"word {t - 1}"
     return f"target {t}"
 
 
-def _token_table(exp: Shown, b: int) -> str:
-    """Rows: targets; columns: the prompt's features; cells coloured by weight (one scale)."""
+def _target_table(exp: Shown, b: int, labels: Sequence[str]) -> str:
+    """Rows: the valid targets, named by ``labels``; columns: the features; cells coloured by weight.
+
+    The columns are named by ``Info.feature_labels`` (else "f0", "f1", ...), every cell is on one scale
+    and every name is escaped.
+    """
     n = int(exp.n_features[b])
     words = exp.info.feature_labels(b) if exp.info is not None else None
     names = words if words is not None else [f"f{f}" for f in range(n)]
@@ -125,7 +131,8 @@ def _token_table(exp: Shown, b: int) -> str:
         cells = "".join(
             f"<td style='background:{c}' title='{v:+.4g}'>{v:+.2f}</td>" for c, v in zip(rgb_css(colours[t]), values)
         )
-        rows.append(f"<tr><th>{html.escape(_caption('continuation', t, t, {}, b))}</th>{cells}</tr>")
+        name = labels[t] if t < len(labels) else f"target {t}"
+        rows.append(f"<tr><th>{html.escape(name)}</th>{cells}</tr>")
     return "<table style='font-size:smaller'>" + head + "".join(rows) + "</table>" + colour_scale(scale)
 
 
@@ -137,12 +144,10 @@ def structured_picture(exp: Shown, b: int) -> str:
         b: the input.
 
     Returns:
-        An HTML fragment: the panels (or a continuation's token table) and the colour scale.
+        An HTML fragment: the panels and the colour scale.
     """
     info = exp.meta.get("targets") or {}
     kind = str(info.get("kind", ""))
-    if kind == "continuation":
-        return _token_table(exp, b)
     valid = exp.target_valid[b].tolist() if exp.target_valid is not None else [True] * exp.coef.shape[1]
     labels = exp.target[b].tolist()
     real = [t for t, ok in enumerate(valid) if ok]

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
 import torch
 
 from torchlime import _colours
-from torchlime._checks import require
+from torchlime._checks import describe, require
 from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
+from torchlime.text._generated import GenerationInfo, generation_record, prompt_tokens
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -125,9 +126,9 @@ def feature_strings(
 @renamed(exp="explanation")
 def explanation_html(
     explanation: Explanation,
-    tokens: Sequence[str],
+    tokens: Union[Sequence[str], int, None] = None,
     index: int = 0,
-    target_index: int = 0,
+    target_index: Optional[int] = None,
     *,
     merge_words: bool = True,
     show_fixed: bool = False,
@@ -137,10 +138,13 @@ def explanation_html(
     """Highlight input ``index`` of a token/word explanation.
 
     Args:
-        explanation: from ``explain_tokens`` (features (B, L)); formerly ``exp=``.
-        tokens: the L token strings of that input (raw, e.g. ``tokenizer.convert_ids_to_tokens``).
+        explanation: from ``explain_tokens`` (features (B, L)), or ``explain_generation``; formerly ``exp=``.
+        tokens: the L token strings of that input (raw, e.g. ``tokenizer.convert_ids_to_tokens``); None
+            for an ``explain_generation`` explanation: the prompt tokens it recorded, every target a row
+            (``generation_html``). An int here is ``index``: ``explanation_html(exp, 1)``.
         index: which explained input.
-        target_index: which explained target (column of ``explanation.target``).
+        target_index: which explained target (column of ``explanation.target``); None: target 0, or
+            every target of a generation explanation.
         merge_words: show each word once (consecutive tokens of one feature joined).
         show_fixed: also show never-perturbed tokens (special tokens, padding) in grey.
         continuation: the prefix of word-continuation pieces (WordPiece's "##"), dropped when joined.
@@ -148,8 +152,29 @@ def explanation_html(
 
     Returns:
         A self-contained ``<div>`` string.
+
+    Raises:
+        TypeError: a bool as ``tokens``.
+        ValueError: no ``tokens`` for an explanation that recorded none, or two different inputs
+            (an int ``tokens`` and ``index``).
     """
     exp = explanation
+    if isinstance(tokens, bool):
+        raise TypeError(f"`tokens` must be token strings, None or an input's index, got {describe(tokens)}")
+    if tokens is None or isinstance(tokens, int):
+        if tokens is not None and index not in (0, tokens):
+            raise ValueError(
+                f"`tokens` given as an int is the input's index, so `index` must be left out or equal, got "
+                f"tokens={tokens} and index={index}"
+            )
+        index = index if tokens is None else tokens
+        if not isinstance(exp.info, GenerationInfo):
+            raise ValueError(
+                f"`tokens` must be the L token strings of input {index} (only explain_generation records its "
+                f"prompt's tokens; for explain_text, text_html shows the words), got {describe(tokens)}"
+            )
+        return generation_html(exp, index, target_index, title=title)
+    target_index = 0 if target_index is None else target_index
     coef = exp.coef[index, target_index].detach().float().cpu()
     feats = exp.features[index].reshape(-1).tolist()
     if len(feats) != len(tokens):
@@ -175,6 +200,50 @@ def explanation_html(
     if title is None:
         title = f"target {int(exp.target[index, target_index])}"
     return tokens_html(shown, weights, title=title, scale=float(coef.abs().max()) if coef.numel() else None)
+
+
+def generation_html(
+    explanation: Explanation, index: int = 0, target_index: Optional[int] = None, *, title: Optional[str] = None
+) -> str:
+    """Input ``index`` of an ``explain_generation`` explanation: its prompt's tokens, one row per target.
+
+    Every row highlights the prompt's features (named by their tokens: ``prompt_tokens``) by their weight
+    for one target: the whole continuation, then each generated token (``GenerationInfo.target_labels``),
+    all on one scale. Every string is escaped.
+
+    Args:
+        explanation: from ``explain_generation`` (its info is a ``GenerationInfo``).
+        index: which prompt (of the B).
+        target_index: one target's row only; None: every target's.
+        title: optional heading (escaped).
+
+    Returns:
+        A self-contained ``<div>`` string.
+
+    Raises:
+        ValueError: an explanation of another kind, a ``target_index`` out of range, or a record that
+            names another count of features than the explanation has.
+    """
+    names = prompt_tokens(explanation, index)
+    rows = generation_record(explanation).target_labels(index)
+    n = int(explanation.n_features[index])
+    if len(names) != n:
+        raise ValueError(
+            f"`explanation` must have one coefficient per prompt feature of input {index}: its info names "
+            f"{len(names)}, got n_features {n}"
+        )
+    if target_index is not None and not 0 <= target_index < len(rows):
+        raise ValueError(f"`target_index` must be None or in [0, {len(rows)}), got {describe(target_index)}")
+    shown = list(range(len(rows))) if target_index is None else [target_index]
+    coef = explanation.coef[index, :, :n].detach().float().cpu()
+    scale = float(coef[shown].abs().max()) if coef.numel() else 0.0
+    parts = ['<div class="torchlime-generation">']
+    if title is not None:
+        parts.append(f'<div style="font:bold 14px sans-serif">{html.escape(title, quote=True)}</div>')
+    parts += [tokens_html(names, coef[t], title=rows[t], legend=False, scale=scale) for t in shown]
+    parts.append(legend_html(scale))
+    parts.append("</div>")
+    return "".join(parts)
 
 
 @renamed(exp="explanation")
