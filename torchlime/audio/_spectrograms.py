@@ -13,6 +13,7 @@ from torchlime.audio._common import audio_fill, check_sample_rate
 from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import SegmentSpec, spectrogram_segments, warn_bins
 from torchlime.engine import Call, Config, Info, Modality, Prepared
+from torchlime.engine.info import counted
 from torchlime.typing import Model
 
 
@@ -51,6 +52,20 @@ class SpectrogramInfo(Info):
     fmax: Optional[float]
     bin_freqs: Optional[tuple[float, ...]]
     previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+
+    def describe(self, count: int, shape: tuple[int, ...]) -> str:
+        """The spectrograms by their frequency bins and frames, e.g. for the summaries.
+
+        Args:
+            count: B, the spectrograms.
+            shape: the explanation's ``input_shape``, ([C,] Fr, Tm).
+
+        Returns:
+            e.g. "2 spectrograms of 64 frequency bins x 40 frames (2 channels)".
+        """
+        bins, frames = counted(shape[-2], "frequency bin"), counted(shape[-1], "frame")
+        said = f"{counted(count, 'spectrogram')} of {bins} x {frames}"
+        return f"{said} ({counted(shape[0], 'channel')})" if len(shape) == 3 and shape[0] > 1 else said
 
     @staticmethod
     def picture(specs: torch.Tensor) -> torch.Tensor:

@@ -21,6 +21,7 @@ from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import bin_frequencies, check_segment_counts, mel_bands
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, stft
 from torchlime.engine import Call, Config, Info, Modality, Prepared
+from torchlime.engine.info import counted, sized
 from torchlime.stages.features import cell_ids, even_bands
 from torchlime.typing import Model
 
@@ -64,6 +65,25 @@ class WaveformInfo(Info):
     hop_length: Optional[int] = None
     win_length: Optional[int] = None
     freq_scale: Optional[str] = None
+
+    def describe(self, count: int, shape: tuple[int, ...]) -> str:
+        """The clips by their samples (over STFT cells, the STFT's grid besides), e.g. for the summaries.
+
+        Args:
+            count: B, the clips.
+            shape: the explanation's ``input_shape``: ([C,] S) over time, ([C,] Fr, Tm) over STFT cells.
+
+        Returns:
+            e.g. "1 waveform of 16000 samples (a 257 x 126 spectrogram)", "2 waveforms of 800 samples each".
+        """
+        grid = self.segments == "time_frequency"
+        channels = shape[:-2] if grid else shape[:-1]
+        notes = [counted(channels[0], "channel")] if channels and channels[0] > 1 else []
+        if grid:
+            cells = " x ".join(map(str, shape[-2:]))
+            notes.append(f"a {cells} spectrogram" if count == 1 else f"{cells} spectrograms")
+        said = sized("waveform", [self.length] * count, "sample")
+        return f"{said} ({', '.join(notes)})" if notes else said
 
     def as_plain(self) -> dict[str, object]:
         """The record as ``meta["audio"]`` has always shown it: ``segments`` as ``features``, no None fields.

@@ -13,7 +13,7 @@ import torch
 from torchlime._checks import check_positive_int, describe
 from torchlime.engine._stored import StoredDataError, check_plain
 from torchlime.engine.config import Call, Config
-from torchlime.engine.info import Info, rebuild
+from torchlime.engine.info import Info, describe_inputs, rebuild
 from torchlime.engine.run_record import RunRecord
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.targets._base import Bound
@@ -373,8 +373,9 @@ class Explanation:
         if real.numel():
             quality = f"median {float(real.median()):.3f}, min {float(real.min()):.3f}{padded}"
         targets = self.target[:4].tolist()
+        inputs = describe_inputs(b, self.input_shape, self.info)
         lines = [
-            f"Explanation of {b} input(s) of shape {tuple(self.input_shape)}: {t} target(s) and {feats} features each",
+            f"Explanation of {inputs}: {t} target(s) and {feats} features each",
             f"  targets: {targets}{' ...' if b > 4 else ''}",
             f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
             f"  weighted R²: {quality}",

@@ -64,6 +64,20 @@ class Info:
         """
         return None
 
+    def describe(self, count: int, shape: tuple[int, ...]) -> Optional[str]:
+        """The explained inputs in the modality's words, for the summaries (``describe_inputs``).
+
+        Args:
+            count: B, the explained inputs.
+            shape: the explanation's ``input_shape`` (what the features were laid on: for a waveform
+                explained over STFT cells, the STFT's).
+
+        Returns:
+            e.g. "2 texts of 9 and 7 words", "1 waveform of 16000 samples (a 257 x 126 spectrogram)";
+            None here (the summaries then say "B input(s) of shape ...").
+        """
+        return None
+
     def target_labels(self, index: int) -> Optional[list[str]]:
         """The names of input ``index``'s T targets, where the kind names them (a generated text's tokens).
 
@@ -197,3 +211,76 @@ def rebuild(meta: Mapping[str, object]) -> Optional[Info]:
             if record is not None:
                 return record
     return None
+
+
+def describe_inputs(count: int, shape: tuple[int, ...], info: Optional[Info]) -> str:
+    """What an explanation explained, as ``print(explanation)`` and the notebook summary say it.
+
+    Args:
+        count: B, the explained inputs.
+        shape: the explanation's ``input_shape``.
+        info: its record, whose ``describe`` speaks the modality's words (words, tokens, samples).
+
+    Returns:
+        e.g. "2 texts of 9 and 7 words", else "B input(s) of shape (...)".
+
+    Example:
+        >>> describe_inputs(2, (3, 8, 8), None)
+        '2 input(s) of shape (3, 8, 8)'
+    """
+    said = None if info is None else info.describe(count, tuple(shape))
+    return said if said is not None else f"{count} input(s) of shape {tuple(shape)}"
+
+
+def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
+    """``n`` and ``noun``, plural unless n is 1: "1 text", "2 texts".
+
+    Args:
+        n: how many.
+        noun: the singular.
+        plural: the plural (default: ``noun + "s"``).
+
+    Returns:
+        The phrase.
+    """
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def lengths(sizes: list[int], unit: str) -> str:
+    """Lengths in one phrase: "9 and 7 words", "9 words each", more than four different ones as a range.
+
+    Args:
+        sizes: each input's length, in ``unit``.
+        unit: the singular of the unit ("word", "token", "sample").
+
+    Returns:
+        "9 words", "9, 7 and 5 words", "9 words each" (several of one length), "3 to 12 words" (more than
+        four different lengths).
+
+    Example:
+        >>> lengths([9, 7], "word"), lengths([4, 4], "token"), lengths([1], "sample")
+        ('9 and 7 words', '4 tokens each', '1 sample')
+    """
+    if len(set(sizes)) <= 1:
+        return counted(sizes[0] if sizes else 0, unit) + (" each" if len(sizes) > 1 else "")
+    if len(sizes) > 4:
+        return f"{min(sizes)} to {max(sizes)} {unit}s"
+    return f"{', '.join(map(str, sizes[:-1]))} and {sizes[-1]} {unit}s"
+
+
+def sized(things: str, sizes: list[int], unit: str) -> str:
+    """Inputs and their lengths in one phrase: "2 texts of 9 and 7 words".
+
+    Args:
+        things: the singular of the inputs ("text", "waveform").
+        sizes: each input's length, in ``unit`` (``lengths``).
+        unit: the singular of the unit ("word", "token", "sample").
+
+    Returns:
+        e.g. "1 text of 9 words", "2 waveforms of 16000 samples each".
+
+    Example:
+        >>> sized("text", [9, 7], "word"), sized("waveform", [16000], "sample")
+        ('2 texts of 9 and 7 words', '1 waveform of 16000 samples')
+    """
+    return f"{counted(len(sizes), things)} of {lengths(sizes, unit)}"

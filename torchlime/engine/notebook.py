@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from torchlime._colours import RED, RED_HEX, diverging
+from torchlime.engine.info import describe_inputs
 from torchlime.engine.notebook_panels import (
     Shown as Shown,
 )
@@ -178,7 +179,7 @@ def _summary(exp: Shown) -> str:
     b, t, _ = exp.coef.shape
     meta = exp.meta
     head = (
-        f"<b>Explanation</b>: {b} input(s) of shape {html.escape(str(tuple(exp.input_shape)))}, {t} target(s)<br/>"
+        f"<b>Explanation</b>: {html.escape(describe_inputs(b, exp.input_shape, exp.info))}, {t} target(s)<br/>"
         f"samples: {html.escape(str(meta.get('n_samples', '?')))} &middot; "
         f"surrogate: {html.escape(str(meta.get('surrogate', '?')))} &middot; "
         f"kernel: {html.escape(str(meta.get('kernel', '?')))}"

@@ -20,7 +20,7 @@ import torch
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared
-from torchlime.engine.info import check_record
+from torchlime.engine.info import check_record, sized
 from torchlime.stages.forward.passes import score
 from torchlime.targets._base import Target
 from torchlime.text._single import Scorer, SingleSampler
@@ -80,9 +80,11 @@ class TokensInfo(Info):
         mlm_rows: rows the masked LM ran on, None outside "infill".
         scoring_rows: model rows spent besides the samples (the objectives' prediction and candidate
             scoring), counted in ``meta["model_rows"]``.
+        lengths: the tokens of every input, padding left out (None in files written before it was kept).
     """
 
     key: ClassVar[str] = "text_tokens"
+    per_input: ClassVar[tuple[str, ...]] = ("lengths",)
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[TokensInfo]:
@@ -115,6 +117,19 @@ class TokensInfo(Info):
     strategy: Optional[str] = None
     mlm_rows: Optional[int] = None
     scoring_rows: int = 0
+    lengths: Optional[list[int]] = None
+
+    def describe(self, count: int, shape: tuple[int, ...]) -> Optional[str]:
+        """The token sequences and their tokens (padding left out), e.g. "2 texts of 9 and 7 tokens".
+
+        Args:
+            count: B, the inputs.
+            shape: the explanation's ``input_shape`` (L,).
+
+        Returns:
+            The phrase, or None without ``lengths``.
+        """
+        return None if self.lengths is None else sized("text", self.lengths, "token")
 
 
 @dataclass
@@ -269,7 +284,8 @@ def finish_tokens(explanation: Explanation, prepared: Prepared) -> tuple[Explana
         info = dataclasses.replace(info, mlm_rows=int(explanation.n_features.sum()))  # one per (input, feature)
     elif info.mode == "infill":
         info = dataclasses.replace(info, mlm_rows=run.mlm_rows)
-    info = dataclasses.replace(info, scoring_rows=scoring)
+    lengths = prepared.inputs[:, 1].sum(-1).tolist()  # the (B, 2, L) ids and mask: tokens per input
+    info = dataclasses.replace(info, scoring_rows=scoring, lengths=lengths)
     rows = int(explanation.meta["model_rows"]) + scoring  # the samples' rows and the objectives' scoring
     meta = dict(explanation.meta, mode=info.mode, model_rows=rows)
     if info.mode == "infill":

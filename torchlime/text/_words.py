@@ -21,7 +21,7 @@ import torch
 
 from torchlime._checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
-from torchlime.engine.info import Info, check_record
+from torchlime.engine.info import Info, check_record, lengths, sized
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
@@ -118,6 +118,34 @@ class WordsInfo(Info):
             Its words; ``coef[index, :, j]`` is the weight of word j.
         """
         return list(self.words[index])
+
+    def describe(self, count: int, shape: tuple[int, ...]) -> str:
+        """The texts and their words as written (a repeated word counts each time), and their tokens.
+
+        Args:
+            count: B, the texts.
+            shape: the explanation's ``input_shape`` (the pieces; unused).
+
+        Returns:
+            e.g. "2 texts of 9 and 7 words", with a tokenizer "... (12 and 10 tokens)".
+        """
+        said = sized("text", [sum(f >= 0 for f in feats) for feats in self.piece_features], "word")
+        tokens = None if self.token_info is None else self.token_info.lengths
+        return said if tokens is None else f"{said} ({lengths(tokens, 'token')})"
+
+    def select(self, start: int, stop: int) -> WordsInfo:
+        """The record of texts ``start:stop`` (the token record's per-text fields too).
+
+        Args:
+            start: first text kept.
+            stop: one past the last text kept.
+
+        Returns:
+            The record of those texts.
+        """
+        cut = super().select(start, stop)
+        tokens = None if self.token_info is None else self.token_info.select(start, stop)
+        return dataclasses.replace(cut, token_info=tokens)
 
     def text_pieces(self, index: int) -> tuple[list[str], list[int]]:
         """Text ``index``'s words and separators, and each one's feature (-1: a separator).
