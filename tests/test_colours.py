@@ -180,7 +180,7 @@ def test_the_series_plot_uses_the_map():
     assert shade.get_cmap().name == _colours.CMAP
     rgba = shade.to_rgba(np.asarray(shade.get_array()))[0]  # the colours of the 6 steps
     assert is_red(tuple(rgba[0])) and is_blue(tuple(rgba[2]))
-    assert _colours.LEGEND in fig.axes[-1].get_ylabel()
+    assert _colours.LEGEND in fig.axes[-1].get_xlabel()  # the colour bar, under the panels
 
 
 def test_the_uncertainty_bars_are_red_and_blue():

@@ -6,11 +6,16 @@ colour bars: ``label``). The views that do not need matplotlib use the same map'
 the notebook ``diverging`` / ``css`` (interpolated linearly through its centre colour), the HTML of texts
 and tokens ``rgba`` (red or blue, opacity growing with |weight|). The lime layer's HTML keeps lime's own
 colours.
+
+Pictures name the explained target by its class: ``class_name`` reads the caller's ``class_names=`` (a
+sequence indexed by class or a mapping class -> name) and falls back to the index, so a legend says
+"supports 'cat'" where the caller named class 1 "cat", else "supports '1'".
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Mapping, Sequence
+from typing import Optional, Union
 
 import torch
 
@@ -27,6 +32,48 @@ BLUE = (33, 102, 172)
 #: the same as hex strings (bars of a chart, swatches of a legend)
 RED_HEX = "#b2182b"
 BLUE_HEX = "#2166ac"
+#: what ``class_names=`` of the pictures takes: names indexed by class, or a mapping class -> name
+ClassNames = Union[Sequence[str], Mapping[int, str]]
+#: the longest class name a picture shows; longer ones are cut, ending in "…" (the pictures fit this many)
+NAME_CHARS = 30
+
+
+def class_name(label: int, class_names: Optional[ClassNames] = None, default: Optional[str] = None) -> str:
+    """The name a picture gives class ``label``: the caller's name for it, else ``default``, else the index.
+
+    A name longer than ``NAME_CHARS`` is cut to that many characters, the last one "…", so that titles
+    and legends stay on the canvas.
+
+    Args:
+        label: the class.
+        class_names: names indexed by class (a list, tuple or array), or a mapping class -> name; None.
+        default: the name of a class ``class_names`` does not name (default: ``str(label)``).
+
+    Returns:
+        The name, at most ``NAME_CHARS`` characters.
+
+    Raises:
+        TypeError: ``class_names`` that is a string, or neither a mapping nor a sequence.
+
+    Example:
+        >>> class_name(1, ["dog", "cat"]), class_name(1, {1: "cat"}), class_name(7, ["dog"]), class_name(3)
+        ('cat', 'cat', '7', '3')
+    """
+    index = int(label)
+    fallback = str(index) if default is None else default
+    if class_names is None:
+        return fallback
+    if isinstance(class_names, (str, bytes)) or not hasattr(class_names, "__getitem__"):
+        raise TypeError(
+            "`class_names` must be a sequence of names indexed by class or a mapping class -> name, "
+            f"got {type(class_names).__name__} {class_names!r:.60}"
+        )
+    if isinstance(class_names, Mapping):
+        name = class_names.get(index)
+    else:
+        name = class_names[index] if 0 <= index < len(class_names) else None
+    shown = fallback if name is None else str(name)
+    return shown if len(shown) <= NAME_CHARS else shown[: NAME_CHARS - 1] + "…"
 
 
 def diverging(values: torch.Tensor, scale: Optional[float] = None) -> torch.Tensor:

@@ -238,7 +238,7 @@ def test_the_picture_is_a_figure(segments):
     exp = explain_series(planted, x, segments=segments, n_samples=64)
     fig = plot_series(exp, x, index=1, title="planted")
     assert isinstance(fig, Figure) and len(fig.axes) == C + 1  # one panel per channel and the colorbar
-    assert "RdBu_r" in fig.axes[-1].get_ylabel()
+    assert "RdBu_r" in fig.axes[-1].get_xlabel()  # the colour bar, under the panels
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -125,6 +125,7 @@ def plot_spectrogram_explanation(
     truth: Optional[torch.Tensor] = None,
     alpha: float = 0.55,
     title: Optional[str] = None,
+    class_names: Optional[_colours.ClassNames] = None,
     ax: Optional[Axes] = None,
 ) -> Figure:
     """Spectrogram of clip ``index`` with its explanation overlaid.
@@ -146,6 +147,8 @@ def plot_spectrogram_explanation(
         truth: optional bool (Fr, Tm) ground-truth region, outlined in white.
         alpha: opacity of the coefficient overlay.
         title: axes title (default: the clip and its target).
+        class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
+            title and the colour bar ("weight for 'dog'"; default: the class index).
         ax: draw into these matplotlib axes (default: a new figure).
 
     Returns:
@@ -205,7 +208,8 @@ def plot_spectrogram_explanation(
     mesh = ax.pcolormesh(
         times, freqs, heat.numpy(), shading="nearest", cmap=_colours.CMAP, vmin=-lim, vmax=lim, alpha=alpha
     )
-    fig.colorbar(mesh, ax=ax, label=_colours.label("weight"))
+    name = _colours.class_name(int(explanation.target[index, target_index]), class_names)
+    fig.colorbar(mesh, ax=ax).set_label(_colours.label(f"weight for '{name}'"), fontsize=8)
     ax.add_collection(LineCollection(_borders(labels.numpy(), times, freqs), colors="k", linewidths=0.8))
     if truth is not None:
         ax.contour(times, freqs, truth.detach().cpu().float().numpy(), levels=[0.5], colors="w", linewidths=1)
@@ -228,7 +232,7 @@ def plot_spectrogram_explanation(
                 )
     ax.set_xlabel(t_label)
     ax.set_ylabel(f_label)
-    ax.set_title(title or f"clip {index}, target {int(explanation.target[index, target_index])}")
+    ax.set_title(title or f"clip {index}, target {name}")
     return fig
 
 

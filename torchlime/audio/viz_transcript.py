@@ -41,7 +41,8 @@ def plot_transcript(
         index: which clip.
         words: the words' text, for the titles (default: "word 0", "word 1", ...).
         columns: panels per row.
-        **kwargs: passed to ``plot_spectrogram_explanation`` (sample_rate, hop_length, n_fft, k, ...).
+        **kwargs: passed to ``plot_spectrogram_explanation`` (sample_rate, hop_length, n_fft, k, ...; not
+            ``class_names``: each panel's colour bar names its word).
 
     Returns:
         The matplotlib ``Figure``.
@@ -66,8 +67,16 @@ def plot_transcript(
     for ax, t in zip(flat, shown):
         name = "the whole transcript" if t == 0 else (words[t - 1] if words and t - 1 < len(words) else f"word {t - 1}")
         r2 = float(explanation.score[index, t])
+        named = {int(explanation.target[index, t]): name}  # the colour bar names the word: "weight for 'hello'"
         plot_spectrogram_explanation(
-            explanation, specs, index=index, target_index=t, ax=ax, title=f"{name} (R² {r2:.2f})", **kwargs
+            explanation,
+            specs,
+            index=index,
+            target_index=t,
+            ax=ax,
+            title=f"{name} (R² {r2:.2f})",
+            class_names=named,
+            **kwargs,
         )
     for ax in flat[len(shown) :]:
         ax.axis("off")

@@ -14,7 +14,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Optional, Union, cast
 
 import torch
 
@@ -156,7 +156,9 @@ class Summary:
         out.write_text(self.to_json() + "\n")
         return out
 
-    def plot_bars(self, k: int = 10, *, class_names: Optional[Sequence[str]] = None, max_classes: int = 6) -> Figure:
+    def plot_bars(
+        self, k: int = 10, *, class_names: Optional[_colours.ClassNames] = None, max_classes: int = 6
+    ) -> Figure:
         """Horizontal bars of each class's top k features by mean |weight|, with their bootstrap intervals.
 
         A bar is red when the feature's mean signed weight supports the class, blue when it opposes it
@@ -164,7 +166,8 @@ class Summary:
 
         Args:
             k: features per class.
-            class_names: names of the classes (indexed by class), for the panel titles.
+            class_names: names of the classes (a sequence indexed by class or a mapping class -> name), for
+                the panel titles.
             max_classes: panels drawn at most: the classes with the most pairs.
 
         Returns:
@@ -183,7 +186,7 @@ class Summary:
         return fig
 
     def plot_beeswarm(
-        self, k: int = 10, *, class_names: Optional[Sequence[str]] = None, max_classes: int = 6
+        self, k: int = 10, *, class_names: Optional[_colours.ClassNames] = None, max_classes: int = 6
     ) -> Figure:
         """Per feature a row of dots, one per explanation (a (row, target) pair), at its signed weight.
 
@@ -193,7 +196,8 @@ class Summary:
 
         Args:
             k: features per class (all F when fewer), at most the K features per class the summary keeps dots of.
-            class_names: names of the classes (indexed by class), for the panel titles.
+            class_names: names of the classes (a sequence indexed by class or a mapping class -> name), for
+                the panel titles.
             max_classes: panels drawn at most: the classes with the most pairs.
 
         Returns:
@@ -243,11 +247,10 @@ def _panels(summary: Summary, k: int, max_classes: int, what: str) -> tuple[Figu
 
 
 def _label(
-    ax: Axes, summary: Summary, i: int, feats: torch.Tensor, class_names: Optional[Sequence[str]], xlabel: str
+    ax: Axes, summary: Summary, i: int, feats: torch.Tensor, class_names: Optional[_colours.ClassNames], xlabel: str
 ) -> None:
     c = int(summary.classes[i])
-    name = class_names[c] if class_names is not None and 0 <= c < len(class_names) else str(c)
-    title = "every target" if c < 0 else f"class {name}"
+    title = "every target" if c < 0 else f"class {_colours.class_name(c, class_names)}"
     ax.set_yticks(range(len(feats)), [summary.names[j] for j in feats.tolist()], fontsize=8)
     ax.set_title(f"{title} ({int(summary.count[i])} explanations)", fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
@@ -260,5 +263,5 @@ def _legend(fig: Figure, what: str) -> None:
         Patch(facecolor=_colours.RED_HEX, label=f"supports ({what} > 0)"),
         Patch(facecolor=_colours.BLUE_HEX, label=f"opposes ({what} < 0)"),
     ]
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, min(0.3, 0.45 / fig.get_figheight()), 1, 1))  # room for the legend (0.45 in)
     fig.legend(handles=handles, title=_colours.LEGEND, loc="lower center", ncol=2, fontsize=7, title_fontsize=7)

@@ -101,7 +101,7 @@ def plot_image_explanation(
     index: int = 0,
     target_index: int = 0,
     k: int = 5,
-    class_names: Optional[list[str]] = None,
+    class_names: Optional[_colours.ClassNames] = None,
     truth: Optional[torch.Tensor] = None,
 ) -> Figure:
     """A matplotlib figure with four panels for input ``index``.
@@ -121,7 +121,8 @@ def plot_image_explanation(
         index: which image.
         target_index: which explained target (column of ``explanation.target``).
         k: how many top segments (largest |weight|) the last panel shows (formerly ``num_features=``).
-        class_names: a name per class, for the legend (default: the class index).
+        class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
+            legend ("supports 'cat'"; default: the class index).
         truth: optional bool (H, W) ground-truth region, outlined in the last panel.
 
     Returns:
@@ -156,7 +157,7 @@ def plot_image_explanation(
     coef = one.coef[0, target_index, : int(one.n_features[0])].detach().cpu()
     counts = (int((coef != 0).sum()), int(coef.numel()))  # segments of non-zero weight, segments
     target = int(exp.target[index, target_index])
-    name = class_names[target] if class_names and 0 <= target < len(class_names) else str(target)
+    name = _colours.class_name(target, class_names)
     box = box_caption(exp, index, target_index, class_names)  # a Boxes target: which box, named
     name = name if box is None else f"box {target_index}"
     fig: Figure
@@ -185,7 +186,10 @@ def plot_image_explanation(
         truth_up = up(truth.cpu()).bool()
         covered = float((chosen & truth_up).sum()) / max(1, int(truth_up.sum()))
         axes[3].set_title(axes[3].get_title() + f"\n(green: truth, {100 * covered:.0f}% covered by red)")
-    axes[3].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
+    columns = 2 if len(name) <= 12 else 1  # a long name: one swatch a line, within the panel
+    axes[3].legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns, fontsize=8, frameon=False
+    )
     if box is not None and box[1] is not None:
         for ax in (axes[0], axes[2]):
             outline(ax, box[1], zoom, -0.5)
@@ -273,7 +277,7 @@ def save_image_explanation(
     fig = plot_image_explanation(explanation, images, index=index, **kwargs)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # every label inside the PNG
     plt.close(fig)
     return path
 
@@ -287,6 +291,7 @@ def plot_coefficients_with_uncertainty(
     target_index: int = 0,
     z: float = 1.96,
     feature_names: Optional[list[str]] = None,
+    class_names: Optional[_colours.ClassNames] = None,
     ax: Optional[Axes] = None,
 ) -> Figure:
     """Coefficients of one (input, target) with error bars ``coef +- z * coef_std`` (95 % for z = 1.96).
@@ -294,7 +299,7 @@ def plot_coefficients_with_uncertainty(
     For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
     feature of input ``index`` (its F_b features), whiskers from coef - z std to coef + z std; bars whose
     interval excludes 0 are solid, the others faded; red bars support the target, blue ones oppose it
-    (the legend says so). Any modality's explanation works. ``index`` and
+    (the legend says so, naming the class: "supports 'cat'"). Any modality's explanation works. ``index`` and
     ``target_index`` given by position still work, with a ``DeprecationWarning``.
 
     Args:
@@ -303,6 +308,8 @@ def plot_coefficients_with_uncertainty(
         target_index: which explained target (column of ``explanation.target``).
         z: half-width of the intervals in standard deviations.
         feature_names: labels of the F_b features (default: their ids).
+        class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
+            title and legend (default: the class index).
         ax: a matplotlib axes to draw into (default: a new figure).
 
     Returns:
@@ -357,15 +364,16 @@ def plot_coefficients_with_uncertainty(
     ax.set_xticklabels(names, rotation=90 if n > 12 else 0, fontsize=8)
     ax.set_xlabel("feature")
     ax.set_ylabel(f"weight (± {z:g} std)")
+    name = _colours.class_name(int(exp.target[index, target_index]), class_names)
     ax.legend(
         handles=[
-            Patch(color=_colours.RED_HEX, label="supports the target"),
-            Patch(color=_colours.BLUE_HEX, label="opposes the target"),
+            Patch(color=_colours.RED_HEX, label=f"supports '{name}'"),
+            Patch(color=_colours.BLUE_HEX, label=f"opposes '{name}'"),
         ],
         fontsize=8,
         title=_colours.LEGEND,
         title_fontsize=8,
     )
-    ax.set_title(f"input {index}, target {int(exp.target[index, target_index])}: solid = interval excludes 0")
+    ax.set_title(f"input {index}, target {name}\nsolid: the interval excludes 0", fontsize=9)
     fig.tight_layout()
     return fig

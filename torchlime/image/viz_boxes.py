@@ -11,6 +11,7 @@ and a title with the box's label and the surrogate's weighted R². matplotlib is
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import torch
@@ -28,12 +29,8 @@ if TYPE_CHECKING:
 BOX_COLOUR, HALO_COLOUR = "#ffd700", "black"
 
 
-def _label_name(label: int, class_names: Optional[Sequence[str]]) -> str:
-    if label < 0:
-        return "any label"
-    if class_names is not None and label < len(class_names):
-        return str(class_names[label])
-    return f"label {label}"
+def _label_name(label: int, class_names: Optional[_colours.ClassNames]) -> str:
+    return "any label" if label < 0 else _colours.class_name(label, class_names, f"label {label}")
 
 
 def boxes_record(explanation: Explanation) -> Optional[dict[str, Any]]:
@@ -48,7 +45,7 @@ def boxes_record(explanation: Explanation) -> Optional[dict[str, Any]]:
 
 
 def box_caption(
-    explanation: Explanation, index: int, target_index: int, class_names: Optional[Sequence[str]] = None
+    explanation: Explanation, index: int, target_index: int, class_names: Optional[_colours.ClassNames] = None
 ) -> Optional[tuple[str, Optional[list[float]]]]:
     """Name the box that target ``target_index`` of image ``index`` explains, for a ``Boxes`` explanation.
 
@@ -56,7 +53,7 @@ def box_caption(
         explanation: any explanation.
         index: which image.
         target_index: which target (column of ``explanation.target``).
-        class_names: names of the labels.
+        class_names: names of the labels (a sequence indexed by label or a mapping label -> name).
 
     Returns:
         ``(caption, corners)``, e.g. ``("box 1 of 2: (0, 0, 8, 8), label 3", [0.0, 0.0, 8.0, 8.0])``, with
@@ -97,7 +94,7 @@ def plot_boxes(
     *,
     index: int = 0,
     k: int = 3,
-    class_names: Optional[Sequence[str]] = None,
+    class_names: Optional[_colours.ClassNames] = None,
     cols: Optional[int] = None,
     panel_size: float = 3.2,
 ) -> Figure:
@@ -116,7 +113,8 @@ def plot_boxes(
         images: (B, C, H, W) the explained images (C = 1 or 3 is drawn as is, more as the first 3).
         index: which image.
         k: how many top segments to contour in each panel.
-        class_names: names of the labels (``explanation.target``), for the titles.
+        class_names: names of the labels (``explanation.target``), a sequence indexed by label or a mapping
+            label -> name, for the titles.
         cols: panels per row (default: up to 4).
         panel_size: inches per panel.
 
@@ -182,7 +180,8 @@ def plot_boxes(
     ncols = min(n, 4) if cols is None else check_positive_int(cols, "cols")
     nrows = math.ceil(n / ncols)
     fig: Figure
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 1.0, panel_size * nrows), squeeze=False)
+    size = (panel_size * ncols + 1.0, panel_size * nrows + 0.6)  # laid out when drawn: titles and bar fit
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
     extent = (0.0, float(w), float(h), 0.0)  # pixel units: boxes are drawn in the detector's coordinates
     image = None
     for ax, j in zip(axes.flat, shown):
@@ -200,11 +199,12 @@ def plot_boxes(
     for ax in list(axes.flat)[n:]:
         fig.delaxes(ax)
     assert image is not None  # every shown box drew its panel (there is at least one)
-    bar = fig.colorbar(image, ax=list(axes.flat)[:n], fraction=0.046, pad=0.04)
+    bar = fig.colorbar(image, ax=list(axes.flat)[:n], fraction=0.046, pad=0.02)
     bar.set_label(_colours.label("weight (target: the box)"), fontsize=8)
-    title = f"image {index}: {n} explained box{'es' if n > 1 else ''} (dashed: top {k} segments by |weight|)"
+    title = f"image {index}: {n} explained box{'es' if n > 1 else ''}\n(dashed: top {k} segments by |weight|)"
     if explanation.meta.get("unreliable"):
-        fig.suptitle(f"{title}; unreliable fit: {explanation.meta['unreliable']}", color="#d62728", fontsize=9)
+        why = textwrap.fill(f"unreliable fit: {explanation.meta['unreliable']}", int(8 * size[0]))
+        fig.suptitle(f"{title}\n{why}", color="#d62728", fontsize=9)
     else:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -89,7 +89,7 @@ def plot_regions(
     *,
     index: int = 0,
     regions: object = None,
-    class_names: Optional[Sequence[str]] = None,
+    class_names: Optional[_colours.ClassNames] = None,
     ncols: int = 4,
 ) -> Figure:
     """One panel per valid target of image ``index``: the coefficient heatmap, the region outlined.
@@ -108,7 +108,8 @@ def plot_regions(
             target keeps in memory; no outlines for a loaded or sliced explanation), the ``Region`` or
             masks (H, W) / (R, H, W) / (B, R, H, W) given to it, or the model's predicted label map
             (B, H, W), e.g. ``model(images)["out"].argmax(1)``.
-        class_names: a name per class, for the titles (default: the class index).
+        class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
+            titles (default: the class index).
         ncols: the most panels per row.
 
     Returns:
@@ -164,8 +165,7 @@ def plot_regions(
                 ax.contour(*grid, ring, levels=[0.5], colors=colour, linewidths=width)
             ax.set_xlim(-0.5, size[1] - 0.5)
             ax.set_ylim(size[0] - 0.5, -0.5)
-        label = int(explanation.target[index, t])
-        name = class_names[label] if class_names is not None and 0 <= label < len(class_names) else str(label)
+        name = _colours.class_name(int(explanation.target[index, t]), class_names)
         ax.set_title(f"{word} {name}: R² {float(explanation.score[index, t]):.2f}", fontsize=9)
         used.append(ax)
     for ax in axes.flat:

@@ -70,8 +70,8 @@ def plot_curves(
     elif isinstance(labels, str) or len(labels) != y.shape[0]:
         raise ValueError(f"`labels` must hold {y.shape[0]} names (one per curve), got {describe(labels)}")
     auc = trapezoid(y, xs).tolist()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    if ax is None:  # laid out when drawn: the axis labels and the legend stay on the canvas
+        _, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
     for xi, yi, name, a in zip(xs.tolist(), y.tolist(), labels, auc):
         ax.plot(xi, yi, marker="." if len(xi) <= 40 else None, label=f"{name} (AUC {a:.3f})")
     ax.set_xlabel("fraction of features changed")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import torch
@@ -16,12 +16,18 @@ if TYPE_CHECKING:
 
 
 def plot_series(
-    explanation: Explanation, series: torch.Tensor, *, index: int = 0, target_index: int = 0, title: str = ""
+    explanation: Explanation,
+    series: torch.Tensor,
+    *,
+    index: int = 0,
+    target_index: int = 0,
+    title: str = "",
+    class_names: Optional[_colours.ClassNames] = None,
 ) -> Figure:
     """One panel per channel: the series, each step shaded by its feature's LIME weight.
 
     One diverging colormap ("RdBu_r") centred at 0: red supports the target, blue opposes it (the colour
-    bar says so).
+    bar under the panels says so).
 
     Args:
         explanation: from ``explain_series`` (or any explanation of (B, C, T) series).
@@ -29,6 +35,8 @@ def plot_series(
         index: which series.
         target_index: which explained target (column of ``explanation.target``).
         title: the figure's title (default: the series and its target).
+        class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
+            title and the colour bar ("weight for 'rising'"; default: the class index).
 
     Returns:
         The matplotlib ``Figure``.
@@ -47,7 +55,8 @@ def plot_series(
     x = series[index].detach().cpu().float().numpy()
     lim = float(np.abs(heat).max()) or 1.0
     fig: Figure
-    fig, axes = plt.subplots(shape[1], 1, sharex=True, squeeze=False, figsize=(8, 1 + 1.2 * shape[1]))
+    size = (8, 1.6 + 1.2 * shape[1])  # laid out when drawn, the colour bar under the panels: its label fits
+    fig, axes = plt.subplots(shape[1], 1, sharex=True, squeeze=False, figsize=size, layout="constrained")
     for channel, ax in enumerate(axes[:, 0]):
         lo, hi = float(x[channel].min()), float(x[channel].max())
         box = (-0.5, shape[2] - 0.5, lo - 0.1 * (hi - lo) - 0.1, hi + 0.1 * (hi - lo) + 0.1)
@@ -57,6 +66,8 @@ def plot_series(
         ax.plot(np.arange(shape[2]), x[channel], color="k", linewidth=1)
         ax.set_ylabel(f"channel {channel}")
     axes[-1, 0].set_xlabel("time step")
-    fig.colorbar(shade, ax=list(axes[:, 0]), label=_colours.label("weight"))
-    fig.suptitle(title or f"series {index}, target {int(explanation.target[index, target_index])}")
+    name = _colours.class_name(int(explanation.target[index, target_index]), class_names)
+    bar = fig.colorbar(shade, ax=list(axes[:, 0]), location="bottom", aspect=40)
+    bar.set_label(_colours.label(f"weight for '{name}'"), fontsize=8)
+    fig.suptitle(title or f"series {index}, target {name}")
     return fig

@@ -305,11 +305,13 @@ def plot_top_features(
     index: int = 0,
     target_index: int = 0,
     k: int = 10,
+    class_names: Optional[_colours.ClassNames] = None,
     ax: Optional[Axes] = None,
 ) -> Figure:
     """Horizontal bar chart of the k features with the largest |coefficient|.
 
-    Bars of features that support the target are red, those that oppose it blue (the x label says so).
+    Bars of features that support the target are red, those that oppose it blue (the x label says so, naming
+    the class: "weight for 'positive'").
 
     The options given by position (``plot_top_features(exp, names, 0, 0, 10)``) still work, with a
     ``DeprecationWarning``.
@@ -320,6 +322,8 @@ def plot_top_features(
         index: which explained input.
         target_index: which explained target (column of ``explanation.target``).
         k: how many features to show.
+        class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
+            x label (default: the class index).
         ax: a matplotlib Axes to draw into (default: a new figure's).
 
     Returns:
@@ -340,7 +344,8 @@ def plot_top_features(
     ax.barh(range(len(keep)), [v for _, v in keep], color=colours)
     ax.set_yticks(range(len(keep)), [str(names[i]) for i, _ in keep])
     ax.axvline(0, color="#444", lw=0.8)
-    ax.set_xlabel(f"weight for target {int(exp.target[index, target_index])}\n{_colours.LEGEND}")
+    name = _colours.class_name(int(exp.target[index, target_index]), class_names)
+    ax.set_xlabel(f"weight for '{name}'\n{_colours.LEGEND}")
     if new is not None:  # room for the two-line label; a given ax's figure is laid out by its owner
         new.tight_layout()
     return cast("Figure", ax.figure)  # a SubFigure for the axes of a subfigure
