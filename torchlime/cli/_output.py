@@ -60,11 +60,11 @@ class Output:
         return self.write(name, (json.dumps(data, indent=2) + "\n").encode())
 
     def figure(self, name: str, fig: Figure) -> Path:
-        """Write a matplotlib figure as the PNG ``name`` (110 dpi) and close it."""
+        """Write a matplotlib figure as the PNG ``name`` (110 dpi, cropped to what it draws) and close it."""
         import matplotlib.pyplot as plt
 
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=110)
+        fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")  # every label inside the PNG
         plt.close(fig)
         return self.write(name, buffer.getvalue())
 
