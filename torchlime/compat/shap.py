@@ -23,7 +23,6 @@ device. The drawn coalitions are torchlime's draws of shap's distribution, from 
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 from typing import Callable, Optional, Union, cast
@@ -32,7 +31,9 @@ import numpy as np
 import torch
 
 from torchlime._checks import describe
+from torchlime.compat import _shap_args as checks
 from torchlime.compat import _shap_design as design
+from torchlime.compat._shap_args import Seed
 from torchlime.compat._shap_data import (
     ModelCall,
     Rows,
@@ -51,61 +52,8 @@ from torchlime.typing import BatchSize, MemorySpec
 
 __all__ = ["KernelExplainer"]
 
-Seed = Union[int, np.random.RandomState, np.random.Generator, None]
 _BLOCK_ELEMENTS = 2**23  # bound on rows of X x draws x features held by the design of one block
 _KEYWORDS = ("keep_index", "keep_index_ordered", "random_state", "nsamples", "l1_reg")
-
-
-def _rule(l1_reg: object) -> Union[Rule, str]:
-    """``l1_reg`` checked: False, ("num_features", k), "aic", "bic", "auto" or a Lasso alpha > 0."""
-    number = isinstance(l1_reg, numbers.Real) and not isinstance(l1_reg, (bool, np.bool_))
-    alpha = float(cast(float, l1_reg)) if number else float("nan")
-    if l1_reg is False or alpha == 0:
-        return False
-    if isinstance(l1_reg, str):
-        if l1_reg in ("aic", "bic", "auto"):
-            return l1_reg
-        inner = l1_reg[len("num_features(") : -1] if l1_reg.startswith("num_features(") and l1_reg[-1:] == ")" else ""
-        if inner.strip().isdigit() and int(inner) >= 1:
-            return ("num_features", int(inner))
-    elif np.isfinite(alpha) and alpha > 0:
-        return alpha
-    raise ValueError(
-        f"`l1_reg` must be 'num_features(k)' (k >= 1), 'aic', 'bic', 'auto', False or a Lasso alpha > 0 "
-        f"(as shap takes it), got {l1_reg!r}"
-    )
-
-
-def _count(nsamples: object) -> Optional[int]:
-    """``nsamples`` checked: None for "auto", else an int >= 1."""
-    if isinstance(nsamples, str) and nsamples == "auto":
-        return None
-    if isinstance(nsamples, (float, np.floating)) and float(nsamples).is_integer():
-        nsamples = int(nsamples)  # 100.0, as shap takes it
-    if isinstance(nsamples, (int, np.integer)) and not isinstance(nsamples, bool) and nsamples >= 1:
-        return int(nsamples)
-    raise ValueError(f"`nsamples` must be 'auto' or an int >= 1 (model evaluations per row), got {nsamples!r}")
-
-
-def _check_seed(seed: object) -> None:
-    """``seed`` checked: None, an int >= 0, or a numpy RandomState / Generator."""
-    if seed is None or isinstance(seed, (np.random.RandomState, np.random.Generator)):
-        return
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
-        return
-    raise TypeError(f"`seed` must be None, an int >= 0 or a numpy RandomState / Generator, got {describe(seed)}")
-
-
-def _seed_value(seed: object) -> int:
-    """An int seed from ``seed``: itself, a draw of a numpy generator, or (None) of numpy's global one."""
-    _check_seed(seed)
-    if isinstance(seed, (int, np.integer)):
-        return int(seed)
-    if isinstance(seed, np.random.RandomState):
-        return int(seed.randint(0, 2**62, dtype=np.int64))
-    if isinstance(seed, np.random.Generator):
-        return int(seed.integers(0, 2**62))
-    return int(np.random.randint(0, 2**62, dtype=np.int64))
 
 
 class KernelExplainer:
@@ -154,14 +102,14 @@ class KernelExplainer:
         if kwargs.get("random_state") is not None:
             if seed is not None:
                 raise TypeError("pass `seed` or `random_state`, not both")
-            _check_seed(kwargs["random_state"])
+            checks.check_seed(kwargs["random_state"])
             seed = cast(Seed, kwargs["random_state"])
-        _check_seed(seed)
+        checks.check_seed(seed)
         self.seed = seed
         self.nsamples: object = kwargs.get("nsamples", "auto")
         self.l1_reg: object = kwargs.get("l1_reg", "num_features(10)")
-        _count(self.nsamples)
-        _rule(self.l1_reg)
+        checks.count(self.nsamples)
+        checks.rule(self.l1_reg)
         self.link = link_name(link)
         self.batch_size = check_batch_size(batch_size)
         self.max_memory = check_max_memory(max_memory)
@@ -217,10 +165,10 @@ class KernelExplainer:
             TypeError / ValueError: bad ``X``, ``nsamples``, ``l1_reg`` or ``seed``; a model output of another
                 width than on the background, or not finite.
         """
-        count = _count(self.nsamples if nsamples is None else nsamples)
-        rule = _rule(self.l1_reg if l1_reg is None else l1_reg)
+        count = checks.count(self.nsamples if nsamples is None else nsamples)
+        rule = checks.rule(self.l1_reg if l1_reg is None else l1_reg)
         rows, single, _ = explained_rows(X, self.P)
-        generator = torch.Generator().manual_seed(_seed_value(self.seed if seed is None else seed))
+        generator = torch.Generator().manual_seed(checks.seed_value(self.seed if seed is None else seed))
         if rule == "auto":
             warnings.warn("l1_reg='auto' is deprecated (as in shap)", DeprecationWarning, stacklevel=2)
         x = (rows if isinstance(rows, torch.Tensor) else torch.from_numpy(np.array(rows))).to(self._device, self._dtype)
