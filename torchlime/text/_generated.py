@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from torchlime._checks import describe
-from torchlime.engine._stored import check_record
 from torchlime.engine.explanation import Explanation
-from torchlime.engine.info import Info
+from torchlime.engine.info import check_record
 from torchlime.text._tokens import TokensInfo
+from torchlime.text._with_tokens import WithTokens
 
 #: the label of target 0, the whole continuation's log-probability
 WHOLE = "the whole continuation"
 
 
 @dataclass(frozen=True)
-class GenerationInfo(Info):
+class GenerationInfo(WithTokens):
     """What a generation explanation records (``Explanation.info``; ``meta`` shows it under "text_generation").
 
     ``coef[b, t, j]`` is the weight of the prompt feature named ``prompt[b][j]`` for target t: t = 0 the
@@ -47,27 +47,6 @@ class GenerationInfo(Info):
     generated_ids: list[list[int]]
     generated: Optional[list[list[str]]]
     per_token: bool
-    token_info: Optional[TokensInfo] = None
-
-    def select(self, start: int, stop: int) -> GenerationInfo:
-        """The record of inputs ``start:stop``, its token record's too.
-
-        Args:
-            start: first input kept.
-            stop: one past the last input kept.
-
-        Returns:
-            The sliced record.
-        """
-        cut = super().select(start, stop)
-        tokens = None if self.token_info is None else self.token_info.select(start, stop)
-        return dataclasses.replace(cut, token_info=tokens)
-
-    def as_plain(self) -> dict[str, object]:
-        """The record as plain data (the token record as a mapping too)."""
-        plain = super().as_plain()
-        plain["token_info"] = None if self.token_info is None else self.token_info.as_plain()
-        return plain
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[GenerationInfo]:
@@ -92,7 +71,7 @@ class GenerationInfo(Info):
             [list(g) for g in plain["generated_ids"]],
             None if generated is None else [list(g) for g in generated],
             bool(plain["per_token"]),
-            TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
+            token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
         )
 
     def feature_labels(self, index: int) -> list[str]:

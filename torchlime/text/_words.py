@@ -21,17 +21,18 @@ import torch
 
 from torchlime._checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
-from torchlime.engine.info import Info, check_record, lengths, sized
+from torchlime.engine.info import check_record, lengths, sized
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
+from torchlime.text._with_tokens import WithTokens
 from torchlime.text.split import Splitter, SplitText, check_word_counts, feature_tensor, split_text
 from torchlime.text.strings import StringPerturbation, string_model
 from torchlime.typing import Device, Model
 
 
 @dataclass(frozen=True)
-class WordsInfo(Info):
+class WordsInfo(WithTokens):
     """What a word explanation records (``Explanation.info``; ``meta`` shows it under "text_words").
 
     ``coef[b, :, j]`` is the weight of ``words[b][j]``; ``pieces[b]`` (words and separators) joined is
@@ -54,7 +55,6 @@ class WordsInfo(Info):
     pieces: list[list[str]]
     piece_features: list[list[int]]
     tokens: Optional[list[list[str]]] = None
-    token_info: Optional[TokensInfo] = None
 
     @classmethod
     def of(cls, splits: Sequence[SplitText], tokens: Optional[list[list[str]]] = None) -> WordsInfo:
@@ -74,12 +74,6 @@ class WordsInfo(Info):
             [list(s.feature) for s in splits],
             tokens,
         )
-
-    def as_plain(self) -> dict[str, object]:
-        """The record as plain data (the token record as a mapping too)."""
-        plain = super().as_plain()
-        plain["token_info"] = None if self.token_info is None else self.token_info.as_plain()
-        return plain
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[WordsInfo]:
@@ -105,7 +99,7 @@ class WordsInfo(Info):
             [list(p) for p in plain["pieces"]],
             [list(f) for f in plain["piece_features"]],
             None if tokens is None else [list(t) for t in tokens],
-            TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
+            token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
         )
 
     def feature_labels(self, index: int) -> list[str]:
@@ -132,20 +126,6 @@ class WordsInfo(Info):
         said = sized("text", [sum(f >= 0 for f in feats) for feats in self.piece_features], "word")
         tokens = None if self.token_info is None else self.token_info.lengths
         return said if tokens is None else f"{said} ({lengths(tokens, 'token')})"
-
-    def select(self, start: int, stop: int) -> WordsInfo:
-        """The record of texts ``start:stop`` (the token record's per-text fields too).
-
-        Args:
-            start: first text kept.
-            stop: one past the last text kept.
-
-        Returns:
-            The record of those texts.
-        """
-        cut = super().select(start, stop)
-        tokens = None if self.token_info is None else self.token_info.select(start, stop)
-        return dataclasses.replace(cut, token_info=tokens)
 
     def text_pieces(self, index: int) -> tuple[list[str], list[int]]:
         """Text ``index``'s words and separators, and each one's feature (-1: a separator).

@@ -1,0 +1,38 @@
+"""The base of records that carry their token explanation's record: words and generations."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional, TypeVar
+
+from torchlime.engine.info import Info
+from torchlime.text._tokens import TokensInfo
+
+WithTokensT = TypeVar("WithTokensT", bound="WithTokens")
+
+
+@dataclass(frozen=True)
+class WithTokens(Info):
+    """A record that carries its token explanation's ``TokensInfo`` (``token_info``), cut and stored with it.
+
+    The records of word and generation explanations derive from it; the field is keyword-only, so it comes
+    after their own fields.
+
+    Attributes:
+        token_info: the ``TokensInfo`` of the token explanation, or None.
+    """
+
+    token_info: Optional[TokensInfo] = field(default=None, kw_only=True)
+
+    def select(self: WithTokensT, start: int, stop: int) -> WithTokensT:
+        """The record of inputs ``start:stop``, its token record's per-input fields too."""
+        cut = super().select(start, stop)
+        tokens = None if self.token_info is None else self.token_info.select(start, stop)
+        return dataclasses.replace(cut, token_info=tokens)
+
+    def as_plain(self) -> dict[str, object]:
+        """The record as plain data, the token record as a mapping inside it."""
+        plain = super().as_plain()
+        plain["token_info"] = None if self.token_info is None else self.token_info.as_plain()
+        return plain
