@@ -12,7 +12,6 @@ import errno
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,19 +28,6 @@ from torchlime.dataset._scan import DamagedIndexError
 worker = importlib.import_module("tests.helpers.dataset_worker")
 SCRIPT = Path(worker.__file__)
 SHARDS = ["shard-000000.safetensors", "shard-000001.safetensors", "shard-000002.safetensors"]
-
-
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("clean") / "out"
-    worker.run(out)
-    return out
-
-
-@pytest.fixture
-def copy(clean, tmp_path) -> Path:
-    shutil.copytree(clean, tmp_path / "out")
-    return tmp_path / "out"
 
 
 def assert_same_bytes(out: Path, clean: Path) -> None:

@@ -12,7 +12,6 @@ import contextlib
 import importlib
 import json
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -28,19 +27,6 @@ from torchlime.dataset._scan import DamagedIndexError
 
 worker = importlib.import_module("tests.helpers.dataset_worker")
 SHARDS = ["shard-000000.safetensors", "shard-000001.safetensors", "shard-000002.safetensors"]
-
-
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("clean") / "out"
-    worker.run(out)
-    return out
-
-
-@pytest.fixture
-def copy(clean, tmp_path) -> Path:
-    shutil.copytree(clean, tmp_path / "out")
-    return tmp_path / "out"
 
 
 @contextlib.contextmanager

@@ -354,14 +354,6 @@ def test_a_boxes_call_reads_the_host_once_more_than_a_plain_call_never_per_chunk
 
 
 # ------------------------------------------------------------------------------- the picture
-@pytest.fixture
-def plt():
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    yield plt
-    plt.close("all")
 
 
 def ragged_explanation():

@@ -74,16 +74,6 @@ def test_no_detection_to_explain_names_the_count_and_the_detectors_threshold():
         torchlime.explain(Thresholded(), IMAGES, HALVES, target=Boxes(score_threshold=0.001), n_samples=16)
 
 
-@pytest.fixture
-def plt():
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    yield plt
-    plt.close("all")
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_the_pictures_name_the_box(plt):
     from matplotlib.figure import Figure
