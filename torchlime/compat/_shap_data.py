@@ -194,25 +194,16 @@ class ModelCall:
         """The caller's model (keys any measured chunk size)."""
         return self.fn
 
-    def scores(self, rows: torch.Tensor) -> torch.Tensor:
-        """Float64 (r, K) scores of (r, P) rows on the weights' device.
+    def _numpy_call(self, rows: np.ndarray) -> object:
+        """The model on numpy rows, or on a DataFrame of them with ``keep_index=True``."""
+        if self.columns is not None:
+            import pandas as pd  # only with keep_index=True: pandas is there (a DataFrame came in)
 
-        Args:
-            rows: (r, P) rows.
+            return self.fn(pd.DataFrame(rows, columns=self.columns))
+        return self.fn(rows)
 
-        Returns:
-            The scores; ``ndim`` records whether the model returned (r,) or (r, K).
-        """
-        if self.tensors:
-            out = self.fn(rows)
-        else:
-            array = rows.cpu().numpy()
-            if self.columns is not None:
-                import pandas as pd  # only with keep_index=True: pandas is there (a DataFrame came in)
-
-                out = self.fn(pd.DataFrame(array, columns=self.columns))
-            else:
-                out = self.fn(array)
+    def _output(self, out: object) -> object:
+        """A model's output as a tensor or a numpy array of numbers; ``ndim`` records its rank."""
         if hasattr(out, "to_numpy") and not isinstance(out, torch.Tensor):  # pandas
             out = out.to_numpy()
         if isinstance(out, (list, tuple)) and out and not isinstance(out[0], torch.Tensor):
@@ -222,8 +213,35 @@ class ModelCall:
         ndim = getattr(out, "ndim", 2)
         if self.ndim is None:
             self.ndim = ndim
-        scores = select_output(out, None, rows.shape[0]).to(self.weights.device, torch.float64)
-        return scores
+        return out
+
+    def scores(self, rows: torch.Tensor) -> torch.Tensor:
+        """Float64 (r, K) scores of (r, P) rows on the weights' device.
+
+        Args:
+            rows: (r, P) rows.
+
+        Returns:
+            The scores; ``ndim`` records whether the model returned (r,) or (r, K).
+        """
+        out = self.fn(rows) if self.tensors else self._numpy_call(rows.cpu().numpy())
+        out = self._output(out)
+        return select_output(out, None, rows.shape[0]).to(self.weights.device, torch.float64)
+
+    def host(self, rows: np.ndarray) -> np.ndarray:
+        """Float64 (r, K) scores of (r, P) numpy rows, as numpy (a model called with numpy, on the CPU).
+
+        Args:
+            rows: (r, P) rows.
+
+        Returns:
+            The scores (a view of the model's own array where it is already (r, K) or (r,) float64).
+        """
+        r = rows.shape[0]
+        out = self._output(self._numpy_call(rows))
+        if isinstance(out, np.ndarray) and out.ndim in (1, 2) and out.shape[0] == r and out.dtype.kind == "f":
+            return out.reshape(r, -1).astype(np.float64, copy=False)
+        return select_output(out, None, r).to(torch.float64).cpu().numpy()  # other kinds, and its errors
 
     def __call__(self, chunk: torch.Tensor) -> torch.Tensor:
         """Scores of a chunk: (c, P) rows, or (c, N, P) coalitions averaged over the background rows.

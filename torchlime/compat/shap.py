@@ -13,12 +13,14 @@ hidden feature takes each background row's value and the model's output is avera
 background (weighted for ``shap.kmeans`` summaries), the link is applied to that mean, ``l1_reg``
 selects features as shap does, and the values are the weighted least squares fit whose sum is pinned
 to link(f(x)) - link(E[f(background)]). What is torchlime's: every coalition of every row of ``X`` x
-every background row goes through the model in chunked batched calls (the engine's chunk rule:
-``batch_size`` coalitions per call, each N rows; a device out-of-memory error halves the chunk), only one
-chunk of (coalitions x background rows) exists at a time, the design is built with tensor operations
-and every row's fit is solved at once, on the device. A torch module is called with tensors on its own
-device. The drawn coalitions are torchlime's draws of shap's distribution, from ``seed`` (or
-``random_state``), else from numpy's global generator, so ``np.random.seed`` repeats a run.
+every background row goes through the model in chunked batched calls (``batch_size`` coalitions per
+call, each N rows), only one chunk of (coalitions x background rows) exists at a time, the design is
+built on whole arrays and every row's fit is solved at once. A torch module is called with tensors on
+its own device (the engine's chunk rule; a device out-of-memory error halves the chunk). A numpy model
+(scikit-learn's ``predict_proba``) gets numpy rows built, run and averaged with numpy, in chunks whose
+size is timed during the call (``_shap_host``): the fastest is the model's and the machine's. The drawn
+coalitions are torchlime's draws of shap's distribution, from ``seed`` (or ``random_state``), else from
+numpy's global generator, so ``np.random.seed`` repeats a run.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ from torchlime.compat._shap_data import (
     placement,
 )
 from torchlime.compat._shap_fit import Rule, augmented, lar_select, sklearn_select, solve
+from torchlime.compat._shap_host import ChunkTuner, host_means
 from torchlime.engine.sizes import check_sizes
-from torchlime.stages.forward.chunking import ChunkPlan, check_batch_size, check_max_memory
+from torchlime.stages.forward.chunking import ChunkPlan, check_batch_size, check_max_memory, cpu_rule
 from torchlime.stages.forward.model import eval_mode
 from torchlime.stages.forward.passes import run_rows
 from torchlime.typing import BatchSize, MemorySpec
@@ -68,7 +71,8 @@ class KernelExplainer:
         link: "identity" or "logit" (or shap's ``IdentityLink()`` / ``LogitLink()``).
         seed: the drawn coalitions' seed (int, or a numpy RandomState / Generator); None: numpy's global
             generator (``np.random.seed`` repeats a run).
-        batch_size: coalitions per model call (each N background rows); None: the engine's chunk rule.
+        batch_size: coalitions per model call (each N background rows); None: the engine's chunk rule for
+            a torch model, sizes timed during the first calls for a numpy one (``_shap_host.ChunkTuner``).
         max_memory: CUDA memory budget of a chunk (bytes, or a fraction of the device's memory).
         kwargs: shap's ``keep_index`` (the model gets DataFrames with ``data``'s columns),
             ``keep_index_ordered`` (no effect), ``random_state`` (``seed``'s other name), and ``nsamples`` /
@@ -127,6 +131,7 @@ class KernelExplainer:
         weights = torch.from_numpy(bg.weights).to(self._device)
         columns = bg.names if kwargs.get("keep_index", False) else None
         self._call = ModelCall(model, tensors, weights, columns)
+        self._tuner: Optional[ChunkTuner] = None  # coalitions per call of a numpy model, timed over the calls
         scores = self._forward(lambda a, b: self._bg[a:b], self.N, (self.P,), False)
         self._fnull = (scores * weights.unsqueeze(1)).sum(0)  # (K,) float64 on the device
         self.fnull: np.ndarray = self._fnull.cpu().numpy()  # E[f(background)] per output, as shap's
@@ -286,29 +291,42 @@ class KernelExplainer:
         asked = {int(v): 2 * int(v) + 2**11 if count is None else count for v in set(m.tolist())}
         plans = {v: design.plan(v, asked[v]) for v in asked if v >= 2}
         width = max([q.samples for q in plans.values()], default=0)
-        z = torch.zeros(b, 2 + width, p, dtype=torch.bool)
-        w = torch.zeros(b, 2 + width, dtype=torch.float64)
-        z[:, 0] = True  # row 0: the row itself; row 1: every feature hidden (weights 0: the constraints)
+        # the design on the host, in numpy (single-threaded: no parallel torch operation to wait for)
+        zs, ws = np.zeros((b, 2 + width, p), dtype=bool), np.zeros((b, 2 + width), dtype=np.float64)
+        zs[:, 0] = True  # row 0: the row itself; row 1: every feature hidden (weights 0: the constraints)
         samples, fraction = torch.zeros(b, dtype=torch.long), torch.ones(b, dtype=torch.float64)
-        vary = varying.cpu()
-        for v, q in plans.items():  # one tensor per group of rows with the same number of varying features
-            idx = (m == v).nonzero().flatten()
-            masks, weights = design.design(q, idx.numel(), generator)
-            cols = vary[idx].nonzero()[:, 1].view(idx.numel(), 1, v).expand(-1, q.samples, -1)
-            full = torch.zeros(idx.numel(), q.samples, p, dtype=torch.bool).scatter_(2, cols, masks)
-            z[idx, 2 : 2 + q.samples], w[idx, 2 : 2 + q.samples] = full, weights
+        vary, counts = varying.cpu().numpy(), m.numpy()
+        for v, q in plans.items():  # one array per group of rows with the same number of varying features
+            idx = np.flatnonzero(counts == v)
+            masks, weights = design.design(q, idx.size, generator)
+            cols = np.broadcast_to(np.nonzero(vary[idx])[1].reshape(idx.size, 1, v), masks.shape)
+            full = np.zeros((idx.size, q.samples, p), dtype=bool)
+            np.put_along_axis(full, cols, masks.numpy(), 2)
+            zs[idx, 2 : 2 + q.samples], ws[idx, 2 : 2 + q.samples] = full, weights.numpy()
             samples[idx] = q.samples
             fraction[idx] = q.samples / design.effective_nsamples(asked[v], v)[1]
-        z, w = z.to(dev), w.to(dev)
-        rb, rs = (w > 0).nonzero(as_tuple=True)
-        bg = self._bg.unsqueeze(0)
+        kept = np.nonzero(ws > 0)  # (row, coalition) of every coalition the model sees
+        z, w = torch.from_numpy(zs).to(dev), torch.from_numpy(ws).to(dev)
+        if self._call.tensors:
+            rb, rs = (torch.from_numpy(i).to(dev) for i in kept)
+            bg = self._bg.unsqueeze(0)
 
-        def build(i: int, j: int) -> torch.Tensor:  # (c, N, P): one chunk of coalitions x background rows
-            keep = z[rb[i:j], rs[i:j]].unsqueeze(1)
-            return torch.where(keep, x[rb[i:j]].unsqueeze(1), bg)
+            def build(i: int, j: int) -> torch.Tensor:  # (c, N, P): one chunk of coalitions x background rows
+                keep = z[rb[i:j], rs[i:j]].unsqueeze(1)
+                return torch.where(keep, x[rb[i:j]].unsqueeze(1), bg)
 
-        ey = torch.zeros(b, 2 + width, self.D, dtype=torch.float64, device=dev)
-        ey[rb, rs] = self._forward(build, int(rb.numel()), (self.N, p), progress)
+            ey = torch.zeros(b, 2 + width, self.D, dtype=torch.float64, device=dev)
+            ey[rb, rs] = self._forward(build, int(rb.numel()), (self.N, p), progress)
+        else:  # numpy rows for a numpy model: built, run and averaged with numpy, in timed chunks
+            cap = cpu_rule(((self.N, p), str(self._dtype), "shap"))
+            if isinstance(self.batch_size, int):
+                tuner = ChunkTuner(self.N, cap, self.batch_size)
+            else:  # timed, and the timing goes on in this explainer's later calls until a size is chosen
+                tuner = self._tuner = self._tuner or ChunkTuner(self.N, cap)
+            means = np.zeros((b, 2 + width, self.D), dtype=np.float64)
+            rows, bg_rows = x.numpy(), self._bg.numpy()
+            means[kept] = host_means(self._call, rows, bg_rows, zs[kept], kept[0], tuner, self.D, progress)
+            ey = torch.from_numpy(means)
         fnull = self._fnull.view(1, 1, -1)
         y = apply_link(self.link, torch.cat((fx.unsqueeze(1), fnull.expand(b, 1, -1), ey[:, 2:]), 1))
         chosen = self._chosen(rule, z, w, y, varying, m.to(dev), samples.to(dev), fraction.to(dev))

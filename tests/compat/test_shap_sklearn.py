@@ -1,0 +1,137 @@
+"""``torchlime.compat.shap.KernelExplainer`` on scikit-learn models, shap's usual ones: the numpy path.
+
+A model called with numpy rows gets its coalitions built, run and averaged with numpy in chunks whose size is
+timed during the call (``_shap_host``). These tests hold it to shap's numbers (every coalition evaluated: the
+exact values, equal to rounding), to the efficiency property where coalitions are drawn, to whole coalitions
+per call (a multiple of the background's rows, few and large calls), and to the tuner's rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from torchlime.compat._shap_host import GAIN, START_ROWS, TIMINGS, ChunkTuner
+from torchlime.compat.shap import KernelExplainer
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore:X does not have valid feature names")
+sklearn = pytest.importorskip("sklearn", reason="scikit-learn is a test extra")
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    """A LogisticRegression on scikit-learn's breast-cancer set (30 features, scaled): model, background, rows.
+
+    The rows explained have probabilities in [0.01, 0.99]: the logit of a probability within 1e-11 of 1 turns
+    the rounding of a background mean (the order of a sum) into 1e-8.
+    """
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = load_breast_cancer(return_X_y=True)
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(x, y)
+    p = model.predict_proba(x)[:, 1]
+    moderate = x[(p > 0.01) & (p < 0.99)]
+    return model, x[:40], moderate[:5]
+
+
+class Counted:
+    """``predict_proba`` that records the rows (and the type) of every call."""
+
+    def __init__(self, fn):
+        self.fn, self.rows, self.types = fn, [], set()
+
+    def __call__(self, rows):
+        self.rows.append(rows.shape[0])
+        self.types.add((type(rows), rows.dtype, rows.flags.c_contiguous))
+        return self.fn(rows)
+
+
+@pytest.mark.parametrize("link", ["identity", "logit"])
+def test_logistic_regression_exact_enumeration_equals_shap(cancer, link):
+    """8 of the 30 features vary (the others equal the background): every coalition is evaluated by both."""
+    shap = pytest.importorskip("shap", reason="shap is a test extra: pip install shap")
+    model, rows, x = cancer
+    bg = np.repeat(x[:1], 4, 0)
+    bg[:, :8] = rows[:4, :8]  # 4 background rows differing in the first 8 features only
+    x = np.concatenate((x[:, :8], np.repeat(bg[:1, 8:], len(x), 0)), 1)  # M = 8: 254 coalitions, all evaluated
+    ours = KernelExplainer(model.predict_proba, bg, link=link, seed=0).shap_values(x, nsamples=300, silent=True)
+    theirs = shap.KernelExplainer(model.predict_proba, bg, link=link).shap_values(x, nsamples=300, silent=True)
+    assert ours.shape == np.asarray(theirs).shape == (5, 30, 2)
+    np.testing.assert_allclose(ours, theirs, atol=1e-10)
+    assert not ours[:, 8:].any()
+
+
+def test_logistic_regression_drawn_coalitions_efficiency(cancer):
+    """30 varying features, coalitions drawn: sum(phi) = f(x) - E[f(background)], every row and class."""
+    model, bg, x = cancer
+    explainer = KernelExplainer(model.predict_proba, bg, seed=1)
+    phi = explainer.shap_values(x, nsamples=500, l1_reg=False, silent=True)
+    np.testing.assert_allclose(phi.sum(1) + explainer.expected_value, model.predict_proba(x), atol=1e-10)
+    np.testing.assert_allclose(explainer.expected_value, model.predict_proba(bg).mean(0), atol=1e-12)
+
+
+def test_whole_coalitions_in_few_large_numpy_calls(cancer):
+    """Every call is numpy float64 rows, whole coalitions of the 40 background rows; a fixed size is kept."""
+    model, bg, x = cancer
+    timed = Counted(model.predict_proba)
+    first = KernelExplainer(timed, bg, seed=2).shap_values(x, nsamples=1000, l1_reg=False, silent=True)
+    coalition_rows = timed.rows[2:]  # after the background's and the rows' own calls
+    assert timed.rows[:2] == [40, 5] and sum(coalition_rows) == 5 * 1000 * 40
+    assert all(r % 40 == 0 for r in coalition_rows)
+    assert len(coalition_rows) <= 5 * 1000 * 40 // (START_ROWS // 40 * 40) + 1  # never under START_ROWS a call
+    assert timed.types == {(np.ndarray, np.dtype(np.float64), True)}
+    fixed = Counted(model.predict_proba)
+    again = KernelExplainer(fixed, bg, seed=2, batch_size=300).shap_values(x, nsamples=1000, l1_reg=False, silent=True)
+    assert fixed.rows[2:] == [300 * 40] * 16 + [200 * 40]  # 5000 coalitions, 300 a call
+    np.testing.assert_allclose(first, again, atol=1e-12)
+
+
+def test_later_calls_go_on_timing_then_keep_the_size(cancer):
+    _, bg, x = cancer
+    coef = np.linspace(-1, 1, 30) / bg.std(0)
+    timed = Counted(lambda v: v @ coef)
+    explainer = KernelExplainer(timed, bg, seed=3)
+    for _ in range(4):  # about 9500 coalitions time every size up to the cap
+        explainer.shap_values(x, nsamples=1000, l1_reg=False, silent=True)
+        if explainer._tuner is not None and explainer._tuner.best is not None:
+            break
+    assert explainer._tuner is not None
+    chosen, calls = explainer._tuner.best, len(timed.rows)
+    assert chosen is not None and START_ROWS // 40 <= chosen <= 1024  # 1024: the CPU rule's 16 MiB of rows
+    explainer.shap_values(x[:2], nsamples=1000, l1_reg=False, silent=True)
+    later = timed.rows[calls + 1 :]  # after the rows' own call
+    assert later[:-1] == [chosen * 40] * (len(later) - 1) and sum(later) == 2 * 1000 * 40
+
+
+def test_non_finite_outputs_are_named(cancer):
+    _, bg, x = cancer
+
+    def nan_off_the_data(rows):
+        out = np.ones((rows.shape[0], 2))
+        out[(rows != bg[0]).any(1) & (rows != x[0]).any(1)] = np.nan  # finite on the background and the rows only
+        return out
+
+    with pytest.raises(ValueError, match="finite"):
+        KernelExplainer(nan_off_the_data, bg[:1]).shap_values(x[:1], nsamples=100, silent=True)
+
+
+def test_the_tuner_stops_where_a_size_is_slower_and_keeps_the_fastest():
+    tuner = ChunkTuner(100, cap=10_000)
+    per_coalition = {40: 1.0, 60: 0.9, 90: 0.8, 135: 0.85, 202: 3.0, 303: 3.0}  # a library going multi-threaded
+    sizes = []
+    while tuner.best is None:
+        size = tuner.next(10**6)
+        sizes.append(size)
+        tuner.record(size, per_coalition[size] * size)
+    grown = [s for s in (60, 90, 135, 202, 303) for _ in range(TIMINGS)]
+    assert tuner.best == 90 and sizes == [40] * (TIMINGS + 1) + grown  # the first chunk untimed
+    assert tuner.next(10**6) == 90 and tuner.next(7) == 7
+    noisy = ChunkTuner(100, cap=90)  # within GAIN of the fastest: growth goes on to the cap
+    while noisy.best is None:
+        size = noisy.next(10**6)
+        noisy.record(size, size * (1 + GAIN / 2 if size == 60 else 1.0))
+    assert noisy.best == 40
+    assert ChunkTuner(100, cap=512, best=7).next(100) == 7 and ChunkTuner(10**6, cap=512).next(100) == 1

@@ -1,0 +1,147 @@
+"""The coalitions of a numpy model (scikit-learn's ``predict_proba``), built and averaged with numpy.
+
+A model called with numpy rows gets each chunk of c coalitions x N background rows as one (c N, P) numpy
+array built by one ``np.where`` from the coalitions' masks, the explained rows and the background, and
+its (c N, K) outputs are averaged over the background by one matrix product per chunk: no torch tensor
+and no copy between the two libraries per chunk, and no torch intra-op threads (on a shared CPU a
+parallel torch operation waits for a thread that another process holds, chunk after chunk).
+
+Coalitions per call: a fixed ``batch_size``, else timed during the call by ``ChunkTuner``. The fastest
+size is the model's and the machine's: a ``LogisticRegression``'s matrix product goes multi-threaded in
+OpenBLAS above about 13 000 rows and, on a loaded 2-core machine, runs 3x slower per row there, while a
+50-tree random forest pays a dispatch over its trees per call and wants 25 000 rows or more. No chunk
+runs twice: the timed chunks are the call's own. The values do not depend on the sizes: a model row's
+output is the model's, and each coalition's mean is a product over its own N rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+import torch
+
+from torchlime._checks import describe
+from torchlime.compat._shap_data import ModelCall
+from torchlime.stages.forward.errors import model_call_error
+from torchlime.stages.forward.passes import progress_bar
+
+START_ROWS = 2**12  # model rows of the first timed chunks
+GROWTH = 1.5  # each timed size is this much larger than the last
+GAIN = 0.25  # a size this much slower per row than the fastest counts as worse (a loaded machine's noise is less)
+TIMINGS = 3  # chunks timed per size (after one untimed first chunk); a size's time is the fastest of them
+PATIENCE = 2  # worse sizes in a row before the growth stops
+
+
+class ChunkTuner:
+    """Coalitions per model call: fixed, or grown from ``START_ROWS`` model rows while not clearly slower.
+
+    Every size runs ``TIMINGS`` chunks; the sizes grow by ``GROWTH`` up to ``cap`` until ``PATIENCE``
+    sizes in a row are more than ``GAIN`` slower per coalition than the fastest so far; the fastest size
+    is then ``best`` for the rest of the call (and for the explainer's later calls).
+
+    Args:
+        background_rows: N, the model rows of one coalition.
+        cap: the largest size (coalitions).
+        best: a size already chosen (a fixed ``batch_size``, or an earlier call's), or None to time.
+
+    Example:
+        >>> tuner = ChunkTuner(100, cap=512)
+        >>> tuner.next(10_000)  # 4096 model rows: 40 coalitions of 100 rows
+        40
+    """
+
+    def __init__(self, background_rows: int, cap: int, best: Optional[int] = None) -> None:
+        self.cap = max(1, cap)
+        self.size = min(self.cap, max(1, START_ROWS // max(1, background_rows)))
+        self.best = best
+        self.per_size: dict[int, list[float]] = {}  # size -> seconds per coalition of each timed chunk
+        self.worse = 0
+        self.warm = False  # the first chunk (the model's first call at this width: lazy set-up) is not timed
+
+    def next(self, remaining: int) -> int:
+        """The next chunk's coalitions (at most ``remaining``)."""
+        return max(1, min(self.size if self.best is None else self.best, remaining))
+
+    def record(self, size: int, seconds: float) -> None:
+        """Take the time of a chunk of ``size`` coalitions (a short last chunk, or once chosen, is not counted)."""
+        if self.best is not None or size != self.size or not self.warm:
+            self.warm = True
+            return
+        self.per_size.setdefault(size, []).append(seconds / size)
+        if len(self.per_size[size]) < TIMINGS:
+            return
+        per = {s: min(v) for s, v in self.per_size.items() if len(v) >= TIMINGS}
+        fastest = min(per.values())
+        self.worse = self.worse + 1 if per[size] > fastest * (1 + GAIN) else 0
+        grown = min(self.cap, max(size + 1, int(size * GROWTH)))
+        if self.worse >= PATIENCE or grown == size:
+            self.best = min(s for s, t in per.items() if t == fastest)
+        else:
+            self.size = grown
+
+
+def host_means(
+    call: ModelCall,
+    x: np.ndarray,
+    bg: np.ndarray,
+    masks: np.ndarray,
+    owner: np.ndarray,
+    tuner: ChunkTuner,
+    outputs: int,
+    progress: bool,
+) -> np.ndarray:
+    """The background-weighted mean model output of every coalition, the model called with numpy rows.
+
+    Args:
+        call: the model (``call.fn`` takes numpy rows; ``call.weights`` are the background's weights).
+        x: (B, P) the explained rows, in the model's dtype.
+        bg: (N, P) the background rows, in the same dtype.
+        masks: bool (R, P) the coalitions (True: the explained row's value, False: the background's).
+        owner: int (R,) the explained row of each coalition.
+        tuner: the chunk sizes.
+        outputs: K, the model's outputs per row (as on the background).
+        progress: show a progress bar over the coalitions.
+
+    Returns:
+        Float64 (R, K) the means.
+
+    Raises:
+        ValueError: an output of another width than K, or not finite.
+        ModelCallError / the model's exception: what the model raised, saying what it was sent.
+    """
+    total, (n, p) = masks.shape[0], bg.shape
+    weights = call.weights.cpu().numpy()
+    means = np.empty((total, outputs), dtype=np.float64)
+    with progress_bar(total, progress) as bar:
+        start = 0
+        while start < total:
+            size = tuner.next(total - start)
+            stop = start + size
+            began = time.perf_counter()
+            chunk = np.where(masks[start:stop, None, :], x[owner[start:stop], None, :], bg)  # (c, N, P)
+            try:
+                scores = call.host(chunk.reshape(size * n, p))
+            except Exception as err:  # the model's own error, said with what it was sent
+                sent = torch.from_numpy(chunk)
+                wrapped = model_call_error(err, sent, start, sent.dtype)
+                if wrapped is err:
+                    raise
+                raise wrapped from err
+            if scores.shape[1] != outputs:
+                raise ValueError(
+                    f"`model` must return {outputs} finite value(s) per row (as on the background data), "
+                    f"got {describe(scores)}"
+                )
+            means[start:stop] = np.matmul(weights, scores.reshape(size, n, outputs))
+            tuner.record(size, time.perf_counter() - began)
+            bar.update(size)
+            start = stop
+    bad = ~np.isfinite(means)
+    if bad.any():
+        raise ValueError(
+            f"`model` must return {outputs} finite value(s) per row (as on the background data), got "
+            f"{int(bad.sum())} non-finite mean(s) over the background"
+        )
+    return means
