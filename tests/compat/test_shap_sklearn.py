@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torchlime.compat._shap_host import GAIN, START_ROWS, TIMINGS, ChunkTuner
+from torchlime.compat._shap_host import FILL_FROM, GAIN, START_ROWS, TIMINGS, ChunkTuner, coalition_rows
 from torchlime.compat.shap import KernelExplainer
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore:X does not have valid feature names")
@@ -135,3 +135,18 @@ def test_the_tuner_stops_where_a_size_is_slower_and_keeps_the_fastest():
         noisy.record(size, size * (1 + GAIN / 2 if size == 60 else 1.0))
     assert noisy.best == 40
     assert ChunkTuner(100, cap=512, best=7).next(100) == 7 and ChunkTuner(10**6, cap=512).next(100) == 1
+
+
+@pytest.mark.parametrize("n", [3, FILL_FROM + 5])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.bool_])
+def test_coalition_rows_are_np_where_s(n, dtype):
+    """Both builds (np.where below FILL_FROM background rows, the filled tile from it) copy the same values."""
+    rs = np.random.RandomState(0)
+    masks = rs.rand(7, 5) < 0.5
+    x, bg = rs.normal(size=(7, 5)).astype(dtype), rs.normal(size=(n, 5)).astype(dtype)
+    if dtype != np.bool_:
+        x[0, 1], x[1, 2], bg[0, 3] = np.nan, -0.0, -0.0
+    out, ref = coalition_rows(masks, x, bg), np.where(masks[:, None, :], x[:, None, :], bg)
+    assert out.flags.c_contiguous and out.shape == (7, n, 5) and out.dtype == ref.dtype
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
