@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, ClassVar, Optional
 
 import torch
 
@@ -32,10 +32,13 @@ class Surrogate:
     ``dtype`` is the dtype of the per-block products while the statistics are
     accumulated and of the returned fit (the solve itself runs in float64).
     Every surrogate here needs only the weighted normal equations, O(B·F·(F + T))
-    memory, never the samples themselves.
+    memory, never the samples themselves; a surrogate with ``sample_space`` True
+    (``stages.sample_space``) fits on the samples instead, and the engine keeps them for it.
     """
 
     dtype: torch.dtype = torch.float32
+    #: fits on the samples (``fit``) rather than on normal equations: the engine keeps the samples
+    sample_space: ClassVar[bool] = False
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """The coefficients of every fit from the normal equations.
@@ -138,14 +141,42 @@ def fista_lasso(
     """
     eigenvalues: torch.Tensor = torch.linalg.eigvalsh(gram)  # torch.linalg is untyped
     lip = eigenvalues[..., -1].clamp_min(1e-12).view(-1, 1, 1)
-    step = 1.0 / lip
+
+    def grad(z: torch.Tensor) -> torch.Tensor:
+        return gram @ z - rhs
+
+    return fista(grad, 1.0 / lip, lam, beta0, max_iter, tol, check_every)
+
+
+def fista(
+    grad: Callable[[torch.Tensor], torch.Tensor],
+    step: torch.Tensor,
+    lam: torch.Tensor,
+    beta0: torch.Tensor,
+    max_iter: int,
+    tol: float,
+    check_every: int = 25,
+) -> torch.Tensor:
+    """Batched FISTA with adaptive restart for min f(β) + λ||β||₁, f smooth with gradient ``grad``.
+
+    Args:
+        grad: ∇f of (B, F, T) coefficients, (B, F, T).
+        step: (B, 1, 1) steps, 1 / the Lipschitz constant of ∇f.
+        lam: (B, 1, T) or broadcastable penalties.
+        beta0: (B, F, T) warm start.
+        max_iter: iteration cap.
+        tol: a fit stops (its coefficients are kept from then on) when its max |Δβ| < tol at a check.
+        check_every: iterations between the checks of ``tol``.
+
+    Returns:
+        (B, F, T) the coefficients.
+    """
     beta = beta0
     z = beta0
     t = torch.ones_like(lam.expand(beta.shape[0], 1, beta.shape[-1]))
     done = torch.zeros_like(t, dtype=torch.bool)  # (B, 1, T) the fits that have converged
     for it in range(max_iter):
-        grad = gram @ z - rhs
-        new = torch.where(done, beta, _soft(z - step * grad, step * lam))
+        new = torch.where(done, beta, _soft(z - step * grad(z), step * lam))
         delta = new - beta
         t_new = 0.5 * (1 + torch.sqrt(1 + 4 * t * t))
         # restart momentum of the fits that went uphill (O'Donoghue & Candès gradient scheme)
