@@ -1,15 +1,16 @@
 """Step 4 of an explanation: the surrogate fit, the quality check and the ``Explanation``.
 
-The surrogate is solved from the accumulated normal equations for all B·T fits at once; the
-non-finite outputs and the quality flags (``quality``) are read back together, the call's last
-host synchronisation; ``meta`` records the settings, the chunk size, the timings and the flags.
+The surrogate is solved from the accumulated normal equations for all B·T fits at once (a sample-space
+surrogate: on the kept samples, ``engine.sample_fit``); the non-finite outputs and the quality flags
+(``quality``) are read back together, the call's last host synchronisation; ``meta`` records the
+settings, the chunk size, the timings and the flags.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 
@@ -22,8 +23,11 @@ from torchlime.engine.quality import UnreliableExplanationWarning, assess, repor
 from torchlime.engine.rows import ready
 from torchlime.engine.run import Passes
 from torchlime.engine.run_record import RunRecord
+from torchlime.engine.sample_fit import solve_samples
+from torchlime.stages.normal import Normal
 from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import Unpack
+from torchlime.stages.sample_space import Design
 
 
 def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
@@ -94,7 +98,12 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     outputs = ready(run.scores, "the scores")
     drawn = torch.arange(n_samples, device=dev) < upload(passes.used, torch.long, dev).unsqueeze(1)  # (B, S)
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
-    normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, fmap.valid, outputs)
+    normal: Union[Normal, Design]  # either has the moments the quality check reads
+    if run.sample_space:  # no normal equations: the surrogate fits on the kept samples
+        masks, weights = torch.cat(run.kept_masks, 1), torch.cat(run.kept_weights, 1)
+        normal, fit = solve_samples(masks, weights, outputs, s.surrogate, fmap.valid)
+    else:
+        normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, fmap.valid, outputs)
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
     if valid is not None:  # padded targets of a structured target are no fits to judge

@@ -4,7 +4,9 @@
 blocks of ``FIT_BLOCK`` samples (and groups of inputs that bound the memory), and ``solve`` fits the
 surrogate on them. The engine's ``rows.Run.accumulate`` and ``fit_samples`` (masks and scores held in
 memory, e.g. an explanation's kept samples) both go through them, so the same masks, scores, kernel and
-surrogate give the same bits, whoever fits them.
+surrogate give the same bits, whoever fits them. A surrogate that fits in sample space
+(``Surrogate.sample_space``) gets no normal equations: the same blocks are only weighed and kept, and it
+is fitted on them (``engine.sample_fit``).
 
 ``choose_width`` picks the width of an ``ExponentialKernel(width="auto")`` from the samples, without model
 calls: the candidates are ``GRID`` times a reference width r, the median scaled distance of the samples
@@ -27,12 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import torch
 from torch.profiler import record_function
 
+from torchlime.engine.sample_fit import check_sample_space, solve_samples
 from torchlime.stages.normal import Fit, Normal, NormalAccumulator
+from torchlime.stages.sample_space import Design
 from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, WidthChoice
 
@@ -79,7 +83,7 @@ def padded_as_nan(score: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.T
 
 
 def accumulate_blocks(
-    acc: NormalAccumulator,
+    acc: Optional[NormalAccumulator],
     masks: MaskBlocks,
     scores: torch.Tensor,
     kernel: Kernel,
@@ -94,7 +98,8 @@ def accumulate_blocks(
     """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to ``acc``, ``FIT_BLOCK`` samples at a time.
 
     Args:
-        acc: the normal equations of all B inputs (added to in place: the engine's running sums).
+        acc: the normal equations of all B inputs (added to in place: the engine's running sums), or None
+            (a sample-space fit: the blocks are only weighed, and kept with ``keep``).
         masks: the masks of a block (``MaskBlocks``).
         scores: (B, S', T) the scores of every sample (S' >= s_hi).
         kernel: the kernel bound to the call (mask space: ``weigh_masks``; else ``weigh`` of ``dists``).
@@ -125,7 +130,8 @@ def accumulate_blocks(
                 else:
                     d = dists[b, s0:s1]
                     w = kernel.weigh(d if scale is None else d / scale[b].unsqueeze(1))
-                acc.add(z, scores[b, s0:s1], w, rows=b)
+                if acc is not None:
+                    acc.add(z, scores[b, s0:s1], w, rows=b)
             if keep:
                 block_m.append(z)
                 block_w.append(w)
@@ -163,7 +169,7 @@ def fit_samples(
     valid: torch.Tensor,
     dists: Optional[torch.Tensor] = None,
     scale: Optional[torch.Tensor] = None,
-) -> tuple[Normal, Fit, torch.Tensor]:
+) -> tuple[Union[Normal, Design], Fit, torch.Tensor]:
     """Fit samples held in memory exactly as the engine fits the same samples of a call.
 
     Args:
@@ -176,19 +182,23 @@ def fit_samples(
         scale: (B,) per-input divisors of ``dists``, or None.
 
     Returns:
-        ``(normal, fit, weights)``: the normal equations, the ``Fit`` (coef (B, T, F), ...) and the (B, S)
-        weights.
+        ``(normal, fit, weights)``: the normal equations (a sample-space surrogate: its ``Design``, which has
+        the same moments), the ``Fit`` (coef (B, T, F), ...) and the (B, S) weights.
     """
     batch, n, f = masks.shape
-    acc = NormalAccumulator(batch, f, scores.shape[2], scores[:, 0], surrogate.dtype)
+    space = surrogate.sample_space
+    acc = None if space else NormalAccumulator(batch, f, scores.shape[2], scores[:, 0], surrogate.dtype)
     every = torch.arange(batch, device=masks.device)
 
     def blocks(b: torch.Tensor, g0: int, s0: int, s1: int) -> torch.Tensor:
         return masks[b, s0:s1]
 
-    _, weights = accumulate_blocks(acc, blocks, scores, kernel, valid, every, 0, n, dists, scale, keep=True)
+    _, kept = accumulate_blocks(acc, blocks, scores, kernel, valid, every, 0, n, dists, scale, keep=True)
+    weights = torch.cat(kept, 1)
+    if acc is None:
+        return (*solve_samples(masks, weights, scores, surrogate, valid), weights)
     normal, fit = solve(acc, surrogate, valid, scores)
-    return normal, fit, torch.cat(weights, 1)
+    return normal, fit, weights
 
 
 def reference_width(distances: torch.Tensor) -> torch.Tensor:
@@ -344,8 +354,9 @@ def choose_width(
         The kernel with the chosen width and ``choice`` (a ``WidthChoice``).
 
     Raises:
-        ValueError: fewer than 2·``N_FOLDS`` + 1 samples per input.
+        ValueError: fewer than 2·``N_FOLDS`` + 1 samples per input, or a sample-space surrogate.
     """
+    check_sample_space(surrogate, adaptive=False, auto_width=True)
     n = masks.shape[1]
     if n < 2 * N_FOLDS + 1:
         raise ValueError(

@@ -113,6 +113,7 @@ def _check_sizes(s: Settings, fmap: FeatureMap) -> None:
         device=s.inputs.device,
         keep_samples=s.return_samples,
         score_bytes=8 if float64 else 4,
+        sample_space=s.surrogate.sample_space,
     )
 
 
@@ -191,5 +192,6 @@ def plan(s: Settings) -> Plan:
         progress=s.progress,
         fit_dtype=s.surrogate.dtype,
         keep=s.return_samples,
+        sample_space=s.surrogate.sample_space,
     )
     return Plan(s, fmap, sampler, perturbation, chunks, run, stats, started)

@@ -4,7 +4,8 @@ Rows reach the model in ``RowOrder``s: the first gives the B unperturbed inputs 
 the default targets), then every input's samples 1..S-1, input-major; later rounds of
 ``n_samples="auto"`` give samples ``s_lo..s_hi-1`` of the inputs still being sampled (``run_passes``).
 The fit accumulates the weighted normal equations of any inputs and sample range, drawing the masks
-again in fixed blocks of ``FIT_BLOCK`` samples. The model sees each row exactly once.
+again in fixed blocks of ``FIT_BLOCK`` samples; for a surrogate that fits in sample space it only weighs
+and keeps them (no (F, F) sums are formed). The model sees each row exactly once.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ class Run:
         progress: show a progress bar.
         fit_dtype: dtype of the accumulated products.
         keep: keep masks and weights for ``return_samples``.
+        sample_space: the surrogate fits on the samples: only weigh and keep them (no normal equations).
     """
 
     def __init__(
@@ -187,11 +189,12 @@ class Run:
         progress: bool,
         fit_dtype: torch.dtype,
         keep: bool,
+        sample_space: bool = False,
     ) -> None:
         self.model, self.fmap, self.draw, self.perturbation, self.kernel = model, fmap, draw, perturbation, kernel
         self.plan, self.placement, self.n_cap = plan, placement, n_cap
         self.target_spec, self.output, self.softmax, self.progress = target_spec, output, softmax, progress
-        self.fit_dtype, self.keep = fit_dtype, keep
+        self.fit_dtype, self.keep, self.sample_space = fit_dtype, keep or sample_space, sample_space
         self.batch = fmap.n_features.shape[0]
         self.device = fmap.n_features.device
         self.width: Optional[int] = None
@@ -362,7 +365,7 @@ class Run:
             s_hi: the sample after the last.
         """
         targets, scores = ready(self.targets, "the targets"), ready(self.scores, "the scores")
-        if self.acc is None:
+        if self.acc is None and not self.sample_space:
             self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], self.fit_dtype)
         idx = upload(list(active), torch.long, self.device)
         masks = self.mask_blocks(active, s_lo, s_hi)

@@ -17,6 +17,7 @@ import torch
 from torchlime.engine.fit import choose_width
 from torchlime.engine.plan import Plan
 from torchlime.engine.rows import RowOrder, Run, ready
+from torchlime.engine.sample_fit import check_sample_space
 from torchlime.stages.surrogate import Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, mask_distance
 
@@ -44,7 +45,8 @@ def run_passes(plan: Plan) -> Passes:
 
     Raises:
         ValueError: a kernel that normalises by all of an input's distances, or whose width is "auto", with
-            ``n_samples="auto"``, and what the forward stage raises (outputs of the wrong shape or width).
+            ``n_samples="auto"``; either "auto" with a sample-space surrogate; and what the forward stage
+            raises (outputs of the wrong shape or width).
     """
     s, run = plan.settings, plan.run
     adaptive, n_samples, batch, dev = s.adaptive, s.n_samples, s.inputs.shape[0], s.inputs.device
@@ -56,6 +58,7 @@ def run_passes(plan: Plan) -> Passes:
             f"`kernel` {auto!r} chooses its width from all the samples of the call: it needs an int n_samples, "
             f"not 'auto'"
         )
+    check_sample_space(s.surrogate, adaptive is not None, auto is not None)  # refused before any model call
     run.forward(RowOrder(everyone, 0, first, dev))
     if run.dists is not None:  # kernels normalised by all S distances of an input (e.g. max-normalised)
         run.scale = run.kernel.normaliser(run.dists, torch.ones_like(run.dists, dtype=torch.bool))

@@ -2,13 +2,15 @@
 
 A call keeps some arrays whole whatever its chunk size: the outputs (B, S, T) of every sample, the
 normal equations of the fit (float64 sums (B, F, F) and (B, F, T)), and with ``return_samples`` the
-masks (B, S, F) and weights (B, S). ``check_sizes`` adds their bytes up with host arithmetic only (no
-tensor is made, read or synchronised) and raises a ``SizeError`` naming the argument that makes them
-too large when they exceed the memory of the device that would hold them: a CUDA device's total
-memory, else the machine's physical memory. A request that fits is not touched: the allocator still
-decides about what is close to the limit. The engine checks every call once its feature map is known
-(``engine.plan``); the lime, captum and shap layers call the same helper before they build samples of
-their own.
+masks (B, S, F) and weights (B, S). A surrogate that fits in sample space (``stages.sample_space``)
+keeps the masks and weights instead of normal equations, and its fit holds a float64 design (B, S, F),
+an (S, S) Gram per input and the coefficients and correlations (B, F, T). ``check_sizes`` adds their
+bytes up with host arithmetic only (no tensor is made, read or synchronised) and raises a ``SizeError``
+naming the argument that makes them too large when they exceed the memory of the device that would hold
+them: a CUDA device's total memory, else the machine's physical memory. A request that fits is not
+touched: the allocator still decides about what is close to the limit. The engine checks every call once
+its feature map is known (``engine.plan``); the lime, captum and shap layers call the same helper before
+they build samples of their own.
 """
 
 from __future__ import annotations
@@ -105,14 +107,17 @@ def check_sizes(
     sample_bytes: int = 1,
     argument: str = "n_samples",
     value: object = None,
+    sample_space: bool = False,
 ) -> None:
     """Refuse a call whose whole-kept arrays exceed the memory of ``device`` (host arithmetic only).
 
     The bytes counted: outputs (B, S, T) of ``score_bytes`` each; the fit's float64 normal equations
-    (B, F, F) and (B, F, T); with ``keep_samples`` the samples (B, S, F) of ``sample_bytes`` each (bool
-    masks: 1) and float32 weights (B, S). T may be a lower bound (1 where the targets are known only
-    from the model's output). The argument named is the one whose term dominates: ``argument`` (the
-    samples), "features" (the fit) or "target" (more targets than samples).
+    (B, F, F) and (B, F, T), or with ``sample_space`` its float64 design (B, S, F), Gram (B, S, S) and
+    three (B, F, T) arrays (the samples are then kept whatever ``keep_samples`` says); with
+    ``keep_samples`` the samples (B, S, F) of ``sample_bytes`` each (bool masks: 1) and float32 weights
+    (B, S). T may be a lower bound (1 where the targets are known only from the model's output). The
+    argument named is the one whose term dominates: ``argument`` (the samples), "features" (the fit) or
+    "target" (more targets than samples).
 
     Args:
         batch: B, the inputs explained together.
@@ -125,14 +130,16 @@ def check_sizes(
         sample_bytes: bytes per (sample, feature) element kept with ``keep_samples``.
         argument: the name of the samples argument in the message ("n_samples", "num_samples", "nsamples").
         value: the value to show for it (default: ``n_samples``).
+        sample_space: the surrogate fits on the samples, without (F, F) normal equations.
 
     Raises:
         SizeError: a ``ValueError`` naming the argument, the bytes needed and the limit.
     """
     b, s, f, t = (max(int(v), 1) for v in (batch, n_samples, n_features, n_targets))
     outputs = b * s * t * score_bytes
+    keep_samples = keep_samples or sample_space
     samples = b * s * (f * sample_bytes + 4) if keep_samples else 0
-    fit = b * f * (f + t) * 8
+    fit = b * (s * (f + s) + 3 * f * t) * 8 if sample_space else b * f * (f + t) * 8
     needed = outputs + samples + fit
     limit = memory_limit(device)
     if limit is None or needed <= limit[0]:
@@ -143,8 +150,9 @@ def check_sizes(
     head = f"needs {format_bytes(needed)} for {what} {shapes}, more than {limit[1]}"
     if fit >= outputs + samples:
         name, got = "features", f
+        held = "design (B, S, F)" if sample_space else "normal equations (B, F, F)"
         message = (
-            f"the number of features F={f} {head}: the fit's normal equations (B, F, F) alone take "
+            f"the number of features F={f} {head}: the fit's {held} alone take "
             f"{format_bytes(fit)}; use fewer, larger features (e.g. fewer segments)"
         )
     elif t > s:
