@@ -52,9 +52,9 @@ def _rank(gram: torch.Tensor) -> torch.Tensor:
 def _in_span(xj: torch.Tensor, xa: torch.Tensor, chol: torch.Tensor) -> torch.Tensor:
     """Bool (n,): is each fit's column xj (n, S) in the span of its active columns xa (n, cap, S)?
 
-    The squared distance of xj from that span is ||xj||² - ||L⁻¹ X_A xj||², with L L ᵀ the active Gram.
+    The squared distance of xj from that span is ||xj||² - ||L⁻¹ X_A xj||², with L Lᵀ the active Gram.
     """
-    proj = torch.linalg.solve_triangular(chol, xa @ xj.unsqueeze(-1), upper=False)
+    proj: torch.Tensor = torch.linalg.solve_triangular(chol, xa @ xj.unsqueeze(-1), upper=False)  # untyped
     norm = (xj * xj).sum(1)
     return norm - (proj * proj).sum((1, 2)) <= _SPANNED * norm
 
