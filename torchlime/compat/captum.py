@@ -5,7 +5,9 @@
 torch's global CPU generator, in captum's order, fit draws included), so a call after
 ``torch.manual_seed(s)`` sees captum's samples; the forward passes run batched and chunked through
 torchlime (torchlime's chunk rule, or at most ``perturbations_per_eval`` rows per call where it is given),
-and the surrogate is torchlime's batched fit of captum's objective. captum's ``SkLearnLasso`` /
+and the surrogate is torchlime's batched fit of captum's objective. With no more samples than features
+(no ``feature_mask``: one feature per element) the fits run in sample space (``_captum_fit``), so no
+(F, F) array is formed and 3x224x224 inputs are explained at captum's defaults. captum's ``SkLearnLasso`` /
 ``SkLearnRidge`` / ``SkLearnLinearRegression`` (and the SGD variants, solved exactly) and its
 ``get_exp_kernel_similarity_function`` kernels are taken; other surrogates, kernels and perturbation
 functions are refused with the torchlime equivalent.
@@ -35,6 +37,7 @@ from torchlime.compat._captum_args import (
     probe,
     refused_dtype,
 )
+from torchlime.compat._captum_fit import feature_ids, fitters
 from torchlime.compat._vocabulary import check_count, check_regressor_settings, speaking
 from torchlime.engine.explainer import explain
 from torchlime.engine.sizes import check_sizes
@@ -211,7 +214,10 @@ class _Attribution:
                 f"got {ppe}"
             )
         examples = 1 if whole else bsz  # the draws (E, S, M): float32 and two bool copies, refused before made
-        check_sizes(examples, n_samples, m, device=torch.device("cpu"), keep_samples=True, sample_bytes=6)
+        space = fitters(self.surrogate, n_samples, m)[1].sample_space  # S <= F: no (F, F) arrays
+        check_sizes(
+            examples, n_samples, m, device=torch.device("cpu"), sample_bytes=6, sample_space=space, keep_samples=True
+        )
         z = torch.stack([self._draw_and_fit_draws(n_samples, m) for _ in range(examples)])  # (E, S, M) captum's
         with speaking(ERRORS, self.advice, per_input=True), refused_dtype(tensors):
             coef = self._fit(tensors, masks, baseline, extra, checked, z, whole, ppe, show_progress)
@@ -254,7 +260,7 @@ class _Attribution:
                 return torch.as_tensor(out, dtype=torch.float32).reshape(1, 1)
 
             extra = ()
-        ids = _feature_ids(masks, examples, m, dev)  # (E, M) bool: which of captum's ids each example has
+        ids = feature_ids(masks, examples, m, dev)  # (E, M) bool: which of captum's ids each example has
         cols = ids.long().cumsum(1) - 1  # captum id -> the engine's relabelled column
         counts = ids.sum(1)
         if int(counts.min()) < 2:
@@ -263,6 +269,7 @@ class _Attribution:
                 f"`feature_mask` must give every example at least 2 features to attribute, examples {few} have fewer"
             )
         f_max = int(counts.max())
+        engine_fit, fitter = fitters(self.surrogate, n, f_max)  # sample space when n <= f_max (_captum_fit)
         first = torch.ones(examples, 1, m, dtype=torch.bool)
         rows = z.bool() if self.keeps_first else torch.cat((first, z.bool()), 1)
         engine_masks = torch.zeros(examples, rows.shape[1], f_max, dtype=torch.bool)
@@ -280,7 +287,7 @@ class _Attribution:
                 n_samples=rows.shape[1],
                 baseline=fills,
                 kernel=self.kernel,
-                surrogate=Ridge(alpha=0.0, dtype=torch.float64),
+                surrogate=engine_fit,
                 masks=engine_masks.to(dev),
                 batch_size=1 if whole else ppe,  # None: the engine's chunk rule
                 return_samples=True,
@@ -290,7 +297,7 @@ class _Attribution:
         lo = 0 if self.keeps_first else 1  # Lime: the engine's unperturbed row 0 is not one of captum's samples
         out, w = exp.outputs[:, lo:, 0], self._weights(z.to(dev), exp.weights[:, lo:])  # (E, S)
         valid = torch.ones(examples, m, dtype=torch.bool, device=dev)
-        fit = self.surrogate.fit(z.to(dev, torch.float32), out.unsqueeze(-1), w, valid)
+        fit = fitter.fit(z.to(dev, torch.float32), out.unsqueeze(-1), w, valid)
         return fit.coef[:, 0, :]  # (E, M)
 
 
@@ -378,17 +385,6 @@ class KernelShap(_Attribution):
 
 
 # ---------------------------------------------------------------------- captum's input formats
-def _feature_ids(masks: tuple[torch.Tensor, ...], examples: int, m: int, dev: torch.device) -> torch.Tensor:
-    """(E, M) bool: the ids that appear in each example's masks."""
-    seen = torch.zeros(examples, m + 1, dtype=torch.bool, device=dev)
-    for mk in masks:
-        if not mk.numel():
-            continue
-        flat = mk.reshape(mk.shape[0], -1).expand(examples, -1) if mk.shape[0] == 1 else mk.reshape(examples, -1)
-        seen.scatter_(1, flat.clamp(min=-1) % (m + 1), True)
-    return seen[:, :m]
-
-
 def _paint(coef: torch.Tensor, mask: torch.Tensor, tensor: torch.Tensor, whole: bool) -> torch.Tensor:
     """Coefficients (E, M) on one input's elements: float32, the input's shape ((1, ...) for whole batches)."""
     if whole:
