@@ -22,6 +22,15 @@ of ``compat_default`` are compared with ``compat_ppe50`` and ``compat_ppe1`` (bi
 model's own arithmetic depends on the batch size, as a CPU convolution may in the last bit) and with
 captum's (the same samples; the surrogates' solvers differ).
 
+No ``feature_mask`` (``no_feature_mask`` in the JSON): captum's ``Lime`` and ``KernelShap`` at their defaults
+(``n_samples=25``, one feature per element: 3,072 for 3x32x32, 150,528 for 3x224x224; ``--no-mask-sizes``)
+on the same CNN and images, beside ``torchlime.compat.captum``'s, which fits these in sample space, and the
+bare forward pass of the perturbed rows (``floor``); at 3x32x32 also the compat layer forced through (F, F)
+normal equations, as it ran before (``*_normal_equations``). Each captum call's scikit-learn fits are
+recorded (their samples X, outputs and weights) and solved again in float64 (``LinearRegression()``, or
+``Lasso(alpha=0.01)`` to a 1e-12 tolerance): both captum's and the compat layer's attributions are compared
+with that exact fit of the same samples, per image.
+
 On a small shared CPU ``--threads 1`` is steadier: with idle threads spinning, a one-row model call can
 take tens of times longer, which would flatter the chunked systems.
 
@@ -40,13 +49,17 @@ if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): th
 
 import argparse
 import collections
+import contextlib
 import statistics
 import warnings
-from typing import Callable
+from typing import Callable, Iterator
 
+import numpy as np
 import torch
 
-from torchlime.compat.captum import Lime
+import torchlime.compat.captum as compat_captum
+from torchlime.compat.captum import KernelShap, Lime
+from torchlime.stages.surrogate import Ridge
 
 from benchmarks.common import (
     common_args,
@@ -113,19 +126,22 @@ class Calls:
         return out
 
 
+def seeded(make: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """``make`` after the same global seed (the same captum samples every call), warnings silenced."""
+
+    def run() -> torch.Tensor:
+        torch.manual_seed(SEED)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # captum's "multiple inputs" warning, quality warnings
+            return make()
+
+    return run
+
+
 def systems(model: torch.nn.Module, x: torch.Tensor, target: list[int], n: int, captum) -> dict[str, Callable]:
     """The calls to time, each returning its attributions (None for the floor)."""
     mask = grid(x.shape[-1]).to(x.device)
     call = dict(target=target, feature_mask=mask, n_samples=n)
-
-    def seeded(make: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-        def run() -> torch.Tensor:
-            torch.manual_seed(SEED)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # captum's "multiple inputs" warning, quality warnings
-                return make()
-
-        return run
 
     out: dict[str, Callable] = {}
     if captum is not None:
@@ -154,6 +170,152 @@ def batch_invariant(model: torch.nn.Module, x: torch.Tensor, rows: int = 16) -> 
         return bool(torch.equal(whole, torch.cat([model(batch[i : i + 1]) for i in range(rows)])))
 
 
+def interleaved(fns: dict[str, Callable], reps: int, device: torch.device, calls: Calls) -> tuple[dict, dict, dict]:
+    """Warm-up, then ``reps`` interleaved repetitions: (seconds per system, calls counted, attributions)."""
+    attributions: dict[str, torch.Tensor] = {}
+    counted: dict[str, dict] = {}
+    for name, fn in fns.items():  # warm-up: imports, first allocations, oneDNN primitives
+        out = fn()
+        counted[name] = calls.take()
+        if out is not None:
+            attributions[name] = out.float().cpu()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for rep in range(reps):
+        for name, fn in fns.items():
+            times[name].append(timed(fn, device))
+        calls.take()
+        print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
+    return times, counted, attributions
+
+
+@contextlib.contextmanager
+def captured_fits() -> Iterator[list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]]:
+    """captum's scikit-learn fits as they are made: (estimator, X, y, sample_weight), in call order."""
+    import sklearn.linear_model as lm
+
+    seen: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+    owned = {cls: cls.__dict__.get("fit") for cls in (lm.Lasso, lm.LinearRegression)}
+    for cls in owned:
+        fit = cls.fit
+
+        def capture(self, X, y, sample_weight=None, _fit=fit, **kwargs):  # noqa: N803 - scikit-learn's names
+            seen.append((type(self).__name__, X.copy(), y.copy(), sample_weight.copy()))
+            return _fit(self, X, y, sample_weight=sample_weight, **kwargs)
+
+        cls.fit = capture
+    try:
+        yield seen
+    finally:
+        for cls, fit in owned.items():
+            if fit is None:
+                del cls.fit
+            else:
+                cls.fit = fit
+
+
+def exact_fits(seen: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> torch.Tensor:
+    """(E, F) the recorded fits solved again in float64 (captum's objective, to a tight tolerance)."""
+    import sklearn.linear_model as lm
+
+    rows = []
+    for name, x, y, w in seen:
+        model = (
+            lm.LinearRegression() if name == "LinearRegression" else lm.Lasso(alpha=0.01, tol=1e-12, max_iter=100_000)
+        )
+        model.fit(x.astype(np.float64), y.astype(np.float64).ravel(), sample_weight=w.astype(np.float64))
+        rows.append(torch.from_numpy(np.ravel(model.coef_)))
+    return torch.stack(rows)
+
+
+@contextlib.contextmanager
+def normal_equations() -> Iterator[None]:
+    """The compat layer as it ran before its sample-space fits: (F, F) normal equations whatever S and F."""
+    fitters = compat_captum.fitters
+    compat_captum.fitters = lambda surrogate, n, f: (Ridge(alpha=0.0, dtype=torch.float64), surrogate)
+    try:
+        yield
+    finally:
+        compat_captum.fitters = fitters
+
+
+def no_mask(model: torch.nn.Module, size: int, args, device: torch.device, calls: Calls, captum) -> dict:
+    """captum's defaults without a feature_mask at one image size: times, calls and agreement (module doc)."""
+    x = torch.rand(args.images, 3, size, size, generator=torch.Generator().manual_seed(0)).to(device)
+    with torch.inference_mode():
+        target = model(x).argmax(1).tolist()
+    calls.take()
+    pairs = {"lime": (Lime, "Lime"), "kernel_shap": (KernelShap, "KernelShap")}
+    fns: dict[str, Callable] = {}
+    recorded: dict[str, list] = {}
+    for key, (ours, theirs) in pairs.items():
+        if captum is not None:
+
+            def run_captum(name: str = theirs, key: str = key) -> torch.Tensor:
+                with captured_fits() as seen:
+                    out = getattr(captum, name)(model).attribute(x, target=target)
+                recorded[key] = seen  # the last call's fits (the same samples every call: the same seed)
+                return out
+
+            fns[f"captum_{key}"] = seeded(run_captum)
+        fns[f"compat_{key}"] = seeded(lambda cls=ours: cls(model).attribute(x, target=target))
+        if size <= 32 and not args.quick:
+
+            def old(cls=ours) -> torch.Tensor:
+                with normal_equations():
+                    return cls(model).attribute(x, target=target)
+
+            fns[f"compat_{key}_normal_equations"] = seeded(old)
+    pixels = torch.arange(size * size).view(size, size)
+    rows = torch.cat([perturbed_images(x[i : i + 1], pixels, 25, seed=i, fill="zero") for i in range(len(x))])
+    rows = formatted(rows, model)
+
+    def floor() -> None:
+        with torch.inference_mode():
+            model(rows)
+
+    fns["floor"] = floor
+    times, counted, attributions = interleaved(fns, args.reps, device, calls)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    agreement = {}
+    for key in pairs:
+        if key not in recorded:
+            continue
+        exact = exact_fits(recorded[key]).float()  # (E, F) in captum's feature order: the inputs' flat order
+        for name in (f"captum_{key}", f"compat_{key}", f"compat_{key}_normal_equations"):
+            if name in attributions:
+                got = attributions[name].reshape(len(x), -1)
+                agreement[name] = dict(
+                    max_abs_diff_to_exact_fit_per_image=(got - exact).abs().amax(1).tolist(),
+                    max_abs_diff_to_captum=float((got - attributions[f"captum_{key}"].reshape(len(x), -1)).abs().max()),
+                    nonzero_per_image=(got != 0).sum(1).tolist(),
+                )
+        agreement[f"exact_fit_{key}"] = dict(
+            max_abs_per_image=exact.abs().amax(1).tolist(), nonzero_per_image=(exact != 0).sum(1).tolist()
+        )
+    ratios = {f"captum_over_compat_{k}": med[f"captum_{k}"] / med[f"compat_{k}"] for k in pairs if f"captum_{k}" in med}
+    ratios.update({f"compat_{k}_over_floor": med[f"compat_{k}"] / med["floor"] for k in pairs})
+    ratios.update(
+        {f"{k}_normal_equations_over_{k}": med[f"compat_{k}_normal_equations"] / med[f"compat_{k}"]
+         for k in pairs if f"compat_{k}_normal_equations" in med}
+    )  # fmt: skip
+    return dict(
+        setup=dict(
+            images=args.images,
+            size=size,
+            features=3 * size * size,
+            n_samples=25,
+            reps=args.reps,
+            seed=SEED,
+            baseline=0.0,
+            target="each image's top class",
+            floor_rows=25 * args.images,
+        ),  # fmt: skip
+        systems={k: dict(seconds=summary(times[k]), **counted[k]) for k in fns},
+        ratios=ratios,
+        attributions=agreement,
+    )
+
+
 def main() -> None:
     parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--model", choices=("convnet", "resnet18"), default="convnet")
@@ -162,7 +324,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=None, help="image side, a multiple of 8 (default 64)")
     parser.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 3, quick 1)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument(
+        "--no-mask-sizes", type=int, nargs="*", default=None, help="image sides without feature_mask (32 224; quick 8)"
+    )
     args = size_defaults(parser.parse_args(), dict(images=(2, 4), n_samples=(40, 500), size=(64, 64), reps=(1, 3)))
+    args.no_mask_sizes = args.no_mask_sizes if args.no_mask_sizes is not None else [8] if args.quick else [32, 224]
     device = device_arg(args.device)
     smoke_threads(args, device)
     load_before = load_average()
@@ -176,19 +342,7 @@ def main() -> None:
     invariant = batch_invariant(model, x)
     calls.take()
     fns = systems(model, x, target, args.n_samples, captum)
-    attributions: dict[str, torch.Tensor] = {}
-    counted: dict[str, dict] = {}
-    for name, fn in fns.items():  # warm-up: imports, first allocations, oneDNN primitives
-        out = fn()
-        counted[name] = calls.take()
-        if out is not None:
-            attributions[name] = out.float().cpu()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for rep in range(args.reps):
-        for name, fn in fns.items():
-            times[name].append(timed(fn, device))
-        calls.take()
-        print(f"rep {rep}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
+    times, counted, attributions = interleaved(fns, args.reps, device, calls)
     med = {k: statistics.median(v) for k, v in times.items()}
     base = attributions["compat_default"]
     agreement = {
@@ -229,11 +383,16 @@ def main() -> None:
         # False: the model's own arithmetic depends on the batch size (one row vs a batch), which is what
         # separates compat_ppe1's bits from the chunked systems'
         model_same_bits_one_row_or_batched=invariant,
+        no_feature_mask={f"3x{n}x{n}": no_mask(model, n, args, device, calls, captum) for n in args.no_mask_sizes},
     )
     for k, v in med.items():
         print(f"{k}: {v:.3f} s, {counted[k]['model_calls']} model calls, rows: calls {counted[k]['calls_by_rows']}")
     print("ratios:", {k: round(v, 2) for k, v in ratios.items()})
     print("attributions vs compat_default:", agreement)
+    for size, part in result["no_feature_mask"].items():
+        print(size, {k: round(statistics.median(v["seconds"]["runs"]), 3) for k, v in part["systems"].items()})
+        print(size, "ratios:", {k: round(v, 2) for k, v in part["ratios"].items()})
+        print(size, "attributions:", part["attributions"])
     print(write(f"captum_switch_{device.type}{'_quick' if args.quick else ''}.json", result, args.out))
 
 
