@@ -6,12 +6,13 @@ its (c N, K) outputs are averaged over the background by one matrix product per 
 and no copy between the two libraries per chunk, and no torch intra-op threads (on a shared CPU a
 parallel torch operation waits for a thread that another process holds, chunk after chunk).
 
-Coalitions per call: a fixed ``batch_size``, else timed during the call by ``ChunkTuner``. The fastest
-size is the model's and the machine's: a ``LogisticRegression``'s matrix product goes multi-threaded in
-OpenBLAS above about 13 000 rows and, on a loaded 2-core machine, runs 3x slower per row there, while a
-50-tree random forest pays a dispatch over its trees per call and wants 25 000 rows or more. No chunk
-runs twice: the timed chunks are the call's own. The values do not depend on the sizes: a model row's
-output is the model's, and each coalition's mean is a product over its own N rows.
+Coalitions per call: a fixed ``batch_size``, else timed during an explainer's first calls by ``ChunkTuner``.
+The fastest size is the model's and the machine's: a ``LogisticRegression``'s matrix product goes
+multi-threaded in OpenBLAS above about 13 000 rows and, on a loaded 2-core machine, runs 3x to 7x slower per
+row there, while a 50-tree random forest pays a dispatch over its trees per call and wants 25 000 rows or
+more. No chunk runs twice: the timed chunks are the call's own. The means do not depend on the sizes (each
+coalition's is a product over its own N rows); a model whose arithmetic depends on the batch may give other
+last bits at another size, and a fixed ``batch_size`` fixes them.
 """
 
 from __future__ import annotations
