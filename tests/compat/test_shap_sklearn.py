@@ -118,6 +118,21 @@ def test_non_finite_outputs_are_named(cancer):
         KernelExplainer(nan_off_the_data, bg[:1]).shap_values(x[:1], nsamples=100, silent=True)
 
 
+def test_a_model_error_names_the_rows_it_was_sent(cancer):
+    from torchlime import ModelCallError
+
+    _, bg, x = cancer
+
+    def fails_on_coalitions(rows):
+        if rows.shape[0] > len(bg):
+            raise RuntimeError("boom")
+        return rows[:, 0]
+
+    explainer = KernelExplainer(fails_on_coalitions, bg, batch_size=10)
+    with pytest.raises(ModelCallError, match=r"boom.*float64 tensor of shape \(400, 30\)"):
+        explainer.shap_values(x[:1], nsamples=100, silent=True)
+
+
 def test_the_tuner_stops_where_a_size_is_slower_and_keeps_the_fastest():
     tuner = ChunkTuner(100, cap=10_000)
     per_coalition = {40: 1.0, 60: 0.9, 90: 0.8, 135: 0.85, 202: 3.0, 303: 3.0}  # a library going multi-threaded

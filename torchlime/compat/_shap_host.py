@@ -148,11 +148,11 @@ def host_means(
             size = tuner.next(total - start)
             stop = start + size
             began = time.perf_counter()
-            chunk = coalition_rows(masks[start:stop], x[owner[start:stop]], bg)  # (c, N, P)
+            rows = coalition_rows(masks[start:stop], x[owner[start:stop]], bg).reshape(size * n, p)
             try:
-                scores = call.host(chunk.reshape(size * n, p))
-            except Exception as err:  # the model's own error, said with what it was sent
-                sent = torch.from_numpy(chunk)
+                scores = call.host(rows)
+            except Exception as err:  # the model's own error, said with the (c N, P) rows it was sent
+                sent = torch.from_numpy(rows)
                 wrapped = model_call_error(err, sent, start, sent.dtype)
                 if wrapped is err:
                     raise
