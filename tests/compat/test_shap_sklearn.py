@@ -93,7 +93,7 @@ def test_later_calls_go_on_timing_then_keep_the_size(cancer):
     _, bg, x = cancer
     coef = np.linspace(-1, 1, 30) / bg.std(0)
     timed = Counted(lambda v: v @ coef)
-    explainer = KernelExplainer(timed, bg, seed=3)
+    explainer = KernelExplainer(timed, bg, seed=3, batch_size="measure")
     for _ in range(4):  # about 9500 coalitions time every size up to the cap
         explainer.shap_values(x, nsamples=1000, l1_reg=False, silent=True)
         if explainer._tuner is not None and explainer._tuner.best is not None:
@@ -165,3 +165,20 @@ def test_coalition_rows_are_np_where_s(n, dtype):
     assert out.flags.c_contiguous and out.shape == (7, n, 5) and out.dtype == ref.dtype
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+
+
+def test_default_chunks_are_fixed_so_calls_repeat_to_the_bit(cancer):
+    """Without ``batch_size`` every call of a numpy model is cut the same way (``DEFAULT_ROWS`` model rows), so
+    the same call gives the same bits, first and later, whatever the machine's timings."""
+    from torchlime.compat._shap_host import DEFAULT_ROWS
+
+    _, bg, x = cancer
+    coef = np.linspace(-1, 1, 30) / bg.std(0)
+    model = Counted(lambda v: v @ coef)
+    explainer = KernelExplainer(model, bg, seed=3)
+    first = explainer.shap_values(x[:3], nsamples=500, l1_reg=False, silent=True)
+    calls = len(model.rows)
+    again = KernelExplainer(model, bg, seed=3).shap_values(x[:3], nsamples=500, l1_reg=False, silent=True)
+    assert np.array_equal(np.asarray(first), np.asarray(again)) and explainer._tuner is None
+    per_call = DEFAULT_ROWS // 40 * 40  # whole coalitions of the 40 background rows
+    assert max(model.rows[calls + 1 :]) == per_call and max(model.rows[1:calls]) == per_call
