@@ -168,9 +168,9 @@ def test_coalition_rows_are_np_where_s(n, dtype):
 
 
 def test_default_chunks_are_fixed_so_calls_repeat_to_the_bit(cancer):
-    """Without ``batch_size`` every call of a numpy model is cut the same way (``DEFAULT_ROWS`` model rows), so
-    the same call gives the same bits, first and later, whatever the machine's timings."""
-    from torchlime.compat._shap_host import DEFAULT_ROWS
+    """Without ``batch_size`` every call of a numpy model is cut the same way (the CPU chunk rule's 16 MiB of
+    rows), so the same call gives the same bits, first and later, whatever the machine's timings."""
+    from torchlime.stages.forward.chunking import cpu_rule
 
     _, bg, x = cancer
     coef = np.linspace(-1, 1, 30) / bg.std(0)
@@ -180,5 +180,5 @@ def test_default_chunks_are_fixed_so_calls_repeat_to_the_bit(cancer):
     calls = len(model.rows)
     again = KernelExplainer(model, bg, seed=3).shap_values(x[:3], nsamples=500, l1_reg=False, silent=True)
     assert np.array_equal(np.asarray(first), np.asarray(again)) and explainer._tuner is None
-    per_call = DEFAULT_ROWS // 40 * 40  # whole coalitions of the 40 background rows
-    assert max(model.rows[calls + 1 :]) == per_call and max(model.rows[1:calls]) == per_call
+    per_call = cpu_rule(((40, 30), "torch.float64", "shap")) * 40  # whole coalitions of the 40 background rows
+    assert model.rows[:calls] == model.rows[calls:] and max(model.rows) == per_call

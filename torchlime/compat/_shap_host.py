@@ -6,8 +6,9 @@ its (c N, K) outputs are averaged over the background by one matrix product per 
 and no copy between the two libraries per chunk, and no torch intra-op threads (on a shared CPU a
 parallel torch operation waits for a thread that another process holds, chunk after chunk).
 
-Coalitions per call: a fixed ``batch_size``, else ``DEFAULT_ROWS`` model rows (the same chunks on every call,
-so the same bits), or with ``batch_size="measure"`` timed during an explainer's first calls by ``ChunkTuner``.
+Coalitions per call: a fixed ``batch_size``, else the engine's CPU chunk rule (16 MiB of rows: the same chunks
+on every call, so the same bits), or with ``batch_size="measure"`` timed during an explainer's first calls by
+``ChunkTuner``.
 The fastest size is the model's and the machine's: a ``LogisticRegression``'s matrix product goes
 multi-threaded in OpenBLAS above about 13 000 rows and, on a loaded 2-core machine, runs 3x to 7x slower per
 row there, while a 50-tree random forest pays a dispatch over its trees per call and wants 25 000 rows or
@@ -30,20 +31,12 @@ from torchlime.compat._shap_data import ModelCall
 from torchlime.stages.forward.errors import model_call_error
 from torchlime.stages.forward.passes import progress_bar
 
-#: model rows per call by default: a LogisticRegression's product on 30 features is fastest per row here on a
-#: 2-core machine (above ~13 000 rows OpenBLAS goes multi-threaded and was 2.7x slower per row under load)
-DEFAULT_ROWS = 2**13
 START_ROWS = 2**12  # model rows of the first timed chunks
 GROWTH = 1.5  # each timed size is this much larger than the last
 GAIN = 0.25  # a size this much slower per row than the fastest counts as worse (a loaded machine's noise is less)
 TIMINGS = 3  # chunks timed per size (after one untimed first chunk); a size's time is the fastest of them
 PATIENCE = 2  # worse sizes in a row before the growth stops
 FILL_FROM = 20  # background rows from which a chunk is the tiled background with the kept values written in
-
-
-def default_coalitions(background_rows: int, cap: int) -> int:
-    """Coalitions per call by default: ``DEFAULT_ROWS`` model rows of N background rows each, within ``cap``."""
-    return max(1, min(cap, DEFAULT_ROWS // max(1, background_rows)))
 
 
 def coalition_rows(masks: np.ndarray, x: np.ndarray, bg: np.ndarray) -> np.ndarray:

@@ -46,7 +46,7 @@ from torchlime.compat._shap_data import (
     placement,
 )
 from torchlime.compat._shap_fit import Rule, augmented, lar_select, sklearn_select, solve
-from torchlime.compat._shap_host import ChunkTuner, default_coalitions, host_means
+from torchlime.compat._shap_host import ChunkTuner, host_means
 from torchlime.engine.sizes import check_sizes
 from torchlime.stages.forward.chunking import ChunkPlan, check_batch_size, check_max_memory, cpu_rule
 from torchlime.stages.forward.model import eval_mode
@@ -72,7 +72,7 @@ class KernelExplainer:
         seed: the drawn coalitions' seed (int, or a numpy RandomState / Generator); None: numpy's global
             generator (``np.random.seed`` repeats a run).
         batch_size: coalitions per model call (each N background rows); None: the engine's chunk rule for
-            a torch model, ``_shap_host.DEFAULT_ROWS`` model rows for a numpy one; "measure": sizes timed
+            a torch model, its CPU rule (16 MiB of rows a call) for a numpy one; "measure": sizes timed
             during the first calls (``_shap_host.ChunkTuner``: faster, but a model whose arithmetic depends on
             the batch may then give other last bits from call to call).
         max_memory: CUDA memory budget of a chunk (bytes, or a fraction of the device's memory).
@@ -324,7 +324,7 @@ class KernelExplainer:
             if self.batch_size == "measure":  # timed, going on in this explainer's later calls until chosen
                 tuner = self._tuner = self._tuner or ChunkTuner(self.N, cap)
             else:  # fixed: the same chunks on every call, so the same bits whatever the model's arithmetic
-                tuner = ChunkTuner(self.N, cap, self.batch_size or default_coalitions(self.N, cap))
+                tuner = ChunkTuner(self.N, cap, self.batch_size or cap)
             means = np.zeros((b, 2 + width, self.D), dtype=np.float64)
             rows, bg_rows = x.numpy(), self._bg.numpy()
             means[kept] = host_means(self._call, rows, bg_rows, zs[kept], kept[0], tuner, self.D, progress)
