@@ -29,7 +29,8 @@ bare forward pass of the perturbed rows (``floor``); at 3x32x32 also the compat 
 normal equations, as it ran before (``*_normal_equations``). Each captum call's scikit-learn fits are
 recorded (their samples X, outputs and weights) and solved again in float64 (``LinearRegression()``, or
 ``Lasso(alpha=0.01)`` to a 1e-12 tolerance): both captum's and the compat layer's attributions are compared
-with that exact fit of the same samples, per image.
+with that exact fit of the same samples, per image (for the Lasso, whose optimum need not be unique with
+S <= F, their objectives too).
 
 On a small shared CPU ``--threads 1`` is steadier: with idle threads spinning, a one-row model call can
 take tens of times longer, which would flatter the chunked systems.
@@ -54,13 +55,13 @@ import statistics
 import warnings
 from typing import Callable, Iterator
 
-import numpy as np
 import torch
 
 import torchlime.compat.captum as compat_captum
 from torchlime.compat.captum import KernelShap, Lime
 from torchlime.stages.surrogate import Ridge
 
+from benchmarks.captum_fits_lib import captured_fits, exact_fits, lasso_objectives
 from benchmarks.common import (
     common_args,
     device_arg,
@@ -189,45 +190,6 @@ def interleaved(fns: dict[str, Callable], reps: int, device: torch.device, calls
 
 
 @contextlib.contextmanager
-def captured_fits() -> Iterator[list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]]:
-    """captum's scikit-learn fits as they are made: (estimator, X, y, sample_weight), in call order."""
-    import sklearn.linear_model as lm
-
-    seen: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
-    owned = {cls: cls.__dict__.get("fit") for cls in (lm.Lasso, lm.LinearRegression)}
-    for cls in owned:
-        fit = cls.fit
-
-        def capture(self, X, y, sample_weight=None, _fit=fit, **kwargs):  # noqa: N803 - scikit-learn's names
-            seen.append((type(self).__name__, X.copy(), y.copy(), sample_weight.copy()))
-            return _fit(self, X, y, sample_weight=sample_weight, **kwargs)
-
-        cls.fit = capture
-    try:
-        yield seen
-    finally:
-        for cls, fit in owned.items():
-            if fit is None:
-                del cls.fit
-            else:
-                cls.fit = fit
-
-
-def exact_fits(seen: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> torch.Tensor:
-    """(E, F) the recorded fits solved again in float64 (captum's objective, to a tight tolerance)."""
-    import sklearn.linear_model as lm
-
-    rows = []
-    for name, x, y, w in seen:
-        model = (
-            lm.LinearRegression() if name == "LinearRegression" else lm.Lasso(alpha=0.01, tol=1e-12, max_iter=100_000)
-        )
-        model.fit(x.astype(np.float64), y.astype(np.float64).ravel(), sample_weight=w.astype(np.float64))
-        rows.append(torch.from_numpy(np.ravel(model.coef_)))
-    return torch.stack(rows)
-
-
-@contextlib.contextmanager
 def normal_equations() -> Iterator[None]:
     """The compat layer as it ran before its sample-space fits: (F, F) normal equations whatever S and F."""
     fitters = compat_captum.fitters
@@ -289,6 +251,11 @@ def no_mask(model: torch.nn.Module, size: int, args, device: torch.device, calls
                     max_abs_diff_to_captum=float((got - attributions[f"captum_{key}"].reshape(len(x), -1)).abs().max()),
                     nonzero_per_image=(got != 0).sum(1).tolist(),
                 )
+                if key == "lime":  # where the optimum is not unique, coefficients differ at the same objective
+                    mine, best = lasso_objectives(recorded[key], got), lasso_objectives(recorded[key], exact)
+                    agreement[name]["objective_over_exact_fit_minus_1_per_image"] = [
+                        a / b - 1 for a, b in zip(mine, best)
+                    ]
         agreement[f"exact_fit_{key}"] = dict(
             max_abs_per_image=exact.abs().amax(1).tolist(), nonzero_per_image=(exact != 0).sum(1).tolist()
         )
