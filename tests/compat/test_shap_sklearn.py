@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from torchlime.compat import _shap_host
 from torchlime.compat._shap_host import FILL_FROM, GAIN, START_ROWS, TIMINGS, ChunkTuner, coalition_rows
 from torchlime.compat.shap import KernelExplainer
 
@@ -152,10 +153,13 @@ def test_the_tuner_stops_where_a_size_is_slower_and_keeps_the_fastest():
     assert ChunkTuner(100, cap=512, best=7).next(100) == 7 and ChunkTuner(10**6, cap=512).next(100) == 1
 
 
+@pytest.mark.parametrize("block", [2**16, 3 * 30 * 5])  # one block; blocks of 3 coalitions and a short last one
 @pytest.mark.parametrize("n", [3, FILL_FROM + 5])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.bool_])
-def test_coalition_rows_are_np_where_s(n, dtype):
-    """Both builds (np.where below FILL_FROM background rows, the filled tile from it) copy the same values."""
+def test_coalition_rows_are_np_where_s(n, dtype, block, monkeypatch):
+    """Both builds (np.where below FILL_FROM background rows, the filled tile from it, in cache-sized blocks of
+    coalitions) copy the same values."""
+    monkeypatch.setattr(_shap_host, "BLOCK_VALUES", block)
     rs = np.random.RandomState(0)
     masks = rs.rand(7, 5) < 0.5
     x, bg = rs.normal(size=(7, 5)).astype(dtype), rs.normal(size=(n, 5)).astype(dtype)

@@ -36,6 +36,7 @@ GROWTH = 1.5  # each timed size is this much larger than the last
 GAIN = 0.25  # a size this much slower per row than the fastest counts as worse (a loaded machine's noise is less)
 TIMINGS = 3  # chunks timed per size (after one untimed first chunk); a size's time is the fastest of them
 PATIENCE = 2  # worse sizes in a row before the growth stops
+BLOCK_VALUES = 2**16  # values of one block of coalition rows (512 KiB of float64: within a core's L2)
 FILL_FROM = 20  # background rows from which a chunk is the tiled background with the kept values written in
 
 
@@ -45,7 +46,10 @@ def coalition_rows(masks: np.ndarray, x: np.ndarray, bg: np.ndarray) -> np.ndarr
     From ``FILL_FROM`` background rows the background is tiled (a plain copy) and each kept (coalition,
     feature) value is written down its N rows by one fancy-index assignment: 2.4x faster than ``np.where``
     at 100 rows of 30 features, whose broadcast inner loops run over the P features only; below, ``np.where``.
-    The same values either way (copies, no arithmetic).
+    The tile is copied and written a block of ``BLOCK_VALUES`` values at a time, so each block is written
+    while it is still in cache: at the 16 MiB default chunk this halves the build (a LogisticRegression's
+    whole call 0.60 s -> 0.33 s in ``bench_shap_kernel``'s scenario). The same values either way (copies, no
+    arithmetic).
 
     Args:
         masks: bool (c, P) the coalitions (True: the explained row's value).
@@ -59,9 +63,12 @@ def coalition_rows(masks: np.ndarray, x: np.ndarray, bg: np.ndarray) -> np.ndarr
     if n < FILL_FROM:
         return np.where(masks[:, None, :], x[:, None, :], bg)
     out = np.empty((c, n, p), dtype=np.result_type(x, bg))
-    out[...] = bg
-    ci, pi = np.nonzero(masks)
-    out.transpose(0, 2, 1)[ci, pi] = x[ci, pi][:, None]
+    step = max(1, BLOCK_VALUES // (n * p))
+    for start in range(0, c, step):  # cache-sized blocks of coalitions: copied, then written, while in cache
+        block, kept = out[start : start + step], masks[start : start + step]
+        block[...] = bg
+        ci, pi = np.nonzero(kept)
+        block.transpose(0, 2, 1)[ci, pi] = x[start : start + step][ci, pi][:, None]
     return out
 
 
