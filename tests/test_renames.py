@@ -17,7 +17,6 @@ import torch
 
 import torchlime
 from torchlime._deprecate import legacy_positions, renamed
-from torchlime.accel import InputFormat
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.audio.viz_transcript import plot_transcript
 from torchlime.cli.main import build_parser
@@ -197,12 +196,7 @@ CASES = {
         lambda e: sizes_of_calls({"inputs_per_step": 3}),
         "`inputs_per_step=`",
     ),
-    # retired knobs: channels-last chunks are the call's chunk_format; one public grid()
-    "explain_image channels_last": Case(
-        lambda e: chunk_layouts(e, channels_last=True),
-        lambda e: chunk_layouts(e, chunk_format=InputFormat(None, True)),
-        r"`chunk_format=torchlime.accel.InputFormat\(channels_last=True\)`",
-    ),
+    # retired knobs: one public grid()
     "stages.features.grid": Case(
         lambda e: features_stage.grid((4, 6), (2, 3)),
         lambda e: features_stage.cell_ids((4, 6), (2, 3)),
@@ -233,28 +227,6 @@ CASES = {
         pixels,
     ),
 }
-
-
-class LayoutNet(torch.nn.Module):
-    """A linear image model that records whether each chunk it saw was channels-last."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 64, 3))
-        self.seen: list[bool] = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.seen.append(not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last))
-        return self.net(x.contiguous())
-
-
-def chunk_layouts(e: SimpleNamespace, **layout: Any) -> tuple[torch.Tensor, list[bool]]:
-    """``explain_image`` on a fresh ``LayoutNet`` with ``layout``: the coefficients and every chunk's layout."""
-    torch.manual_seed(0)
-    net = LayoutNet()
-    exp = explain_image(net, e.images, segments="grid", n_segments=4, n_samples=16, generator=0, **layout)
-    assert net.seen and all(net.seen)  # channels-last chunks reached the model
-    return exp.coef, net.seen
 
 
 def same(a: Any, b: Any) -> bool:
@@ -317,42 +289,6 @@ def test_the_helpers_refuse_names_that_do_not_fit():
         wrapped(1, 2, 3)
     with pytest.raises(TypeError, match="several values for `k`"):
         wrapped(1, 2, k=3)
-
-
-# ----------------------------------------------------------------------------- explain_dataset
-
-
-class Spy:
-    """An ``explain_fn`` that records the keywords of every call and explains with ``torchlime.explain``."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    def __call__(self, model: Any, inputs: torch.Tensor, **kwargs: Any) -> torchlime.Explanation:
-        self.calls.append(dict(kwargs, rows=inputs.shape[0]))
-        return torchlime.explain(model, inputs, torch.arange(16).view(1, 1, 4, 4) // 4, **kwargs)
-
-
-def run_dataset(out: Path, **spelling: int) -> tuple[Spy, torch.Tensor]:
-    spy = Spy()
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
-    data = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(2))
-    explain_dataset(model, data, out, explain_fn=spy, n_samples=32, shard_size=8, progress=False, **spelling)
-    return spy, load_results(out).load().coef
-
-
-def test_explain_dataset_batch_size_keeps_its_old_meaning_while_deprecated(tmp_path):
-    with pytest.warns(
-        DeprecationWarning, match=r"explain_dataset\(\): `batch_size=` is deprecated, use `inputs_per_step=`"
-    ):
-        old, old_coef = run_dataset(tmp_path / "old", batch_size=3)
-    new, new_coef = run_dataset(tmp_path / "new", inputs_per_step=3)
-    assert [c["rows"] for c in old.calls] == [c["rows"] for c in new.calls] == [3, 3, 2, 2]  # inputs per step
-    assert all("batch_size" not in c for c in old.calls)  # not passed on as rows per model call
-    assert torch.equal(old_coef, new_coef)
-    rows, _ = run_dataset(tmp_path / "rows", inputs_per_step=3, model_batch_size=7)
-    assert all(c["batch_size"] == 7 for c in rows.calls)  # rows per model call: the engine's batch_size
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -422,21 +358,14 @@ def test_n_segments_default_is_explain_images_and_old_flags_are_hidden():
 
 
 def test_explanation_and_k_renames_of_the_modality_helpers(tmp_path):
-    """``conditions(exp=)`` and ``feature_positions(exp=)``: the old keyword warns, same result."""
+    """``conditions(exp=)``: the old keyword warns, same result."""
     import torchlime
     from torchlime.tabular import conditions
-    from torchlime.text import feature_positions
 
     rows = torch.rand(30, 3)
     tab = torchlime.explain_tabular(lambda x: x.sum(1, keepdim=True), rows[:2], training_data=rows, n_samples=50)
     with pytest.warns(DeprecationWarning, match="`exp=` is deprecated, use `explanation=`"):
         assert conditions(exp=tab) == conditions(explanation=tab)
-    ids = torch.tensor([[101, 5, 6, 7, 102]])
-    tok = torchlime.explain_tokens(
-        lambda x: x.float().mean(1, keepdim=True), ids, mask_id=0, special_ids=[101, 102], n_samples=20
-    )
-    with pytest.warns(DeprecationWarning, match="use `explanation=`"):
-        assert torch.equal(feature_positions(exp=tok), feature_positions(tok))
 
 
 def test_the_top_k_fields_are_k():

@@ -75,8 +75,6 @@ def test_segment_and_content_arguments():
         explain_spectrogram(model, specs, baseline="pink")
     with pytest.raises(ValueError, match=r"`baseline` of shape \(3,\) does not broadcast"):
         explain_spectrogram(model, specs, baseline=torch.zeros(3))
-    with pytest.warns(DeprecationWarning, match=r"`content=` is now `baseline=`"):
-        explain_spectrogram(model, specs, content="mean", n_samples=8)
 
 
 def test_waveform_errors():

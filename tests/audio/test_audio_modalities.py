@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import warnings
 
 import pytest
 import torch
@@ -68,55 +67,6 @@ def test_waveforms_through_the_explainer_equal_the_door(settings, config, channe
     door = explain_waveform(wave_model, waves, sample_rate=8000, **settings, **config, n_samples=64, generator=5)
     exp = Explainer(**config).explain(wave_model, waves, Waveforms(8000, **settings), n_samples=64, generator=5)
     assert_same(door, exp)
-
-
-def test_the_deprecated_keywords_warn_at_the_caller_and_change_nothing():
-    with pytest.warns(
-        DeprecationWarning, match=r"explain_waveform\(\): `features=` is deprecated, use `segments=`"
-    ) as w:
-        old = explain_waveform(
-            wave_model, WAVES, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=32, generator=1
-        )
-    assert w[0].filename == __file__
-    new = explain_waveform(
-        wave_model, WAVES, sample_rate=8000, segments="time_frequency", n_fft=256, n_samples=32, generator=1
-    )
-    assert_same(old, new)
-    for door, inputs, kw in (
-        (explain_spectrogram, SPECS, {}),
-        (explain_waveform, WAVES, dict(sample_rate=8000)),
-        (explain_waveform, WAVES, dict(sample_rate=8000, features="time_frequency", n_fft=256)),
-    ):
-        for content, baseline in (("mean", "signal_mean"), ("shuffle", "shuffle"), (0.5, 0.5)):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                old = door(
-                    spec_model if door is explain_spectrogram else wave_model,
-                    inputs,
-                    **kw,
-                    content=content,
-                    n_samples=32,
-                )
-            messages = [str(c.message) for c in caught if c.category is DeprecationWarning]
-            assert any("`content=` is now `baseline=`" in m for m in messages), messages
-            assert all(c.filename == __file__ for c in caught if c.category is DeprecationWarning)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                new = door(
-                    spec_model if door is explain_spectrogram else wave_model,
-                    inputs,
-                    **kw,
-                    baseline=baseline,
-                    n_samples=32,
-                )
-            assert_same(old, new)
-
-
-def test_old_and_new_names_together_are_refused():
-    with pytest.raises(TypeError, match=r"got both `content=` \(deprecated\) and `baseline=`"):
-        explain_spectrogram(spec_model, SPECS, content="mean", baseline="zero")
-    with pytest.raises(TypeError, match=r"got both `features=` \(deprecated\) and `segments=`"):
-        explain_waveform(wave_model, WAVES, sample_rate=8000, features="time", segments="time")
 
 
 def test_the_typed_info_and_meta_audio():

@@ -19,8 +19,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from torchlime._deprecate import renamed
-from torchlime.audio._common import BLUR_SIGMA, check_sample_rate, content_renamed, model_sample_rate
+from torchlime.audio._common import BLUR_SIGMA, check_sample_rate, model_sample_rate
 from torchlime.audio._spectrograms import SpectrogramInfo, Spectrograms
 from torchlime.audio._waveforms import FreqScale, WaveformInfo, Waveforms, WaveformSegments
 from torchlime.audio.segments import SegmentSpec
@@ -59,7 +58,6 @@ __all__ = [
 ]
 
 
-@content_renamed
 def explain_spectrogram(
     model: Model,
     specs: torch.Tensor,
@@ -180,8 +178,6 @@ def explain_spectrogram(
     return explain_with(model, specs, modality, locals())
 
 
-@renamed(features="segments")
-@content_renamed
 def explain_waveform(
     model: Model,
     waves: torch.Tensor,

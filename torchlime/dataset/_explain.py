@@ -20,7 +20,6 @@ import torch
 from tqdm.auto import tqdm
 
 from torchlime._checks import check_positive_int, describe
-from torchlime._deprecate import renamed
 from torchlime.dataset._data import Source
 from torchlime.dataset._describe import describe_model, describe_value, fingerprint, input_fingerprint
 from torchlime.dataset._distributed import Context, context, place
@@ -77,7 +76,6 @@ def _check(
     check_shared_target(explain_kwargs.get("target"), "explain_dataset")
 
 
-@renamed(batch_size="inputs_per_step")
 def explain_dataset(
     model: Model,
     data: object,

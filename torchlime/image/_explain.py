@@ -9,7 +9,6 @@ from typing import Callable, ClassVar, Literal, Optional, Sequence, Union
 import torch
 
 from torchlime._checks import from_numpy
-from torchlime._deprecate import replaced
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared, documented, explain_with
 from torchlime.engine.presets import resolve
 from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments
@@ -91,14 +90,6 @@ class Images(Modality):
         return Prepared(inputs, features, how, call, scope="image", input_name="images", info=info)
 
 
-def _channels_last(value: object) -> Optional[InputFormat]:
-    """The retired ``channels_last=`` of ``explain_image`` as the ``chunk_format`` it meant."""
-    return None if value is None else InputFormat(None, bool(value))
-
-
-@replaced(
-    "channels_last", "chunk_format", _channels_last, "`chunk_format=torchlime.accel.InputFormat(channels_last=True)`"
-)
 @documented
 def explain_image(  # noqa: D417 (the engine's keywords are documented by ``documented``)
     model: Model,

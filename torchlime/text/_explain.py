@@ -12,7 +12,6 @@ from typing import Optional, Protocol, Union
 
 import torch
 
-from torchlime._deprecate import renamed
 from torchlime.engine import Explanation, explain_with
 from torchlime.text._token_args import InfillSpec, SpecialIds, infer_vocab_size, token_features
 from torchlime.text._tokens import Tokens
@@ -46,7 +45,6 @@ class WordIds(Protocol):
         ...
 
 
-@renamed(exp="explanation")
 def feature_positions(explanation: Explanation) -> torch.Tensor:
     """The first token position of every feature of a token explanation.
 
