@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import importlib
+import re
+import sys
 from typing import Any, Callable
 
 import pytest
@@ -54,3 +57,63 @@ def test_the_old_keywords_of_the_doors_are_refused(name):
     call, old = DOORS[name]
     with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
         call()
+
+
+#: the module paths of 0.1 that 0.2.0 no longer aliases (docs/migration.md lists their new homes)
+OLD_PATHS = (
+    "torchlime.segments",
+    "torchlime.viz",
+    "torchlime.models",
+    "torchlime.demo_data",
+    "torchlime.audio_data",
+    "torchlime.audio_models",
+    "torchlime.audio_segments",
+    "torchlime.audio_stft",
+    "torchlime.audio_viz",
+    "torchlime.text_data",
+    "torchlime.text_models",
+    "torchlime.text_viz",
+    "torchlime.text_kernel",
+    "torchlime.text_infill",
+    "torchlime.text_perturb",
+    "torchlime.features",
+    "torchlime.sampling",
+    "torchlime.baselines",
+    "torchlime.perturb",
+    "torchlime.perturbation",
+    "torchlime.chunking",
+    "torchlime.weighting",
+    "torchlime.surrogate",
+    "torchlime.explanation",
+    "torchlime.registry",
+    "torchlime.presets",
+    "torchlime.quality",
+    "torchlime.designs",
+    "torchlime.adaptive",
+    "torchlime.shap",
+    "torchlime.bayes",
+    "torchlime.smile",
+    "torchlime.selection",
+    "torchlime.pick",
+    "torchlime.text.kernel",
+    "torchlime.text.perturb",
+    "torchlime.integrations.lightning",
+    "torchlime.integrations.tensorboard",
+    "torchlime.forward",
+    "torchlime.image.data",
+    "torchlime.image.models",
+    "torchlime.image.demo",
+    "torchlime.audio.data",
+    "torchlime.audio.models",
+    "torchlime.text.data",
+    "torchlime.text.models",
+)
+
+
+@pytest.mark.parametrize("old", OLD_PATHS)
+def test_the_old_module_paths_no_longer_import(old):
+    sys.modules.pop(old, None)
+    with pytest.raises(ModuleNotFoundError, match=re.escape(f"No module named '{old}'")):
+        importlib.import_module(old)
+    parent, _, name = old.rpartition(".")
+    assert not hasattr(importlib.import_module(parent), name)  # nor as an attribute of its package

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from torchlime import _aliases
 from torchlime.accel import Accelerated
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.dataset import explain_dataset, load_results
@@ -32,8 +31,6 @@ from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
 from torchlime.tabular import Tabular, explain_tabular
 from torchlime.text import HybridKernel, Infiller, explain_text, explain_tokens, word_ids_from_encoding
 from torchlime.training import ProbeExplainer
-
-_aliases.install()
 
 __version__ = "0.2.0.dev0"
 
@@ -89,17 +86,17 @@ _SUBPACKAGES = ("demo", "compat", "integrations", "cli")
 
 
 def __getattr__(name: str) -> ModuleType:
-    """Subpackages (``torchlime.demo``) and old submodules (the alias, with a DeprecationWarning) as attributes.
+    """The subpackages that ``import torchlime`` does not import (``torchlime.demo``), as attributes.
 
     Args:
         name: the attribute.
 
     Returns:
-        The module the old path now names.
+        The subpackage.
 
     Raises:
         AttributeError: for any other name.
     """
-    if f"torchlime.{name}" in _aliases.ALIASES or name in _SUBPACKAGES:
+    if name in _SUBPACKAGES:
         return importlib.import_module(f"torchlime.{name}")
     raise AttributeError(f"module 'torchlime' has no attribute {name!r}")
