@@ -26,7 +26,7 @@ from torchlime.engine.run_record import RunRecord
 from torchlime.engine.sample_fit import solve_samples
 from torchlime.stages.normal import Normal
 from torchlime.stages.perturb.fills import describe_baseline
-from torchlime.stages.perturb.packing import Unpack
+from torchlime.stages.perturb.packing import UnpackArgs
 from torchlime.stages.sample_space import Design
 
 
@@ -66,7 +66,7 @@ def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Opt
         seconds_forward=passes.finished - plan.started,
         seconds_total=time.perf_counter() - plan.started,
     )
-    if isinstance(s.perturb_fn, Unpack):  # a tuple of inputs: the shape of each tensor
+    if isinstance(s.perturb_fn, UnpackArgs):  # a tuple of inputs: the shape of each tensor
         fields["input_shapes"] = [list(shape) for shape in s.perturb_fn.shapes]
     if plan.run.bound is not None:  # a structured target: what its targets are, as plain data
         fields["targets"] = {

@@ -1,7 +1,7 @@
 """Models of several inputs: a tuple of tensors (and unperturbed extra arguments) as one request.
 
 ``stages.perturb.packing`` lays the tensors out as one flat carrier with one feature map and one fill;
-the engine then runs as for one tensor, and ``Unpack`` hands the model its arguments chunk by chunk.
+the engine then runs as for one tensor, and ``UnpackArgs`` hands the model its arguments chunk by chunk.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every tensor of ``inputs = (x_1, ..., x_k)`` (each (B, ...)) is flattened and the pieces are laid side
 by side in one (B, N) carrier, with the feature maps and fills laid out the same way, so the engine's
-masks, blend, kernels and fit run unchanged. ``Unpack`` turns each blended chunk back into the model's
+masks, blend, kernels and fit run unchanged. ``UnpackArgs`` turns each blended chunk back into the model's
 positional arguments, followed by the unperturbed ``additional_forward_args``.
 """
 
@@ -191,7 +191,7 @@ class PerTensorFill(Fill):
 
 
 @dataclass(frozen=True, eq=False)
-class Unpack:
+class UnpackArgs:
     """The perturbation of a carrier: blend, then split into the model's arguments (a ``PerturbFn``).
 
     Attributes:
@@ -236,7 +236,7 @@ def pack(
     features: FeatureSpec,
     baseline: BaselineSpecs,
     additional_forward_args: object = None,
-) -> tuple[torch.Tensor, torch.Tensor, PerTensorFill, Unpack]:
+) -> tuple[torch.Tensor, torch.Tensor, PerTensorFill, UnpackArgs]:
     """Lay a tuple of inputs out as one carrier for the engine.
 
     Args:
@@ -251,7 +251,7 @@ def pack(
     Returns:
         ``(carrier, features, baseline, perturb_fn)``: carrier (B, N) holding every tensor's values
         (``carrier_dtype``), features long (B or 1, N), the fill for the engine (a ``PerTensorFill``),
-        and the ``Unpack`` perturbation that gives the model its k arguments (and the extra ones).
+        and the ``UnpackArgs`` perturbation that gives the model its k arguments (and the extra ones).
     """
     inputs = tuple(inputs)
     check_tuple_inputs(inputs)
@@ -275,5 +275,7 @@ def pack(
     else:
         extra = (additional_forward_args,)
     fill = PerTensorFill(specs, inputs, tuple(maps))
-    unpack = Unpack(tuple(tuple(x.shape[1:]) for x in inputs), tuple(x.dtype for x in inputs), extra, carrier.shape[0])
+    unpack = UnpackArgs(
+        tuple(tuple(x.shape[1:]) for x in inputs), tuple(x.dtype for x in inputs), extra, carrier.shape[0]
+    )
     return carrier, flat_features, fill, unpack
