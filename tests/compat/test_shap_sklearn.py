@@ -186,3 +186,41 @@ def test_default_chunks_are_fixed_so_calls_repeat_to_the_bit(cancer):
     assert np.array_equal(np.asarray(first), np.asarray(again)) and explainer._tuner is None
     per_call = cpu_rule(((40, 30), "torch.float64", "shap")) * 40  # whole coalitions of the 40 background rows
     assert model.rows[:calls] == model.rows[calls:] and max(model.rows) == per_call
+
+
+def test_rows_built_ahead_are_the_chunks_in_order(cancer):
+    """With fixed sizes the next chunk is built on a worker thread while the model runs the current one: the
+    model still gets every coalition's rows once, in order, and the same means as one chunk at a time."""
+    _, bg, x = cancer
+    coef = np.linspace(-1, 1, 30) / bg.std(0)
+    seen: list[np.ndarray] = []
+
+    def model(rows):
+        seen.append(rows.copy())
+        return rows @ coef
+
+    call = dict(nsamples=300, l1_reg=False, silent=True)
+    ahead = KernelExplainer(model, bg, seed=5, batch_size=7).shap_values(x[:2], **call)
+    chunks, seen[:] = list(seen), []
+    one_call = KernelExplainer(model, bg, seed=5, batch_size=10**6).shap_values(x[:2], **call)
+    coalitions = seen[-1]  # one call for them all, after the background's and the rows' own calls
+    assert len(seen) == 3 and len(chunks) > 4 and np.array_equal(np.concatenate(chunks)[-len(coalitions) :], coalitions)
+    np.testing.assert_array_equal(np.asarray(ahead), np.asarray(one_call))
+
+
+def test_a_model_error_with_a_chunk_built_ahead_is_raised(cancer):
+    """The model fails on its third chunk while the fourth is being built: its error comes out, once."""
+    from torchlime import ModelCallError
+
+    _, bg, x = cancer
+    calls = [0]
+
+    def fails_later(rows):
+        calls[0] += 1
+        if calls[0] == 5:  # after the background's and the rows' own calls and two chunks
+            raise RuntimeError("third chunk")
+        return rows[:, 0]
+
+    with pytest.raises(ModelCallError, match="third chunk"):
+        KernelExplainer(fails_later, bg, batch_size=5).shap_values(x[:1], nsamples=200, silent=True)
+    assert calls[0] == 5

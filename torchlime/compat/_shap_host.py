@@ -8,7 +8,8 @@ parallel torch operation waits for a thread that another process holds, chunk af
 
 Coalitions per call: a fixed ``batch_size``, else the engine's CPU chunk rule (16 MiB of rows: the same chunks
 on every call, so the same bits), or with ``batch_size="measure"`` timed during an explainer's first calls by
-``ChunkTuner``.
+``ChunkTuner``. Once the sizes are fixed, the next chunk's rows are built on a worker thread while the model
+runs the current one (numpy's copies and the model's arithmetic leave the GIL), so two chunks exist at a time.
 The fastest size is the model's and the machine's: a ``LogisticRegression``'s matrix product goes
 multi-threaded in OpenBLAS above about 13 000 rows and, on a loaded 2-core machine, runs 3x to 7x slower per
 row there, while a 50-tree random forest pays a dispatch over its trees per call and wants 25 000 rows or
@@ -21,6 +22,7 @@ asked for, not the default.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import numpy as np
@@ -152,13 +154,23 @@ def host_means(
     total, (n, p) = masks.shape[0], bg.shape
     weights = call.weights.cpu().numpy()
     means = np.empty((total, outputs), dtype=np.float64)
-    with progress_bar(total, progress) as bar:
-        start = 0
+
+    def build(start: int, stop: int) -> np.ndarray:
+        return coalition_rows(masks[start:stop], x[owner[start:stop]], bg).reshape((stop - start) * n, p)
+
+    with progress_bar(total, progress) as bar, ThreadPoolExecutor(1) as builder:
+        start, ahead = 0, None  # ahead: the next chunk's (stop, rows being built), once the sizes are fixed
         while start < total:
-            size = tuner.next(total - start)
-            stop = start + size
             began = time.perf_counter()
-            rows = coalition_rows(masks[start:stop], x[owner[start:stop]], bg).reshape(size * n, p)
+            if ahead is None:
+                size = tuner.next(total - start)
+                stop, rows = start + size, build(start, start + size)
+            else:
+                stop, rows = ahead[0], ahead[1].result()
+                size, ahead = stop - start, None
+            if tuner.best is not None and stop < total:  # build the next chunk while the model runs this one
+                after = stop + tuner.next(total - stop)
+                ahead = (after, builder.submit(build, stop, after))
             try:
                 scores = call.host(rows)
             except Exception as err:  # the model's own error, said with the (c N, P) rows it was sent
