@@ -15,7 +15,7 @@ from types import ModuleType
 from torchlime.accel import Accelerated
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.dataset import explain_dataset, load_results
-from torchlime.engine import Call, Config, Explainer, FeatureMap, Info, Modality, Prepared, explain
+from torchlime.engine import Call, Config, Explainer, ExplainOptions, FeatureMap, Info, Modality, Prepared, explain
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.image import Images, explain_image
@@ -52,6 +52,7 @@ __all__ = [
     "FeatureMap",
     "Config",
     "Call",
+    "ExplainOptions",
     "Info",
     "Images",
     "Tabular",

@@ -8,7 +8,7 @@
 ``presets`` (other implementations' defaults) and ``quality`` (the check in every explanation).
 """
 
-from torchlime.engine.config import Call, Config, documented
+from torchlime.engine.config import Call, CallOptions, Config, ExplainOptions, documented
 from torchlime.engine.explainer import Explainer, explain, explain_with
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.info import Info
@@ -22,6 +22,8 @@ __all__ = [
     "Explanation",
     "Config",
     "Call",
+    "ExplainOptions",
+    "CallOptions",
     "Modality",
     "Prepared",
     "FeatureMap",

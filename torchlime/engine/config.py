@@ -5,16 +5,21 @@ holds the settings an ``Explainer`` keeps for any number of calls (sampler, kern
 preset and run settings), ``Call`` those of one call (targets, samples, seed, model output). A field
 left ``UNSET`` is filled by the preset, else by the engine's default (``presets``), by
 ``dataclasses.replace``; front doors and modalities change a record the same way.
+
+The front doors take the fields as keywords: ``target``, ``n_samples`` and ``generator`` by name, the
+others as ``**options: Unpack[ExplainOptions]`` (``Explainer.explain``: ``Unpack[CallOptions]``), one
+typed set whose keys are the records' fields, so a type checker sees every keyword.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar, Union, cast
+from typing import Any, Callable, Literal, Optional, TypeVar, Union, cast
 
 import torch
+from typing_extensions import TypedDict
 
 from torchlime._checks import describe
 from torchlime.accel import ACCELERATE
@@ -167,6 +172,78 @@ class Call:
     additional_forward_args: object = None
 
 
+#: the ``Call`` fields a front door names itself (the others are its options)
+NAMED = ("target", "n_samples", "generator")
+
+
+class CallOptions(TypedDict, total=False):
+    """The keywords of one call besides ``target``, ``n_samples`` and ``generator``: ``Call``'s other fields.
+
+    ``Explainer.explain`` takes them (``**options: Unpack[CallOptions]``), each with its ``Call`` field's
+    type and meaning.
+    """
+
+    index: Optional[torch.Tensor]
+    return_samples: bool
+    output: OutputSelector
+    softmax: bool
+    masks: Optional[torch.Tensor]
+    perturb_fn: Optional[PerturbFn]
+    normalize: Optional[NormalizeSpec]
+    chunk_format: Optional[InputFormat]
+    additional_forward_args: object
+
+
+class ExplainOptions(CallOptions, total=False):
+    """The engine's options, the keywords of ``torchlime.explain`` and of every front door (``**options``).
+
+    Every field of ``Config`` and ``Call`` but ``target``, ``n_samples`` and ``generator`` (which each door
+    names itself), with the field's type (``baseline`` also takes "drop" at ``explain_image``): a door is
+    ``explain_x(model, inputs, *, <its modality's fields>, target, n_samples, generator, **options:
+    Unpack[ExplainOptions])``, and type checkers and IDEs see each keyword. None is required: an option
+    not given takes the preset's setting, else the engine's default. A door refuses by name, with the
+    keywords it takes, an unknown keyword and an option its modality sets itself (``Modality.owns``:
+    e.g. ``baseline`` with token ids, whose fill is the modality's ``mode``).
+    """
+
+    sampler: Union[SamplerSpec, Unset]
+    kernel: Union[KernelSpec, Unset]
+    surrogate: Union[SurrogateSpec, Unset]
+    baseline: Union[BaselineSpecs, Literal["drop"], Unset]
+    preset: Optional[PresetName]
+    accelerate: Optional[AccelerateMode]
+    max_memory: MemorySpec
+    batch_size: BatchSize
+    progress: bool
+
+
+def check_options(
+    options: Mapping[str, object], accepted: Sequence[str], who: str, owned: Collection[str] = ()
+) -> None:
+    """Refuse a keyword that ``who`` does not take, naming it and the options ``who`` takes.
+
+    Args:
+        options: the keywords that reached ``who``'s ``**options``.
+        accepted: the options ``who`` takes.
+        who: the function, as the message names it (e.g. "explain_tokens").
+        owned: options ``who``'s modality sets itself (``Modality.owns``), named as such.
+
+    Raises:
+        TypeError: ``who() got an unexpected keyword argument 'x'`` (Python's words), with the options
+            ``who`` takes besides its own keywords and ``target``, ``n_samples``, ``generator``.
+    """
+    bad = [k for k in options if k not in accepted]
+    if not bad:
+        return
+    what = f"an unexpected keyword argument {bad[0]!r}" if len(bad) == 1 else f"unexpected keyword arguments {bad}"
+    mine = [k for k in bad if k in owned]
+    note = f" ({mine} set by its modality itself)" if mine else ""
+    raise TypeError(
+        f"{who}() got {what}{note}; besides its own keywords and {', '.join(NAMED)} it takes the options "
+        f"{', '.join(accepted)}"
+    )
+
+
 def field_names(record: type[Union[Config, Call]]) -> tuple[str, ...]:
     """The field names of ``Config`` or ``Call``, in order."""
     return tuple(f.name for f in dataclasses.fields(record))
@@ -238,6 +315,21 @@ def _attributes(record: type[Union[Config, Call]]) -> dict[str, str]:
         elif name:
             out[name] += "\n" + line.strip()
     return out
+
+
+def _describe(options: type) -> None:
+    """Complete the docstring of ``CallOptions`` / ``ExplainOptions`` with the records' descriptions of its keys."""
+    known = {**_attributes(Config), **_attributes(Call)}
+    lines = "".join(
+        "        " + known[n].strip().replace("\n", "\n            ") + "\n"
+        for n in known
+        if n in options.__annotations__
+    )
+    options.__doc__ = f"{(options.__doc__ or '').rstrip()}\n\n    Attributes:\n{lines}"
+
+
+_describe(CallOptions)  # the options are described once, on the records
+_describe(ExplainOptions)
 
 
 def documented(fn: F) -> F:
