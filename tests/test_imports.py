@@ -24,7 +24,7 @@ FRONT_DOORS = (
     "torchlime.tabular._modality",
     "torchlime.series._series",
 )
-#: engine internals a front door must not reach for (it builds features, with ``features.grid`` if it
+#: engine internals a front door must not reach for (it builds features, with ``features.cell_ids`` if it
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
 INTERNALS = (
     "torchlime.stages.features.relabel",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 import sys
 from typing import Any, Callable
@@ -12,8 +13,22 @@ import pytest
 import torch
 
 from torchlime.audio import explain_spectrogram, explain_waveform
+from torchlime.audio.viz import plot_spectrogram_explanation
+from torchlime.demo import run_demo
 from torchlime.image import explain_image
-from torchlime.text import feature_positions
+from torchlime.image.viz import (
+    image_and_mask,
+    plot_coefficients_with_uncertainty,
+    plot_image_explanation,
+    save_image_explanation,
+)
+from torchlime.methods.adaptive import Adaptive
+from torchlime.methods.feature_selection import Select
+from torchlime.metrics import max_sensitivity
+from torchlime.stages import features as features_stage
+from torchlime.tabular import conditions
+from torchlime.text import Infiller, feature_positions
+from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, text_html
 
 
 def spectrogram_model(s: torch.Tensor) -> torch.Tensor:
@@ -57,6 +72,59 @@ def test_the_old_keywords_of_the_doors_are_refused(name):
     call, old = DOORS[name]
     with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
         call()
+
+
+#: the pictures, metrics and methods: (function, the old keyword, its new name); Python refuses the old
+#: keyword while binding the call, before the function runs, so no explanation is needed
+RENAMED: list[tuple[Callable[..., Any], str, str]] = [
+    (image_and_mask, "exp", "explanation"),
+    (image_and_mask, "num_features", "k"),
+    (plot_image_explanation, "exp", "explanation"),
+    (plot_image_explanation, "num_features", "k"),
+    (plot_coefficients_with_uncertainty, "exp", "explanation"),
+    (feature_strings, "exp", "explanation"),
+    (explanation_html, "exp", "explanation"),
+    (text_html, "exp", "explanation"),
+    (plot_top_features, "exp", "explanation"),
+    (plot_spectrogram_explanation, "top_k", "k"),  # plot_transcript passes its options on to it
+    (run_demo, "top_k", "k"),
+    (max_sensitivity, "batch_size", "inputs_per_step"),
+    (conditions, "exp", "explanation"),
+    (Select, "num_features", "k"),
+    (Adaptive, "top_k", "k"),
+    (Infiller, "top_k", "k"),
+]
+
+
+@pytest.mark.parametrize("fn, old, new", RENAMED, ids=[f"{f.__name__}({old}=)" for f, old, _ in RENAMED])
+def test_the_old_keywords_are_refused_and_the_new_ones_are_the_signature(fn, old, new):
+    assert new in inspect.signature(fn).parameters and old not in inspect.signature(fn).parameters
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+        fn(**{old: 1})
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: plot_image_explanation(torch.zeros(1, 3, 4, 4), None, 1),  # (images, exp, index)
+        lambda: save_image_explanation("out.png", torch.zeros(1, 3, 4, 4), None, 1),  # (path, images, exp, index)
+        lambda: plot_coefficients_with_uncertainty(None, 1, 0),  # index, target_index by position
+        lambda: plot_top_features(None, ["a"], 0, 0, 1),  # index, target_index, k by position
+    ],
+    ids=["plot_image_explanation", "save_image_explanation", "plot_coefficients_with_uncertainty", "plot_top_features"],
+)
+def test_the_old_positional_orders_are_refused(call):
+    with pytest.raises(TypeError, match=r"positional arguments? but \d+ (were|was) given"):
+        call()
+
+
+def test_the_explanation_comes_first_and_the_path_last():
+    assert list(inspect.signature(plot_image_explanation).parameters)[:2] == ["explanation", "images"]
+    assert list(inspect.signature(save_image_explanation).parameters)[:3] == ["explanation", "images", "path"]
+
+
+def test_stages_features_has_one_name_for_the_grid():
+    assert not hasattr(features_stage, "grid") and callable(features_stage.cell_ids)
 
 
 #: the module paths of 0.1 that 0.2.0 no longer aliases (docs/migration.md lists their new homes)

@@ -64,7 +64,7 @@ def test_to_device(exp_and_images, device):
 
 def test_image_and_mask_like_lime(exp_and_images):
     exp, x = exp_and_images
-    out, mask = image_and_mask(x, exp, num_features=2, hide_rest=True)
+    out, mask = image_and_mask(x, exp, k=2, hide_rest=True)
     assert out.shape == x.shape and mask.shape == (2, 12, 12)
     top = exp.top_features(2, by="value")[0][:, 0]  # lime's positive_only: the most supporting features
     for b in range(2):
@@ -74,9 +74,9 @@ def test_image_and_mask_like_lime(exp_and_images):
                 expect[exp.features[b, 0] == f] = 1
         assert torch.equal(mask[b], expect)
         assert torch.all(out[b][:, mask[b] == 0] == 0)
-    _, both = image_and_mask(x, exp, positive_only=False, num_features=6)
+    _, both = image_and_mask(x, exp, positive_only=False, k=6)
     assert set(both.unique().tolist()) <= {-1, 0, 1}
-    swapped = image_and_mask(exp, x, positive_only=False, num_features=6)  # plot_image_explanation's order
+    swapped = image_and_mask(exp, x, positive_only=False, k=6)  # plot_image_explanation's order
     assert torch.equal(swapped[1], both)
 
 
@@ -95,7 +95,7 @@ def test_picture_is_written(exp_and_images, tmp_path):
     from torchlime.image.viz import save_image_explanation
 
     exp, x = exp_and_images
-    path = save_image_explanation(tmp_path / "p.png", x, exp, 1, truth=torch.zeros(12, 12, dtype=torch.bool))
+    path = save_image_explanation(exp, x, tmp_path / "p.png", index=1, truth=torch.zeros(12, 12, dtype=torch.bool))
     assert path.stat().st_size > 1000
 
 

@@ -192,7 +192,7 @@ def test_plot_coefficients_with_uncertainty():
 
     model, x, feats, _ = planted(0, batch=2)
     exp = explain(model, x, feats, target="all", n_samples=200, surrogate="bayes")
-    fig = plot_coefficients_with_uncertainty(exp, 1, target_index=2, feature_names=list("abcdefgh"))
+    fig = plot_coefficients_with_uncertainty(exp, index=1, target_index=2, feature_names=list("abcdefgh"))
     from matplotlib.container import BarContainer, ErrorbarContainer
 
     ax = fig.axes[0]
@@ -205,12 +205,12 @@ def test_plot_coefficients_with_uncertainty():
     np.testing.assert_allclose([s[1][1] - s[0][1] for s in spans], 2 * 1.96 * exp.coef_std[1, 2].numpy(), rtol=1e-5)
     assert [t.get_text() for t in ax.get_xticklabels()] == list("abcdefgh")
     plt.close(fig)
-    with pytest.raises(ValueError, match=r"`exp` must carry posterior standard deviations \(coef_std\)"):
+    with pytest.raises(ValueError, match=r"`explanation` must carry posterior standard deviations \(coef_std\)"):
         plot_coefficients_with_uncertainty(explain(model, x, feats, n_samples=50))
     with pytest.raises(ValueError, match=r"`feature_names` must name the 8 features of input 0, got 2 names"):
         plot_coefficients_with_uncertainty(exp, feature_names=["a", "b"])
     with pytest.raises(ValueError, match=r"`index` must be in \[0, 2\) and `target_index` in \[0, 4\), got 5 and 0"):
-        plot_coefficients_with_uncertainty(exp, 5)
+        plot_coefficients_with_uncertainty(exp, index=5)
 
 
 def test_errors():

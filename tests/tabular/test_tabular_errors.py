@@ -129,7 +129,7 @@ def test_conditions_errors():
     with pytest.raises(ValueError, match=r"`k` must be >= 1, got 0"):
         conditions(exp, k=0)
     plain = explain(torch.nn.Linear(4, 2), TRAIN[:2].float(), torch.arange(4).view(1, 4), n_samples=20)
-    with pytest.raises(ValueError, match=r"`exp` must come from torchlime.tabular.explain_tabular"):
+    with pytest.raises(ValueError, match=r"`explanation` must come from torchlime.tabular.explain_tabular"):
         conditions(plain)
 
 

@@ -1,19 +1,14 @@
-"""What ``Spectrograms`` and ``Waveforms`` share: the sample-rate check, the audio fill, the STFT check.
-
-Also the deprecated ``content=`` keyword of the audio front doors (``content_renamed``).
-"""
+"""What ``Spectrograms`` and ``Waveforms`` share: the sample-rate check, the audio fill, the STFT check."""
 
 from __future__ import annotations
 
-import functools
 import warnings
-from typing import Callable, Optional, TypeVar, Union, cast
+from typing import Optional, Union
 
 import torch
 
-from torchlime._checks import check_positive_float, user_stacklevel
+from torchlime._checks import check_positive_float
 from torchlime.audio.stft import istft
-from torchlime.engine.explanation import Explanation
 from torchlime.engine.presets import PRESETS
 from torchlime.stages.perturb.fills import Blur
 from torchlime.typing import UNSET, BaselineSpecs, PresetName, Unset
@@ -21,10 +16,6 @@ from torchlime.typing import UNSET, BaselineSpecs, PresetName, Unset
 BLUR_SIGMA = 2.0  # bins / frames (samples for waveforms) of the audio "blur" fill
 #: the audio names of fills that differ from the engine's: a light blur
 _AUDIO_FILLS = {"blur": Blur(BLUR_SIGMA)}
-#: the old ``content=`` names that differ from ``baseline=``'s: "mean" was each clip's mean level
-CONTENT_NAMES = {"mean": "signal_mean"}
-
-D = TypeVar("D", bound=Callable[..., Explanation])
 
 
 def model_sample_rate(model: object) -> Optional[float]:
@@ -122,39 +113,3 @@ def check_invertible(spec: torch.Tensor, n_fft: int, hop: int, win: int, length:
                 f"for {length} samples (torch.istft: the overlap-added Hann windows vanish somewhere); "
                 f"pass a smaller `hop_length` (e.g. {max(1, win // 4)} = win_length // 4)"
             ) from None
-
-
-def content_renamed(door: D) -> D:
-    """Accept a front door's deprecated ``content=`` (now ``baseline=``) for one release, with a warning.
-
-    ``content="mean"`` was each clip's mean level, ``baseline="signal_mean"``; other values are
-    passed on as they are, and ``content=None`` (its old default) as no fill at all.
-
-    Args:
-        door: ``explain_spectrogram`` or ``explain_waveform``.
-
-    Returns:
-        The door, with the same signature and docstring.
-
-    Raises:
-        TypeError: (when called) both ``content=`` and ``baseline=``.
-    """
-
-    @functools.wraps(door)
-    def wrapper(*args: object, **kwargs: object) -> Explanation:
-        if "content" in kwargs:
-            content = kwargs.pop("content")
-            if "baseline" in kwargs:
-                raise TypeError(
-                    f"{door.__name__}() got both `content=` (deprecated) and `baseline=`: pass `baseline=` only"
-                )
-            warnings.warn(
-                f"{door.__name__}(): `content=` is now `baseline=` (content='mean' is baseline='signal_mean')",
-                DeprecationWarning,
-                stacklevel=user_stacklevel(),
-            )
-            if content is not None:
-                kwargs["baseline"] = CONTENT_NAMES.get(content, content) if isinstance(content, str) else content
-        return door(*args, **kwargs)
-
-    return cast(D, wrapper)

@@ -22,7 +22,6 @@ import torch
 
 from torchlime import _colours
 from torchlime._checks import check_ndim, check_tensor, describe, require
-from torchlime._deprecate import renamed
 from torchlime.audio.segments import bin_frequencies, warn_bins
 from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
@@ -109,7 +108,6 @@ def _clip_map(explanation: Explanation, index: int) -> torch.Tensor:
     return lab
 
 
-@renamed(top_k="k")
 def plot_spectrogram_explanation(
     explanation: Explanation,
     specs: torch.Tensor,
@@ -137,7 +135,7 @@ def plot_spectrogram_explanation(
         target_index: which explained target (column of ``explanation.target``).
         channel: which channel of (B, C, Fr, Tm) spectrograms.
         k: number the k strongest segments (largest |weight|; 0: none), circled red when they support
-            the target, blue when they oppose it; formerly ``top_k=``.
+            the target, blue when they oppose it.
         sample_rate: Hz, for the time and frequency axes (default: ``explanation.meta["audio"]``).
         hop_length: STFT hop in samples, for the time axis (default: ``meta["audio"]``).
         n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``): a linear STFT's

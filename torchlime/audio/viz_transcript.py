@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 import torch
 
 from torchlime._checks import describe, require
-from torchlime._deprecate import renamed
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.engine.explanation import Explanation
 
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-@renamed(top_k="k")
 def plot_transcript(
     explanation: Explanation,
     specs: torch.Tensor,

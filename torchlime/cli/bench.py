@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, TypedDict
 
 import torch
 
-from torchlime.cli._args import Parser, int_at_least, model_args, renamed_flag
+from torchlime.cli._args import Parser, int_at_least, model_args
 from torchlime.cli._common import (
     CliError,
     collected_warnings,
@@ -55,7 +55,6 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--inputs-per-step", type=int_at_least(1), default=1, help="inputs per explanation call (default: 1)"
     )
-    renamed_flag(p, "--batch", "--inputs-per-step", type=int_at_least(1))
     p.add_argument("--n-samples", type=int_at_least(2), default=1000, help="samples per input (default: 1000)")
     p.add_argument("--n-segments", type=int_at_least(2), default=64, help="grid cells (default: 64)")
     p.add_argument("--reps", type=int_at_least(1), default=3, help="timed runs, median reported (default: 3)")

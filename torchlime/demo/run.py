@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from torchlime._deprecate import renamed
 from torchlime.demo.image_data import CLASS_NAMES, make_images
 from torchlime.demo.image_models import load_demo_model
 from torchlime.image import explain_image, slic
@@ -48,7 +47,6 @@ def hits(exp_features: torch.Tensor, top: torch.Tensor, evidence: torch.Tensor) 
     return (chosen_pixels(exp_features, top[:, :1]) & evidence).any(2).any(1)
 
 
-@renamed(top_k="k")
 def run_demo(
     out: Path,
     device: str = "cpu",

@@ -12,7 +12,6 @@ by keyword, and a plot function returns the matplotlib ``Figure``.
 from __future__ import annotations
 
 import numbers
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
@@ -20,7 +19,6 @@ import torch
 
 from torchlime import _colours
 from torchlime._checks import check_positive_int, require
-from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
 from torchlime.image._pixels import to_hwc, top_segments
 from torchlime.image.segments import boundaries
@@ -33,7 +31,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 
-@renamed(exp="explanation", num_features="k")
 def image_and_mask(
     images: torch.Tensor,
     explanation: Explanation,
@@ -50,12 +47,12 @@ def image_and_mask(
     Args:
         images: (B, C, H, W) the explained images (``image_and_mask(explanation, images)``, the order of
             ``plot_image_explanation``, works too).
-        explanation: their explanation (features (B, 1, H, W)); formerly ``exp=``.
+        explanation: their explanation (features (B, 1, H, W)).
         target_index: which explained target (column of ``explanation.target``).
         positive_only: keep only features with weight > min_weight (the default).
         negative_only: with ``positive_only=False``, keep only features with weight < -min_weight.
         min_weight: the weight a kept feature must exceed (in absolute value when neither flag is set).
-        k: how many of the strongest features to keep (lime's ``num_features``; formerly ``num_features=``).
+        k: how many of the strongest features to keep (lime's ``num_features``).
         hide_rest: zero the pixels of the features not kept.
 
     Returns:
@@ -82,18 +79,6 @@ def image_and_mask(
     return out, mask.long()
 
 
-def _images_first(args: tuple[object, ...]) -> bool:
-    """The old order ``(images, explanation, index)``: a tensor where the explanation now goes."""
-    return isinstance(args[0], torch.Tensor)
-
-
-def _path_first(args: tuple[object, ...]) -> bool:
-    """The old order ``(path, images, explanation, index)``: a path where the explanation now goes."""
-    return isinstance(args[0], (str, os.PathLike))
-
-
-@renamed(exp="explanation", num_features="k")
-@legacy_positions(["images", "explanation", "index"], detect=_images_first)
 def plot_image_explanation(
     explanation: Explanation,
     images: torch.Tensor,
@@ -112,15 +97,14 @@ def plot_image_explanation(
     are never shown; the title says when fewer than ``k`` are left, the panel says why when none is).
     ``truth`` (H, W) bool, when known, is outlined in the last panel. For a ``torchlime.targets.Boxes``
     explanation the title names the explained box (``"box 1 of 2: (x1, y1, x2, y2), label 3"``, from
-    ``explanation.run.targets``), outlined on the input and the heatmap. The old order
-    ``plot_image_explanation(images, exp, index)`` still works, with a ``DeprecationWarning``.
+    ``explanation.run.targets``), outlined on the input and the heatmap.
 
     Args:
-        explanation: the explanation of ``images`` (features (B, 1, H, W)); formerly ``exp=``.
+        explanation: the explanation of ``images`` (features (B, 1, H, W)).
         images: (B, C, H, W) the explained images.
         index: which image.
         target_index: which explained target (column of ``explanation.target``).
-        k: how many top segments (largest |weight|) the last panel shows (formerly ``num_features=``).
+        k: how many top segments (largest |weight|) the last panel shows.
         class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
             legend ("supports 'cat'"; default: the class index).
         truth: optional bool (H, W) ground-truth region, outlined in the last panel.
@@ -252,18 +236,13 @@ def _slice(exp: Explanation, index: int) -> Explanation:
     )
 
 
-@renamed(exp="explanation", num_features="k")
-@legacy_positions(["path", "images", "explanation", "index"], detect=_path_first)
 def save_image_explanation(
     explanation: Explanation, images: torch.Tensor, path: Union[str, Path], *, index: int = 0, **kwargs: Any
 ) -> Path:
     """Draw ``plot_image_explanation`` and write it as a PNG.
 
-    The old order ``save_image_explanation(path, images, exp, index)`` still works, with a
-    ``DeprecationWarning``.
-
     Args:
-        explanation: the explanation of ``images`` (features (B, 1, H, W)); formerly ``exp=``.
+        explanation: the explanation of ``images`` (features (B, 1, H, W)).
         images: (B, C, H, W) the explained images.
         path: the PNG file to write (its folder is created).
         index: which image.
@@ -282,8 +261,6 @@ def save_image_explanation(
     return path
 
 
-@renamed(exp="explanation")
-@legacy_positions(["explanation", "index", "target_index"])
 def plot_coefficients_with_uncertainty(
     explanation: Explanation,
     *,
@@ -299,11 +276,10 @@ def plot_coefficients_with_uncertainty(
     For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
     feature of input ``index`` (its F_b features), whiskers from coef - z std to coef + z std; bars whose
     interval excludes 0 are solid, the others faded; red bars support the target, blue ones oppose it
-    (the legend says so, naming the class: "supports 'cat'"). Any modality's explanation works. ``index`` and
-    ``target_index`` given by position still work, with a ``DeprecationWarning``.
+    (the legend says so, naming the class: "supports 'cat'"). Any modality's explanation works.
 
     Args:
-        explanation: an explanation with ``coef_std`` (B, T, F); formerly ``exp=``.
+        explanation: an explanation with ``coef_std`` (B, T, F).
         index: which input.
         target_index: which explained target (column of ``explanation.target``).
         z: half-width of the intervals in standard deviations.
@@ -336,7 +312,7 @@ def plot_coefficients_with_uncertainty(
     check_positive_float(z, "z")
     if exp.coef_std is None:
         raise ValueError(
-            "`exp` must carry posterior standard deviations (coef_std), as explanations with "
+            "`explanation` must carry posterior standard deviations (coef_std), as explanations with "
             "surrogate='bayes' do; got an explanation with coef_std=None"
         )
     b, t, _ = exp.coef.shape

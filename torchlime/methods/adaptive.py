@@ -15,7 +15,6 @@ from typing import Callable, Optional
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, describe
-from torchlime._deprecate import renamed
 from torchlime.stages.normal import Fit, Normal
 from torchlime.typing import NSamples as NSamples
 
@@ -27,7 +26,7 @@ class Adaptive:
     Attributes:
         start: the samples of the first round (>= 2).
         cap: the most samples an input gets (>= ``start``).
-        k: how many of the top features must be stable (formerly ``top_k``, accepted with a warning).
+        k: how many of the top features must be stable.
         confidence: the one-sided confidence of the test, in [0.5, 1).
     """
 
@@ -102,6 +101,3 @@ def resolve_n_samples(n_samples: object) -> tuple[int, Optional[Adaptive]]:
     if isinstance(n_samples, str):
         raise ValueError(f"`n_samples` must be an int >= 2, 'auto' or an Adaptive, got {describe(n_samples)}")
     return check_positive_int(n_samples, "n_samples", minimum=2), None
-
-
-Adaptive.__init__ = renamed(top_k="k")(Adaptive.__init__)  # type: ignore[method-assign]

@@ -15,7 +15,6 @@ from typing import Optional, Union
 import torch
 
 from torchlime._checks import check_choice, check_positive_int, describe
-from torchlime._deprecate import renamed
 from torchlime.methods.lars import lasso_path as lasso_path
 from torchlime.stages.normal import Fit, Normal, solve_spd
 from torchlime.stages.surrogate import Ridge, Surrogate
@@ -184,8 +183,7 @@ class Select(Surrogate):
     """Sparse surrogate: lime's feature selection, then ``refit`` on the chosen features only.
 
     Attributes:
-        k: K, features kept per (input, target) (lime's ``num_features``, the old name of this field,
-            accepted with a ``DeprecationWarning``).
+        k: K, features kept per (input, target) (lime's ``num_features``).
         method: "forward_selection", "highest_weights", "lasso_path" or "auto" (``select_features``).
         refit: the surrogate fitted on the chosen features (lime: ``Ridge(alpha=1)``); any
             surrogate that works from the centred normal equations (Ridge, Lasso, KLasso).
@@ -262,6 +260,3 @@ class Select(Surrogate):
             valid: bool (B, F) the features that exist for each input.
         """
         return self.fit_normal(ne, valid).coef.transpose(1, 2).double()
-
-
-Select.__init__ = renamed(num_features="k")(Select.__init__)  # type: ignore[method-assign]

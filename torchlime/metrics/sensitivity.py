@@ -25,7 +25,6 @@ from typing import Callable, Optional, Union
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
-from torchlime._deprecate import renamed
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
@@ -38,7 +37,6 @@ from torchlime.typing import Model
 _UNIFORM_STREAM = 19  # random stream of the default perturbations
 
 
-@renamed(batch_size="inputs_per_step")
 def max_sensitivity(
     explain_fn: Optional[Callable[..., object]],
     inputs: torch.Tensor,
@@ -81,7 +79,7 @@ def max_sensitivity(
         perturbations: explicit δ, (B, n, ...) (then ``radius`` and ``n_perturb`` are unused).
         norm_ord: "fro" (2-norm) or a number p (the p-norm), as captum's ``norm_ord``.
         inputs_per_step: perturbed inputs per ``explain_fn`` call (None: all B·n at once; captum's
-            ``max_examples_per_batch``; formerly ``batch_size=``). torchlime's masks depend on an
+            ``max_examples_per_batch``). torchlime's masks depend on an
             input's position in its batch (unless ``index=`` is given), so a LIME ``explain_fn`` gives
             the same values for the same ``inputs_per_step`` only.
         generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).

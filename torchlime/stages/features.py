@@ -10,7 +10,6 @@ cells, time slots of a waveform); ``torchlime.image.grid`` is the only public fu
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -120,29 +119,6 @@ def cell_ids(
         view[d] = size
         ids = ids * k + band.view(view)
     return ids.expand(*shape).contiguous()
-
-
-def grid(
-    shape: Sequence[int],
-    counts: Sequence[int],
-    *,
-    bands: Optional[Sequence[Optional[torch.Tensor]]] = None,
-    device: Device = None,
-) -> torch.Tensor:
-    """Deprecated name of ``cell_ids`` (one release; ``torchlime.image.grid`` cuts images).
-
-    Args:
-        shape: as ``cell_ids``.
-        counts: as ``cell_ids``.
-        bands: as ``cell_ids``.
-        device: as ``cell_ids``.
-
-    Returns:
-        ``cell_ids(shape, counts, bands=bands, device=device)``.
-    """
-    message = "torchlime.stages.features.grid() is deprecated, use cell_ids() (same arguments)"
-    warnings.warn(message, DeprecationWarning, stacklevel=2)
-    return cell_ids(shape, counts, bands=bands, device=device)
 
 
 def row_starts(index: torch.Tensor) -> Optional[torch.Tensor]:

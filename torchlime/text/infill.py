@@ -29,7 +29,6 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from torchlime._checks import check_choice, check_positive_float, check_positive_int, describe
-from torchlime._deprecate import renamed
 from torchlime.stages.forward.model import eval_mode, model_placement
 from torchlime.text.edits import call_token_model
 from torchlime.text.proximity import EmbeddingSpec, embedding_matrix
@@ -61,7 +60,7 @@ class Infiller:
             that keep the predicted label) or "boundary" (prefer ones that flip
             it); both score the top-k candidates of every feature with the
             explained model (F·k extra model calls per input).
-        k: candidates kept per position (formerly ``top_k``, accepted with a warning).
+        k: candidates kept per position.
         temperature: softmax temperature for "sample".
         synonym_threshold: embedding cosine above which a candidate counts as the
             original (None disables the synonym guard).
@@ -287,6 +286,3 @@ def joint_fill(
     slot, _ = choose(logp, infiller.strategy, infiller.temperature, generator)
     new = cand.gather(1, slot.unsqueeze(1)).squeeze(1)
     return ids.masked_scatter(hidden, new.to(ids.dtype))
-
-
-Infiller.__init__ = renamed(top_k="k")(Infiller.__init__)  # type: ignore[method-assign]

@@ -19,7 +19,6 @@ import torch
 
 from torchlime import _colours
 from torchlime._checks import describe, require
-from torchlime._deprecate import legacy_positions, renamed
 from torchlime.engine.explanation import Explanation
 from torchlime.text._generated import GenerationInfo, generation_record, prompt_tokens
 
@@ -91,7 +90,6 @@ def tokens_html(
     return "".join(parts)
 
 
-@renamed(exp="explanation")
 def feature_strings(
     explanation: Explanation, tokens: Sequence[str], index: int = 0, continuation: str = "##"
 ) -> list[str]:
@@ -101,7 +99,7 @@ def feature_strings(
     previous piece; other tokens of one feature are joined with a space.
 
     Args:
-        explanation: a token explanation (features (B, L)); formerly ``exp=``.
+        explanation: a token explanation (features (B, L)).
         tokens: the L token strings of input ``index``.
         index: which explained input.
         continuation: the prefix of word-continuation pieces (WordPiece's "##").
@@ -123,7 +121,6 @@ def feature_strings(
     return out
 
 
-@renamed(exp="explanation")
 def explanation_html(
     explanation: Explanation,
     tokens: Union[Sequence[str], int, None] = None,
@@ -138,7 +135,7 @@ def explanation_html(
     """Highlight input ``index`` of a token/word explanation.
 
     Args:
-        explanation: from ``explain_tokens`` (features (B, L)), or ``explain_generation``; formerly ``exp=``.
+        explanation: from ``explain_tokens`` (features (B, L)), or ``explain_generation``.
         tokens: the L token strings of that input (raw, e.g. ``tokenizer.convert_ids_to_tokens``); None
             for an ``explain_generation`` explanation: the prompt tokens it recorded, every target a row
             (``generation_html``). An int here is ``index``: ``explanation_html(exp, 1)``.
@@ -246,13 +243,11 @@ def generation_html(
     return "".join(parts)
 
 
-@renamed(exp="explanation")
 def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *, title: Optional[str] = None) -> str:
     """Text ``index`` of an ``explain_text`` explanation, every word highlighted in place.
 
     Args:
-        explanation: from ``explain_text`` (``info`` holds the texts' pieces and their features);
-            formerly ``exp=``.
+        explanation: from ``explain_text`` (``info`` holds the texts' pieces and their features).
         index: which text (of the B).
         target_index: which explained target (column of ``explanation.target``).
         title: optional heading (default: the target).
@@ -296,8 +291,6 @@ def text_html(explanation: Explanation, index: int = 0, target_index: int = 0, *
     return "".join(parts)
 
 
-@renamed(exp="explanation")
-@legacy_positions(["explanation", "names", "index", "target_index", "k", "ax"])
 def plot_top_features(
     explanation: Explanation,
     names: Sequence[str],
@@ -313,11 +306,8 @@ def plot_top_features(
     Bars of features that support the target are red, those that oppose it blue (the x label says so, naming
     the class: "weight for 'positive'").
 
-    The options given by position (``plot_top_features(exp, names, 0, 0, 10)``) still work, with a
-    ``DeprecationWarning``.
-
     Args:
-        explanation: the explanation (coef (B, T, F)); formerly ``exp=``.
+        explanation: the explanation (coef (B, T, F)).
         names: a string per feature of input ``index`` (e.g. ``feature_strings``).
         index: which explained input.
         target_index: which explained target (column of ``explanation.target``).
