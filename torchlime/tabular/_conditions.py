@@ -48,7 +48,7 @@ def conditions(
 
     Raises:
         ValueError: an explanation without a tabular record (``explanation.info``) or its plain data
-            (``info``, which saved files keep as ``meta["tabular"]``), names of the wrong length, a bad ``target_index``.
+            (``meta["tabular"]``, what saved files keep), names of the wrong length, a bad ``target_index``.
 
     Example:
         >>> from torchlime.tabular import explain_tabular
@@ -78,18 +78,18 @@ def conditions(
 
 
 def _record(exp: Explanation) -> TabularInfo:
-    """The explanation's tabular record: ``exp.info``, else rebuilt from a file's stored ``"tabular"`` entry."""
+    """The explanation's tabular record: ``exp.info``, else rebuilt from ``meta["tabular"]`` (a loaded file)."""
     if isinstance(exp.info, TabularInfo):
         return exp.info
-    if not isinstance(exp.stored.get("tabular"), dict):
+    if not isinstance(exp.meta.get("tabular"), dict):
         raise ValueError(
-            "`explanation` must come from torchlime.tabular.explain_tabular or the Tabular modality (its info, a "
-            f"TabularInfo, holds the bins), got info {type(exp.info).__name__} and stored entries {sorted(exp.stored)}"
+            "`explanation` must come from torchlime.tabular.explain_tabular or the Tabular modality (its info and "
+            f"meta['tabular'] hold the bins), got meta keys {sorted(exp.meta)}"
         )
-    tab = TabularInfo.from_plain(exp.stored["tabular"])
+    tab = TabularInfo.from_plain(exp.meta["tabular"])
     if tab.levels.shape[0] != len(exp):
         raise ValueError(
-            f"`exp.stored['tabular']` must describe the explanation's {len(exp)} input(s), got the levels of "
+            f"`exp.meta['tabular']` must describe the explanation's {len(exp)} input(s), got the levels of "
             f"{tab.levels.shape[0]} (slice an explanation with exp[i], which slices its record too)"
         )
     return tab
