@@ -41,7 +41,6 @@ INTERNALS = (
 SHARED = (
     "torchlime._checks",
     "torchlime._colours",
-    "torchlime._deprecate",
     "torchlime._nested",
     "torchlime._upload",
     "torchlime.typing",
