@@ -1,5 +1,6 @@
 """``Continuation`` and ``explain_generation``: teacher-forced log-probs against a slow per-sample
-reference, a planted copy model, a real (tiny, random) GPT-2, and the errors."""
+reference, a planted copy model, a real (tiny, random) GPT-2, the errors, and the ``Generation`` modality
+that the door runs (``Explainer().explain`` gives the same bits)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 import torch
 from torch import nn
 
+from torchlime.engine import Explainer
 from torchlime.targets.continuation import Continuation
-from torchlime.text.generation import explain_generation, left_pad
+from torchlime.text import Generation
+from torchlime.text._generation import left_pad
+from torchlime.text.generation import explain_generation
 
 LP = 6  # prompt length of the copy model
 
@@ -237,3 +241,62 @@ def test_absurd_n_samples_is_refused_after_generation_before_sampling():
     with pytest.raises(ValueError, match=r"^`n_samples`=1000000000000 needs .* TiB"):
         explain_generation(lm, ids, mask_id=0, target=Continuation(max_new_tokens=2), n_samples=10**12)
     assert calls == [1, 1]  # the two greedy steps of the continuation, no sample
+
+
+def same_bits(one, two) -> None:
+    """Two explanations hold the same numbers, features, rows and records."""
+    for name in ("coef", "intercept", "score", "local_pred", "target", "features", "n_features"):
+        assert torch.equal(getattr(one, name), getattr(two, name)), name
+    for name in ("samples", "outputs", "weights"):
+        a, b = getattr(one, name), getattr(two, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    for key in ("continuation", "input_ids", "attention_mask"):
+        assert torch.equal(one.meta[key], two.meta[key]), key
+    assert one.info == two.info and one.meta["text_generation"] == two.meta["text_generation"]
+
+
+@pytest.mark.parametrize(
+    "fields, call",
+    [
+        (dict(mask_id=1), dict(target=Continuation(max_new_tokens=3), n_samples=12, batch_size=5)),
+        (dict(mask_id=1, mode="delete"), dict(target=Continuation(max_new_tokens=2, per_token=False))),
+        (dict(mask_id=1, word_ids=torch.tensor([[0, 0, 1, 1, 2, 2, 3]])), dict(target=Continuation(max_new_tokens=2))),
+        (dict(mask_id=1), dict(target=Continuation(torch.tensor([[3, 4], [5, 6], [7, 8]])), masks="given")),
+    ],
+)
+def test_the_door_is_the_generation_modality_bit_for_bit(gpt2, fields, call):
+    ids, attn = prompts()
+    if call.get("masks") == "given":  # explicit masks: (B, S, F) with F the 7 prompt tokens
+        masks = torch.rand(3, 10, 7, generator=torch.Generator().manual_seed(1)) > 0.5
+        call = dict(call, masks=masks.index_fill(1, torch.tensor([0]), True), n_samples=10)
+    kw = dict(call, n_samples=call.get("n_samples", 16), generator=0, return_samples=True)
+    door = explain_generation(gpt2, ids, attention_mask=attn, **fields, **kw)
+    how = {k: kw.pop(k) for k in ("batch_size",) if k in kw}
+    engine = Explainer(**how).explain(gpt2, ids, Generation(attention_mask=attn, **fields), **kw)
+    same_bits(door, engine)
+    assert isinstance(engine.info, type(door.info)) and engine.config == door.config
+
+
+def test_the_generation_modality_on_a_plain_callable_with_infill():
+    from torchlime.text.infill import Infiller
+
+    from tests.helpers.text import ToyMLM
+
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25, 26]])
+    fields = dict(mask_id=0, mode="infill", infill=Infiller(ToyMLM(vocab=32), synonym_threshold=None))
+    kw = dict(target=Continuation(max_new_tokens=2), n_samples=32, generator=0)
+    same_bits(
+        explain_generation(CopyLM(), ids, **fields, **kw),
+        Explainer().explain(CopyLM(), ids, Generation(**fields), **kw),
+    )
+
+
+@pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")  # 8 tokens past a copy
+def test_the_generation_modality_refuses_a_fill_and_other_targets():
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16]])
+    with pytest.raises(TypeError, match=r"Generation does not take \['baseline'\]"):
+        Explainer(baseline=0.0).explain(CopyLM(), ids, Generation(mask_id=0))
+    with pytest.raises(TypeError, match="`target` must be a torchlime.targets.Continuation or None, got"):
+        Explainer().explain(CopyLM(), ids, Generation(mask_id=0), target=1)
+    exp = Explainer().explain(CopyLM(), ids, Generation(mask_id=0), n_samples=16)  # the default target
+    assert exp.coef.shape == (1, 9, 6) and exp.info.per_token  # Continuation(): 8 tokens, each a target

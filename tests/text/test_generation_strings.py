@@ -9,9 +9,10 @@ import re
 import pytest
 import torch
 
+from torchlime.engine import Explainer
 from torchlime.engine.explanation import Explanation
 from torchlime.targets import Continuation
-from torchlime.text import explain_generation, explain_tokens, generated_tokens, prompt_tokens
+from torchlime.text import Generation, explain_generation, explain_tokens, generated_tokens, prompt_tokens
 from torchlime.text.viz import explanation_html
 
 transformers = pytest.importorskip("transformers")
@@ -57,6 +58,16 @@ def test_text_prompts_give_the_coefficients_of_their_ids(lm, tokenizer, explaine
     assert prompt_tokens(explained, 1) == ["a", "dog", "ran"]  # padding is no feature
     cont = explained.meta["continuation"].tolist()
     assert generated_tokens(explained, 1) == [WORDS[i] for i in cont[1]]
+
+
+def test_text_prompts_through_the_generation_modality_give_the_door_s_bits(lm, tokenizer, explained):
+    kw = {k: v for k, v in KW.items() if k != "mask_id"}
+    engine = Explainer().explain(
+        lm, ["the cat <b> sat on the mat", "a dog ran"], Generation(mask_id=1, tokenizer=tokenizer), **kw
+    )
+    for name in ("coef", "intercept", "score", "local_pred", "target", "features"):
+        assert torch.equal(getattr(engine, name), getattr(explained, name)), name
+    assert engine.info == explained.info and engine.meta["continuation_text"] == explained.meta["continuation_text"]
 
 
 def test_text_without_a_tokenizer_is_refused_naming_it(lm, tokenizer):

@@ -1,0 +1,339 @@
+"""``Generation``: the text a causal language model generates, explained over its prompt's tokens or words.
+
+The target is the teacher-forced log-probability of a continuation (``torchlime.targets.Continuation``):
+the whole continuation's and each of its tokens'. ``prepare`` checks the prompts (ids, or text tokenized by
+``_tokenized.tokenize``), moves their padding to the left, generates the continuation greedily where none
+is given (one batched model call per new token, no ``model.generate``: any causal LM callable works), and
+hands the engine the (B, L_p + G) rows of prompt and continuation as a ``Tokens`` call in which the
+continuation is never perturbed, so every position keeps its place; ``finish`` names the prompt's
+features and the continuation's tokens (``GenerationInfo``, ``_generated``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Iterable, Optional, Union, cast
+
+import torch
+
+from torchlime._checks import check_choice, check_integer, check_tensor, describe, from_numpy
+from torchlime.engine import Call, Config, Explanation, Modality, Prepared
+from torchlime.stages.forward.model import eval_mode
+from torchlime.targets._base import tensor_output
+from torchlime.targets.continuation import Continuation
+from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
+from torchlime.text._token_args import InfillSpec, infer_vocab_size
+from torchlime.text._tokenized import default_mask_id
+from torchlime.text._tokens import OWNED, Tokens, TokensInfo, TokensPrepared, finish_tokens, refuse_owned
+from torchlime.text.edits import MODEL_INPUTS, call_token_model
+from torchlime.typing import UNSET, Model
+
+
+def takes_positions(model: Callable[..., object]) -> bool:
+    """Whether ``model`` (an ``nn.Module``'s ``forward``, or a function) takes a ``position_ids`` keyword."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        return "position_ids" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class WithPositions(torch.nn.Module):
+    """A causal LM called with ``position_ids`` from the attention mask (each token's rank among the tokens).
+
+    Args:
+        model: a model whose ``forward`` takes ``input_ids``, ``attention_mask`` and ``position_ids``.
+    """
+
+    def __init__(self, model: Callable[..., object]) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+        """``model(input_ids=, attention_mask=, position_ids=(attention_mask.cumsum(1) - 1).clamp_min(0))``."""
+        positions = (attention_mask.long().cumsum(1) - 1).clamp_min(0)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions)
+
+
+def left_pad(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, word_ids: Optional[torch.Tensor] = None
+) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """Move every row's padding to its left, the tokens keeping their order (left-padded rows are unchanged).
+
+    Args:
+        input_ids: (B, L) token ids.
+        attention_mask: (B, L) 1 for tokens, 0 for padding.
+        word_ids: (B or 1, L) word of every token, or None.
+
+    Returns:
+        ``(input_ids, attention_mask, word_ids)`` (B, L), re-ordered alike.
+
+    Example:
+        >>> left_pad(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]]))[0].tolist()
+        [[0, 5, 6]]
+    """
+    order = torch.argsort((attention_mask != 0).to(torch.uint8), dim=1, stable=True)
+    if word_ids is not None:
+        word_ids = word_ids.expand_as(input_ids).gather(1, order)
+    return input_ids.gather(1, order), attention_mask.gather(1, order), word_ids
+
+
+def greedy_continuation(
+    model: Callable[..., object],
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    how: str = "keywords",
+) -> tuple[torch.Tensor, int]:
+    """Generate ``max_new_tokens`` tokens greedily for B left-padded prompts, all at once.
+
+    Each step calls the model once on the whole batch (B, L + g) and appends the argmax of the last
+    position's logits; no cache, no stopping at an end-of-sequence id.
+
+    Args:
+        model: causal LM returning logits (B, L, V) or an object with ``.logits``.
+        input_ids: (B, L) left-padded prompts.
+        attention_mask: (B, L) their attention mask.
+        max_new_tokens: G >= 1.
+        how: how the model takes its inputs ("keywords", "positional", "ids": see ``call_token_model``).
+
+    Returns:
+        ``(ids, V)``: long (B, G) the generated ids, and the width V of the model's logits.
+
+    Raises:
+        ValueError: the model returns no (B, L, V) logits.
+    """
+    ids, attn = input_ids, attention_mask
+    ones = torch.ones(ids.shape[0], 1, dtype=attn.dtype, device=attn.device)
+    new, width = [], 0
+    with torch.inference_mode(), eval_mode(model):
+        for _ in range(max_new_tokens):
+            logits = tensor_output(call_token_model(model, ids, attn, how), "explain_generation", ("logits",))
+            if logits.ndim != 3:
+                raise ValueError(f"`model` must return next-token logits (B, L, V), got {describe(logits)}")
+            width = logits.shape[-1]
+            nxt = logits[:, -1].argmax(-1).to(ids.dtype).unsqueeze(1)
+            new.append(nxt)
+            ids, attn = torch.cat([ids, nxt], 1), torch.cat([attn, ones], 1)
+    return torch.cat(new, 1).long(), width
+
+
+def _positioned(adapter: Callable[[Model], Model], model: Model) -> Model:
+    """The token adapter around ``WithPositions(model)``: the model the engine runs gets its positions."""
+    return adapter(WithPositions(model))
+
+
+@dataclass(frozen=True)
+class GenerationPrepared(TokensPrepared):
+    """A generation call's hand-over: the token call of the rows, and what ``finish`` records of them.
+
+    Attributes:
+        rows: long (B, L) the rows explained (left-padded prompt, then the continuation).
+        rows_attention: (B, L) their attention mask.
+        continuation: long (B, G) the continuation ids.
+        per_token: whether targets 1..G are the continuation's tokens.
+    """
+
+    rows: Optional[torch.Tensor] = None
+    rows_attention: Optional[torch.Tensor] = None
+    continuation: Optional[torch.Tensor] = None
+    per_token: bool = True
+
+
+@dataclass(frozen=True)
+class Generation(Modality):
+    """Prompts (B, L_p) of a causal LM, explained by what it generates after them (a ``Continuation`` target).
+
+    Padding is moved to the left of each prompt (right-padded prompts are re-packed, the tokens keeping
+    their order), then each prompt is followed by its continuation (B, G): the rows explained are
+    (B, L = L_p + G), the continuation at their end. Only prompt tokens are features. Hidden ones become
+    ``mask_id`` ("replace"), a masked LM's proposal ("infill", with ``infill=``), or are deleted
+    ("delete": the row is re-packed to the right behind a padding column, so the continuation keeps its
+    place at the end while the prompt shortens). A model whose ``forward`` takes ``position_ids`` (Hugging
+    Face causal LMs) gets them from the attention mask (``cumsum - 1``), so the tokens of left-padded and
+    shortened prompts keep the positions they would have unpadded; other callables get ids and mask only.
+    A sample that deletes every prompt token leaves the first continuation token no context: its score is
+    the model's output at a padding position. The target (``target=``) is a ``Continuation`` (default
+    ``Continuation()``): its ``token_ids`` (B, G), or G = ``max_new_tokens`` ids generated greedily;
+    ``per_token`` gives T = 1 + G, else T = 1.
+
+    Attributes:
+        attention_mask: (B, L_p) 1 = token, 0 = padding (default all ones; None with text prompts).
+        word_ids: (B or 1, L_p) word of every prompt token (-1: none); None: one feature per token.
+        special_ids: ids never perturbed (BOS, ...); None with text prompts: the tokenizer's special ids
+            but its unknown token's, as in ``explain_text``.
+        mode: "replace", "delete" or "infill" (pass ``infill=``).
+        mask_id: the id hidden prompt tokens become (needed by "replace" and "infill", not by "delete");
+            None with ``tokenizer`` in "replace": its mask token, else its unknown, else its padding token.
+        pad_id: the id of the padding column a "delete" row is re-packed behind.
+        vocab_size: the model's vocabulary size (checks ``mask_id`` and the ids), as in ``Tokens``; None:
+            the model's input-embedding size, else the width of the logits the continuation was generated
+            from (when it was generated).
+        model_inputs: "keywords" ``model(input_ids=, attention_mask=)``, "positional", "ids", or "auto":
+            keywords when ``attention_mask`` is given (a Hugging Face causal LM's second positional
+            argument is its cache, not the mask), ids alone otherwise.
+        infill: the masked LM of ``mode="infill"``, as in ``Tokens``.
+        tokenizer: optional: tokenizes text prompts (a str or a list of B str, padded to the longest, as
+            ``explain_text`` tokenizes them), decodes the continuations into ``meta["continuation_text"]``
+            and names the tokens the views show (``convert_ids_to_tokens``).
+
+    Example:
+        >>> from torchlime.engine import Explainer
+        >>> lm = lambda input_ids: torch.nn.functional.one_hot(input_ids.roll(1, 1), 16).float() * 4
+        >>> exp = Explainer().explain(lm, torch.tensor([[3, 5, 7]]), Generation(mask_id=0), n_samples=64,
+        ...                           target=Continuation(max_new_tokens=2))
+        >>> exp.coef.shape, exp.info.generated_ids  # (B, 1 + G, F); the G generated ids of every prompt
+        (torch.Size([1, 3, 3]), [[5, 7]])
+    """
+
+    owns: ClassVar[frozenset[str]] = OWNED
+
+    attention_mask: Optional[torch.Tensor] = None
+    word_ids: Optional[torch.Tensor] = None
+    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None
+    mode: str = "replace"
+    mask_id: Optional[int] = None
+    pad_id: int = 0
+    vocab_size: Optional[int] = None
+    model_inputs: str = "auto"
+    infill: InfillSpec = None
+    tokenizer: Optional[Tokenizer] = None
+
+    def prepare(self, model: Model, inputs: object, how: Config, call: Call) -> GenerationPrepared:
+        """Check the prompts, left-pad them, generate the continuation, hand over the rows as a token call.
+
+        Args:
+            model: the causal LM (called here ``max_new_tokens`` times when the continuation is generated).
+            inputs: integer (B, L_p) prompt ids, or with ``tokenizer`` a str or a list of B str.
+            how: the configuration.
+            call: the call; its target a ``Continuation`` or unset.
+
+        Returns:
+            The ``Tokens`` hand-over of the (B, L_p + G) rows, with the target prepared on them.
+
+        Raises:
+            TypeError / ValueError: naming the argument, expected and got value.
+        """
+        refuse_owned("Generation", "`mode`", how, call)
+        check_choice(self.mode, "mode", ("replace", "delete", "infill"))
+        target = Continuation() if call.target is None or call.target is UNSET else call.target
+        if not isinstance(target, Continuation):
+            raise TypeError(f"`target` must be a torchlime.targets.Continuation or None, got {describe(target)}")
+        check_choice(self.model_inputs, "model_inputs", MODEL_INPUTS)
+        ids, attention_mask, special_ids = inputs, self.attention_mask, self.special_ids
+        if is_text(ids):
+            ids, attention_mask, special_ids = text_prompts(model, ids, self.tokenizer, attention_mask, special_ids)
+        ids = check_tensor(from_numpy(ids), "input_ids")
+        attention_mask = from_numpy(attention_mask)
+        check_integer(ids, "input_ids")
+        if ids.ndim != 2 or ids.shape[1] == 0:
+            raise ValueError(f"`input_ids` must have shape (B, L) with L >= 1, got shape {tuple(ids.shape)}")
+        how_inputs = self.model_inputs
+        if how_inputs == "auto":
+            how_inputs = "keywords" if attention_mask is not None else "ids"
+        positions = takes_positions(model) and how_inputs != "positional"
+        lm = WithPositions(model) if positions else model  # positions from the mask: padding moves no token
+        how_inputs = "keywords" if positions else how_inputs
+        attn, words = self._prompt_masks(ids, attention_mask, target)
+        mask_id = self.mask_id
+        if self.mode == "replace" and mask_id is None and self.tokenizer is not None:
+            mask_id = default_mask_id(self.tokenizer)
+        if self.mode != "delete" and mask_id is None:  # before the continuation is generated
+            raise ValueError(f"mode={self.mode!r} needs `mask_id` (the id hidden prompt tokens take), got None")
+        ids, attn, moved = left_pad(ids, attn, words)
+        vocab_size = self.vocab_size
+        if target.token_ids is None:
+            cont, width = greedy_continuation(lm, ids, attn, target.max_new_tokens, how_inputs)
+            if vocab_size is None:  # checks mask_id before the batched pass: the embedding's size, else the logits'
+                vocab_size = infer_vocab_size(lm) or width
+        else:
+            cont = target.token_ids.to(ids.device)
+        rows, rows_attn, rows_words, start = self._rows(ids, attn, cast(torch.Tensor, moved), cont)
+        tokens = Tokens(
+            rows_attn, rows_words, special_ids, self.mode, mask_id, self.pad_id, vocab_size, how_inputs, self.infill
+        )
+        call = dataclasses.replace(call, target=target.prepared(cont, start))
+        prepared = tokens.prepare(lm, rows, how, call)
+        adapter = prepared.adapter
+        if positions and adapter is not None:
+            adapter = functools.partial(_positioned, adapter)
+        fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(prepared)}
+        fields.update(adapter=adapter, rows=rows, rows_attention=rows_attn, continuation=cont)
+        return GenerationPrepared(**fields, per_token=target.per_token)
+
+    def _prompt_masks(
+        self, ids: torch.Tensor, attention_mask: Optional[torch.Tensor], target: Continuation
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts' attention mask and word ids (B, L_p), checked (with the target's batch size)."""
+        batch, length = ids.shape
+        attn = torch.ones_like(ids) if attention_mask is None else attention_mask
+        check_tensor(attn, "attention_mask")
+        if tuple(attn.shape) != (batch, length):
+            raise ValueError(f"`attention_mask` must have shape {(batch, length)}, got {tuple(attn.shape)}")
+        if batch and bool((attn == 0).all(1).any()):
+            raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
+        target.check(batch)
+        word_ids = from_numpy(self.word_ids)
+        if word_ids is None:
+            return attn, torch.arange(length, device=ids.device).expand(batch, length)
+        check_tensor(word_ids, "word_ids")
+        check_integer(word_ids, "word_ids")
+        if word_ids.ndim != 2 or word_ids.shape[0] not in (1, batch) or word_ids.shape[1] != length:
+            raise ValueError(
+                f"`word_ids` must have shape ({batch}, {length}) or (1, {length}), got {tuple(word_ids.shape)}"
+            )
+        return attn, word_ids.long().to(ids.device)
+
+    def _rows(
+        self, ids: torch.Tensor, attn: torch.Tensor, words: torch.Tensor, cont: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows (B, L): each left-padded prompt, then its continuation (word -1: never perturbed).
+
+        With "delete", a leading padding column: deleted rows re-pack to the right, the continuation last.
+
+        Returns:
+            ``(ids, attention_mask, word_ids, start)``: (B, L) each, and (B,) where the continuation starts.
+        """
+        batch, g, dev = ids.shape[0], cont.shape[1], ids.device
+        rows = torch.cat([ids, cont.to(ids.dtype)], 1)
+        rows_attn = torch.cat([attn, torch.ones(batch, g, dtype=attn.dtype, device=dev)], 1)
+        rows_words = torch.cat([words, torch.full((batch, g), -1, dtype=torch.long, device=dev)], 1)
+        if self.mode == "delete":
+            rows = torch.cat([torch.full((batch, 1), self.pad_id, dtype=rows.dtype, device=dev), rows], 1)
+            rows_attn = torch.cat([torch.zeros(batch, 1, dtype=rows_attn.dtype, device=dev), rows_attn], 1)
+            rows_words = torch.cat([torch.full((batch, 1), -1, dtype=torch.long, device=dev), rows_words], 1)
+        start = torch.full((batch,), rows.shape[1] - g, dtype=torch.long, device=dev)
+        return rows, rows_attn, rows_words, start
+
+    def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
+        """The token explanation's completion, then the generation record that names prompt and continuation.
+
+        The record keeps the continuation (B, G) ids, the rows explained and their attention mask (B, L),
+        with a tokenizer the decoded continuations; ``meta`` renders it under "text_generation" (the token
+        record nested in it, not beside it) and those four at its top level.
+
+        Args:
+            explanation: the engine's result over the (B, L) rows.
+            prepared: the ``GenerationPrepared`` it came from.
+
+        Returns:
+            The explanation with its ``GenerationInfo``.
+        """
+        if not isinstance(prepared, GenerationPrepared) or prepared.rows is None or prepared.continuation is None:
+            raise TypeError(f"`prepared` must come from Generation.prepare, got {describe(prepared)}")
+        explanation, tokens = finish_tokens(explanation, prepared)
+        rows, cont = prepared.rows, prepared.continuation
+        record = generation_info(explanation, rows, cont.shape[1], prepared.per_token, self.tokenizer)
+        text = None if self.tokenizer is None else list(self.tokenizer.batch_decode(cont.tolist()))
+        record = dataclasses.replace(
+            record,
+            token_info=tokens,
+            continuation=cont,
+            input_ids=rows,
+            attention_mask=prepared.rows_attention,
+            continuation_text=text,
+        )
+        return dataclasses.replace(explanation, info=record)
