@@ -311,9 +311,9 @@ class Generation(Modality):
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
         """The token explanation's completion, then the generation record that names prompt and continuation.
 
-        The record keeps the continuation (B, G) ids, the rows explained and their attention mask (B, L),
-        with a tokenizer the decoded continuations; ``meta`` renders it under "text_generation" (the token
-        record nested in it, not beside it) and those four at its top level.
+        ``meta`` keeps "continuation" (B, G) ids, "input_ids" / "attention_mask" (B, L) the rows explained,
+        with a tokenizer "continuation_text", and the record under "text_generation" (the token record
+        nested in it, not beside it).
 
         Args:
             explanation: the engine's result over the (B, L) rows.
@@ -327,13 +327,10 @@ class Generation(Modality):
         explanation, tokens = finish_tokens(explanation, prepared)
         rows, cont = prepared.rows, prepared.continuation
         record = generation_info(explanation, rows, cont.shape[1], prepared.per_token, self.tokenizer)
-        text = None if self.tokenizer is None else list(self.tokenizer.batch_decode(cont.tolist()))
-        record = dataclasses.replace(
-            record,
-            token_info=tokens,
-            continuation=cont,
-            input_ids=rows,
-            attention_mask=prepared.rows_attention,
-            continuation_text=text,
-        )
-        return dataclasses.replace(explanation, info=record)
+        record = dataclasses.replace(record, token_info=tokens)
+        meta = {k: v for k, v in explanation.meta.items() if k != TokensInfo.key}
+        meta.update(continuation=cont, input_ids=rows, attention_mask=prepared.rows_attention)
+        if self.tokenizer is not None:
+            meta["continuation_text"] = list(self.tokenizer.batch_decode(cont.tolist()))
+        meta[record.key] = record.as_plain()
+        return dataclasses.replace(explanation, info=record, meta=meta)
