@@ -19,7 +19,7 @@ from pathlib import Path
 import matplotlib
 import torch
 
-from torchlime.series import explain_series, plot_series
+from torchlime.series import SeriesFill, explain_series, plot_series
 
 CHANNEL, WINDOW, N_WINDOWS = 2, 3, 10
 
@@ -45,7 +45,13 @@ def main() -> None:
     for segments, planted_id in planted_ids.items():
         for fill in ("mean", "interpolate", "noise", "shuffle"):
             exp = explain_series(
-                planted, x, segments=segments, n_windows=N_WINDOWS, fill=fill, n_samples=args.n_samples, generator=0
+                planted,
+                x,
+                segments=segments,
+                n_windows=N_WINDOWS,
+                baseline=SeriesFill(fill),
+                n_samples=args.n_samples,
+                generator=0,
             )
             ranks = (exp.coef[:, 0] > exp.coef[:, 0, planted_id, None]).sum(1) + 1  # 1: ranks first
             print(f"{segments:>14} {fill:>11}: rank of the planted feature per series {ranks.tolist()}")

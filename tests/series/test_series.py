@@ -40,7 +40,7 @@ def data(seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 @pytest.mark.parametrize("fill", FILLS)
 @pytest.mark.parametrize("segments", list(PLANTED))
 def test_the_planted_feature_ranks_first_for_every_input(segments, fill):
-    exp = explain_series(planted, data(), segments=segments, n_windows=K, fill=fill, n_samples=300)
+    exp = explain_series(planted, data(), segments=segments, n_windows=K, baseline=SeriesFill(fill), n_samples=300)
     n_features = {"window": K, "channel": C, "window_channel": C * K}[segments]
     assert exp.coef.shape == (B, 1, n_features)
     assert exp.top_features(1)[0].flatten().tolist() == [PLANTED[segments]] * B
@@ -52,7 +52,9 @@ def test_fills_are_reproducible_and_random_ones_follow_the_seed(fill):
     x = data()
 
     def run(seed):
-        return explain_series(planted, x, segments="window_channel", fill=fill, n_samples=64, generator=seed)
+        return explain_series(
+            planted, x, segments="window_channel", baseline=SeriesFill(fill), n_samples=64, generator=seed
+        )
 
     a, b, c = run(1), run(1), run(2)
     assert torch.equal(a.coef, b.coef) and torch.equal(a.perturbation.baseline, b.perturbation.baseline)
@@ -64,8 +66,10 @@ def test_fills_are_reproducible_and_random_ones_follow_the_seed(fill):
 def test_random_fills_depend_on_the_index_not_the_batch():
     x = data()
     for fill in ("noise", "shuffle"):
-        whole = explain_series(planted, x, fill=fill, n_samples=32, generator=5)
-        one = explain_series(planted, x[3:4], fill=fill, n_samples=32, generator=5, index=torch.tensor([3]))
+        whole = explain_series(planted, x, baseline=SeriesFill(fill), n_samples=32, generator=5)
+        one = explain_series(
+            planted, x[3:4], baseline=SeriesFill(fill), n_samples=32, generator=5, index=torch.tensor([3])
+        )
         assert torch.equal(whole.perturbation.baseline[3], one.perturbation.baseline[0])
 
 
@@ -78,7 +82,13 @@ def fill_of(x, fill, n_windows=K, generator=0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # too few samples for a fit: only the fill is looked at
         exp = explain_series(
-            total, x, segments="window_channel", n_windows=n_windows, fill=fill, n_samples=8, generator=generator
+            total,
+            x,
+            segments="window_channel",
+            n_windows=n_windows,
+            baseline=SeriesFill(fill),
+            n_samples=8,
+            generator=generator,
         )
     return exp.perturbation.baseline
 
@@ -128,17 +138,24 @@ def test_interpolation_equals_a_slow_reference(n_windows, n_steps):
 
 def test_channel_features_interpolate_over_the_whole_series():
     x = data()
-    exp = explain_series(planted, x, segments="channel", fill="interpolate", n_samples=8)
+    exp = explain_series(planted, x, segments="channel", baseline=SeriesFill("interpolate"), n_samples=8)
     assert torch.allclose(exp.perturbation.baseline, x.mean(2, keepdim=True).expand_as(x))
     assert exp.meta["series"] == {"segments": "channel", "n_windows": 1, "windows": [[0, T]], "fill": "interpolate"}
 
 
 def test_the_explainer_and_the_door_agree_bit_for_bit():
     x = data()
-    modality = Series("window_channel", 5, "noise")
-    a = Explainer(kernel="lime", surrogate="ridge").explain(planted, x, modality, n_samples=100, generator=3)
+    explainer = Explainer(kernel="lime", surrogate="ridge", baseline=SeriesFill("noise"))
+    a = explainer.explain(planted, x, Series("window_channel", 5), n_samples=100, generator=3)
     b = explain_series(
-        planted, x, segments="window_channel", n_windows=5, fill="noise", n_samples=100, generator=3, kernel="lime"
+        planted,
+        x,
+        segments="window_channel",
+        n_windows=5,
+        baseline=SeriesFill("noise"),
+        n_samples=100,
+        generator=3,
+        kernel="lime",
     )
     for name in ("coef", "intercept", "score", "local_pred", "features"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
@@ -152,12 +169,15 @@ def test_the_info_record_and_meta():
     assert exp[1:3].info == exp.info
 
 
-def test_the_callers_baseline_wins_over_the_fill():
+def test_baseline_is_the_one_fill_keyword():
     x = data()
-    exp = explain_series(planted, x, fill="noise", baseline=0.0, n_samples=16)
+    exp = explain_series(planted, x, baseline=0.0, n_samples=16)
     assert bool((exp.perturbation.baseline == 0).all()) and exp.info.fill is None
-    preset = explain_series(planted, x, fill="interpolate", preset="lime", n_samples=16, target=None)
-    assert preset.info.fill == "interpolate"  # the modality's fill wins over the preset's
+    preset = explain_series(planted, x, preset="lime", n_samples=16, target=None)
+    assert preset.info.fill == "mean"  # the modality's default fill wins over the preset's
+    preset = explain_series(planted, x, baseline=SeriesFill("interpolate"), preset="lime", n_samples=16, target=None)
+    assert preset.info.fill == "interpolate"
+    assert preset.meta["baseline"] == repr(SeriesFill("interpolate", K))  # fitted to the modality's windows
 
 
 def test_features_of_each_segmentation():
@@ -183,14 +203,21 @@ def test_dtypes_and_normalize():
         (lambda: Series(segments="time"), ValueError, "`segments`"),
         (lambda: Series(n_windows=0), ValueError, "`n_windows`"),
         (lambda: Series(n_windows=2.5), TypeError, "`n_windows`"),
-        (lambda: Series(fill="zero"), ValueError, "`fill`"),
+        (lambda: Series(fill="noise"), TypeError, "unexpected keyword argument 'fill'"),
+        (lambda: SeriesFill("zero"), ValueError, "`name`"),
+        (lambda: SeriesFill("mean", 0), ValueError, "`n_windows`"),
         (lambda: explain_series(planted, torch.randn(4, 50)), ValueError, r"`series` must have shape \(B, C, T\)"),
         (lambda: explain_series(planted, torch.randn(1, 2, 4, 50)), ValueError, "`series`"),
         (lambda: explain_series(planted, torch.ones(2, 3, 50, dtype=torch.long)), TypeError, "`series`.*float"),
         (lambda: explain_series(planted, [[1.0]]), TypeError, "`series`"),
         (lambda: explain_series(planted, data(), n_windows=51), ValueError, r"`n_windows`.*\[1, 50\].*51"),
         (lambda: explain_series(planted, data(), segments="cells"), ValueError, "`segments`"),
-        (lambda: explain_series(planted, data(), fill="zero"), ValueError, "`fill`"),
+        (lambda: explain_series(planted, data(), fill="noise"), TypeError, "unexpected keyword argument 'fill'"),
+        (
+            lambda: explain_series(planted, data(), baseline="interpolate"),
+            ValueError,
+            r"`baseline` string must be one of .* got 'interpolate'",
+        ),
         (lambda: explain_series(planted, data(), windows=3), TypeError, "windows"),
         (lambda: explain_series(planted, data(), perturb_fn=None), TypeError, "perturb_fn"),
         (
@@ -212,16 +239,16 @@ def test_channel_segments_ignore_n_windows_beyond_t():
 
 def test_series_is_a_frozen_modality():
     s = Series()
-    assert (s.segments, s.n_windows, s.fill) == ("window", 10, "mean")
+    assert (s.segments, s.n_windows) == ("window", 10)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        s.fill = "noise"
+        s.n_windows = 3
     assert "perturb_fn" in Series.owns and "additional_forward_args" in Series.owns
 
 
 @pytest.mark.parametrize("fill", ["mean", "noise"])
 def test_the_metrics_take_a_series_explanation(fill):
     x = data()
-    exp = explain_series(planted, x, segments="window_channel", fill=fill, n_samples=300)
+    exp = explain_series(planted, x, segments="window_channel", baseline=SeriesFill(fill), n_samples=300)
     deletion = torchlime.metrics.deletion(planted, x, exp)
     insertion = torchlime.metrics.insertion(planted, x, exp)
     assert deletion.shape == insertion.shape == (B, 1)

@@ -1,8 +1,8 @@
 """Multivariate time series (B, C, T): LIME over time windows, channels or (channel, window) cells.
 
-``Series`` is the modality (``Explainer().explain(model, x, Series(...))``): its features and a fill
-chosen per channel ("mean", "interpolate", "noise", "shuffle"); ``explain_series`` is the same in
-one call; ``plot_series`` draws the result. The metrics (``torchlime.metrics``) take its explanations.
+``Series`` is the modality (``Explainer().explain(model, x, Series(...))``): its features; the fill
+is the call's ``baseline=``, by default each channel's mean, or ``SeriesFill("interpolate" | "noise" |
+"shuffle")``; ``explain_series`` is the same in one call; ``plot_series`` draws the result. The metrics (``torchlime.metrics``) take its explanations.
 """
 
 from torchlime.series._series import Series, SeriesFill, SeriesInfo, explain_series

@@ -38,15 +38,29 @@ SeriesFillName = Literal["mean", "interpolate", "noise", "shuffle"]
 
 @dataclass(frozen=True)
 class SeriesFill(Fill):
-    """What hidden steps of series (B, C, T) become, per channel (see ``Series``).
+    """What hidden steps of series (B, C, T) become, per channel: ``baseline=SeriesFill(name)``.
+
+    "mean" (the channel's mean, the default fill of ``Series``), "interpolate" (the line between the
+    window's neighbouring steps of the series as given; at an edge the one neighbour), "noise" (Gaussian
+    of the channel's mean and std) or "shuffle" (its steps in a random order), random ones from
+    (seed, index).
 
     Attributes:
         name: "mean", "interpolate", "noise" or "shuffle".
-        n_windows: the windows "interpolate" bridges.
+        n_windows: the windows "interpolate" bridges (``Series`` sets its own).
+
+    Example:
+        >>> x = torch.tensor([[[1.0, 2.0, 9.0, 4.0]]])
+        >>> SeriesFill("interpolate", n_windows=4)(x, None)[0, 0].tolist()  # each step: its neighbours' line
+        [2.0, 5.0, 3.0, 9.0]
     """
 
     name: SeriesFillName = "mean"
     n_windows: int = 1
+
+    def __post_init__(self) -> None:
+        check_choice(self.name, "name", get_args(SeriesFillName))
+        check_positive_int(self.n_windows, "n_windows")
 
     def __call__(self, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
         """The fill (B, C, T) of series (B, C, T); random ones from ``ctx``'s key and input ids."""
@@ -77,7 +91,7 @@ class SeriesInfo(Info):
         segments: "window", "channel" or "window_channel".
         n_windows: the time windows of the features (1 for "channel": the whole series).
         windows: the ``[start, stop)`` steps of every window.
-        fill: the ``Series`` fill, or None when the caller's ``baseline=`` replaced it.
+        fill: the name of the ``SeriesFill`` used, or None for any other ``baseline=``.
     """
 
     key: ClassVar[str] = "series"
@@ -97,30 +111,28 @@ class Series(Modality):
             channel), "channel" (one per channel: its whole series) or "window_channel" (one per
             (channel, window) cell, numbered ``channel * n_windows + window``).
         n_windows: time windows, 1..T, of sizes differing by at most 1 (unused by "channel").
-        fill: what hidden steps become, per channel, unless ``baseline=`` is given: "mean" (the
-            channel's mean), "interpolate" (the line between the window's neighbouring steps of the
-            series as given; at an edge the one neighbour), "noise" (Gaussian of the channel's mean
-            and std) or "shuffle" (its steps in a random order), random ones from (seed, index).
+
+    What hidden steps become is the call's ``baseline=``: by default each channel's mean
+    (``SeriesFill("mean")``), ``SeriesFill("interpolate" | "noise" | "shuffle")`` for the other series
+    fills, or any of the engine's fills.
     """
 
     owns: ClassVar[frozenset[str]] = frozenset({"perturb_fn", "additional_forward_args"})
 
     segments: SeriesSegments = "window"
     n_windows: int = 10
-    fill: SeriesFillName = "mean"
 
     def __post_init__(self) -> None:
         check_choice(self.segments, "segments", get_args(SeriesSegments))
         check_positive_int(self.n_windows, "n_windows")
-        check_choice(self.fill, "fill", get_args(SeriesFillName))
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
-        """Check the series (B, C, T), number their features, set the fill unless ``baseline=`` is given.
+        """Check the series (B, C, T), number their features, fit a ``SeriesFill`` to the windows.
 
         Args:
             model: the caller's model (run as it is).
             inputs: float (B, C, T) the series.
-            how: the configuration; an unset ``baseline`` becomes the ``fill``.
+            how: the configuration; an unset ``baseline`` becomes ``SeriesFill("mean")``.
             call: the call (``additional_forward_args`` must be unset).
         """
         series = check_tensor(inputs, "series")
@@ -138,10 +150,12 @@ class Series(Modality):
         band = even_bands(n_steps, k, series.device).view(1, 1, n_steps)
         channel = torch.arange(n_channels, device=series.device).view(1, n_channels, 1)
         features = {"window": band, "channel": channel, "window_channel": channel * k + band}[self.segments]
-        own = how.baseline is UNSET  # the caller's baseline= wins
-        how = dataclasses.replace(how, baseline=SeriesFill(self.fill, k)) if own else how
+        fill = SeriesFill() if how.baseline is UNSET else how.baseline
+        if isinstance(fill, SeriesFill):  # the series fills bridge the modality's own windows
+            fill = dataclasses.replace(fill, n_windows=k)
+            how = dataclasses.replace(how, baseline=fill)
         windows = tuple((-(-w * n_steps // k), -(-(w + 1) * n_steps // k)) for w in range(k))  # even_bands' windows
-        info = SeriesInfo(self.segments, k, windows, self.fill if own else None)
+        info = SeriesInfo(self.segments, k, windows, fill.name if isinstance(fill, SeriesFill) else None)
         return Prepared(series, features, how, call, input_name="series", info=info)
 
 
@@ -152,7 +166,6 @@ def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
     *,
     segments: SeriesSegments = "window",
     n_windows: int = 10,
-    fill: SeriesFillName = "mean",
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
@@ -180,15 +193,15 @@ def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
         series: float (B, C, T) series (C channels of T steps), given to the model as they are.
         segments: "window", "channel" or "window_channel" (``Series``).
         n_windows: time windows, 1..T (``Series``).
-        fill: "mean", "interpolate", "noise" or "shuffle" (``Series``); ``baseline=`` wins.
-        baseline: a fill of hidden features instead of ``fill`` (a number, a (B, C, T) tensor, ...).
+        baseline: what hidden steps become: ``SeriesFill("mean")`` (the default), ``"interpolate"``,
+            ``"noise"`` or ``"shuffle"`` (``SeriesFill``), or an engine fill (a number, a (B, C, T) tensor, ...).
 
     Returns:
         ``Explanation`` with coef (B, T, F); ``info`` (``meta["series"]``) records the windows.
 
     Raises:
-        TypeError / ValueError: series that are not float (B, C, T), a bad ``segments``, ``n_windows``
-            or ``fill`` (named, before any model call), and what ``torchlime.explain`` raises.
+        TypeError / ValueError: series that are not float (B, C, T), a bad ``segments`` or ``n_windows``
+            (named, before any model call), and what ``torchlime.explain`` raises.
 
     Example:
         >>> model = lambda x: x[:, 1, 8:12].mean(1)  # looks at channel 1, steps 8..11 only
@@ -198,4 +211,4 @@ def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
         >>> int(exp.top_features(1)[0][0, 0, 0])  # channel 1, window 2: 1 * 5 + 2
         7
     """
-    return explain_with(model, series, Series(segments, n_windows, fill), locals())
+    return explain_with(model, series, Series(segments, n_windows), locals())
