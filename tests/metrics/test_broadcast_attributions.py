@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from torchlime.metrics import (
+    GaussianNoise,
     deletion,
     faithfulness_correlation,
     from_attributions,
@@ -33,7 +34,7 @@ METRICS = {
     "region_perturbation": lambda m, x, a, **kw: region_perturbation(m, x, a, target=0, **kw).curves,
     "label_flip": lambda m, x, a, **kw: label_flip(m, x, a, k=2, **kw),
     "faithfulness_correlation": lambda m, x, a, **kw: faithfulness_correlation(m, x, a, target=1, n_subsets=16, **kw),
-    "infidelity": lambda m, x, a, **kw: infidelity(m, x, a, target=1, n_perturb=4, **kw),
+    "infidelity": lambda m, x, a, **kw: infidelity(m, x, a, target=1, perturbations=GaussianNoise(n=4), **kw),
 }
 
 

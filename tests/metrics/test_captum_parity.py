@@ -8,7 +8,7 @@ import torch
 
 from torchlime import explain
 from torchlime.image import explain_image
-from torchlime.metrics import infidelity, max_sensitivity
+from torchlime.metrics import GaussianNoise, UniformNoise, infidelity, max_sensitivity
 
 from tests.helpers import grid_labels
 
@@ -85,13 +85,13 @@ def test_default_infidelity_perturbations_are_gaussian_and_seeded():
     exp = explain(model, x, features(), n_samples=64)
     seen = []
     recorder = lambda v: seen.append(v.clone()) or model(v)
-    a = infidelity(recorder, x, exp, n_perturb=400, noise_scale=0.2, generator=7)
+    a = infidelity(recorder, x, exp, perturbations=GaussianNoise(0.2, n=400, generator=7))
     rows = torch.cat(seen)
     assert rows.shape[0] == 2 + 800 and torch.equal(rows[:2], x)
     noise = x.repeat_interleave(400, 0) - rows[2:]
     assert abs(float(noise.std()) - 0.2) < 0.01 and abs(float(noise.mean())) < 0.01
-    assert torch.equal(infidelity(model, x, exp, n_perturb=400, noise_scale=0.2, generator=7), a)
-    assert not torch.equal(infidelity(model, x, exp, n_perturb=400, noise_scale=0.2, generator=8), a)
+    assert torch.equal(infidelity(model, x, exp, perturbations=GaussianNoise(0.2, n=400, generator=7)), a)
+    assert not torch.equal(infidelity(model, x, exp, perturbations=GaussianNoise(0.2, n=400, generator=8)), a)
 
 
 def lime_heatmaps(model, n_samples=64):
@@ -113,7 +113,8 @@ def test_max_sensitivity_matches_captum():
     theirs = captum_metrics.sensitivity_max(
         lime_heatmaps(model), x, perturb_func=lambda v: v + flat, n_perturb_samples=4
     )
-    ours = max_sensitivity(lime_heatmaps(model), x, perturbations=delta)
+    heat = lime_heatmaps(model)
+    ours = max_sensitivity(model, x, lambda m, v: heat(v), perturbations=delta)
     assert ours.shape == (3,)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-7)
     for p in (1, 3):
@@ -121,28 +122,32 @@ def test_max_sensitivity_matches_captum():
             lime_heatmaps(model), x, perturb_func=lambda v: v + flat, n_perturb_samples=4, norm_ord=p
         )
         torch.testing.assert_close(
-            max_sensitivity(lime_heatmaps(model), x, perturbations=delta, norm_ord=p), theirs_p, rtol=1e-5, atol=1e-7
+            max_sensitivity(model, x, lambda m, v: heat(v), perturbations=delta, norm_ord=p),
+            theirs_p,
+            rtol=1e-5,
+            atol=1e-7,
         )
 
 
 def test_max_sensitivity_of_explanations_per_target():
     x = torch.rand(2, 1, 4, 4, generator=torch.Generator().manual_seed(8))
     model = Net()
-    explain_fn = lambda v: explain(model, v, features(), target="all", n_samples=64, generator=0)
+    explain_fn = lambda m, v: explain(m, v, features(), target="all", n_samples=64, generator=0)
     delta = (torch.rand(2, 3, 1, 4, 4, generator=torch.Generator().manual_seed(9)) * 2 - 1) * 0.05
-    ours = max_sensitivity(explain_fn, x, perturbations=delta)
+    ours = max_sensitivity(model, x, explain_fn, perturbations=delta)
     assert ours.shape == (2, 3)
-    base = explain_fn(x).coef
-    pert = explain_fn(x.repeat_interleave(3, 0) + delta.reshape(6, 1, 4, 4)).coef.view(2, 3, 3, 4)
+    base = explain_fn(model, x).coef
+    pert = explain_fn(model, x.repeat_interleave(3, 0) + delta.reshape(6, 1, 4, 4)).coef.view(2, 3, 3, 4)
     for b in range(2):
         for t in range(3):
             ref = max(float((pert[b, k, t] - base[b, t]).norm() / base[b, t].norm()) for k in range(3))
             assert float(ours[b, t]) == pytest.approx(ref, rel=1e-5)
     # the default perturbations: uniform in [-r, r], seeded
     seen = []
-    recorder = lambda v: seen.append(v.clone()) or explain_fn(v)
-    a = max_sensitivity(recorder, x, radius=0.1, n_perturb=50, generator=1, inputs_per_step=40)
+    recorder = lambda m, v: seen.append(v.clone()) or explain_fn(m, v)
+    law = UniformNoise(0.1, n=50, generator=1)
+    a = max_sensitivity(model, x, recorder, perturbations=law, inputs_per_step=40)
     assert [r.shape[0] for r in seen] == [2, 40, 40, 20]
     d = torch.cat(seen[1:]) - x.repeat_interleave(50, 0)
     assert float(d.abs().max()) <= 0.1 and float(d.abs().max()) > 0.09
-    assert torch.equal(max_sensitivity(explain_fn, x, radius=0.1, n_perturb=50, generator=1, inputs_per_step=40), a)
+    assert torch.equal(max_sensitivity(model, x, explain_fn, perturbations=law, inputs_per_step=40), a)

@@ -10,6 +10,8 @@ import torch
 
 from torchlime import Explanation, explain
 from torchlime.metrics import (
+    GaussianNoise,
+    UniformNoise,
     deletion,
     faithfulness_correlation,
     gold_recall,
@@ -103,22 +105,50 @@ def test_captum_metric_arguments(case):
         infidelity(model, x, exp, perturbations=torch.rand(2, 3, 16))
     with pytest.raises(ValueError, match=r"`inputs` must be real floating \(2, 1, 4, 4\)"):
         infidelity(model, x.long(), exp)
-    with pytest.raises(ValueError, match="`noise_scale` must be finite and > 0, got -1.0"):
-        infidelity(model, x, exp, noise_scale=-1.0)
+    with pytest.raises(ValueError, match="`GaussianNoise.scale` must be finite and > 0, got -1.0"):
+        GaussianNoise(scale=-1.0)
+    with pytest.raises(ValueError, match="`GaussianNoise.n` must be >= 1, got 0"):
+        GaussianNoise(n=0)
+    with pytest.raises(TypeError, match="`perturbations` must be None, a GaussianNoise or a tensor"):
+        infidelity(model, x, exp, perturbations=UniformNoise())
     with pytest.raises(TypeError, match="`normalize` must be a bool"):
         infidelity(model, x, exp, normalize="yes")
     with pytest.raises(TypeError, match="`explain_fn` must be a callable"):
-        max_sensitivity(None, x)
+        max_sensitivity(model, x, "saliency")
+    with pytest.raises(TypeError, match="max_sensitivity needs how to explain"):
+        max_sensitivity(model, x)
+    with pytest.raises(TypeError, match="`model` must be the model explained"):
+        max_sensitivity(None, x, lambda m, v: v)
     with pytest.raises(TypeError, match="`explain_fn` must return an Explanation or a tensor, got list"):
-        max_sensitivity(lambda v: [1], x)
-    with pytest.raises(ValueError, match="`radius` must be finite and > 0, got 0.0"):
-        max_sensitivity(lambda v: v, x, radius=0.0)
+        max_sensitivity(model, x, lambda m, v: [1])
+    with pytest.raises(ValueError, match="`UniformNoise.radius` must be finite and > 0, got 0.0"):
+        UniformNoise(radius=0.0)
+    with pytest.raises(TypeError, match="`perturbations` must be None, a UniformNoise or a tensor"):
+        max_sensitivity(model, x, lambda m, v: v, perturbations=GaussianNoise())
     with pytest.raises(ValueError, match="`norm_ord` must be finite and > 0"):
-        max_sensitivity(lambda v: v, x, norm_ord=-2)
+        max_sensitivity(model, x, lambda m, v: v, norm_ord=-2)
     with pytest.raises(ValueError, match=r"`explain_fn` must return one explanation per input \(2 rows\)"):
-        max_sensitivity(lambda v: v[:1], x)
+        max_sensitivity(model, x, lambda m, v: v[:1])
     with pytest.raises(ValueError, match=r"`explain_fn` must return explanations of one shape \(16,\)"):
-        max_sensitivity(lambda v: v if v.shape[0] == 2 else v[..., :2], x, n_perturb=2)
+        max_sensitivity(model, x, lambda m, v: v if v.shape[0] == 2 else v[..., :2], perturbations=UniformNoise(n=2))
+
+
+def test_an_unknown_option_is_named_with_the_options_taken(case):
+    model, x, exp = case
+    with pytest.raises(TypeError, match=r"^deletion\(\) got an unexpected keyword argument 'batchsize'; its options "
+                       r"are batch_size, output, progress, softmax$"):  # fmt: skip
+        deletion(model, x, exp, batchsize=4)
+    with pytest.raises(TypeError, match=r"^label_flip\(\) got an unexpected keyword argument 'softmax'; its options "
+                       r"are batch_size, output, progress$"):  # fmt: skip
+        label_flip(model, x, exp, k=2, softmax=True)
+    with pytest.raises(
+        TypeError, match=r"infidelity\(\) got unexpected keyword arguments \['n_perturb', 'noise_scale'\]"
+    ):
+        infidelity(model, x, exp, n_perturb=4, noise_scale=0.2)
+    with pytest.raises(TypeError, match="`progress` must be a bool"):
+        faithfulness_correlation(model, x, exp, progress="yes")
+    with pytest.raises(ValueError, match="`batch_size` must be >= 1"):
+        region_perturbation(model, x, exp, batch_size=0)
 
 
 def test_stability_and_ground_truth_arguments(case):

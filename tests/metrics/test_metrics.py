@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from torchlime import Explanation, explain
-from torchlime.metrics import deletion, faithfulness_correlation, infidelity, insertion, label_flip, region_perturbation
+from torchlime.metrics import (
+    GaussianNoise,
+    deletion,
+    faithfulness_correlation,
+    infidelity,
+    insertion,
+    label_flip,
+    region_perturbation,
+)
 
 from tests.helpers import SegmentLinear, grid_labels
 from tests.helpers.syncs import count_syncs
@@ -222,7 +230,7 @@ def test_metrics_score_as_the_explanation_did_unless_told_otherwise(case, tmp_pa
         (insertion, {}),
         (region_perturbation, {}),
         (faithfulness_correlation, dict(n_subsets=8)),
-        (infidelity, dict(n_perturb=4)),
+        (infidelity, dict(perturbations=GaussianNoise(n=4))),
     ):
         default = metric(model, x, exp, **kwargs)
         default = default.score if isinstance(default, tuple) else default
@@ -350,16 +358,17 @@ def test_cuda_matches_cpu(cuda):
 
 def test_max_sensitivity_takes_an_explainer_and_a_modality():
     import torchlime
-    from torchlime.metrics import max_sensitivity
+    from torchlime.metrics import UniformNoise, max_sensitivity
 
     model = torch.nn.Linear(8, 3)
     x = torch.rand(2, 8)
     feats = (torch.arange(8) // 2).view(1, -1)
     how, call = torchlime.Explainer(kernel="lime"), torchlime.Call(target="all", n_samples=64, generator=0)
-    ours = max_sensitivity(None, x, model=model, explainer=how, modality=feats, call=call, n_perturb=3)
-    fn = lambda v: torchlime.explain(model, v, feats, kernel="lime", target="all", n_samples=64, generator=0)  # noqa: E731
-    assert torch.equal(ours, max_sensitivity(fn, x, n_perturb=3))
+    three = UniformNoise(n=3)
+    ours = max_sensitivity(model, x, explainer=how, modality=feats, call=call, perturbations=three)
+    fn = lambda m, v: torchlime.explain(m, v, feats, kernel="lime", target="all", n_samples=64, generator=0)  # noqa: E731
+    assert torch.equal(ours, max_sensitivity(model, x, fn, perturbations=three))
     with pytest.raises(TypeError, match="not both"):
-        max_sensitivity(fn, x, model=model)
-    with pytest.raises(TypeError, match="or None with a callable `model=`"):
-        max_sensitivity(None, x, explainer=how)
+        max_sensitivity(model, x, fn, explainer=how)
+    with pytest.raises(TypeError, match="needs how to explain"):
+        max_sensitivity(model, x)

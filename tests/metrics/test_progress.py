@@ -8,6 +8,8 @@ import torch
 
 from torchlime import explain
 from torchlime.metrics import (
+    GaussianNoise,
+    UniformNoise,
     deletion,
     faithfulness_correlation,
     infidelity,
@@ -36,11 +38,14 @@ METRICS = {
     "region_perturbation": lambda m, x, e, f, **kw: region_perturbation(m, x, e, order="lerf", **kw).score,
     "label_flip": lambda m, x, e, f, **kw: label_flip(m, x, e, k=2, **kw),
     "faithfulness_correlation": lambda m, x, e, f, **kw: faithfulness_correlation(m, x, e, n_subsets=8, **kw),
-    "infidelity": lambda m, x, e, f, **kw: infidelity(m, x, e, n_perturb=4, batch_size=4, **kw),
+    "infidelity": lambda m, x, e, f, **kw: infidelity(m, x, e, perturbations=GaussianNoise(n=4), batch_size=4, **kw),
     "max_sensitivity": lambda m, x, e, f, **kw: max_sensitivity(
-        lambda z: explain(m, z, f[:1].expand(z.shape[0], 1, 4, 4), target=0, n_samples=32, index=torch.arange(len(z))),
+        m,
         x,
-        n_perturb=2,
+        lambda mm, z: explain(
+            mm, z, f[:1].expand(z.shape[0], 1, 4, 4), target=0, n_samples=32, index=torch.arange(len(z))
+        ),
+        perturbations=UniformNoise(n=2),
         inputs_per_step=2,
         **kw,
     ),

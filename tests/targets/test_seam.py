@@ -193,7 +193,7 @@ def test_a_target_of_another_kind_is_named():
 
 
 def test_metrics_score_a_structured_target_as_the_explanation_did():
-    from torchlime.metrics import deletion, faithfulness_correlation, infidelity, label_flip
+    from torchlime.metrics import GaussianNoise, deletion, faithfulness_correlation, infidelity, label_flip
 
     x = images()
     exp = torchlime.explain(seg_model(), x, CELLS, target=Region(), n_samples=64, generator=0)
@@ -206,7 +206,7 @@ def test_metrics_score_a_structured_target_as_the_explanation_did():
     assert torch.allclose(curves[..., 0][valid], row0[valid], atol=1e-5)
     corr = faithfulness_correlation(seg_model(), x, exp, n_subsets=8)
     assert corr[~valid].isnan().all()
-    assert infidelity(seg_model(), x, exp, n_perturb=4)[~valid].isnan().all()
+    assert infidelity(seg_model(), x, exp, perturbations=GaussianNoise(n=4))[~valid].isnan().all()
     part = exp[3:5]  # a slice keeps its scorer, renumbered
     assert torch.allclose(deletion(seg_model(), x[3:5], part).nan_to_num(), auc[3:5].nan_to_num(), atol=1e-6)
     with pytest.raises(ValueError, match="label_flip compares the top class"):

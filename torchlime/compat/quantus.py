@@ -281,7 +281,7 @@ class MaxSensitivity(_Metric):
         delta = torch.as_tensor(noise, device=x.device).view(b, n, *x.shape[1:])
         ref = None if c.a is None else torch.as_tensor(c.a, device=x.device)
         out = max_sensitivity(
-            c.explain, x, model=c.model, attributions=ref, target=c.y, perturbations=delta, inputs_per_step=step,
+            c.model, x, c.explain, attributions=ref, target=c.y, perturbations=delta, inputs_per_step=step,
             progress=self.display_progressbar,
         )  # fmt: skip
         return [float(v) for v in out.tolist()]

@@ -22,9 +22,16 @@ Any attribution method: the metrics that hide features also take a plain attribu
 ``target=`` (``attributions``: ``from_attributions`` makes the record they read); ``max_sensitivity``,
 the stability metrics and ``randomisation_check`` take Quantus's ``explain_fn(model, inputs)``.
 
+Every metric that runs the model takes how it scores its rows as keywords of one typed set,
+``ScoreOptions`` (``batch_size``, ``output``, ``softmax``, ``progress``; ``label_flip``: ``RunOptions``,
+without ``softmax``), described there once. ``infidelity`` and ``max_sensitivity`` take their
+perturbations explicitly or as the law they are drawn from (``GaussianNoise``, ``UniformNoise``).
+
 Results are (B, T) tensors (per input and target) or (B,).
 """
 
+from torchlime.metrics._noise import GaussianNoise, UniformNoise
+from torchlime.metrics._options import RunOptions, ScoreOptions
 from torchlime.metrics.agreement import feature_mask, gold_recall, token_roc_auc
 from torchlime.metrics.attributions import from_attributions
 from torchlime.metrics.curves import Curves, deletion, insertion, region_perturbation
@@ -55,4 +62,8 @@ __all__ = [
     "feature_mask",
     "plot_curves",
     "width_sweep",
+    "ScoreOptions",
+    "RunOptions",
+    "GaussianNoise",
+    "UniformNoise",
 ]

@@ -24,13 +24,13 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import Callable, NamedTuple, Optional, Union, cast
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Union, cast
 
 import torch
 
-from torchlime._checks import check_finite, check_positive_int, check_tensor, describe
+from torchlime._checks import check_finite, check_tensor, describe
 from torchlime.engine.explanation import Explanation
-from torchlime.metrics._common import check_bool, check_explanation
+from torchlime.metrics._common import check_explanation
 from torchlime.stages.features import prepare_features
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import (
@@ -48,6 +48,9 @@ from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import make_key
 from torchlime.targets._base import Bound
 
+if TYPE_CHECKING:
+    from torchlime.metrics._options import Scoring
+
 MasksOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input b (c,), row s (c,)) -> bool (c, F)
 Take = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (scores (c, K), b, s) -> (c, W)
 
@@ -58,14 +61,6 @@ class Perturbed(NamedTuple):
     perturbation: Perturbation
     model: Model
     scorer: Optional[Bound] = None
-
-
-def check_run_options(batch_size: object, softmax: object, progress: object = False) -> None:
-    """``batch_size``: None or an int >= 1; ``softmax`` and ``progress``: bools."""
-    if batch_size is not None:
-        check_positive_int(batch_size, "batch_size")
-    check_bool(softmax, "softmax")
-    check_bool(progress, "progress")
 
 
 def own_softmax(softmax: Optional[bool], explanation: object) -> bool:
@@ -253,14 +248,10 @@ def score_rows(
     *,
     reference: torch.Tensor,
     signature: tuple[object, ...],
-    output: OutputSelector,
-    softmax: bool,
-    batch_size: Optional[int],
+    run: Scoring,
     chunk_dtype: Optional[torch.dtype] = None,
     scorer: Optional[Bound] = None,
     inputs_of: Optional[Callable[[int, int], torch.Tensor]] = None,
-    progress: bool = False,
-    desc: str = "torchlime",
 ) -> torch.Tensor:
     """Float32 (n_rows, width): ``take(scores, start, stop)`` of every chunk of rows built by ``build``.
 
@@ -269,9 +260,10 @@ def score_rows(
     ``chunk_dtype``: the floating dtype ``build`` writes the chunks in, when it chooses one
     (the perturbation's ``fmt.dtype``): the model gets them in it (see ``forward.chunk_placement``).
     With a structured target's ``scorer``, ``scores`` are its (c, T) scores of the rows, whose inputs
-    ``inputs_of(start, stop)`` gives (long (c,)). ``progress``: a tqdm bar labelled ``desc`` over the rows.
+    ``inputs_of(start, stop)`` gives (long (c,)). ``run``: the metric's options (output selector, softmax,
+    rows per call, a tqdm bar over the rows labelled with the metric's name).
     """
-    dev = reference.device
+    output, dev = run.output, reference.device
     m_dev, m_dtype = chunk_placement(model, reference, chunk_dtype)
     out = torch.empty(n_rows, width, device=dev)
     done = 0
@@ -284,13 +276,13 @@ def score_rows(
             out[start:stop] = take(scorer.score(raw, inputs_of(start, stop)).float().to(dev), start, stop)
         else:
             sc = select_output(raw, output, stop - start).float()
-            out[start:stop] = take((sc.softmax(1) if softmax else sc).to(dev), start, stop)
+            out[start:stop] = take((sc.softmax(1) if run.softmax else sc).to(dev), start, stop)
         if stop > done:  # rows run again after an out-of-memory error count once
             bar.update(stop - done)
             done = stop
 
-    plan = ChunkPlan(model, signature, m_dev, batch_size)
-    with eval_mode(model), progress_bar(n_rows, progress, desc) as bar:
+    plan = ChunkPlan(model, signature, m_dev, run.batch_size)
+    with eval_mode(model), progress_bar(n_rows, run.progress, run.desc) as bar:
         run_rows(model, build, consume, n_rows, plan, m_dev, m_dtype)
     return out
 
@@ -301,17 +293,12 @@ def score_masks(
     masks_of: MasksOf,
     take: Take,
     width: int,
-    *,
-    output: OutputSelector,
-    softmax: bool,
-    batch_size: Optional[int],
-    progress: bool = False,
-    desc: str = "torchlime",
+    run: Scoring,
 ) -> torch.Tensor:
     """Float32 (B, M, width): row s of input b hides what ``masks_of(b, s)`` does not keep (M = ``per_input``).
 
     Rows run input-major (row r is input r // M, row r % M of it); features beyond an input's
-    own count are kept, as in ``Perturbation.rows``. ``progress``: a tqdm bar labelled ``desc``.
+    own count are kept, as in ``Perturbation.rows``. ``run``: the metric's options, as ``score_rows`` takes them.
     """
     p = setup.perturbation
     dev = p.inputs.device
@@ -341,13 +328,9 @@ def score_masks(
         width,
         reference=p.inputs,
         signature=signature_of(p),
-        output=output,
-        softmax=softmax,
-        batch_size=batch_size,
+        run=run,
         chunk_dtype=p.fmt.dtype if p.fmt is not None else None,
         scorer=setup.scorer,
         inputs_of=lambda start, stop: coords(start, stop)[0],
-        progress=progress,
-        desc=desc,
     )
     return out.view(batch, per_input, width)

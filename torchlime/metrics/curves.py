@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional, Union
 
 import torch
+from typing_extensions import Unpack
 
 from torchlime._checks import check_choice
 from torchlime.metrics._common import (
@@ -37,9 +38,10 @@ from torchlime.metrics._common import (
     target_columns,
     trapezoid,
 )
-from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
+from torchlime.metrics._options import ScoreOptions, Scoring, scoring
+from torchlime.metrics._replay import perturbed, score_masks
 from torchlime.metrics.attributions import AttributionTarget, plain
-from torchlime.stages.forward.model import Model, OutputSelector
+from torchlime.stages.forward.model import Model
 from torchlime.stages.perturb.fills import BaselineSpec
 
 
@@ -66,21 +68,14 @@ def feature_curves(
     descending: bool,
     baseline: Optional[BaselineSpec],
     steps: Optional[int],
-    batch_size: Optional[int],
-    output: OutputSelector,
-    softmax: Optional[bool],
-    progress: bool = False,
-    desc: str = "deletion",
+    run: Scoring,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Curves (B, T, P), fractions x (B, P) and the last step L_b (B,) of every input.
 
     ``reveal``: insertion (features shown in order) instead of deletion (hidden in order);
-    ``descending``: order by decreasing coefficient (else increasing); ``softmax``: None for the
-    explanation's own; ``progress``: a tqdm bar labelled ``desc``.
+    ``descending``: order by decreasing coefficient (else increasing); ``run``: the metric's options.
     """
     steps = check_optional_int(steps, "steps")
-    softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
-    check_run_options(batch_size, softmax, progress)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation
@@ -106,18 +101,7 @@ def feature_curves(
     def take(scores: torch.Tensor, b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         return scores.gather(1, target[b, s // n_points].unsqueeze(1))
 
-    out = score_masks(
-        setup,
-        per_input,
-        masks_of,
-        take,
-        1,
-        output=output,
-        softmax=softmax,
-        batch_size=batch_size,
-        progress=progress,
-        desc=desc,
-    )
+    out = score_masks(setup, per_input, masks_of, take, 1, run)
     curves = out.view(coef.shape[0], coef.shape[1], n_points)
     return curves, changed.float() / nf.unsqueeze(1).float(), last
 
@@ -129,26 +113,12 @@ def _auc(
     reveal: bool,
     baseline: Optional[BaselineSpec],
     steps: Optional[int],
-    batch_size: Optional[int],
-    output: OutputSelector,
-    softmax: Optional[bool],
     return_curves: bool,
-    progress: bool,
+    run: Scoring,
 ) -> Union[torch.Tensor, Curves]:
     check_bool(return_curves, "return_curves")
     curves, x, _ = feature_curves(
-        model,
-        inputs,
-        explanation,
-        reveal=reveal,
-        descending=True,
-        baseline=baseline,
-        steps=steps,
-        batch_size=batch_size,
-        output=output,
-        softmax=softmax,
-        progress=progress,
-        desc="insertion" if reveal else "deletion",
+        model, inputs, explanation, reveal=reveal, descending=True, baseline=baseline, steps=steps, run=run
     )
     auc = invalid_to_nan(trapezoid(curves, x.unsqueeze(1)), check_explanation(explanation))
     return Curves(auc, curves, x) if return_curves else auc
@@ -163,11 +133,8 @@ def deletion(
     target: AttributionTarget = None,
     baseline: Optional[BaselineSpec] = None,
     steps: Optional[int] = None,
-    batch_size: Optional[int] = None,
-    output: OutputSelector = None,
-    softmax: Optional[bool] = None,
     return_curves: bool = False,
-    progress: bool = False,
+    **options: Unpack[ScoreOptions],
 ) -> Union[torch.Tensor, Curves]:
     """Deletion AUC: hide features in order of decreasing coefficient; the area under the target score.
 
@@ -194,15 +161,9 @@ def deletion(
             blend ``where(kept, inputs, baseline)`` over ``explanation.features`` (default fill 0), with
             the model called on it directly: no fused normalisation, token packing or inverse STFT.
         steps: None (one feature per step) or the number of evenly spaced steps.
-        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
-            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
-            (an explanation does not record its own: pass the one it was made with).
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
-            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
         return_curves: also return the curves and the x positions.
-        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
-            values are the same either way.
+        **options: how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,
+            ``softmax``, ``progress``).
 
     Returns:
         (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
@@ -221,10 +182,9 @@ def deletion(
         >>> deletion(model, x, exp, steps=2, return_curves=True).curves.shape
         torch.Size([3, 1, 3])
     """
-    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
-    return _auc(
-        model, inputs, explanation, False, baseline, steps, batch_size, output, softmax, return_curves, progress
-    )
+    run = scoring(options, explanation, "deletion")
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, run.output)
+    return _auc(model, inputs, explanation, False, baseline, steps, return_curves, run)
 
 
 def insertion(
@@ -236,11 +196,8 @@ def insertion(
     target: AttributionTarget = None,
     baseline: Optional[BaselineSpec] = None,
     steps: Optional[int] = None,
-    batch_size: Optional[int] = None,
-    output: OutputSelector = None,
-    softmax: Optional[bool] = None,
     return_curves: bool = False,
-    progress: bool = False,
+    **options: Unpack[ScoreOptions],
 ) -> Union[torch.Tensor, Curves]:
     """Insertion AUC: reveal features in order of decreasing coefficient, starting from all hidden.
 
@@ -255,15 +212,8 @@ def insertion(
         target: the output column of a plain attribution tensor, as in ``deletion``.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
         steps: None (one feature per step) or the number of evenly spaced steps.
-        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
-            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
-            (an explanation does not record its own: pass the one it was made with).
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
-            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
         return_curves: also return the curves and the x positions.
-        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
-            values are the same either way.
+        **options: how the rows are scored (``metrics.ScoreOptions``), as in ``deletion``.
 
     Returns:
         (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
@@ -279,8 +229,9 @@ def insertion(
         >>> insertion(model, x, exp, baseline=0.5).shape
         torch.Size([3, 1])
     """
-    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
-    return _auc(model, inputs, explanation, True, baseline, steps, batch_size, output, softmax, return_curves, progress)
+    run = scoring(options, explanation, "insertion")
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, run.output)
+    return _auc(model, inputs, explanation, True, baseline, steps, return_curves, run)
 
 
 def region_perturbation(
@@ -293,10 +244,7 @@ def region_perturbation(
     order: str = "morf",
     steps: Optional[int] = None,
     baseline: Optional[BaselineSpec] = None,
-    batch_size: Optional[int] = None,
-    output: OutputSelector = None,
-    softmax: Optional[bool] = None,
-    progress: bool = False,
+    **options: Unpack[ScoreOptions],
 ) -> Curves:
     """Region perturbation (Samek et al. 2017): hide features most- or least-relevant first; AOPC.
 
@@ -314,14 +262,7 @@ def region_perturbation(
         order: "morf" (decreasing coefficient) or "lerf" (increasing coefficient).
         steps: None (one feature per step) or the number of evenly spaced steps.
         baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
-        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
-            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
-            (an explanation does not record its own: pass the one it was made with).
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
-            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
-        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
-            values are the same either way.
+        **options: how the rows are scored (``metrics.ScoreOptions``), as in ``deletion``.
 
     Returns:
         ``Curves(score=AOPC (B, T), curves (B, T, P), x (B, P))``.
@@ -338,20 +279,10 @@ def region_perturbation(
         torch.Size([3, 1])
     """
     check_choice(order, "order", ("morf", "lerf"))
-    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
+    run = scoring(options, explanation, "region_perturbation")
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, run.output)
     curves, x, last = feature_curves(
-        model,
-        inputs,
-        explanation,
-        reveal=False,
-        descending=order == "morf",
-        baseline=baseline,
-        steps=steps,
-        batch_size=batch_size,
-        output=output,
-        softmax=softmax,
-        progress=progress,
-        desc="region_perturbation",
+        model, inputs, explanation, reveal=False, descending=order == "morf", baseline=baseline, steps=steps, run=run
     )
     points = torch.arange(curves.shape[-1], device=curves.device) <= last.unsqueeze(1)  # (B, P)
     drops = (curves[..., :1] - curves) * points.unsqueeze(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import torch
+from typing_extensions import Unpack
 
 from torchlime._checks import check_positive_int
 from torchlime.metrics._common import (
@@ -20,9 +21,10 @@ from torchlime.metrics._common import (
     ranking_key,
     target_columns,
 )
-from torchlime.metrics._replay import check_run_options, own_output, own_softmax, perturbed, score_masks
+from torchlime.metrics._options import RunOptions, ScoreOptions, scoring
+from torchlime.metrics._replay import perturbed, score_masks
 from torchlime.metrics.attributions import AttributionTarget, plain
-from torchlime.stages.forward.model import Model, OutputSelector
+from torchlime.stages.forward.model import Model
 from torchlime.stages.perturb.fills import BaselineSpec
 from torchlime.stages.sampling import Rows, make_key
 
@@ -39,9 +41,7 @@ def label_flip(
     k: int,
     baseline: Optional[BaselineSpec] = None,
     by: str = "value",
-    batch_size: Optional[int] = None,
-    output: OutputSelector = None,
-    progress: bool = False,
+    **options: Unpack[RunOptions],
 ) -> torch.Tensor:
     """Does hiding the top-k features of a target change the model's predicted class?
 
@@ -58,12 +58,8 @@ def label_flip(
         k: number of features hidden (clamped to each input's F_b).
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
-        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
-            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
-            (an explanation does not record its own: pass the one it was made with).
-        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
-            values are the same either way.
+        **options: how the rows are scored (``metrics.RunOptions``: ``batch_size``, ``output``,
+            ``progress``; the top class needs no ``softmax``).
 
     Returns:
         bool (B, T).
@@ -81,8 +77,8 @@ def label_flip(
     """
     k = check_positive_int(k, "k")
     by = check_by(by)
-    check_run_options(batch_size, False, progress)
-    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
+    run = scoring(options, explanation, "label_flip", softmax=False)
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, run.output)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     if setup.scorer is not None or exp.target_valid is not None:
@@ -108,11 +104,7 @@ def label_flip(
         masks_of,
         take,
         1,
-        output=output,
-        softmax=False,
-        batch_size=batch_size,
-        progress=progress,
-        desc="label_flip",
+        run,
     )[..., 0]  # (B, 1 + T)
     return pred[:, 1:] != pred[:, :1]
 
@@ -128,10 +120,7 @@ def faithfulness_correlation(
     subset_size: Optional[Union[int, float]] = None,
     generator: Union[None, int, torch.Generator] = None,
     baseline: Optional[BaselineSpec] = None,
-    batch_size: Optional[int] = None,
-    output: OutputSelector = None,
-    softmax: Optional[bool] = None,
-    progress: bool = False,
+    **options: Unpack[ScoreOptions],
 ) -> torch.Tensor:
     """Faithfulness correlation (Bhatt et al. 2020): do the coefficients of a subset predict its effect?
 
@@ -152,14 +141,8 @@ def faithfulness_correlation(
         generator: int seed or ``torch.Generator`` of the subsets (None: seed 0); the subsets are
             a hash of the seed, the input's index and the subset's, drawn on the device.
         baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
-        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
-            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
-            (an explanation does not record its own: pass the one it was made with).
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
-            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
-        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
-            values are the same either way.
+        **options: how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,
+            ``softmax``, ``progress``).
 
     Returns:
         float32 (B, T).
@@ -178,9 +161,8 @@ def faithfulness_correlation(
     """
     n_subsets = check_positive_int(n_subsets, "n_subsets", minimum=2)
     fraction = _check_subset_size(subset_size)
-    softmax, output = own_softmax(softmax, explanation), own_output(output, explanation)
-    check_run_options(batch_size, softmax, progress)
-    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, output)
+    run = scoring(options, explanation, "faithfulness_correlation")
+    explanation, baseline = plain(model, inputs, explanation, features, target, baseline, run.output)
     setup = perturbed(model, inputs, explanation, baseline)
     exp = check_explanation(explanation)  # checked by ``perturbed``: an Explanation
     p = setup.perturbation
@@ -213,11 +195,7 @@ def faithfulness_correlation(
         masks_of,
         take,
         2 * n_targets,
-        output=output,
-        softmax=softmax,
-        batch_size=batch_size,
-        progress=progress,
-        desc="faithfulness_correlation",
+        run,
     ).double()
     drops = out[:, :1, :n_targets] - out[:, 1:, :n_targets]  # (B, n, T)
     sums = out[:, 1:, n_targets:]

@@ -26,27 +26,20 @@ attribution map itself (broadcast over the inputs), which is captum's ``infideli
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
+from typing_extensions import Unpack
 
-from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
-from torchlime.metrics._common import check_bool, check_explanation, given_perturbations, invalid_to_nan, target_columns
-from torchlime.metrics._replay import check_run_options, own_output, own_softmax, score_rows
+from torchlime._checks import check_tensor, describe
+from torchlime.metrics._common import check_bool, check_explanation, invalid_to_nan, target_columns
+from torchlime.metrics._noise import GaussianNoise, perturbation_rows
+from torchlime.metrics._options import ScoreOptions, scoring
+from torchlime.metrics._replay import score_rows
 from torchlime.metrics.attributions import AttributionTarget, plain
-from torchlime.stages.forward.model import Model, OutputSelector
+from torchlime.stages.forward.model import Model
 from torchlime.stages.perturb.blend import Chunk, perturb_rows
-from torchlime.stages.sampling import Rows, make_key
-
-_NOISE_STREAM = 17  # random streams of the Gaussian perturbations (17 and 18)
-
-
-def gaussian(key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int, stream: int) -> torch.Tensor:
-    """Standard normal float32 (c, width) of rows (input b, perturbation k): Box-Muller of two hashed uniforms."""
-    rows = Rows(key, b, k, torch.zeros_like(b), width)
-    u1 = 1.0 - rows.uniform(stream, width)  # (0, 1]
-    u2 = rows.uniform(stream + 1, width)
-    return (-2.0 * u1.log()).sqrt() * torch.cos(2 * torch.pi * u2)
+from torchlime.stages.sampling import make_key
 
 
 def infidelity(
@@ -56,15 +49,9 @@ def infidelity(
     *,
     features: Optional[torch.Tensor] = None,
     target: AttributionTarget = None,
-    n_perturb: int = 16,
-    noise_scale: float = 0.1,
-    perturbations: Optional[torch.Tensor] = None,
+    perturbations: Union[GaussianNoise, torch.Tensor, None] = None,
     normalize: bool = False,
-    generator: Union[None, int, torch.Generator] = None,
-    batch_size: Optional[int] = None,
-    output: OutputSelector = None,
-    softmax: Optional[bool] = None,
-    progress: bool = False,
+    **options: Unpack[ScoreOptions],
 ) -> torch.Tensor:
     """Infidelity of the painted coefficients under input perturbations (formula in the module docstring).
 
@@ -78,20 +65,12 @@ def infidelity(
             ``inputs`` or broadcastable to them, or (B, F) with ``features``), as in ``metrics.deletion``.
         features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
         target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
-        n_perturb: n, perturbations per input.
-        noise_scale: σ of the default perturbations I ~ N(0, σ²), i.i.d. per element, drawn on the
-            device from a hash of (seed, input, perturbation, element).
-        perturbations: explicit I, (B, n, *shape) (then ``n_perturb`` and ``noise_scale`` are unused).
+        perturbations: the perturbations I: the law they are drawn from (``GaussianNoise(scale, n,
+            generator)``; None: ``GaussianNoise()``, σ = 0.1, 16 per input, seed 0), or explicit ones
+            (B, n, *shape).
         normalize: captum's ``normalize`` (the optimal rescaling β).
-        generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
-        batch_size: rows per model call (None: the default rule of ``torchlime.stages.forward.chunking``).
-        output: selector for tuple / dict model outputs (key, index or callable), as in ``torchlime.explain``;
-            None: the explanation's own (``Explanation.call.output``; automatic when it has none).
-            (an explanation does not record its own: pass the one it was made with).
-        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
-            None: as the explanation did (``explanation.meta["softmax"]``, False when it records none).
-        progress: show a tqdm bar on stderr over the model's rows (the engine's progress bar); the
-            values are the same either way.
+        **options: how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,
+            ``softmax``, ``progress``).
 
     Returns:
         float32 (B, T).
@@ -105,17 +84,16 @@ def infidelity(
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
         >>> x, feats = torch.rand(2, 8), torch.arange(8).view(1, 8)
         >>> exp = torchlime.explain(model, x, feats, n_samples=500)
-        >>> infidelity(model, x, exp, n_perturb=8).shape
+        >>> infidelity(model, x, exp, perturbations=GaussianNoise(n=8)).shape
         torch.Size([2, 1])
     """
-    explanation, _ = plain(model, inputs, explanation, features, target, None, output)
+    explanation, _ = plain(model, inputs, explanation, features, target, None, options.get("output"))
     exp = check_explanation(explanation)
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
     check_tensor(inputs, "inputs")
     check_bool(normalize, "normalize")
-    softmax, output = own_softmax(softmax, exp), own_output(output, exp)
-    check_run_options(batch_size, softmax, progress)
+    run = scoring(options, exp, "infidelity")
     b, n_targets, f = exp.coef.shape
     if not inputs.is_floating_point() or tuple(inputs.shape) != (b, *exp.input_shape):
         raise ValueError(
@@ -130,32 +108,29 @@ def infidelity(
         )
     dev, shape = inputs.device, tuple(inputs.shape[1:])
     width = inputs[0].numel()
-    if perturbations is not None:
-        n, flat = given_perturbations(perturbations, inputs)
-        flat = flat.reshape(b * n, width)
+    n, source = perturbation_rows(perturbations, inputs, GaussianNoise)
+    draw: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (row r, input b, perturbation k)
+    if isinstance(source, torch.Tensor):
+        flat = source.reshape(b * n, width)
+        draw = lambda r, bb, kk: flat[(r - b).clamp_min(0)]
     else:
-        n = check_positive_int(n_perturb, "n_perturb")
-        scale = check_positive_float(noise_scale, "noise_scale")
-        key = make_key(generator, dev)
+        law, key = source, make_key(source.generator, dev)
+        draw = lambda r, bb, kk: law.draw(key, bb, kk, width).to(inputs.dtype)
     coef, target = exp.coef.to(dev), target_columns(exp).to(dev)
     labels = exp.features.to(dev).expand(b, *shape).reshape(b, width)
     labels = torch.where(labels < 0, f, labels)  # elements outside every feature paint 0
     index = torch.zeros((1,) * inputs.ndim, dtype=torch.long, device=dev)
 
-    def noise(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def rows(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows start:stop (B unperturbed rows first, then input-major): their input and I (c, E)."""
         r = torch.arange(start, stop, device=dev)
         pert = r >= b
         bb = torch.where(pert, (r - b).clamp_min(0) // n, r)
         kk = (r - b).clamp_min(0) % n
-        if perturbations is not None:
-            i = flat[(r - b).clamp_min(0)]
-        else:
-            i = (gaussian(key, bb, kk, width, _NOISE_STREAM) * scale).to(inputs.dtype)
-        return bb, i * pert.unsqueeze(1)
+        return bb, draw(r, bb, kk) * pert.unsqueeze(1)
 
     def build(start: int, stop: int) -> torch.Tensor:
-        bb, i = noise(start, stop)
+        bb, i = rows(start, stop)
         x = inputs.reshape(b, width)[bb] - i
         x = x.view(-1, *shape)
         if p is None or (p.fmt is None and p.normalize is None):
@@ -167,7 +142,7 @@ def infidelity(
         )
 
     def take(scores: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        bb, i = noise(start, stop)
+        bb, i = rows(start, stop)
         painted = torch.zeros(i.shape[0], f + 1, dtype=torch.float64, device=dev)
         painted.scatter_add_(1, labels[bb], i.double())  # Σ_e over each feature's elements
         a = (coef[bb].double() * painted[:, None, :f]).sum(-1)
@@ -182,14 +157,10 @@ def infidelity(
         2 * n_targets,
         reference=inputs,
         signature=sig,
-        output=output,
-        softmax=softmax,
-        batch_size=batch_size,
+        run=run,
         chunk_dtype=p.fmt.dtype if p is not None and p.fmt is not None else None,
         scorer=exp.scorer,
-        inputs_of=lambda start, stop: noise(start, stop)[0],
-        progress=progress,
-        desc="infidelity",
+        inputs_of=lambda start, stop: rows(start, stop)[0],
     ).double()
     base, rest = out[:b, :n_targets], out[b:].view(b, n, 2 * n_targets)
     d = base.unsqueeze(1) - rest[..., :n_targets]  # (B, n, T)

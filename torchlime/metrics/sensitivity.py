@@ -5,16 +5,17 @@ For perturbations δ_bk (k = 1..n) of input b, with e(x) the explanation of x:
     sensitivity_b = max_k ‖e(x_b + δ_bk) - e(x_b)‖ / ‖e(x_b)‖      (‖e(x_b)‖ = 0 counts as 1)
 
 the norm taken over the flattened explanation (``norm_ord="fro"``: the 2-norm, captum's
-default). The explanation function is called on the B inputs, then on the B·n perturbed
-inputs in input-major order (row i is perturbation i % n of input i // n, captum's
-``repeat_interleave``), all at once (``inputs_per_step=None``, captum's
-``max_examples_per_batch=None``) or ``inputs_per_step`` inputs at a time; with ``progress=True`` a
-tqdm bar on stderr counts the inputs explained (the engine's ``forward.passes.progress_bar``).
+default). The inputs are explained once, then the B·n perturbed inputs in input-major order (row i
+is perturbation i % n of input i // n, captum's ``repeat_interleave``), all at once
+(``inputs_per_step=None``, captum's ``max_examples_per_batch=None``) or ``inputs_per_step`` inputs at a
+time; with ``progress=True`` a tqdm bar on stderr counts the inputs explained (the engine's
+``forward.passes.progress_bar``).
 
-Any attribution method: ``explain_fn`` may return a plain tensor (c, ...), and with ``model=`` it
-is called as Quantus calls its ``explain_func``, ``explain_fn(model, x)`` (or ``explain_fn(model, x,
-target_rows)`` with ``target=``: long (c,), the target of the input each row perturbs). Given
-``attributions`` (B, ...) stand for e(x_b) (then the B inputs are not explained again).
+How to explain, in one of two forms: torchlime's, an ``explainer=`` with the ``modality=`` and the
+``call=`` (as ``Explainer.explain`` takes them), or any attribution method as Quantus calls its
+``explain_func``: ``explain_fn(model, x)`` (``explain_fn(model, x, target_rows)`` with ``target=``: long
+(c,), the target of the input each row perturbs), returning an ``Explanation`` or a plain tensor (c, ...).
+Given ``attributions`` (B, ...) stand for e(x_b) (then the B inputs are not explained again).
 """
 
 from __future__ import annotations
@@ -28,61 +29,58 @@ from torchlime._checks import check_positive_float, check_positive_int, check_te
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
-from torchlime.metrics._common import check_bool, given_perturbations
+from torchlime.metrics._common import check_bool
+from torchlime.metrics._noise import UniformNoise, perturbation_rows
 from torchlime.metrics.attributions import AttributionTarget
 from torchlime.stages.forward.passes import progress_bar
-from torchlime.stages.sampling import Rows, make_key
+from torchlime.stages.sampling import make_key
 from torchlime.typing import Model
 
-_UNIFORM_STREAM = 19  # random stream of the default perturbations
+#: an attribution method as Quantus calls it: ``explain_fn(model, x)`` or ``explain_fn(model, x, target_rows)``
+ExplainFn = Callable[..., object]
 
 
 def max_sensitivity(
-    explain_fn: Optional[Callable[..., object]],
+    model: Model,
     inputs: torch.Tensor,
+    explain_fn: Optional[ExplainFn] = None,
     *,
-    model: Optional[Model] = None,
-    attributions: Optional[torch.Tensor] = None,
-    target: AttributionTarget = None,
     explainer: Optional[Explainer] = None,
     modality: ModalitySpec = None,
     call: Optional[Call] = None,
-    radius: float = 0.02,
-    n_perturb: int = 10,
-    perturbations: Optional[torch.Tensor] = None,
+    attributions: Optional[torch.Tensor] = None,
+    target: AttributionTarget = None,
+    perturbations: Union[UniformNoise, torch.Tensor, None] = None,
     norm_ord: Union[str, float] = "fro",
     inputs_per_step: Optional[int] = None,
-    generator: Union[None, int, torch.Generator] = None,
     progress: bool = False,
 ) -> torch.Tensor:
     """Largest relative change of an explanation under small input perturbations (module docstring).
 
     Args:
-        explain_fn: ``explain_fn(x (c, ...)) ->`` an ``Explanation`` (its coefficients are
-            compared per target: fix the targets and the feature map, e.g. ``target="all"`` and
-            an explicit ``features``) or a tensor (c, ...) of attributions (captum's, a Grad-CAM map);
-            with ``model``, ``explain_fn(model, x)`` (Quantus's form; ``explain_fn(model, x, target_rows)``
-            with ``target``); None: ``explainer`` explains ``model`` with ``modality`` and ``call``.
+        model: the model explained.
         inputs: real (B, ...) inputs.
-        model: the model ``explain_fn(model, x)`` explains, or the one ``explainer`` explains
-            (``explain_fn=None``).
+        explain_fn: any attribution method, ``explain_fn(model, x (c, ...)) ->`` an ``Explanation`` (its
+            coefficients are compared per target: fix the targets and the feature map, e.g.
+            ``target="all"`` and an explicit ``features``) or a tensor (c, ...) of attributions (captum's,
+            a Grad-CAM map), Quantus's form (``explain_fn(model, x, target_rows)`` with ``target``); None:
+            torchlime's explainer explains ``model`` with ``modality`` and ``call``.
+        explainer: how torchlime explains (``torchlime.Explainer``; None: the defaults), without
+            ``explain_fn``.
+        modality: the input kind or a feature map, as ``Explainer.explain`` takes it, without ``explain_fn``.
+        call: the call's settings (``torchlime.Call``: targets, samples, seed; None: the defaults), without
+            ``explain_fn``.
         attributions: (B, ...) e(x_b), the attributions of ``inputs`` already made (None: explain them).
         target: an int or long (B,) tensor: each input's target, passed to ``explain_fn(model, x,
             target_rows)`` as the rows' targets (long (c,)); None: ``explain_fn(model, x)``.
-        explainer: how to explain (``torchlime.Explainer``; None: the defaults).
-        modality: the input kind or a feature map, as ``Explainer.explain`` takes it.
-        call: the call's settings (``torchlime.Call``: targets, samples, seed); None: the defaults.
-        radius: r of the default perturbations δ ~ U[-r, r], i.i.d. per element (captum's
-            ``perturb_radius``), drawn on the device from a hash of (seed, input, perturbation,
-            element).
-        n_perturb: n, perturbations per input (captum's ``n_perturb_samples``).
-        perturbations: explicit δ, (B, n, ...) (then ``radius`` and ``n_perturb`` are unused).
+        perturbations: the perturbations δ: the law they are drawn from (``UniformNoise(radius, n,
+            generator)``; None: ``UniformNoise()``, captum's radius 0.02 and 10 per input, seed 0), or
+            explicit ones (B, n, ...).
         norm_ord: "fro" (2-norm) or a number p (the p-norm), as captum's ``norm_ord``.
-        inputs_per_step: perturbed inputs per ``explain_fn`` call (None: all B·n at once; captum's
-            ``max_examples_per_batch``). torchlime's masks depend on an
-            input's position in its batch (unless ``index=`` is given), so a LIME ``explain_fn`` gives
-            the same values for the same ``inputs_per_step`` only.
-        generator: int seed or ``torch.Generator`` of the default perturbations (None: seed 0).
+        inputs_per_step: perturbed inputs explained per call (None: all B·n at once; captum's
+            ``max_examples_per_batch``). torchlime's masks depend on an input's position in its batch
+            (unless ``index=`` is given), so a LIME explanation gives the same values for the same
+            ``inputs_per_step`` only.
         progress: show a tqdm bar on stderr over the B + B·n inputs explained (the engine's progress
             bar); the values are the same either way.
 
@@ -94,9 +92,9 @@ def max_sensitivity(
             match (type, shape) from call to call.
 
     Example:
-        >>> f = lambda x: 2 * x  # an "explanation" proportional to the input
+        >>> f = lambda m, x: 2 * x  # an "explanation" proportional to the input
         >>> x = torch.ones(2, 4)
-        >>> max_sensitivity(f, x, perturbations=torch.full((2, 3, 4), 0.5)).tolist()
+        >>> max_sensitivity(torch.nn.Identity(), x, f, perturbations=torch.full((2, 3, 4), 0.5)).tolist()
         [0.5, 0.5]
     """
     check_tensor(inputs, "inputs")
@@ -110,12 +108,13 @@ def max_sensitivity(
         check_positive_float(norm_ord, "norm_ord")
     b, shape, dev = inputs.shape[0], tuple(inputs.shape[1:]), inputs.device
     width = inputs[0].numel()
-    if perturbations is not None:
-        n, flat = given_perturbations(perturbations, inputs)
+    n, source = perturbation_rows(perturbations, inputs, UniformNoise)
+    draw: Callable[[torch.Tensor], torch.Tensor]  # rows i (perturbation i % n of input i // n) -> their δ
+    if isinstance(source, torch.Tensor):
+        draw = lambda rows: source[rows]
     else:
-        n = check_positive_int(n_perturb, "n_perturb")
-        r = check_positive_float(radius, "radius")
-        key = make_key(generator, dev)
+        law, key = source, make_key(source.generator, dev)
+        draw = lambda rows: law.draw(key, rows // n, rows % n, width)
     ord_ = 2.0 if norm_ord == "fro" else float(norm_ord)
     step = b * n if inputs_per_step is None else inputs_per_step
     parts = []
@@ -127,14 +126,10 @@ def max_sensitivity(
             reference = _attribution(check_tensor(attributions, "attributions").to(dev), b, None, "attributions")
         norm0 = torch.linalg.vector_norm(reference, ord=ord_, dim=-1)
         norm0 = torch.where(norm0 == 0, torch.ones_like(norm0), norm0)
-        for start in range(0, b * n, step):  # explain_fn calls, each on many inputs
+        for start in range(0, b * n, step):  # explanation calls, each on many inputs
             rows = torch.arange(start, min(start + step, b * n), device=dev)
             bb = rows // n
-            if perturbations is not None:
-                delta = flat[start : start + rows.shape[0]]
-            else:
-                u = Rows(key, bb, rows % n, torch.zeros_like(bb), width).uniform(_UNIFORM_STREAM, width)
-                delta = ((2 * u - 1) * r).to(inputs.dtype).view(-1, *shape)
+            delta = draw(rows).to(inputs.dtype).view(-1, *shape)
             e = _attribution(run(inputs[bb] + delta, bb), rows.shape[0], reference)
             parts.append(torch.linalg.vector_norm(e - reference[bb], ord=ord_, dim=-1) / norm0[bb])
             bar.update(rows.shape[0])
@@ -144,14 +139,22 @@ def max_sensitivity(
 def _caller(
     explain_fn: object,
     inputs: torch.Tensor,
-    model: Optional[Model],
+    model: Model,
     explainer: Optional[Explainer],
     modality: ModalitySpec,
     call: Optional[Call],
     target: AttributionTarget,
 ) -> Callable[[torch.Tensor, torch.Tensor], object]:
-    """``run(x rows, input of each row)``: ``explain_fn`` called in the form its arguments ask for."""
+    """``run(x rows, input of each row)``: the explanation of the rows, in the form the arguments ask for."""
+    if not callable(model) or isinstance(model, torch.Tensor):
+        raise TypeError(f"`model` must be the model explained (an nn.Module or a callable), got {describe(model)}")
+    torchlime_form = explainer is not None or modality is not None or call is not None
     if explain_fn is None:
+        if not torchlime_form:
+            raise TypeError(
+                "max_sensitivity needs how to explain: an attribution method explain_fn(model, x), or torchlime's "
+                "explainer= / modality= / call= (e.g. explainer=torchlime.Explainer() for the defaults)"
+            )
         if target is not None:
             raise TypeError("`target` is passed to a Quantus-style `explain_fn(model, x, target)`: give `explain_fn`")
         own = _explainer_fn(model, explainer, modality, call)
@@ -159,31 +162,23 @@ def _caller(
     if not callable(explain_fn):
         what = (
             ": max_sensitivity explains perturbed inputs again, so it needs the function that made the "
-            "attributions (explain_fn(model, x) with model=); pass the attributions themselves as attributions="
+            "attributions; pass the attributions themselves as attributions="
             if isinstance(explain_fn, torch.Tensor)
             else ""
         )
         raise TypeError(
-            "`explain_fn` must be a callable from inputs to an Explanation or a tensor, got "
+            "`explain_fn` must be a callable explain_fn(model, x) returning an Explanation or a tensor, got "
             f"{describe(explain_fn)}{what}"
         )
     fn: Callable[..., object] = explain_fn
     arity = 2 if target is None else 3
-    if (
-        explainer is not None
-        or modality is not None
-        or call is not None
-        or (model is not None and not _takes(fn, arity))
-    ):
+    if torchlime_form or not _takes(fn, arity):
         raise TypeError(
-            "pass `explain_fn` or `model` with `explainer` / `modality` / `call`, not both (with `model`, "
-            f"`explain_fn` is called as explain_fn(model, x{', target_rows' if target is not None else ''}): it "
-            f"must take {arity} arguments)"
+            "pass `explain_fn` or `explainer` / `modality` / `call`, not both (`explain_fn` is called as "
+            f"explain_fn(model, x{', target_rows' if target is not None else ''}): it must take {arity} arguments)"
         )
     if target is None:
-        return (lambda x, rows: fn(model, x)) if model is not None else (lambda x, rows: fn(x))
-    if model is None:
-        raise TypeError("`target` is passed to explain_fn(model, x, target_rows): give `model=` too")
+        return lambda x, rows: fn(model, x)
     tgt = _target_rows(target, inputs)
     return lambda x, rows: fn(model, x, tgt[rows])
 
@@ -213,14 +208,9 @@ def _target_rows(target: object, inputs: torch.Tensor) -> torch.Tensor:
 
 
 def _explainer_fn(
-    model: Optional[Model], explainer: Optional[Explainer], modality: ModalitySpec, call: Optional[Call]
+    model: Model, explainer: Optional[Explainer], modality: ModalitySpec, call: Optional[Call]
 ) -> Callable[[torch.Tensor], Explanation]:
-    """``explain_fn`` of an explainer, a modality and a call over ``model``."""
-    if model is None or not callable(model):
-        raise TypeError(
-            "`explain_fn` must be a callable from inputs to an Explanation or a tensor, or None with a "
-            f"callable `model=` for the `explainer`, got explain_fn None and model {describe(model)}"
-        )
+    """The explanation of rows by an explainer, a modality and a call over ``model``."""
     if explainer is not None and not isinstance(explainer, Explainer):
         raise TypeError(f"`explainer` must be None or a torchlime.Explainer, got {describe(explainer)}")
     how, what = explainer or Explainer(), call or Call()

@@ -1,0 +1,99 @@
+"""The options of every metric that runs the model, said once: ``RunOptions`` and ``ScoreOptions``.
+
+A metric names what it measures and takes how its rows are scored as ``**options:
+Unpack[ScoreOptions]`` (``label_flip``, which compares top classes, ``Unpack[RunOptions]``), so type
+checkers and IDEs see each keyword and its type; ``scoring`` checks them, fills in the explanation's own
+output selector and softmax, and gives the metric one ``Scoring`` record to pass on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple, Optional, cast
+
+from typing_extensions import TypedDict
+
+from torchlime._checks import check_positive_int
+from torchlime.metrics._common import check_bool
+from torchlime.metrics._replay import own_output, own_softmax
+from torchlime.stages.forward.model import OutputSelector
+
+
+class RunOptions(TypedDict, total=False):
+    """How a metric scores its rows through the model: the keywords every metric that runs the model takes.
+
+    None is required; a missing one takes the default below.
+
+    Attributes:
+        batch_size: rows per model call (None, the default: the rule of ``torchlime.stages.forward.chunking``);
+            the values do not depend on it.
+        output: selector of tuple / dict model outputs (a key, an index or a callable), as in
+            ``torchlime.explain``; None (the default): the explanation's own (``Explanation.call.output``;
+            automatic when it has none).
+        progress: show a tqdm bar on stderr over the model's rows, labelled with the metric's name (the
+            engine's progress bar; default False); the values are the same either way.
+    """
+
+    batch_size: Optional[int]
+    output: OutputSelector
+    progress: bool
+
+
+class ScoreOptions(RunOptions, total=False):
+    """``RunOptions`` and ``softmax``: the keywords of every metric that reads the model's scores.
+
+    Attributes:
+        softmax: score the softmax of the outputs (probabilities of logit models), as in ``torchlime.explain``;
+            None (the default): as the explanation did (False when it records none).
+    """
+
+    softmax: Optional[bool]
+
+
+class Scoring(NamedTuple):
+    """One metric call's options, checked, with the explanation's own output selector and softmax filled in.
+
+    Attributes:
+        batch_size: rows per model call, or None (the chunking rule).
+        output: the output selector.
+        softmax: whether the scores are the outputs' softmax.
+        progress: whether a tqdm bar counts the rows.
+        desc: the metric's name, the bar's label.
+    """
+
+    batch_size: Optional[int]
+    output: OutputSelector
+    softmax: bool
+    progress: bool
+    desc: str
+
+
+def scoring(options: Mapping[str, object], explanation: object, who: str, softmax: bool = True) -> Scoring:
+    """The ``Scoring`` of a metric's ``**options`` for ``explanation``.
+
+    Args:
+        options: the keywords that reached the metric's ``**options``.
+        explanation: the explanation measured (its own output selector and softmax fill in a None).
+        who: the metric's name, for the messages and the progress bar.
+        softmax: whether the metric takes ``softmax`` (``ScoreOptions``) or not (``RunOptions``: False).
+
+    Raises:
+        TypeError / ValueError: a keyword the metric does not take (Python's words, with the options it
+            takes), or a bad value (named).
+
+    Example:
+        >>> scoring({"batch_size": 64}, None, "deletion")
+        Scoring(batch_size=64, output=None, softmax=False, progress=False, desc='deletion')
+    """
+    accepted = tuple((ScoreOptions if softmax else RunOptions).__annotations__)
+    unknown = [k for k in options if k not in accepted]
+    if unknown:
+        one = len(unknown) == 1
+        what = f"an unexpected keyword argument {unknown[0]!r}" if one else f"unexpected keyword arguments {unknown}"
+        raise TypeError(f"{who}() got {what}; its options are {', '.join(accepted)}")
+    given, batch = options.get("softmax"), options.get("batch_size")
+    batch_size = None if batch is None else check_positive_int(batch, "batch_size")
+    own = own_softmax(None if given is None else check_bool(given, "softmax"), explanation)
+    progress = check_bool(options.get("progress", False), "progress")
+    output = own_output(cast(OutputSelector, options.get("output")), explanation)
+    return Scoring(batch_size, output, own if softmax else False, progress, who)
