@@ -25,8 +25,9 @@ from torchlime.image.viz import (
 from torchlime.methods.adaptive import Adaptive
 from torchlime.methods.feature_selection import Select
 from torchlime.metrics import max_sensitivity
+from torchlime.series import Series
 from torchlime.stages import features as features_stage
-from torchlime.tabular import conditions
+from torchlime.tabular import Tabular, conditions
 from torchlime.text import Infiller, feature_positions
 from torchlime.text.viz import explanation_html, feature_strings, plot_top_features, text_html
 
@@ -93,6 +94,8 @@ RENAMED: list[tuple[Callable[..., Any], str, str]] = [
     (Select, "num_features", "k"),
     (Adaptive, "top_k", "k"),
     (Infiller, "top_k", "k"),
+    (Tabular, "kernel_width", "training_data"),  # the width is kernel=ExponentialKernel(width, distance="euclidean")
+    (Series, "fill", "segments"),  # the fill is baseline=SeriesFill(name)
 ]
 
 

@@ -93,8 +93,7 @@ def test_bad_training_data(data, error, match):
         ),
         (dict(discretize_continuous="yes"), TypeError, r"`discretize_continuous` must be True or False, got str"),
         (dict(sample_around_instance=1), TypeError, r"`sample_around_instance` must be True or False, got int"),
-        (dict(kernel_width=0.0), ValueError, r"`kernel_width` must be finite and > 0, got 0.0"),
-        (dict(kernel_width=1.0, kernel="lime"), ValueError, r"pass `kernel_width` .* or `kernel`, not both"),
+        (dict(kernel_width=1.0), TypeError, r"unexpected keyword argument 'kernel_width'"),  # kernel=ExponentialKernel
         (dict(feature_names=["a", "b"]), ValueError, r"`feature_names` must hold 4 names .*got 2"),
         (dict(feature_names="abcd"), TypeError, r"`feature_names` must be a sequence of 4 names, got str"),
         (dict(generator="seed"), TypeError, r"`generator` must be None, an int seed or a torch.Generator, got str"),

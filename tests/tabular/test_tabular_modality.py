@@ -11,6 +11,7 @@ import torch
 
 from torchlime.engine import Explainer, Modality
 from torchlime.engine.explanation import Explanation
+from torchlime.stages.weighting import ExponentialKernel
 from torchlime.tabular import Tabular, TabularInfo, conditions, default_width, explain_tabular, fit_stats
 
 _G = torch.Generator().manual_seed(0)
@@ -40,7 +41,9 @@ SETTINGS = {
     "discretized": dict(categorical_features=[4], feature_names=NAMES),
     "decile_stats": dict(training_data=fit_stats(TRAIN, [4], "decile"), discretizer="decile"),
     "gaussian": dict(discretize_continuous=False, categorical_features=[4]),
-    "gaussian_instance": dict(discretize_continuous=False, sample_around_instance=True, kernel_width=1.5),
+    "gaussian_instance": dict(
+        discretize_continuous=False, sample_around_instance=True, kernel=ExponentialKernel(1.5, distance="euclidean")
+    ),
     "entropy": dict(discretizer="entropy", training_labels=(TRAIN[:, 1] > 0).long()),
     "perturbed": dict(perturbed=TRAIN[torch.arange(4 * 30).remainder(120).view(4, 30)].float()),
 }
@@ -50,13 +53,32 @@ SETTINGS = {
 def test_explainer_with_tabular_equals_explain_tabular(name):
     settings = dict(SETTINGS[name])
     settings.setdefault("training_data", TRAIN)
+    how = {"kernel": settings.pop("kernel")} if "kernel" in settings else {}
     call = dict(generator=7, target="all")
     if "perturbed" not in settings:  # else S, the given rows per input
         call["n_samples"] = 200
-    door = explain_tabular(model, X, **settings, **call)
+    door = explain_tabular(model, X, **settings, **how, **call)
     modality = Tabular(**settings)
     assert isinstance(modality, Modality)
-    same(Explainer().explain(model, X, modality, **call), door)
+    same(Explainer(**how).explain(model, X, modality, **call), door)
+
+
+def test_the_kernel_width_is_lime_s_kernel_spelled_as_an_exponential_kernel():
+    run = dict(training_data=TRAIN, n_samples=100, generator=4)
+    default = explain_tabular(model, X, **run)
+    lime = explain_tabular(model, X, **run, kernel=ExponentialKernel(default_width(5), distance="euclidean"))
+    same(lime, default)  # the default kernel, spelled out: the same bits
+    wide = explain_tabular(model, X, **run, kernel=ExponentialKernel(9.0, distance="euclidean"))
+    assert wide.info.kernel_width == 9.0 and not torch.equal(wide.coef, default.coef)
+    gaussian = dict(run, discretize_continuous=False, return_samples=True)
+    sq = {}  # Gaussian sampling: lime's distance on the scaled rows (not a count of levels), with this width
+    for width in (1.5, 3.0):
+        scaled = explain_tabular(model, X, **gaussian, kernel=ExponentialKernel(width, distance="euclidean"))
+        assert scaled.info.kernel_width == width
+        sq[width] = -2 * width**2 * scaled.weights.double().log()  # d², the same samples for both widths
+    torch.testing.assert_close(sq[1.5], sq[3.0], rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(sq[1.5], sq[1.5].round(), atol=1e-3)
+    assert explain_tabular(model, X, **run, kernel=ExponentialKernel(1.5)).info.kernel_width is None  # cosine
 
 
 def test_a_torch_generator_gives_the_same_numbers_at_both_doors():
@@ -156,7 +178,7 @@ def test_an_unknown_keyword_is_a_type_error():
 def test_the_modality_is_frozen_and_owns_the_values():
     modality = Tabular(TRAIN)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        modality.kernel_width = 2.0
+        modality.discretizer = "decile"
     assert {"perturb_fn", "normalize", "chunk_format", "additional_forward_args"} <= Tabular.owns
 
 
@@ -167,11 +189,10 @@ def test_the_modality_is_frozen_and_owns_the_values():
         ({}, dict(normalize=([0.0], [1.0])), r"`normalize` must be None for tabular data"),
         ({}, dict(additional_forward_args=1), r"`additional_forward_args` must be None for tabular data"),
         (dict(preset="captum"), {}, r"`preset` must be None or 'lime' for tabular data"),
-        (dict(kernel="lime"), dict(kernel_width=1.0), r"pass `kernel_width` .* or `kernel`, not both"),
         ({}, dict(numpy_model="yes"), r"`numpy_model` must be True or False, got str"),
     ],
 )
 def test_explainer_refusals(how, call, match):
-    settings = {k: call.pop(k) for k in ("kernel_width", "numpy_model") if k in call}
+    settings = {k: call.pop(k) for k in ("numpy_model",) if k in call}
     with pytest.raises(ValueError if "numpy" not in match else TypeError, match=match):
         Explainer(**how).explain(model, X, Tabular(TRAIN, **settings), n_samples=40, **call)

@@ -43,7 +43,6 @@ def explain_tabular(
     discretizer: DiscretizerName = "quartile",
     discretize_continuous: bool = True,
     sample_around_instance: bool = False,
-    kernel_width: Optional[float] = None,
     training_labels: Optional[Labels] = None,
     perturbed: Optional[Rows] = None,
     target: Union[TargetSpec, Unset] = UNSET,
@@ -88,7 +87,6 @@ def explain_tabular(
         discretize_continuous: True: lime's discretised sampling; False: Gaussian sampling
             (the binary features are still "same bin as the instance").
         sample_around_instance: Gaussian sampling centred on the instance instead of the mean.
-        kernel_width: width of the kernel (default ``0.75 √D``).
         training_labels: (N,) labels of the training rows, numbers or strings (entropy discretizer).
         perturbed: optional (B, S, D) sample rows (a tensor, or a numpy array like ``X``) to
             use instead of drawing them (sample 0 the input); masks are ``masks=`` if given,
@@ -96,7 +94,8 @@ def explain_tabular(
         preset: None or "lime" (``LimeTabularExplainer``'s settings: N = 5000, Ridge(1), top
             class); other presets are refused (they have no tabular sampler, kernel and values).
         generator: int seed or ``torch.Generator`` (masks and values derive from it).
-        kernel: replaces lime's kernel (a ``torchlime.explain`` kernel; not with ``kernel_width``).
+        kernel: ``ExponentialKernel(width, distance="euclidean")``: lime's kernel with that width
+            (default ``0.75 √D``); any other ``torchlime.explain`` kernel replaces lime's.
         sampler: replaces the level sampler (a ``torchlime.explain`` sampler; values follow any masks).
         target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
         n_samples: S samples per input (the input itself included), or "auto".
@@ -139,7 +138,6 @@ def explain_tabular(
         discretizer,
         discretize_continuous,
         sample_around_instance,
-        kernel_width,
         training_labels,
         perturbed,
         numpy_model=takes_numpy(model, X),

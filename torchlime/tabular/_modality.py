@@ -16,7 +16,7 @@ from typing import ClassVar, Literal, Optional, Sequence
 
 import torch
 
-from torchlime._checks import check_choice, check_positive_float, describe
+from torchlime._checks import check_choice, describe
 from torchlime.engine.config import Call, Config
 from torchlime.engine.modality import Modality, Prepared
 from torchlime.stages.weighting import ExponentialKernel
@@ -56,8 +56,10 @@ class Tabular(Modality):
     discretised (a level by training frequency, then a value inside the bin: a normal with the bin's
     mean and std truncated to its range) or, with ``discretize_continuous=False``, Gaussian (training
     mean or the instance, training std). Weights are ``exp(-d² / (2 width²))`` on the euclidean
-    distance of the scaled rows, width ``0.75 √D``. The fill is the modality's own: a ``baseline``
-    is refused, and so are the ``Call`` fields it sets (``owns``).
+    distance of the scaled rows, width ``0.75 √D`` unless the call's ``kernel`` is
+    ``ExponentialKernel(width, distance="euclidean")``, lime's kernel with another width (any other
+    ``kernel`` is used as it is). The fill is the modality's own: a ``baseline`` is refused, and so are
+    the ``Call`` fields it sets (``owns``).
 
     Attributes:
         training_data: (N, D) rows (a tensor or an array of numbers), or fitted ``TabularStats``
@@ -69,7 +71,6 @@ class Tabular(Modality):
         discretize_continuous: True: lime's discretised sampling; False: Gaussian sampling (the
             binary features are still "same bin as the instance").
         sample_around_instance: Gaussian sampling centred on the instance instead of the mean.
-        kernel_width: width of lime's kernel (default ``0.75 √D``); not with a ``kernel``.
         training_labels: (N,) labels of the training rows, numbers or strings (entropy discretizer).
         perturbed: optional (B, S, D) sample rows (a tensor or a numpy array) used instead of drawn
             ones (sample 0 the input); the masks are the call's ``masks`` if given, else "same level
@@ -96,7 +97,6 @@ class Tabular(Modality):
     discretizer: DiscretizerName = "quartile"
     discretize_continuous: bool = True
     sample_around_instance: bool = False
-    kernel_width: Optional[float] = None
     training_labels: Optional[Labels] = None
     perturbed: Optional[Rows] = None
     numpy_model: bool = False
@@ -136,9 +136,8 @@ class Tabular(Modality):
         if self.perturbed is not None:
             given = check_perturbed(as_rows(self.perturbed, "perturbed"), x)
             call = _given_rows(given, stats, levels, call)
-        width = default_width(d) if self.kernel_width is None else float(self.kernel_width)
-        own_kernel = how.kernel is UNSET
-        if own_kernel:
+        width = lime_width(how.kernel, d)
+        if width is not None:
             kernel = (
                 ExponentialKernel(width=width, distance="euclidean")
                 if centre is None
@@ -150,7 +149,7 @@ class Tabular(Modality):
         how = dataclasses.replace(how, baseline=0.0)
         perturb = TabularPerturbation(stats, levels, centre, seed, ids, given)
         call = dataclasses.replace(call, perturb_fn=perturb, generator=seed)
-        info = _record(self, x, stats, levels, names, width if own_kernel else None)
+        info = _record(self, x, stats, levels, names, width)
         features = torch.arange(d, device=x.device).view(1, d)
         adapter = NumpyRows if self.numpy_model else None
         return Prepared(x, features, how, call, adapter=adapter, scope="tabular", input_name="X", info=info)
@@ -162,10 +161,6 @@ class Tabular(Modality):
         for name in ("discretize_continuous", "sample_around_instance", "numpy_model"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"`{name}` must be True or False, got {describe(getattr(self, name))}")
-        if self.kernel_width is not None:
-            check_positive_float(self.kernel_width, "kernel_width")
-            if how.kernel is not UNSET:
-                raise ValueError("pass `kernel_width` (lime's kernel) or `kernel`, not both")
         if how.baseline is not UNSET:
             raise ValueError(
                 f"`baseline` must be unset for tabular data (the values are drawn from the training "
@@ -177,6 +172,29 @@ class Tabular(Modality):
                     f"`{name}` must be None for tabular data (Tabular draws the sample rows itself), "
                     f"got {describe(getattr(call, name))}"
                 )
+
+
+def lime_width(kernel: object, n_columns: int) -> Optional[float]:
+    """The width of lime's tabular kernel that a call's ``kernel`` asks for, or None for another kernel.
+
+    Args:
+        kernel: the call's kernel: unset (lime's kernel, ``0.75 √D``), an ``ExponentialKernel`` with a
+            number width on the euclidean distance of the masks (lime's kernel with that width: on
+            the scaled rows with Gaussian sampling), or any other kernel (used as it is: None).
+        n_columns: D, the number of columns.
+
+    Example:
+        >>> lime_width(UNSET, 16), lime_width(ExponentialKernel(2.0, distance="euclidean"), 16)
+        (3.0, 2.0)
+        >>> lime_width(ExponentialKernel(2.0), 16) is None  # cosine: not lime's tabular kernel
+        True
+    """
+    if kernel is UNSET:
+        return default_width(n_columns)
+    if not isinstance(kernel, ExponentialKernel) or isinstance(kernel.width, str):  # "auto": the engine's choice
+        return None
+    lime = (kernel.distance, kernel.space, kernel.scale) == ("euclidean", "mask", 1.0)
+    return float(kernel.width) if lime else None
 
 
 def _given_rows(perturbed: torch.Tensor, stats: TabularStats, levels: torch.Tensor, call: Call) -> Call:

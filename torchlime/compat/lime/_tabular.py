@@ -34,6 +34,7 @@ from torchlime.compat.lime._continuous import GaussianLime, lime_design
 from torchlime.compat.lime._domain import TableDomainMapper
 from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._stats import check_stats_keys, stats_from_lime
+from torchlime.stages.weighting import ExponentialKernel
 from torchlime.tabular._conditions import bin_condition
 from torchlime.tabular._explain import explain_tabular
 from torchlime.tabular._modality import DiscretizerName
@@ -219,6 +220,8 @@ class LimeTabularExplainer:
         asked: list[int] = [] if named is None or isinstance(named, str) else list(named)
         rec = Recording(predict_fn, lambda chunk: chunk.cpu().numpy(), "predict_fn", not regression, asked)
         advice = lime_advice("predict_fn", "predictions" if regression else "probabilities")
+        width = self.kernel_width  # lime's kernel_width is torchlime's ExponentialKernel(width) on the masks
+        kernel = {} if width is None else {"kernel": ExponentialKernel(width, distance="euclidean")}
         with speaking(lime_words("data_row", "predict_fn", "columns"), advice):
             result = explain_tabular(
                 rec,
@@ -227,12 +230,12 @@ class LimeTabularExplainer:
                 discretizer=cast(DiscretizerName, self.stats.discretizer),  # the stats' own bins
                 discretize_continuous=self.discretize,
                 sample_around_instance=self.sample_around_instance,
-                kernel_width=self.kernel_width,
                 feature_names=self.feature_names,
                 target=one_row(target),
                 n_samples=num_samples,
                 surrogate=surrogate_for(model_regressor, self.feature_selection, num_features, num_samples),
                 generator=self._seed(),
+                **kernel,
                 **one_call(kwargs, num_samples, d),
             )
         keep = d if self.feature_selection == "none" else num_features
