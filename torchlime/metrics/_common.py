@@ -1,4 +1,4 @@
-"""Shared pieces of the metrics: argument checks, feature rankings, tied ranks and the trapezoid.
+"""Shared pieces of the metrics: checks, a call's scoring record, feature rankings, tied ranks, the trapezoid.
 
 Rankings are batched over inputs and targets with one stable sort each; features that do not
 exist (f >= F_b, padding) always rank last and are never counted.
@@ -6,15 +6,34 @@ exist (f >= F_b, padding) always rank last and are never counted.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
 from torchlime._checks import check_choice, check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
+from torchlime.stages.forward.model import OutputSelector
 
 FeatureSet = Union[torch.Tensor, Sequence[Sequence[int]]]
 BY = ("value", "abs")
+
+
+class Scoring(NamedTuple):
+    """One metric call's options, checked, with the explanation's own output selector and softmax filled in.
+
+    Attributes:
+        batch_size: rows per model call, or None (the chunking rule).
+        output: the output selector.
+        softmax: whether the scores are the outputs' softmax.
+        progress: whether a tqdm bar counts the rows.
+        desc: the metric's name, the bar's label.
+    """
+
+    batch_size: Optional[int]
+    output: OutputSelector
+    softmax: bool
+    progress: bool
+    desc: str
 
 
 def check_explanation(explanation: object, name: str = "explanation") -> Explanation:

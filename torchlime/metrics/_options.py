@@ -9,12 +9,12 @@ output selector and softmax, and gives the metric one ``Scoring`` record to pass
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple, Optional, cast
+from typing import Optional, cast
 
 from typing_extensions import TypedDict
 
 from torchlime._checks import check_positive_int
-from torchlime.metrics._common import check_bool
+from torchlime.metrics._common import Scoring, check_bool
 from torchlime.metrics._replay import own_output, own_softmax
 from torchlime.stages.forward.model import OutputSelector
 
@@ -48,24 +48,6 @@ class ScoreOptions(RunOptions, total=False):
     """
 
     softmax: Optional[bool]
-
-
-class Scoring(NamedTuple):
-    """One metric call's options, checked, with the explanation's own output selector and softmax filled in.
-
-    Attributes:
-        batch_size: rows per model call, or None (the chunking rule).
-        output: the output selector.
-        softmax: whether the scores are the outputs' softmax.
-        progress: whether a tqdm bar counts the rows.
-        desc: the metric's name, the bar's label.
-    """
-
-    batch_size: Optional[int]
-    output: OutputSelector
-    softmax: bool
-    progress: bool
-    desc: str
 
 
 def scoring(options: Mapping[str, object], explanation: object, who: str, softmax: bool = True) -> Scoring:

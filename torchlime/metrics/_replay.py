@@ -24,13 +24,13 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Union, cast
+from typing import Callable, NamedTuple, Optional, Union, cast
 
 import torch
 
 from torchlime._checks import check_finite, check_tensor, describe
 from torchlime.engine.explanation import Explanation
-from torchlime.metrics._common import check_explanation
+from torchlime.metrics._common import Scoring, check_explanation
 from torchlime.stages.features import prepare_features
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import (
@@ -47,9 +47,6 @@ from torchlime.stages.perturb.fills import NAMES, BaselineSpec, Blur, FillContex
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import make_key
 from torchlime.targets._base import Bound
-
-if TYPE_CHECKING:
-    from torchlime.metrics._options import Scoring
 
 MasksOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input b (c,), row s (c,)) -> bool (c, F)
 Take = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (scores (c, K), b, s) -> (c, W)

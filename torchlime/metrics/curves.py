@@ -30,6 +30,7 @@ from typing_extensions import Unpack
 
 from torchlime._checks import check_choice
 from torchlime.metrics._common import (
+    Scoring,
     check_bool,
     check_explanation,
     check_optional_int,
@@ -38,7 +39,7 @@ from torchlime.metrics._common import (
     target_columns,
     trapezoid,
 )
-from torchlime.metrics._options import ScoreOptions, Scoring, scoring
+from torchlime.metrics._options import ScoreOptions, scoring
 from torchlime.metrics._replay import perturbed, score_masks
 from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model
