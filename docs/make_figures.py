@@ -43,7 +43,7 @@ def audio_figure(out: Path) -> Path:
     specs = audio_data.log_spectrogram(clips.waves)
     kw = {"sample_rate": 8000, "n_fft": 256, "hop_length": 128}
     exp = explain_spectrogram(load_audio_model(), specs, baseline="blur", n_samples=1024, generator=0, **kw)
-    fig = plot_spectrogram_explanation(exp, specs, index=0, **kw)
+    fig = plot_spectrogram_explanation(exp, specs, index=0)  # seconds and Hz: the explanation records kw
     return _save(fig, out / "audio.png")
 
 

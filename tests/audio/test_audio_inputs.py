@@ -112,7 +112,7 @@ def test_mel_spectrogram_with_n_fft_warns_at_explain_time():
 def test_mel_spectrogram_with_n_fft_warns_in_the_plot(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    from torchlime.audio.viz import plot_spectrogram_explanation
+    from torchlime.audio.viz import AxisUnits, plot_spectrogram_explanation
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -121,10 +121,10 @@ def test_mel_spectrogram_with_n_fft_warns_in_the_plot(tmp_path):
         plot_spectrogram_explanation(exp, SPEC)
     plain = explain_spectrogram(Counting(), SPEC, sample_rate=16000, n_samples=16)
     with pytest.warns(UserWarning, match=MISMATCH):  # or passed to the plot
-        plot_spectrogram_explanation(plain, SPEC, n_fft=512)
+        plot_spectrogram_explanation(plain, SPEC, units=AxisUnits(n_fft=512))
     with warnings.catch_warnings():
         warnings.filterwarnings("error", "`n_fft`")
-        fig = plot_spectrogram_explanation(plain, SPEC, bin_freqs=mel_frequencies(40, 16000).tolist())
+        fig = plot_spectrogram_explanation(plain, SPEC, units=AxisUnits(bin_freqs=mel_frequencies(40, 16000).tolist()))
     lo, hi = fig.axes[0].get_ylim()
     assert hi < 8000 * 1.05 and fig.axes[0].get_ylabel() == "frequency (Hz)"
 

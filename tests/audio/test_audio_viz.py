@@ -10,7 +10,7 @@ import torch
 
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.audio.stft import stft
-from torchlime.audio.viz import plot_spectrogram_explanation, save_top_segments_wav, write_wav
+from torchlime.audio.viz import AxisUnits, plot_spectrogram_explanation, save_top_segments_wav, write_wav
 
 
 def loudness(x: torch.Tensor) -> torch.Tensor:
@@ -64,6 +64,8 @@ def test_time_frequency_wavs_and_plot(tmp_path):
     assert fig.axes[0].get_xlim()[1] == pytest.approx(62 * 128 / 8000, abs=0.02)
     plain = explain_spectrogram(loudness, specs, n_samples=32)
     assert plot_spectrogram_explanation(plain, specs).axes[0].get_xlabel() == "frame"
+    ax = plot_spectrogram_explanation(plain, specs, units=AxisUnits(sample_rate=8000, hop_length=128)).axes[0]
+    assert ax.get_xlabel() == "time (s)" and ax.get_xlim()[1] == pytest.approx(62 * 128 / 8000, abs=0.02)
     matplotlib.pyplot.close("all")
 
 

@@ -22,6 +22,7 @@ import torch
 
 from torchlime import _colours
 from torchlime._checks import check_ndim, check_tensor, describe, require
+from torchlime.audio._axis_units import AxisUnits
 from torchlime.audio.segments import bin_frequencies, warn_bins
 from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
@@ -116,10 +117,7 @@ def plot_spectrogram_explanation(
     target_index: int = 0,
     channel: int = 0,
     k: int = 3,
-    sample_rate: Optional[float] = None,
-    hop_length: Optional[int] = None,
-    n_fft: Optional[int] = None,
-    bin_freqs: Optional[Sequence[float]] = None,
+    units: Optional[AxisUnits] = None,
     truth: Optional[torch.Tensor] = None,
     alpha: float = 0.55,
     title: Optional[str] = None,
@@ -129,19 +127,15 @@ def plot_spectrogram_explanation(
     """Spectrogram of clip ``index`` with its explanation overlaid.
 
     Args:
-        explanation: from ``explain_spectrogram`` or ``explain_waveform(features="time_frequency")``.
+        explanation: from ``explain_spectrogram`` or ``explain_waveform(segments="time_frequency")``.
         specs: the explained spectrograms (B, [C,] Fr, Tm), real or complex (shown in dB).
         index: which clip.
         target_index: which explained target (column of ``explanation.target``).
         channel: which channel of (B, C, Fr, Tm) spectrograms.
         k: number the k strongest segments (largest |weight|; 0: none), circled red when they support
             the target, blue when they oppose it.
-        sample_rate: Hz, for the time and frequency axes (default: ``explanation.meta["audio"]``).
-        hop_length: STFT hop in samples, for the time axis (default: ``meta["audio"]``).
-        n_fft: STFT size, for the frequency axis (default: ``meta["audio"]``): a linear STFT's
-            ``n_fft // 2 + 1`` bins (warns when Fr differs, e.g. mel bins).
-        bin_freqs: (Fr,) bin frequencies in Hz for the frequency axis (default: ``meta["audio"]``);
-            for mel bins ``torchlime.audio.segments.mel_frequencies(Fr, sample_rate)``.
+        units: what the axes measure, for seconds and Hz (``AxisUnits(sample_rate, hop_length, n_fft,
+            bin_freqs)``); a field left None, or ``units=None``, is read from the explanation's audio record.
         truth: optional bool (Fr, Tm) ground-truth region, outlined in white.
         alpha: opacity of the coefficient overlay.
         title: axes title (default: the clip and its target).
@@ -194,7 +188,8 @@ def plot_spectrogram_explanation(
 
     x = 20 * torch.log10(x.abs() + 1e-6) if x.is_complex() else x.float()
     n_freq, n_time = x.shape
-    times, freqs, t_label, f_label = _axes(meta, n_freq, n_time, sample_rate, hop_length, n_fft, bin_freqs)
+    u = units or AxisUnits()
+    times, freqs, t_label, f_label = _axes(meta, n_freq, n_time, u.sample_rate, u.hop_length, u.n_fft, u.bin_freqs)
     heat = explanation.heatmap(target_index)[index].detach().cpu().float()
     heat = heat[channel] if heat.ndim == 3 and heat.shape[0] > 1 else heat.reshape(labels.shape)
     fig: Figure

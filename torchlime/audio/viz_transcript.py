@@ -39,7 +39,7 @@ def plot_transcript(
         index: which clip.
         words: the words' text, for the titles (default: "word 0", "word 1", ...).
         columns: panels per row.
-        **kwargs: passed to ``plot_spectrogram_explanation`` (sample_rate, hop_length, n_fft, k, ...; not
+        **kwargs: passed to ``plot_spectrogram_explanation`` (``units``, ``k``, ``alpha``, ...; not
             ``class_names``: each panel's colour bar names its word).
 
     Returns:
