@@ -9,7 +9,6 @@ generated token. The notebook display reads it through the ``Info`` hooks, the t
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Optional
@@ -169,21 +168,3 @@ def generated_tokens(explanation: Explanation, index: int = 0) -> Optional[list[
         ValueError: an explanation of another kind.
     """
     return generation_record(explanation).generated_tokens(index)
-
-
-def with_record(explanation: Explanation, record: GenerationInfo) -> Explanation:
-    """``explanation`` with ``record`` as its info, the token record nested in it (``meta["text_generation"]``).
-
-    Args:
-        explanation: the token explanation of the prompt and continuation rows (info a ``TokensInfo``).
-        record: its generation record, without ``token_info``.
-
-    Returns:
-        The explanation the caller gets: ``meta`` keeps the token record only inside "text_generation",
-        so that a file written from it reads back as a ``GenerationInfo``.
-    """
-    tokens = explanation.info if isinstance(explanation.info, TokensInfo) else None
-    record = dataclasses.replace(record, token_info=tokens)
-    meta = {k: v for k, v in explanation.meta.items() if k != TokensInfo.key}
-    meta[record.key] = record.as_plain()
-    return dataclasses.replace(explanation, info=record, meta=meta)
