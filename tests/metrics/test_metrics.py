@@ -372,3 +372,13 @@ def test_max_sensitivity_takes_an_explainer_and_a_modality():
         max_sensitivity(model, x, fn, explainer=how)
     with pytest.raises(TypeError, match="needs how to explain"):
         max_sensitivity(model, x)
+
+
+def test_label_flip_scores_the_output_the_explanation_was_made_with():
+    weight = torch.randn(8, 3, generator=torch.Generator().manual_seed(2))
+    model = lambda v: {"aux": -(v @ weight), "logits": v @ weight}  # noqa: E731
+    x = torch.rand(4, 8, generator=torch.Generator().manual_seed(3))
+    exp = explain(model, x, torch.arange(8).view(1, 8) // 2, output="logits", n_samples=64, target="top2")
+    own = label_flip(model, x, exp, k=2)
+    assert torch.equal(own, label_flip(model, x, exp, k=2, output="logits"))
+    assert not torch.equal(own, label_flip(model, x, exp, k=2, output="aux"))
