@@ -92,6 +92,10 @@ def test_default_infidelity_perturbations_are_gaussian_and_seeded():
     assert abs(float(noise.std()) - 0.2) < 0.01 and abs(float(noise.mean())) < 0.01
     assert torch.equal(infidelity(model, x, exp, perturbations=GaussianNoise(0.2, n=400, generator=7)), a)
     assert not torch.equal(infidelity(model, x, exp, perturbations=GaussianNoise(0.2, n=400, generator=8)), a)
+    seen.clear()
+    infidelity(recorder, x, exp, perturbations=UniformNoise(0.2, n=400, generator=7))  # either law, either metric
+    noise = x.repeat_interleave(400, 0) - torch.cat(seen)[2:]
+    assert float(noise.abs().max()) <= 0.2 and float(noise.std()) == pytest.approx(0.2 / 3**0.5, rel=0.05)
 
 
 def lime_heatmaps(model, n_samples=64):

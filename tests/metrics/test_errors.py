@@ -109,8 +109,8 @@ def test_captum_metric_arguments(case):
         GaussianNoise(scale=-1.0)
     with pytest.raises(ValueError, match="`GaussianNoise.n` must be >= 1, got 0"):
         GaussianNoise(n=0)
-    with pytest.raises(TypeError, match="`perturbations` must be None, a GaussianNoise or a tensor"):
-        infidelity(model, x, exp, perturbations=UniformNoise())
+    with pytest.raises(TypeError, match="`perturbations` must be None, a GaussianNoise, a UniformNoise or a tensor"):
+        infidelity(model, x, exp, perturbations=0.1)
     with pytest.raises(TypeError, match="`normalize` must be a bool"):
         infidelity(model, x, exp, normalize="yes")
     with pytest.raises(TypeError, match="`explain_fn` must be a callable"):
@@ -123,8 +123,8 @@ def test_captum_metric_arguments(case):
         max_sensitivity(model, x, lambda m, v: [1])
     with pytest.raises(ValueError, match="`UniformNoise.radius` must be finite and > 0, got 0.0"):
         UniformNoise(radius=0.0)
-    with pytest.raises(TypeError, match="`perturbations` must be None, a UniformNoise or a tensor"):
-        max_sensitivity(model, x, lambda m, v: v, perturbations=GaussianNoise())
+    with pytest.raises(TypeError, match="`perturbations` must be None, a GaussianNoise, a UniformNoise or a tensor"):
+        max_sensitivity(model, x, lambda m, v: v, perturbations=[0.1])
     with pytest.raises(ValueError, match="`norm_ord` must be finite and > 0"):
         max_sensitivity(model, x, lambda m, v: v, norm_ord=-2)
     with pytest.raises(ValueError, match=r"`explain_fn` must return one explanation per input \(2 rows\)"):

@@ -1,7 +1,8 @@
 """The random perturbations of ``infidelity`` and ``max_sensitivity``: ``GaussianNoise`` and ``UniformNoise``.
 
 Both metrics take ``perturbations=``: explicit perturbations (B, n, ...) of the inputs, or the law they
-are drawn from. A law draws n perturbations per input on the inputs' device, each element from a hash
+are drawn from, either law for either metric (infidelity's default is Gaussian, max-sensitivity's uniform,
+as in captum). A law draws n perturbations per input on the inputs' device, each element from a hash
 of (seed, input, perturbation, element), so the values do not depend on how the rows are split into
 calls.
 """
@@ -9,7 +10,7 @@ calls.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar, Union
+from typing import ClassVar, Union
 
 import torch
 
@@ -30,12 +31,33 @@ def gaussian(key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int, st
     return (-2.0 * u1.log()).sqrt() * torch.cos(2 * torch.pi * u2)
 
 
+class _Law:
+    """What ``GaussianNoise`` and ``UniformNoise`` share: ``n`` draws per input of a law spread by one number."""
+
+    spread: ClassVar[str]  # the field that scales the law's unit draws
+    n: int
+    generator: Seed
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        check_positive_float(getattr(self, self.spread), f"{name}.{self.spread}")
+        check_positive_int(self.n, f"{name}.n")
+
+    def draw(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+        """Float32 (c, width): perturbation k[i] of input b[i] for each row i, from ``key`` (``make_key``)."""
+        return self.unit(key, b, k, width) * float(getattr(self, self.spread))
+
+    def unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+        """Float32 (c, width): the draws of the law of spread 1."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class GaussianNoise:
+class GaussianNoise(_Law):
     """I ~ N(0, scale²), i.i.d. per element, ``n`` perturbations per input: ``infidelity``'s default.
 
     Attributes:
-        scale: σ (> 0).
+        scale: σ (> 0), the standard deviation of every element.
         n: perturbations per input.
         generator: int seed or ``torch.Generator`` (None: seed 0).
 
@@ -44,75 +66,67 @@ class GaussianNoise:
         GaussianNoise(scale=0.2, n=400, generator=7)
     """
 
+    spread: ClassVar[str] = "scale"
     scale: float = 0.1
     n: int = 16
     generator: Seed = None
 
-    def __post_init__(self) -> None:
-        check_positive_float(self.scale, "GaussianNoise.scale")
-        check_positive_int(self.n, "GaussianNoise.n")
-
-    def draw(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
-        """Float32 (c, width): perturbation k[i] of input b[i] for each row i, from ``key`` (``make_key``)."""
-        return gaussian(key, b, k, width, _NOISE_STREAM) * float(self.scale)
+    def unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+        """Standard normal float32 (c, width) (``gaussian``)."""
+        return gaussian(key, b, k, width, _NOISE_STREAM)
 
 
 @dataclass(frozen=True)
-class UniformNoise:
+class UniformNoise(_Law):
     """δ ~ U[-radius, radius], i.i.d. per element, ``n`` perturbations per input: ``max_sensitivity``'s default.
 
-    captum's ``sensitivity_max`` defaults: ``radius`` is its ``perturb_radius``, ``n`` its
-    ``n_perturb_samples``.
-
     Attributes:
-        radius: r (> 0).
-        n: perturbations per input.
-        generator: int seed or ``torch.Generator`` (None: seed 0).
+        radius: r (> 0), captum's ``perturb_radius`` (its default 0.02).
+        n: perturbations per input, captum's ``n_perturb_samples`` (its default 10).
+        generator: int seed or ``torch.Generator`` (None: seed 0), where captum draws from torch's global one.
 
     Example:
         >>> UniformNoise(0.1, n=50, generator=1)
         UniformNoise(radius=0.1, n=50, generator=1)
     """
 
+    spread: ClassVar[str] = "radius"
     radius: float = 0.02
     n: int = 10
     generator: Seed = None
 
-    def __post_init__(self) -> None:
-        check_positive_float(self.radius, "UniformNoise.radius")
-        check_positive_int(self.n, "UniformNoise.n")
-
-    def draw(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
-        """Float32 (c, width): perturbation k[i] of input b[i] for each row i, from ``key`` (``make_key``)."""
-        u = Rows(key, b, k, torch.zeros_like(b), width).uniform(_UNIFORM_STREAM, width)
-        return (2 * u - 1) * float(self.radius)
+    def unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+        """Float32 (c, width) uniform in [-1, 1)."""
+        return 2 * Rows(key, b, k, torch.zeros_like(b), width).uniform(_UNIFORM_STREAM, width) - 1
 
 
-Noise = TypeVar("Noise", GaussianNoise, UniformNoise)
+#: a law of perturbations, which ``perturbations=`` of ``infidelity`` and ``max_sensitivity`` takes
+Noise = Union[GaussianNoise, UniformNoise]
 
 
 def perturbation_rows(
-    perturbations: object, inputs: torch.Tensor, law: type[Noise]
-) -> tuple[int, Union[torch.Tensor, Noise]]:
+    perturbations: object, inputs: torch.Tensor, default: Noise
+) -> tuple[int, Union[torch.Tensor, _Law]]:
     """A metric's ``perturbations=``: n per input, and the given perturbations or the law to draw them from.
 
     Args:
-        perturbations: None (the default ``law()``), a ``law``, or explicit perturbations (B, n, *shape).
+        perturbations: None (the metric's ``default`` law), a ``GaussianNoise`` or ``UniformNoise``, or explicit
+            perturbations (B, n, *shape).
         inputs: (B, *shape) the inputs perturbed.
-        law: the metric's law (``GaussianNoise`` or ``UniformNoise``).
+        default: the metric's own law.
 
     Returns:
         ``(n, source)``: the given perturbations as (B·n, *shape) in the inputs' device and dtype, or the law.
 
     Raises:
-        TypeError / ValueError: another law or object, or perturbations of the wrong shape (named).
+        TypeError / ValueError: another object, or perturbations of the wrong shape (named).
     """
-    noise = law() if perturbations is None else perturbations
-    if isinstance(noise, law):
+    noise = default if perturbations is None else perturbations
+    if isinstance(noise, _Law):
         return noise.n, noise
     if not isinstance(noise, torch.Tensor):
         raise TypeError(
-            f"`perturbations` must be None, a {law.__name__} or a tensor (B, n, ...) of explicit perturbations, "
-            f"got {describe(noise)}"
+            "`perturbations` must be None, a GaussianNoise, a UniformNoise or a tensor (B, n, ...) of explicit "
+            f"perturbations, got {describe(noise)}"
         )
     return given_perturbations(noise, inputs)

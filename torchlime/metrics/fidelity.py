@@ -33,7 +33,7 @@ from typing_extensions import Unpack
 
 from torchlime._checks import check_tensor, describe
 from torchlime.metrics._common import check_bool, check_explanation, invalid_to_nan, target_columns
-from torchlime.metrics._noise import GaussianNoise, perturbation_rows
+from torchlime.metrics._noise import GaussianNoise, Noise, perturbation_rows
 from torchlime.metrics._options import ScoreOptions, scoring
 from torchlime.metrics._replay import score_rows
 from torchlime.metrics.attributions import AttributionTarget, plain
@@ -49,7 +49,7 @@ def infidelity(
     *,
     features: Optional[torch.Tensor] = None,
     target: AttributionTarget = None,
-    perturbations: Union[GaussianNoise, torch.Tensor, None] = None,
+    perturbations: Union[Noise, torch.Tensor, None] = None,
     normalize: bool = False,
     **options: Unpack[ScoreOptions],
 ) -> torch.Tensor:
@@ -66,8 +66,8 @@ def infidelity(
         features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
         target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         perturbations: the perturbations I: the law they are drawn from (``GaussianNoise(scale, n,
-            generator)``; None: ``GaussianNoise()``, σ = 0.1, 16 per input, seed 0), or explicit ones
-            (B, n, *shape).
+            generator)`` or ``UniformNoise``; None: ``GaussianNoise()``, σ = 0.1, 16 per input, seed 0), or
+            explicit ones (B, n, *shape).
         normalize: captum's ``normalize`` (the optimal rescaling β).
         **options: how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,
             ``softmax``, ``progress``).
@@ -108,7 +108,7 @@ def infidelity(
         )
     dev, shape = inputs.device, tuple(inputs.shape[1:])
     width = inputs[0].numel()
-    n, source = perturbation_rows(perturbations, inputs, GaussianNoise)
+    n, source = perturbation_rows(perturbations, inputs, GaussianNoise())
     draw: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (row r, input b, perturbation k)
     if isinstance(source, torch.Tensor):
         flat = source.reshape(b * n, width)

@@ -30,7 +30,7 @@ from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import check_bool
-from torchlime.metrics._noise import UniformNoise, perturbation_rows
+from torchlime.metrics._noise import Noise, UniformNoise, perturbation_rows
 from torchlime.metrics.attributions import AttributionTarget
 from torchlime.stages.forward.passes import progress_bar
 from torchlime.stages.sampling import make_key
@@ -50,7 +50,7 @@ def max_sensitivity(
     call: Optional[Call] = None,
     attributions: Optional[torch.Tensor] = None,
     target: AttributionTarget = None,
-    perturbations: Union[UniformNoise, torch.Tensor, None] = None,
+    perturbations: Union[Noise, torch.Tensor, None] = None,
     norm_ord: Union[str, float] = "fro",
     inputs_per_step: Optional[int] = None,
     progress: bool = False,
@@ -74,8 +74,8 @@ def max_sensitivity(
         target: an int or long (B,) tensor: each input's target, passed to ``explain_fn(model, x,
             target_rows)`` as the rows' targets (long (c,)); None: ``explain_fn(model, x)``.
         perturbations: the perturbations δ: the law they are drawn from (``UniformNoise(radius, n,
-            generator)``; None: ``UniformNoise()``, captum's radius 0.02 and 10 per input, seed 0), or
-            explicit ones (B, n, ...).
+            generator)`` or ``GaussianNoise``; None: ``UniformNoise()``, captum's radius 0.02 and 10 per
+            input, seed 0), or explicit ones (B, n, ...).
         norm_ord: "fro" (2-norm) or a number p (the p-norm), as captum's ``norm_ord``.
         inputs_per_step: perturbed inputs explained per call (None: all B·n at once; captum's
             ``max_examples_per_batch``). torchlime's masks depend on an input's position in its batch
@@ -108,7 +108,7 @@ def max_sensitivity(
         check_positive_float(norm_ord, "norm_ord")
     b, shape, dev = inputs.shape[0], tuple(inputs.shape[1:]), inputs.device
     width = inputs[0].numel()
-    n, source = perturbation_rows(perturbations, inputs, UniformNoise)
+    n, source = perturbation_rows(perturbations, inputs, UniformNoise())
     draw: Callable[[torch.Tensor], torch.Tensor]  # rows i (perturbation i % n of input i // n) -> their δ
     if isinstance(source, torch.Tensor):
         draw = lambda rows: source[rows]
