@@ -264,22 +264,6 @@ def test_chunks_do_not_change_the_values_and_inputs_stay():
     np.testing.assert_array_equal(x, x0)
 
 
-def test_lar_selection_matches_scikit_learn():
-    linear = pytest.importorskip("sklearn.linear_model")
-    from torchlime.compat._shap_fit import lar_select
-
-    rs = np.random.RandomState(0)
-    for _ in range(40):
-        n, f = rs.randint(8, 40), rs.randint(2, 9)
-        a = rs.normal(size=(n, f))
-        y = a @ rs.normal(size=f) + rs.normal(size=n) * 0.3
-        k = rs.randint(1, f + 1)
-        expected = sorted(linear.lars_path(a, y, max_iter=k)[1])
-        gram, cov = torch.from_numpy(a.T @ a)[None], torch.from_numpy(a.T @ y)[None, None]
-        got = lar_select(gram, cov, torch.ones(1, f, dtype=torch.bool), k, torch.tensor([n]))
-        assert got[0, 0].nonzero().flatten().tolist() == expected
-
-
 # ------------------------------------------------------------------ without shap, and bad inputs
 def test_works_without_shap(monkeypatch):
     monkeypatch.setitem(sys.modules, "shap", None)  # `import shap` now raises ImportError

@@ -1,4 +1,4 @@
-"""Shared by the tests of lime's feature selection: the three versions of the LARS path, lime's own selection."""
+"""Shared by the tests of lime's feature selection: the two ways of the LARS path, lime's own selection."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from torchlime.methods import lars, lars_host
 from torchlime.methods.feature_selection import select_features
+from torchlime.stages import lars
 from torchlime.stages.surrogate import normal_equations
 
 
-@pytest.fixture(params=["numpy-one", "numpy", "torch"])
+@pytest.fixture(params=["sklearn", "torch"])
 def lars_kind(request, monkeypatch):
-    """lime's LARS path through NumPy fit by fit, NumPy batched (a few fits on the CPU) or batched torch."""
-    monkeypatch.setattr(lars, "HOST_FITS", 0 if request.param == "torch" else 10**6)
-    monkeypatch.setattr(lars_host, "ONE_FITS", 10**6 if request.param == "numpy-one" else 0)
+    """lime's LARS path through scikit-learn's ``lars_path_gram`` (a few fits on the CPU) or batched torch."""
+    if request.param == "sklearn":
+        pytest.importorskip("sklearn.linear_model")
+    monkeypatch.setattr(lars, "SKLEARN_FITS", 0 if request.param == "torch" else 10**6)
     return request.param
 
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import torchlime
-from torchlime.methods import lars, lars_host
 from torchlime.methods.feature_selection import METHODS, Select, select_features
+from torchlime.stages import lars
 from torchlime.stages.surrogate import Lasso, Ridge, normal_equations
 
 from tests.methods.conftest import compare_lasso_path, lime_select
@@ -320,8 +320,8 @@ def test_errors():
     assert isinstance(Select().refit, Ridge) and Select().refit.alpha == 1.0
 
 
-def test_numpy_and_torch_paths_choose_the_same_features(monkeypatch):
-    """Batches of fits with several targets and missing features: the three versions of the path agree."""
+def test_sklearn_and_torch_paths_choose_the_same_features(monkeypatch):
+    """Batches of fits with several targets and missing features: scikit-learn's path and torch's agree."""
     g = torch.Generator().manual_seed(1)
     for trial in range(40):
         b, t, f = 1 + trial % 3, 1 + trial % 2, int(torch.randint(3, 30, (1,), generator=g))
@@ -334,8 +334,7 @@ def test_numpy_and_torch_paths_choose_the_same_features(monkeypatch):
         count = torch.full((b,), float(s), dtype=torch.float64)
         for k in (1, 3, f):
             got = []
-            for host, one in ((10**6, 10**6), (10**6, 0), (0, 0)):
-                monkeypatch.setattr(lars, "HOST_FITS", host)
-                monkeypatch.setattr(lars_host, "ONE_FITS", one)
-                got.append(lars.lasso_path(ne.gram, ne.rhs, valid, k, count))
-            assert torch.equal(got[0], got[2]) and torch.equal(got[1], got[2]), (trial, k)
+            for fits in (10**6, 0):
+                monkeypatch.setattr(lars, "SKLEARN_FITS", fits)
+                got.append(lars.lars_path(ne.gram, ne.rhs, valid, count, k=k))
+            assert torch.equal(got[0], got[1]), (trial, k)

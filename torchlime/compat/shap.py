@@ -45,12 +45,13 @@ from torchlime.compat._shap_data import (
     link_name,
     placement,
 )
-from torchlime.compat._shap_fit import Rule, augmented, lar_select, sklearn_select, solve
+from torchlime.compat._shap_fit import Rule, augmented, sklearn_select, solve
 from torchlime.compat._shap_host import ChunkTuner, host_means
 from torchlime.engine.sizes import check_sizes
 from torchlime.stages.forward.chunking import ChunkPlan, check_batch_size, check_max_memory, cpu_rule
 from torchlime.stages.forward.model import eval_mode
 from torchlime.stages.forward.passes import run_rows
+from torchlime.stages.lars import lars_path
 from torchlime.typing import BatchSize, MemorySpec
 
 __all__ = ["KernelExplainer"]
@@ -359,7 +360,8 @@ class KernelExplainer:
         gap = y[idx, 0] - y[idx, 1]
         if isinstance(rule, tuple):
             gram, cov = augmented(z[idx], w[idx], target, gap, varying[idx])
-            chosen[idx] = lar_select(gram, cov, varying[idx], rule[1], 2 * samples[idx])
+            rows = 2 * samples[idx]  # the augmented problem's rows: lars_path's n
+            chosen[idx] = lars_path(gram, cov.transpose(1, 2), varying[idx], rows, method="lar", max_iter=rule[1])
         else:
             assert not isinstance(rule, bool)
             chosen[idx] = sklearn_select(rule, z[idx], w[idx], target, gap, varying[idx], samples[idx])

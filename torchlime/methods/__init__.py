@@ -3,9 +3,9 @@
 ``designs`` (stratified, antithetic, Sobol masks), ``adaptive`` (``n_samples="auto"``),
 ``kernel_shap`` (KernelSHAP), ``baylime`` (BayLIME's Bayesian ridge), ``smile`` (SMILE's
 statistical-distance kernels), ``feature_selection`` (lime's feature selection, with the LARS-lasso
-path of ``lars``) and ``sp_lime`` (SP-LIME's submodular pick). Methods import only the stages, never the engine.
+path of ``stages.lars``) and ``sp_lime`` (SP-LIME's submodular pick). Methods import only the stages, never the engine.
 """
 
-from torchlime.methods import adaptive, baylime, designs, feature_selection, kernel_shap, lars, smile, sp_lime
+from torchlime.methods import adaptive, baylime, designs, feature_selection, kernel_shap, smile, sp_lime
 
-__all__ = ["designs", "adaptive", "kernel_shap", "baylime", "smile", "feature_selection", "lars", "sp_lime"]
+__all__ = ["designs", "adaptive", "kernel_shap", "baylime", "smile", "feature_selection", "sp_lime"]

@@ -15,7 +15,7 @@ from typing import Optional, Union
 import torch
 
 from torchlime._checks import check_choice, check_positive_int, describe
-from torchlime.methods.lars import lasso_path as lasso_path
+from torchlime.stages.lars import lars_path
 from torchlime.stages.normal import Fit, Normal, solve_spd
 from torchlime.stages.surrogate import Ridge, Surrogate
 from torchlime.typing import SelectionMethod
@@ -110,7 +110,7 @@ def select_features(
         valid: bool (B, F) the features that exist for each input.
         num_features: K.
         method: lime's names: "forward_selection" (``forward_selection``), "highest_weights"
-            (``highest_weights``), "lasso_path" (``lasso_path``, lime's K-Lasso) or "auto"
+            (``highest_weights``), "lasso_path" (``stages.lars.lars_path``, lime's K-Lasso) or "auto"
             ("forward_selection" when K <= 6, else "highest_weights": lime's rule).
         count: (B,) samples per input (or one int), for ``"lasso_path"``'s stopping rule; None: the
             Normal's ``n_samples`` if it has one, else Kish's effective sample size (Σw)² / Σw².
@@ -141,7 +141,7 @@ def select_features(
     if count is None:  # normal equations built by hand
         count = ne.weight_sum.double() ** 2 / ne.weight_sq_sum.double().clamp_min(1e-300)
     per_input = torch.as_tensor(count, dtype=torch.float64, device=gram.device).expand(gram.shape[0])
-    return lasso_path(gram, rhs, valid, num_features, per_input)
+    return lars_path(gram, rhs, valid, per_input, k=num_features)
 
 
 def restrict(ne: Normal, chosen: torch.Tensor) -> Normal:

@@ -15,7 +15,7 @@ below max(``rcond``², S·eps) λ_max counted as zero (``rcond``: a relative cut
 lstsq's; S·eps: the float64 Gram's rounding). No ``torch.linalg.lstsq``: on CUDA it assumes full rank,
 and a centred design never has it.
 ``SampleLasso`` solves ½ ||ỹ - X̃β||² + α ||β||₁ (scikit-learn's ``Lasso`` with sample weights) by the
-LARS homotopy (``stages.lars``). A surrogate that fits here says so (``Surrogate.sample_space``): the engine
+LARS homotopy (``stages.sample_lasso``). A surrogate that fits here says so (``Surrogate.sample_space``): the engine
 then keeps the samples instead of accumulating normal equations, and its size check counts (B, S, F) and
 (B, S, S) instead of (B, F, F).
 """
@@ -28,8 +28,8 @@ from typing import ClassVar, NamedTuple, Optional
 import torch
 
 from torchlime._checks import check_positive_float, check_positive_int
-from torchlime.stages.lars import lars_lasso
 from torchlime.stages.normal import Fit, Normal
+from torchlime.stages.sample_lasso import lars_lasso
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
 
 __all__ = ["Design", "design", "finish_samples", "SampleSurrogate", "SampleRidge", "SampleLasso", "in_sample_space"]
@@ -210,7 +210,7 @@ class SampleLasso(SampleSurrogate):
     """``Lasso`` solved in sample space by the LARS homotopy (scikit-learn's ``Lasso`` with sample weights).
 
     Objective: min (1 / 2Σw) Σ w (y - b - Xβ)² + α ||β||₁, the intercept free. The path runs from the
-    largest correlation down to α, each step O(S·F) (``stages.lars``); the result is checked against the
+    largest correlation down to α, each step O(S·F) (``stages.sample_lasso``); the result is checked against the
     optimality conditions, and fits the path leaves unchecked (a degenerate path, past its step cap) are
     finished by FISTA on the design, warm-started. With S <= F the optimum may be one of many (features
     of equal columns: the lowest index takes the weight, as coordinate descent gives it); its fitted
