@@ -44,10 +44,20 @@ class _Law:
         check_positive_int(self.n, f"{name}.n")
 
     def draw(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
-        """Float32 (c, width): perturbation k[i] of input b[i] for each row i, from ``key`` (``make_key``)."""
-        return self.unit(key, b, k, width) * float(getattr(self, self.spread))
+        """Perturbation k[i] of input b[i] for each row i.
 
-    def unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+        Args:
+            key: long (2,) the seed's key (``stages.sampling.make_key(self.generator, device)``).
+            b: long (c,) the rows' inputs.
+            k: long (c,) the rows' perturbations of their input.
+            width: E, the elements of one input.
+
+        Returns:
+            Float32 (c, E) on the key's device.
+        """
+        return self._unit(key, b, k, width) * float(getattr(self, self.spread))
+
+    def _unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
         """Float32 (c, width): the draws of the law of spread 1."""
         raise NotImplementedError
 
@@ -71,7 +81,7 @@ class GaussianNoise(_Law):
     n: int = 16
     generator: Seed = None
 
-    def unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+    def _unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
         """Standard normal float32 (c, width) (``gaussian``)."""
         return gaussian(key, b, k, width, _NOISE_STREAM)
 
@@ -95,7 +105,7 @@ class UniformNoise(_Law):
     n: int = 10
     generator: Seed = None
 
-    def unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
+    def _unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
         """Float32 (c, width) uniform in [-1, 1)."""
         return 2 * Rows(key, b, k, torch.zeros_like(b), width).uniform(_UNIFORM_STREAM, width) - 1
 
