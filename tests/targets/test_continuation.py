@@ -300,3 +300,14 @@ def test_the_generation_modality_refuses_a_fill_and_other_targets():
         Explainer().explain(CopyLM(), ids, Generation(mask_id=0), target=1)
     exp = Explainer().explain(CopyLM(), ids, Generation(mask_id=0), n_samples=16)  # the default target
     assert exp.coef.shape == (1, 9, 6) and exp.info.per_token  # Continuation(): 8 tokens, each a target
+
+
+def test_the_metrics_replay_the_rows_with_the_positions_the_explanation_used(gpt2):
+    from torchlime import metrics
+
+    ids, attn = prompts()  # left- and right-padded prompts: positions from the mask matter
+    kw = dict(attention_mask=attn, mask_id=1, target=Continuation(max_new_tokens=2), n_samples=16, generator=0)
+    exp = explain_generation(gpt2, ids, return_samples=True, **kw)
+    rows = torch.cat([left_pad(ids, attn)[0], torch.tensor(exp.info.generated_ids)], 1)  # the rows explained
+    curves = metrics.deletion(gpt2, rows, exp, steps=2, return_curves=True)
+    torch.testing.assert_close(curves.curves[..., 0], exp.outputs[:, 0], atol=1e-5, rtol=0)  # nothing hidden yet
