@@ -18,7 +18,9 @@ import torch
 
 import torchlime
 from torchlime.dataset import Summary
+from torchlime.targets import BoxesInfo, TranscriptInfo
 
+from tests.helpers.records import run_record
 from tests.test_plot_returns import spectrogram, synthetic
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -101,7 +103,7 @@ def draw_boxes(**names: Any) -> Any:
     from torchlime.image.viz_boxes import plot_boxes
 
     exp, images = quadrants()
-    exp.meta["targets"] = {"kind": "boxes", "boxes": [[[0.0, 0.0, 4.0, 4.0]]]}
+    exp.run = run_record(1, targets=BoxesInfo([[[0.0, 0.0, 4.0, 4.0]]]))
     return plot_boxes(exp, images, **names)
 
 
@@ -124,7 +126,7 @@ def draw_transcript(**names: Any) -> Any:
     from torchlime.audio.viz_transcript import plot_transcript
 
     exp, specs = spectrogram()
-    exp.meta["targets"] = {"kind": "transcript"}
+    exp.run = run_record(1, targets=TranscriptInfo([[1, 2]]))
     exp.target_valid = torch.ones(1, 2, dtype=torch.bool)
     return plot_transcript(exp, specs, words=["hello"])
 

@@ -10,6 +10,9 @@ import pytest
 import torch
 
 from torchlime.engine.explanation import Explanation
+from torchlime.targets import BoxesInfo, TranscriptInfo
+
+from tests.helpers.records import run_record
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -74,7 +77,7 @@ def run_boxes() -> Any:
     from torchlime.image.viz_boxes import plot_boxes
 
     exp, images = image()
-    exp.meta["targets"] = {"kind": "boxes", "boxes": [[[0.0, 0.0, 4.0, 4.0], [4.0, 4.0, 8.0, 8.0]]]}
+    exp.run = run_record(1, targets=BoxesInfo([[[0.0, 0.0, 4.0, 4.0], [4.0, 4.0, 8.0, 8.0]]]))
     return plot_boxes(exp, images)
 
 
@@ -95,7 +98,7 @@ def run_transcript() -> Any:
     from torchlime.audio.viz_transcript import plot_transcript
 
     exp, specs = spectrogram()
-    exp.meta["targets"] = {"kind": "transcript"}
+    exp.run = run_record(1, targets=TranscriptInfo([[1, 2]]))
     exp.target_valid = torch.ones(1, 2, dtype=torch.bool)
     return plot_transcript(exp, specs, words=["hello"])
 

@@ -75,7 +75,7 @@ def test_spectrogram_explanation_recovers_planted_cell(fill, device):
     exp = explain_spectrogram(model, specs, baseline=fill, target=1, n_samples=300, generator=0)
     assert exp.coef.shape == (3, 1, 20) and exp.coef.device.type == device.type
     assert exp.top_features(1)[0].flatten().tolist() == [6, 6, 6]
-    assert fill in exp.meta["baseline"].lower() and exp.meta["audio"]["segments"] == "grid"
+    assert fill in exp.run.baseline.lower() and exp.meta["audio"]["segments"] == "grid"
     again = explain_spectrogram(model, specs, baseline=fill, target=1, n_samples=300, generator=0)
     assert torch.equal(exp.coef, again.coef)
 
@@ -84,10 +84,10 @@ def test_slime_preset_and_four_dim_specs():
     assert PRESETS["slime"]["any"]["n_samples"] == 8192
     model = CellModel(slice(0, 4), slice(0, 3))
     exp = explain_spectrogram(model, torch.rand(1, 2, 16, 10), preset="slime", target=1)
-    assert exp.meta["n_samples"] == 8192 and exp.meta["preset"] == "slime"
-    assert "width=0.25" in exp.meta["kernel"] and exp.top_features(1)[0].item() == 0
+    assert exp.run.n_samples == 8192 and exp.run.preset == "slime"
+    assert "width=0.25" in exp.run.kernel and exp.top_features(1)[0].item() == 0
     small = explain_spectrogram(model, torch.rand(1, 16, 10), preset="slime", n_samples=64, target=1)
-    assert small.meta["n_samples"] == 64  # explicit keywords win
+    assert small.run.n_samples == 64  # explicit keywords win
 
 
 def test_istft_of_unmasked_stft_reproduces_the_audio(device):
@@ -174,17 +174,17 @@ def test_a_preset_fills_the_baseline_the_caller_did_not_pass():
     specs, waves = torch.rand(1, 16, 10), torch.randn(1, 2000) * 0.1
     wave_model = lambda x: x.pow(2).mean(-1, keepdim=True)  # noqa: E731
     assert PRESETS["lime"]["any"]["baseline"] == "mean"
-    assert explain_spectrogram(model, specs, preset="lime", n_samples=16).meta["baseline"] == "mean"
+    assert explain_spectrogram(model, specs, preset="lime", n_samples=16).run.baseline == "mean"
     for feats in ("time", "time_frequency"):
         exp = explain_waveform(
             wave_model, waves, sample_rate=8000, segments=feats, n_fft=256, preset="lime", n_samples=16
         )
-        assert exp.meta["baseline"] == "mean", feats
+        assert exp.run.baseline == "mean", feats
     # explicit keywords win; without a preset (or with one that has no fill) the fill stays silence
-    assert explain_spectrogram(model, specs, preset="lime", baseline="zero", n_samples=16).meta["baseline"] == "zero"
-    assert explain_spectrogram(model, specs, n_samples=16).meta["baseline"] == "zero"
-    assert explain_spectrogram(model, specs, preset="slime", n_samples=16).meta["baseline"] == "zero"
-    assert explain_waveform(wave_model, waves, sample_rate=8000, n_samples=16).meta["baseline"] == "zero"
+    assert explain_spectrogram(model, specs, preset="lime", baseline="zero", n_samples=16).run.baseline == "zero"
+    assert explain_spectrogram(model, specs, n_samples=16).run.baseline == "zero"
+    assert explain_spectrogram(model, specs, preset="slime", n_samples=16).run.baseline == "zero"
+    assert explain_waveform(wave_model, waves, sample_rate=8000, n_samples=16).run.baseline == "zero"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -280,7 +280,7 @@ def test_explanation_underneath_is_a_torchlime_explanation():
     got = exp.explain_instance(TRAIN[0], lambda r: np.c_[1 - np.tanh(r[:, :1]) ** 2, np.tanh(r[:, :1]) ** 2])
     result = got.result
     assert result.coef.shape == (1, 1, 3) and result.target.tolist() == [[1]]
-    assert result.meta["design"] == "scaled" and result.info.sampling == "gaussian"
+    assert result.run is None and result.info.sampling == result.meta["tabular"]["sampling"] == "gaussian"
     assert torch.equal(
         result.coef[0, 0, [f for f, _ in got.as_map()[1]]].double(),
         torch.tensor([w for _, w in got.as_map()[1]], dtype=torch.float64),

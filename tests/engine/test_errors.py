@@ -181,7 +181,7 @@ def test_numpy_integers_count_as_ints(case):
 
     model, x, f = case
     exp = explain(model, x, f, n_samples=np.int64(16), batch_size=np.int32(8))
-    assert exp.meta["n_samples"] == 16 and type(exp.meta["n_samples"]) is int and exp.meta["batch_size"] == 8
+    assert exp.run.n_samples == 16 and type(exp.run.n_samples) is int and exp.run.batch_size == 8
     with pytest.raises(TypeError, match="`n_samples` must be an int >= 2, got bool"):
         explain(model, x, f, n_samples=np.bool_(True))
 

@@ -261,7 +261,7 @@ def test_oom_halves_chunk_and_keeps_results():
     assert halvings == ["out of memory with a chunk of 64 samples", "out of memory with a chunk of 32 samples"]
     torch.testing.assert_close(got.coef, ref.coef, atol=1e-5, rtol=1e-5)
     assert max(c for c in flaky.calls if c <= 20) == 16
-    assert got.meta["batch_size"] == 16
+    assert got.run.batch_size == 16
 
 
 def test_planted_sparse_ground_truth_recall():
@@ -300,7 +300,7 @@ def test_input_space_kernel_and_explicit_components():
     )
     assert e.weights.shape == (2, 50) and torch.allclose(e.weights[:, 0], torch.ones(2))
     e2 = explain(model, x, feats, preset="captum")
-    assert e2.coef.shape == (2, 1, 12) and e2.meta["n_samples"] == 25
+    assert e2.coef.shape == (2, 1, 12) and e2.run.n_samples == 25
 
 
 def test_fixed_elements_never_change():

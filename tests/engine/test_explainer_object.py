@@ -51,7 +51,7 @@ def test_one_explainer_serves_many_calls(problem):
     again = lime.explain(model, x, feats, n_samples=64, generator=1)
     other = lime.explain(model, x[:1], feats, n_samples=32, generator=2)
     assert same(first, again) and other.coef.shape == (1, 3, 8)  # lime's preset: the top 5 of 3 targets
-    assert first.meta["surrogate"].startswith("Lasso") and first.meta["preset"] == "lime"
+    assert first.run.surrogate.startswith("Lasso") and first.run.preset == "lime"
     with pytest.raises(dataclasses.FrozenInstanceError):
         lime.kernel = "uniform"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -105,14 +107,16 @@ def test_indexing_gives_the_explanations_of_single_inputs_and_slices():
     exp = explain(
         SegmentLinear(labels, 4), x, labels.view(1, 1, 8, 8), n_samples=64, target="top2", return_samples=True
     )
-    exp.meta["quality"] = {"low_r2": [[1, 0], [2, 1]]}  # flags of inputs 1 and 2
+    flags = {"low_r2": [[1, 0], [2, 1]]}  # flags of inputs 1 and 2
+    exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, quality=flags, samples_used=[64, 63, 62]))
     assert len(exp) == 3 and exp == exp and exp != exp[0:3]  # identity, not tensor comparison
     one = exp[-1]
     assert len(one) == 1 and torch.equal(one.coef, exp.coef[2:]) and torch.equal(one.samples, exp.samples[2:])
-    assert one.meta["quality"]["low_r2"] == [[0, 1]] and "low_r2" in one.meta["unreliable"]
+    assert one.run.quality["low_r2"] == [[0, 1]] and "low_r2" in one.run.unreliable and one.run.samples_used == [62]
     part = exp[:2]
-    assert torch.equal(part.outputs, exp.outputs[:2]) and part.meta["quality"]["low_r2"] == [[1, 0]]
-    assert exp[0].meta["unreliable"] is None and exp[0].perturbation is None
+    assert torch.equal(part.outputs, exp.outputs[:2]) and part.run.quality["low_r2"] == [[1, 0]]
+    assert exp[0].run.unreliable is None and exp[0].perturbation is None
+    assert part.meta["quality"] == part.run.quality and part.meta["samples_used"] == [64, 63]  # the rendering
     with pytest.raises(IndexError, match=r"`key` must be in \[-3, 3\) for an explanation of 3 input\(s\), got 3"):
         exp[3]
     with pytest.raises(ValueError, match="step 1, got step 2"):

@@ -45,7 +45,7 @@ def test_one_feature_per_element_recovers_a_linear_model_exactly(data):
     model = ImageAndMeta()
     exp = torchlime.explain(model, (image, meta), None, target=1, n_samples=400, surrogate=OLS, kernel="uniform")
     assert exp.coef.shape == (2, 1, 19)
-    assert exp.meta["input_shapes"] == [[1, 4, 4], [3]]
+    assert exp.run.input_shapes == [[1, 4, 4], [3]]
     torch.testing.assert_close(
         exp.coef[:, 0].double(), contributions(model, image, meta, 1).double(), atol=1e-4, rtol=0
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import re
 import zlib
@@ -59,5 +60,5 @@ def test_words_tabular_and_other_inputs_get_highlights_or_bars():
     text = torchlime.explain_text(lambda texts: torch.ones(len(texts), 2), "good <movie> a", n_samples=16)
     words = text._repr_html_()
     assert "&lt;" in words and ">movie</span>" in words  # separators escaped, words highlighted
-    exp.meta["unreliable"] = "low R²"
+    exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, unreliable="low R²"))  # records are replaced
     assert "unreliable: low R²" in exp._repr_html_()

@@ -4,6 +4,7 @@ run's summary, lime's conditions for tables and highlighted words for texts."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import re
 
@@ -124,10 +125,10 @@ def test_the_summary_names_the_run_and_its_quality(square):
     page = exp._repr_html_()
     assert "weighted R²" in page and ", ".join(f"{float(s):.3f}" for s in exp.score[0]) in page
     assert "samples: 200" in page and "<td>200</td>" in page
-    assert f"surrogate: {html.escape(exp.meta['surrogate'])}" in page
-    assert f"kernel: {html.escape(exp.meta['kernel'])}" in page
+    assert f"surrogate: {html.escape(exp.run.surrogate)}" in page
+    assert f"kernel: {html.escape(exp.run.kernel)}" in page
     assert "quality flags: none raised" in page
-    exp.meta["quality"]["poor_fit"] = [[0, 1]]
+    exp = dataclasses.replace(exp, run=dataclasses.replace(exp.run, quality={**exp.run.quality, "poor_fit": [[0, 1]]}))
     flagged = exp._repr_html_()
     assert "poor_fit (target 1)" in flagged and "class 1, R² " in flagged and "(poor_fit)</figcaption>" in flagged
 

@@ -40,5 +40,5 @@ def test_errors():
 def test_engine_applies_the_preset():
     x, f = torch.rand(2, 1, 4, 4), grid_labels(4, 4, 2, 2).view(1, 1, 4, 4)
     exp = explain(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3)), x, f, preset="captum")
-    assert exp.meta["n_samples"] == 25 and exp.meta["surrogate"] == repr(Lasso(alpha=0.01))
-    assert exp.meta["preset"] == "captum"
+    assert exp.run.n_samples == 25 and exp.run.surrogate == repr(Lasso(alpha=0.01))
+    assert exp.run.preset == "captum"

@@ -33,11 +33,11 @@ def test_saturated_softmax_is_flagged_once_and_logits_are_not():
     big = lambda v: model(v) + torch.tensor([50.0, 0, 0, 0])  # noqa: E731 - class 0 always certain
     exp, caught = run(big, softmax=True)
     assert len(caught) == 1 and "outputs barely vary" in str(caught[0].message)
-    assert "explain logits" in exp.meta["unreliable"]
-    assert sorted({b for b, _ in exp.meta["quality"]["saturated"]}) == [0, 1, 2]
-    assert exp.meta["quality"]["thresholds"]["min_output_std"] == MIN_OUTPUT_STD
+    assert "explain logits" in exp.run.unreliable
+    assert sorted({b for b, _ in exp.run.quality["saturated"]}) == [0, 1, 2]
+    assert exp.run.quality["thresholds"]["min_output_std"] == MIN_OUTPUT_STD
     clean, caught = run(model)
-    assert caught == [] and clean.meta["unreliable"] is None and clean.meta["quality"]["saturated"] == []
+    assert caught == [] and clean.run.unreliable is None and clean.run.quality["saturated"] == []
 
 
 def test_output_unrelated_to_the_features_is_a_poor_fit():
@@ -45,14 +45,14 @@ def test_output_unrelated_to_the_features_is_a_poor_fit():
         return torch.sin(v.flatten(1).sum(1, keepdim=True) * 1e3)
 
     exp, caught = run(noise)
-    assert len(caught) == 1 and exp.meta["quality"]["poor_fit"]
-    assert "weighted R² below" in exp.meta["unreliable"]
+    assert len(caught) == 1 and exp.run.quality["poor_fit"]
+    assert "weighted R² below" in exp.run.unreliable
 
 
 def test_a_narrow_kernel_leaves_too_few_effective_samples():
     exp, caught = run(SegmentLinear(LABELS, 8), kernel=0.01)
-    assert len(caught) == 1 and exp.meta["quality"]["few_samples"] == [[0], [1], [2]]
-    assert "fewer effective samples (Kish) than features" in exp.meta["unreliable"]
+    assert len(caught) == 1 and exp.run.quality["few_samples"] == [[0], [1], [2]]
+    assert "fewer effective samples (Kish) than features" in exp.run.unreliable
 
 
 @pytest.mark.parametrize("front", ["image"])
@@ -64,7 +64,7 @@ def test_the_demo_flags_its_saturated_image(front):
     images, _, _ = make_images(4, seed=2026)  # image 0: a 'plus' the model is certain of
     with pytest.warns(UnreliableExplanationWarning) as record:
         exp = explain_image(load_demo_model(), images, n_segments=40, n_samples=300, softmax=True, baseline="mean")
-    assert len(record) == 1 and exp.meta["quality"]["saturated"]
+    assert len(record) == 1 and exp.run.quality["saturated"]
 
 
 def test_advice_follows_the_cause():
@@ -81,7 +81,7 @@ def test_advice_follows_the_cause():
         explain(SegmentLinear(LABELS, 8), x, pixels, n_samples=100, kernel=0.05)
     with pytest.warns(UnreliableExplanationWarning, match=r"input\(s\) \[0, 1, 2\] \(data-set index \[40, 41, 42\]\)"):
         exp = explain(flat, x, f, n_samples=50, index=torch.tensor([40, 41, 42]))
-    assert exp.meta["quality"]["saturated"]
+    assert exp.run.quality["saturated"]
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (300, 300)], ids=["read_along", "too_many_to_read_along"])

@@ -80,7 +80,7 @@ def test_refit_is_bit_identical_to_a_fresh_call_on_the_same_masks(model, kept, k
     again = refit(kept, **kw)
     assert_same_fit(again, fresh)
     assert torch.equal(again.weights, fresh.weights)
-    assert again.meta["kernel"] == fresh.meta["kernel"] and again.meta["surrogate"] == fresh.meta["surrogate"]
+    assert again.run.kernel == fresh.run.kernel and again.run.surrogate == fresh.run.surrogate
 
 
 def test_refit_calls_the_model_never(kept):
@@ -95,13 +95,13 @@ def test_refit_calls_the_model_never(kept):
     ):
         refit(exp, **kw)
     assert model.calls == before
-    assert refit(exp, kernel=0.4).meta["model_rows"] == 0
+    assert refit(exp, kernel=0.4).run.model_rows == 0
 
 
 def test_refit_without_arguments_gives_the_explanation_back(kept):
     again = refit(kept)
     assert_same_fit(again, kept)
-    assert again.meta["refit"] == {"from_samples": 96}
+    assert again.run.refit_from == 96 and again.meta["refit"] == {"from_samples": 96}
 
 
 def test_n_samples_fits_the_first_m_samples_like_a_fresh_call(model, kept):
@@ -111,7 +111,7 @@ def test_n_samples_fits_the_first_m_samples_like_a_fresh_call(model, kept):
     assert torch.equal(fresh.outputs, kept.outputs[:, :m])  # the model scores rows the same in any batch
     assert_same_fit(again, fresh)
     assert again.samples.shape == (2, m, 16) and again.outputs.shape == (2, m, 2) and again.weights.shape == (2, m)
-    assert again.meta["n_samples"] == m and again.call.n_samples == m
+    assert again.run.n_samples == m and again.call.n_samples == m
 
 
 @pytest.mark.parametrize("kernel", ["captum", "wasserstein"])
@@ -166,15 +166,15 @@ def test_auto_width_is_reproducible_and_recorded(model, kept):
     a = explain(model, n_samples=96, generator=3, kernel=auto)
     b = explain(model, n_samples=96, generator=3, kernel=auto)
     assert_same_fit(a, b)
-    choice = a.meta["width_auto"]
-    assert choice == b.meta["width_auto"] and choice["chosen"] in choice["candidates"]
-    assert len(choice["candidates"]) == len(GRID) and choice["folds"] == N_FOLDS and choice["k"] == TOP_K
-    assert f"width={choice['chosen']!r}" in a.meta["kernel"]
+    choice = a.run.width_auto
+    assert choice == b.run.width_auto and choice.chosen in choice.candidates
+    assert len(choice.candidates) == len(GRID) and choice.folds == N_FOLDS and choice.k == TOP_K
+    assert f"width={choice.chosen!r}" in a.run.kernel
     # the explanation is the fit at the chosen width, and refit chooses the same from the kept samples
-    assert_same_fit(a, explain(model, n_samples=96, generator=3, kernel=ExponentialKernel(choice["chosen"])))
+    assert_same_fit(a, explain(model, n_samples=96, generator=3, kernel=ExponentialKernel(choice.chosen)))
     again, fresh = refit(kept, kernel=auto), explain(model, n_samples=96, kernel=auto)
     assert_same_fit(again, fresh)
-    assert again.meta["width_auto"] == fresh.meta["width_auto"]
+    assert again.run.width_auto == fresh.run.width_auto
 
 
 def _slow_criterion(exp: torchlime.Explanation, widths: list[float], reference: float):
@@ -212,17 +212,17 @@ def _slow_criterion(exp: torchlime.Explanation, widths: list[float], reference: 
 
 def test_auto_width_follows_its_rule_on_a_slow_reference_loop(kept):
     auto = refit(kept, kernel=ExponentialKernel(width="auto"), surrogate=Ridge(1.0))
-    choice = auto.meta["width_auto"]
+    choice = auto.run.width_auto
     d = mask_distance(kept.samples, kept.valid.unsqueeze(1), "cosine")
-    assert choice["reference"] == pytest.approx(float(d[:, 1:].double().median()))
-    assert choice["candidates"] == pytest.approx([choice["reference"] * g for g in GRID])
-    errors, se, stability = _slow_criterion(kept, choice["candidates"], choice["reference"])
-    assert choice["heldout_error"] == pytest.approx(errors, rel=1e-4)
-    assert choice["heldout_se"] == pytest.approx(se, rel=1e-3, abs=1e-7)
-    assert choice["stability"] == pytest.approx(stability)
+    assert choice.reference == pytest.approx(float(d[:, 1:].double().median()))
+    assert choice.candidates == pytest.approx([choice.reference * g for g in GRID])
+    errors, se, stability = _slow_criterion(kept, choice.candidates, choice.reference)
+    assert choice.heldout_error == pytest.approx(errors, rel=1e-4)
+    assert choice.heldout_se == pytest.approx(se, rel=1e-3, abs=1e-7)
+    assert choice.stability == pytest.approx(stability)
     best = min(range(len(errors)), key=lambda i: errors[i])
     ok = [i for i in range(len(errors)) if errors[i] <= errors[best] + se[best] and stability[i] >= stability[best]]
-    assert choice["candidates"].index(choice["chosen"]) == max(ok) == pick_width(errors, se, stability)
+    assert choice.candidates.index(choice.chosen) == max(ok) == pick_width(errors, se, stability)
     assert errors[max(ok)] <= min(errors) + se[best]  # within one standard error of the smallest held-out error
 
 
@@ -245,8 +245,8 @@ def test_auto_width_picks_the_widest_for_a_planted_linear_model():
             kernel=ExponentialKernel(width="auto"),
             target=0,
         )
-        choice = exp.meta["width_auto"]
-        assert choice["chosen"] == max(choice["candidates"])
+        choice = exp.run.width_auto
+        assert choice.chosen == max(choice.candidates)
         assert exp.top_features(5)[0][:, 0].tolist() == [[0, 1, 2, 3, 4]] * 3
 
 

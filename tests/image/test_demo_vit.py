@@ -39,4 +39,4 @@ def test_drop_runs_on_the_demo_vit():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exp = explain_image(model, images, baseline="drop", target=labels, n_samples=64, generator=0)
-    assert exp.n_features.tolist() == [16, 16] and exp.meta["baseline"] == "drop"
+    assert exp.n_features.tolist() == [16, 16] and exp.run.baseline == "drop"

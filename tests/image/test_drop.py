@@ -95,7 +95,7 @@ def reference_outputs(model, images, exp):
 def test_equals_the_batch_one_reference(name, images):
     model = build(name)
     exp = explain(model, images, return_samples=True, n_samples=60, batch_size=16)
-    assert exp.meta["baseline"] == "drop"
+    assert exp.run.baseline == "drop"
     torch.testing.assert_close(exp.outputs, reference_outputs(model, images, exp), atol=1e-5, rtol=0)
 
 

@@ -122,7 +122,7 @@ def test_quality_flags_and_text_are_logged_for_unreliable_explanations():
     writer = FakeWriter()
     scalars = log_explanation(writer, exp, 7, tag="probe", max_images=2)
     assert scalars["quality/saturated"] == 3 and scalars["quality/unreliable_inputs"] == 3
-    assert ("text", "probe/unreliable", exp.meta["unreliable"], 7) in writer.calls
+    assert ("text", "probe/unreliable", exp.run.unreliable, 7) in writer.calls
     assert ("images", "probe/heatmap", (2, 3, 64, 64), 7) in writer.calls
     logged = {k for kind, k, *_ in writer.calls if kind == "scalar"}
     assert logged == {f"probe/{k}" for k in quality_scalars(exp, None, 2)}

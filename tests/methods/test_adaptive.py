@@ -22,13 +22,13 @@ def test_clear_inputs_stop_early_noisy_ones_go_on():
     labels, x, f = setup()
     clear = SegmentLinear(labels, 16, n_out=1, seed=1)
     exp = explain(clear, x, f, n_samples="auto")
-    assert exp.meta["samples_used"] == [256, 256, 256] and exp.meta["model_rows"] == 768
+    assert exp.run.samples_used == [256, 256, 256] and exp.run.model_rows == 768
 
     def noisy(v):  # the same linear model plus noise that only a large N averages out
         return clear(v) + 0.5 * torch.sin(1e4 * v.flatten(1).sum(1, keepdim=True))
 
     exp = explain(noisy, x, f, n_samples=Adaptive(start=64, cap=2048))
-    assert all(64 < n <= 2048 for n in exp.meta["samples_used"])
+    assert all(64 < n <= 2048 for n in exp.run.samples_used)
 
 
 def test_rounds_reuse_the_samples_of_a_fixed_n():
@@ -45,7 +45,7 @@ def test_rounds_reuse_the_samples_of_a_fixed_n():
             return torch.zeros(3, dtype=torch.bool)
 
     auto = explain(counting, x, f, n_samples=Never(start=64, cap=256))
-    assert auto.meta["samples_used"] == [256] * 3 and sum(seen) == 768  # each row once, over 3 rounds
+    assert auto.run.samples_used == [256] * 3 and sum(seen) == 768  # each row once, over 3 rounds
     fixed = explain(model, x, f, n_samples=256)
     torch.testing.assert_close(auto.coef, fixed.coef, rtol=1e-4, atol=1e-6)  # the same samples
 

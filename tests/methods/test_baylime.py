@@ -180,7 +180,7 @@ def test_engine_carries_coef_std(tmp_path):
     )
     torch.testing.assert_close(again.coef, exp.coef, atol=1e-4, rtol=0)
     assert isinstance(resolve_surrogate("bayes"), BayesianRidge)
-    assert "BayesianRidge(prior_mean=tensor(3, 4, 8), prior_precision=100000000.0" in again.meta["surrogate"]
+    assert "BayesianRidge(prior_mean=tensor(3, 4, 8), prior_precision=100000000.0" in again.run.surrogate
 
 
 def test_plot_coefficients_with_uncertainty():

@@ -270,8 +270,8 @@ def test_preset_and_meta():
     assert PRESETS["kernel_shap"]["any"]["n_samples"] == 2048
     x, feats = inputs_and_features("cpu")
     exp = quiet_explain(Interactions(), x, feats, preset="kernel_shap")
-    assert exp.meta["sampler"] == "KernelShapSampler()" and exp.meta["kernel"] == "ShapleyKernel()"
-    assert exp.meta["preset"] == "kernel_shap"
+    assert exp.run.sampler == "KernelShapSampler()" and exp.run.kernel == "ShapleyKernel()"
+    assert exp.run.preset == "kernel_shap"
 
 
 def test_errors():

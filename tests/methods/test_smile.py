@@ -166,7 +166,7 @@ def test_end_to_end_through_explain(name, device):
     w = exp.weights.cpu()
     assert torch.equal(w[:, 0], torch.ones(3))
     assert bool(((w > 0) & (w <= 1)).all()) and float(w.min()) < 1
-    assert exp.meta["kernel"] == repr(SmileKernel(name))
+    assert exp.run.kernel == repr(SmileKernel(name))
     for b in range(3):  # the weights from the perturbed inputs rebuilt by hand, distances from scipy
         pert = _perturbed(x[b].cpu().double(), feats, exp.samples[b].cpu())
         d = np.array(

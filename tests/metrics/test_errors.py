@@ -201,7 +201,7 @@ def test_a_loaded_explanation_hides_features_with_its_recorded_fill(tmp_path):
     exp = explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32, baseline="mean")
     exp.save(tmp_path / "e.pt")
     loaded = Explanation.load(tmp_path / "e.pt")
-    assert loaded.perturbation is None and loaded.meta["baseline"] == "mean"
+    assert loaded.perturbation is None and loaded.run.baseline == "mean"
     assert torch.allclose(deletion(model, x, loaded), deletion(model, x, exp), atol=1e-6)
     assert not torch.allclose(deletion(model, x, loaded, baseline=0.0), deletion(model, x, exp), atol=1e-3)
     explain(model, x, grid_labels(4, 4, 2, 2).view(1, 1, 4, 4), n_samples=32, baseline=torch.full_like(x, 0.5)).save(
@@ -220,7 +220,7 @@ def test_a_front_doors_own_perturbation_is_not_rebuilt_as_a_blend(tmp_path):
     ids = torch.randint(10, 50, (2, 10), generator=torch.Generator().manual_seed(0))
     ids[:, 3] = 7
     exp = explain_tokens(model, ids, mask_id=1, n_samples=64)
-    assert exp.meta["perturbation"] == "custom"
+    assert exp.run.perturbation == "custom"
     kept = exp.to("cpu")  # the same device: the record stays
     assert kept.perturbation is exp.perturbation and torch.equal(deletion(model, ids, kept), deletion(model, ids, exp))
     exp.save(tmp_path / "t.pt")
@@ -238,7 +238,7 @@ def test_a_rebuilt_blend_normalises_as_the_explanation_did(tmp_path):
     x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     norm = ((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))
     exp = explain_image(net, x, segments="grid", n_segments=16, normalize=norm, n_samples=32, target=0)
-    assert exp.meta["normalize"] == [list(norm[0]), list(norm[1])]
+    assert exp.run.normalize == [list(norm[0]), list(norm[1])]
     whole = deletion(net, x, exp)
     exp.save(tmp_path / "n.pt")
     assert torch.allclose(deletion(net, x, Explanation.load(tmp_path / "n.pt")), whole, atol=1e-6)

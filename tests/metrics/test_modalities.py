@@ -211,7 +211,7 @@ def test_what_the_metrics_can_rebuild_is_recorded():
         freq_segments=2,
         n_samples=16,
     )
-    assert blend.meta["perturbation"] == "blend" and cells.meta["perturbation"] == "custom"  # istft wraps the model
+    assert blend.run.perturbation == "blend" and cells.run.perturbation == "custom"  # istft wraps the model
     with pytest.raises(ValueError, match="hid its features by its front door's own perturbation"):
         deletion(wave_model, waves, cells.to("meta"))
 

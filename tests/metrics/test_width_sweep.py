@@ -53,8 +53,8 @@ def test_the_table_holds_the_refits(auto):
     widths = [0.1, 0.3, 1.0]
     table = width_sweep(auto, widths, k=3)
     assert table.widths == (0.1, 0.3, 1.0) and table.k == 3
-    assert table.compared_width == auto.meta["width_auto"]["chosen"]
-    assert table.reference == auto.meta["width_auto"]["reference"]
+    assert table.compared_width == auto.run.width_auto.chosen
+    assert table.reference == auto.run.width_auto.reference
     valid = auto.valid.unsqueeze(1)
     for i, width in enumerate(widths):
         with warnings.catch_warnings():
@@ -71,10 +71,10 @@ def test_the_table_holds_the_refits(auto):
 
 
 def test_heldout_error_is_the_criterion_of_width_auto(auto):
-    choice = auto.meta["width_auto"]
-    table = width_sweep(auto, choice["candidates"])
-    assert table.heldout_error == pytest.approx(choice["heldout_error"], rel=1e-12)
-    chosen = choice["candidates"].index(choice["chosen"])
+    choice = auto.run.width_auto
+    table = width_sweep(auto, choice.candidates)
+    assert table.heldout_error == pytest.approx(choice.heldout_error, rel=1e-12)
+    chosen = choice.candidates.index(choice.chosen)
     assert table.jaccard[chosen] == 1.0 and table.sign_flips[chosen] == 0  # the explanation itself
 
 

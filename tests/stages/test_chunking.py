@@ -52,7 +52,7 @@ def test_measures_then_keeps_the_fastest_size(clock):
     assert model.sizes[20:28] == [128] * 4 + [256] * 4 and set(model.sizes[28:-1]) == {64}
     measured = 4 * (4 + 8 + 16 + 32 + 64 + 128 + 256)
     assert sum(model.sizes) == 2 * 2000 + measured  # measured rows run again at 64; every kept row once
-    assert exp.meta["batch_size"] == 64
+    assert exp.run.batch_size == 64
     model.sizes.clear()
     again = explain(model, x, f, n_samples=2000, batch_size="measure")  # cached: no measurement
     assert set(model.sizes[:-1]) == {64}
@@ -78,7 +78,7 @@ def test_one_disturbed_timing_does_not_choose_the_size(clock):
     model = Clocked(clock, cost=cost)
     x, f = data()
     exp = explain(model, x, f, n_samples=2000, batch_size="measure")
-    assert exp.meta["batch_size"] == 64
+    assert exp.run.batch_size == 64
 
 
 def test_measured_calls_equal_the_fixed_chosen_size_bit_for_bit(clock):
@@ -86,7 +86,7 @@ def test_measured_calls_equal_the_fixed_chosen_size_bit_for_bit(clock):
     x, f = data(1)
     first = explain(model, x, f, n_samples=40, batch_size="measure")
     later = explain(model, x, f, n_samples=40, batch_size="measure")
-    fixed = explain(model, x, f, n_samples=40, batch_size=first.meta["batch_size"])
+    fixed = explain(model, x, f, n_samples=40, batch_size=first.run.batch_size)
     assert torch.equal(first.coef, later.coef) and torch.equal(first.coef, fixed.coef)
 
 
@@ -100,7 +100,7 @@ def test_default_rule_no_timing_the_same_chunks_every_call(clock):
         sizes.append(model.sizes)
     # 16 float32 values a row: 16 MiB holds far more rows than MAX_CHUNK, so 6000 rows in 2 calls
     assert sizes[0] == sizes[1] == [chunking.MAX_CHUNK, 6000 - chunking.MAX_CHUNK]
-    assert exp.meta["batch_size"] == chunking.MAX_CHUNK and not chunking._CACHE[next(iter(chunking._CACHE))].per_row
+    assert exp.run.batch_size == chunking.MAX_CHUNK and not chunking._CACHE[next(iter(chunking._CACHE))].per_row
 
 
 def test_default_rule_bounds_a_chunk_by_its_input_bytes():
@@ -216,7 +216,7 @@ def test_out_of_memory_while_measuring_ends_the_search(clock):
         "out of memory with a chunk of 128 samples; retrying with 64 (finished samples are kept)"
     ]
     assert model.sizes.count(128) == 1 and max(s for s in model.sizes if s != 128) == 64
-    assert len(model.sizes) < 120 and exp.meta["batch_size"] == 64
+    assert len(model.sizes) < 120 and exp.run.batch_size == 64
     entry = next(iter(chunking._CACHE.values()))
     assert entry.best == 64 and entry.ceiling == 64
     model.sizes.clear()
@@ -276,7 +276,7 @@ def test_peak_memory_within_the_budget_on_cuda(cuda):
     exp = explain(
         model, images, grid_labels(128, 128, 8, 8).view(1, 1, 128, 128).to(cuda), n_samples=2000, max_memory=cap
     )
-    assert 0 < exp.meta["peak_memory"] <= cap
+    assert 0 < exp.run.peak_memory <= cap
 
 
 @pytest.mark.cuda

@@ -55,7 +55,7 @@ def test_shapes_meta_and_planted_columns(device, dtype):
 def test_lime_preset_defaults():
     train, model = planted()
     exp = explain_tabular(model, train[:2], training_data=train, preset="lime", batch_size=2500)
-    assert exp.meta["n_samples"] == 5000 and exp.meta["surrogate"].startswith("Ridge(alpha=1.0")
+    assert exp.run.n_samples == 5000 and exp.run.surrogate.startswith("Ridge(alpha=1.0")
     assert exp.target[:, 0].tolist() == model(train[:2]).argmax(1).tolist()  # the top class
 
 

@@ -159,8 +159,8 @@ def test_conditions_fresh_and_after_save_and_load(tmp_path):
 
 def test_conditions_refuse_a_record_of_other_rows():
     exp = explain_tabular(model, X, training_data=TRAIN, n_samples=40)
-    plain = dataclasses.replace(exp[1:], info=None, meta={**exp[1:].meta, "tabular": exp.meta["tabular"]})
-    with pytest.raises(ValueError, match=r"`exp.meta\['tabular'\]` must describe the explanation's 3 input\(s\)"):
+    plain = dataclasses.replace(exp[1:], info=None, stored={"tabular": exp.meta["tabular"]})  # a file's whole record
+    with pytest.raises(ValueError, match=r"`exp.stored\['tabular'\]` must describe the explanation's 3 input\(s\)"):
         conditions(plain)
     with pytest.raises(ValueError, match=r"`meta\['tabular'\]` must hold the fields of TabularInfo"):
         TabularInfo.from_plain({"levels": [[0]]})

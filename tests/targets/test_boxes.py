@@ -101,7 +101,7 @@ def test_scores_equal_a_slow_per_sample_per_box_reference(given):
     exp = torchlime.explain(detector, images, CELLS, target=target, n_samples=32, generator=3, return_samples=True)
     b, s, t = exp.outputs.shape
     assert (b, s) == (2, 32) and exp.samples.shape == (2, 32, 16)
-    boxes, labels, valid = exp.meta["targets"]["boxes"], exp.target.tolist(), exp.target_valid.tolist()
+    boxes, labels, valid = exp.run.targets.boxes, exp.target.tolist(), exp.target_valid.tolist()
     if not given:  # the targets are each image's own detections >= 0.9, in the detector's order
         ref = detector(images)
         for i in range(b):
@@ -135,7 +135,7 @@ def test_one_planted_square_is_covered_by_its_box_top_segments():
     exp = torchlime.explain(
         WindowDetector(), image, CELLS, target=Boxes(score_threshold=0.9), n_samples=200, generator=0
     )
-    assert exp.meta["targets"]["boxes"] == [[square_box(16, 12)]] and exp.target.tolist() == [[2]]
+    assert exp.run.targets.boxes == [[square_box(16, 12)]] and exp.target.tolist() == [[2]]
     top3 = exp.top_features(3, by="abs")[0][0, 0].tolist()
     assert {6, 10} <= set(top3), top3
     assert set(top3[:2]) == {6, 10} and float(exp.score[0, 0]) > 0.9
@@ -146,7 +146,7 @@ def test_two_planted_squares_each_box_top_segment_lies_inside_its_own_object():
     exp = torchlime.explain(
         WindowDetector(), planted(*squares)[None], CELLS, target=Boxes(score_threshold=0.9), n_samples=200, generator=1
     )
-    assert exp.meta["targets"]["boxes"][0] == [square_box(*sq) for sq in squares]
+    assert exp.run.targets.boxes[0] == [square_box(*sq) for sq in squares]
     assert exp.target.tolist() == [[1, 2]]
     top = exp.top_features(1, by="abs")[0][0, :, 0].tolist()
     assert [cell_inside(c, *sq) for c, sq in zip(top, squares)] == [True, True], top
@@ -178,7 +178,7 @@ def test_ragged_box_counts_are_padded_with_zero_coefficients_and_no_warning(give
     assert torch.equal(exp.coef[pad], torch.zeros(2, 16)) and torch.equal(exp.intercept[pad], torch.zeros(2))
     idx, values = exp.top_features(3)
     assert (idx[pad] == -1).all() and (values[pad] == 0).all() and (idx[~pad] >= 0).all()
-    assert exp.meta["targets"]["boxes"][0][1:] == [[0.0] * 4] * 2
+    assert exp.run.targets.boxes[0][1:] == [[0.0] * 4] * 2
     assert (exp.score[~pad] > 0.9).all()
 
 
@@ -200,7 +200,7 @@ def test_a_torchvision_detector_as_it_is_with_given_boxes():
     assert exp.coef.shape == (2, 2, 16) and exp.target_valid.tolist() == [[True, False], [True, True]]
     assert all(torch.isfinite(v).all() for v in (exp.coef, exp.intercept, exp.local_pred))
     assert torch.equal(exp.score.isfinite(), exp.target_valid)  # a padded target has no fit to score: NaN
-    assert exp.meta["targets"]["boxes"][1] == [b.tolist() for b in boxes[1]]
+    assert exp.run.targets.boxes[1] == [b.tolist() for b in boxes[1]]
     for name in ("coef", "intercept", "score", "local_pred", "target", "target_valid"):
         torch.testing.assert_close(getattr(exp, name), getattr(again, name), rtol=0, atol=0, equal_nan=True, msg=name)
 
@@ -228,7 +228,7 @@ def test_decode_reads_a_raw_yolo_tensor_like_the_same_detections_as_dicts(thresh
     dicts = torchlime.explain(WindowDetector(ragged=False), images, CELLS, target=make(), **kw)
     torch.testing.assert_close(raw.outputs, dicts.outputs, atol=1e-6, rtol=0)
     torch.testing.assert_close(raw.coef, dicts.coef, atol=1e-5, rtol=0)
-    assert torch.equal(raw.target, dicts.target) and raw.meta["targets"] == dicts.meta["targets"]
+    assert torch.equal(raw.target, dicts.target) and raw.run.targets == dicts.run.targets
 
 
 def test_a_scripted_detector_output_losses_then_detections_is_read():
@@ -250,7 +250,7 @@ def test_boxes_and_labels_as_python_numbers_or_numpy_equal_tensors():
     )
     for target in (Boxes(boxes, [1, 2]), Boxes(np.array(boxes), np.array([1, 2]))):
         exp = torchlime.explain(WindowDetector(), images, CELLS, target=target, **kw)
-        assert torch.equal(exp.coef, ref.coef) and exp.meta["targets"] == ref.meta["targets"]
+        assert torch.equal(exp.coef, ref.coef) and exp.run.targets == ref.run.targets
 
 
 # ------------------------------------------------------------------------------- (f) errors
@@ -373,7 +373,7 @@ def test_plot_boxes_draws_one_panel_per_real_box_with_its_heatmap(plt, tmp_path)
         f"box {j}: {name} · R² {float(exp.score[1, j]):.2f}" for j, name in enumerate(["left", "right", "left"])
     ]
     assert "red supports the target, blue opposes it" in bar.get_ylabel() and "the box" in bar.get_ylabel()
-    for ax, box in zip(panels, exp.meta["targets"]["boxes"][1]):
+    for ax, box in zip(panels, exp.run.targets.boxes[1]):
         heat = ax.images[-1]
         assert heat.get_cmap().name == "RdBu_r" and heat.get_clim()[0] == -heat.get_clim()[1]
         outline = [p for p in ax.patches if p.get_width() == box[2] - box[0]]

@@ -52,7 +52,7 @@ def prompts() -> tuple[torch.Tensor, torch.Tensor]:
 def slow_scores(model: nn.Module, exp, mask_id: int, delete: bool = False) -> torch.Tensor:
     """(B, S, 1 + G) rebuilt sample by sample: the prompt's tokens with the hidden ones masked (or deleted),
     no padding, then the continuation; the model at batch 1 with its own positions."""
-    rows, attn, cont = exp.meta["input_ids"], exp.meta["attention_mask"], exp.meta["continuation"]
+    rows, attn, cont = exp.info.input_ids, exp.info.attention_mask, exp.info.continuation
     b_n, s_n, _ = exp.samples.shape
     g = cont.shape[1]
     out = torch.empty(b_n, s_n, 1 + g)
@@ -117,7 +117,7 @@ def test_the_copy_model_s_source_token_is_each_token_s_top_feature(device):
     exp = explain_generation(
         CopyLM().to(device), ids, mask_id=0, target=Continuation(max_new_tokens=3), n_samples=200, generator=0
     )
-    assert exp.meta["continuation"].tolist() == [[12, 14, 16], [22, 24, 26]]
+    assert exp.info.continuation.tolist() == [[12, 14, 16], [22, 24, 26]]
     idx, _ = exp.top_features(1)
     assert idx[:, 1:, 0].tolist() == [[1, 3, 5]] * 2  # token g copies prompt position 2g + 1
     top3, _ = exp.top_features(3)
@@ -148,7 +148,7 @@ def test_given_continuation_ids_are_explained_as_they_are():
         generator=0,
         return_samples=True,
     )
-    assert exp.meta["continuation"].tolist() == [[12, 9]] and exp.coef.shape == (1, 3, 6)
+    assert exp.info.continuation.tolist() == [[12, 9]] and exp.coef.shape == (1, 3, 6)
     assert exp.outputs[0, 0, 2] < -7  # the copy model does not predict 9
 
 
@@ -164,8 +164,8 @@ def test_gpt2_shapes_finite_and_seeded_bit_identity(gpt2):
     two = explain_generation(model, ids, **kw)
     assert one.coef.shape == (3, 5, 7) and torch.isfinite(one.coef).all() and torch.isfinite(one.score).all()
     assert torch.equal(one.coef, two.coef) and torch.equal(one.intercept, two.intercept)
-    assert one.meta["continuation"].shape == (3, 4) and len(one.meta["continuation_text"]) == 3
-    assert torch.equal(one.meta["attention_mask"][2, :3], torch.zeros(3, dtype=torch.long))  # re-padded left
+    assert one.info.continuation.shape == (3, 4) and len(one.info.continuation_text) == 3
+    assert torch.equal(one.info.attention_mask[2, :3], torch.zeros(3, dtype=torch.long))  # re-padded left
 
 
 def test_left_pad_keeps_token_order():
@@ -215,7 +215,7 @@ def test_infilled_prompt_tokens_keep_the_continuation_in_place():
         generator=0,
         return_samples=True,
     )
-    assert exp.meta["continuation"].tolist() == [[12, 14, 16], [22, 24, 26]]
+    assert exp.info.continuation.tolist() == [[12, 14, 16], [22, 24, 26]]
     assert torch.equal(exp.features[:, -3:], torch.full((2, 3), -1)) and torch.isfinite(exp.coef).all()
     idx, _ = exp.top_features(1, by="abs")
     assert idx[:, 1:, 0].tolist() == [[1, 3, 5]] * 2  # a replaced source token changes the copied one
@@ -251,7 +251,7 @@ def same_bits(one, two) -> None:
         a, b = getattr(one, name), getattr(two, name)
         assert (a is None and b is None) or torch.equal(a, b), name
     for key in ("continuation", "input_ids", "attention_mask"):
-        assert torch.equal(one.meta[key], two.meta[key]), key
+        assert torch.equal(getattr(one.info, key), getattr(two.info, key)), key
     assert one.info == two.info and one.meta["text_generation"] == two.meta["text_generation"]
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import torchlime
-from torchlime.targets import Similarity
+from torchlime.targets import Similarity, SimilarityInfo
 
 SIZE = 16
 CELLS = (torch.arange(SIZE).view(-1, 1) // 4 * 4 + torch.arange(SIZE) // 4).view(1, 1, SIZE, SIZE)  # 16 cells
@@ -75,7 +75,7 @@ def test_scores_equal_a_slow_reference(kind, per_input):
     )
     torch.testing.assert_close(exp.outputs, slow_scores(model, x, exp, fill, reference), atol=1e-5, rtol=1e-5)
     assert exp.target.tolist() == [[0, 1, 2]] * 2 and exp.target_valid.all()
-    assert exp.meta["targets"] == {"kind": "similarity"}
+    assert exp.run.targets == SimilarityInfo() and exp.meta["targets"] == {"kind": "similarity"}
 
 
 def test_shared_and_repeated_references_agree_whatever_the_chunk():

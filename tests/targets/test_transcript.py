@@ -88,7 +88,7 @@ def reference_scores(model, x, samples, labels, word_frames):
 def test_scores_equal_a_slow_reference():
     model, x = Recogniser(), waves()
     exp = torchlime.explain(model, x, SEGMENTS, target=Transcript(), n_samples=40, return_samples=True)
-    labels = exp.meta["targets"]["token_ids"]
+    labels = exp.run.targets.token_ids
     assert labels == [[1, 2], [1]]
     lp = model(x).log_softmax(-1)
     padded = torch.tensor([[1, 2], [1, 0]])
@@ -198,5 +198,5 @@ def test_an_ocr_model_through_the_image_door_explains_each_character():
         line[0, ink, :, 8 * i : 8 * i + 8] = 1.0
     letters = torch.arange(32).expand(8, 32) // 8
     exp = torchlime.image.explain_image(ocr, line, segments=letters, target=Transcript(), baseline=0.0, n_samples=64)
-    assert exp.meta["targets"]["token_ids"] == [[1, 2, 1, 2]]  # no word delimiter: each character a word
+    assert exp.run.targets.token_ids == [[1, 2, 1, 2]]  # no word delimiter: each character a word
     assert exp.target.tolist() == [[0, 1, 2, 3, 4]] and exp.coef[0, 1:].argmax(1).tolist() == [0, 1, 2, 3]

@@ -82,7 +82,7 @@ def test_planted_words_rank_first_for_several_texts():
     texts = ["a good movie with a good cast", "bad plot , bad acting but good music"]
     exp = explain_text(positive, texts, target=1, n_samples=600, generator=0)
     assert exp.coef.shape == (2, 1, 6)
-    words = exp.meta["words"]
+    words = exp.info.words
     assert words[0] == ["a", "good", "movie", "with", "cast"] and words[1][0] == "bad"
     top = exp.coef[:, 0].argmax(1).tolist()
     bottom = exp.coef[:, 0].argmin(1).tolist()
@@ -118,7 +118,7 @@ def test_same_seed_same_bits_and_numpy_or_tensor_outputs():
 
 def test_lime_text_preset_is_lime_text_sampling():
     exp = explain_text(positive, "good bad good ok", preset="lime", target=1, n_samples=300, generator=0)
-    assert exp.meta["n_samples"] == 300 and "UniformCount" in exp.meta["sampler"]
+    assert exp.run.n_samples == 300 and "UniformCount" in exp.run.sampler
 
 
 def test_text_html_highlights_words_in_place_and_escapes():
@@ -204,7 +204,7 @@ def test_tokenizer_words_are_features_specials_never_perturbed(tokenizer):
     model = CountGood(good)
     texts = ["The movie was good, the plot good", "bad movie"]
     exp = explain_text(model, texts, tokenizer=tokenizer, target=1, n_samples=64, generator=0)
-    words = exp.meta["words"]
+    words = exp.info.words
     assert words[0] == ["The", "movie", "was", "good", ",", "the", "plot"]  # "good" twice: one feature
     assert words[1] == ["bad", "movie"]
     assert words[0][int(exp.coef[0, 0].argmax())] == "good"
@@ -221,7 +221,7 @@ def test_tokenizer_multi_token_word_and_replace_mode(tokenizer):
     mask = tokenizer.mask_token_id
     model = CountGood(tokenizer.convert_tokens_to_ids("good"))
     exp = explain_text(model, "good movie", tokenizer=tokenizer, bow=False, n_samples=32, generator=0)
-    assert exp.meta["words"][0] == ["good", "movie"]
+    assert exp.info.words[0] == ["good", "movie"]
     assert exp.meta["mode"] == "replace"
     ids = torch.cat([s[0] for s in model.seen])
     assert bool((ids == mask).any()) and ids.shape[1] == 4  # [CLS] good movie [SEP]: no deletion

@@ -56,7 +56,7 @@ def test_text_prompts_give_the_coefficients_of_their_ids(lm, tokenizer, explaine
     assert torch.equal(explained.coef, both.coef) and torch.equal(explained.intercept, both.intercept)
     assert prompt_tokens(explained, 0) == ["the", "cat", "<b>", "sat", "on", "the", "mat"]
     assert prompt_tokens(explained, 1) == ["a", "dog", "ran"]  # padding is no feature
-    cont = explained.meta["continuation"].tolist()
+    cont = explained.info.continuation.tolist()
     assert generated_tokens(explained, 1) == [WORDS[i] for i in cont[1]]
 
 
@@ -67,7 +67,7 @@ def test_text_prompts_through_the_generation_modality_give_the_door_s_bits(lm, t
     )
     for name in ("coef", "intercept", "score", "local_pred", "target", "features"):
         assert torch.equal(getattr(engine, name), getattr(explained, name)), name
-    assert engine.info == explained.info and engine.meta["continuation_text"] == explained.meta["continuation_text"]
+    assert engine.info == explained.info and engine.info.continuation_text == explained.info.continuation_text
 
 
 def test_text_without_a_tokenizer_is_refused_naming_it(lm, tokenizer):
@@ -114,7 +114,7 @@ def test_without_a_tokenizer_the_views_name_tokens_by_their_ids():
     )
     assert prompt_tokens(exp) == ["3", "5", "7"] and generated_tokens(exp) is None
     page = exp._repr_html_()
-    first = int(exp.meta["continuation"][0, 0])
+    first = int(exp.info.continuation[0, 0])
     assert "<th></th><th>3</th><th>5</th><th>7</th></tr>" in page and f"<th>token 0 (id {first})</th>" in page
 
 

@@ -101,7 +101,7 @@ def test_neutral_and_boundary_objectives():
             return_samples=True,
             infill=Infiller(mlm, protocol="single", objective=objective, k=3, synonym_threshold=None),
         )
-        assert exp.meta["model_rows"] == 1 + 21 + 5 * 3  # prediction, the 21 samples, 3 candidates x 5 words
+        assert exp.run.model_rows == 1 + 21 + 5 * 3  # prediction, the 21 samples, 3 candidates x 5 words
         seen[objective] = torch.cat([c[0] for c in rec.calls])[-20:]  # the 20 perturbed samples
     assert bool((seen["boundary"] == 9).any(1).all())  # every sample flips the label
     assert not bool((seen["neutral"] == 9).any())  # none does
@@ -177,7 +177,7 @@ def test_hybrid_kernel_weights_reach_the_fit():
     want = kernel.weights(seen, seen_attn, ids[rows], attn[rows], ignore_ids=[CLS, SEP, MASK, PAD])
     torch.testing.assert_close(exp.weights.reshape(-1), want)
     assert torch.allclose(exp.weights[:, 0], torch.ones(3))
-    assert "HybridKernel" in exp.meta["kernel"]
+    assert "HybridKernel" in exp.run.kernel
 
 
 def test_infill_device_variants(device):

@@ -59,7 +59,7 @@ def test_explainer_with_tokens_equals_explain_tokens(mode, infill):
     same(old, new)
     assert torch.equal(old.samples, new.samples)
     assert new.features.shape == ids.shape and new.input_shape == (ids.shape[1],)
-    assert old.meta["model_rows"] == new.meta["model_rows"] and old.meta["mode"] == new.meta["mode"] == mode
+    assert old.run.model_rows == new.run.model_rows and old.meta["mode"] == new.meta["mode"] == mode
     assert isinstance(new.info, TokensInfo) and new.info == old.info
     assert new.info.mode == mode and new.info.special_ids == (CLS, SEP) and new.info.mask_id == MASK
     assert new.meta["text_tokens"] == new.info.as_plain()
@@ -69,7 +69,7 @@ def test_explainer_with_tokens_equals_explain_tokens(mode, infill):
         assert new.info.mlm_rows > 0 and new.info.infill == ("joint" if infill == "joint" else "single")
         if infill == "neutral":  # the prediction and 3 candidates per word: rows besides the samples
             assert new.info.scoring_rows == 3 + 3 * int(new.n_features.sum())
-            assert new.meta["model_rows"] == 3 * 40 + new.info.scoring_rows
+            assert new.run.model_rows == 3 * 40 + new.info.scoring_rows
     else:
         assert new.info.infill is None and new.info.mlm_rows is None and "mlm_rows" not in new.meta
 

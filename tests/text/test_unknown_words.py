@@ -58,13 +58,13 @@ def planted(tok, word="great"):
 
 def check_aligned(exp):
     """One coefficient per word, for every text, and the pictures work."""
-    for b, words in enumerate(exp.meta["words"]):
+    for b, words in enumerate(exp.info.words):
         assert int(exp.n_features[b]) == len(words)
-        used = {f for f in exp.meta["piece_features"][b] if f >= 0}
+        used = {f for f in exp.info.piece_features[b] if f >= 0}
         assert used == set(range(len(words)))
         assert {int(f) for f in exp.features[b].tolist() if f >= 0} == set(range(len(words)))
         assert "torchlime-text" in text_html(exp, index=b)
-    assert exp.coef.shape[-1] == max(len(w) for w in exp.meta["words"])
+    assert exp.coef.shape[-1] == max(len(w) for w in exp.info.words)
     assert isinstance(exp._repr_html_(), str)
 
 
@@ -79,7 +79,7 @@ def check_aligned(exp):
 def test_unknown_words_are_features_and_the_planted_word_is_on_top(tok, bow, text, words):
     model = planted(tok)
     exp = explain_text(model, text, tokenizer=tok, bow=bow, target=1, n_samples=64, generator=0)
-    assert exp.meta["words"] == [words]
+    assert exp.info.words == [words]
     check_aligned(exp)
     assert words[int(exp.coef[0, 0].abs().argmax())] == "great"
     ids = torch.cat([s[0] for s in model.seen])
@@ -91,7 +91,7 @@ def test_unknown_words_are_features_and_the_planted_word_is_on_top(tok, bow, tex
 @pytest.mark.parametrize("bow, n_words", [(False, 17), (True, 15)])  # "The"/"the" differ; "," and "was" twice
 def test_a_sentence_with_unknown_punctuation(tok, bow, n_words):
     exp = explain_text(planted(tok), SENTENCE, tokenizer=tok, bow=bow, target=1, n_samples=128, generator=0)
-    words = exp.meta["words"][0]
+    words = exp.info.words[0]
     assert len(words) == n_words and words[:4] == ["The", "film", ",", "which"]
     check_aligned(exp)
     assert words[int(exp.coef[0, 0].abs().argmax())] == "great"
@@ -101,7 +101,7 @@ def test_a_batch_mixing_known_and_unknown_words(tok):
     texts = ["zzz film was great", "the film was great", SENTENCE]
     exp = explain_text(planted(tok), texts, tokenizer=tok, bow=False, target=1, n_samples=96, generator=1)
     check_aligned(exp)
-    for b, words in enumerate(exp.meta["words"]):
+    for b, words in enumerate(exp.info.words):
         assert words[int(exp.coef[b, 0, : len(words)].abs().argmax())] == "great"
 
 
@@ -109,7 +109,7 @@ def test_every_token_unknown(tok):
     text = " ".join(f"x{i}y" for i in range(19))  # 19 unknown words, 21 tokens with [CLS] and [SEP]
     model = planted(tok, "[UNK]")  # the score counts unknown words
     exp = explain_text(model, text, tokenizer=tok, bow=False, target=1, n_samples=200, generator=0)
-    assert len(exp.meta["tokens"][0]) == 21 and exp.meta["words"][0][:2] == ["x0y", "x1y"]
+    assert len(exp.info.tokens[0]) == 21 and exp.info.words[0][:2] == ["x0y", "x1y"]
     check_aligned(exp)
     assert bool((exp.coef[0, 0] > 0.5).all())  # every word counts (about 1 each)
 
@@ -118,14 +118,14 @@ def test_same_seed_same_bits(tok):
     a = explain_text(planted(tok), SENTENCE, tokenizer=tok, n_samples=64, generator=7)
     b = explain_text(planted(tok), SENTENCE, tokenizer=tok, n_samples=64, generator=7)
     assert torch.equal(a.coef, b.coef) and torch.equal(a.intercept, b.intercept)
-    assert a.meta["words"] == b.meta["words"]
+    assert a.info.words == b.info.words
 
 
 def test_special_tokens_written_in_a_text_are_left_out_of_the_words(tok):
     model = planted(tok)
     exp = explain_text(model, "film [SEP] was great", tokenizer=tok, target=1, n_samples=48, generator=0)
-    assert exp.meta["words"] == [["film", "was", "great"]]
-    assert "[SEP]" in exp.meta["pieces"][0]
+    assert exp.info.words == [["film", "was", "great"]]
+    assert "[SEP]" in exp.info.pieces[0]
     check_aligned(exp)
     ids = torch.cat([s[0] for s in model.seen])
     attn = torch.cat([s[1] for s in model.seen])

@@ -8,7 +8,7 @@ evidence are in ``torchlime.demo``.
 """
 
 from torchlime.audio._explain import explain_spectrogram, explain_waveform
-from torchlime.audio._spectrograms import Spectrograms
-from torchlime.audio._waveforms import Waveforms
+from torchlime.audio._spectrograms import SpectrogramInfo, Spectrograms
+from torchlime.audio._waveforms import WaveformInfo, Waveforms
 
-__all__ = ["explain_spectrogram", "explain_waveform", "Spectrograms", "Waveforms"]
+__all__ = ["explain_spectrogram", "explain_waveform", "Spectrograms", "Waveforms", "SpectrogramInfo", "WaveformInfo"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Sequence, Union
 
@@ -13,7 +14,7 @@ from torchlime.audio._common import audio_fill, check_sample_rate
 from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import SegmentSpec, spectrogram_segments, warn_bins
 from torchlime.engine import Call, Config, Info, Modality, Prepared
-from torchlime.engine.info import counted
+from torchlime.engine.info import check_record, counted
 from torchlime.typing import Model
 
 
@@ -52,6 +53,20 @@ class SpectrogramInfo(Info):
     fmax: Optional[float]
     bin_freqs: Optional[tuple[float, ...]]
     previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[SpectrogramInfo]:
+        """The record from ``meta["audio"]`` of a loaded spectrogram explanation, else None.
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it).
+        """
+        names = {f.name for f in dataclasses.fields(cls) if f.name not in cls.transient}
+        if not isinstance(plain, Mapping) or plain.get("input") != "spectrogram" or set(plain) != names:
+            return None
+        check_record(cls, plain, "meta['audio']")
+        freqs = plain["bin_freqs"]
+        return cls(**{**plain, "bin_freqs": None if freqs is None else tuple(freqs)})
 
     def describe(self, count: int, shape: tuple[int, ...]) -> str:
         """The spectrograms by their frequency bins and frames, e.g. for the summaries.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, cast
 
@@ -21,7 +22,7 @@ from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import bin_frequencies, check_segment_counts, mel_bands
 from torchlime.audio.stft import ISTFTModel, crossfade_blend, stft
 from torchlime.engine import Call, Config, Info, Modality, Prepared
-from torchlime.engine.info import counted, sized
+from torchlime.engine.info import check_record, counted, sized
 from torchlime.stages.features import cell_ids, even_bands
 from torchlime.typing import Model
 
@@ -84,6 +85,23 @@ class WaveformInfo(Info):
             notes.append(f"a {cells} spectrogram" if count == 1 else f"{cells} spectrograms")
         said = sized("waveform", [self.length] * count, "sample")
         return f"{said} ({', '.join(notes)})" if notes else said
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[WaveformInfo]:
+        """The record from ``meta["audio"]`` of a loaded waveform explanation (``as_plain``'s view), else None.
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it).
+        """
+        if not isinstance(plain, Mapping) or plain.get("input") != "waveform":
+            return None
+        fields = {("segments" if k == "features" else k): v for k, v in plain.items()}
+        if not {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING} <= set(fields):
+            return None
+        if not set(fields) <= {f.name for f in dataclasses.fields(cls)}:
+            return None
+        check_record(cls, fields, "meta['audio']")
+        return cls(**fields)
 
     def as_plain(self) -> dict[str, object]:
         """The record as ``meta["audio"]`` has always shown it: ``segments`` as ``features``, no None fields.

@@ -15,7 +15,7 @@ import operator
 import warnings
 import wave
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
 
 import numpy as np
 import torch
@@ -23,6 +23,8 @@ import torch
 from torchlime import _colours
 from torchlime._checks import check_ndim, check_tensor, describe, require
 from torchlime.audio._axis_units import AxisUnits
+from torchlime.audio._spectrograms import SpectrogramInfo
+from torchlime.audio._waveforms import WaveformInfo
 from torchlime.audio.segments import bin_frequencies, warn_bins
 from torchlime.audio.stft import istft, stft
 from torchlime.engine.explanation import Explanation
@@ -34,8 +36,19 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 
+def _record(explanation: Explanation) -> Union[SpectrogramInfo, WaveformInfo, None]:
+    """The explanation's audio record (``Explanation.info``; read back from files too), or None."""
+    info = explanation.info
+    return info if isinstance(info, (SpectrogramInfo, WaveformInfo)) else None
+
+
+def _over_time(record: Union[SpectrogramInfo, WaveformInfo, None]) -> bool:
+    """Whether the record says the features are time segments of waveforms (``segments="time"``)."""
+    return isinstance(record, WaveformInfo) and record.segments == "time"
+
+
 def _axes(
-    meta: Mapping[str, object],
+    record: Union[SpectrogramInfo, WaveformInfo, None],
     n_freq: int,
     n_time: int,
     sample_rate: Optional[float],
@@ -43,11 +56,11 @@ def _axes(
     n_fft: Optional[int],
     bin_freqs: Optional[Sequence[float]],
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], str, str]:
-    """Frame times and bin frequencies (or indices) with their axis labels (``meta``: ``meta["audio"]``)."""
-    sr = sample_rate or cast(Optional[float], meta.get("sample_rate"))
-    hop = hop_length or cast(Optional[int], meta.get("hop_length"))
-    fft = n_fft or cast(Optional[int], meta.get("n_fft"))
-    freqs = bin_freqs if bin_freqs is not None else cast(Optional[Sequence[float]], meta.get("bin_freqs"))
+    """Frame times and bin frequencies (or indices) with their axis labels (defaults: the audio ``record``)."""
+    sr = sample_rate or getattr(record, "sample_rate", None)
+    hop = hop_length or getattr(record, "hop_length", None)
+    fft = n_fft or getattr(record, "n_fft", None)
+    freqs = bin_freqs if bin_freqs is not None else getattr(record, "bin_freqs", None)
     if sr and hop:
         times, t_label = np.arange(n_time) * hop / sr, "time (s)"
     else:
@@ -157,9 +170,9 @@ def plot_spectrogram_explanation(
         raise ValueError(
             f"`specs` must be the (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms that were explained (for "
             f"waveforms, their STFT: torchlime.audio.stft.stft(waves, n_fft, hop_length, win_length) "
-            f"with the explanation's meta['audio'] settings), got shape {tuple(specs.shape)}"
+            f"with the explanation's info settings), got shape {tuple(specs.shape)}"
         )
-    meta = explanation.meta.get("audio", {})
+    record = _record(explanation)
     index = _position(index, "index", explanation.coef.shape[0], "a clip of the explanation")
     target_index = _position(target_index, "target_index", explanation.coef.shape[1], "an explained target")
     if specs.shape[0] != explanation.coef.shape[0]:
@@ -169,7 +182,7 @@ def plot_spectrogram_explanation(
     channel = _position(channel, "channel", specs.shape[1] if specs.ndim == 4 else 1, "a channel of `specs`")
     labels = _clip_map(explanation, index).detach().cpu()
     labels = labels[channel] if labels.ndim == 3 else labels
-    if labels.ndim != 2 or meta.get("features") == "time":
+    if labels.ndim != 2 or _over_time(record):
         raise ValueError(
             f"`explanation` must be over time-frequency cells (explain_spectrogram or "
             f"explain_waveform(features='time_frequency')), got one over time segments (feature map "
@@ -181,7 +194,7 @@ def plot_spectrogram_explanation(
         raise ValueError(
             f"`specs` clip {index} is a {tuple(x.shape)} grid but the explanation's feature map is "
             f"{tuple(labels.shape)}: pass the spectrograms that were explained (for explain_waveform, "
-            f"stft(waves, n_fft, hop_length, win_length) with meta['audio']'s settings)"
+            f"stft(waves, n_fft, hop_length, win_length) with explanation.info's settings)"
         )
     plt = require("matplotlib.pyplot", "viz", "plot_spectrogram_explanation")
     from matplotlib.collections import LineCollection
@@ -189,7 +202,7 @@ def plot_spectrogram_explanation(
     x = 20 * torch.log10(x.abs() + 1e-6) if x.is_complex() else x.float()
     n_freq, n_time = x.shape
     u = units or AxisUnits()
-    times, freqs, t_label, f_label = _axes(meta, n_freq, n_time, u.sample_rate, u.hop_length, u.n_fft, u.bin_freqs)
+    times, freqs, t_label, f_label = _axes(record, n_freq, n_time, u.sample_rate, u.hop_length, u.n_fft, u.bin_freqs)
     heat = explanation.heatmap(target_index)[index].detach().cpu().float()
     heat = heat[channel] if heat.ndim == 3 and heat.shape[0] > 1 else heat.reshape(labels.shape)
     fig: Figure
@@ -299,7 +312,7 @@ def save_top_segments_wav(
 
     Works for explanations over time segments of the samples (``explain_waveform``) and
     over time-frequency cells: the cells are applied to the STFT of ``waves`` (``n_fft`` /
-    ``hop_length`` / ``win_length`` default to ``meta["audio"]``; a feature grid of another
+    ``hop_length`` / ``win_length`` default to the record ``explanation.info``; a feature grid of another
     size, e.g. of a model spectrogram, is mapped onto the STFT grid proportionally) and the
     audio is resynthesised with ``torch.istft``.
 
@@ -310,10 +323,10 @@ def save_top_segments_wav(
         k: how many top segments to keep.
         index: which clip.
         target_index: which explained target (column of ``explanation.target``).
-        sample_rate: Hz (default ``meta["audio"]["sample_rate"]``).
-        n_fft: STFT size for time-frequency cells (default ``meta["audio"]``, else 512).
-        hop_length: STFT hop in samples (default ``meta["audio"]``, else n_fft // 4).
-        win_length: STFT Hann window length (default ``meta["audio"]``, else n_fft).
+        sample_rate: Hz (default ``explanation.info.sample_rate``).
+        n_fft: STFT size for time-frequency cells (default ``explanation.info``, else 512).
+        hop_length: STFT hop in samples (default ``explanation.info``, else n_fft // 4).
+        win_length: STFT Hann window length (default ``explanation.info``, else n_fft).
         prefix: file name prefix.
         by: how segments are ranked: "abs" (largest |weight|) or "value" (largest weight).
 
@@ -326,15 +339,15 @@ def save_top_segments_wav(
             explanation's, an index or target out of range, no sample rate. Warns when the
             clip peaks far outside [-1, 1] (the WAV files would be clipped).
     """
-    meta = explanation.meta.get("audio", {})
+    record = _record(explanation)
     index = _position(index, "index", explanation.coef.shape[0], "a clip of the explanation")
     target_index = _position(target_index, "target_index", explanation.coef.shape[1], "an explained target")
-    sr = int(sample_rate or meta.get("sample_rate") or 0)
+    sr = int(sample_rate or getattr(record, "sample_rate", None) or 0)
     if sr <= 0:
         raise ValueError("`sample_rate` is needed (the explanation does not record one)")
     wav = _check_waves(explanation, waves, index)
     keep = _keep_map(explanation, index, target_index, k, by).to(wav.device)
-    over_time = meta.get("features") == "time" or (keep.ndim == 1 and meta.get("features") is None)
+    over_time = _over_time(record) or (keep.ndim == 1 and not isinstance(record, WaveformInfo))
     if over_time and keep.shape[-1] != wav.shape[-1]:
         raise ValueError(
             f"`waves` must have the {keep.shape[-1]} samples the explanation's time segments cover "
@@ -352,9 +365,9 @@ def save_top_segments_wav(
         top = wav * keep
         rest = wav - top
     else:
-        fft = int(n_fft or meta.get("n_fft") or 512)
-        hop = int(hop_length or meta.get("hop_length") or fft // 4)
-        win = int(win_length or meta.get("win_length") or fft)
+        fft = int(n_fft or getattr(record, "n_fft", None) or 512)
+        hop = int(hop_length or getattr(record, "hop_length", None) or fft // 4)
+        win = int(win_length or getattr(record, "win_length", None) or fft)
         spec = stft(wav, fft, hop, win)  # ([C,] Fr, Tm)
         grid = keep.float()[None, None]
         grid = torch.nn.functional.interpolate(grid, size=spec.shape[-2:], mode="nearest")[0, 0] > 0.5

@@ -16,6 +16,7 @@ import torch
 from torchlime._checks import describe, require
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.engine.explanation import Explanation
+from torchlime.targets import TranscriptInfo
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,11 +50,10 @@ def plot_transcript(
         ValueError: an explanation of another target, or ``index`` out of range.
     """
     plt = require("matplotlib.pyplot", "viz", "plot_transcript")
-    info = explanation.meta.get("targets") or {}
-    if info.get("kind") != "transcript" or explanation.target_valid is None:
-        raise ValueError(
-            f"`explanation` must be made with target=Transcript(...), got targets of kind {info.get('kind')!r}"
-        )
+    record = None if explanation.run is None else explanation.run.targets
+    if not isinstance(record, TranscriptInfo) or explanation.target_valid is None:
+        kind = None if record is None else record.kind
+        raise ValueError(f"`explanation` must be made with target=Transcript(...), got targets of kind {kind!r}")
     b = explanation.coef.shape[0]
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < b:
         raise ValueError(f"`index` must be an int in [0, {b}), got {describe(index)}")

@@ -85,7 +85,7 @@ def write_group(modality: str, out: Output, g: Group, j: int, stem: str, args: a
         top_features=idx[0].tolist(),
         top_weights=w[0].float().tolist(),
         top_names=idx[0].tolist(),
-        unreliable=one.meta.get("unreliable"),
+        unreliable=None if one.run is None else one.run.unreliable,
     )
     pictures = has_matplotlib()
     if modality == "image" and pictures:
@@ -111,16 +111,18 @@ def write_group(modality: str, out: Output, g: Group, j: int, stem: str, args: a
 def _write_audio(
     out: Output, g: Group, j: int, stem: str, args: argparse.Namespace, rec: Record, pictures: bool
 ) -> None:
+    from torchlime.audio import WaveformInfo
     from torchlime.audio.viz import save_top_segments_wav
 
     exp = g.exp.to("cpu")
     waves = cast(torch.Tensor, g.inputs).cpu()
-    meta = exp.meta["audio"]
-    if pictures and meta.get("features") == "time_frequency":
+    info = exp.info
+    if pictures and isinstance(info, WaveformInfo) and info.segments == "time_frequency":
         from torchlime.audio.stft import stft
         from torchlime.audio.viz import plot_spectrogram_explanation
 
-        spec = stft(waves[j : j + 1], meta["n_fft"], meta["hop_length"], meta["win_length"])
+        fft, hop, win = cast(int, info.n_fft), cast(int, info.hop_length), cast(int, info.win_length)
+        spec = stft(waves[j : j + 1], fft, hop, win)
         fig = plot_spectrogram_explanation(exp[j], spec, k=args.top_k, title=f"{stem}: target {rec['target'][0]}")
         out.figure(f"{stem}.png", fig)
         rec["pictures"].append(f"{stem}.png")

@@ -175,8 +175,8 @@ def bench(
     exp = explain()  # warm-up: measures and caches the chunk size
     explain()
     times = [timed(explain, device) for _ in range(reps)]
-    engine_chunk = int(exp.meta["batch_size"])
     rows = inputs_per_step * n_samples
+    engine_chunk = int(exp.run.batch_size or rows) if exp.run is not None else rows
     floors: dict[int, float] = {}
     for chunk in sorted({min(ch, rows) for ch in (*CHUNKS[device.type], engine_chunk)}):
         run = floor_fn(model, shape, rows, chunk, device, dtype)

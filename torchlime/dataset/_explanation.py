@@ -9,12 +9,34 @@ given as ``features=``.
 
 from __future__ import annotations
 
-from typing import Optional, Protocol
+from dataclasses import dataclass
+from typing import ClassVar, Optional, Protocol
 
 import torch
 
 from torchlime._checks import describe
 from torchlime.engine.explanation import Explanation
+from torchlime.engine.info import Info
+
+
+@dataclass(frozen=True)
+class RowsInfo(Info):
+    """What rows read back from a result folder record besides their tensors (``Explanation.info``).
+
+    Attributes:
+        samples_used: the samples each row's explanation drew (n,), as the run recorded them; ``meta``
+            shows them at its top level, as an explanation's run record does.
+    """
+
+    key: ClassVar[str] = "results"
+    per_input: ClassVar[tuple[str, ...]] = ("samples_used",)
+    transient: ClassVar[tuple[str, ...]] = ("samples_used",)
+
+    samples_used: list[int]
+
+    def top_level(self) -> dict[str, object]:
+        """``meta["samples_used"]``: the rows' sample counts."""
+        return {"samples_used": list(self.samples_used)}
 
 
 class Rows(Protocol):
@@ -139,9 +161,7 @@ def as_explanation(
         shape = tuple(results.input_shape)
     else:
         shape = tuple(feats.shape[1:])
-    meta: dict[str, object] = {}
-    if results.samples_used is not None:
-        meta["samples_used"] = results.samples_used.tolist()
+    info = None if results.samples_used is None else RowsInfo(results.samples_used.tolist())
     return Explanation(
         results.coef,
         results.intercept,
@@ -153,5 +173,5 @@ def as_explanation(
         shape,
         coef_std=results.coef_std,
         target_valid=results.target_valid,
-        meta=meta,
+        info=info,
     )

@@ -95,8 +95,8 @@ def _data_file(name: str) -> Path:
 
 def audio_model_info() -> dict[str, Any]:
     """The metadata written next to the weights (sample rate, STFT, accuracy, training setup)."""
-    meta: dict[str, Any] = json.loads(_data_file(METADATA).read_text())
-    return meta
+    described: dict[str, Any] = json.loads(_data_file(METADATA).read_text())
+    return described
 
 
 def load_audio_model(

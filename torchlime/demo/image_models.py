@@ -91,5 +91,5 @@ def load_demo_model(device: str | torch.device = "cpu") -> DemoNet:
 
 def demo_model_metadata() -> dict[str, Any]:
     """The metadata written next to the weights by ``examples/train_demo_model.py``."""
-    meta: dict[str, Any] = json.loads(_data_file(METADATA_FILE).read_text(encoding="utf-8"))
-    return meta
+    described: dict[str, Any] = json.loads(_data_file(METADATA_FILE).read_text(encoding="utf-8"))
+    return described

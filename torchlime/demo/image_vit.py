@@ -63,5 +63,5 @@ def _open(name: str) -> Any:
 
 def demo_vit_metadata() -> dict[str, Any]:
     """The metadata written next to the weights by ``examples/train_demo_vit.py``."""
-    meta: dict[str, Any] = json.loads(_data_file(VIT_METADATA_FILE).read_text(encoding="utf-8"))
-    return meta
+    described: dict[str, Any] = json.loads(_data_file(VIT_METADATA_FILE).read_text(encoding="utf-8"))
+    return described

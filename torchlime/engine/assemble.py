@@ -2,8 +2,8 @@
 
 The surrogate is solved from the accumulated normal equations for all B·T fits at once (a sample-space
 surrogate: on the kept samples, ``engine.sample_fit``); the non-finite outputs and the quality flags
-(``quality``) are read back together, the call's last host synchronisation; ``meta`` records the
-settings, the chunk size, the timings and the flags.
+(``quality``) are read back together, the call's last host synchronisation; the ``RunRecord`` records
+the settings, the chunk size, the timings and the flags (``Explanation.meta`` renders it).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
 def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Optional[str]) -> RunRecord:
     """``Explanation.run``: the settings as plain data, the chunk size, the timings, the quality flags."""
     s = plan.settings
-    perturbation = "blend" if s.perturb_fn is None and s.adapter is None else "custom"
+    perturbation = "blend" if s.call.perturb_fn is None and s.adapter is None else "custom"
     fields: dict[str, Any] = dict(
         n_samples=s.n_samples if s.adaptive is None else repr(s.adaptive),
         sampler=repr(plan.sampler),
@@ -55,9 +55,9 @@ def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Opt
         baseline=describe_baseline(s.baseline),
         perturbation=perturbation,
         normalize=None if plan.normalize is None else list(plan.normalize),
-        preset=s.preset,
+        preset=s.config.preset,
         batch_size=plan.chunks.chosen,
-        softmax=s.softmax,
+        softmax=s.call.softmax,
         model_rows=sum(passes.used),
         samples_used=passes.used,
         peak_memory=plan.chunks.peak_memory(),
@@ -66,14 +66,13 @@ def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Opt
         seconds_forward=passes.finished - plan.started,
         seconds_total=time.perf_counter() - plan.started,
     )
-    if isinstance(s.perturb_fn, UnpackArgs):  # a tuple of inputs: the shape of each tensor
-        fields["input_shapes"] = [list(shape) for shape in s.perturb_fn.shapes]
-    if plan.run.bound is not None:  # a structured target: what its targets are, as plain data
-        fields["targets"] = {
-            k: v.tolist() if isinstance(v, torch.Tensor) and k != "regions" else v
-            for k, v in plan.run.bound.info.items()
-            if k != "regions"
-        }
+    if isinstance(s.call.perturb_fn, UnpackArgs):  # a tuple of inputs: the shape of each tensor
+        fields["input_shapes"] = [list(shape) for shape in s.call.perturb_fn.shapes]
+    if plan.run.bound is not None:  # a structured target: its record of what its targets are
+        fields["targets"] = plan.run.bound.info
+    choice = getattr(plan.run.kernel, "choice", None)  # how width="auto" chose the width
+    if choice is not None:
+        fields["width_auto"] = choice
     return RunRecord(**fields)
 
 
@@ -112,7 +111,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     if n_bad:
         _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
     quality, unreliable = report(
-        flags, counts, softmax=s.softmax, n_samples=n_samples, f_max=fmap.f_max, index=s.index, where=where
+        flags, counts, softmax=s.call.softmax, n_samples=n_samples, f_max=fmap.f_max, index=s.call.index, where=where
     )
     if unreliable:
         warnings.warn(
@@ -120,9 +119,8 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
             UnreliableExplanationWarning,
             stacklevel=user_stacklevel(),
         )
-    keep = s.return_samples
+    keep = s.call.return_samples
     record = _record(plan, passes, quality, unreliable)
-    choice = getattr(run.kernel, "choice", None)  # how width="auto" chose the width (stages.weighting.WidthChoice)
     return Explanation(
         perturbation=plan.perturbation,
         coef=fit.coef,
@@ -139,6 +137,5 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         samples=torch.cat(run.kept_masks, 1) if keep else None,
         outputs=outputs if keep else None,
         weights=torch.cat(run.kept_weights, 1) if keep else None,
-        meta=record.as_plain() if choice is None else {**record.as_plain(), "width_auto": choice.as_plain()},
         run=record,
     )

@@ -30,7 +30,6 @@ from torchlime.engine.multi import Packed
 from torchlime.engine.plan import plan
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
-from torchlime.engine.run_record import RunRecord
 from torchlime.stages.forward.errors import expecting
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn
@@ -80,15 +79,8 @@ def execute(model: Model, inputs: object, modality: Modality, how: Config, call:
         passes = run_passes(planned)
         with record_function("torchlime::assemble"):
             explanation = assemble(planned, passes)
-    meta = explanation.meta
-    if prepared.info is not None:
-        meta = {**meta, prepared.info.key: prepared.info.as_plain()}
-    explanation = dataclasses.replace(
-        explanation, info=prepared.info, meta=meta, config=settings.config, call=settings.call
-    )
-    finished = modality.finish(explanation, prepared)
-    # a modality may add to meta (rows it spent itself): the typed record follows what meta says
-    return dataclasses.replace(finished, run=RunRecord.from_plain(finished.meta) or finished.run)
+    explanation = dataclasses.replace(explanation, info=prepared.info, config=settings.config, call=settings.call)
+    return modality.finish(explanation, prepared)  # a modality may replace its records (rows it spent itself)
 
 
 def _as_modality(inputs: object, modality: ModalitySpec, call: Call) -> Modality:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Optional, Union
 
 import torch
@@ -33,19 +36,7 @@ _TENSORS = (
     "coef_std",
     "target_valid",
 )
-_PER_INPUT = (
-    "coef",
-    "intercept",
-    "score",
-    "local_pred",
-    "target",
-    "n_features",
-    "samples",
-    "outputs",
-    "weights",
-    "coef_std",
-    "target_valid",
-)
+_PER_INPUT = tuple(name for name in _TENSORS if name != "features")  # sliced by input (a map may be shared)
 
 
 @dataclass(eq=False)  # tensors have no single truth value: equality is identity
@@ -70,8 +61,8 @@ class Explanation:
         target_valid: bool (B, T): the targets that exist, for structured targets whose count differs
             between inputs (``torchlime.targets``: boxes, regions); padded ones have coefficients 0 and
             ``target`` -1. None: every target is real.
-        meta: plain-data description of the run (sampler, kernel, surrogate, N, timings,
-            quality flags).
+        meta: (read-only property) the records below rendered as plain data, for files and ``repr``;
+            code reads the records, and changes a fact by replacing its record (``dataclasses.replace``).
         scorer: a structured target bound to the inputs (``torchlime.targets.Bound``), for the metrics to
             score their rows as the explanation did; not saved, dropped by ``to`` another device.
         config: how it was explained (``engine.config.Config``, the preset's and the modality's
@@ -80,13 +71,16 @@ class Explanation:
             output, softmax), or None for a loaded one. The metrics read ``softmax`` and ``output``
             from it.
         run: the engine's typed record of the call (``engine.run_record.RunRecord``: settings, chunk
-            size, timings, quality flags), which ``meta`` shows as plain data; rebuilt by ``load``.
+            size, timings, quality flags, a structured target's ``TargetInfo``), which ``meta`` shows as
+            plain data; rebuilt by ``load``, sliced by ``explanation[i]``.
         info: the modality's typed record (``engine.info.Info``: segmentation, words, STFT, bins...),
             or None; ``meta[info.key]`` shows it as plain data, which is what files keep.
         perturbation: how the inputs were perturbed (``stages.perturb.record.Perturbation``), for
             metrics that perturb them again; not saved, and dropped by ``to`` another device
-            (``meta["perturbation"]`` says whether it was a blend with the fill, which the
-            metrics can rebuild, or a front door's own, which they cannot).
+            (``run.perturbation`` says whether it was a blend with the fill, which the metrics can
+            rebuild, or a front door's own, which they cannot).
+        stored: a file's plain entries that no typed record reads back (``load``; entries of other
+            versions), read-only, shown in ``meta`` as read; empty for an explanation made in this session.
     """
 
     coef: torch.Tensor
@@ -102,13 +96,27 @@ class Explanation:
     weights: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
     target_valid: Optional[torch.Tensor] = None
-    meta: dict[str, Any] = field(default_factory=dict)
     perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
     scorer: Optional[Bound] = field(default=None, repr=False, compare=False)
     info: Optional[Info] = field(default=None, repr=False, compare=False)
     run: Optional[RunRecord] = field(default=None, repr=False, compare=False)
     config: Optional[Config] = field(default=None, repr=False, compare=False)
     call: Optional[Call] = field(default=None, repr=False, compare=False)
+    stored: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), repr=False, compare=False)
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The records as plain data, read-only (``save`` writes it, ``repr`` shows it; a copy every read).
+
+        ``stored``, then ``run.as_plain()``, then ``info.as_plain()`` under ``info.key`` and ``info.top_level()``.
+        """
+        plain: dict[str, Any] = dict(self.stored)
+        if self.run is not None:
+            plain.update(self.run.as_plain())
+        if self.info is not None:
+            plain[self.info.key] = self.info.as_plain()
+            plain.update(self.info.top_level())
+        return MappingProxyType(copy.deepcopy(plain))  # its lists and dicts are copies: the records stay as they are
 
     @property
     def valid(self) -> torch.Tensor:
@@ -143,7 +151,7 @@ class Explanation:
         return maps if target_index is None else maps[:, target_index]
 
     def heatmaps(self, target_index: Optional[int] = None) -> tuple[torch.Tensor, ...]:
-        """Coefficients painted back onto each tensor of a tuple of inputs (``meta["input_shapes"]``).
+        """Coefficients painted back onto each tensor of a tuple of inputs (``run.input_shapes``).
 
         Args:
             target_index: which of the T targets; None keeps all.
@@ -153,7 +161,7 @@ class Explanation:
             single input tensor, a tuple of its ``heatmap``.
         """
         maps = self.heatmap(target_index)
-        shapes = self.meta.get("input_shapes")
+        shapes = None if self.run is None else self.run.input_shapes
         if shapes is None:
             return (maps,)
         lead = maps.shape[: maps.ndim - 1]
@@ -255,7 +263,7 @@ class Explanation:
         data = {name: getattr(self, name) for name in _TENSORS if getattr(self, name) is not None}
         data = {k: v.detach().cpu().clone() for k, v in data.items()}  # exp[j]'s views: not the whole batch
         data["input_shape"] = list(self.input_shape)
-        data["meta"] = _plain(self.meta)
+        data["meta"] = _plain(dict(self.meta))
         torch.save(data, Path(path))
 
     @classmethod
@@ -289,10 +297,13 @@ class Explanation:
             check_plain(data["input_shape"], list[int], "input_shape")
             if any(n < 0 for n in data["input_shape"]):
                 raise StoredDataError(f"input_shape must hold sizes >= 0, got {data['input_shape']}")
-            check_plain(data.get("meta", {}), dict[str, object], "meta")
+            meta = data.get("meta", {})
+            check_plain(meta, dict[str, object], "meta")
             data["input_shape"] = tuple(data["input_shape"])
-            loaded = cls(**{k: v for k, v in data.items() if k in _TENSORS or k in ("input_shape", "meta")})
-            loaded.info, loaded.run = rebuild(loaded.meta), RunRecord.from_plain(loaded.meta)
+            loaded = cls(**{k: v for k, v in data.items() if k in _TENSORS or k == "input_shape"})
+            loaded.info, loaded.run = rebuild(meta), RunRecord.from_plain(meta)
+            shown = loaded.meta  # the records' rendering: the file's other entries stay as read
+            loaded.stored = MappingProxyType({k: v for k, v in meta.items() if k not in shown})
         except StoredDataError as err:
             raise StoredDataError(f"{path} is not a valid Explanation file: {err}") from None
         return loaded
@@ -304,8 +315,9 @@ class Explanation:
     def __getitem__(self, key: Union[int, slice]) -> Explanation:
         """The explanation of input ``key`` (B = 1) or of a slice of inputs (step 1).
 
-        Every per-input tensor, the quality flags and sample counts are renumbered from 0. The recorded
-        perturbation covers the whole batch, so it is dropped (metrics rebuild a blend).
+        Every per-input tensor and the typed records (``run.select``: quality flags, sample counts, a
+        structured target's record; ``info.select``) are renumbered from 0; ``stored`` stays as read. The
+        recorded perturbation covers the whole batch, so it is dropped (metrics rebuild a blend).
 
         Example:
             >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
@@ -331,29 +343,10 @@ class Explanation:
             raise TypeError(f"`key` must be an int or a slice, got {describe(key)}")
         fields = {n: getattr(self, n)[start:stop] for n in _PER_INPUT if getattr(self, n) is not None}
         feats = self.features[start:stop] if self.features.shape[0] == b else self.features
-        meta = dict(self.meta)
-        quality = dict(meta.get("quality") or {})
-        flagged = []
-        for name, where in list(quality.items()):
-            if isinstance(where, list):
-                quality[name] = [[w[0] - start, *w[1:]] for w in where if w and start <= w[0] < stop]
-                flagged += [name] if quality[name] else []
-        meta["quality"] = quality
-        meta["unreliable"] = f"{', '.join(flagged)} (see torchlime.engine.quality)" if flagged else None
-        if isinstance(meta.get("samples_used"), list) and len(meta["samples_used"]) == b:
-            meta["samples_used"] = meta["samples_used"][start:stop]
-        if isinstance(meta.get("targets"), dict):  # a structured target's per-input records
-            meta["targets"] = {
-                k: v[start:stop] if isinstance(v, list) and len(v) == b else v for k, v in meta["targets"].items()
-            }
         scorer = None if self.scorer is None else self.scorer.rows(start, stop)
         info = None if self.info is None else self.info.select(start, stop)
-        if info is not None:
-            meta[info.key] = info.as_plain()
-        run = RunRecord.from_plain(meta)
-        return dataclasses.replace(
-            self, features=feats, meta=meta, perturbation=None, scorer=scorer, info=info, run=run, **fields
-        )
+        run = None if self.run is None else self.run.select(start, stop)
+        return dataclasses.replace(self, features=feats, perturbation=None, scorer=scorer, info=info, run=run, **fields)
 
     def _repr_html_(self) -> str:
         """A summary table and pictures of the first inputs, for notebooks (``engine.notebook``)."""

@@ -15,8 +15,8 @@ from torchlime.engine._stored import check_record as check_record  # what a moda
 InfoT = TypeVar("InfoT", bound="Info")
 #: the longest side of the pictures records keep of their inputs (``Info.thumbnails``), in pixels
 PREVIEW_SIDE = 96
-#: every record kind by its ``key``, for explanations read back from files (``rebuild``)
-_KINDS: dict[str, type[Info]] = {}
+#: the record kinds of every ``key`` (two kinds may share one: spectrograms and waveforms), for files (``rebuild``)
+_KINDS: dict[str, list[type[Info]]] = {}
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,9 @@ class Info:
     fields that hold one entry per input, so that ``Explanation[i]`` keeps the right ones.
     ``key`` is the name under which ``Explanation.meta`` shows the record as plain data; the fields
     that ``transient`` names, and those whose names start with "_", stay out of that plain view (what
-    files store). The notebook display (``engine.notebook``) reads a record only through its hooks:
-    ``feature_labels``, ``target_labels``, ``text_pieces`` and ``preview``.
+    files store); ``top_level`` gives what ``meta`` also shows at its top level. The notebook display
+    (``engine.notebook``) reads a record only through its hooks: ``feature_labels``, ``target_labels``,
+    ``text_pieces`` and ``preview``.
     """
 
     key: ClassVar[str] = "info"
@@ -39,7 +40,7 @@ class Info:
         """Register a kind that names its own ``key``."""
         super().__init_subclass__(**kwargs)
         if "key" in cls.__dict__:
-            _KINDS[cls.key] = cls
+            _KINDS.setdefault(cls.key, []).append(cls)
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[Info]:
@@ -52,6 +53,15 @@ class Info:
             None here; kinds whose records files must keep (e.g. the tabular bins) override it.
         """
         return None
+
+    def top_level(self) -> dict[str, object]:
+        """Entries ``Explanation.meta`` shows at its top level besides ``meta[key]``, as plain data.
+
+        Returns:
+            Name -> plain value (a word explanation's "words", a token explanation's "mode"): the
+            entries earlier versions wrote there; none here.
+        """
+        return {}
 
     def feature_labels(self, index: int) -> Optional[list[str]]:
         """The names of input ``index``'s features (its words, a table row's conditions), where the kind has them.
@@ -195,13 +205,14 @@ def rebuild(meta: Mapping[str, object]) -> Optional[Info]:
         meta: the explanation's ``meta``.
 
     Returns:
-        The record of the first registered kind whose key ``meta`` holds and that can rebuild it, else None.
+        The record of the first registered kind whose key ``meta`` holds and that can rebuild it, else None
+        (``Explanation.load`` keeps such plain data in ``Explanation.stored``).
 
     Raises:
         StoredDataError: a record's field holds data of another kind than the record's (a ``ValueError``).
     """
-    for key, kind in _KINDS.items():
-        if key in meta:
+    for key, kinds in _KINDS.items():
+        for kind in kinds if key in meta else []:
             try:
                 record = kind.from_plain(meta[key])
             except StoredDataError:  # a field of the wrong kind: refused, never shown untyped

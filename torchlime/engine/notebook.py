@@ -7,16 +7,17 @@ then "+N more"), drawn by ``engine.notebook_panels`` on one colour scale per inp
 with its legend: images and spectrograms as heat maps over a faded copy of the input where the
 explanation's record keeps one (``Info.preview``), texts highlighted in place (``Info.text_pieces``),
 tabular rows as bars of their conditions (``Info.feature_labels``), other inputs as bars.
-Structured targets (``torchlime.targets``) get one panel per valid target (boxes outlined on their
-heat map). A record that names its targets (``Info.target_labels``: a generated continuation's tokens)
-gets a table instead: one row per target (the whole continuation, then each generated token), one column
-per feature named by ``Info.feature_labels`` (the prompt's tokens), each cell coloured by its weight.
+Structured targets (``torchlime.targets``) get one panel per valid target, captioned and outlined by
+their record's hooks (``TargetInfo.caption`` and ``outline``: a box is outlined on its heat map). A
+record that names its targets (``Info.target_labels``: a generated continuation's tokens) gets a table
+instead: one row per target (the whole continuation, then each generated token), one column per feature
+named by ``Info.feature_labels`` (the prompt's tokens), each cell coloured by its weight.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any, Optional, Sequence
+from typing import Sequence
 
 import torch
 
@@ -75,7 +76,7 @@ def _pictures(exp: Shown, b: int) -> str:
     shown = list(range(min(t_all, MAX_TARGETS)))
     scale = target_scale(exp, b, shown)
     size = 192 if len(shown) == 1 else 128
-    flags = flagged(exp.meta, b)
+    flags = flagged(exp, b)
     labels = exp.target[b].tolist()
     panels = []
     for t in shown:
@@ -96,19 +97,6 @@ def _outline(rgb: torch.Tensor, box: Sequence[float], shape: tuple[int, int]) ->
     out[[r1, r2], c1 : c2 + 1] = red
     out[r1 : r2 + 1, [c1, c2]] = red
     return out
-
-
-def _caption(kind: str, t: int, label: int, info: dict[str, Any], b: int) -> str:
-    if kind == "boxes":
-        box = info.get("boxes", [[]])[b][t] if b < len(info.get("boxes", [])) else []
-        return f"box {t} (label {label}) at {[round(float(v), 1) for v in box]}"
-    if kind == "region":
-        return f"class {label}"
-    if kind == "similarity":
-        return f"reference {label}"
-    if kind == "transcript":
-        return "the whole transcript" if t == 0 else f"word {t - 1}"
-    return f"target {t}"
 
 
 def _target_table(exp: Shown, b: int, labels: Sequence[str]) -> str:
@@ -141,29 +129,29 @@ def structured_picture(exp: Shown, b: int) -> str:
     """The pictures of input ``b``'s valid targets (at most ``MAX_TARGETS``), each with its caption.
 
     Args:
-        exp: the explanation, with ``target_valid`` and ``meta["targets"]`` (``torchlime.targets``).
+        exp: the explanation, with ``target_valid`` and ``run.targets`` (``torchlime.targets.TargetInfo``).
         b: the input.
 
     Returns:
         An HTML fragment: the panels and the colour scale.
     """
-    info = exp.meta.get("targets") or {}
-    kind = str(info.get("kind", ""))
+    record = None if exp.run is None else exp.run.targets
     valid = exp.target_valid[b].tolist() if exp.target_valid is not None else [True] * exp.coef.shape[1]
     labels = exp.target[b].tolist()
     real = [t for t, ok in enumerate(valid) if ok]
     shown = real[:MAX_TARGETS]
     scale = target_scale(exp, b, shown)
     preview = exp.info.preview(b) if exp.info is not None else None
-    flags = flagged(exp.meta, b)
+    flags = flagged(exp, b)
     panels = []
     for t in shown:
-        caption = _caption(kind, t, labels[t], info, b)
+        caption = f"target {t}" if record is None else record.caption(t, b, labels[t])
         if is_image(exp):
             heat = heat_of(exp, b, t)
             rgb = overlay(heat, scale, preview)
-            if kind == "boxes" and b < len(info.get("boxes", [])):
-                rgb = _outline(rgb, info["boxes"][b][t], (heat.shape[0], heat.shape[1]))
+            box = None if record is None else record.outline(t, b)
+            if box is not None:
+                rgb = _outline(rgb, box, (heat.shape[0], heat.shape[1]))
             body = image_tag(rgb, 128)
         else:
             n = int(exp.n_features[b])
@@ -177,19 +165,19 @@ def structured_picture(exp: Shown, b: int) -> str:
 def _summary(exp: Shown) -> str:
     """The run: inputs, targets, samples, surrogate, kernel and the quality flags."""
     b, t, _ = exp.coef.shape
-    meta = exp.meta
+    run = exp.run
+    said = ("?", "?", "?") if run is None else (run.n_samples, run.surrogate, run.kernel)
     head = (
         f"<b>Explanation</b>: {html.escape(describe_inputs(b, exp.input_shape, exp.info))}, {t} target(s)<br/>"
-        f"samples: {html.escape(str(meta.get('n_samples', '?')))} &middot; "
-        f"surrogate: {html.escape(str(meta.get('surrogate', '?')))} &middot; "
-        f"kernel: {html.escape(str(meta.get('kernel', '?')))}"
+        f"samples: {html.escape(str(said[0]))} &middot; "
+        f"surrogate: {html.escape(str(said[1]))} &middot; "
+        f"kernel: {html.escape(str(said[2]))}"
     )
-    unreliable: Optional[object] = meta.get("unreliable")
-    if unreliable:
-        return head + f"<br/><span style='color:{RED_HEX}'>unreliable: {html.escape(str(unreliable))}</span>"
-    if isinstance(meta.get("quality"), dict):
-        return head + "<br/>quality flags: none raised"
-    return head
+    if run is None:
+        return head
+    if run.unreliable:
+        return head + f"<br/><span style='color:{RED_HEX}'>unreliable: {html.escape(run.unreliable)}</span>"
+    return head + "<br/>quality flags: none raised"
 
 
 def to_html(exp: Shown, max_inputs: int = MAX_INPUTS) -> str:
@@ -203,14 +191,15 @@ def to_html(exp: Shown, max_inputs: int = MAX_INPUTS) -> str:
         An HTML fragment.
     """
     b = exp.coef.shape[0]
-    used = exp.meta.get("samples_used")
-    samples = used if isinstance(used, list) and len(used) == b else [exp.meta.get("n_samples", "?")] * b
+    # a results folder's rows have no run record: their sample counts are in the rendering of their records
+    used = exp.meta.get("samples_used") if exp.run is None else exp.run.samples_used
+    samples = used if isinstance(used, list) and len(used) == b else ["?"] * b
     scores, targets = exp.score.detach().float().cpu().tolist(), exp.target.detach().cpu().tolist()
     counts = exp.n_features.detach().cpu().tolist()
     cells = []
     for i in range(b):
         r2 = ", ".join(f"{s:.3f}" for s in scores[i])
-        quality = _quality(flagged(exp.meta, i))
+        quality = _quality(flagged(exp, i))
         picture = _pictures(exp, i) if i < max_inputs else ""
         cells.append(
             f"<tr><td>{i}</td><td>{targets[i]}</td><td>{counts[i]}</td>"

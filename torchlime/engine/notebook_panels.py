@@ -13,12 +13,14 @@ import base64
 import html
 import struct
 import zlib
+from collections.abc import Mapping
 from typing import Any, Optional, Protocol, Sequence
 
 import torch
 
 from torchlime._colours import ALPHA_MAX, ALPHA_MIN, BLUE, BLUE_HEX, LEGEND, RED, RED_HEX, WHITE, css, diverging
 from torchlime.engine.info import Info
+from torchlime.engine.run_record import RunRecord
 
 TOP = 10  # features in a bar chart
 #: the grey of black pixels of a faded input (white stays white): the weights stay readable over it
@@ -37,8 +39,12 @@ class Shown(Protocol):
     n_features: torch.Tensor
     input_shape: tuple[int, ...]
     target_valid: Optional[torch.Tensor]
-    meta: dict[str, Any]
+    run: Optional[RunRecord]
     info: Optional[Info]
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The records as plain data (read for explanations without a ``run``: a results folder's rows)."""
 
 
 def png_bytes(rgb: torch.Tensor) -> bytes:
@@ -157,7 +163,7 @@ def inline(pieces: Sequence[str], feats: Sequence[int], weights: torch.Tensor, s
 def is_image(exp: Shown) -> bool:
     """Whether the inputs are drawn as heat maps: one tensor whose last two dimensions are both > 1."""
     shape = tuple(exp.input_shape)
-    return "input_shapes" not in exp.meta and len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1
+    return (exp.run is None or exp.run.input_shapes is None) and len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1
 
 
 def heat_of(exp: Shown, b: int, t: int) -> torch.Tensor:
@@ -206,10 +212,14 @@ def panel_row(panels: Sequence[str], more: int = 0) -> str:
     return "<div style='display:flex;flex-wrap:wrap;gap:6px'>" + "".join(panels) + tail + "</div>"
 
 
-def flagged(meta: dict[str, Any], b: int) -> dict[int, list[str]]:
-    """The quality flags (``engine.quality``) of input ``b``'s targets: target -> flag names (-1: all targets)."""
+def flagged(exp: Shown, b: int) -> dict[int, list[str]]:
+    """The quality flags (``engine.quality``, ``run.quality``) of input ``b``'s targets.
+
+    Returns:
+        Target -> flag names (-1: all targets); none without a run record.
+    """
     out: dict[int, list[str]] = {}
-    for name, where in (meta.get("quality") or {}).items():
+    for name, where in ({} if exp.run is None else exp.run.quality).items():
         if not isinstance(where, list):
             continue
         for w in where:

@@ -69,8 +69,8 @@ class Kept(Protocol):
         """Bool (B, T) the real targets, or None."""
 
     @property
-    def meta(self) -> dict[str, Any]:
-        """The plain record of the call."""
+    def run(self) -> Optional[RunRecord]:
+        """The typed record of the call, or None."""
 
     @property
     def perturbation(self) -> Optional[Perturbation]:
@@ -206,8 +206,8 @@ def refit_fields(
 
     Returns:
         The fields of the new explanation: its coefficients, intercepts, scores and local predictions, with
-        samples (B, m, F), outputs (B, m, T) and weights (B, m); ``meta`` says ``model_rows=0`` and
-        ``refit={"from_samples": S}``.
+        samples (B, m, F), outputs (B, m, T) and weights (B, m); its ``run`` says ``model_rows=0`` and
+        ``refit_from=S`` (``meta["refit"] == {"from_samples": S}``).
 
     Raises:
         ValueError: an explanation without kept samples (names ``return_samples``), ``n_samples`` out of
@@ -244,7 +244,7 @@ def refit_fields(
     if exp.target_valid is not None:  # padded targets of a structured target are no fits to judge
         real = exp.target_valid.to(fit.score.device)
         flags = flags._replace(saturated=flags.saturated & real, poor_fit=flags.poor_fit & real)
-    softmax = bool(exp.call.softmax) if exp.call is not None else bool(exp.meta.get("softmax", False))
+    softmax = bool(exp.call.softmax) if exp.call is not None else exp.run is not None and exp.run.softmax
     index = None if exp.call is None else exp.call.index
     _, counts, where = flags.read()
     quality, unreliable = report(
@@ -256,22 +256,22 @@ def refit_fields(
             UnreliableExplanationWarning,
             stacklevel=user_stacklevel(),
         )
-    meta = {k: v for k, v in exp.meta.items() if k != "width_auto"}
-    meta.update(
-        n_samples=m,
-        kernel=repr(bound),
-        surrogate=repr(fitter),
-        model_rows=0,
-        samples_used=[m] * masks.shape[0],
-        quality=quality,
-        unreliable=unreliable,
-        seconds_forward=0.0,
-        seconds_total=time.perf_counter() - started,
-        refit={"from_samples": total},
-    )
-    choice = getattr(bound, "choice", None)
-    if choice is not None:
-        meta["width_auto"] = choice.as_plain()
+    run = None
+    if exp.run is not None:
+        run = dataclasses.replace(
+            exp.run,
+            n_samples=m,
+            kernel=repr(bound),
+            surrogate=repr(fitter),
+            model_rows=0,
+            samples_used=[m] * masks.shape[0],
+            quality=quality,
+            unreliable=unreliable,
+            seconds_forward=0.0,
+            seconds_total=time.perf_counter() - started,
+            width_auto=getattr(bound, "choice", None),
+            refit_from=total,
+        )
     config = (
         None if exp.config is None else dataclasses.replace(exp.config, kernel=kernel_spec, surrogate=surrogate_spec)
     )
@@ -284,8 +284,7 @@ def refit_fields(
         samples=masks,
         outputs=scores,
         weights=weights,
-        meta=meta,
-        run=RunRecord.from_plain(meta),
+        run=run,
         config=config,
         call=None if exp.call is None else dataclasses.replace(exp.call, n_samples=m),
     )

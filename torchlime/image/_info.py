@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 import torch
 
 from torchlime.engine import Info
+from torchlime.engine.info import check_record
 
 
 @dataclass(frozen=True)
@@ -33,3 +35,15 @@ class ImagesInfo(Info):
     n_segments: int
     normalized: bool
     previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[ImagesInfo]:
+        """The record from ``meta["image"]`` of a loaded explanation (no previews), else None.
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it).
+        """
+        if not isinstance(plain, Mapping) or set(plain) != {"segments", "n_segments", "normalized"}:
+            return None
+        check_record(cls, plain, "meta['image']")
+        return cls(str(plain["segments"]), int(plain["n_segments"]), bool(plain["normalized"]))

@@ -177,7 +177,7 @@ def plot_image_explanation(
     if box is not None and box[1] is not None:
         for ax in (axes[0], axes[2]):
             outline(ax, box[1], zoom, -0.5)
-    unreliable = exp.meta.get("unreliable")
+    unreliable = None if exp.run is None else exp.run.unreliable
     title = ([] if box is None else [box[0]]) + ([f"unreliable fit: {unreliable}"] if unreliable else [])
     if title:
         fig.suptitle("\n".join(title), color="#d62728" if unreliable else "black", fontsize=10)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
@@ -20,6 +20,7 @@ from torchlime import _colours
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.image._pixels import to_hwc, top_segments
+from torchlime.targets import BoxesInfo
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -33,15 +34,10 @@ def _label_name(label: int, class_names: Optional[_colours.ClassNames]) -> str:
     return "any label" if label < 0 else _colours.class_name(label, class_names, f"label {label}")
 
 
-def boxes_record(explanation: Explanation) -> Optional[dict[str, Any]]:
-    """What a ``Boxes`` target explained: "boxes" (B, T, 4) corners, else None.
-
-    Read from the call's record, ``explanation.run.targets``; from ``meta["targets"]`` only when that record
-    holds none (an explanation put together by hand).
-    """
+def boxes_record(explanation: Explanation) -> Optional[BoxesInfo]:
+    """What a ``Boxes`` target explained (its record, ``explanation.run.targets``: the boxes), else None."""
     targets = None if explanation.run is None else explanation.run.targets
-    targets = explanation.meta.get("targets") if targets is None else targets
-    return targets if isinstance(targets, dict) and targets.get("kind") == "boxes" and "boxes" in targets else None
+    return targets if isinstance(targets, BoxesInfo) else None
 
 
 def box_caption(
@@ -66,7 +62,7 @@ def box_caption(
     n = explanation.coef.shape[1] if valid is None else int(valid[index].sum())
     if valid is not None and not bool(valid[index, target_index]):
         return f"target {target_index}: padding (image {index} has {n} box{'es' if n != 1 else ''})", None
-    corners = [float(v) for v in record["boxes"][index][target_index]]
+    corners = [float(v) for v in record.boxes[index][target_index]]
     label = _label_name(int(explanation.target[index, target_index]), class_names)
     return f"box {target_index} of {n}: ({', '.join(f'{v:g}' for v in corners)}), {label}", corners
 
@@ -104,7 +100,7 @@ def plot_boxes(
     image, faded, under its coefficients (B, T, F) painted back through ``explanation.heatmap()``, with a
     diverging colormap (``RdBu_r``) on one symmetric scale shared by the panels (red: the segment supports
     the box, blue: it opposes it) and one colour bar that says so; the box (x1, y1, x2, y2) from
-    ``explanation.run.targets["boxes"]`` (B, T, 4) outlined; its ``k`` top segments (largest
+    ``explanation.run.targets.boxes`` (B, T, 4) outlined; its ``k`` top segments (largest
     |weight|) contoured; the title gives the box's label and the weighted R² of its surrogate.
 
     Args:
@@ -145,9 +141,9 @@ def plot_boxes(
     check_positive_int(k, "k")
     targets = boxes_record(explanation)
     if targets is None:
-        found = explanation.meta.get("targets") if explanation.run is None else explanation.run.targets
+        found = None if explanation.run is None else explanation.run.targets
         raise ValueError(
-            "`explanation` must come from a Boxes target (explanation.run.targets['boxes']), got targets "
+            "`explanation` must come from a Boxes target (explanation.run.targets a BoxesInfo), got targets "
             f"{describe(found)}"
         )
     b, t, _ = explanation.coef.shape
@@ -166,7 +162,7 @@ def plot_boxes(
     shown = [j for j in range(t) if valid[j]]
     if not shown:
         raise ValueError(f"image {index} has no explained box (every target is padding)")
-    boxes = targets["boxes"][index]
+    boxes = targets.boxes[index]
     labels = explanation.target[index].tolist()
     scores = explanation.score[index].tolist()
     heat = explanation.heatmap()[index].detach().float().cpu().reshape(t, -1, h, w)[:, 0]  # (T, H, W)
@@ -202,8 +198,9 @@ def plot_boxes(
     bar = fig.colorbar(image, ax=list(axes.flat)[:n], fraction=0.046, pad=0.02)
     bar.set_label(_colours.label("weight (target: the box)"), fontsize=8)
     title = f"image {index}: {n} explained box{'es' if n > 1 else ''}\n(dashed: top {k} segments by |weight|)"
-    if explanation.meta.get("unreliable"):
-        why = textwrap.fill(f"unreliable fit: {explanation.meta['unreliable']}", int(8 * size[0]))
+    unreliable = None if explanation.run is None else explanation.run.unreliable
+    if unreliable:
+        why = textwrap.fill(f"unreliable fit: {unreliable}", int(8 * size[0]))
         fig.suptitle(f"{title}\n{why}", color="#d62728", fontsize=9)
     else:
         fig.suptitle(title, fontsize=10)

@@ -51,7 +51,7 @@ def region_masks(
         TypeError / ValueError: regions of another layout, batch or count than the explanation's.
     """
     if regions is None:  # the regions the explanation's bound target keeps in memory (a slice: its own)
-        kept = None if explanation.scorer is None else explanation.scorer.info.get("regions")
+        kept = None if explanation.scorer is None else getattr(explanation.scorer.info, "regions", None)
         if not isinstance(kept, torch.Tensor) or kept.shape[:2] != explanation.target.shape:
             return [None] * len(targets)
         regions = kept
@@ -147,8 +147,8 @@ def plot_regions(
     heat = explanation.heatmap()[index].detach().float().cpu().reshape(n_t, -1, *size)[:, 0]  # (T, H, W)
     lim = max(float(heat[targets].abs().max()), 1e-12)
     img = to_hwc(images[index])
-    kind = explanation.meta.get("targets", {}).get("kind", "class")
-    word = {"region": "class", "similarity": "reference", "boxes": "box of class"}.get(kind, "target")
+    record = None if explanation.run is None else explanation.run.targets
+    word = "target" if record is None else record.noun
     rows, cols = -(-len(targets) // ncols), min(ncols, len(targets))
     fig: Figure
     fig, axes = plt.subplots(
@@ -174,6 +174,7 @@ def plot_regions(
     bar.set_label(LEGEND, fontsize=8)
     outline = "outline: the region" if any(m is not None for m in masks) else "no outline: pass regions="
     fig.suptitle(f"image {index}: {len(targets)} target(s); {outline}", fontsize=10)
-    if explanation.meta.get("unreliable"):
-        fig.text(0.5, 0.01, f"unreliable fit: {explanation.meta['unreliable']}", color="#d62728", ha="center")
+    unreliable = None if explanation.run is None else explanation.run.unreliable
+    if unreliable:
+        fig.text(0.5, 0.01, f"unreliable fit: {unreliable}", color="#d62728", ha="center")
     return fig

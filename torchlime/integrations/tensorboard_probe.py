@@ -8,16 +8,16 @@ probe and writes, under ``tag`` (default ``torchlime``):
 * scalars ``weighted_r2/mean``, ``weighted_r2/min`` and ``weighted_r2/input_i`` (mean over
   targets, first ``max_images`` inputs); ``quality/saturated``, ``quality/poor_fit``,
   ``quality/few_samples`` and ``quality/unreliable_inputs`` (how many inputs each flag of
-  ``exp.meta["quality"]`` concerns); ``samples_per_second`` (model rows / wall seconds of the
+  ``exp.run.quality`` concerns); ``samples_per_second`` (model rows / wall seconds of the
   explanation) and ``seconds``;
-* text ``unreliable``: ``exp.meta["unreliable"]`` when a flag is raised;
+* text ``unreliable``: ``exp.run.unreliable`` when a flag is raised;
 * images ``heatmap``: the coefficients of the first target (red raises it, blue lowers it, white
   0) over the probe image in grey (``heatmap_rgb``), for images, spectrograms and token rows.
 
 Usage (``pip install tensorboard``)::
 
     from torch.utils.tensorboard import SummaryWriter
-    probe = TensorBoardProbe(ProbeExplainer(net, probe_images, Images(), every=100, n_samples=256),
+    probe = TensorBoardProbe(ProbeExplainer(net, probe_images, Images(), call=Call(n_samples=256), every=100),
                              SummaryWriter("runs/exp1"))
     for step, (x, y) in enumerate(loader):
         ...; opt.step()
@@ -114,15 +114,17 @@ def quality_scalars(exp: Explanation, seconds: Optional[float] = None, max_input
     out = {"weighted_r2/mean": float(real.mean()), "weighted_r2/min": low}
     for i in range(min(score.shape[0], max_inputs)):
         out[f"weighted_r2/input_{i}"] = float(score[i][valid[i]].mean())
-    quality = exp.meta.get("quality") or {}
+    run = exp.run
+    quality = {} if run is None else run.quality
     flagged: set[int] = set()
     for flag in FLAGS:
-        inputs = {int(w[0]) for w in quality.get(flag, []) if w}
+        where = quality.get(flag)
+        inputs = {int(w[0]) for w in where if w} if isinstance(where, list) else set()
         flagged |= inputs
         out[f"quality/{flag}"] = float(len(inputs))
     out["quality/unreliable_inputs"] = float(len(flagged))
-    seconds = seconds if seconds is not None else exp.meta.get("seconds_total")
-    rows = exp.meta.get("model_rows")
+    seconds = seconds if seconds is not None or run is None else run.seconds_total
+    rows = None if run is None else run.model_rows
     if seconds:
         out["seconds"] = float(seconds)
         if rows:
@@ -151,7 +153,7 @@ def log_explanation(
         images: (B, C, H, W) the explained images, drawn beneath the heatmaps.
         log_images: also write ``tag/heatmap`` (the first target of the first ``max_images`` inputs).
         max_images: inputs with a heatmap and a per-input R² figure.
-        seconds: the explanation's wall time (default ``exp.meta["seconds_total"]``).
+        seconds: the explanation's wall time (default ``exp.run.seconds_total``).
 
     Returns:
         The scalars written, keyed without the tag.
@@ -160,8 +162,8 @@ def log_explanation(
     scalars = quality_scalars(exp, seconds, max_images)
     for key, value in scalars.items():
         writer.add_scalar(f"{tag}/{key}", value, step)
-    if exp.meta.get("unreliable"):
-        writer.add_text(f"{tag}/unreliable", str(exp.meta["unreliable"]), step)
+    if exp.run is not None and exp.run.unreliable:
+        writer.add_text(f"{tag}/unreliable", exp.run.unreliable, step)
     if log_images:
         n = min(exp.coef.shape[0], max_images)
         pics = [heatmap_rgb(exp, i, 0, None if images is None else images[i]) for i in range(n)]

@@ -5,7 +5,7 @@ Every metric that perturbs inputs hides features exactly as the explanation did 
 replacement, inverse STFT) and runs all rows of all inputs and targets through the model in
 one chunked pass (``torchlime.stages.forward.chunking``), and refuses ``inputs`` other than the explained ones.
 Explanations without a record (loaded from a file, moved with ``to``) are perturbed as a blend
-of ``inputs`` and ``baseline=`` (default: the fill recorded in ``meta["baseline"]`` when it is a
+of ``inputs`` and ``baseline=`` (default: the fill recorded in ``run.baseline`` when it is a
 number or a name; random fills then draw from seed 0).
 
 * perturbation curves (``curves``): ``deletion``, ``insertion`` (AUC), ``region_perturbation``

@@ -43,10 +43,19 @@ from torchlime.stages.forward.model import (
 )
 from torchlime.stages.forward.passes import progress_bar, run_rows
 from torchlime.stages.perturb.blend import Chunk, Normalize
-from torchlime.stages.perturb.fills import NAMES, BaselineSpec, Blur, FillContext, resolve_baseline, signal_dims
+from torchlime.stages.perturb.fills import (
+    NAMES,
+    BaselineSpec,
+    Blur,
+    FillContext,
+    describe_baseline,
+    resolve_baseline,
+    signal_dims,
+)
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import make_key
 from torchlime.targets._base import Bound
+from torchlime.typing import UNSET
 
 MasksOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input b (c,), row s (c,)) -> bool (c, F)
 Take = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # (scores (c, K), b, s) -> (c, W)
@@ -65,13 +74,16 @@ def own_softmax(softmax: Optional[bool], explanation: object) -> bool:
 
     Example:
         >>> from types import SimpleNamespace
-        >>> own_softmax(None, SimpleNamespace(meta={"softmax": True})), own_softmax(False, None)
+        >>> own_softmax(None, SimpleNamespace(call=None, run=SimpleNamespace(softmax=True))), own_softmax(False, None)
         (True, False)
     """
     if softmax is not None:
         return softmax
-    meta = getattr(explanation, "meta", None)
-    return bool(meta.get("softmax", False)) if isinstance(meta, dict) else False
+    for record in (getattr(explanation, "call", None), getattr(explanation, "run", None)):
+        recorded = getattr(record, "softmax", None)
+        if isinstance(recorded, bool):
+            return recorded
+    return False
 
 
 def own_output(output: OutputSelector, explanation: object) -> OutputSelector:
@@ -161,7 +173,7 @@ def recorded_fill(exp: Explanation) -> BaselineSpec:
     A tensor or callable fill is recorded only by its description, so it gives 0 with a warning.
     No record: 0.
     """
-    rec = exp.meta.get("baseline", 0.0)
+    rec = _recorded_baseline(exp)
     if rec is None:
         return 0.0
     if (isinstance(rec, (int, float)) and not isinstance(rec, bool)) or rec in NAMES:
@@ -178,6 +190,25 @@ def recorded_fill(exp: Explanation) -> BaselineSpec:
     return 0.0
 
 
+def _recorded_baseline(exp: Explanation) -> object:
+    """The fill's description: the run's, else the config's, else a file's stored one, else 0."""
+    if exp.run is not None:
+        return exp.run.baseline
+    if exp.config is not None and exp.config.baseline is not UNSET:
+        return describe_baseline(exp.config.baseline)
+    return exp.stored.get("baseline", 0.0)
+
+
+def _own_perturbation(exp: Explanation) -> tuple[str, Optional[str]]:
+    """How the explanation hid its features ("blend" or "custom") and, for text, the mode."""
+    mode = None if exp.info is None else exp.info.top_level().get("mode")  # a text record's mode
+    mode = exp.stored.get("mode") if mode is None else mode
+    if exp.run is not None:
+        return exp.run.perturbation, None if mode is None else str(mode)
+    older = "custom" if mode is not None or "tabular" in exp.stored else "blend"
+    return str(exp.stored.get("perturbation", older)), None if mode is None else str(mode)
+
+
 def _rebuild(model: Model, inputs: torch.Tensor, exp: Explanation, baseline: BaselineSpec) -> Perturbation:
     """A blend of ``inputs`` and ``baseline`` over ``exp.features``, as the engine builds it.
 
@@ -185,9 +216,9 @@ def _rebuild(model: Model, inputs: torch.Tensor, exp: Explanation, baseline: Bas
         ValueError: the explanation was perturbed by a front door's own perturbation (token
             deletion or replacement, crossfades), which no blend reproduces.
     """
-    own = exp.meta.get("perturbation", "custom" if "mode" in exp.meta or "tabular" in exp.meta else "blend")
-    if own != "blend":  # files saved before meta recorded it: text ("mode") and tabular were never blends
-        how = f"text mode {exp.meta['mode']!r}" if "mode" in exp.meta else "its front door's own perturbation"
+    own, mode = _own_perturbation(exp)
+    if own != "blend":
+        how = f"text mode {mode!r}" if mode is not None else "its front door's own perturbation"
         raise ValueError(
             f"`explanation` hid its features by {how}, which is not saved with it and not kept by "
             f"`to` another device: score the explanation as the front door returned it"
@@ -208,7 +239,7 @@ def _rebuild(model: Model, inputs: torch.Tensor, exp: Explanation, baseline: Bas
             f"does ({exp.n_features.tolist()} features), got {fmap.n_features.tolist()}"
         )
     base = resolve_fill(baseline, inputs, fmap.index, f)
-    stats = exp.meta.get("normalize")  # the fused normalisation the explanation ran with
+    stats = None if exp.run is None else exp.run.normalize  # the fused normalisation the explanation ran with
     norm = Normalize(*stats).on(inputs) if stats else None
     return Perturbation(
         inputs,

@@ -37,11 +37,12 @@ from typing import Optional, Union
 import torch
 
 from torchlime._checks import check_tensor, describe
+from torchlime.engine.config import Config
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._replay import _rebuild
 from torchlime.stages.features import relabel
 from torchlime.stages.forward.model import Model, OutputSelector, eval_mode, select_output
-from torchlime.stages.perturb.fills import BaselineSpec, describe_baseline
+from torchlime.stages.perturb.fills import BaselineSpec
 
 AttributionTarget = Union[None, int, torch.Tensor]
 
@@ -83,7 +84,7 @@ def from_attributions(
     Returns:
         An ``Explanation`` with ``coef`` (B, 1, F), ``target`` (B, 1), the feature map, ``n_features``
         and the perturbation record; ``score``, ``intercept`` and ``local_pred`` are NaN (there is no
-        surrogate), ``meta["perturbation"] == "blend"``.
+        surrogate); ``config.baseline`` records the fill, which the metrics blend with.
 
     Raises:
         TypeError / ValueError: naming ``attributions``, ``features``, ``target`` or ``inputs``.
@@ -169,7 +170,7 @@ def record(
         fmap,
         n_features,
         tuple(x.shape[1:]),
-        meta={"perturbation": "blend", "baseline": describe_baseline(baseline), "softmax": False},
+        config=Config(baseline=baseline),  # what the metrics rebuild a blend with (``_replay.recorded_fill``)
     )
     exp.perturbation = _rebuild(model, x, exp, baseline)
     return exp

@@ -194,13 +194,13 @@ def width_sweep(explanation: Explanation, widths: Union[Sequence[float], torch.T
         )
     base = recorded_kernel(exp) if exp.config is not None else None
     if not isinstance(base, ExponentialKernel):
-        made = exp.meta.get("kernel", "?") if base is None else repr(base)
+        made = (exp.run.kernel if exp.run is not None else "?") if base is None else repr(base)
         raise ValueError(
             f"`explanation` must be made with an ExponentialKernel (kernel='lime', a float width, ...) recorded "
             f"in its config, whose width width_sweep varies; it was made with {made}"
         )
-    chosen = exp.meta.get("width_auto")
-    own = float(chosen["chosen"]) if isinstance(chosen, dict) else float(cast(float, base.width))
+    chosen = None if exp.run is None else exp.run.width_auto
+    own = chosen.chosen if chosen is not None else float(cast(float, base.width))
     masks, scores, valid = exp.samples, exp.outputs, exp.valid
     real = torch.ones_like(exp.score, dtype=torch.bool) if exp.target_valid is None else exp.target_valid
     real = real.to(exp.coef.device)

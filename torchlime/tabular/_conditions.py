@@ -47,8 +47,8 @@ def conditions(
         B lists of ``(condition, weight)``, weights as Python floats.
 
     Raises:
-        ValueError: an explanation without a tabular record (``explanation.info``) or its plain data
-            (``meta["tabular"]``, what saved files keep), names of the wrong length, a bad ``target_index``.
+        ValueError: an explanation without a tabular record (``explanation.info``; saved files keep it as
+            ``meta["tabular"]``), names of the wrong length, a bad ``target_index``.
 
     Example:
         >>> from torchlime.tabular import explain_tabular
@@ -78,18 +78,18 @@ def conditions(
 
 
 def _record(exp: Explanation) -> TabularInfo:
-    """The explanation's tabular record: ``exp.info``, else rebuilt from ``meta["tabular"]`` (a loaded file)."""
+    """The explanation's tabular record: ``exp.info``, else rebuilt from a file's stored ``"tabular"`` entry."""
     if isinstance(exp.info, TabularInfo):
         return exp.info
-    if not isinstance(exp.meta.get("tabular"), dict):
+    if not isinstance(exp.stored.get("tabular"), dict):
         raise ValueError(
-            "`explanation` must come from torchlime.tabular.explain_tabular or the Tabular modality (its info and "
-            f"meta['tabular'] hold the bins), got meta keys {sorted(exp.meta)}"
+            "`explanation` must come from torchlime.tabular.explain_tabular or the Tabular modality (its info, a "
+            f"TabularInfo, holds the bins), got info {type(exp.info).__name__} and stored entries {sorted(exp.stored)}"
         )
-    tab = TabularInfo.from_plain(exp.meta["tabular"])
+    tab = TabularInfo.from_plain(exp.stored["tabular"])
     if tab.levels.shape[0] != len(exp):
         raise ValueError(
-            f"`exp.meta['tabular']` must describe the explanation's {len(exp)} input(s), got the levels of "
+            f"`exp.stored['tabular']` must describe the explanation's {len(exp)} input(s), got the levels of "
             f"{tab.levels.shape[0]} (slice an explanation with exp[i], which slices its record too)"
         )
     return tab

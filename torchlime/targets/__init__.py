@@ -10,10 +10,13 @@ reduces the model's raw output to (rows, T) scores (``torchlime.targets._base``)
   (with ``torchlime.text.explain_generation``);
 * ``Transcript``: the CTC log-likelihood of a speech recogniser's transcript, whole and per word.
 
-T may differ between inputs: ``Explanation.target_valid`` (B, T) marks the real targets.
+T may differ between inputs: ``Explanation.target_valid`` (B, T) marks the real targets. Each target
+records what its targets are in a typed ``TargetInfo`` (``Explanation.run.targets``: the boxes, the
+token ids), whose ``caption`` and ``outline`` the pictures read.
 """
 
-from torchlime.targets._base import Bound, Target, cat_rows, take_rows
+from torchlime.targets._base import Bound, Target, TargetInfo, cat_rows, take_rows
+from torchlime.targets._records import BoxesInfo, ContinuationInfo, RegionInfo, SimilarityInfo, TranscriptInfo
 from torchlime.targets.boxes import Boxes, box_iou
 from torchlime.targets.continuation import Continuation
 from torchlime.targets.region import Region
@@ -23,11 +26,17 @@ from torchlime.targets.transcript import Transcript
 __all__ = [
     "Target",
     "Bound",
+    "TargetInfo",
     "Boxes",
     "Region",
     "Similarity",
     "Continuation",
     "Transcript",
+    "BoxesInfo",
+    "RegionInfo",
+    "SimilarityInfo",
+    "ContinuationInfo",
+    "TranscriptInfo",
     "box_iou",
     "take_rows",
     "cat_rows",

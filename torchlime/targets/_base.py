@@ -21,12 +21,106 @@ from __future__ import annotations
 import copy as pycopy
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Callable, cast
+from typing import Callable, ClassVar, Optional, TypeVar, cast
 
 import torch
 
 from torchlime._checks import describe
 from torchlime._nested import rebuild_mapping
+
+InfoT = TypeVar("InfoT", bound="TargetInfo")
+#: every kind of target record by its ``kind``, for explanations read back from files (``from_plain``)
+_KINDS: dict[str, type[TargetInfo]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetInfo:
+    """What a structured target records of its targets (``Bound.info``; ``Explanation.run.targets``).
+
+    A subclass is a frozen dataclass named by its ``kind``; ``per_input`` names the fields that hold one
+    entry per input (a list or a tensor of B rows), so that ``Explanation[i]`` keeps the right ones, and
+    ``transient`` those kept in memory only (never in ``Explanation.meta`` nor in files). The pictures
+    read a record only through its hooks: ``caption``, ``outline`` and ``noun``.
+    """
+
+    kind: ClassVar[str] = "target"
+    #: what one target is called before its label in the pictures' titles ("class 3", "reference 1")
+    noun: ClassVar[str] = "target"
+    per_input: ClassVar[tuple[str, ...]] = ()
+    transient: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Register a kind that names its own ``kind``."""
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            _KINDS[cls.kind] = cls
+
+    def caption(self, t: int, b: int, label: int) -> str:
+        """What target ``t`` of input ``b`` is, for the pictures' captions.
+
+        Args:
+            t: the target (column of ``Explanation.coef``).
+            b: the input.
+            label: ``Explanation.target[b, t]`` (a class, a box's label, a reference's index).
+
+        Returns:
+            e.g. "box 0 (label 2) at [0.0, 0.0, 8.0, 8.0]"; here "target t".
+        """
+        return f"target {t}"
+
+    def outline(self, t: int, b: int) -> Optional[list[float]]:
+        """The box (x1, y1, x2, y2, input pixels) that pictures outline for target ``t`` of input ``b``, or None."""
+        return None
+
+    def select(self: InfoT, start: int, stop: int) -> InfoT:
+        """The record of inputs ``start:stop`` (the per-input fields sliced).
+
+        Args:
+            start: the first input kept.
+            stop: the input after the last.
+
+        Returns:
+            A record of the same kind.
+        """
+        cut = {k: getattr(self, k)[start:stop] for k in self.per_input if getattr(self, k) is not None}
+        return dataclasses.replace(self, **cut)
+
+    def as_plain(self) -> dict[str, object]:
+        """The record as plain data (``Explanation.meta["targets"]``, what files keep): "kind" and its fields."""
+        kept = [f.name for f in dataclasses.fields(self) if f.name not in self.transient]
+        plain = {k: getattr(self, k) for k in kept}
+        return {"kind": self.kind, **{k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in plain.items()}}
+
+    @classmethod
+    def from_plain(cls, plain: object) -> Optional[TargetInfo]:
+        """The record of the kind that ``plain["kind"]`` names, from what ``as_plain`` wrote, or None.
+
+        Args:
+            plain: ``meta["targets"]`` of an explanation read back from a file.
+
+        Returns:
+            The record; None for a kind no target registers or fields it does not hold (the plain
+            data then stays as the file holds it). Its fields' kinds are checked by the caller
+            (``engine.run_record``), against ``registered(plain["kind"])``'s annotations.
+        """
+        kind = cls.registered(plain.get("kind") if isinstance(plain, dict) else None)
+        if kind is None or not isinstance(plain, dict):
+            return None
+        fields = {f.name for f in dataclasses.fields(kind) if f.name not in kind.transient}
+        given = {k: v for k, v in plain.items() if k != "kind"}
+        if set(given) != fields:
+            return None
+        return kind.rebuild(given)
+
+    @classmethod
+    def rebuild(cls, given: dict[str, object]) -> TargetInfo:
+        """The record from its plain fields (checked by the caller to be exactly the record's)."""
+        return cls(**given)
+
+    @staticmethod
+    def registered(kind: object) -> Optional[type[TargetInfo]]:
+        """The record class of a target kind ("boxes", "region", ...), or None for a kind none registers."""
+        return _KINDS.get(kind) if isinstance(kind, str) else None
 
 
 @dataclasses.dataclass
@@ -39,14 +133,14 @@ class Bound:
         valid: bool (B, T) the targets that exist (False on padding).
         score: ``score(out, rows)``: (c, T) float scores of the raw output ``out`` of c rows whose inputs
             are ``rows`` (long (c,)).
-        info: plain data or tensors describing the targets (boxes, regions), kept in ``Explanation.meta``
-            under "targets".
+        info: the typed record of the targets (boxes, regions, token ids), which
+            ``Explanation.run.targets`` carries and ``Explanation.meta["targets"]`` shows as plain data.
     """
 
     labels: torch.Tensor
     valid: torch.Tensor
     score: Callable[[object, torch.Tensor], torch.Tensor]
-    info: dict[str, object] = dataclasses.field(default_factory=dict)
+    info: TargetInfo = dataclasses.field(default_factory=TargetInfo)
 
     def rows(self, start: int, stop: int) -> Bound:
         """The target bound to inputs ``start..stop-1`` only, renumbered from 0 (an explanation's slice).
@@ -63,12 +157,7 @@ class Bound:
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             return whole(out, rows + start)
 
-        batch = self.labels.shape[0]
-        info = {
-            k: v[start:stop] if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == batch else v
-            for k, v in self.info.items()
-        }
-        return Bound(self.labels[start:stop], self.valid[start:stop], score, info)
+        return Bound(self.labels[start:stop], self.valid[start:stop], score, self.info.select(start, stop))
 
 
 class Target:

@@ -32,6 +32,7 @@ import torch
 
 from torchlime._checks import describe, from_numpy, user_stacklevel
 from torchlime.targets._base import Bound, Target, pad_ragged
+from torchlime.targets._records import BoxesInfo
 
 Detections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 #: why a detector may return nothing to match, and the fix (the messages' advice)
@@ -355,7 +356,7 @@ class Boxes(Target):
             rows = rows.to(dev)
             return drise(t_boxes[rows], t_labels[rows], found) * valid[rows]
 
-        return Bound(t_labels, valid, score, {"kind": "boxes", "boxes": info})
+        return Bound(t_labels, valid, score, BoxesInfo(info))
 
 
 def _warn_unmatched(

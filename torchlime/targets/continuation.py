@@ -17,6 +17,7 @@ import torch
 
 from torchlime._checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.targets._base import Bound, Target, tensor_output
+from torchlime.targets._records import ContinuationInfo
 
 #: the most tokens ``Continuation`` generates (2**16). Greedy generation makes one model call per token over rows
 #: that grow by one token each time, and the continuation becomes 1 + G targets whose scores (B, S, 1 + G) are kept
@@ -162,7 +163,7 @@ class Continuation(Target):
 
         t = 1 + g if per_token else 1
         labels = torch.arange(t, device=dev).expand(batch, t)
-        info = {"kind": "continuation", "token_ids": ids, "start": start, "per_token": per_token}
+        info = ContinuationInfo(ids, start, per_token)
         return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
 
 

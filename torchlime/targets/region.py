@@ -20,6 +20,7 @@ import torch
 
 from torchlime._checks import check_choice, check_tensor, describe, from_numpy, user_stacklevel
 from torchlime.targets._base import Bound, Target, tensor_output
+from torchlime.targets._records import RegionInfo
 
 
 class Region(Target):
@@ -167,9 +168,9 @@ class Region(Target):
 
         labels = torch.where(valid, cls, -1)
         source = "mask" if self.mask is not None else "prediction"
-        info = {"kind": "region", "reduce": self.reduce, "probability": self.probability, "source": source}
-        # "regions" (B, T, H, W) on the score grid: kept in memory with Explanation.scorer, never in meta
-        return Bound(labels, valid, score, {**info, "regions": regions.view(n_rows, -1, h, w) > 0})
+        # the regions (B, T, H, W) on the score grid: kept in memory with Explanation.scorer, never in files
+        info = RegionInfo(self.reduce, self.probability, source, regions.view(n_rows, -1, h, w) > 0)
+        return Bound(labels, valid, score, info)
 
 
 class _ScorePlan:

@@ -10,6 +10,7 @@ import torch
 
 from torchlime._checks import check_tensor, describe, from_numpy
 from torchlime.targets._base import Bound, Target, tensor_output
+from torchlime.targets._records import SimilarityInfo
 
 _KEYS = ("image_embeds", "text_embeds", "embeddings", "pooler_output", "last_hidden_state")
 
@@ -95,7 +96,7 @@ class Similarity(Target):
             return torch.einsum("cd,crd->cr", e, ref.index_select(0, rows.to(ref.device)))
 
         labels = torch.arange(r, device=emb.device).expand(batch, r)
-        return Bound(labels, torch.ones(batch, r, dtype=torch.bool, device=emb.device), score, {"kind": "similarity"})
+        return Bound(labels, torch.ones(batch, r, dtype=torch.bool, device=emb.device), score, SimilarityInfo())
 
 
 def _embedding(out: object, rows: int | None = None) -> torch.Tensor:

@@ -23,6 +23,7 @@ import torch
 
 from torchlime._checks import check_integer, check_positive_int, describe, from_numpy
 from torchlime.targets._base import Bound, Target, pad_ragged, tensor_output
+from torchlime.targets._records import TranscriptInfo
 
 
 def greedy(logits: torch.Tensor, blank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,11 +212,8 @@ class Transcript(Target):
 
         t = valid.shape[1]
         target_labels = torch.where(valid, torch.arange(t, device=dev), -1)
-        kept = labels.tolist()  # plain data for meta, read once per call
-        info: dict[str, object] = {
-            "kind": "transcript",
-            "token_ids": [row[:n] for row, n in zip(kept, lengths.tolist())],
-        }
+        kept = labels.tolist()  # plain data for the record, read once per call
+        info = TranscriptInfo([row[:n] for row, n in zip(kept, lengths.tolist())])
         return Bound(target_labels, valid, score, info)
 
 

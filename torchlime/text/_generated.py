@@ -9,9 +9,12 @@ generated token. The notebook display reads it through the ``Info`` hooks, the t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Optional
+
+import torch
 
 from torchlime._checks import describe
 from torchlime.engine.explanation import Explanation
@@ -36,16 +39,50 @@ class GenerationInfo(WithTokens):
         generated_ids: the G continuation ids of every input.
         generated: the G continuation token strings of every input, or None where no tokenizer named them.
         per_token: whether targets 1..G are the continuation's tokens (else T = 1).
+        continuation: long (B, G) the continuation's ids, or None (a record read from a file).
+        input_ids: (B, L) the rows explained (prompt and continuation), or None (read from a file).
+        attention_mask: (B, L) their attention mask, or None (read from a file).
+        continuation_text: with a tokenizer, the B decoded continuations, else None.
         token_info: the ``TokensInfo`` of the token explanation.
+
+    ``meta["text_generation"]`` shows the record without the last four, which ``meta`` shows at its top
+    level ("continuation", "input_ids", "attention_mask" as nested lists, "continuation_text"), where
+    earlier versions put them.
     """
 
     key: ClassVar[str] = "text_generation"
-    per_input: ClassVar[tuple[str, ...]] = ("prompt", "generated_ids", "generated")
+    per_input: ClassVar[tuple[str, ...]] = (
+        "prompt",
+        "generated_ids",
+        "generated",
+        "continuation",
+        "input_ids",
+        "attention_mask",
+        "continuation_text",
+    )
+    transient: ClassVar[tuple[str, ...]] = ("continuation", "input_ids", "attention_mask", "continuation_text")
 
     prompt: list[list[str]]
     generated_ids: list[list[int]]
     generated: Optional[list[list[str]]]
     per_token: bool
+    continuation: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+    input_ids: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+    attention_mask: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+    continuation_text: Optional[list[str]] = None
+
+    def top_level(self) -> dict[str, object]:
+        """The token record's entries ("mode", ...) and the continuation's, where set.
+
+        Returns:
+            "continuation", "input_ids", "attention_mask" (nested lists) and "continuation_text".
+        """
+        shown = super().top_level()
+        for name in self.transient:
+            value = getattr(self, name)
+            if value is not None:
+                shown[name] = value.tolist() if isinstance(value, torch.Tensor) else list(value)
+        return shown
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[GenerationInfo]:
@@ -162,7 +199,7 @@ def generated_tokens(explanation: Explanation, index: int = 0) -> Optional[list[
 
     Returns:
         G strings (target 1 + g explains token g), or None without a tokenizer that names tokens (the
-        ids are in ``meta["continuation"]``).
+        ids are in ``explanation.info.continuation``).
 
     Raises:
         ValueError: an explanation of another kind.

@@ -27,7 +27,7 @@ from torchlime.targets.continuation import Continuation
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
 from torchlime.text._token_args import InfillSpec, infer_vocab_size
 from torchlime.text._tokenized import default_mask_id
-from torchlime.text._tokens import OWNED, Tokens, TokensInfo, TokensPrepared, finish_tokens, refuse_owned
+from torchlime.text._tokens import OWNED, Tokens, TokensPrepared, finish_tokens, refuse_owned
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
 from torchlime.typing import UNSET, Model
 
@@ -311,9 +311,9 @@ class Generation(Modality):
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
         """The token explanation's completion, then the generation record that names prompt and continuation.
 
-        ``meta`` keeps "continuation" (B, G) ids, "input_ids" / "attention_mask" (B, L) the rows explained,
-        with a tokenizer "continuation_text", and the record under "text_generation" (the token record
-        nested in it, not beside it).
+        The record keeps the continuation (B, G) ids, the rows explained and their attention mask (B, L),
+        with a tokenizer the decoded continuations; ``meta`` renders it under "text_generation" (the token
+        record nested in it, not beside it) and those four at its top level.
 
         Args:
             explanation: the engine's result over the (B, L) rows.
@@ -327,10 +327,13 @@ class Generation(Modality):
         explanation, tokens = finish_tokens(explanation, prepared)
         rows, cont = prepared.rows, prepared.continuation
         record = generation_info(explanation, rows, cont.shape[1], prepared.per_token, self.tokenizer)
-        record = dataclasses.replace(record, token_info=tokens)
-        meta = {k: v for k, v in explanation.meta.items() if k != TokensInfo.key}
-        meta.update(continuation=cont, input_ids=rows, attention_mask=prepared.rows_attention)
-        if self.tokenizer is not None:
-            meta["continuation_text"] = list(self.tokenizer.batch_decode(cont.tolist()))
-        meta[record.key] = record.as_plain()
-        return dataclasses.replace(explanation, info=record, meta=meta)
+        text = None if self.tokenizer is None else list(self.tokenizer.batch_decode(cont.tolist()))
+        record = dataclasses.replace(
+            record,
+            token_info=tokens,
+            continuation=cont,
+            input_ids=rows,
+            attention_mask=prepared.rows_attention,
+            continuation_text=text,
+        )
+        return dataclasses.replace(explanation, info=record)

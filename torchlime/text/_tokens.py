@@ -79,7 +79,7 @@ class TokensInfo(Info):
         strategy: how proposals were chosen ("sample" or "argmax"), None outside "infill".
         mlm_rows: rows the masked LM ran on, None outside "infill".
         scoring_rows: model rows spent besides the samples (the objectives' prediction and candidate
-            scoring), counted in ``meta["model_rows"]``.
+            scoring), counted in ``Explanation.run.model_rows``.
         lengths: the tokens of every input, padding left out (None in files written before it was kept).
     """
 
@@ -106,6 +106,13 @@ class TokensInfo(Info):
         check_record(cls, plain, "meta['text_tokens']")
         kept = {k: v for k, v in plain.items() if k in names}
         return cls(**{**kept, "special_ids": tuple(kept["special_ids"])})
+
+    def top_level(self) -> dict[str, object]:
+        """``meta``'s top-level "mode" (and in "infill" mode "infill", "objective", "strategy", "mlm_rows")."""
+        shown: dict[str, object] = {"mode": self.mode}
+        if self.mode == "infill":
+            shown.update(infill=self.infill, objective=self.objective, strategy=self.strategy, mlm_rows=self.mlm_rows)
+        return shown
 
     mode: str
     mask_id: Optional[int]
@@ -265,8 +272,8 @@ class Tokens(Modality):
 def finish_tokens(explanation: Explanation, prepared: Prepared) -> tuple[Explanation, TokensInfo]:
     """Complete a token explanation: features (B, L), input_shape (L,), and the rows the run spent.
 
-    ``meta`` keeps the keys it always had: "mode", "model_rows" (the samples' rows and the scoring
-    rows), and in "infill" mode "infill", "objective", "strategy" and "mlm_rows".
+    ``run.model_rows`` counts the samples' rows and the scoring rows; the record's ``top_level`` shows
+    "mode" (and in "infill" mode "infill", "objective", "strategy", "mlm_rows") in ``meta``.
 
     Args:
         explanation: the engine's result.
@@ -286,20 +293,17 @@ def finish_tokens(explanation: Explanation, prepared: Prepared) -> tuple[Explana
         info = dataclasses.replace(info, mlm_rows=run.mlm_rows)
     lengths = prepared.inputs[:, 1].sum(-1).tolist()  # the (B, 2, L) ids and mask: tokens per input
     info = dataclasses.replace(info, scoring_rows=scoring, lengths=lengths)
-    rows = int(explanation.meta["model_rows"]) + scoring  # the samples' rows and the objectives' scoring
-    meta = dict(explanation.meta, mode=info.mode, model_rows=rows)
-    if info.mode == "infill":
-        meta.update(infill=info.infill, objective=info.objective, strategy=info.strategy, mlm_rows=info.mlm_rows)
     batch, length = prepared.inputs.shape[0], prepared.inputs.shape[-1]
     features = explanation.features.reshape(batch, length)
-    record = None if explanation.run is None else dataclasses.replace(explanation.run, model_rows=rows)
-    finished = dataclasses.replace(explanation, features=features, input_shape=(length,), meta=meta, run=record)
+    record = explanation.run  # the samples' rows and the objectives' scoring
+    record = None if record is None else dataclasses.replace(record, model_rows=record.model_rows + scoring)
+    finished = dataclasses.replace(explanation, features=features, input_shape=(length,), run=record)
     return finished, info
 
 
 def attach(explanation: Explanation, info: Info) -> Explanation:
-    """``explanation`` with ``info`` as its record, shown under ``meta[info.key]``."""
-    return dataclasses.replace(explanation, info=info, meta={**explanation.meta, info.key: info.as_plain()})
+    """``explanation`` with ``info`` as its record (``meta[info.key]`` renders it)."""
+    return dataclasses.replace(explanation, info=info)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,10 @@ class WithTokens(Info):
         tokens = None if self.token_info is None else self.token_info.select(start, stop)
         return dataclasses.replace(cut, token_info=tokens)
 
+    def top_level(self) -> dict[str, object]:
+        """The token record's top-level entries of ``meta`` ("mode", ...), or none without one."""
+        return {} if self.token_info is None else self.token_info.top_level()
+
     def as_plain(self) -> dict[str, object]:
         """The record as plain data, the token record as a mapping inside it."""
         plain = super().as_plain()

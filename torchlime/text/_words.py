@@ -102,6 +102,15 @@ class WordsInfo(WithTokens):
             token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
         )
 
+    def top_level(self) -> dict[str, object]:
+        """``meta``'s top-level "texts", "words", "pieces", "piece_features" (and "tokens", "mode"...)."""
+        shown = super().top_level()
+        shown.update(texts=list(self.texts), words=[list(w) for w in self.words], pieces=[list(p) for p in self.pieces])
+        shown["piece_features"] = [list(f) for f in self.piece_features]
+        if self.tokens is not None:
+            shown["tokens"] = [list(t) for t in self.tokens]
+        return shown
+
     def feature_labels(self, index: int) -> list[str]:
         """Text ``index``'s F_b words, in feature order.
 
@@ -266,10 +275,10 @@ class Words(Modality):
         return Prepared(pieces, feats, how, call, string_model, "text", "texts", info=WordsInfo.of(splits))
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
-        """The record, with the token record of a tokenizer's run, and the ``meta`` keys it always had.
+        """The record, with the token record of a tokenizer's run.
 
-        ``meta`` keeps "texts", "words", "pieces", "piece_features" (and "tokens" with a tokenizer,
-        besides the token explanation's keys).
+        ``meta`` shows "texts", "words", "pieces", "piece_features" at its top level (and "tokens" with a
+        tokenizer, besides the token explanation's entries): ``WordsInfo.top_level``.
 
         Args:
             explanation: the engine's result.
@@ -284,16 +293,7 @@ class Words(Modality):
         if isinstance(prepared, TokensPrepared):
             explanation, tokens = finish_tokens(explanation, prepared)
             info = dataclasses.replace(info, token_info=tokens)
-        meta = dict(
-            explanation.meta,
-            texts=list(info.texts),
-            words=[list(w) for w in info.words],
-            pieces=[list(p) for p in info.pieces],
-            piece_features=[list(f) for f in info.piece_features],
-        )
-        if info.tokens is not None:
-            meta["tokens"] = [list(t) for t in info.tokens]
-        return attach(dataclasses.replace(explanation, meta=meta), info)
+        return attach(explanation, info)
 
 
 def _texts(texts: object) -> list[str]:

@@ -100,7 +100,7 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
         >>> lm = lambda input_ids: torch.nn.functional.one_hot(input_ids.roll(1, 1), 16).float() * 4
         >>> exp = explain_generation(lm, torch.tensor([[3, 5, 7]]), mask_id=0, n_samples=64,
         ...                          target=Continuation(max_new_tokens=2))
-        >>> exp.coef.shape, exp.meta["continuation"].shape          # (B, 1 + G, F), (B, G)
+        >>> exp.coef.shape, exp.info.continuation.shape          # (B, 1 + G, F), (B, G)
         (torch.Size([1, 3, 3]), torch.Size([1, 2]))
     """
     modality = Generation(

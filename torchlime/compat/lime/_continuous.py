@@ -274,14 +274,6 @@ class GaussianLime:
         d = stats.n_columns
         sampling = "gaussian_instance" if self.around_instance else "gaussian"
         info = _info(stats, x, sampling, self.width, self.feature_names)
-        meta = dict(
-            sampling=sampling,
-            n_samples=num_samples,
-            kernel_width=self.width,
-            feature_selection=self.feature_selection,
-            design="scaled",
-            tabular=info.as_plain(),
-        )
         result = Result(
             coef=fit.coef,
             intercept=fit.intercept,
@@ -291,8 +283,7 @@ class GaussianLime:
             features=torch.arange(d).view(1, d),
             n_features=torch.tensor([d]),
             input_shape=(d,),
-            meta=meta,
-            info=info,
+            info=info,  # the sampling, the kernel's width and the bins (``meta["tabular"]`` renders it)
         )
         return result, pairs
 

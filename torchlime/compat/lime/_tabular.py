@@ -35,6 +35,7 @@ from torchlime.compat.lime._domain import TableDomainMapper
 from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._stats import check_stats_keys, stats_from_lime
 from torchlime.stages.weighting import ExponentialKernel
+from torchlime.tabular import TabularInfo
 from torchlime.tabular._conditions import bin_condition
 from torchlime.tabular._explain import explain_tabular
 from torchlime.tabular._modality import DiscretizerName
@@ -239,7 +240,7 @@ class LimeTabularExplainer:
                 **one_call(kwargs, num_samples, d),
             )
         keep = d if self.feature_selection == "none" else num_features
-        names = self._names(row, result.meta["tabular"])
+        names = self._names(row, result.info if isinstance(result.info, TabularInfo) else None)
         exp = Explanation(
             result,
             names,
@@ -329,16 +330,16 @@ class LimeTabularExplainer:
             scaled = (row - self.stats.mean.numpy()) / self.stats.scale.numpy()
         return TableDomainMapper(self.feature_names, shown, scaled, self.categorical_features, list(names))
 
-    def _names(self, row: NDArray[np.float64], tab: Optional[Mapping[str, Any]]) -> list[str]:
+    def _names(self, row: NDArray[np.float64], tab: Optional[TabularInfo]) -> list[str]:
         """Lime's name of every column: its bin (``tab``: the record's levels, bins), ``name=value``, or its name."""
         names = []
         for f, name in enumerate(self.feature_names):
             if tab is not None and self.discretize and not bool(self.stats.categorical[f]):
-                level = tab["levels"][0][f]
+                level = int(tab.levels[0, f])
                 if self._names_source is not None:
                     names.append(str(self._names_source[f][level]))
                 else:
-                    names.append(bin_condition(name, tab["boundaries"][f], level))
+                    names.append(bin_condition(name, tab.boundaries[f], level))
             elif f in self.categorical_features:
                 value = row[f]
                 shown = self.categorical_names.get(f, None)
