@@ -1,11 +1,11 @@
-"""The operators of one call, counted on the CPU: the rows of issue 49's table, for one source tree.
+"""The operators of one call, counted on the CPU: the table of a call's fixed cost, for one source tree.
 
 Run as a script with a tree's root (``python benchmarks/call_ops_lib.py ROOT``), it imports
 ``torchlime`` from ROOT (an older commit's ``git worktree`` too) and the counter from *this* file's
 tree (``tests/helpers/ops.py``, loaded by path), counts every row and prints one JSON object: per row
-the fixed operators, the operators per chunk, the ``record_function`` ranges, the top operators by
-count and, per source line, function and profiler range, where the operators of the call at N come
-from. ``bench_call_profile.py --ops`` runs it for this tree and a baseline and writes the table.
+the fixed operators, the operators per chunk, the ``record_function`` ranges and, split the same
+way, the operators by name, profiler range, function, source line and site (operator at a line).
+``bench_call_profile.py --ops`` runs it for this tree and a baseline and writes the table.
 
 The models cost next to nothing and their own operators are not counted (counting pauses inside
 them): what is counted is torchlime's work around them. Images are 64x64; each row runs at N and 4N
@@ -24,7 +24,6 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parents[1]
 SIZE, N, CHUNK, PROBE_N = 64, 64, 32, 500
-TOP = 12
 
 
 def load_counter() -> Any:
@@ -130,10 +129,6 @@ def rows() -> dict[str, dict[str, Any]]:
     }
 
 
-def top(counter: Any, k: int = TOP) -> list[list[Any]]:
-    return [[name, n] for name, n in counter.most_common(k)]
-
-
 def measure(only: list[str] | None = None) -> dict[str, Any]:
     """Every row's split (or whole count, for the probe) as JSON-ready dicts."""
     import torch
@@ -151,41 +146,46 @@ def measure(only: list[str] | None = None) -> dict[str, Any]:
     return out
 
 
+def _top(counts: dict[str, float], k: int) -> list[list[Any]]:
+    """The ``k`` largest entries as [name, count] pairs, whole counts as ints."""
+    pairs = sorted(counts.items(), key=lambda kv: -kv[1])[:k]
+    return [[name, int(n) if float(n).is_integer() else n] for name, n in pairs]
+
+
+#: how many entries of each breakdown the JSON keeps
+KEEP = dict(ops=15, stages=20, functions=25, lines=30, sites=40)
+
+
 def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
     """One row's split (or whole count, for the probe) and where its operators come from."""
     run: Callable[[Any, int], object] = row["run"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the quality checks' warnings on near-free models
-        if row["rows"] is None:  # a whole call at PROBE_N
+        if row["rows"] is None:  # a whole call at PROBE_N: everything in it is fixed
             c = ops.count_call(lambda m: run(m, PROBE_N), row["model"], where=True)
-            result: dict[str, Any] = dict(
-                fixed=c.total, per_chunk=None, ranges=c.n_ranges, totals=[c.total], model_calls=[c.model_calls]
+            return dict(
+                fixed=c.total,
+                per_chunk=None,
+                ranges=c.n_ranges,
+                totals=[c.total],
+                model_calls=[c.model_calls],
+                range_names=dict(c.ranges),
+                fixed_by={f: _top(getattr(c, f), k) for f, k in KEEP.items()},
             )
-            src = dict(ops=c.ops, stages=c.stages, functions=c.functions, lines=c.lines, sites=c.sites, ranges=c.ranges)
-        else:
-            s = ops.call_ops(run, row["model"], N, CHUNK, rows=row["rows"], where=True)
-            result = dict(
-                fixed=s.fixed,
-                per_chunk=s.per_chunk,
-                ranges=s.ranges,
-                ranges_fixed=s.ranges_fixed,
-                ranges_per_chunk=s.ranges_per_chunk,
-                chunks=list(s.chunks),
-                totals=list(s.totals),
-                model_calls=list(s.model_calls),
-            )
-            src = dict(
-                ops=s.ops, stages=s.stages, functions=s.functions, lines=s.lines, sites=s.sites, ranges=s.range_names
-            )
-    result.update(
-        top_ops=top(src["ops"]),
-        by_range=top(src["stages"], 20),
-        by_function=top(src["functions"], 25),
-        by_line=top(src["lines"], 40),
-        by_site=top(src["sites"], 40),
-        range_names=dict(src["ranges"]),
+        s = ops.call_ops(run, row["model"], N, CHUNK, rows=row["rows"], where=True)
+    return dict(
+        fixed=s.fixed,
+        per_chunk=s.per_chunk,
+        ranges=s.ranges,
+        ranges_fixed=s.ranges_fixed,
+        ranges_per_chunk=s.ranges_per_chunk,
+        chunks=list(s.chunks),
+        totals=list(s.totals),
+        model_calls=list(s.model_calls),
+        range_names=dict(s.range_names),
+        fixed_by={f: _top(s.fixed_by[f], k) for f, k in KEEP.items()},
+        per_chunk_by={f: _top(s.per_chunk_by[f], k) for f, k in KEEP.items() if f in ("ops", "stages", "sites")},
     )
-    return result
 
 
 def main() -> None:

@@ -119,9 +119,11 @@ def test_a_call_splits_into_a_fixed_part_and_a_part_per_chunk():
             x = x.add(1).mul(2).neg()
         return x.sum()
 
-    split = call_ops(run, Busy(), n=16, chunk=8)
+    split = call_ops(run, Busy(), n=16, chunk=8, where=True)
     assert (split.fixed, split.per_chunk, split.chunks, split.totals) == (2, 3, (2, 8), (8, 26))
     assert split.model_calls == (2, 8)
+    assert split.fixed_by["ops"] == {"zeros": 1, "sum": 1}  # each operator split the same way
+    assert split.per_chunk_by["ops"] == {"add": 1, "mul": 1, "neg": 1}
 
 
 @pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")  # a near-free model

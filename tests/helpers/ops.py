@@ -225,6 +225,10 @@ class OpSplit:
     stages: Counter[str] = dataclasses.field(default_factory=Counter)
     sites: Counter[str] = dataclasses.field(default_factory=Counter)
     range_names: Counter[str] = dataclasses.field(default_factory=Counter)
+    #: with ``where``: the fixed part and the part per chunk of each operator, site ("op @ file:line"),
+    #: line, function and innermost profiler range, split the same way as the totals
+    fixed_by: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    per_chunk_by: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
 def count_call(run: Callable[[Any], object], model: Any, where: bool = False) -> OpCounter:
@@ -255,10 +259,18 @@ def call_ops(
     inputs explained at once). The model calls seen are recorded beside (a call may run the model
     once more, on the unperturbed inputs)."""
     small = count_call(lambda m: run(m, n), model, where=where)
-    large = count_call(lambda m: run(m, scale * n), model)
+    large = count_call(lambda m: run(m, scale * n), model, where=where)
     chunks = (math.ceil(rows * n / chunk), math.ceil(rows * scale * n / chunk))
     per_chunk = (large.total - small.total) / (chunks[1] - chunks[0])
     ranges_per_chunk = (large.n_ranges - small.n_ranges) / (chunks[1] - chunks[0])
+    fixed_by: dict[str, dict[str, float]] = {}
+    per_chunk_by: dict[str, dict[str, float]] = {}
+    for field in ("ops", "sites", "lines", "functions", "stages") if where else ():
+        a, b = getattr(small, field), getattr(large, field)
+        slope = {k: (b[k] - a[k]) / (chunks[1] - chunks[0]) for k in a.keys() | b.keys()}
+        fixed = {k: a[k] - slope[k] * chunks[0] for k in slope}
+        fixed_by[field] = dict(sorted(((k, v) for k, v in fixed.items() if v), key=lambda kv: -kv[1]))
+        per_chunk_by[field] = dict(sorted(((k, v) for k, v in slope.items() if v), key=lambda kv: -kv[1]))
     return OpSplit(
         fixed=small.total - per_chunk * chunks[0],
         per_chunk=per_chunk,
@@ -274,4 +286,6 @@ def call_ops(
         stages=small.stages,
         sites=small.sites,
         range_names=small.ranges,
+        fixed_by=fixed_by,
+        per_chunk_by=per_chunk_by,
     )
