@@ -269,7 +269,8 @@ def ops_main(args: argparse.Namespace) -> None:
         pair = {k: counted[k]["rows"].get(name, {}) for k in counted}
         row = dict(call=name)
         for k, r in pair.items():
-            row.update({f"{k}_{f}": r.get(f) for f in ("fixed", "per_chunk", "ranges", "error")})
+            fields = ("fixed", "per_chunk", "ranges", "ranges_fixed", "ranges_per_chunk", "error")
+            row.update({f"{k}_{f}": r.get(f) for f in fields if f in r})
         table.append(row)
         cells = [_change(pair["baseline"].get(f), pair["current"].get(f)) for f in ("fixed", "per_chunk", "ranges")]
         print(f"| {name} | {' | '.join(cells)} |")

@@ -146,10 +146,10 @@ def measure(only: list[str] | None = None) -> dict[str, Any]:
     return out
 
 
-def _top(counts: dict[str, float], k: int) -> list[list[Any]]:
-    """The ``k`` largest entries as [name, count] pairs, whole counts as ints."""
+def _top(counts: dict[str, float], k: int) -> dict[str, float]:
+    """The ``k`` largest entries, largest first, whole counts as ints."""
     pairs = sorted(counts.items(), key=lambda kv: -kv[1])[:k]
-    return [[name, int(n) if float(n).is_integer() else n] for name, n in pairs]
+    return {name: int(n) if float(n).is_integer() else n for name, n in pairs}
 
 
 #: how many entries of each breakdown the JSON keeps
