@@ -4,7 +4,8 @@ Run as a script with a tree's root (``python benchmarks/call_ops_lib.py ROOT``),
 ``torchlime`` from ROOT (an older commit's ``git worktree`` too) and the counter from *this* file's
 tree (``tests/helpers/ops.py``, loaded by path), counts every row and prints one JSON object: per row
 the fixed operators, the operators per chunk, the ``record_function`` ranges and, split the same
-way, the operators by name, profiler range, function, source line and site (operator at a line).
+way, the operators by name, profiler range, function, (range, function) pair, source line and site
+(operator at a line).
 ``bench_call_profile.py --ops`` runs it for this tree and a baseline and writes the table.
 
 The models cost next to nothing and their own operators are not counted (counting pauses inside
@@ -153,7 +154,7 @@ def _top(counts: dict[str, float], k: int) -> dict[str, float]:
 
 
 #: how many entries of each breakdown the JSON keeps
-KEEP = dict(ops=15, stages=20, functions=25, lines=30, sites=40)
+KEEP = dict(ops=15, stages=20, stage_functions=60, functions=25, lines=30, sites=40)
 
 
 def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +185,7 @@ def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
         model_calls=list(s.model_calls),
         range_names=dict(s.range_names),
         fixed_by={f: _top(s.fixed_by[f], k) for f, k in KEEP.items()},
-        per_chunk_by={f: _top(s.per_chunk_by[f], k) for f, k in KEEP.items() if f in ("ops", "stages", "sites")},
+        per_chunk_by={f: _top(s.per_chunk_by[f], KEEP[f]) for f in ("ops", "stages", "stage_functions", "sites")},
     )
 
 

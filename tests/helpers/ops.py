@@ -90,6 +90,7 @@ class OpCounter(TorchDispatchMode):
         self.functions: Counter[str] = Counter()
         self.stages: Counter[str] = Counter()  # the innermost record_function range of each operator
         self.sites: Counter[str] = Counter()  # "operator @ file:line"
+        self.stage_functions: Counter[str] = Counter()  # "range | file:function"
         self._open: list[str] = []
 
     @property
@@ -110,7 +111,9 @@ class OpCounter(TorchDispatchMode):
             self.sites[f"{name} @ {line}"] += 1
             self.lines[line] += 1
             self.functions[function] += 1
-            self.stages[self._open[-1] if self._open else "(no range)"] += 1
+            stage = self._open[-1] if self._open else "(no range)"
+            self.stages[stage] += 1
+            self.stage_functions[f"{stage} | {function}"] += 1
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -226,7 +229,7 @@ class OpSplit:
     sites: Counter[str] = dataclasses.field(default_factory=Counter)
     range_names: Counter[str] = dataclasses.field(default_factory=Counter)
     #: with ``where``: the fixed part and the part per chunk of each operator, site ("op @ file:line"),
-    #: line, function and innermost profiler range, split the same way as the totals
+    #: line, function, innermost profiler range and (range, function) pair, split like the totals
     fixed_by: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     per_chunk_by: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
@@ -265,7 +268,7 @@ def call_ops(
     ranges_per_chunk = (large.n_ranges - small.n_ranges) / (chunks[1] - chunks[0])
     fixed_by: dict[str, dict[str, float]] = {}
     per_chunk_by: dict[str, dict[str, float]] = {}
-    for field in ("ops", "sites", "lines", "functions", "stages") if where else ():
+    for field in ("ops", "sites", "lines", "functions", "stages", "stage_functions") if where else ():
         a, b = getattr(small, field), getattr(large, field)
         slope = {k: (b[k] - a[k]) / (chunks[1] - chunks[0]) for k in a.keys() | b.keys()}
         fixed = {k: a[k] - slope[k] * chunks[0] for k in slope}
