@@ -283,7 +283,9 @@ def ops_main(args: argparse.Namespace) -> None:
             "empty*, _unsafe_view, set_, resize_), record_function enters counted apart as ranges, each "
             "torchlime._backend kernel door (blend, slic_assign, slic_update, hash_words: one Triton launch on "
             "CUDA) one operator with its CPU torch reference not counted; calls at N and 4N samples at a fixed "
-            "chunk split the count as fixed + per_chunk * chunks; each counted call follows an uncounted one"
+            "chunk split the count as fixed + per_chunk * chunks; each counted call follows an uncounted one. "
+            "Apart, not in the count: uploads (tensors made from Python data, a pinned copy each on CUDA) and "
+            "host_reads (tolist / numpy / cpu calls, a copy to the host each on CUDA), at N and 4N"
         ),
         setup=dict(image_size=lib.SIZE, n_samples=lib.N, chunk_rows=lib.CHUNK, probe_n_samples=lib.PROBE_N),
         table=table,

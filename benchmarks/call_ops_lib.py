@@ -170,6 +170,8 @@ def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
                 ranges=c.n_ranges,
                 totals=[c.total],
                 model_calls=[c.model_calls],
+                uploads=[c.uploads],
+                host_reads=[sum(c.host_reads.values())],
                 range_names=dict(c.ranges),
                 fixed_by={f: _top(getattr(c, f), k) for f, k in KEEP.items()},
             )
@@ -183,6 +185,8 @@ def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
         chunks=list(s.chunks),
         totals=list(s.totals),
         model_calls=list(s.model_calls),
+        uploads=list(s.uploads),
+        host_reads=list(s.host_reads),
         range_names=dict(s.range_names),
         fixed_by={f: _top(s.fixed_by[f], k) for f, k in KEEP.items()},
         per_chunk_by={f: _top(s.per_chunk_by[f], KEEP[f]) for f in ("ops", "stages", "stage_functions", "sites")},

@@ -31,9 +31,20 @@ def test_counts_a_small_function_exactly():
         z.to(torch.float64)  # _to_copy
         with record_function("torchlime::test"):
             x.add_(1)  # add_
-    assert dict(counter.ops) == {"arange": 1, "mul": 1, "add": 1, "sum": 1, "_to_copy": 1, "add_": 1}
-    assert counter.total == 6
+        x.tolist(), z.item(), x.cpu()  # two host reads and a _local_scalar_dense
+    assert dict(counter.ops) == {
+        "arange": 1,
+        "mul": 1,
+        "add": 1,
+        "sum": 1,
+        "_to_copy": 1,
+        "add_": 1,
+        "_local_scalar_dense": 1,
+    }
+    assert counter.total == 7
     assert dict(counter.ranges) == {"torchlime::test": 1} and counter.n_ranges == 1
+    assert counter.uploads == 1 and dict(counter.host_reads) == {"tolist": 1, "cpu": 1}
+    assert torch.Tensor.tolist.__name__ == "tolist"  # put back
 
 
 def test_where_names_lines_functions_and_ranges():

@@ -9,6 +9,9 @@ A ``TorchDispatchMode`` counts every operator dispatched inside the block, with 
   nothing (``empty.*``, ``empty_like``, ``empty_strided``, ``new_empty*``, ``_unsafe_view``,
   ``set_``, ``resize_``);
 * ``record_function`` enters and exits are not operators: each enter is counted apart as a range;
+* two things the CPU does not dispatch but CUDA would, counted apart and not in the total: tensors
+  made from Python data (``aten.lift_fresh``, ``uploads``: a pinned copy to the device each on CUDA)
+  and ``tolist`` / ``numpy`` / ``cpu`` calls (``host_reads``: a copy to the host each on CUDA);
 * each ``torchlime._backend`` kernel door (``KERNEL_DOORS``: one Triton launch on CUDA) counts as ONE
   operator named ``door.<name>``, and its CPU torch reference inside is not counted (counting pauses
   in it). The doors without a kernel (``row_hash``, ``mix32``, ``slic_features``, ``normalize_stats``)
@@ -83,6 +86,8 @@ class OpCounter(TorchDispatchMode):
         super().__init__()
         self.paused = 0  # > 0 inside the model or a kernel door
         self.model_calls = 0
+        self.uploads = 0  # tensors made from Python data
+        self.host_reads: Counter[str] = Counter()  # Tensor.tolist / numpy / cpu calls
         self.where = where
         self.ops: Counter[str] = Counter()
         self.ranges: Counter[str] = Counter()  # record_function ranges entered, by name
@@ -124,6 +129,8 @@ class OpCounter(TorchDispatchMode):
         elif func is RANGE_EXIT:
             if self._open:
                 self._open.pop()
+        elif func is aten.lift_fresh.default:
+            self.uploads += 0 if self.paused else 1
         elif not self.paused and not func.is_view and func.overloadpacket not in METADATA:
             self.add(str(func.overloadpacket.__name__) if func.name().startswith("aten::") else str(func))
         return func(*args, **kwargs)
@@ -202,11 +209,31 @@ def _doors(counter: OpCounter) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _host_reads(counter: OpCounter) -> Iterator[None]:
+    """``Tensor.tolist`` / ``numpy`` / ``cpu`` counted as host reads while the block runs."""
+    originals = {name: getattr(torch.Tensor, name) for name in ("tolist", "numpy", "cpu")}
+    for name, original in originals.items():
+
+        def wrapper(self: torch.Tensor, *a: Any, _name: str = name, _original: Any = original, **k: Any) -> Any:
+            if not counter.paused:
+                counter.host_reads[_name] += 1
+            with counter.pause():
+                return _original(self, *a, **k)
+
+        setattr(torch.Tensor, name, wrapper)
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+@contextlib.contextmanager
 def count_ops(where: bool = False) -> Iterator[OpCounter]:
     """Yields the ``OpCounter`` of the block, the kernel doors counted once each; wrap the model with
     ``paused(counter, model)`` to leave its operators out."""
     counter = OpCounter(where=where)
-    with _doors(counter), counter:
+    with _doors(counter), _host_reads(counter), counter:
         yield counter
 
 
@@ -222,6 +249,8 @@ class OpSplit:
     chunks: tuple[int, int]
     totals: tuple[int, int]
     model_calls: tuple[int, int]
+    uploads: tuple[int, int]  # tensors from Python data, at n and scale * n (not in the totals)
+    host_reads: tuple[int, int]  # tolist / numpy / cpu calls, the same way
     ops: Counter[str]  # by operator, the call at n
     lines: Counter[str] = dataclasses.field(default_factory=Counter)
     functions: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -283,6 +312,8 @@ def call_ops(
         chunks=chunks,
         totals=(small.total, large.total),
         model_calls=(small.model_calls, large.model_calls),
+        uploads=(small.uploads, large.uploads),
+        host_reads=(sum(small.host_reads.values()), sum(large.host_reads.values())),
         ops=small.ops,
         lines=small.lines,
         functions=small.functions,
