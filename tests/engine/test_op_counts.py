@@ -120,6 +120,22 @@ def test_a_kernel_door_counts_once():
     assert dict(counter.ops) == {"door.blend": 1}
 
 
+def test_the_cuda_path_reaches_the_slic_doors():
+    """On the CPU, SLIC runs its own torch iterations; ``cuda_path=True`` takes the CUDA path's branch,
+    whose assignment and update steps are doors (their references run inside, not counted)."""
+    from torchlime.image.segments import slic
+
+    image = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with count_ops() as cpu:
+        on_cpu = slic(image, n_segments=16)
+    assert not any(name.startswith("door.") for name in cpu.ops)
+    with count_ops(cuda_path=True) as cuda:
+        on_cuda = slic(image, n_segments=16)
+    assert cuda.ops["door.slic_assign"] >= 1 and cuda.ops["door.slic_update"] >= 1
+    assert _backend.use_triton(image) is False  # put back
+    assert on_cpu.shape == on_cuda.shape == (1, 32, 32)
+
+
 def test_a_call_splits_into_a_fixed_part_and_a_part_per_chunk():
     """A call of known cost: 2 fixed operators and 3 per chunk of 8 rows."""
 

@@ -15,7 +15,10 @@ A ``TorchDispatchMode`` counts every operator dispatched inside the block, with 
 * each ``torchlime._backend`` kernel door (``KERNEL_DOORS``: one Triton launch on CUDA) counts as ONE
   operator named ``door.<name>``, and its CPU torch reference inside is not counted (counting pauses
   in it). The doors without a kernel (``row_hash``, ``mix32``, ``slic_features``, ``normalize_stats``)
-  are torch code on every device: their operators are counted.
+  are torch code on every device: their operators are counted. SLIC reaches its doors only where
+  ``_backend.use_triton`` says so (on CUDA); on the CPU it runs its own torch iterations, so
+  ``cuda_path=True`` makes ``use_triton`` answer True outside the doors (False inside, where the
+  references then run), to count the CUDA path's SLIC on the CPU.
 
 ``call_ops`` runs a call at ``n`` and ``4 n`` samples at a fixed chunk size and splits the count into
 a fixed part and a part per chunk (``OpSplit``). Counts are of operators, not of time: on the CPU they
@@ -180,12 +183,21 @@ def unpause(model: Any) -> None:
 
 
 @contextlib.contextmanager
-def _doors(counter: OpCounter) -> Iterator[None]:
+def _doors(counter: OpCounter, cuda_path: bool = False) -> Iterator[None]:
     """Every loaded ``torchlime`` module's name for a kernel door replaced by a wrapper that counts one
-    operator and pauses counting inside (modules that imported the function by name included)."""
+    operator and pauses counting inside (modules that imported the function by name included); with
+    ``cuda_path``, ``_backend.use_triton`` True outside the doors."""
     from torchlime import _backend
 
     patched: list[tuple[object, str, object]] = []
+    if cuda_path:
+        chooses = _backend.use_triton
+
+        def use_triton(x: torch.Tensor) -> bool:
+            return True if not counter.paused else bool(chooses(x))
+
+        patched.append((_backend, "use_triton", chooses))
+        _backend.use_triton = use_triton
     for door in KERNEL_DOORS:
         original = getattr(_backend, door, None)
         if original is None:
@@ -229,11 +241,11 @@ def _host_reads(counter: OpCounter) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def count_ops(where: bool = False) -> Iterator[OpCounter]:
+def count_ops(where: bool = False, cuda_path: bool = False) -> Iterator[OpCounter]:
     """Yields the ``OpCounter`` of the block, the kernel doors counted once each; wrap the model with
-    ``paused(counter, model)`` to leave its operators out."""
+    ``paused(counter, model)`` to leave its operators out (``cuda_path``: see the module's docstring)."""
     counter = OpCounter(where=where)
-    with _doors(counter), _host_reads(counter), counter:
+    with _doors(counter, cuda_path), _host_reads(counter), counter:
         yield counter
 
 
@@ -263,11 +275,11 @@ class OpSplit:
     per_chunk_by: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
-def count_call(run: Callable[[Any], object], model: Any, where: bool = False) -> OpCounter:
+def count_call(run: Callable[[Any], object], model: Any, where: bool = False, cuda_path: bool = False) -> OpCounter:
     """Count one ``run(model)``, the model's own operators left out (after an uncounted warm-up call,
     so chunk probes and first-call caches are not counted)."""
     run(model)
-    with count_ops(where=where) as counter:
+    with count_ops(where=where, cuda_path=cuda_path) as counter:
         wrapped = paused(counter, model)
         try:
             run(wrapped)
@@ -284,14 +296,15 @@ def call_ops(
     rows: int = 1,
     where: bool = False,
     scale: int = 4,
+    cuda_path: bool = False,
 ) -> OpSplit:
     """Operators of ``run(model, n_samples)`` at ``n`` and ``scale * n`` samples split as
     ``total = fixed + per_chunk * chunks``, with ``chunks = ceil(rows * n_samples / chunk)``: ``run``
     passes ``batch_size=chunk`` (model rows per call), ``rows`` is the model rows per sample (the
     inputs explained at once). The model calls seen are recorded beside (a call may run the model
     once more, on the unperturbed inputs)."""
-    small = count_call(lambda m: run(m, n), model, where=where)
-    large = count_call(lambda m: run(m, scale * n), model, where=where)
+    small = count_call(lambda m: run(m, n), model, where=where, cuda_path=cuda_path)
+    large = count_call(lambda m: run(m, scale * n), model, where=where, cuda_path=cuda_path)
     chunks = (math.ceil(rows * n / chunk), math.ceil(rows * scale * n / chunk))
     per_chunk = (large.total - small.total) / (chunks[1] - chunks[0])
     ranges_per_chunk = (large.n_ranges - small.n_ranges) / (chunks[1] - chunks[0])
