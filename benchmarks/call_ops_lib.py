@@ -8,6 +8,9 @@ way, the operators by name, profiler range, function, (range, function) pair, so
 (operator at a line).
 ``bench_call_profile.py --ops`` runs it for this tree and a baseline and writes the table.
 
+The last row, beyond the table, is the default SLIC call counted on the CUDA path's branch
+(``cuda_path=True``: on the CPU, SLIC runs its own torch iterations instead of its kernel doors).
+
 The models cost next to nothing and their own operators are not counted (counting pauses inside
 them): what is counted is torchlime's work around them. Images are 64x64; each row runs at N and 4N
 samples at a fixed chunk size (``batch_size=CHUNK`` rows per model call) after an uncounted warm-up
@@ -96,6 +99,9 @@ def rows() -> dict[str, dict[str, Any]]:
     def image_given(m: Any, n: int) -> object:
         return explain_image(m, images[:1], segments=labels, target=0, n_samples=n, **quiet)
 
+    def image_slic(m: Any, n: int) -> object:  # the default segments
+        return explain_image(m, images[:1], n_samples=n, **quiet)
+
     def image_grid(m: Any, n: int) -> object:
         return explain_image(m, images[:1], segments="grid", n_samples=n, **quiet)
 
@@ -127,6 +133,8 @@ def rows() -> dict[str, dict[str, Any]]:
         "Boxes, 1 image x 2 boxes (list-of-dicts detector)": dict(run=detector_boxes, model=Detector(), rows=1),
         "explain_generation, 12 tokens": dict(run=generation, model=CopyLM(), rows=1),
         "ProbeExplainer, 1 image, whole call at N=500": dict(run=probe, model=probe_model, rows=None),
+        # beyond the seven: the default SLIC, on the CUDA path's branch (its steps are kernel doors there)
+        "explain_image, 1 image, SLIC (CUDA path)": dict(run=image_slic, model=Classifier(), rows=1, cuda_path=True),
     }
 
 
@@ -163,7 +171,9 @@ def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the quality checks' warnings on near-free models
         if row["rows"] is None:  # a whole call at PROBE_N: everything in it is fixed
-            c = ops.count_call(lambda m: run(m, PROBE_N), row["model"], where=True)
+            c = ops.count_call(
+                lambda m: run(m, PROBE_N), row["model"], where=True, cuda_path=row.get("cuda_path", False)
+            )
             return dict(
                 fixed=c.total,
                 per_chunk=None,
@@ -175,7 +185,9 @@ def measure_row(ops: Any, row: dict[str, Any]) -> dict[str, Any]:
                 range_names=dict(c.ranges),
                 fixed_by={f: _top(getattr(c, f), k) for f, k in KEEP.items()},
             )
-        s = ops.call_ops(run, row["model"], N, CHUNK, rows=row["rows"], where=True)
+        s = ops.call_ops(
+            run, row["model"], N, CHUNK, rows=row["rows"], where=True, cuda_path=row.get("cuda_path", False)
+        )
     return dict(
         fixed=s.fixed,
         per_chunk=s.per_chunk,
