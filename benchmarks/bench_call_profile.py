@@ -28,9 +28,17 @@ profiles one call (torch.profiler, CPU and CUDA activities) and records:
 ``--trace`` also writes the Chrome trace of the default call (``call_profile_<model>.trace.json.gz``,
 open it in Perfetto or chrome://tracing).
 
+``--ops`` counts instead of timing, on the CPU: the operators each call of a table of calls dispatches
+(``tests/helpers/ops.py``'s counter: the model's own operators, views and allocations left out, each
+kernel door one operator), split into a fixed part and a part per chunk, the profiler ranges, the most
+frequent operators and where they come from (profiler range, function, source line), for this tree and
+for ``--baseline``'s (a ``git worktree``, run in a child process; ``benchmarks/call_ops_lib.py`` holds
+the calls). It writes ``call_ops_cpu.json``; every count is exact and repeats from run to run.
+
     python benchmarks/bench_call_profile.py                     # cuda: inception_v3, 299x299, N=1000
     python benchmarks/bench_call_profile.py --variants default bf16_channels_last --trace
     python benchmarks/bench_call_profile.py --device cpu --quick --out /tmp/quick   # smoke test
+    python benchmarks/bench_call_profile.py --ops               # results/call_ops_cpu.json, ~1 min
 """
 
 from __future__ import annotations
@@ -42,7 +50,9 @@ if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): th
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 
 import argparse
+import json
 import statistics
+import subprocess
 import traceback
 import warnings
 from collections import Counter
@@ -53,6 +63,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from torchlime.image.segments import slic
 
+from benchmarks.baseline_tree import BASELINE, commit_of, python_env, worktree
 from benchmarks.bench_gpu_latency import VARIANTS, build_variant, explain_fn, roomy_compile_cache
 from benchmarks.common import (
     common_args,
@@ -217,13 +228,77 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--segments", nargs="+", default=list(SEGMENTS), choices=SEGMENTS)
     ap.add_argument("--compile-chunk", type=int, default=None, help="compiled / graphed variants' chunk (256)")
     ap.add_argument("--trace", action="store_true", help="write the Chrome trace of the default SLIC call")
+    ap.add_argument("--ops", action="store_true", help="count each call's operators on the CPU (call_ops_cpu.json)")
+    ap.add_argument("--baseline", default=BASELINE, help="--ops: the commit counted beside (default %(default)s)")
+    ap.add_argument("--baseline-tree", type=_Path, default=None, help="--ops: where its worktree is (or goes)")
     args = ap.parse_args(argv)
     defaults = dict(model=("resnet18", "inception_v3"), size=(64, 299), n=(16, 1000), reps=(1, 5))
     return size_defaults(args, dict(defaults, compile_chunk=(8, 256)))
 
 
+def _change(before: Any, after: Any) -> str:
+    """``a -> b``, or ``a`` when equal (``-`` for none)."""
+    a, b = ("-" if v is None else f"{v:g}" for v in (before, after))
+    return a if a == b else f"{a} -> {b}"
+
+
+def count_tree(tree: _Path) -> dict[str, Any]:
+    """``call_ops_lib.py``'s rows counted with ``tree``'s torchlime, in a child process."""
+    script = _Path(__file__).resolve().parent / "call_ops_lib.py"
+    proc = subprocess.run(
+        [_sys.executable, str(script), str(tree)], env=python_env(tree), capture_output=True, text=True, check=False
+    )
+    if proc.returncode:
+        raise RuntimeError(f"counting {tree} failed:\n{proc.stderr[-4000:]}")
+    rows: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])["rows"]
+    return rows
+
+
+def ops_main(args: argparse.Namespace) -> None:
+    """``--ops``: the operator table of this tree and the baseline's, written to call_ops_cpu.json."""
+    from benchmarks import call_ops_lib as lib
+
+    trees = {"baseline": worktree(args.baseline, args.baseline_tree), "current": _Path(ROOT)}
+    counted = {}
+    for which, tree in trees.items():
+        counted[which] = dict(tree=str(tree), commit=commit_of(tree), rows=count_tree(tree))
+    table = []
+    print("| call | fixed (baseline -> current) | per chunk | ranges |")
+    print("|---|---|---|---|")
+    for name in counted["current"]["rows"]:
+        pair = {k: counted[k]["rows"].get(name, {}) for k in counted}
+        row = dict(call=name)
+        for k, r in pair.items():
+            fields = ("fixed", "per_chunk", "ranges", "ranges_fixed", "ranges_per_chunk", "error")
+            row.update({f"{k}_{f}": r.get(f) for f in fields if f in r})
+        table.append(row)
+        cells = [_change(pair["baseline"].get(f), pair["current"].get(f)) for f in ("fixed", "per_chunk", "ranges")]
+        print(f"| {name} | {' | '.join(cells)} |")
+    out = header(torch.device("cpu"))
+    out.update(
+        benchmark="call_ops",
+        definition=(
+            "operators dispatched during one call (a TorchDispatchMode, tests/helpers/ops.py), the model's own "
+            "left out (counting pauses inside it), views and metadata/allocation operators left out (func.is_view, "
+            "empty*, _unsafe_view, set_, resize_), record_function enters counted apart as ranges, each "
+            "torchlime._backend kernel door (blend, slic_assign, slic_update, hash_words: one Triton launch on "
+            "CUDA) one operator with its CPU torch reference not counted; calls at N and 4N samples at a fixed "
+            "chunk split the count as fixed + per_chunk * chunks; each counted call follows an uncounted one. "
+            "Apart, not in the count: uploads (tensors made from Python data, a pinned copy each on CUDA) and "
+            "host_reads (tolist / numpy / cpu calls, a copy to the host each on CUDA), at N and 4N"
+        ),
+        setup=dict(image_size=lib.SIZE, n_samples=lib.N, chunk_rows=lib.CHUNK, probe_n_samples=lib.PROBE_N),
+        table=table,
+        trees=counted,
+    )
+    print(f"wrote {write('call_ops_cpu.json', out, args.out)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.ops:
+        ops_main(args)
+        return
     device = device_arg(args.device)
     smoke_threads(args, device)
     args.out.mkdir(parents=True, exist_ok=True)

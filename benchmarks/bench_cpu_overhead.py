@@ -20,6 +20,13 @@ ratio lime-own / torchlime-own is the figure the goal names (>= 50). torchlime's
 by its profiler ranges (``torchlime::masks``, ``::blend``, ``::rows``, ``::fit``; the rest is planning
 and checks) from one profiled call.
 
+Beside a baseline commit (``--baseline``, default d781044): the same torchlime call at N = 250, 1000
+and 4000 (``--sizes``) is timed in two child processes, one importing this tree's torchlime and one
+the baseline's (a ``git worktree`` of it, made once), with the same torch threads, interleaved call by
+call (the order of the two trees alternating from repetition to repetition), so that both see the
+same machine. Their own times (wall minus model) and the ratio baseline / current per N are recorded
+under ``against_baseline``: the fixed cost of a call shows at small N, the per-sample work at large N.
+
     python benchmarks/bench_cpu_overhead.py                      # results/cpu_overhead_cpu.json
     python benchmarks/bench_cpu_overhead.py --quick --out /tmp/q  # smoke run: 3 repetitions
 """
@@ -31,20 +38,21 @@ from pathlib import Path as _Path
 
 if __package__ in (None, ""):  # run as a script (python benchmarks/NAME.py): the repository root on the path
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+if "--worker" in _sys.argv:  # a child timing some tree's torchlime: that tree first on the path
+    _sys.path.insert(0, str(_Path(_sys.argv[_sys.argv.index("--worker") + 1]).resolve()))
 
 import argparse
+import json
 import statistics
+import subprocess
 import time
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
-import torchlime
-
-from benchmarks.common import common_args, header, load_average, summary, write
-
 SIZE, CELL, N = 96, 8, 1000
+SIZES = (250, 1000, 4000)
 RANGES = ("torchlime::masks", "torchlime::blend", "torchlime::model", "torchlime::rows", "torchlime::fit")
 
 
@@ -71,12 +79,133 @@ def grid() -> torch.Tensor:
     return cells.view(-1, 1) * (SIZE // CELL) + cells.view(1, -1)
 
 
-def run_torchlime(image: torch.Tensor) -> tuple[float, float, int]:
-    """One explanation: (wall seconds, model seconds, model calls)."""
+def run_torchlime(image: torch.Tensor, n: int = N) -> tuple[float, float, int]:
+    """One explanation of ``n`` samples: (wall seconds, model seconds, model calls)."""
+    import torchlime
+
     model = Cheap()
     t0 = time.perf_counter()
-    torchlime.explain(model, image, grid().view(1, 1, SIZE, SIZE), target=0, n_samples=N, baseline=0.0, generator=0)
+    torchlime.explain(model, image, grid().view(1, 1, SIZE, SIZE), target=0, n_samples=n, baseline=0.0, generator=0)
     return time.perf_counter() - t0, model.seconds, model.calls
+
+
+def the_image() -> torch.Tensor:
+    """(1, 3, 96, 96) the explained image."""
+    return torch.rand(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+
+
+def worker(tree: str, threads: int) -> None:
+    """A child's loop: one torchlime call of N samples per line ``N`` read, one JSON line written back."""
+    import torchlime
+
+    torch.set_num_threads(threads)
+    image = the_image()
+    print(json.dumps(dict(torchlime=torchlime.__file__)), flush=True)
+    for line in _sys.stdin:
+        wall, model, calls = run_torchlime(image, int(line))
+        print(json.dumps(dict(wall=wall, model=model, calls=calls)), flush=True)
+
+
+class Child:
+    """A worker process timing ``tree``'s torchlime."""
+
+    def __init__(self, tree: _Path, threads: int) -> None:
+        from benchmarks.baseline_tree import python_env
+
+        command = [_sys.executable, str(_Path(__file__).resolve()), "--worker", str(tree), "--threads", str(threads)]
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=python_env(tree)
+        )
+        self.imported = json.loads(self._line())["torchlime"]
+        if not _Path(self.imported).resolve().is_relative_to(tree.resolve()):
+            raise RuntimeError(f"the child for {tree} imported {self.imported}")
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"a worker exited with {self.proc.wait()}")
+        return line
+
+    def run(self, n: int) -> dict[str, float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        out: dict[str, float] = json.loads(self._line())
+        return out
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def against_baseline(commit: str, tree: _Path | None, sizes: tuple[int, ...], reps: int) -> dict[str, Any]:
+    """This tree's torchlime and ``commit``'s, each in a child, interleaved call by call at every N."""
+    from benchmarks.baseline_tree import ROOT, commit_of, worktree
+    from benchmarks.common import summary
+
+    trees = {"current": ROOT, "baseline": worktree(commit, tree)}
+    threads = torch.get_num_threads()
+    children = {name: Child(path, threads) for name, path in trees.items()}
+    runs: dict[str, dict[int, dict[str, list[float]]]] = {
+        name: {n: {"wall": [], "model": [], "own": []} for n in sizes} for name in trees
+    }
+    calls: dict[str, dict[int, int]] = {name: {} for name in trees}
+    try:
+        for name in trees:  # warm-up: imports, first allocations, every size once
+            for n in sizes:
+                children[name].run(n)
+        for rep in range(reps):
+            order = list(trees) if rep % 2 == 0 else list(trees)[::-1]
+            for n in sizes:
+                for name in order:
+                    r = children[name].run(n)
+                    runs[name][n]["wall"].append(r["wall"])
+                    runs[name][n]["model"].append(r["model"])
+                    runs[name][n]["own"].append(r["wall"] - r["model"])
+                    calls[name][n] = int(r["calls"])
+            print(
+                f"rep {rep}: "
+                + ", ".join(
+                    f"N={n} own {runs['current'][n]['own'][-1] * 1e3:.1f} ms (baseline "
+                    f"{runs['baseline'][n]['own'][-1] * 1e3:.1f})"
+                    for n in sizes
+                ),
+                flush=True,
+            )
+    finally:
+        for child in children.values():
+            child.close()
+    per_n = {}
+    for n in sizes:
+        own = {name: statistics.median(runs[name][n]["own"]) for name in trees}
+        per_n[str(n)] = dict(
+            {
+                name: dict(
+                    wall=summary(runs[name][n]["wall"]),
+                    model=summary(runs[name][n]["model"]),
+                    own=summary(runs[name][n]["own"]),
+                    model_calls=calls[name][n],
+                )
+                for name in trees
+            },
+            baseline_own_over_current_own=own["baseline"] / own["current"],
+            current_minus_baseline_own_ms=(own["current"] - own["baseline"]) * 1e3,
+        )
+        print(
+            f"N={n}: own work current {own['current'] * 1e3:.2f} ms, baseline {own['baseline'] * 1e3:.2f} ms "
+            f"(baseline / current {own['baseline'] / own['current']:.3f})"
+        )
+    return dict(
+        baseline=commit,
+        commits={name: commit_of(path) for name, path in trees.items()},
+        trees={name: str(path) for name, path in trees.items()},
+        threads=threads,
+        sizes=list(sizes),
+        reps=reps,
+        per_n=per_n,
+    )
 
 
 def run_write_floor(image: torch.Tensor) -> tuple[float, float, int]:
@@ -151,11 +280,18 @@ def split(image: torch.Tensor, calls: int = 5) -> dict[str, float]:
 
 
 def main() -> None:
+    from benchmarks.baseline_tree import BASELINE
+    from benchmarks.common import common_args, header, load_average, summary, write
+
     parser = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 25, quick 3)")
+    parser.add_argument("--baseline", default=BASELINE, help="the commit timed beside (default %(default)s)")
+    parser.add_argument("--baseline-tree", type=_Path, default=None, help="where its worktree is (or goes)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="N beside the baseline")
+    parser.add_argument("--no-baseline", action="store_true", help="leave the baseline comparison out")
     args = parser.parse_args()
     reps = args.reps or (3 if args.quick else 25)
-    image = torch.rand(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    image = the_image()
     systems: dict[str, Callable[[torch.Tensor], tuple[float, float, int]]] = {
         "torchlime": run_torchlime,
         "lime": run_lime,
@@ -201,6 +337,8 @@ def main() -> None:
         lime_own_over_write_floor=ceiling,
         goal=dict(description="lime's own work / torchlime's own work >= 50", value=ratio, met=ratio >= 50),
     )
+    if not args.no_baseline:
+        result["against_baseline"] = against_baseline(args.baseline, args.baseline_tree, tuple(args.sizes), reps)
     print(f"own work: lime {own['lime'] * 1000:.1f} ms, torchlime {own['torchlime'] * 1000:.1f} ms, ratio {ratio:.1f}")
     print(f"best repetitions: ratio {result['lime_own_over_torchlime_own_best']:.1f}")
     print(f"writing the perturbed images alone: {own['write_floor'] * 1000:.1f} ms (ratio ceiling {ceiling:.1f})")
@@ -209,4 +347,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--worker" in _sys.argv:
+        worker_args = argparse.ArgumentParser()
+        worker_args.add_argument("--worker")
+        worker_args.add_argument("--threads", type=int)
+        parsed = worker_args.parse_args()
+        worker(parsed.worker, parsed.threads)
+    else:
+        main()
