@@ -94,8 +94,8 @@ def rows_of(
         )
     rows = {"index": pos, **{name: getattr(exp, name).detach().cpu() for name in REQUIRED[1:]}}
     rows["target"], rows["n_features"] = rows["target"].long(), rows["n_features"].long()
-    used = exp.meta.get("samples_used")
-    if isinstance(used, (list, tuple)) and len(used) == b:
+    used = None if exp.run is None else exp.run.samples_used
+    if used is not None and len(used) == b:
         rows["samples_used"] = torch.tensor(used, dtype=torch.long)
     if exp.coef_std is not None:
         rows["coef_std"] = exp.coef_std.detach().cpu()
