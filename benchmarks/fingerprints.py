@@ -121,7 +121,7 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
                 load_audio_model(waveform=True),
                 clips.waves,
                 sample_rate=8000,
-                features=features,
+                segments=features,
                 n_fft=256,
                 n_samples=128,
                 generator=3,
