@@ -217,7 +217,7 @@ def test_metrics_score_as_the_explanation_did_unless_told_otherwise(case, tmp_pa
     scored on probabilities without repeating softmax=True, on logits only when softmax=False is given."""
     model, x, _ = case
     exp = explain(model, x, features(), target="top2", n_samples=200, baseline="mean", softmax=True)
-    assert exp.meta["softmax"] is True
+    assert exp.run.softmax is True
     own = deletion(model, x, exp, return_curves=True).curves
     assert torch.equal(own, deletion(model, x, exp, softmax=True, return_curves=True).curves)
     logits = deletion(model, x, exp, softmax=False, return_curves=True).curves
