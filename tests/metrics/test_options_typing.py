@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.typing_check import marked_lines, mypy_errors
 
 #: calls of the metrics: the lines marked ``# error`` must be mypy's errors, and only they
 SNIPPET = """\
@@ -31,16 +29,6 @@ metrics.infidelity(model, x, exp, n_perturb=4)  # error: a keyword that is gone 
 
 @pytest.mark.slow  # a few seconds after the package's own mypy run (its cache), a minute without
 def test_type_checkers_see_every_option(tmp_path, monkeypatch):
-    api = pytest.importorskip("mypy.api")
-    (tmp_path / "calls.py").write_text(SNIPPET)
-    monkeypatch.chdir(ROOT)  # the package's mypy configuration and cache
-    monkeypatch.setenv("MYPYPATH", str(ROOT))
-    out, _, _ = api.run(["--config-file", str(ROOT / "pyproject.toml"), str(tmp_path / "calls.py")])
-    errors = {
-        int(line.split("calls.py:")[1].split(":")[0])
-        for line in out.splitlines()
-        if "calls.py:" in line and ": error:" in line
-    }
-    marked = {i for i, line in enumerate(SNIPPET.splitlines(), 1) if "# error" in line}
-    assert errors == marked, out
+    errors, out = mypy_errors(SNIPPET, tmp_path, monkeypatch)
+    assert errors == marked_lines(SNIPPET), out
     assert 'Unexpected keyword argument "batchsize" for "deletion"' in out
