@@ -149,3 +149,31 @@ def test_annotations_resolve_at_run_time(name):
             members = [obj, *(f for f in vars(obj).values() if inspect.isfunction(f))]
         for member in members:
             typing.get_type_hints(member)
+
+
+#: calls of the doors with their options: the lines marked ``# error`` must be mypy's errors, and only they
+OPTIONS_SNIPPET = """\
+import torch
+
+import torchlime
+from torchlime.image import explain_image
+
+model = torch.nn.Linear(4, 2)
+x = torch.rand(1, 3, 8, 8)
+torchlime.explain(model, x, kernel="lime", return_samples=True, n_samples=8)
+explain_image(model, x, n_segments=4, surrogate="ridge", normalize=((0.5,), (0.2,)), baseline="drop")
+torchlime.Explainer().explain(model, x, masks=None, softmax=True)
+explain_image(model, x, kernal="lime")  # error: a misspelt option
+torchlime.explain(model, x, batch_size="fast")  # error: an option of the wrong type
+torchlime.Explainer().explain(model, x, kernel="lime")  # error: a setting of the explainer, not of the call
+"""
+
+
+@pytest.mark.slow  # a few seconds after the package's own mypy run (its cache), a minute without
+def test_type_checkers_see_every_option(tmp_path, monkeypatch):
+    """``**options: Unpack[ExplainOptions]``: a misspelt or mistyped option is a type error, as a keyword was."""
+    from tests.helpers.typing_check import marked_lines, mypy_errors
+
+    errors, out = mypy_errors(OPTIONS_SNIPPET, tmp_path, monkeypatch)
+    assert errors == marked_lines(OPTIONS_SNIPPET), out
+    assert 'Unexpected keyword argument "kernal" for "explain_image"; did you mean "kernel"?' in out

@@ -12,7 +12,9 @@ from torchlime.audio import Spectrograms, Waveforms, explain_spectrogram, explai
 from torchlime.audio._spectrograms import SpectrogramInfo
 from torchlime.audio._waveforms import WaveformInfo
 from torchlime.audio.stft import crossfade_blend
-from torchlime.engine import Call, Config, Explainer, Explanation, Info
+from torchlime.engine import Explainer, Explanation, Info
+
+from tests.helpers.doors import check_door_form
 
 
 def spec_model(s: torch.Tensor) -> torch.Tensor:
@@ -135,10 +137,10 @@ def test_a_crossfade_and_a_perturb_fn_are_refused_together():
 
 
 @pytest.mark.parametrize("door, modality", [(explain_spectrogram, Spectrograms), (explain_waveform, Waveforms)])
-def test_the_doors_offer_the_modality_the_call_and_the_configuration(door, modality):
+def test_the_doors_offer_the_modality_the_named_call_fields_and_the_options(door, modality):
     names = list(inspect.signature(door).parameters)[2:]
     own = [f.name for f in dataclasses.fields(modality)]
-    call = [f.name for f in dataclasses.fields(Call) if f.name not in modality.owns]
-    assert names == own + call + [f.name for f in dataclasses.fields(Config)]
+    assert names == [*own, "target", "n_samples", "generator", "options"]
+    check_door_form(door, modality, WAVES, **({"sample_rate": 8000} if door is explain_waveform else {}))
     with pytest.raises(dataclasses.FrozenInstanceError):
         modality(sample_rate=8000).sample_rate = 16000  # type: ignore[misc]

@@ -1,9 +1,10 @@
 """The seam between input kinds and the engine: modality objects, one configuration, one call record.
 
 A modality written with public names only explains like a feature map; ``Explainer.explain`` with a
-modality equals its front door bit for bit; every front door's keywords are its modality's fields plus
-the fields of ``Config`` and ``Call`` (those the modality sets itself excepted), so the records are
-the one list of the engine's keywords; presets fill unset fields by ``dataclasses.replace``.
+modality equals its front door bit for bit; every front door's keywords are its modality's fields,
+``target``, ``n_samples``, ``generator`` and ``**options: Unpack[ExplainOptions]`` (the other fields of
+``Config`` and ``Call``, those the modality sets itself refused by name), so the records are the one
+list of the engine's keywords; presets fill unset fields by ``dataclasses.replace``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import torch
 
 import torchlime
 from torchlime.engine import Call, Config, Explainer, Modality, Prepared, explain
-from torchlime.engine.config import field_names, fill_unset
+from torchlime.engine.config import NAMED, fill_unset
 from torchlime.typing import UNSET
+
+from tests.helpers.doors import check_door_form
 
 #: front door -> its modality class, as ``module:function`` / ``module:class``
 DOORS = {
@@ -30,8 +33,6 @@ DOORS = {
     "torchlime.tabular:explain_tabular": "torchlime.tabular:Tabular",
     "torchlime.series:explain_series": "torchlime.series:Series",
 }
-#: the inputs' own positional names at each door
-POSITIONAL = {"model", "images", "specs", "waves", "input_ids", "texts", "X", "series", "inputs"}
 
 
 def _load(path: str) -> object:
@@ -65,31 +66,39 @@ def test_a_users_modality_explains_like_its_feature_map():
     assert torchlime.Modality is Modality and torchlime.Prepared is Prepared
 
 
+#: what each door needs besides the model to reach its options' check
+INPUTS = {
+    "torchlime.audio:explain_waveform": dict(sample_rate=8000),
+    "torchlime.tabular:explain_tabular": dict(training_data=torch.rand(10, 4)),
+    "torchlime.text:explain_text": dict(inputs="a b c"),
+}
+
+
 @pytest.mark.parametrize("door_path", sorted(DOORS))
-def test_door_keywords_are_the_modality_and_the_records_fields(door_path):
-    door = _load(door_path)
-    modality = _load(DOORS[door_path])
-    params = inspect.signature(door).parameters
-    assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), f"{door_path} takes **kwargs"
-    keywords = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
-    positional = {n for n, p in params.items() if p.kind is not p.KEYWORD_ONLY}
-    engine = (set(field_names(Call)) | set(field_names(Config))) - set(modality.owns)
-    own = {f.name for f in dataclasses.fields(modality)}
-    assert positional <= POSITIONAL | own, f"{door_path}: positional {sorted(positional - POSITIONAL - own)}"
-    assert engine <= keywords, f"{door_path}: missing {sorted(engine - keywords)}"
-    # the rest are the modality's own settings (a door may set some itself, e.g. from its inputs)
-    assert keywords - engine <= own, f"{door_path}: extra {sorted(keywords - engine - own)}"
-    for name in set(field_names(Config)) & keywords:  # the same defaults as the records
-        field = {f.name: f for f in dataclasses.fields(Config)}[name]
-        assert params[name].default == field.default or params[name].default is field.default, (door_path, name)
+def test_door_keywords_are_the_modality_fields_the_named_call_fields_and_the_options(door_path):
+    required = dict(INPUTS.get(door_path, {}))
+    check_door_form(_load(door_path), _load(DOORS[door_path]), required.pop("inputs", torch.rand(2, 4)), **required)
 
 
-def test_explain_takes_exactly_the_records_fields():
-    params = inspect.signature(explain).parameters
-    keywords = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
-    assert keywords == set(field_names(Call)) | set(field_names(Config))
-    method = inspect.signature(Explainer.explain).parameters
-    assert {n for n, p in method.items() if p.kind is p.KEYWORD_ONLY} == set(field_names(Call))
+def test_explain_takes_the_named_call_fields_and_the_options():
+    *named, options = inspect.signature(explain).parameters.values()
+    assert [p.name for p in named] == ["model", "inputs", "modality", *NAMED]
+    assert options.kind is options.VAR_KEYWORD and "Unpack[ExplainOptions]" in str(options.annotation)
+    *named, options = inspect.signature(Explainer.explain).parameters.values()
+    assert [p.name for p in named] == ["self", "model", "inputs", "modality", *NAMED]
+    assert options.kind is options.VAR_KEYWORD and "Unpack[CallOptions]" in str(options.annotation)
+
+
+def test_an_unknown_or_misplaced_keyword_is_named():
+    model, x = torch.nn.Linear(4, 2), torch.rand(2, 4)
+    with pytest.raises(TypeError, match=r"explain\(\) got an unexpected keyword argument 'features'; "):
+        explain(model, x, features=None)  # the third argument is `modality`
+    with pytest.raises(TypeError, match=r"\['kernel'\] are settings of the explainer: pass them to Explainer"):
+        Explainer().explain(model, x, kernel="lime")
+    with pytest.raises(TypeError, match=r"Explainer.explain\(\) got an unexpected keyword argument 'n_sample'"):
+        Explainer().explain(model, x, n_sample=8)
+    with pytest.raises(ValueError, match=r"`baseline` string must be one of"):  # "drop" is explain_image's
+        explain(model, x, baseline="drop")
 
 
 def test_presets_fill_only_unset_fields():

@@ -43,7 +43,11 @@ def test_the_options_are_described_from_the_records():
 
 def test_an_unknown_option_is_named_with_the_accepted_ones():
     check_options({"kernel": "lime"}, ("kernel", "surrogate"), "explain_x")
-    with pytest.raises(TypeError, match=r"explain_x\(\) got an unexpected keyword argument 'kernal'; .* kernel, surrogate$"):
+    with pytest.raises(
+        TypeError, match=r"explain_x\(\) got an unexpected keyword argument 'kernal'; .* kernel, surrogate$"
+    ):
         check_options({"kernal": "lime"}, ("kernel", "surrogate"), "explain_x")
-    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['a', 'baseline'\] \(\['baseline'\] set by its"):
+    with pytest.raises(
+        TypeError, match=r"unexpected keyword arguments \['a', 'baseline'\] \(\['baseline'\] set by its"
+    ):
         check_options({"a": 1, "baseline": 0.0, "kernel": 1.0}, ("kernel",), "explain_x", owned={"baseline"})

@@ -292,12 +292,12 @@ def test_public_names_document_every_argument():
     check_arguments("Series.prepare", Series.prepare, Series.prepare)
 
 
-def test_the_door_offers_every_field_but_those_series_owns():
+def test_the_door_offers_the_fields_of_series_and_the_options_but_those_series_owns():
     import inspect
 
-    from torchlime.engine.config import Call, Config, field_names
+    from tests.helpers.doors import check_door_form
 
     offered = list(inspect.signature(explain_series).parameters)
     own = [f.name for f in dataclasses.fields(Series)]
-    calls = [f for f in field_names(Call) if f not in Series.owns]
-    assert offered == ["model", "series", *own, *calls, *field_names(Config)]
+    assert offered == ["model", "series", *own, "target", "n_samples", "generator", "options"]
+    check_door_form(explain_series, Series, torch.randn(2, 3, 20))

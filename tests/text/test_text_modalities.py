@@ -13,11 +13,12 @@ import pytest
 import torch
 
 import torchlime
-from torchlime.engine import Call, Config, Explainer
+from torchlime.engine import Call, Explainer
 from torchlime.text import Infiller, Tokens, Words, explain_text, explain_tokens
 from torchlime.text._tokens import TokensInfo
 from torchlime.text._words import WordsInfo
 
+from tests.helpers.doors import check_door_form
 from tests.helpers.text import CLS, MASK, SEP, CheatMLM, PositionBag, ToyMLM, batch_with_padding
 
 SPECIAL = [CLS, SEP]
@@ -59,7 +60,7 @@ def test_explainer_with_tokens_equals_explain_tokens(mode, infill):
     same(old, new)
     assert torch.equal(old.samples, new.samples)
     assert new.features.shape == ids.shape and new.input_shape == (ids.shape[1],)
-    assert old.run.model_rows == new.run.model_rows and old.meta["mode"] == new.meta["mode"] == mode
+    assert old.meta["model_rows"] == new.meta["model_rows"] and old.meta["mode"] == new.meta["mode"] == mode
     assert isinstance(new.info, TokensInfo) and new.info == old.info
     assert new.info.mode == mode and new.info.special_ids == (CLS, SEP) and new.info.mask_id == MASK
     assert new.meta["text_tokens"] == new.info.as_plain()
@@ -69,7 +70,7 @@ def test_explainer_with_tokens_equals_explain_tokens(mode, infill):
         assert new.info.mlm_rows > 0 and new.info.infill == ("joint" if infill == "joint" else "single")
         if infill == "neutral":  # the prediction and 3 candidates per word: rows besides the samples
             assert new.info.scoring_rows == 3 + 3 * int(new.n_features.sum())
-            assert new.run.model_rows == 3 * 40 + new.info.scoring_rows
+            assert new.meta["model_rows"] == 3 * 40 + new.info.scoring_rows
     else:
         assert new.info.infill is None and new.info.mlm_rows is None and "mlm_rows" not in new.meta
 
@@ -96,13 +97,11 @@ def test_tokens_refuses_a_fill_and_the_hooks_it_sets():
         Explainer().explain(PositionBag(), ids, Tokens(mode="drop", mask_id=MASK), n_samples=8)
 
 
-def test_explain_tokens_signature_is_the_modality_then_call_then_config():
+def test_explain_tokens_signature_is_the_modality_then_the_named_call_fields_then_the_options():
     params = inspect.signature(explain_tokens).parameters
-    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     fields = [f.name for f in dataclasses.fields(Tokens)]
-    calls = [f.name for f in dataclasses.fields(Call) if f.name not in Tokens.owns]
-    configs = [f.name for f in dataclasses.fields(Config) if f.name != "baseline"]
-    assert list(params) == ["model", "input_ids", *fields, *calls, *configs]
+    assert list(params) == ["model", "input_ids", *fields, "target", "n_samples", "generator", "options"]
+    check_door_form(explain_tokens, Tokens, batch_with_padding()[0], mask_id=MASK)
     assert "word_ids" in fields and "features" not in params  # the feature map keeps its name
     with pytest.raises(TypeError, match="unexpected keyword argument 'features'"):
         explain_tokens(PositionBag(), batch_with_padding()[0], mask_id=MASK, features=WORDS)
@@ -135,11 +134,9 @@ def test_an_unknown_keyword_to_explain_text_is_a_type_error():
     with pytest.raises(TypeError, match="unexpected keyword argument 'baseline'"):
         explain_text(positive, "a good day", baseline=0.0)
     params = inspect.signature(explain_text).parameters
-    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     fields = [f.name for f in dataclasses.fields(Words)]
-    calls = [f.name for f in dataclasses.fields(Call) if f.name not in Words.owns]
-    configs = [f.name for f in dataclasses.fields(Config) if f.name != "baseline"]
-    assert list(params) == ["model", "texts", *fields, *calls, *configs]
+    assert list(params) == ["model", "texts", *fields, "target", "n_samples", "generator", "options"]
+    check_door_form(explain_text, Words, "a good day")
 
 
 def test_words_without_a_tokenizer_refuse_token_settings_by_name():

@@ -18,32 +18,14 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 import torch
+from typing_extensions import Unpack
 
 from torchlime.audio._common import BLUR_SIGMA, check_sample_rate, model_sample_rate
 from torchlime.audio._spectrograms import SpectrogramInfo, Spectrograms
 from torchlime.audio._waveforms import FreqScale, WaveformInfo, Waveforms, WaveformSegments
 from torchlime.audio.segments import SegmentSpec
-from torchlime.engine import Explanation, explain_with
-from torchlime.stages.forward.model import InputFormat
-from torchlime.stages.perturb.blend import PerturbFn
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BaselineSpecs,
-    BatchSize,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NormalizeSpec,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
+from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 __all__ = [
     "BLUR_SIGMA",
@@ -58,7 +40,8 @@ __all__ = [
 ]
 
 
-def explain_spectrogram(
+@documented
+def explain_spectrogram(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     specs: torch.Tensor,
     *,
@@ -76,24 +59,7 @@ def explain_spectrogram(
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    perturb_fn: Optional[PerturbFn] = None,
-    normalize: Optional[NormalizeSpec] = None,
-    chunk_format: Optional[InputFormat] = None,
-    additional_forward_args: object = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    baseline: Union[BaselineSpecs, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain a model of spectrograms over time-frequency segments (``Spectrograms`` in one call).
 
@@ -116,35 +82,12 @@ def explain_spectrogram(
         fmax: highest frequency (Hz) of the mel bands (default: the highest bin).
         n_segments: SLIC superpixels (defaults to time x freq segments).
         compactness: SLIC compactness.
-        baseline: the fill of hidden segments (``torchlime.stages.perturb.fills``): "zero" (silence),
-            "min", "max", "signal_mean", "noise", "shuffle", "blur" (a Gaussian of
-            ``BLUR_SIGMA`` bins), "mean" (each segment's own mean), a number, a tensor or a
-            callable. Default: the preset's fill (``preset="lime"``: "mean"), else "zero".
-            (``content=``, its old name, warns and is accepted for one release;
-            content="mean" is baseline="signal_mean".)
-        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all", "topK", or a
-            structured target (``torchlime.targets``).
         n_samples: S samples per clip (the clip itself included), or "auto" (rounds of doubling).
-        generator: an int seed or a ``torch.Generator``; None: seed 0.
-        index: long (B,) index of every clip in a larger data set (masks follow it).
-        return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
-        output: selector of tuple / dict model outputs (a key, an index or a callable).
-        softmax: explain the softmax of the outputs (probabilities of a logit model).
-        masks: explicit bool masks (B, S, F) instead of sampling.
-        perturb_fn: replaces the blend (``stages.perturb.blend.PerturbFn``).
-        normalize: ``(mean, std)`` per channel (dim 1), fused into the blend.
-        chunk_format: dtype and layout of the perturbed chunks (``stages.forward.model.InputFormat``).
-        additional_forward_args: passed to the model after the inputs, never perturbed.
-        sampler: a ``Sampler`` or a name ("bernoulli", "uniform_count", "shapley", ...).
-        kernel: a ``Kernel``, a float width or a name ("lime", "captum", "uniform", ...).
-        surrogate: a ``Surrogate`` or a name ("ridge", "lasso", "klasso", "bayes").
-        preset: a name in ``presets.PRESETS``; ``preset="slime"`` (or "veracity") gives the SLIME
-            settings (N = 8192).
-        accelerate: None (the model runs as given) or "fast" (``accel.accelerate_model``).
-        max_memory: CUDA memory budget of a chunk: bytes or a fraction of the device's memory;
-            None: half of the memory free when the call starts.
-        batch_size: rows per model call; None: the default rule; "measure": timed once per model.
-        progress: show a progress bar.
+        **options: the engine's options (``ExplainOptions``). For spectrograms, ``baseline`` is the
+            fill of hidden segments: "zero" (silence), "min", "max", "signal_mean", "noise",
+            "shuffle", "blur" (a Gaussian of ``BLUR_SIGMA`` bins), "mean" (each segment's own mean), a
+            number, a tensor or a callable; default: the preset's fill (``preset="lime"``: "mean"),
+            else "zero"; ``preset="slime"`` (or "veracity") gives the SLIME settings (N = 8192).
 
     Returns:
         ``Explanation`` with coef (B, T, F); ``info`` is a ``SpectrogramInfo`` (``meta["audio"]``: the
@@ -175,10 +118,11 @@ def explain_spectrogram(
         n_segments=n_segments,
         compactness=compactness,
     )
-    return explain_with(model, specs, modality, locals())
+    return explain_with(model, specs, modality, Call(target, n_samples, generator), options, "explain_spectrogram")
 
 
-def explain_waveform(
+@documented
+def explain_waveform(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     waves: torch.Tensor,
     *,
@@ -194,23 +138,7 @@ def explain_waveform(
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    normalize: Optional[NormalizeSpec] = None,
-    chunk_format: Optional[InputFormat] = None,
-    additional_forward_args: object = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    baseline: Union[BaselineSpecs, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain a model of raw audio over time segments or time-frequency cells (``Waveforms`` in one call).
 
@@ -220,7 +148,6 @@ def explain_waveform(
         waves: real (B, S) or (B, C, S) audio.
         sample_rate: Hz of ``waves``.
         segments: "time" (contiguous runs of samples) or "time_frequency" (cells of the STFT).
-            (``features=``, its old name, warns and is accepted for one release.)
         time_segments: slots in time (default 10 for "time", 5 for "time_frequency").
         freq_segments: frequency bands for "time_frequency".
         n_fft: FFT size of the Hann-window STFT of "time_frequency"; the model sees
@@ -229,31 +156,12 @@ def explain_waveform(
         win_length: Hann window length of that STFT (default n_fft).
         freq_scale: "linear" or "mel" spacing of the frequency bands.
         crossfade: seconds of linear crossfade at segment borders ("time" only; 0 = hard cuts).
-        baseline: the fill of hidden segments, as in ``explain_spectrogram``, computed on
-            the waveform for "time" and on the complex STFT for "time_frequency".
-            (``content=``, its old name, warns and is accepted for one release.)
-        kernel: as in ``torchlime.explain``; over "time_frequency" cells it must measure distances
-            on the masks (the explained inputs are complex STFTs).
-        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all", "topK", or a
-            structured target (``torchlime.targets``).
         n_samples: S samples per clip (the clip itself included), or "auto" (rounds of doubling).
-        generator: an int seed or a ``torch.Generator``; None: seed 0.
-        index: long (B,) index of every clip in a larger data set (masks follow it).
-        return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
-        output: selector of tuple / dict model outputs (a key, an index or a callable).
-        softmax: explain the softmax of the outputs (probabilities of a logit model).
-        masks: explicit bool masks (B, S, F) instead of sampling.
-        normalize: ``(mean, std)`` per channel (dim 1), fused into the blend.
-        chunk_format: dtype and layout of the perturbed chunks (``stages.forward.model.InputFormat``).
-        additional_forward_args: passed to the model after the inputs, never perturbed.
-        sampler: a ``Sampler`` or a name ("bernoulli", "uniform_count", "shapley", ...).
-        surrogate: a ``Surrogate`` or a name ("ridge", "lasso", "klasso", "bayes").
-        preset: a name in ``presets.PRESETS`` fills the keywords not given.
-        accelerate: None (the model runs as given) or "fast" (``accel.accelerate_model``).
-        max_memory: CUDA memory budget of a chunk: bytes or a fraction of the device's memory;
-            None: half of the memory free when the call starts.
-        batch_size: rows per model call; None: the default rule; "measure": timed once per model.
-        progress: show a progress bar.
+        **options: the engine's options (``ExplainOptions``) but ``perturb_fn`` (``crossfade`` sets
+            it). For waveforms, ``baseline`` is the fill of hidden segments, as in
+            ``explain_spectrogram``, computed on the waveform for "time" and on the complex STFT for
+            "time_frequency"; over "time_frequency" cells a ``kernel`` must measure distances on the
+            masks (the explained inputs are complex STFTs).
 
     Returns:
         ``Explanation`` with coef (B, T, F); its feature map ``features`` is (B, S) for "time"
@@ -292,4 +200,4 @@ def explain_waveform(
         freq_scale=freq_scale,
         crossfade=crossfade,
     )
-    return explain_with(model, waves, modality, locals())
+    return explain_with(model, waves, modality, Call(target, n_samples, generator), options, "explain_waveform")

@@ -333,10 +333,11 @@ _describe(ExplainOptions)
 
 
 def documented(fn: F) -> F:
-    """Add to ``fn``'s ``Args:`` the ``Config`` and ``Call`` fields it takes but does not describe.
+    """Add to ``fn``'s ``Args:`` the ``Config`` and ``Call`` fields it names but does not describe.
 
     A front door's docstring describes its own keywords; the engine's are described once, on the
-    records, and copied here so that ``help()`` and the API reference show every keyword.
+    records, and copied here (before its ``**options``, which ``ExplainOptions`` describes) so that
+    ``help()`` and the API reference show them.
 
     Args:
         fn: a front door whose keywords include fields of ``Config`` / ``Call``.
@@ -350,8 +351,11 @@ def documented(fn: F) -> F:
     names = fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount]
     known = {**_attributes(Call), **_attributes(Config)}
     missing = [n for n in names if n in known and f"        {n}:" not in doc]
+    if not missing:
+        return fn
     lines = "".join(
         "        " + known[n].replace("\n", "\n            ").replace("            \n", "\n") + "\n" for n in missing
     )
-    fn.__doc__ = doc.replace("\n    Returns:", lines + "\n    Returns:", 1) if "\n    Returns:" in doc else doc
+    at = "\n        **options:" if "\n        **options:" in doc else "\n\n    Returns:"  # before the options, if any
+    fn.__doc__ = doc.replace(at, "\n" + lines.rstrip("\n") + at, 1) if at in doc else doc
     return fn

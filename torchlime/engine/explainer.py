@@ -15,15 +15,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union, cast
 
 import torch
 from torch.profiler import record_function
+from typing_extensions import Unpack
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine.assemble import assemble
-from torchlime.engine.config import Call, Config, field_names, pick
+from torchlime.engine.config import (
+    NAMED,
+    Call,
+    CallOptions,
+    Config,
+    ExplainOptions,
+    check_options,
+    documented,
+    field_names,
+    pick,
+)
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.modality import FeatureMap, Modality
 from torchlime.engine.multi import Packed
@@ -31,30 +41,12 @@ from torchlime.engine.plan import plan
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
 from torchlime.stages.forward.errors import expecting
-from torchlime.stages.forward.model import InputFormat
-from torchlime.stages.perturb.blend import PerturbFn
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BaselineSpecs,
-    BatchSize,
-    FeatureSpec,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NormalizeSpec,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, FeatureSpec, Model, NSamples, Seed, TargetSpec, Unset
 
 #: what may stand in the modality's place: a modality, or a feature map (one per tensor of a tuple)
 ModalitySpec = Union[Modality, FeatureSpec]
+#: the options of ``ExplainOptions`` in the records' order (how to explain, then the call's other fields)
+OPTIONS = tuple(n for n in (*field_names(Config), *field_names(Call)) if n not in NAMED)
 
 
 def execute(model: Model, inputs: object, modality: Modality, how: Config, call: Call) -> Explanation:
@@ -94,8 +86,7 @@ def _as_modality(inputs: object, modality: ModalitySpec, call: Call) -> Modality
     return FeatureMap(modality)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Explainer(Config):
+class Explainer(Config):  # Config's fields, __init__ and checks (a frozen dataclass): no fields of its own
     """How to explain, reusable for any number of calls: a ``config.Config`` with ``explain``.
 
     Attributes:
@@ -127,15 +118,7 @@ class Explainer(Config):
         target: Union[TargetSpec, Unset] = UNSET,
         n_samples: Union[NSamples, Unset] = UNSET,
         generator: Seed = None,
-        index: Optional[torch.Tensor] = None,
-        return_samples: bool = False,
-        output: OutputSelector = None,
-        softmax: bool = False,
-        masks: Optional[torch.Tensor] = None,
-        perturb_fn: Optional[PerturbFn] = None,
-        normalize: Optional[NormalizeSpec] = None,
-        chunk_format: Optional[InputFormat] = None,
-        additional_forward_args: object = None,
+        **options: Unpack[CallOptions],
     ) -> Explanation:
         """Explain B inputs with this configuration (the keywords are ``config.Call``'s fields).
 
@@ -151,21 +134,23 @@ class Explainer(Config):
                 structured target (``torchlime.targets``).
             n_samples: S samples per input (the input itself included), or "auto".
             generator: an int seed or a ``torch.Generator``; None: seed 0.
-            index: long (B,) index of every input in a larger data set (masks follow it).
-            return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
-            output: selector of tuple / dict model outputs (a key, an index or a callable).
-            softmax: explain the softmax of the outputs.
-            masks: explicit bool masks (B, S, F) instead of sampling.
-            perturb_fn: replaces the blend of stage 3 (``stages.perturb.blend.PerturbFn``).
-            normalize: ``(mean, std)`` per channel (dim 1), fused into the blend.
-            chunk_format: dtype and layout of the perturbed chunks (``stages.forward.model.InputFormat``).
-            additional_forward_args: passed to the model after the inputs, never perturbed: one
-                object or a tuple; tensors whose first dim is B follow each row's input.
+            **options: the call's other fields (``CallOptions``: ``return_samples``, ``masks``,
+                ``index``, ``output``, ``softmax``, ...); how to explain is this explainer's.
 
         Returns:
             ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T).
+
+        Raises:
+            TypeError: a keyword that is no field of ``Call`` (named, with the ones taken), or a
+                setting of the explainer (``kernel=``, ...: pass it to ``Explainer(...)``).
         """
-        return self.run(model, inputs, modality, pick(Call, locals()))
+        how = [k for k in options if k in field_names(Config)]
+        if how:
+            raise TypeError(f"{how} are settings of the explainer: pass them to Explainer(...), not to its explain")
+        check_options(options, tuple(CallOptions.__annotations__), "Explainer.explain")
+        return self.run(
+            model, inputs, modality, Call(target=target, n_samples=n_samples, generator=generator, **options)
+        )
 
     def run(self, model: Model, inputs: object, modality: ModalitySpec, call: Call) -> Explanation:
         """Explain ``inputs`` for a ready ``Call`` (``explain`` with the call as one record).
@@ -215,50 +200,45 @@ def configure(explainer: Optional[Explainer], keywords: Mapping[str, object], wh
     return chosen, pick(Call, {k: v for k, v in keywords.items() if k not in how})
 
 
-def explain_with(model: Model, inputs: object, modality: ModalitySpec, values: Mapping[str, object]) -> Explanation:
-    """Explain with the configuration and the call made of ``values`` (a front door's keywords).
+def explain_with(
+    model: Model, inputs: object, modality: ModalitySpec, call: Call, options: ExplainOptions, who: str = "explain"
+) -> Explanation:
+    """Explain with a front door's call (the fields it names) and its options (its ``**options``).
 
     Args:
         model: the caller's model.
         inputs: the inputs.
         modality: the front door's modality (or a feature map).
-        values: keyword -> value (e.g. the door's ``locals()``); the fields of ``Config`` and ``Call``
-            are picked, the rest ignored.
+        call: the call's fields the door names (``target``, ``n_samples``, ``generator``).
+        options: the door's ``ExplainOptions``: how to explain, and the call's other fields; those its
+            modality sets itself (``Modality.owns``) are refused.
+        who: the door, as the message of a keyword it does not take names it.
 
     Returns:
         The ``Explanation``.
+
+    Raises:
+        TypeError: an option that is no key of ``ExplainOptions``, or one the modality sets itself:
+            named, with the options the door takes.
     """
-    how = pick(Config, values)
-    explainer = Explainer(**{name: getattr(how, name) for name in field_names(Config)})
-    return explainer.run(model, inputs, modality, pick(Call, values))
+    owned = modality.owns if isinstance(modality, Modality) else frozenset()
+    check_options(options, tuple(k for k in OPTIONS if k not in owned), who, owned)
+    how = {k: v for k, v in options.items() if k in field_names(Config)}
+    explainer = Explainer(**cast(dict[str, Any], how))  # baseline="drop" is refused by name here
+    fields = cast(CallOptions, {k: v for k, v in options.items() if k not in how})
+    return explainer.run(model, inputs, modality, dataclasses.replace(call, **fields))
 
 
-def explain(
+@documented
+def explain(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
-    features: ModalitySpec = None,
+    modality: ModalitySpec = None,
     *,
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    perturb_fn: Optional[PerturbFn] = None,
-    normalize: Optional[NormalizeSpec] = None,
-    chunk_format: Optional[InputFormat] = None,
-    additional_forward_args: object = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    baseline: Union[BaselineSpecs, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain B inputs with LIME in one chunked batched pass (``Explainer(...).explain(...)`` in one call).
 
@@ -270,56 +250,23 @@ def explain(
         inputs: (B, ...) inputs to explain (never modified), or a tuple of tensors, each
             (B, *shape_i), for a model called as ``model(*inputs, *additional_forward_args)``
             (``baseline`` may then be a tuple of fills, one per tensor).
-        features: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
+        modality: integer (B or 1, ...) feature map, broadcastable to ``inputs``, or None: one
             feature per element (captum's default); for a tuple of inputs, None or one map per
             tensor (shared ids are one feature); any ids (relabelled to 0..F_b-1 per input);
             inputs may have different F_b; negative ids mark elements that are never perturbed.
             A ``Modality`` (``torchlime.Images(...)``, ...) in this place builds the map itself.
-        additional_forward_args: passed to the model after the inputs, never perturbed: one
-            object or a tuple; tensors whose first dim is B follow each row's input.
-        target: None (top class), int, (B,) or (B, T) tensor, list, "all" or "topK".
-        n_samples: S, perturbed samples per input (sample 0 is the input itself); "auto" (or
-            an ``methods.adaptive.Adaptive``): rounds of doubling samples until each input's
-            top-k features are stable (``meta["samples_used"]``).
-        baseline: the fill of hidden features (``torchlime.stages.perturb.fills``): a number, a
-            tensor, a callable, "zero", "mean", "blur", "min", "max", "signal_mean",
-            "noise" or "shuffle".
-        sampler: ``Sampler`` or "bernoulli" / "uniform_count" / "shapley" / a design's name.
-        kernel: ``Kernel``, a float width, or "lime" / "captum" / "uniform" / a SMILE statistic.
-        surrogate: ``Surrogate`` or "ridge" / "lasso" / "klasso" / "bayes".
-        batch_size: rows per model call; None: the default rule, the same chunks on every call;
-            "measure": timed once per model and input shape (``torchlime.stages.forward.chunking``).
-        generator: ``torch.Generator`` (one number is drawn from it) or int seed; None = seed 0.
-        return_samples: keep masks (B, S, F), outputs (B, S, T), weights (B, S).
-        preset: a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
-            "kernel_shap") fills the keywords not given.
-        output: selector for tuple/dict outputs (key, index or callable).
-        softmax: apply softmax to the scores first (explain probabilities of logit models).
-        progress: show a progress bar.
-        masks: optional explicit bool masks (B, S, F) instead of sampling (held whole).
-        perturb_fn: replaces stage 3 (``stages.perturb.blend.PerturbFn``): builds the model input
-            of a ``Chunk`` of rows.
-        normalize: ``(mean, std)`` per channel (dim 1): the model sees ``(x - mean) / std``,
-            computed in the same fused pass as the blend.
-        max_memory: CUDA memory budget of a chunk: bytes, or a fraction of the device's
-            memory; None = half of the memory free at the start of the call.
-        index: long (B,) index of every input in a larger data set: masks and random
-            fills depend only on (seed, index), not on the batch (default 0..B-1).
-        chunk_format: dtype and layout of the perturbed chunks (``stages.forward.model.InputFormat``);
-            None: what the model wants (``stages.forward.model.input_format``).
-        accelerate: None (the model runs as given) or "fast": on CUDA, bf16 autocast,
-            channels-last 4-D inputs and ``torch.compile`` (``accel.accelerate_model``), made
-            once per model; the first chunk (with the unperturbed inputs) has the shape of the
-            others, so one compiled graph serves the whole call.
+        **options: the engine's options (``ExplainOptions``): how to explain (``sampler``,
+            ``kernel``, ``surrogate``, ``baseline``, ``preset``, ``batch_size``, ...) and the call's
+            other fields (``return_samples``, ``masks``, ``index``, ``output``, ``softmax``, ...).
 
     Returns:
         ``Explanation`` with coef (B, T, F), intercept, score, local_pred (B, T);
         ``meta`` records the settings, the chunk size, timings and (CUDA) peak memory.
 
     Raises:
-        TypeError / ValueError: bad arguments (names the argument, expected and got),
-            non-finite inputs or model outputs, inputs with a single feature, a model
-            whose output width changes between calls.
+        TypeError / ValueError: bad arguments (names the argument, expected and got; an unknown
+            keyword with the options taken), non-finite inputs or model outputs, inputs with a
+            single feature, a model whose output width changes between calls.
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
@@ -329,4 +276,4 @@ def explain(
         >>> exp.coef.shape
         torch.Size([2, 1, 8])
     """
-    return explain_with(model, inputs, features, locals())
+    return explain_with(model, inputs, modality, Call(target, n_samples, generator), options)

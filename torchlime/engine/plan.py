@@ -16,8 +16,8 @@ from typing import Optional
 import torch
 
 from torchlime._checks import check_finite, check_normalize, check_tensor, describe
-from torchlime.engine.resolve import Settings
 from torchlime.engine.rows import Run
+from torchlime.engine.settings import Settings
 from torchlime.engine.sizes import check_sizes
 from torchlime.stages.features import FeatureMap, prepare_features
 from torchlime.stages.forward.chunking import ChunkPlan
@@ -111,7 +111,7 @@ def _check_sizes(s: Settings, fmap: FeatureMap) -> None:
         fmap.f_max,
         _known_targets(s.target, s.inputs.shape[0]),
         device=s.inputs.device,
-        keep_samples=s.return_samples,
+        keep_samples=s.call.return_samples,
         score_bytes=8 if float64 else 4,
         sample_space=s.surrogate.sample_space,
     )
@@ -137,11 +137,12 @@ def plan(s: Settings) -> Plan:
     fmap = prepare_features(inputs, s.features, s.input_name)
     _check_sizes(s, fmap)  # F is known from here on (host ints): refuse what no memory could hold
     _check_mean_fill(s.baseline, fmap, s.input_name)
-    masks = None if s.masks is None else _check_masks(s.masks, batch, s.n_samples, fmap.f_max, dev)
+    given = s.call.masks
+    masks = None if given is None else _check_masks(given, batch, s.n_samples, fmap.f_max, dev)
     sampler = s.sampler if masks is not None else s.sampler.bind(fmap, s.n_samples)  # designs planned from the map
     kernel = s.kernel.bind(fmap, s.n_samples)
-    key = make_key(s.generator, dev)
-    ids = torch.arange(batch, device=dev) if s.index is None else s.index.to(dev).long()
+    key = make_key(s.call.generator, dev)
+    ids = torch.arange(batch, device=dev) if s.call.index is None else s.call.index.to(dev).long()
     ctx = FillContext(fmap.index, fmap.f_max + 1, signal_dims(tuple(inputs.shape), tuple(fmap.index.shape)), key, ids)
     base = resolve_baseline(s.baseline, inputs, ctx)
     _check_finite_fill(base, s.baseline)
@@ -152,8 +153,9 @@ def plan(s: Settings) -> Plan:
             return masks[b, smp]
         return sampler.masks(Rows(key, ids[b], smp, fmap.n_features[b], fmap.f_max, b))
 
-    fmt = (s.chunk_format or input_format(s.model, inputs)) if s.perturb_fn is None else None
-    stats = check_normalize(s.normalize, inputs.shape[1]) if s.normalize is not None else None
+    perturb_fn, normalize = s.call.perturb_fn, s.call.normalize
+    fmt = (s.call.chunk_format or input_format(s.model, inputs)) if perturb_fn is None else None
+    stats = check_normalize(normalize, inputs.shape[1]) if normalize is not None else None
     norm = Normalize(*stats).on(inputs) if stats is not None else None  # on the device once per call
     perturbation = Perturbation(
         inputs,
@@ -162,7 +164,7 @@ def plan(s: Settings) -> Plan:
         fmap.n_features,
         fmap.f_max,
         fmap.fixed,
-        s.perturb_fn,
+        perturb_fn,
         fmt,
         norm,
         s.adapter,
@@ -174,24 +176,10 @@ def plan(s: Settings) -> Plan:
         tuple(inputs.shape[1:]),
         str(fmt.dtype if fmt and fmt.dtype else inputs.dtype),
         bool(fmt and fmt.channels_last),
-        s.perturb_fn is None,
+        perturb_fn is None,
     )
-    chunks = ChunkPlan(s.model, signature, m_dev, s.batch_size, s.max_memory)
+    chunks = ChunkPlan(s.model, signature, m_dev, s.config.batch_size, s.config.max_memory)
     run = Run(
-        model=s.model,
-        fmap=fmap,
-        draw=draw,
-        perturbation=perturbation,
-        kernel=kernel,
-        plan=chunks,
-        placement=(m_dev, m_dtype),
-        n_cap=s.n_samples,
-        target_spec=s.target,
-        output=s.output,
-        softmax=s.softmax,
-        progress=s.progress,
-        fit_dtype=s.surrogate.dtype,
-        keep=s.return_samples,
-        sample_space=s.surrogate.sample_space,
+        s, fmap=fmap, draw=draw, perturbation=perturbation, kernel=kernel, plan=chunks, placement=(m_dev, m_dtype)
     )
     return Plan(s, fmap, sampler, perturbation, chunks, run, stats, started)

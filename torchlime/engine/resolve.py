@@ -8,104 +8,22 @@ argument, what was expected and what came; nothing here touches the device's dat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional, cast
+import dataclasses
 
 import torch
 
 from torchlime._checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.accel import accelerate_model
-from torchlime.engine.config import Call, Config, fill_unset, given
+from torchlime.engine.config import fill_unset, given
 from torchlime.engine.modality import Prepared
 from torchlime.engine.presets import defaults
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate
-from torchlime.methods.adaptive import Adaptive, resolve_n_samples
-from torchlime.stages.forward.chunking import check_batch_size, check_max_memory
-from torchlime.stages.forward.model import InputFormat
+from torchlime.engine.settings import Settings
+from torchlime.methods.adaptive import resolve_n_samples
+from torchlime.stages.forward.chunking import check_batch_size
 from torchlime.stages.forward.targets import check_target
-from torchlime.stages.perturb.blend import PerturbFn
-from torchlime.stages.sampling import Sampler
-from torchlime.stages.surrogate import Surrogate
-from torchlime.stages.weighting import Kernel
 from torchlime.targets._base import Target
-from torchlime.typing import (
-    BaselineSpec,
-    BatchSize,
-    MemorySpec,
-    Model,
-    NormalizeSpec,
-    OutputSelector,
-    PresetName,
-    PresetScope,
-    Seed,
-    TargetSpec,
-)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A call's resolved arguments (``resolve``); the fields are ``torchlime.explain``'s keywords.
-
-    Attributes:
-        model: the model the engine runs (the front door's adapter and ``accelerate`` applied).
-        inputs: (B, ...) the inputs to explain.
-        features: integer (B or 1, ...) their feature map.
-        modality: which presets' settings applied.
-        input_name: the name of ``inputs`` in error messages.
-        adapter: the front door's model wrapper, or None.
-        target: the target specification, checked for type and shape.
-        n_samples: S, an int (the cap with ``n_samples="auto"``).
-        adaptive: the settings of ``n_samples="auto"``, or None.
-        baseline: the fill specification.
-        sampler: the sampler (names and presets resolved), not yet bound to the call.
-        kernel: the kernel, the same way.
-        surrogate: the surrogate, the same way.
-        batch_size: rows per model call, None (the default rule) or "measure".
-        generator: the seed or generator of the masks.
-        return_samples: keep masks (B, S, F), outputs (B, S, T) and weights (B, S).
-        preset: the preset's name, or None.
-        output: selector of tuple / dict model outputs.
-        softmax: explain the softmax of the outputs.
-        progress: show a progress bar.
-        masks: explicit bool masks (B, S, F), or None.
-        perturb_fn: the front door's perturbation, or None (the blend).
-        normalize: ``(mean, std)`` per channel, or None.
-        max_memory: the CUDA memory budget of a chunk.
-        index: long (B,) index of every input in a larger data set, or None.
-        chunk_format: dtype and layout of the perturbed chunks, or None (what the model wants).
-        config: the configuration with the preset's settings filled in.
-        call: the call, the same way.
-    """
-
-    model: Model
-    inputs: torch.Tensor
-    features: torch.Tensor
-    modality: PresetScope
-    input_name: str
-    adapter: Optional[Callable[[Model], Model]]
-    target: TargetSpec
-    n_samples: int
-    adaptive: Optional[Adaptive]
-    baseline: BaselineSpec
-    sampler: Sampler
-    kernel: Kernel
-    surrogate: Surrogate
-    batch_size: BatchSize
-    generator: Seed
-    return_samples: bool
-    preset: Optional[PresetName]
-    output: OutputSelector
-    softmax: bool
-    progress: bool
-    masks: Optional[torch.Tensor]
-    perturb_fn: Optional[PerturbFn]
-    normalize: Optional[NormalizeSpec]
-    max_memory: MemorySpec
-    index: Optional[torch.Tensor]
-    chunk_format: Optional[InputFormat]
-    config: Config
-    call: Call
-
+from torchlime.typing import Model
 
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -190,7 +108,14 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
         raise ValueError(
             f"`sampler` {sampler!r} plans all of its samples at once: it needs an int n_samples, not 'auto'"
         )
+    batch_size, generator = check_batch_size(how.batch_size), from_numpy(call.generator)
+    if batch_size is not how.batch_size:  # a numpy integer as a Python int
+        how = dataclasses.replace(how, batch_size=batch_size)
+    if generator is not call.generator or index is not call.index:  # np.int64(3) is a seed; a numpy index a tensor
+        call = dataclasses.replace(call, generator=generator, index=index)
     return Settings(
+        config=how,
+        call=call,
         model=run_model,
         inputs=inputs,
         features=features,
@@ -200,23 +125,7 @@ def resolve(model: Model, prepared: Prepared) -> Settings:
         target=target,
         n_samples=n_samples,
         adaptive=adaptive,
-        baseline=cast(BaselineSpec, given(how.baseline, "baseline")),  # a list / tuple is refused by the fill
         sampler=sampler,
         kernel=kernel,
         surrogate=surrogate,
-        batch_size=check_batch_size(how.batch_size),
-        generator=from_numpy(call.generator),  # np.int64(3) is a seed
-        return_samples=call.return_samples,
-        preset=how.preset,
-        output=call.output,
-        softmax=call.softmax,
-        progress=how.progress,
-        masks=call.masks,
-        perturb_fn=call.perturb_fn,
-        normalize=call.normalize,
-        max_memory=check_max_memory(how.max_memory),
-        index=index,
-        chunk_format=call.chunk_format,
-        config=how,
-        call=call,
     )

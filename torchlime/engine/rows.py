@@ -19,6 +19,7 @@ from torchlime._upload import upload
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.engine.row_spans import input_spans
+from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
@@ -29,7 +30,6 @@ from torchlime.stages.perturb.blend import Chunk, OrderedPerturbFn
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.weighting import Kernel
 from torchlime.targets._base import Bound, Target, cat_rows, take_rows
-from torchlime.typing import Model, OutputSelector, TargetSpec
 
 T = TypeVar("T")
 #: a pass whose masks hold at most this many elements draws them at once, not chunk by chunk: the same
@@ -155,46 +155,34 @@ class Run:
     """The forward pass and the fit of one call (see the module docstring).
 
     Args:
-        model: the model the engine runs.
+        settings: the call's resolved records and objects: the model, ``target``, ``n_samples`` (the
+            most samples any input can get: scores are stored for that many), the surrogate (the
+            dtype of the accumulated products; one that fits on the samples gets no normal equations:
+            the samples are only weighed and kept), ``output``, ``softmax``, ``return_samples`` and
+            ``progress``.
         fmap: the call's relabelled feature map.
         draw: masks (c, F) of rows (input b, sample s).
         perturbation: how rows become model inputs.
         kernel: the kernel bound to the call.
         plan: the chunk sizes.
         placement: the model's device and floating dtype.
-        n_cap: the most samples any input can get (scores are stored for that many).
-        target_spec: the ``target`` argument, resolved once the unperturbed inputs are scored.
-        output: selector of tuple / dict model outputs.
-        softmax: explain the softmax of the outputs.
-        progress: show a progress bar.
-        fit_dtype: dtype of the accumulated products.
-        keep: keep masks and weights for ``return_samples``.
-        sample_space: the surrogate fits on the samples: only weigh and keep them (no normal equations).
     """
 
     def __init__(
         self,
+        settings: Settings,
         *,
-        model: Model,
         fmap: FeatureMap,
         draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         perturbation: Perturbation,
         kernel: Kernel,
         plan: ChunkPlan,
         placement: tuple[torch.device, torch.dtype],
-        n_cap: int,
-        target_spec: TargetSpec,
-        output: OutputSelector,
-        softmax: bool,
-        progress: bool,
-        fit_dtype: torch.dtype,
-        keep: bool,
-        sample_space: bool = False,
     ) -> None:
-        self.model, self.fmap, self.draw, self.perturbation, self.kernel = model, fmap, draw, perturbation, kernel
-        self.plan, self.placement, self.n_cap = plan, placement, n_cap
-        self.target_spec, self.output, self.softmax, self.progress = target_spec, output, softmax, progress
-        self.fit_dtype, self.keep, self.sample_space = fit_dtype, keep or sample_space, sample_space
+        self.settings = settings
+        self.fmap, self.draw, self.perturbation, self.kernel = fmap, draw, perturbation, kernel
+        self.plan, self.placement, self.sample_space = plan, placement, settings.surrogate.sample_space
+        self.keep = settings.call.return_samples or self.sample_space
         self.batch = fmap.n_features.shape[0]
         self.device = fmap.n_features.device
         self.width: Optional[int] = None
@@ -215,7 +203,7 @@ class Run:
             self.originals = perturbation.build(
                 self.chunk(every, torch.zeros_like(every), 0, 0 if self.batch == 1 else -1)
             )
-            self.dists = torch.zeros(self.batch, n_cap, device=self.device)
+            self.dists = torch.zeros(self.batch, settings.n_samples, device=self.device)
 
     def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int, z: Optional[torch.Tensor] = None) -> Chunk:
         """The ``Chunk`` of rows (input b, sample s), with the always-kept column if the map has one.
@@ -275,8 +263,9 @@ class Run:
             with record_function("torchlime::rows"):
                 self._consume(order, out, start, stop, *rows(start, stop))
 
-        with eval_mode(self.model):
-            run_rows(self.model, build, consume, order.n_rows, self.plan, *self.placement, self.progress)
+        model, progress = self.settings.model, self.settings.config.progress
+        with eval_mode(model):
+            run_rows(model, build, consume, order.n_rows, self.plan, *self.placement, progress)
 
     def _sorted(
         self, order: RowOrder, z_all: torch.Tensor, b_all: torch.Tensor
@@ -299,10 +288,10 @@ class Run:
         return perm, key[perm].tolist()
 
     def _consume(self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor) -> None:
-        if isinstance(self.target_spec, Target):
+        if isinstance(self.settings.target, Target):
             self._consume_structured(order, out, start, stop, b, s)
             return
-        sc = select_output(out, self.output, stop - start)
+        sc = select_output(out, self.settings.call.output, stop - start)
         if self.width is None:
             self.width = sc.shape[1]
         if sc.shape[1] != self.width:
@@ -312,15 +301,15 @@ class Run:
                 f"return the same outputs whatever the batch size"
             )
         sc = sc.double() if sc.dtype == torch.float64 else sc.float()  # a float64 model keeps its precision
-        sc = (sc.softmax(1) if self.softmax else sc).to(self.device)
+        sc = (sc.softmax(1) if self.settings.call.softmax else sc).to(self.device)
         refs = order.refs
         if start < refs:  # unperturbed inputs: full scores, they choose the targets
             if self._reference is None:
                 self._reference = torch.empty(refs, self.width, dtype=sc.dtype, device=self.device)
             self._reference[start : min(stop, refs)] = sc[: refs - start]
             if stop >= refs:
-                self.targets = resolve_target(self.target_spec, self._reference)
-                shape = (self.batch, self.n_cap, self.targets.shape[1])
+                self.targets = resolve_target(self.settings.target, self._reference)
+                shape = (self.batch, self.settings.n_samples, self.targets.shape[1])
                 self.scores = torch.empty(shape, dtype=self._reference.dtype, device=self.device)
                 self.scores[:, 0] = self._reference.gather(1, self.targets)
         if stop > refs:
@@ -333,9 +322,9 @@ class Run:
         self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
     ) -> None:
         """``_consume`` for a ``Target`` object: it reads the raw output (``torchlime.targets._base``)."""
-        target = cast(Target, self.target_spec)
-        if self.output is not None:
-            out = self.output(out) if callable(self.output) else cast(dict[Union[int, str], object], out)[self.output]
+        target, output = cast(Target, self.settings.target), self.settings.call.output
+        if output is not None:
+            out = output(out) if callable(output) else cast(dict[Union[int, str], object], out)[output]
         refs = order.refs
         if start < refs:  # unperturbed inputs: their raw outputs bind the targets
             self._ref_parts.append(take_rows(out, 0, min(stop, refs) - start))
@@ -345,7 +334,7 @@ class Run:
                 self.bound = target.bind(reference, self.batch)
                 self.targets = self.bound.labels.to(self.device)
                 t = self.targets.shape[1]
-                self.scores = torch.empty(self.batch, self.n_cap, t, device=self.device)
+                self.scores = torch.empty(self.batch, self.settings.n_samples, t, device=self.device)
                 every = torch.arange(self.batch, device=self.device)
                 self.scores[:, 0] = self.bound.score(reference, every).float().to(self.device)
         if stop > refs:
@@ -366,7 +355,8 @@ class Run:
         """
         targets, scores = ready(self.targets, "the targets"), ready(self.scores, "the scores")
         if self.acc is None and not self.sample_space:
-            self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], self.fit_dtype)
+            dtype = self.settings.surrogate.dtype
+            self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], dtype)
         idx = upload(list(active), torch.long, self.device)
         masks = self.mask_blocks(active, s_lo, s_hi)
         kept = accumulate_blocks(

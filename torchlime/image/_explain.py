@@ -4,34 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Literal, Optional, Sequence, Union
+from typing import Callable, ClassVar, Optional, Union
 
 import torch
+from typing_extensions import Unpack
 
 from torchlime._checks import from_numpy
-from torchlime.engine import Call, Config, Explanation, Modality, Prepared, documented, explain_with
+from torchlime.engine import Call, Config, ExplainOptions, Explanation, Modality, Prepared, documented, explain_with
 from torchlime.engine.presets import resolve
 from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments
 from torchlime.image._info import ImagesInfo
 from torchlime.image.segments import resolve_segments
-from torchlime.stages.forward.model import InputFormat
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BaselineSpecs,
-    BatchSize,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, Model, NormalizeSpec, NSamples, Seed, TargetSpec, Unset
 
 #: lime's image segmentation (lime_image.explain_instance's default); "quickshift" uses it
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
@@ -61,7 +45,7 @@ class Images(Modality):
 
     segments: SegmentsSpec = UNSET
     n_segments: SegmentCount = "auto"
-    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None
+    normalize: Optional[NormalizeSpec] = None
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
         """Segment the images (checked first) and hand them over with their normalisation.
@@ -91,31 +75,16 @@ class Images(Modality):
 
 
 @documented
-def explain_image(  # noqa: D417 (the engine's keywords are documented by ``documented``)
+def explain_image(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     images: torch.Tensor,
     *,
     segments: SegmentsSpec = UNSET,
     n_segments: SegmentCount = "auto",
-    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None,
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    chunk_format: Optional[InputFormat] = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    baseline: Union[BaselineSpecs, Literal["drop"], Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain image classifiers with superpixel LIME.
 
@@ -135,23 +104,15 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
         n_segments: approximate segment count of SLIC and of "grid" (round(sqrt(n)) cells a side);
             "auto" (the default): ``clamp(N // 40, 8, 100)`` for N samples, at most H * W // 64
             (``image._defaults``: the rule and the measurement behind it).
-        normalize: ``(mean, std)`` per channel; the model then sees ``(x - mean) / std``
-            (computed in the fused perturbation pass) while images are segmented and
-            perturbed unnormalised.
-        chunk_format: dtype and memory layout of the perturbed chunks
-            (``stages.forward.model.InputFormat``); None: as the model wants
-            (``forward.input_format``: channels-last for an ``Accelerated(channels_last=True)``
-            model). ``channels_last=`` is its deprecated spelling.
-        accelerate: None (the model runs as given) or "fast" (``accel.accelerate_model``:
-            bf16 autocast, channels-last and ``torch.compile`` on CUDA).
-        baseline: what hidden segments become (see ``torchlime.explain``; images default to each
-            segment's mean colour), or "drop": for a vision transformer (torchvision's, timm's,
-            Hugging Face's ``ViTForImageClassification``), hidden patches leave the token sequence
-            instead of being filled (``torchlime.image.drop``); features are then the patches, or
-            ``segments`` snapped to the patch grid.
-        preset: "lime" reproduces ``lime_image.LimeImageExplainer`` (quickshift,
-            mean-colour fill, Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 1000,
-            top 5 labels); see ``torchlime.engine.presets``.
+        **options: the engine's options (``ExplainOptions``) but ``perturb_fn`` and
+            ``additional_forward_args``. For images, ``normalize=(mean, std)`` per channel: the model
+            sees ``(x - mean) / std`` while the images are segmented and perturbed unnormalised;
+            ``baseline`` defaults to each segment's mean colour, and ``baseline="drop"`` leaves
+            hidden patches out of a vision transformer's token sequence (torchvision's, timm's,
+            Hugging Face's ``ViTForImageClassification``; ``torchlime.image.drop``): the features are
+            then the patches, or ``segments`` snapped to the patch grid; ``preset="lime"``
+            reproduces ``lime_image.LimeImageExplainer`` (quickshift, mean-colour fill,
+            Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 1000, top 5 labels).
 
     Returns:
         ``Explanation``; ``features`` is the relabelled segmentation (B, 1, H, W).
@@ -170,9 +131,12 @@ def explain_image(  # noqa: D417 (the engine's keywords are documented by ``docu
         >>> exp.heatmap(0).shape
         torch.Size([2, 3, 32, 32])
     """
+    normalize = options.pop("normalize", None)  # a field of the modality: it sets the call's
     modality: Modality = Images(segments, n_segments, normalize)
+    baseline = options.get("baseline")
     if isinstance(baseline, str) and baseline == "drop":  # tokens left out of a vision transformer's sequence
         from torchlime.image.drop.modality import PatchTokens
 
-        modality, baseline = PatchTokens(segments, n_segments, normalize), UNSET
-    return explain_with(model, images, modality, locals())
+        modality = PatchTokens(segments, n_segments, normalize)
+        del options["baseline"]
+    return explain_with(model, images, modality, Call(target, n_samples, generator), options, "explain_image")

@@ -7,30 +7,14 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Union, get_args
 
 import torch
+from typing_extensions import Unpack
 
 from torchlime._checks import check_choice, check_positive_int, check_tensor
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared, documented, explain_with
+from torchlime.engine.config import ExplainOptions
 from torchlime.stages.features import even_bands
-from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BaselineSpecs,
-    BatchSize,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NormalizeSpec,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 SeriesSegments = Literal["window", "channel", "window_channel"]
 SeriesFillName = Literal["mean", "interpolate", "noise", "shuffle"]
@@ -160,7 +144,7 @@ class Series(Modality):
 
 
 @documented
-def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
+def explain_series(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     series: torch.Tensor,
     *,
@@ -169,22 +153,7 @@ def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    normalize: Optional[NormalizeSpec] = None,
-    chunk_format: Optional[InputFormat] = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    baseline: Union[BaselineSpecs, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain a model of multivariate time series with LIME over windows, channels or both.
 
@@ -193,8 +162,10 @@ def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
         series: float (B, C, T) series (C channels of T steps), given to the model as they are.
         segments: "window", "channel" or "window_channel" (``Series``).
         n_windows: time windows, 1..T (``Series``).
-        baseline: what hidden steps become: ``SeriesFill("mean")`` (the default), ``"interpolate"``,
-            ``"noise"`` or ``"shuffle"`` (``SeriesFill``), or an engine fill (a number, a (B, C, T) tensor, ...).
+        **options: the engine's options (``ExplainOptions``) but ``perturb_fn`` and
+            ``additional_forward_args``. For series, ``baseline`` is what hidden steps become:
+            ``SeriesFill("mean")`` (the default), ``"interpolate"``, ``"noise"`` or ``"shuffle"``
+            (``SeriesFill``), or an engine fill (a number, a (B, C, T) tensor, ...).
 
     Returns:
         ``Explanation`` with coef (B, T, F); ``info`` (``meta["series"]``) records the windows.
@@ -211,4 +182,5 @@ def explain_series(  # noqa: D417 (the engine's keywords: ``documented``)
         >>> int(exp.top_features(1)[0][0, 0, 0])  # channel 1, window 2: 1 * 5 + 2
         7
     """
-    return explain_with(model, series, Series(segments, n_windows), locals())
+    modality = Series(segments, n_windows)
+    return explain_with(model, series, modality, Call(target, n_samples, generator), options, "explain_series")

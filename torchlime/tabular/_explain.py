@@ -9,31 +9,17 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
-import torch
+from typing_extensions import Unpack
 
-from torchlime.engine import Explanation, explain_with
+from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
 from torchlime.tabular._inputs import Columns, Labels, Rows, TrainingData
 from torchlime.tabular._modality import DiscretizerName, Tabular
 from torchlime.tabular._numpy import as_rows, takes_numpy
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BatchSize,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 
-def explain_tabular(
+@documented
+def explain_tabular(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     X: Rows,
     *,
@@ -48,19 +34,7 @@ def explain_tabular(
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain B rows of tabular data with lime's tabular LIME, batched on X's device.
 
@@ -91,25 +65,15 @@ def explain_tabular(
         perturbed: optional (B, S, D) sample rows (a tensor, or a numpy array like ``X``) to
             use instead of drawing them (sample 0 the input); masks are ``masks=`` if given,
             else "same level as the input".
-        preset: None or "lime" (``LimeTabularExplainer``'s settings: N = 5000, Ridge(1), top
-            class); other presets are refused (they have no tabular sampler, kernel and values).
         generator: int seed or ``torch.Generator`` (masks and values derive from it).
-        kernel: ``ExponentialKernel(width, distance="euclidean")``: lime's kernel with that width
-            (default ``0.75 √D``); any other ``torchlime.explain`` kernel replaces lime's.
-        sampler: replaces the level sampler (a ``torchlime.explain`` sampler; values follow any masks).
-        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
-        n_samples: S samples per input (the input itself included), or "auto".
-        index: long (B,) index of every row in a larger data set (masks and values follow it).
-        return_samples: keep the masks (B, S, D), outputs (B, S, T) and weights (B, S).
-        output: selector of tuple / dict model outputs (a key, an index or a callable).
-        softmax: explain the softmax of the outputs.
-        masks: explicit bool masks (B, S, D) instead of sampling.
-        surrogate: a ``Surrogate`` or "ridge" / "lasso" / "klasso" / "bayes".
-        accelerate: None or "fast" (``accel.accelerate_model``).
-        max_memory: CUDA memory budget of a chunk (bytes or a fraction of the device's memory).
-        batch_size: rows per model call; None: the default rule; "measure": timed once.
-        progress: show a progress bar. (There is no ``baseline``: the values are drawn from the
-            training statistics.)
+        **options: the engine's options (``ExplainOptions``) but ``baseline`` (the values are drawn
+            from the training statistics), ``perturb_fn``, ``normalize``, ``chunk_format`` and
+            ``additional_forward_args``. For rows, ``kernel=ExponentialKernel(width,
+            distance="euclidean")`` is lime's kernel with that width (default ``0.75 √D``) and any
+            other kernel replaces lime's; a ``sampler`` replaces the level sampler (values follow any
+            masks); ``masks`` are (B, S, D); ``preset`` is None or "lime" (``LimeTabularExplainer``'s
+            settings: N = 5000, Ridge(1), top class), other presets are refused (they have no tabular
+            sampler, kernel and values).
 
     Returns:
         ``Explanation``: coef (B, T, D), one coefficient per column; ``info`` is a ``TabularInfo``
@@ -143,4 +107,4 @@ def explain_tabular(
         numpy_model=takes_numpy(model, X),
     )
     rows = as_rows(X, "X")  # numpy rows: a float32 tensor on the CPU
-    return explain_with(model, rows, modality, locals())
+    return explain_with(model, rows, modality, Call(target, n_samples, generator), options, "explain_tabular")

@@ -11,26 +11,12 @@ from collections.abc import Sequence
 from typing import Optional, Protocol, Union
 
 import torch
+from typing_extensions import Unpack
 
-from torchlime.engine import Explanation, explain_with
+from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
 from torchlime.text._token_args import InfillSpec, SpecialIds, infer_vocab_size, token_features
 from torchlime.text._tokens import Tokens
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BatchSize,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 __all__ = ["explain_tokens", "feature_positions", "infer_vocab_size", "token_features", "word_ids_from_encoding"]
 
@@ -86,7 +72,8 @@ def word_ids_from_encoding(encoding: WordIds, batch_size: Optional[int] = None) 
     return torch.tensor(rows, dtype=torch.long)
 
 
-def explain_tokens(
+@documented
+def explain_tokens(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     input_ids: torch.Tensor,
     *,
@@ -102,19 +89,7 @@ def explain_tokens(
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain B token sequences with LIME over their tokens or words.
 
@@ -141,23 +116,11 @@ def explain_tokens(
         model_inputs: "auto" (positional with a mask, ids alone without),
             "positional", "keywords" or "ids".
         infill: an ``Infiller`` or a masked LM (wrapped with default settings).
-        kernel: as in ``explain`` (measuring distances on the masks), or a ``HybridKernel``
-            (weights from the perturbed text).
         generator: seed or ``torch.Generator`` (masks and infill sampling).
-        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
-        n_samples: S samples per input (the input itself included), or "auto".
-        index: long (B,) index of every input in a larger data set (masks follow it).
-        return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
-        output: selector of tuple / dict model outputs (a key, an index or a callable).
-        softmax: explain the softmax of the outputs.
-        masks: explicit bool masks (B, S, F) instead of sampling.
-        sampler: a ``Sampler`` or a name ("bernoulli", "uniform_count", ...).
-        surrogate: a ``Surrogate`` or a name ("ridge", "lasso", "klasso", "bayes").
-        preset: a name in ``presets.PRESETS`` ("lime" and "lime_text": lime's text explainer).
-        accelerate: None or "fast" (``accel.accelerate_model``).
-        max_memory: CUDA memory budget of a chunk: bytes, or a fraction of the device's memory.
-        batch_size: rows per model call (None: the default rule; "measure": timed).
-        progress: show a progress bar.
+        **options: the engine's options (``ExplainOptions``) but ``baseline`` (the fill is ``mode``),
+            ``perturb_fn``, ``normalize``, ``chunk_format`` and ``additional_forward_args``; a
+            ``kernel`` measures distances on the masks, or is a ``HybridKernel`` (weights from the
+            perturbed text); ``preset="lime"`` or ``"lime_text"``: lime's text explainer.
 
     Returns:
         ``Explanation`` with coef (B, T, F), features (B, L) (-1 never perturbed), input_shape (L,),
@@ -176,4 +139,4 @@ def explain_tokens(
         ([[-1, 0, 1, 2, -1]], 'replace')
     """
     modality = Tokens(attention_mask, word_ids, special_ids, mode, mask_id, pad_id, vocab_size, model_inputs, infill)
-    return explain_with(model, input_ids, modality, locals())
+    return explain_with(model, input_ids, modality, Call(target, n_samples, generator), options, "explain_tokens")

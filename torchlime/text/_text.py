@@ -12,32 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional, Union
 
-import torch
+from typing_extensions import Unpack
 
-from torchlime.engine import Explanation, explain_with
+from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._words import Words
 from torchlime.text.split import Splitter
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BatchSize,
-    Device,
-    KernelSpec,
-    MemorySpec,
-    Model,
-    NSamples,
-    OutputSelector,
-    PresetName,
-    SamplerSpec,
-    Seed,
-    SurrogateSpec,
-    TargetSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, Device, Model, NSamples, Seed, TargetSpec, Unset
 
 
-def explain_text(
+@documented
+def explain_text(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
     model: Model,
     texts: Union[str, Sequence[str]],
     *,
@@ -57,19 +42,7 @@ def explain_text(
     target: Union[TargetSpec, Unset] = UNSET,
     n_samples: Union[NSamples, Unset] = UNSET,
     generator: Seed = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    output: OutputSelector = None,
-    softmax: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     r"""Explain B texts with LIME over their words.
 
@@ -105,22 +78,10 @@ def explain_text(
         vocab_size: with ``tokenizer``: checks the ids (default: the model's input-embedding size).
         model_inputs: with ``tokenizer``: how the model takes ids and mask (see ``explain_tokens``).
         infill: with ``tokenizer`` and ``mode="infill"``: an ``Infiller`` or a masked LM.
-        kernel: as in ``explain``, measuring distances on the masks.
-        generator: an int seed or a ``torch.Generator``; None: seed 0.
-        target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all" or "topK".
-        n_samples: S samples per input (the input itself included), or "auto".
-        index: long (B,) index of every input in a larger data set (masks follow it).
-        return_samples: keep the masks (B, S, F), outputs (B, S, T) and weights (B, S).
-        output: selector of tuple / dict model outputs (a key, an index or a callable).
-        softmax: explain the softmax of the outputs.
-        masks: explicit bool masks (B, S, F) instead of sampling.
-        sampler: a ``Sampler`` or a name ("bernoulli", "uniform_count", ...).
-        surrogate: a ``Surrogate`` or a name ("ridge", "lasso", "klasso", "bayes").
-        preset: a name in ``presets.PRESETS`` ("lime" and "lime_text": lime's text explainer).
-        accelerate: None or "fast" (``accel.accelerate_model``).
-        max_memory: CUDA memory budget of a chunk: bytes, or a fraction of the device's memory.
-        batch_size: rows per model call (None: the default rule; "measure": timed).
-        progress: show a progress bar.
+        **options: the engine's options (``ExplainOptions``) but ``baseline`` (hidden words are
+            removed or masked: ``mask_string``, ``mode``), ``perturb_fn``, ``normalize``,
+            ``chunk_format`` and ``additional_forward_args``; a ``kernel`` measures distances on the
+            masks; ``preset="lime"`` or ``"lime_text"``: lime's text explainer.
 
     Returns:
         ``Explanation`` with coef (B, T, F) over the words (F = the most words of any text);
@@ -161,4 +122,4 @@ def explain_text(
         model_inputs,
         infill,
     )
-    return explain_with(model, texts, modality, locals())
+    return explain_with(model, texts, modality, Call(target, n_samples, generator), options, "explain_text")

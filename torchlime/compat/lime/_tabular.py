@@ -222,7 +222,9 @@ class LimeTabularExplainer:
         rec = Recording(predict_fn, lambda chunk: chunk.cpu().numpy(), "predict_fn", not regression, asked)
         advice = lime_advice("predict_fn", "predictions" if regression else "probabilities")
         width = self.kernel_width  # lime's kernel_width is torchlime's ExponentialKernel(width) on the masks
-        kernel: dict[str, Any] = {} if width is None else {"kernel": ExponentialKernel(width, distance="euclidean")}
+        kernel = cast(
+            dict[str, Any], {} if width is None else {"kernel": ExponentialKernel(width, distance="euclidean")}
+        )
         with speaking(lime_words("data_row", "predict_fn", "columns"), advice):
             result = explain_tabular(
                 rec,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar, Optional, Sequence
+from typing import ClassVar, Optional
 
 import torch
 
@@ -22,7 +22,7 @@ from torchlime.image._info import ImagesInfo
 from torchlime.image.drop.families import vit_family
 from torchlime.image.drop.perturb import DropModel, DroppedTokens, PatchDrop
 from torchlime.image.segments import check_images, grid, resolve_segments
-from torchlime.typing import UNSET, Model
+from torchlime.typing import UNSET, Model, NormalizeSpec
 
 #: the ``segments`` values that mean "one feature per patch"
 PATCHES = (None, "patches")
@@ -61,11 +61,12 @@ class PatchTokens(Modality):
         normalize: ``(mean, std)`` per channel: the model sees ``(x - mean) / std``.
     """
 
-    owns: ClassVar[frozenset[str]] = frozenset({"normalize", "perturb_fn", "additional_forward_args", "chunk_format"})
+    # a ``chunk_format`` is refused by ``prepare``, by name (the chunks are token sequences)
+    owns: ClassVar[frozenset[str]] = frozenset({"normalize", "perturb_fn", "additional_forward_args"})
 
     segments: object = UNSET
     n_segments: SegmentCount = "auto"
-    normalize: Optional[tuple[Sequence[float], Sequence[float]]] = None
+    normalize: Optional[NormalizeSpec] = None
 
     def prepare(self, model: Model, inputs: torch.Tensor, how: Config, call: Call) -> Prepared:
         """Check the model's family and the images, build the patch features and the drop perturbation.
