@@ -77,13 +77,14 @@ class GaussianNoise(_Law):
     """
 
     spread: ClassVar[str] = "scale"
-    scale: float = 0.1
-    n: int = 16
-    generator: Seed = None
 
     def _unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
         """Standard normal float32 (c, width) (``gaussian``)."""
         return gaussian(key, b, k, width, _NOISE_STREAM)
+
+    scale: float = 0.1
+    n: int = 16
+    generator: Seed = None
 
 
 @dataclass(frozen=True)
@@ -96,18 +97,20 @@ class UniformNoise(_Law):
         generator: int seed or ``torch.Generator`` (None: seed 0), where captum draws from torch's global one.
 
     Example:
-        >>> UniformNoise(0.1, n=50, generator=1)
-        UniformNoise(radius=0.1, n=50, generator=1)
+        >>> law = UniformNoise(0.1, n=50, generator=1)  # captum's perturb_radius=0.1, n_perturb_samples=50
+        >>> law.draw(torch.tensor([0, 7]), torch.tensor([0, 1]), torch.tensor([3, 3]), 4).abs().max() <= 0.1
+        tensor(True)
     """
 
     spread: ClassVar[str] = "radius"
-    radius: float = 0.02
-    n: int = 10
-    generator: Seed = None
 
     def _unit(self, key: torch.Tensor, b: torch.Tensor, k: torch.Tensor, width: int) -> torch.Tensor:
         """Float32 (c, width) uniform in [-1, 1)."""
         return 2 * Rows(key, b, k, torch.zeros_like(b), width).uniform(_UNIFORM_STREAM, width) - 1
+
+    radius: float = 0.02
+    n: int = 10
+    generator: Seed = None
 
 
 #: a law of perturbations, which ``perturbations=`` of ``infidelity`` and ``max_sensitivity`` takes
