@@ -1,9 +1,9 @@
 """The engine: ``explain`` chains the six stages (``torchlime.stages``) for a batch of inputs.
 
 ``explainer`` (the public entry: ``Explainer`` and ``explain``), ``config`` (how to explain:
-``Config``; what to explain: ``Call``), ``modality`` (what an input kind hands the engine: a
-``Modality`` prepares a ``Prepared`` call), the four steps over it (``resolve``, ``plan``, ``run``,
-``assemble``), ``info`` (the typed records explanations carry),
+``Config``; what to explain: ``Call``; both as the doors' keywords: ``ExplainOptions``), ``modality`` (what
+an input kind hands the engine: a ``Modality`` prepares a ``Prepared`` call), the four steps over it
+(``resolve`` into ``settings``, ``plan``, ``run``, ``assemble``), ``info`` (the typed records explanations carry),
 ``explanation`` (the result), ``registry`` (the names of samplers, kernels and surrogates),
 ``presets`` (other implementations' defaults) and ``quality`` (the check in every explanation).
 """
