@@ -25,8 +25,7 @@ class RunOptions(TypedDict, total=False):
     None is required; a missing one takes the default below.
 
     Attributes:
-        batch_size: rows per model call (None, the default: the rule of ``torchlime.stages.forward.chunking``);
-            the values do not depend on it.
+        batch_size: rows per model call (None, the default: the rule of ``torchlime.stages.forward.chunking``).
         output: selector of tuple / dict model outputs (a key, an index or a callable), as in
             ``torchlime.explain``; None (the default): the explanation's own (``Explanation.call.output``;
             automatic when it has none).
