@@ -302,6 +302,14 @@ def test_the_generation_modality_refuses_a_fill_and_other_targets():
     assert exp.coef.shape == (1, 9, 6) and exp.info.per_token  # Continuation(): 8 tokens, each a target
 
 
+def test_the_door_takes_the_modality_s_fields_the_named_call_fields_and_the_options():
+    from tests.helpers.doors import check_door_form
+
+    check_door_form(explain_generation, Generation, torch.tensor([[11, 12, 13]]))
+    with pytest.raises(TypeError, match=r"explain_generation\(\) got an unexpected keyword argument 'kernal'"):
+        explain_generation(CopyLM(), torch.tensor([[11, 12, 13]]), mask_id=0, kernal=0.5)
+
+
 def test_the_metrics_replay_the_rows_with_the_positions_the_explanation_used(gpt2):
     from torchlime import metrics
 

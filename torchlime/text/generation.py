@@ -7,59 +7,38 @@ and hands the engine the rows of prompt and continuation; ``_generated.Generatio
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Iterable, Optional, Sequence, Union
 
 import torch
+from typing_extensions import Unpack
 
-from torchlime.engine import documented, explain_with
-from torchlime.engine.explanation import Explanation
+from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
 from torchlime.targets.continuation import Continuation
 from torchlime.text._generation import Generation
 from torchlime.text._prompts import Tokenizer
 from torchlime.text._token_args import InfillSpec
-from torchlime.typing import (
-    UNSET,
-    AccelerateMode,
-    BatchSize,
-    KernelSpec,
-    MemorySpec,
-    NSamples,
-    PresetName,
-    SamplerSpec,
-    SurrogateSpec,
-    Unset,
-)
+from torchlime.typing import UNSET, Model, NSamples, Seed, Unset
 
 
 @documented
-def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
-    model: Callable[..., object],
+def explain_generation(  # noqa: D417 (n_samples: described on ``Call``, added by ``documented``)
+    model: Model,
     input_ids: Union[torch.Tensor, str, Sequence[str]],
     *,
     attention_mask: Optional[torch.Tensor] = None,
-    target: Optional[Continuation] = None,
-    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None,
-    mask_id: Optional[int] = None,
     word_ids: Optional[torch.Tensor] = None,
+    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None,
     mode: str = "replace",
-    model_inputs: str = "auto",
-    tokenizer: Optional[Tokenizer] = None,
-    n_samples: Union[NSamples, Unset] = UNSET,
-    generator: Union[None, int, torch.Generator] = None,
+    mask_id: Optional[int] = None,
     pad_id: int = 0,
     vocab_size: Optional[int] = None,
+    model_inputs: str = "auto",
     infill: InfillSpec = None,
-    index: Optional[torch.Tensor] = None,
-    return_samples: bool = False,
-    masks: Optional[torch.Tensor] = None,
-    sampler: Union[SamplerSpec, Unset] = UNSET,
-    kernel: Union[KernelSpec, Unset] = UNSET,
-    surrogate: Union[SurrogateSpec, Unset] = UNSET,
-    preset: Optional[PresetName] = None,
-    accelerate: Optional[AccelerateMode] = None,
-    max_memory: MemorySpec = None,
-    batch_size: BatchSize = None,
-    progress: bool = False,
+    tokenizer: Optional[Tokenizer] = None,
+    target: Union[Continuation, None, Unset] = UNSET,
+    n_samples: Union[NSamples, Unset] = UNSET,
+    generator: Seed = None,
+    **options: Unpack[ExplainOptions],
 ) -> Explanation:
     """Explain what a causal LM generates after B prompts, with LIME over the prompts' tokens or words.
 
@@ -71,19 +50,21 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
             or an object with ``.logits`` (a Hugging Face ``*ForCausalLM``).
         input_ids: integer (B, L_p) prompts, or text: a str or a list of B str with ``tokenizer``.
         attention_mask: (B, L_p) 1 = token, 0 = padding, as in ``Generation``.
-        target: a ``Continuation`` (default ``Continuation()``): its ``token_ids`` (B, G), or G =
-            ``max_new_tokens`` ids generated greedily; ``per_token`` gives T = 1 + G, else T = 1.
-        special_ids: ids never perturbed (BOS, ...), as in ``Generation``.
-        mask_id: the id hidden prompt tokens become, as in ``Generation``.
         word_ids: (B or 1, L_p) word of every prompt token, as in ``Generation``.
+        special_ids: ids never perturbed (BOS, ...), as in ``Generation``.
         mode: "replace", "delete" or "infill", as in ``Generation``.
-        model_inputs: how the model takes ids and mask, as in ``Generation``.
-        tokenizer: tokenizes text prompts and names the tokens, as in ``Generation``.
-        n_samples: S, as in ``explain``.
-        generator: seed or ``torch.Generator`` of the masks.
+        mask_id: the id hidden prompt tokens become, as in ``Generation``.
         pad_id: the padding id of "delete" rows, as in ``Generation``.
         vocab_size: the model's vocabulary size, as in ``Generation``.
+        model_inputs: how the model takes ids and mask, as in ``Generation``.
         infill: the masked LM of ``mode="infill"``, as in ``Generation``.
+        tokenizer: tokenizes text prompts and names the tokens, as in ``Generation``.
+        target: a ``Continuation`` (unset or None: ``Continuation()``): its ``token_ids`` (B, G), or G =
+            ``max_new_tokens`` ids generated greedily; ``per_token`` gives T = 1 + G, else T = 1.
+        generator: seed or ``torch.Generator`` of the masks.
+        **options: the engine's options (``ExplainOptions``) but those the modality sets itself
+            (``baseline``: the fill is ``mode``; ``perturb_fn``, ``normalize``, ``chunk_format``,
+            ``additional_forward_args``).
 
     Returns:
         ``Explanation`` over the (B, L) rows: coef (B, T, F), features (B, L) (-1 on padding, special
@@ -106,4 +87,5 @@ def explain_generation(  # noqa: D417 (the engine's keywords: ``documented``)
     modality = Generation(
         attention_mask, word_ids, special_ids, mode, mask_id, pad_id, vocab_size, model_inputs, infill, tokenizer
     )
-    return explain_with(model, input_ids, modality, locals())
+    call = Call(target, n_samples, generator)
+    return explain_with(model, input_ids, modality, call, options, "explain_generation")
