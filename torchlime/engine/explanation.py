@@ -367,10 +367,11 @@ class Explanation:
             quality = f"median {float(real.median()):.3f}, min {float(real.min()):.3f}{padded}"
         targets = self.target[:4].tolist()
         inputs = describe_inputs(b, self.input_shape, self.info)
+        shown = self.meta  # the records' rendering (a file of another version: its stored entries)
         lines = [
             f"Explanation of {inputs}: {t} target(s) and {feats} features each",
             f"  targets: {targets}{' ...' if b > 4 else ''}",
-            f"  {self.meta.get('n_samples', '?')} samples per input, surrogate {self.meta.get('surrogate', '?')}",
+            f"  {shown.get('n_samples', '?')} samples per input, surrogate {shown.get('surrogate', '?')}",
             f"  weighted R²: {quality}",
         ]
         if self.samples is not None:
