@@ -177,7 +177,7 @@ class Generation(Modality):
             argument is its cache, not the mask), ids alone otherwise.
         infill: the masked LM of ``mode="infill"``, as in ``Tokens``.
         tokenizer: optional: tokenizes text prompts (a str or a list of B str, padded to the longest, as
-            ``explain_text`` tokenizes them), decodes the continuations into ``meta["continuation_text"]``
+            ``explain_text`` tokenizes them), decodes the continuations (``info.continuation_text``)
             and names the tokens the views show (``convert_ids_to_tokens``).
 
     Example:

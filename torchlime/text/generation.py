@@ -68,11 +68,11 @@ def explain_generation(  # noqa: D417 (n_samples: described on ``Call``, added b
 
     Returns:
         ``Explanation`` over the (B, L) rows: coef (B, T, F), features (B, L) (-1 on padding, special
-        ids and the continuation), with ``return_samples`` outputs (B, S, T) log-probabilities; meta
-        "continuation" (B, G) ids, "input_ids" / "attention_mask" (B, L) the rows explained. ``info``
-        is a ``GenerationInfo`` (``meta["text_generation"]``): the prompt's features named by their tokens
-        (``prompt_tokens``) and the generated tokens (``generated_tokens``), which
-        ``torchlime.text.viz.explanation_html(exp, index)`` and the notebook display show.
+        ids and the continuation), with ``return_samples`` outputs (B, S, T) log-probabilities; ``info``
+        a ``GenerationInfo``: the continuation (B, G) and the rows explained with their mask (B, L)
+        (``info.continuation``, ``info.input_ids``, ``info.attention_mask``), the prompt's features and
+        the generated tokens named (``prompt_tokens``, ``generated_tokens``) for
+        ``torchlime.text.viz.explanation_html(exp, index)`` and the notebook display.
 
     Raises:
         TypeError / ValueError: naming the argument, expected and got value.
