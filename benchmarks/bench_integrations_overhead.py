@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from torchlime.engine.config import Call
 from torchlime.integrations.tensorboard_probe import TensorBoardProbe, summary_writer
 from torchlime.training import ProbeExplainer
 
@@ -82,7 +83,7 @@ def tensorboard_parts(args, device: torch.device, images: torch.Tensor, tmp: Pat
     feats = grid_features(32, 4, device)
 
     def probe(every: int) -> ProbeExplainer:
-        return ProbeExplainer(loop.model, images, feats, every=every, n_samples=args.n)
+        return ProbeExplainer(loop.model, images, feats, every=every, call=Call(n_samples=args.n))
 
     idle_tb = TensorBoardProbe(probe(NEVER), summary_writer(str(tmp / "idle")))
     explaining = {
@@ -222,7 +223,7 @@ def lightning_part(args, device: torch.device, images: torch.Tensor, tmp: Path, 
     def fit(every: int | None, max_steps: int = steps) -> tuple[float, Any, Any]:
         nonlocal fits
         fits += 1
-        cb = None if every is None else ExplainCallback(images.cpu(), feats, every=every, n_samples=args.n)
+        cb = None if every is None else ExplainCallback(images.cpu(), feats, every=every, call=Call(n_samples=args.n))
         trainer = pl.Trainer(
             max_steps=max_steps,
             logger=TensorBoardLogger(str(tmp), name=f"fit{fits}"),

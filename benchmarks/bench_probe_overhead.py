@@ -42,6 +42,7 @@ from typing import Any, Optional
 
 import torch
 
+from torchlime.engine.config import Call
 from torchlime.stages.features import cell_ids
 from torchlime.training import ProbeExplainer
 
@@ -96,7 +97,11 @@ class Trainer:
             g = torch.Generator().manual_seed(1)
             images = torch.rand(probe_args["images"], 3, 32, 32, generator=g).to(device)
             self.probe = ProbeExplainer(
-                self.model, images, grid_features(32, 4, device), every=probe_args["every"], n_samples=probe_args["n"]
+                self.model,
+                images,
+                grid_features(32, 4, device),
+                every=probe_args["every"],
+                call=Call(n_samples=probe_args["n"]),
             )
 
     def step(self) -> None:

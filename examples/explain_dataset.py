@@ -36,9 +36,8 @@ def main() -> None:
         load_demo_model(),
         data,
         args.out,
-        n_samples=args.n_samples,
-        target="label",
-        n_segments=50,
+        modality=torchlime.Images(n_segments=50),
+        call=torchlime.Call(n_samples=args.n_samples, target="label"),
         shard_size=args.shard_size,
     )
     results = torchlime.load_results(out)

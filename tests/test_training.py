@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
 import pytest
 import torch
 
-from torchlime import Explanation, explain
+from torchlime import Call, Explanation, Modality, Prepared
 from torchlime.training import ProbeExplainer, preserved_rng
 
 from tests.helpers import grid_labels
@@ -28,7 +29,7 @@ def make_model() -> torch.nn.Module:
     )
 
 
-def train(steps: int, probe_every: int | None, explain_fn=None, **kwargs):
+def train(steps: int, probe_every: int | None, modality=FEATS, **kwargs):
     """A tiny training loop; data and dropout draw from the global RNG."""
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
@@ -38,10 +39,9 @@ def train(steps: int, probe_every: int | None, explain_fn=None, **kwargs):
         probe = ProbeExplainer(
             model,
             torch.rand(3, 1, 6, 6, generator=torch.Generator().manual_seed(1)),
-            FEATS,
+            modality,
             every=probe_every,
-            explain_fn=explain_fn,
-            n_samples=40,
+            call=Call(n_samples=40),
             **kwargs,
         )
     for step in range(steps):
@@ -81,18 +81,21 @@ def test_training_with_probe_is_bit_identical():
     assert not exp.coef.requires_grad
 
 
-def noisy_explain(model, inputs, features, **kwargs):
-    """An explain_fn that draws from every global RNG and flips modes, to test the restoration."""
-    torch.rand(10)
-    np.random.rand(3)
-    random.random()
-    model.train()
-    return explain(model, inputs, features, **kwargs)
+@dataclasses.dataclass(frozen=True)
+class Noisy(Modality):
+    """A modality of the caller's own that draws from every global RNG and flips modes, to test the restoration."""
+
+    def prepare(self, model, inputs, how, call):
+        torch.rand(10)
+        np.random.rand(3)
+        random.random()
+        model.train()
+        return Prepared(inputs, FEATS.to(inputs.device), how, call)
 
 
-def test_rng_and_modes_restored_even_for_a_careless_explain_fn():
+def test_rng_and_modes_restored_even_for_a_careless_modality():
     without = train(7, None)
-    noisy = train(7, 2, explain_fn=noisy_explain)
+    noisy = train(7, 2, modality=Noisy())
     assert_same_training(without, noisy)
     assert len(noisy[2].history) == 4
 
@@ -103,7 +106,7 @@ def test_grads_modes_and_global_rng_untouched_by_one_call():
     x = torch.randn(4, 1, 6, 6)
     model(x).sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
-    probe = ProbeExplainer(model, torch.rand(2, 1, 6, 6), FEATS, every=5, explain_fn=noisy_explain, n_samples=30)
+    probe = ProbeExplainer(model, torch.rand(2, 1, 6, 6), Noisy(), every=5, call=Call(n_samples=30))
     torch.manual_seed(7)
     np.random.seed(7)
     random.seed(7)
@@ -120,7 +123,7 @@ def test_grads_modes_and_global_rng_untouched_by_one_call():
 
 def test_maybe_explain_schedule_and_history():
     model = make_model()
-    probe = ProbeExplainer(model, torch.rand(2, 1, 6, 6), FEATS, every=4, n_samples=30, target="all")
+    probe = ProbeExplainer(model, torch.rand(2, 1, 6, 6), FEATS, every=4, call=Call(n_samples=30, target="all"))
     results = [probe.maybe_explain(s) for s in range(10)]
     assert [r is not None for r in results] == [s % 4 == 0 for s in range(10)]
     assert [s for s, _ in probe.history] == [0, 4, 8]
@@ -134,7 +137,7 @@ def test_maybe_explain_schedule_and_history():
 def test_probe_is_a_copy_of_the_inputs():
     model = make_model()
     x = torch.rand(2, 1, 6, 6)
-    probe = ProbeExplainer(model, x, FEATS, every=1, n_samples=30)
+    probe = ProbeExplainer(model, x, FEATS, every=1, call=Call(n_samples=30))
     first = probe.maybe_explain(0)
     x.add_(5.0)
     second = probe.maybe_explain(1)
@@ -149,21 +152,15 @@ def test_images_modality_and_explainer_in_the_probe():
     images = torch.rand(2, 3, 16, 16)
     seg = grid_labels(16, 16, 2, 2)
     how = Explainer(kernel="lime", baseline="mean")
-    probe = ProbeExplainer(net, images, Images(segments=seg), explainer=how, every=2, n_samples=30)
+    probe = ProbeExplainer(net, images, Images(segments=seg), explainer=how, call=Call(n_samples=30), every=2)
     exp = probe.maybe_explain(2)
     assert exp.coef.shape == (2, 1, 4)
     direct = explain_image(net, images, segments=seg, kernel="lime", baseline="mean", n_samples=30, generator=0)
-    assert torch.equal(exp.coef, direct.coef)
-    # the old way: explain_fn=explain_image with the segments in the third place, deprecated, same numbers
-    with pytest.warns(DeprecationWarning, match="Images"):
-        old = ProbeExplainer(
-            net, images, seg, every=2, explain_fn=explain_image, n_samples=30, kernel="lime", baseline="mean"
-        )
-    assert torch.equal(old.maybe_explain(2).coef, exp.coef)
-    with pytest.raises(TypeError, match="settings of the explainer"):
-        ProbeExplainer(net, images, Images(segments=seg), explainer=how, kernel="lime")
-    with pytest.raises(TypeError, match="unexpected keyword"):
-        ProbeExplainer(net, images, Images(segments=seg), n_sample=30)
+    assert torch.equal(exp.coef, direct.coef) and exp.call.generator == 0  # every probe: seed 0
+    # the spellings of 0.1 are refused by name: explain_fn=, the engine's keywords beside the records
+    for old in (dict(explain_fn=explain_image), dict(kernel="lime"), dict(n_samples=30)):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(old))}'"):
+            ProbeExplainer(net, images, Images(segments=seg), **old)
 
 
 def test_preserved_rng_restores_on_error():
@@ -194,15 +191,19 @@ def test_errors():
         ProbeExplainer(model, x, FEATS, stream=True)
     with pytest.raises(TypeError, match="`modality` must have an integer dtype"):
         ProbeExplainer(model, x, FEATS.float())
-    with pytest.raises(TypeError, match="`explain_fn` must be a callable"):
-        ProbeExplainer(model, x, FEATS, explain_fn=3)
-    probe = ProbeExplainer(model, x, FEATS, every=2, n_samples=30)
+    with pytest.raises(TypeError, match="`modality` must be a Modality or an integer feature map, got str"):
+        ProbeExplainer(model, x, "grid")
+    with pytest.raises(TypeError, match="`explainer` must be None or a torchlime.Explainer, got str"):
+        ProbeExplainer(model, x, FEATS, explainer="lime")
+    with pytest.raises(TypeError, match=r"`call` must be None or a torchlime.Call \(target, n_samples"):
+        ProbeExplainer(model, x, FEATS, call={"n_samples": 30})
+    probe = ProbeExplainer(model, x, FEATS, every=2, call=Call(n_samples=30))
     with pytest.raises(TypeError, match="`step` must be an int >= 0, got float"):
         probe.maybe_explain(2.0)
     with pytest.raises(ValueError, match="`step` must be >= 0, got -2"):
         probe.maybe_explain(-2)
-    bad = ProbeExplainer(model, x, FEATS, explain_fn=lambda m, i, f, **k: "coef")
-    with pytest.raises(TypeError, match="`explain_fn` must return an Explanation, got str"):
+    bad = ProbeExplainer(model, x, torch.zeros(1, 1, 6, 6, dtype=torch.long), call=Call(n_samples=30))
+    with pytest.raises(ValueError, match="feature"):  # one feature: refused by the engine
         bad.maybe_explain(0)
     assert model.training and not bad.history
 
@@ -214,7 +215,7 @@ def test_errors():
 def test_cuda_no_memory_left_and_rng_unchanged(cuda, stream):
     model = make_model().to(cuda)
     probe = ProbeExplainer(
-        model, torch.rand(3, 1, 6, 6, device=cuda), FEATS.to(cuda), every=1, stream=stream, n_samples=64
+        model, torch.rand(3, 1, 6, 6, device=cuda), FEATS.to(cuda), every=1, stream=stream, call=Call(n_samples=64)
     )
     probe.maybe_explain(0)  # warm-up: cuBLAS/cuDNN workspaces may be created once
     torch.cuda.synchronize()
@@ -231,6 +232,6 @@ def test_cuda_no_memory_left_and_rng_unchanged(cuda, stream):
 def test_cuda_stream_matches_default_stream(cuda):
     model = make_model().to(cuda)
     x = torch.rand(3, 1, 6, 6, device=cuda)
-    a = ProbeExplainer(model, x, FEATS.to(cuda), n_samples=64).explain(0)
-    b = ProbeExplainer(model, x, FEATS.to(cuda), n_samples=64, stream=True).explain(0)
+    a = ProbeExplainer(model, x, FEATS.to(cuda), call=Call(n_samples=64)).explain(0)
+    b = ProbeExplainer(model, x, FEATS.to(cuda), call=Call(n_samples=64), stream=True).explain(0)
     torch.testing.assert_close(a.coef, b.coef)

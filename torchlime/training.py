@@ -10,23 +10,20 @@ gives bit-identical weights to training without it (with the same seeds), which
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
-import warnings
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, cast
+from typing import Callable, Iterator, Optional
 
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
-from torchlime.engine.config import Call, field_names, pick
-from torchlime.engine.explainer import Explainer, ModalitySpec, configure
+from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.modality import Modality
 from torchlime.stages.forward.model import eval_mode
 from torchlime.typing import Model
-
-if TYPE_CHECKING:
-    from torchlime.image import SegmentsSpec
 
 #: torch functions and classes that torch leaves unannotated, typed
 _cuda_initialized: Callable[[], bool] = torch.cuda.is_initialized
@@ -83,8 +80,12 @@ class ProbeExplainer:
         probe_inputs: (B, ...) fixed inputs to explain (copied once; later changes to the
             caller's tensor do not affect the probe).
         modality: the input kind (``torchlime.Images(...)``, ``Series(...)``, any ``Modality``) or
-            an integer feature map (B or 1, ...), as ``Explainer.explain`` takes it; a custom
-            ``explain_fn`` receives it as its third positional argument.
+            an integer feature map (B or 1, ...), as ``Explainer.explain`` takes it.
+        explainer: how to explain (``torchlime.Explainer(kernel=..., surrogate=..., baseline=...)``);
+            None: the engine's defaults.
+        call: what to explain (``torchlime.Call(target=..., n_samples=..., generator=...)``), the same on
+            every call; None: the defaults. Without a ``generator`` every call uses seed 0, so every
+            probe uses the same masks.
         every: explain at steps 0, every, 2*every, ...
         stream: run the explanation on a dedicated CUDA stream (CUDA probe inputs only).
             The side stream first waits for the current stream's queued work (the
@@ -92,18 +93,10 @@ class ProbeExplainer:
             before the call returns (so the optimizer cannot update weights the probe
             is still reading). The call stays synchronous for the host (the result is
             copied to the CPU); what the separate stream buys is to be measured on a GPU.
-        explainer: how to explain (``torchlime.Explainer``); None: the configuration made of the
-            ``Config`` fields among ``explain_kwargs`` (the engine's defaults where none are).
-        explain_fn: None (the explainer) or any callable ``fn(model, probe_inputs, modality,
-            **kwargs)`` returning an ``Explanation``. ``explain_fn=explain_image`` (the old way to
-            explain with superpixels) is deprecated: pass ``Images(segments=...)`` as the modality.
         max_history: the most explanations ``history`` keeps (the oldest go first), so a long
             training run does not grow without bound; None keeps every one.
         sink: optional ``sink(step, explanation)`` called with every explanation (e.g. to save
             it to disk or log it), whatever ``max_history`` keeps.
-        **explain_kwargs: the call's keywords on every call (``Call`` fields: n_samples, target, ...;
-            without an ``explainer``, ``Config`` fields too), or ``explain_fn``'s keywords.
-            Without ``generator`` a fresh generator seeded with 0 is used on every call.
 
     Attributes:
         history: list of ``(step, explanation)``, explanations on the CPU, in call order (the
@@ -112,7 +105,7 @@ class ProbeExplainer:
     Example:
         >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
         >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4
-        >>> probe = ProbeExplainer(net, torch.rand(2, 1, 4, 4), feats, every=10, n_samples=64)
+        >>> probe = ProbeExplainer(net, torch.rand(2, 1, 4, 4), feats, call=Call(n_samples=64), every=10)
         >>> [probe.maybe_explain(step) is not None for step in range(12)].count(True)
         2
         >>> len(probe.history), probe.history[1][0]
@@ -123,19 +116,15 @@ class ProbeExplainer:
         self,
         model: Model,
         probe_inputs: torch.Tensor,
-        modality: object = None,
+        modality: ModalitySpec,
         *,
         explainer: Optional[Explainer] = None,
+        call: Optional[Call] = None,
         every: int = 100,
         stream: bool = False,
-        explain_fn: Optional[Callable[..., Explanation]] = None,
         max_history: Optional[int] = 256,
         sink: Optional[Callable[[int, Explanation], object]] = None,
-        **explain_kwargs: object,
     ) -> None:
-        from torchlime.engine import explain
-        from torchlime.image import Images, explain_image
-
         if not callable(model):
             raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
         check_tensor(probe_inputs, "probe_inputs")
@@ -152,34 +141,25 @@ class ProbeExplainer:
             raise TypeError(f"`stream` must be a bool, got {describe(stream)}")
         if stream and not probe_inputs.is_cuda:
             raise ValueError(f"`stream=True` needs CUDA `probe_inputs`, got inputs on {probe_inputs.device}")
-        if explain_fn is not None and not callable(explain_fn):
-            raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
-        if explain_fn is explain_image:
-            warnings.warn(
-                "ProbeExplainer(explain_fn=explain_image) is deprecated: pass Images(segments=...) as the modality",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            explain_fn, modality = None, Images(segments=cast("SegmentsSpec", modality))
-        if explain_fn is explain:
-            explain_fn = None
         if explainer is not None and not isinstance(explainer, Explainer):
             raise TypeError(f"`explainer` must be None or a torchlime.Explainer, got {describe(explainer)}")
-        if explain_fn is None:
-            if isinstance(modality, torch.Tensor):
-                check_integer(modality, "modality")
-            elif not isinstance(modality, Modality):
-                raise TypeError(f"`modality` must be a Modality or an integer feature map, got {describe(modality)}")
-            explainer, call = configure(explainer, explain_kwargs, "ProbeExplainer")
-            explain_kwargs = {f: getattr(call, f) for f in field_names(Call) if f in explain_kwargs}
+        if call is not None and not isinstance(call, Call):
+            raise TypeError(
+                f"`call` must be None or a torchlime.Call (target, n_samples, generator, ...), got {describe(call)}"
+            )
+        if isinstance(modality, torch.Tensor):
+            check_integer(modality, "modality")
+        elif not isinstance(modality, Modality):
+            raise TypeError(f"`modality` must be a Modality or an integer feature map, got {describe(modality)}")
         self.model = model
         self.probe_inputs = probe_inputs.detach().clone()
         self.modality = modality.detach().clone() if isinstance(modality, torch.Tensor) else modality
         self.every = every
         self.stream = stream
-        self.explainer = explainer
-        self.explain_fn = explain_fn
-        self.explain_kwargs = explain_kwargs
+        self.explainer = Explainer() if explainer is None else explainer
+        call = Call() if call is None else call
+        # every probe of a run uses the same masks: seed 0 unless the call has its own generator
+        self.call = dataclasses.replace(call, generator=0) if call.generator is None else call
         self.history: list[tuple[int, Explanation]] = []
         self.max_history, self.sink = max_history, sink
         self._side: Optional[torch.cuda.Stream] = None
@@ -210,16 +190,8 @@ class ProbeExplainer:
         Returns:
             The explanation with every tensor on the CPU: coef (B, T, F), ...
         """
-        kwargs = dict(self.explain_kwargs)
-        kwargs.setdefault("generator", 0)
         with preserved_rng(), torch.no_grad(), eval_mode(self.model), self._on_stream():
-            if self.explain_fn is None:
-                how = Explainer() if self.explainer is None else self.explainer
-                exp = how.run(self.model, self.probe_inputs, cast(ModalitySpec, self.modality), pick(Call, kwargs))
-            else:
-                exp = self.explain_fn(self.model, self.probe_inputs, self.modality, **kwargs)
-            if not isinstance(exp, Explanation):
-                raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
+            exp = self.explainer.run(self.model, self.probe_inputs, self.modality, self.call)
             cpu = exp.to("cpu")
             del exp
         self.history.append((step, cpu))

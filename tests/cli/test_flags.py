@@ -28,15 +28,7 @@ def files(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.mark.parametrize(
-    "old, new, note",
-    [
-        (("--model-batch-size", 8), ("--batch-size", 8), "warning: --model-batch-size is deprecated, use --batch-size"),
-        (("--batch-size", 8), ("--batch-size", 8), "--batch-size is rows per model call"),
-    ],
-    ids=["--model-batch-size", "--batch-size"],
-)
-def test_explain_dataset_flags(files, tmp_path, capsys, monkeypatch, old, new, note):
+def test_explain_dataset_flags(files, tmp_path, capsys, monkeypatch):
     seen: list[dict[str, Any]] = []
     real = torchlime.dataset.explain_dataset
 
@@ -46,15 +38,15 @@ def test_explain_dataset_flags(files, tmp_path, capsys, monkeypatch, old, new, n
 
     monkeypatch.setattr(torchlime.dataset, "explain_dataset", spy)
     common = (files / "img.ts", files / "data", "--n-samples", 16, "--segments", "grid", "--n-segments", 4)
+    code, _, err = cli(capsys, "explain-dataset", *common, "--out", tmp_path / "old", "--model-batch-size", 8)
+    assert code == 2 and "unrecognized arguments: --model-batch-size" in err  # retired in 0.2.0
     coefs = []
-    for i, flags in enumerate((old, new, ("--inputs-per-step", 3, "--batch-size", 8))):
+    for i, flags in enumerate((("--batch-size", 8), ("--inputs-per-step", 3, "--batch-size", 2), ())):
         out = tmp_path / str(i)
         code, _, err = cli(capsys, "explain-dataset", *common, "--out", out, "--no-progress", *flags)
-        assert code == 0, err
-        if i == 0:
-            assert note in err
+        assert code == 0 and "note" not in err, err
         coefs.append(load_results(out).load().coef)
-    assert [(k["model_batch_size"], k["inputs_per_step"]) for k in seen] == [(8, 32), (8, 32), (8, 3)]
+    assert [(k["explainer"].batch_size, k["inputs_per_step"]) for k in seen] == [(8, 32), (2, 3), (None, 32)]
     assert torch.equal(coefs[0], coefs[1]) and torch.equal(coefs[0], coefs[2])
 
 

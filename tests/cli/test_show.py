@@ -88,6 +88,7 @@ def test_bad_options_are_one_line_exit_2(shards, capsys, args, message):
 
 
 def test_a_folder_without_maps_or_results_is_refused(tmp_path, capsys):
+    from torchlime import Call, Images
     from torchlime.dataset import explain_dataset
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 2))
@@ -95,10 +96,9 @@ def test_a_folder_without_maps_or_results_is_refused(tmp_path, capsys):
         model,
         torch.rand(3, 3, 4, 4),
         tmp_path / "r",
-        segments="grid",
-        n_segments=4,
-        n_samples=16,
-        keep_features=False,
+        modality=Images(segments="grid", n_segments=4),
+        call=Call(n_samples=16),
+        keep=(),
         progress=False,
     )
     code, _, err = cli(capsys, "show", tmp_path / "r")

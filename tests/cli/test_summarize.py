@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.dataset.test_summarize import COLUMNS, per_row_maps, write
+from tests.dataset.test_summarize import COLUMNS, PerRowMaps, write
 from tests.helpers.cli_fixtures import run as cli
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -17,7 +17,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli_summarize")
     write(root / "planted", shard_size=10)
-    write(root / "superpixels", shard_size=10, explain_fn=per_row_maps)
+    write(root / "superpixels", shard_size=10, modality=PerRowMaps())
     (root / "names.txt").write_text("\n".join(COLUMNS) + "\n")
     (root / "short.json").write_text(json.dumps(COLUMNS[:2]))
     return root

@@ -5,6 +5,7 @@ when it resumes."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import logging
@@ -35,7 +36,7 @@ def folder(tmp_path_factory) -> Path:
 def in_memory() -> torchlime.Explanation:
     """The explanation of the whole data set in one call (the run's explanations, batch-invariant model)."""
     data = worker.make_data()
-    return torchlime.image.explain_image(worker.make_model(), data.tensors[0], generator=5, **worker.KWARGS)
+    return torchlime.Explainer().run(worker.make_model(), data.tensors[0], worker.MODALITY, worker.CALL)
 
 
 def to_second_format(out: Path) -> None:
@@ -75,21 +76,21 @@ def test_feature_ids_are_stored_in_the_smallest_integer_dtype():
     assert compact_ids(torch.zeros(0, dtype=torch.long)).dtype == torch.int8
 
 
-def test_keep_inputs_stores_them_as_given_and_keep_features_false_stores_no_maps(tmp_path, in_memory):
-    worker.run(tmp_path / "inputs", keep_inputs=True)
+def test_keeping_inputs_stores_them_as_given_and_keeping_no_features_stores_no_maps(tmp_path, in_memory):
+    worker.run(tmp_path / "inputs", keep=("features", "inputs"))
     res = load_results(tmp_path / "inputs").load()
     given = worker.make_data().tensors[0]
     assert res.inputs.dtype == given.dtype and torch.equal(res.inputs, given)
     assert json.loads((tmp_path / "inputs" / "index.json").read_text())["arguments"]["keep_inputs"] is True
-    worker.run(tmp_path / "coef", keep_features=False)
+    worker.run(tmp_path / "coef", keep=())
     res = load_results(tmp_path / "coef").load()
     assert res.features is None and res.inputs is None and torch.equal(res.coef, in_memory.coef)
     with pytest.raises(ValueError, match="`features` must be given: these results hold no feature maps"):
         res.heatmap()
     with pytest.raises(ValueError, match="keep_features: stored false, given"):
         worker.run(tmp_path / "coef")  # a storage option of the run: another one is refused
-    with pytest.raises(TypeError, match="`keep_inputs` must be a bool, got str 'yes'"):
-        worker.run(tmp_path / "other", keep_inputs="yes")
+    with pytest.raises(TypeError, match=r"`keep` must be a tuple of names among \['features', 'inputs'\]"):
+        worker.run(tmp_path / "other", keep="inputs")
 
 
 def test_a_folder_of_the_second_format_loads_and_says_how_to_draw_it(folder, tmp_path, in_memory):
@@ -144,16 +145,21 @@ def test_the_run_says_when_it_resumes_and_what_it_kept(folder, tmp_path, caplog)
     assert caplog.records[0].shards_done == 2 and caplog.records[0].explanations_kept == 12
 
 
-def mixed_maps(model, inputs, *, index, **kwargs):
+@dataclasses.dataclass(frozen=True)
+class MixedMaps(torchlime.Modality):
     """The batch of inputs 2, 3 gets maps (b, 3, 8, 8), the others maps broadcast over channels (b, 1, 8, 8)."""
-    feats = worker.SEGMENTS.view(1, 1, 8, 8).expand(inputs.shape[0], 1, 8, 8)
-    if int(index[0]) % 4 == 2:
-        feats = feats.expand(-1, 3, -1, -1)
-    return torchlime.explain(model, inputs, feats, index=index, **kwargs)
+
+    def prepare(self, model, inputs, how, call):
+        feats = worker.SEGMENTS.view(1, 1, 8, 8).expand(inputs.shape[0], 1, 8, 8)
+        if int(call.index[0]) % 4 == 2:
+            feats = feats.expand(-1, 3, -1, -1)
+        return torchlime.Prepared(inputs, feats, how, call)
 
 
 def test_maps_of_different_shapes_in_one_shard_are_left_out_of_it(tmp_path):
-    call = dict(explain_fn=mixed_maps, inputs_per_step=2, shard_size=4, n_samples=16, progress=False)
+    call = dict(
+        modality=MixedMaps(), call=torchlime.Call(n_samples=16), inputs_per_step=2, shard_size=4, progress=False
+    )
     with pytest.warns(RuntimeWarning, match=r"shard 0: its inputs' features have different shapes"):
         explain_dataset(worker.make_model(), worker.make_data(6), tmp_path, **call)
     res = load_results(tmp_path)

@@ -4,6 +4,7 @@ torchrun: test_dataset_distributed.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -16,6 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data.distributed import DistributedSampler
 
 import torchlime
+from torchlime import Call, Explainer, Images
 from torchlime.dataset import LazyResults, Results, explain_dataset, load_results
 from torchlime.dataset._integrity import shard_bytes
 
@@ -32,7 +34,7 @@ def assert_identical(a: Results, b: Results) -> None:
 @pytest.fixture(scope="module")
 def reference_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("reference") / "out"
-    worker.run(out, batch_size=7)
+    worker.run(out, inputs_per_step=7)
     return out
 
 
@@ -41,29 +43,18 @@ def reference(reference_dir) -> Results:
     return load_results(reference_dir).load()
 
 
-class Spy:
-    """An explain_fn recording every call's keywords."""
-
-    def __init__(self) -> None:
-        self.calls = []
-
-    def __call__(self, model, inputs, **kwargs):
-        self.calls.append(kwargs)
-        return torchlime.image.explain_image(model, inputs, **kwargs)
-
-
 @pytest.fixture
-def engine_calls(monkeypatch) -> list:
-    """The global indices of every engine call of ``explain_image`` (the default explain_fn)."""
-    calls = []
-    engine = torchlime.image._explain.explain_with
+def engine_runs(monkeypatch) -> list:
+    """``(explainer, call)`` of every engine call (``Explainer.run``) of the test."""
+    runs = []
+    engine = Explainer.run
 
-    def spy(model, inputs, modality, values):
-        calls.append(values["index"].tolist())
-        return engine(model, inputs, modality, values)
+    def spy(self, model, inputs, modality, call):
+        runs.append((self, call))
+        return engine(self, model, inputs, modality, call)
 
-    monkeypatch.setattr(torchlime.image._explain, "explain_with", spy)
-    return calls
+    monkeypatch.setattr(Explainer, "run", spy)
+    return runs
 
 
 def test_storage_format(reference_dir):
@@ -75,8 +66,9 @@ def test_storage_format(reference_dir):
     assert info["n_shards"] == 3 and info["shard_size"] == 8
     assert [(e["shard"], e["start"], e["stop"]) for e in info["shards"]] == [(0, 0, 8), (1, 8, 16), (2, 16, 20)]
     args = info["arguments"]
-    assert args["generator"] == 5 and args["explain_fn"] == "torchlime.image._explain.explain_image"
-    assert args["explain_kwargs"]["n_samples"] == 32 and args["explain_kwargs"]["segments"]["tensor"] == [8, 8]
+    assert args["generator"] == 5 and args["modality"]["type"] == "torchlime.image.Images"
+    assert args["call"] == {"n_samples": 32, "target": "top2"} and args["explainer"] == {}  # batch_size: not recorded
+    assert args["modality"]["fields"]["segments"]["tensor"] == [8, 8] and "explain_fn" not in args
     assert len(args["model"]["state_sha256"]) == 64
     assert (
         info["environment"]["torch"] == torch.__version__ and info["environment"]["torchlime"] == torchlime.__version__
@@ -105,17 +97,19 @@ def test_storage_format(reference_dir):
 
 def test_results_equal_explain_image_on_the_whole_batch(reference):
     data = worker.make_data()
-    exp = torchlime.image.explain_image(worker.make_model(), data.tensors[0], generator=5, **worker.KWARGS)
+    exp = torchlime.image.explain_image(
+        worker.make_model(), data.tensors[0], segments=worker.SEGMENTS, n_samples=32, target="top2", generator=5
+    )
     assert torch.equal(reference.coef, exp.coef) and torch.equal(reference.target, exp.target)
     assert torch.equal(reference.label, data.tensors[1]) and torch.equal(reference.index, torch.arange(20))
 
 
 def test_bit_identical_for_batch_sizes_1_and_7_a_dataloader_and_other_shards(tmp_path, reference):
-    worker.run(tmp_path / "b1", batch_size=1)
+    worker.run(tmp_path / "b1", inputs_per_step=1, explainer=Explainer(batch_size=7))  # and 7 rows per model call
     assert_identical(load_results(tmp_path / "b1").load(), reference)
-    worker.run(tmp_path / "loader", batch_size=5, loader=True)  # the DataLoader's batching
+    worker.run(tmp_path / "loader", inputs_per_step=5, loader=True)  # the DataLoader's batching
     assert_identical(load_results(tmp_path / "loader").load(), reference)
-    worker.run(tmp_path / "s3", batch_size=4, shard_size=3)
+    worker.run(tmp_path / "s3", inputs_per_step=4, shard_size=3)
     res = load_results(tmp_path / "s3")
     assert len(res.entries) == 7 and [len(p) for p in res] == [3] * 6 + [2]
     assert_identical(res.load(), reference)
@@ -140,7 +134,7 @@ class Stream(IterableDataset):
 
 
 def test_iterable_data_positions_unknown_length_and_resume(tmp_path, reference):
-    call = dict(inputs_per_step=6, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    call = dict(inputs_per_step=6, shard_size=8, progress=False, **worker.RECORDS)
     with pytest.raises(RuntimeError, match="the stream broke"):
         explain_dataset(worker.make_model(), Stream(fail_at=19), tmp_path, **call)  # 3 batches of 6 explained
     part = load_results(tmp_path)
@@ -171,12 +165,15 @@ def test_lazy_results(reference_dir, reference):
         res.field("weights")
 
 
-def rows_explainer(model, inputs, *, index, **kwargs):
+@dataclasses.dataclass(frozen=True)
+class Bands(torchlime.Modality):
     """Input i has 4 + i % 5 features (bands of rows), so a batch mixes feature counts."""
-    h = inputs.shape[-2]
-    bands = torch.arange(h).view(1, 1, h, 1)
-    feats = bands * (4 + index % 5).view(-1, 1, 1, 1) // h
-    return torchlime.explain(model, inputs, feats.expand(-1, 1, h, inputs.shape[-1]), index=index, **kwargs)
+
+    def prepare(self, model, inputs, how, call):
+        h = inputs.shape[-2]
+        bands = torch.arange(h).view(1, 1, h, 1)
+        feats = bands * (4 + call.index % 5).view(-1, 1, 1, 1) // h
+        return torchlime.Prepared(inputs, feats.expand(-1, 1, h, inputs.shape[-1]), how, call)
 
 
 def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
@@ -184,12 +181,12 @@ def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
         worker.make_model(),
         worker.make_data(),
         tmp_path / "a",
-        explain_fn=rows_explainer,
+        modality=Bands(),
+        explainer=worker.FAST,
+        call=Call(n_samples=32),
         inputs_per_step=7,
         shard_size=8,
-        n_samples=32,
         progress=False,
-        **worker.FAST,
     )
     res = load_results(tmp_path / "a").load()
     assert torch.equal(res.n_features, 4 + torch.arange(20) % 5) and res.coef.shape == (20, 1, 8)
@@ -200,12 +197,12 @@ def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
         worker.make_model(),
         worker.make_data(),
         tmp_path / "b",
-        explain_fn=rows_explainer,
+        modality=Bands(),
+        explainer=worker.FAST,
+        call=Call(n_samples=32),
         inputs_per_step=1,
         shard_size=8,
-        n_samples=32,
         progress=False,
-        **worker.FAST,
     )
     other = load_results(tmp_path / "b").load()
     # a batch that mixes feature counts pads the fit to its widest input, which changes float
@@ -214,43 +211,39 @@ def test_inputs_with_fewer_features_are_padded_and_marked(tmp_path):
     assert torch.equal(other.target, res.target) and torch.equal(other.n_features, res.n_features)
 
 
-def test_target_label_and_pass_through_of_max_memory(tmp_path):
-    spy = Spy()
+def test_target_label_and_the_explainers_run_settings(tmp_path, engine_runs):
     explain_dataset(
         worker.make_model(),
         worker.make_data(12),
         tmp_path,
-        explain_fn=spy,
+        modality=worker.MODALITY,
+        explainer=Explainer(max_memory=0.25, batch_size=16),
+        call=Call(target="label", n_samples=16, generator=3),
         inputs_per_step=5,
         shard_size=8,
-        generator=3,
         progress=False,
-        max_memory=0.25,
-        model_batch_size=16,
-        target="label",
-        segments=worker.SEGMENTS,
-        n_samples=16,
     )
-    assert [c["index"].tolist() for c in spy.calls] == [[0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11]]
-    assert all(c["max_memory"] == 0.25 and c["generator"] == 3 and c["batch_size"] == 16 for c in spy.calls)
+    assert [call.index.tolist() for _, call in engine_runs] == [[0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11]]
+    assert all(how.max_memory == 0.25 and how.batch_size == 16 and call.generator == 3 for how, call in engine_runs)
+    assert [call.target.tolist() for _, call in engine_runs][1] == [0, 1, 2]  # each input's label
     res = load_results(tmp_path).load()
     assert torch.equal(res.target, (torch.arange(12) % 5).view(-1, 1)) and torch.equal(res.label, torch.arange(12) % 5)
 
 
-def test_resume_recomputes_only_missing_shards(tmp_path, reference_dir, reference, engine_calls):
+def test_resume_recomputes_only_missing_shards(tmp_path, reference_dir, reference, engine_runs):
     out = tmp_path / "out"
     worker.run(out)
-    assert sorted(i for c in engine_calls for i in c) == list(range(20))
+    assert sorted(i for _, call in engine_runs for i in call.index.tolist()) == list(range(20))
     stamps = {p: os.stat(out / p).st_mtime_ns for p in os.listdir(out) if p.startswith("shard")}
-    engine_calls.clear()
+    engine_runs.clear()
     worker.run(out)  # finished: nothing to do
-    assert engine_calls == [] and stamps == {p: os.stat(out / p).st_mtime_ns for p in stamps}
+    assert engine_runs == [] and stamps == {p: os.stat(out / p).st_mtime_ns for p in stamps}
     os.remove(out / "shard-000001.safetensors")
     assert len(load_results(out)) == 12 and not load_results(out).complete
-    with pytest.raises(ValueError, match="explain_fn: stored .*explain_image.*, given .*Spy"):
-        worker.run(out, explain_fn=Spy())  # the explainer is one of the arguments
-    worker.run(out, batch_size=3)
-    assert sorted(i for c in engine_calls for i in c) == list(range(8, 16))  # only the missing shard
+    with pytest.raises(ValueError, match='kernel: stored \\(not given\\), given "captum"'):
+        worker.run(out, explainer=Explainer(kernel="captum"))  # the explainer is one of the arguments
+    worker.run(out, inputs_per_step=3, explainer=Explainer(batch_size=5, max_memory=0.5))  # run settings: resumes
+    assert sorted(i for _, call in engine_runs for i in call.index.tolist()) == list(range(8, 16))  # the missing one
     res = load_results(out)
     assert res.complete and sorted(os.listdir(out)) == sorted(os.listdir(reference_dir))
     assert stamps["shard-000000.safetensors"] == os.stat(out / "shard-000000.safetensors").st_mtime_ns
@@ -261,6 +254,7 @@ def test_resume_recomputes_only_missing_shards(tmp_path, reference_dir, referenc
     "change, match",
     [
         (dict(n_samples=16), r"holds explanations made with other arguments \(n_samples: stored 32, given 16\)"),
+        (dict(segments=None), r"segments: stored \{.*tensor.*\}, given null"),
         (dict(shard_size=4), r"shard_size: stored 8, given 4"),
         (dict(generator=6), r"generator: stored 5, given 6"),
         (dict(n=21), r"`data` must hold the 20 inputs of the run stored in `out` .*, got 21"),
@@ -269,7 +263,8 @@ def test_resume_recomputes_only_missing_shards(tmp_path, reference_dir, referenc
 )
 def test_other_arguments_are_refused(reference_dir, change, match):
     stamps = {p: os.stat(reference_dir / p).st_mtime_ns for p in os.listdir(reference_dir)}
-    kwargs = {**worker.KWARGS, "n_samples": change.get("n_samples", 32)}
+    call = Call(target="top2", n_samples=change.get("n_samples", 32), generator=change.get("generator", 5))
+    modality = Images(segments=change.get("segments", worker.SEGMENTS))
     model = worker.make_model()
     if "model" in change:
         with torch.no_grad():
@@ -279,10 +274,10 @@ def test_other_arguments_are_refused(reference_dir, change, match):
             model,
             worker.make_data(change.get("n", 20)),
             reference_dir,
+            modality=modality,
+            call=call,
             shard_size=change.get("shard_size", 8),
-            generator=change.get("generator", 5),
             progress=False,
-            **kwargs,
         )
     assert stamps == {p: os.stat(reference_dir / p).st_mtime_ns for p in os.listdir(reference_dir)}  # untouched
 
@@ -296,7 +291,7 @@ def test_resuming_on_another_data_set_is_refused(tmp_path, reference_dir, stream
     other = worker.make_data()
     other = torch.utils.data.TensorDataset(other.tensors[0].flip(0), other.tensors[1])  # ...on other data
     data = Stream.of(other) if streamed else other
-    call = dict(inputs_per_step=7, shard_size=8, generator=5, progress=False, **worker.KWARGS, **worker.FAST)
+    call = dict(inputs_per_step=7, shard_size=8, progress=False, **worker.RECORDS)
     with pytest.raises(ValueError, match="`data` must be the data set of the run stored in `out` .*first input"):
         explain_dataset(worker.make_model(), data, out, **call)
     assert not (out / "shard-000001.safetensors").exists()
@@ -308,7 +303,7 @@ def test_a_tuple_of_inputs_and_labels_is_a_data_set(tmp_path, reference):
 
     data = worker.make_data()
     call = dict(
-        inputs_per_step=np.int64(7), shard_size=np.int32(8), generator=5, progress=False, **worker.KWARGS, **worker.FAST
+        inputs_per_step=np.int64(7), shard_size=np.int32(8), progress=False, **worker.RECORDS
     )  # NumPy integers count as ints
     explain_dataset(worker.make_model(), data.tensors, tmp_path, **call)
     assert_identical(load_results(tmp_path).load(), reference)
@@ -321,16 +316,11 @@ def test_progress_bar_counts_explanations_per_second(tmp_path, capsys):
         tmp_path,
         inputs_per_step=3,
         shard_size=4,
-        generator=5,
         progress=True,
-        **worker.KWARGS,
+        **worker.RECORDS,
     )
     err = capsys.readouterr().err
     assert "explain_dataset" in err and "6/6" in err and "expl/s" in err
-
-
-def bad_explainer(model, inputs, **kwargs):
-    return torch.zeros(inputs.shape[0])
 
 
 @pytest.mark.parametrize(
@@ -338,16 +328,19 @@ def bad_explainer(model, inputs, **kwargs):
     [
         (dict(inputs_per_step=0), ValueError, "`inputs_per_step` must be >= 1, got 0"),
         (dict(shard_size="8"), TypeError, "`shard_size` must be an int >= 1, got str '8'"),
-        (dict(generator=torch.Generator()), TypeError, "`generator` must be an int seed .*, got Generator"),
-        (dict(generator=-1), ValueError, "`generator` must be an int seed >= 0, got -1"),
+        (dict(call=Call(generator=torch.Generator())), TypeError, "`call.generator` must be an int seed .*Generator"),
+        (dict(call=Call(generator=-1)), ValueError, "`call.generator` must be an int seed >= 0, got -1"),
         (dict(progress="yes"), TypeError, "`progress` must be a bool, got str 'yes'"),
-        (dict(max_memory=2.0), ValueError, r"`max_memory` as a fraction must be in \(0, 1\], got 2.0"),
-        (dict(model_batch_size=0), ValueError, "`model_batch_size` must be >= 1, got 0"),
-        (dict(index=torch.arange(4)), ValueError, "`index` must not be given"),
-        (dict(target=[1, 0, 2, 1]), ValueError, r"`target` for explain_dataset must be the same .*target='label'"),
-        (dict(target=torch.tensor([1, 0])), ValueError, r"per-input list or tensor .*got a tensor of shape \(2,\)"),
-        (dict(explain_fn=3), TypeError, "`explain_fn` must be a callable returning an Explanation, got int 3"),
-        (dict(explain_fn=bad_explainer), TypeError, "`explain_fn` must return an Explanation, got a tensor"),
+        (dict(call=Call(index=torch.arange(4))), ValueError, "`call.index` must not be given"),
+        (dict(call=Call(target=[1, 0, 2, 1])), ValueError, r"`target` for explain_dataset must be the same .*'label'"),
+        (dict(call=Call(target=torch.tensor([1, 0]))), ValueError, r"per-input list or tensor .*a tensor of shape"),
+        (dict(call=dict(n_samples=8)), TypeError, r"`call` must be None or a torchlime.Call .*got dict"),
+        (dict(explainer="lime"), TypeError, "`explainer` must be None or a torchlime.Explainer, got str 'lime'"),
+        (dict(modality="images"), TypeError, "`modality` must be a torchlime Modality .*got str 'images'"),
+        (dict(keep="inputs"), TypeError, r"`keep` must be a tuple of names among \['features', 'inputs'\]"),
+        (dict(keep=("maps",)), ValueError, r"`keep` must name only \['features', 'inputs'\], got \['maps'\]"),
+        (dict(model_batch_size=8), TypeError, "unexpected keyword argument 'model_batch_size'"),
+        (dict(n_samples=8), TypeError, "unexpected keyword argument 'n_samples'"),
         (dict(data=5), TypeError, "`data` must be a torch Dataset, a DataLoader, .*, got int 5"),
         (dict(data=[{"pixels": torch.rand(3, 8, 8)}] * 4), TypeError, r"`data` must yield input tensors .*, got dict"),
         (dict(data=DataLoader(worker.make_data(), shuffle=True)), ValueError, "shuffle=True.*pass shuffle=False"),
@@ -358,7 +351,7 @@ def bad_explainer(model, inputs, **kwargs):
         ),
         (dict(data=DataLoader(worker.make_data(), batch_size=None)), ValueError, "`data` must yield batches"),
         (
-            dict(data=worker.make_data().tensors[0], target="label"),
+            dict(data=worker.make_data().tensors[0], call=Call(target="label")),
             ValueError,
             "`target='label'` needs data that yield",
         ),
@@ -373,8 +366,8 @@ def test_bad_arguments(tmp_path, kwargs, error, match):
         data=worker.make_data(4),
         out=tmp_path / "out",
         progress=False,
-        segments=worker.SEGMENTS,
-        n_samples=8,
+        modality=worker.MODALITY,
+        call=Call(n_samples=8),
     )
     call.update(kwargs)
     with pytest.raises(error, match=match):
@@ -384,7 +377,9 @@ def test_bad_arguments(tmp_path, kwargs, error, match):
 def test_a_cuda_device_without_cuda_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="`device` is 'cuda' but CUDA is not available here"):
-        explain_dataset(worker.make_model(), worker.make_data(4), tmp_path / "o", device="cuda", progress=False)
+        explain_dataset(
+            worker.make_model(), worker.make_data(4), tmp_path / "o", modality=None, device="cuda", progress=False
+        )
 
 
 def test_folder_errors(tmp_path):
@@ -423,11 +418,10 @@ def test_cuda_device_placement(tmp_path, cuda):
         worker.make_data(),
         tmp_path / "a",
         shard_size=8,
-        generator=5,
         progress=False,
         device="cuda",
         inputs_per_step=7,
-        **worker.KWARGS,
+        **worker.RECORDS,
     )
     assert next(model.parameters()).is_cuda  # moved to the device
     explain_dataset(
@@ -435,10 +429,9 @@ def test_cuda_device_placement(tmp_path, cuda):
         worker.make_data(),
         tmp_path / "b",
         shard_size=8,
-        generator=5,
         progress=False,
         inputs_per_step=1,
-        **worker.KWARGS,
+        **worker.RECORDS,
     )
     a, b = load_results(tmp_path / "a"), load_results(tmp_path / "b")
     assert a.info["environment"]["device"] == "cuda" and a.complete and b.complete

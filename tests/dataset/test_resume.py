@@ -92,7 +92,7 @@ def test_killed_between_temporary_write_and_rename(tmp_path, reference):
     assert listed(out) == [0] and len(load_results(out)) == 8  # the temporary file is no result
     before = stamps(out)
     with pytest.warns(RuntimeWarning, match="taking over the stale lock"):  # its writer is dead
-        worker.run(out, batch_size=3)  # started again, here in the test process, with another batch size
+        worker.run(out, inputs_per_step=3)  # started again, here in the test process, with other steps
     assert stamps(out)["shard-000000.safetensors"] == before["shard-000000.safetensors"]  # not rewritten
     check_finished(out, reference)
 
@@ -115,11 +115,11 @@ def test_killed_between_rename_and_index_update(tmp_path, reference):
 
 def test_killed_at_any_moment_then_resumed_by_the_same_command(tmp_path, reference):
     out = tmp_path / "out"
-    proc, _ = start(out, "", "--batch-size", "1")
+    proc, _ = start(out, "", "--inputs-per-step", "1")
     wait_for(out / "shard-000000.safetensors", proc)
     kill(proc)  # somewhere after shard 0: a batch of 1 takes a while, shard 1 has 8 of them
     assert not json.loads((out / "index.json").read_text())["complete"]
-    again, _ = start(out, "", "--batch-size", "1")
+    again, _ = start(out, "", "--inputs-per-step", "1")
     assert again.wait(120) == 0, again.stderr.read()[-2000:]
     again.stderr.close()
     check_finished(out, reference)

@@ -5,6 +5,7 @@ rerun and whatever the sharding; superpixels (maps that differ between rows) are
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -40,15 +41,17 @@ def data() -> TensorDataset:
     return TensorDataset(x, torch.arange(N) % 2)
 
 
-def write(out, **extra):
-    call = dict(explain_fn=torchlime.explain, features=torch.arange(F).view(1, F), n_samples=64, target="label")
+def write(out, target="label", **extra):
+    call = dict(modality=torch.arange(F).view(1, F), call=torchlime.Call(n_samples=64, target=target))
     return explain_dataset(Planted(), data(), out, progress=False, **{**call, **extra})
 
 
-def per_row_maps(model, inputs, **kwargs):
-    """An explain_fn whose feature maps differ from row to row (as superpixels do): pairs of columns by rank."""
-    kwargs.pop("features", None)
-    return torchlime.explain(model, inputs, features=inputs.argsort(dim=1) // 2, **kwargs)
+@dataclasses.dataclass(frozen=True)
+class PerRowMaps(torchlime.Modality):
+    """Feature maps that differ from row to row (as superpixels do): pairs of columns by rank."""
+
+    def prepare(self, model, inputs, how, call):
+        return torchlime.Prepared(inputs, inputs.argsort(dim=1) // 2, how, call)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +60,8 @@ def folders(tmp_path_factory):
     write(root / "shards", shard_size=5)
     write(root / "one", shard_size=100)
     write(root / "all", shard_size=10, target="all")
-    write(root / "nomaps", shard_size=10, keep_features=False)
-    write(root / "superpixels", shard_size=10, explain_fn=per_row_maps)
+    write(root / "nomaps", shard_size=10, keep=())
+    write(root / "superpixels", shard_size=10, modality=PerRowMaps())
     return root
 
 
@@ -240,10 +243,10 @@ def test_the_pictures_are_red_and_blue_by_sign(summary):
 def test_images_on_a_grid_are_summarized_and_superpixels_refused(tmp_path):
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 3))
     images = torch.rand(4, 3, 16, 16, generator=torch.Generator().manual_seed(2))
-    call = dict(n_samples=32, progress=False, shard_size=2)
-    explain_dataset(model, images, tmp_path / "grid", segments="grid", n_segments=16, **call)
+    call = dict(call=torchlime.Call(n_samples=32), progress=False, shard_size=2)
+    explain_dataset(model, images, tmp_path / "grid", modality=torchlime.Images(segments="grid", n_segments=16), **call)
     assert summarize(tmp_path / "grid", n_boot=10).mean_abs.shape[1] == 16
-    explain_dataset(model, images, tmp_path / "slic", n_segments=8, **call)
+    explain_dataset(model, images, tmp_path / "slic", modality=torchlime.Images(n_segments=8), **call)
     remedy = r'superpixels of different images are not the same features; explain with a fixed grid \(segments="grid"\)'
     with pytest.raises(ValueError, match=remedy):
         summarize(tmp_path / "slic")

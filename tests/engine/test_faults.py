@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from torchlime import Explanation, explain
+from torchlime import Call, Explanation, explain
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.image import explain_image
 from torchlime.text import explain_tokens
@@ -118,7 +118,7 @@ def test_probe_history_is_bounded_and_can_be_sunk():
         torch.rand(1, 1, 4, 4),
         grid_labels(4, 4, 2, 2).view(1, 1, 4, 4),
         every=1,
-        n_samples=16,
+        call=Call(n_samples=16),
         max_history=3,
         sink=lambda step, exp: sunk.append(step),
     )

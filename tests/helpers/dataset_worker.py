@@ -1,6 +1,6 @@
 """The data set, model and call of the ``explain_dataset`` tests, runnable as a script.
 
-``python tests/dataset_worker.py OUT [--batch-size B] [--shard-size S] [--n N] [--loader] [--init-gloo]
+``python tests/dataset_worker.py OUT [--inputs-per-step B] [--shard-size S] [--n N] [--loader] [--init-gloo]
 [--stop-at POINT:K --marker FILE]`` explains the deterministic test data set into OUT; the tests launch it
 in a subprocess (to kill it mid-run) and under ``python -m torch.distributed.run --nproc_per_node=2``
 (with ``--init-gloo``). ``--stop-at before_rename:K`` (or ``before_index:K``) replaces the writer's
@@ -19,12 +19,16 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from torchlime import Call, Explainer, Images
 from torchlime.dataset import _store, explain_dataset
 
 SIZE = 8
 SEGMENTS = torch.arange(SIZE).view(SIZE, 1) // 2 * (SIZE // 2) + torch.arange(SIZE) // 2  # 16 cells of 2 x 2
-KWARGS = dict(segments=SEGMENTS, n_samples=32, target="top2")
-FAST = dict(model_batch_size=256)  # rows per model call: fixed, not measured
+MODALITY = Images(segments=SEGMENTS)
+CALL = Call(n_samples=32, target="top2", generator=5)
+FAST = Explainer(batch_size=256)  # rows per model call: fixed, not measured
+#: the tests' explanation, in the three records explain_dataset takes
+RECORDS = dict(modality=MODALITY, explainer=FAST, call=CALL)
 
 
 class RowNet(torch.nn.Module):
@@ -51,12 +55,12 @@ def make_data(n: int = 20) -> TensorDataset:
     return TensorDataset(torch.rand(n, 3, SIZE, SIZE, generator=g), torch.arange(n) % 5)
 
 
-def run(out, *, n: int = 20, batch_size: int = 7, shard_size: int = 8, loader: bool = False, **extra):
+def run(out, *, n: int = 20, inputs_per_step: int = 7, shard_size: int = 8, loader: bool = False, **extra):
     """The tests' call of ``explain_dataset`` (the same in the test process and in subprocesses)."""
     data = make_data(n)
     if loader:
-        data = DataLoader(data, batch_size=batch_size)
-    call = dict(batch_size=batch_size, shard_size=shard_size, generator=5, progress=False, **KWARGS, **FAST)
+        data = DataLoader(data, batch_size=inputs_per_step)
+    call = dict(inputs_per_step=inputs_per_step, shard_size=shard_size, progress=False, **RECORDS)
     return explain_dataset(make_model(), data, out, **{**call, **extra})
 
 
@@ -75,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--n", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=7)
+    parser.add_argument("--inputs-per-step", type=int, default=7)
     parser.add_argument("--shard-size", type=int, default=8)
     parser.add_argument("--loader", action="store_true")
     parser.add_argument("--init-gloo", action="store_true")
@@ -87,7 +91,7 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.init_gloo:
         torch.distributed.init_process_group("gloo")
-    run(args.out, n=args.n, batch_size=args.batch_size, shard_size=args.shard_size, loader=args.loader)
+    run(args.out, n=args.n, inputs_per_step=args.inputs_per_step, shard_size=args.shard_size, loader=args.loader)
     if args.init_gloo:
         torch.distributed.destroy_process_group()
 

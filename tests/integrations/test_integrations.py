@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from torchlime import Call
 from torchlime.image import Images
 from torchlime.integrations.tensorboard_probe import TensorBoardProbe, heatmap_rgb, log_explanation, quality_scalars
 from torchlime.training import ProbeExplainer
@@ -67,7 +68,8 @@ def test_tensorboard_probe_logs_every_k_steps_and_leaves_training_unchanged(tmp_
     probe_images = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
     writer = summary_writer(tmp_path)
     net = small_net()
-    tb = TensorBoardProbe(ProbeExplainer(net, probe_images, Images(segments=GRID), every=5, n_samples=64), writer)
+    probe = ProbeExplainer(net, probe_images, Images(segments=GRID), every=5, call=Call(n_samples=64))
+    tb = TensorBoardProbe(probe, writer)
     train(net, 12, tb)
     writer.close()
     assert [s for s, _ in tb.history] == [0, 5, 10] and tb.calls == 3
@@ -189,7 +191,9 @@ def test_lightning_trainer_logs_explanations(tmp_path):
     data = torch.utils.data.TensorDataset(
         torch.rand(16, 3, 16, 16, generator=g), torch.randint(0, 3, (16,), generator=g)
     )
-    callback = ExplainCallback(torch.rand(2, 3, 16, 16, generator=g), Images(segments=GRID), every=3, n_samples=64)
+    callback = ExplainCallback(
+        torch.rand(2, 3, 16, 16, generator=g), Images(segments=GRID), every=3, call=Call(n_samples=64)
+    )
     assert isinstance(callback, lightning.pytorch.Callback)
     tb, csv = TensorBoardLogger(str(tmp_path), name="tb"), CSVLogger(str(tmp_path), name="csv")
     trainer = lightning.Trainer(
@@ -229,7 +233,7 @@ def test_overhead_per_call_is_measured(tmp_path, capsys):
     writer = summary_writer(tmp_path)
     net = small_net()
     tb = TensorBoardProbe(
-        ProbeExplainer(net, torch.rand(4, 3, 16, 16), Images(segments=GRID), every=10, n_samples=64), writer
+        ProbeExplainer(net, torch.rand(4, 3, 16, 16), Images(segments=GRID), every=10, call=Call(n_samples=64)), writer
     )
     tb.probe.explain(0)  # warm-up: the first call on a model measures its chunk size
     t0 = time.perf_counter()

@@ -18,15 +18,17 @@ import pytest
 import torch
 
 import torchlime
-from torchlime import Explainer, Images
+from torchlime import Call, Explainer, Images
 from torchlime.dataset import explain_dataset, load_results
 from torchlime.integrations import ray_data
 from torchlime.integrations.ray_data import Explain, explain_ray
+from torchlime.tabular import Tabular
+from torchlime.text import Words
 
-from tests.helpers.dataset_worker import SEGMENTS, make_data, make_model
+from tests.helpers.dataset_worker import RECORDS, SEGMENTS, make_data, make_model
 
 N = 16
-CALL = dict(segments=SEGMENTS, n_samples=32, target="top2", generator=5, model_batch_size=256)
+CALL = RECORDS  # Images(segments=SEGMENTS), Call(n_samples=32, target="top2", generator=5), Explainer(batch_size=256)
 FIELDS = ("coef", "intercept", "score", "local_pred", "target", "n_features", "samples_used", "features")
 
 
@@ -69,7 +71,7 @@ def assert_equals_reference(out, reference) -> None:
     ids=["one-batch", "batches-of-5", "shuffled-3-9-4"],
 )
 def test_batches_equal_explain_dataset_bit_for_bit(reference, order, sizes):
-    step = Explain(make_model, column="image", index_column="id", keep_features=True, **CALL)
+    step = Explain(make_model, column="image", index_column="id", keep=("features",), **CALL)
     data = rows()
     before = {name: column.copy() for name, column in data.items()}
     out = in_batches(step, data, order, sizes)
@@ -88,14 +90,15 @@ def test_explainer_and_modality_equal_explain_dataset(tmp_path):
         tmp_path / "out",
         explainer=lime,
         modality=Images(segments=SEGMENTS),
-        n_samples=24,
-        target="top2",
-        generator=3,
+        call=Call(n_samples=24, target="top2", generator=3),
         shard_size=8,
         progress=False,
     )
     step = Explain(
-        make_model, explainer=lime, modality=Images(segments=SEGMENTS), n_samples=24, target="top2", generator=3
+        make_model,
+        explainer=lime,
+        modality=Images(segments=SEGMENTS),
+        call=Call(n_samples=24, target="top2", generator=3),
     )
     got = in_batches(step, rows(), np.arange(N), [6, 10])
     assert torch.equal(torch.from_numpy(got["coef"]), load_results(out).coef)
@@ -103,11 +106,11 @@ def test_explainer_and_modality_equal_explain_dataset(tmp_path):
 
 def test_keep_inputs_and_labels(tmp_path):
     data = make_data(N)  # (images, labels): target="label" explains each input's label
-    call = dict(segments=SEGMENTS, target="label", n_samples=32)
+    call = dict(modality=Images(segments=SEGMENTS), call=Call(target="label", n_samples=32))
     out = explain_dataset(make_model(), data, tmp_path / "out", progress=False, **call)
     reference = load_results(out)
     batch = {"id": np.arange(N), "image": data.tensors[0].numpy(), "label": data.tensors[1].numpy()}
-    step = Explain(make_model, label_column="label", keep_inputs=True, **call)
+    step = Explain(make_model, label_column="label", keep=("inputs",), **call)
     got = in_batches(step, batch, np.arange(N)[::-1], [7, 9])
     assert torch.equal(torch.from_numpy(got["coef"]), reference.coef)
     assert torch.equal(torch.from_numpy(got["target"])[:, 0], data.tensors[1])
@@ -126,18 +129,18 @@ class Weighted(torch.nn.Module):
 
 
 @pytest.mark.filterwarnings("ignore::torchlime.UnreliableExplanationWarning")
-def test_tabular_and_any_doors_equal_the_front_door_with_index():
+def test_tabular_and_feature_map_modalities_equal_the_front_door_with_index():
     x = torch.rand(N, 6, generator=torch.Generator().manual_seed(2))
     train = torch.rand(64, 6, generator=torch.Generator().manual_seed(3))
     batch = {"id": np.arange(N) + 100, "row": x.numpy()}  # global indices 100..115
-    step = Explain(Weighted, column="row", explain_fn="tabular", training_data=train, n_samples=48, generator=1)
+    step = Explain(Weighted, column="row", modality=Tabular(training_data=train), call=Call(n_samples=48, generator=1))
     got = in_batches(step, batch, np.arange(N), [4, 12])
     want = torchlime.explain_tabular(
         Weighted(), x, training_data=train, n_samples=48, generator=1, index=torch.arange(N) + 100
     )
     assert torch.equal(torch.from_numpy(got["coef"]), want.coef)
     feats = torch.arange(6).view(1, 6)
-    step = Explain(Weighted, column="row", explain_fn="any", features=feats, n_samples=40, target="all")
+    step = Explain(Weighted, column="row", modality=feats, call=Call(n_samples=40, target="all"))
     got = in_batches(step, batch, np.arange(N), [10, 6])
     want = torchlime.explain(Weighted(), x, feats, n_samples=40, target="all", index=torch.arange(N) + 100)
     assert torch.equal(torch.from_numpy(got["coef"]), want.coef)
@@ -148,9 +151,9 @@ def counts(texts: list[str]) -> torch.Tensor:
     return torch.tensor([[t.split().count("good"), t.split().count("bad")] for t in texts], dtype=torch.float32)
 
 
-def test_text_door_takes_a_string_column():
+def test_a_text_modality_takes_a_string_column():
     texts = ["good film", "bad plot and good cast", "good good bad", "dull but good music"]
-    step = Explain(lambda: counts, column="text", explain_fn="text", n_samples=32, target=0)
+    step = Explain(lambda: counts, column="text", modality=Words(), call=Call(n_samples=32, target=0))
     got = step({"id": np.arange(4) + 7, "text": np.array(texts, dtype=object)})
     want = torchlime.explain_text(counts, texts, n_samples=32, target=0, index=torch.arange(4) + 7)
     assert torch.equal(torch.from_numpy(got["coef"]), want.coef)
@@ -161,8 +164,9 @@ def test_without_an_index_column():
     with pytest.raises(ValueError, match=r"`index_column` must name a column of the batch, got 'id'.*'image'"):
         Explain(make_model, **CALL)(batch)
     got = Explain(make_model, index_column=None, **CALL)(batch)  # opted out: each batch takes 0..b-1
-    call = {k: v for k, v in CALL.items() if k != "model_batch_size"}
-    want = torchlime.explain_image(make_model(), torch.from_numpy(batch["image"]), **call)
+    want = torchlime.explain_image(
+        make_model(), torch.from_numpy(batch["image"]), segments=SEGMENTS, n_samples=32, target="top2", generator=5
+    )
     assert torch.equal(torch.from_numpy(got["coef"]), want.coef) and set(got) == {"name", *FIELDS[:-1]}
 
 
@@ -171,21 +175,21 @@ def test_without_an_index_column():
     [
         (dict(model_fn=make_model()), {}, TypeError, "`model_fn` must be a function returning the model"),
         (dict(column=3), {}, TypeError, "`column` must be a str, got int 3"),
-        (dict(explain_fn="audio"), {}, ValueError, r"`explain_fn` must be a callable or one of \['any', 'image'"),
-        (dict(generator=-1), {}, TypeError, "`generator` must be an int seed >= 0"),
-        (dict(index=np.arange(4)), {}, ValueError, "`index` must not be given"),
-        (dict(batch_size=8), {}, TypeError, "`batch_size` is ambiguous here"),
-        (dict(target="label"), {}, ValueError, "`target='label'` needs `label_column`"),
+        (dict(explain_fn="image"), {}, TypeError, "unexpected keyword argument 'explain_fn'"),
+        (dict(n_samples=32), {}, TypeError, "unexpected keyword argument 'n_samples'"),
+        (dict(model_batch_size=8), {}, TypeError, "unexpected keyword argument 'model_batch_size'"),
+        (dict(call=Call(generator=-1)), {}, ValueError, "`call.generator` must be an int seed >= 0"),
+        (dict(call=Call(index=torch.arange(4))), {}, ValueError, "`call.index` must not be given"),
+        (dict(call=Call(target="label")), {}, ValueError, "`target='label'` needs `label_column`"),
         (
-            dict(target=[1, 2, 0, 1]),
+            dict(call=Call(target=[1, 2, 0, 1])),
             {},
             ValueError,
             r"`target` for Explain must be the same for every input.*\[\[3, 5\]\]",
         ),
-        (dict(keep_features=1), {}, TypeError, "`keep_features` must be a bool, got int 1"),
+        (dict(keep=("features", 1)), {}, TypeError, r"`keep` must be a tuple of names among \['features', 'inputs'\]"),
         (dict(device="gpu"), {}, ValueError, "`device` must be 'auto' or a device name"),
-        (dict(explain_fn="image", modality=Images()), {}, TypeError, "pass `explain_fn` or `explainer` / `modality`"),
-        (dict(modality=Images(), colour=1), {}, TypeError, r"Explain got unexpected keyword argument\(s\) \[.colour."),
+        (dict(explainer="lime"), {}, TypeError, "`explainer` must be None or a torchlime.Explainer"),
         ({}, {"id": np.arange(4.0)}, TypeError, "`index_column` must hold integers"),
         ({}, {"id": np.arange(4) - 1}, ValueError, "`index_column` must hold indices >= 0, got the minimum -1"),
         ({}, {"id": np.arange(3)}, ValueError, r"`index_column` must hold one index per input, shape \(4,\)"),
@@ -259,7 +263,7 @@ def test_map_batches_on_ray_equals_explain_dataset(ray_cluster, reference, tmp_p
     ray = ray_cluster
     data = rows()
     ds = ray.data.from_items([{name: column[i] for name, column in data.items()} for i in range(N)])
-    options = dict(column="image", index_column="id", keep_features=True, **CALL)
+    options = dict(column="image", index_column="id", keep=("features",), **CALL)
     folder = tmp_path / "parquet"  # 2 actors, batches of 5: Ray decides which actor explains which rows
     explain_ray(ds, make_model, actors=2, batch_size=5, **options).write_parquet(str(folder))
     back = read_parquet(folder)

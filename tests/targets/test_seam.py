@@ -163,13 +163,10 @@ def test_a_data_set_equals_one_call_and_pads_targets_across_shards(tmp_path):
         seg_model(),
         x,
         tmp_path / "out",
-        explain_fn=torchlime.explain,
-        features=CELLS,
-        target=Region(),
-        n_samples=32,
-        batch_size=2,
+        modality=CELLS,
+        call=torchlime.Call(target=Region(), n_samples=32, generator=0),
+        inputs_per_step=2,
         shard_size=4,
-        generator=0,
         progress=False,
     )
     res = load_results(tmp_path / "out").load()
@@ -181,10 +178,11 @@ def test_a_data_set_equals_one_call_and_pads_targets_across_shards(tmp_path):
 def test_another_target_is_another_run(tmp_path):
     assert describe_value(Boxes(score_threshold=0.3)) != describe_value(Boxes(score_threshold=0.5))
     assert describe_value(Similarity(torch.ones(2, 3))) != describe_value(Similarity(torch.zeros(2, 3)))
-    kw = dict(explain_fn=torchlime.explain, features=CELLS, n_samples=16, progress=False)
-    explain_dataset(seg_model(), images(), tmp_path / "out", target=Region(), **kw)
+    kw = dict(modality=CELLS, progress=False)
+    explain_dataset(seg_model(), images(), tmp_path / "out", call=torchlime.Call(target=Region(), n_samples=16), **kw)
     with pytest.raises(ValueError, match="other arguments"):
-        explain_dataset(seg_model(), images(), tmp_path / "out", target=Region(reduce="sum"), **kw)
+        other = torchlime.Call(target=Region(reduce="sum"), n_samples=16)
+        explain_dataset(seg_model(), images(), tmp_path / "out", call=other, **kw)
 
 
 def test_a_target_of_another_kind_is_named():

@@ -2,7 +2,7 @@
 
 FOLDER has torchvision's ImageFolder layout: one sub-folder per class (classes in sorted order,
 the label of an image is its class's position), images (PNG/JPEG) anywhere below it, sorted by
-path. The images go through ``torchlime.dataset.explain_dataset`` with ``explain_image``: the
+path. The images go through ``torchlime.dataset.explain_dataset`` with ``torchlime.Images``: the
 results are safetensors shards plus ``index.json`` in DIR (``torchlime.dataset.load_results(DIR)``
 reads them), and running the same command again after an interruption computes only the missing
 shards: it says so on stderr ("resuming: 3 of 5 shards already done (120 explanations kept)"), and
@@ -15,7 +15,7 @@ label (``--target label``); as a folder's classes need not be the model's, the c
 many labels are the model's top class (one more forward pass per image), warns below one half (naming
 ``--target top``) and records the share in ``dataset.json`` (``label_agreement``) and its closing line.
 ``--inputs-per-step`` images go to one explanation call, ``--batch-size`` rows to one model call (as in
-``explain``).
+``explain``: the ``Explainer``'s ``batch_size``).
 """
 
 from __future__ import annotations
@@ -26,23 +26,13 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable, Iterator, Optional, TypedDict, Union
+from typing import Iterator, Optional, Union
 
 import torch
 
-from torchlime.cli._args import (
-    Announced,
-    Parser,
-    explain_args,
-    image_args,
-    int_at_least,
-    memory,
-    model_args,
-    renamed_flag,
-)
+from torchlime.cli._args import Parser, explain_args, image_args, int_at_least, memory, model_args
 from torchlime.cli._common import (
     CliError,
-    Target,
     check_outside,
     collected_warnings,
     normalization,
@@ -53,12 +43,6 @@ from torchlime.cli._inputs import EXTENSIONS, read_image
 from torchlime.cli._model import load_model
 from torchlime.cli._output import output_folder
 from torchlime.stages.forward.model import eval_mode, select_output
-
-#: printed when ``--batch-size`` is given: it meant images per explanation call before 0.2.0
-CHANGED_BATCH_SIZE = (
-    "note: --batch-size is rows per model call (the engine's batch size, as in `torchlime explain`); "
-    "images per explanation call, which --batch-size meant before 0.2.0, are --inputs-per-step"
-)
 
 
 def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -77,14 +61,7 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         default=32,
         help="images per explanation call (default: %(default)s)",
     )
-    p.add_argument(
-        "--batch-size",
-        type=int_at_least(1),
-        action=Announced,
-        note=CHANGED_BATCH_SIZE,
-        help="rows per model call (default: the engine's rule)",
-    )
-    renamed_flag(p, "--model-batch-size", "--batch-size", type=int_at_least(1))
+    p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: the engine's rule)")
     p.add_argument(
         "--shard-size", type=int_at_least(1), default=1024, help="explanations per shard file (default: %(default)s)"
     )
@@ -139,18 +116,6 @@ class ImageFolderFiles(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
                 f"pass --size H W to resize every image"
             )
         return x, label
-
-
-class _Options(TypedDict, total=False):
-    """The options of ``explain_image`` the command line sets."""
-
-    n_samples: int
-    target: Target
-    softmax: bool
-    segments: Union[str, Callable[[torch.Tensor], torch.Tensor]]
-    n_segments: Union[int, str]
-    baseline: Union[float, str]
-    normalize: tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def _finished_shards(out: Path) -> bool:
@@ -231,6 +196,7 @@ def label_agreement(
 
 def run(args: argparse.Namespace) -> int:
     """The ``explain-dataset`` command (see the module docstring)."""
+    from torchlime import Call, Explainer, Images
     from torchlime.dataset import explain_dataset, load_results
 
     device = resolve_device(args.device)
@@ -240,12 +206,10 @@ def run(args: argparse.Namespace) -> int:
     check_outside(args.out, Path(args.folder), "--out", "FOLDER")
     model, _ = load_model(args.model, args.weights, device)
     data = ImageFolderFiles(Path(args.folder), args.channels, tuple(args.size) if args.size else None)
-    kwargs: _Options = dict(n_samples=args.n_samples, target=target, softmax=args.softmax)
-    kwargs["segments"], kwargs["n_segments"] = args.segments, args.n_segments
-    kwargs["baseline"] = args.baseline
     normalize = normalization(args)
-    if normalize is not None:
-        kwargs["normalize"] = normalize
+    modality = Images(segments=args.segments, n_segments=args.n_segments, normalize=normalize)
+    explainer = Explainer(baseline=args.baseline, max_memory=args.max_memory, batch_size=args.batch_size)
+    call = Call(n_samples=args.n_samples, target=target, softmax=args.softmax, generator=args.seed)
     source: Union[ImageFolderFiles, torch.utils.data.DataLoader[tuple[torch.Tensor, int]]] = (
         data
         if not args.workers
@@ -259,15 +223,14 @@ def run(args: argparse.Namespace) -> int:
                 model,
                 source,
                 args.out,
+                modality=modality,
+                explainer=explainer,
+                call=call,
                 inputs_per_step=args.inputs_per_step,
                 shard_size=args.shard_size,
-                generator=args.seed,
-                progress=not args.no_progress,
-                max_memory=args.max_memory,
                 device=device,
-                model_batch_size=args.batch_size,
-                keep_inputs=args.keep_inputs,
-                **kwargs,
+                progress=not args.no_progress,
+                keep=("features", "inputs") if args.keep_inputs else ("features",),
             )
     except BaseException:
         if created and not _finished_shards(args.out):

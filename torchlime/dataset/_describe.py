@@ -136,21 +136,26 @@ def input_fingerprint(x: torch.Tensor) -> str:
 
 
 def differences(stored: Mapping[str, object], given: Mapping[str, object]) -> list[str]:
-    """``"name: stored X, given Y"`` for every argument that differs (explain_kwargs entries one by one).
+    """``"name: stored X, given Y"`` for every argument that differs (nested settings one by one).
 
     Example:
-        >>> differences({"generator": 0, "explain_kwargs": {"n_samples": 64}},
-        ...             {"generator": 0, "explain_kwargs": {"n_samples": 32}})
+        >>> differences({"generator": 0, "call": {"n_samples": 64}}, {"generator": 0, "call": {"n_samples": 32}})
         ['n_samples: stored 64, given 32']
     """
 
     def short(v: object) -> str:
         return "(not given)" if v is _MISSING else json.dumps(v, sort_keys=True)[:120]
 
+    def fields(v: object) -> object:
+        same_kind = isinstance(v, dict) and isinstance(v.get("fields"), dict)
+        return v["fields"] if same_kind else v  # type: ignore[index]
+
     out = []
     for key in sorted(set(stored) | set(given)):
         a, b = stored.get(key, _MISSING), given.get(key, _MISSING)
-        if key == "explain_kwargs" and isinstance(a, dict) and isinstance(b, dict):
+        if key == "modality" and isinstance(a, dict) and isinstance(b, dict) and a.get("type") == b.get("type"):
+            a, b = fields(a), fields(b)
+        if key in _NESTED and isinstance(a, dict) and isinstance(b, dict):
             for sub in sorted(set(a) | set(b)):
                 x, y = a.get(sub, _MISSING), b.get(sub, _MISSING)
                 if x != y:
@@ -161,3 +166,5 @@ def differences(stored: Mapping[str, object], given: Mapping[str, object]) -> li
 
 
 _MISSING = object()
+#: arguments whose entries are compared one by one
+_NESTED = ("explainer", "modality", "call", "explain_kwargs")

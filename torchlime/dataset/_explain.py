@@ -3,77 +3,48 @@
 Every input's explanation depends only on the seed and its global index (the engine's
 ``index=``: masks and random fills are hashes of (seed, index, sample, feature)), so the
 results do not depend on the inputs per step, the rows per model call, the sharding, the number of processes or
-interruptions. The data are read in batches (``_data``), explained by ``explain_fn``, gathered
-per shard and written as safetensors files with an ``index.json`` (``_store``); ``load_results``
-reads them back (``_results``); under ``torchrun`` shard k goes to rank k % world_size
-(``_distributed``).
+interruptions. The data are read in batches (``_data``), explained by the explainer with the modality and the
+call (``_modality_run``), gathered per shard and written as safetensors files with an ``index.json``
+(``_store``); ``load_results`` reads them back (``_results``); under ``torchrun`` shard k goes to rank k %
+world_size (``_distributed``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Callable, Optional, Union, cast
+from typing import Any, Optional, Union
 
 import torch
 from tqdm.auto import tqdm
 
 from torchlime._checks import check_positive_int, describe
 from torchlime.dataset._data import Source
-from torchlime.dataset._describe import describe_model, describe_value, fingerprint, input_fingerprint
+from torchlime.dataset._describe import describe_model, fingerprint, input_fingerprint
 from torchlime.dataset._distributed import Context, context, place
 from torchlime.dataset._lock import FolderLock, new_run_id
-from torchlime.dataset._modality_run import ModalityRun
+from torchlime.dataset._modality_run import ModalityRun, check_keep
 from torchlime.dataset._rows import rows_of, stack_rows
 from torchlime.dataset._scan import ShardEntry, clean_temporary, collect, shard_range
 from torchlime.dataset._store import Store, environment
-from torchlime.engine.config import Call, field_names
-from torchlime.engine.explainer import Explainer, ModalitySpec, configure
-from torchlime.engine.explanation import Explanation
-from torchlime.image import explain_image
-from torchlime.stages.forward.chunking import check_max_memory
-from torchlime.stages.forward.targets import check_shared_target
-from torchlime.typing import Model
+from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer, ModalitySpec
+from torchlime.typing import UNSET, Model
 
 #: the status lines of a run (resuming, finished) go to this logger at INFO level (rank 0 only)
 LOG = logging.getLogger("torchlime.dataset")
 
 
-def _check(
-    model: object,
-    out: object,
-    explain_fn: object,
-    inputs_per_step: object,
-    shard_size: object,
-    generator: object,
-    progress: object,
-    model_batch_size: object,
-    keep: dict[str, object],
-    explain_kwargs: dict[str, object],
-) -> None:
+def _check(model: object, out: object, inputs_per_step: object, shard_size: object, progress: object) -> None:
     if not callable(model):
         raise TypeError(f"`model` must be an nn.Module or a callable, got {describe(model)}")
     if not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"`out` must be a folder path (str or os.PathLike), got {describe(out)}")
-    if not callable(explain_fn):
-        raise TypeError(f"`explain_fn` must be a callable returning an Explanation, got {describe(explain_fn)}")
     check_positive_int(inputs_per_step, "inputs_per_step"), check_positive_int(shard_size, "shard_size")
-    if isinstance(generator, bool) or not isinstance(generator, int):
-        raise TypeError(
-            f"`generator` must be an int seed (every input's masks derive from the seed and its index, "
-            f"so a torch.Generator's state cannot be used), got {describe(generator)}"
-        )
-    if generator < 0:
-        raise ValueError(f"`generator` must be an int seed >= 0, got {generator}")
-    for name, value in {"progress": progress, **keep}.items():
-        if not isinstance(value, bool):
-            raise TypeError(f"`{name}` must be a bool, got {describe(value)}")
-    if model_batch_size is not None:
-        check_positive_int(model_batch_size, "model_batch_size")
-    if "index" in explain_kwargs:
-        raise ValueError("`index` must not be given: explain_dataset passes each input's global index itself")
-    check_shared_target(explain_kwargs.get("target"), "explain_dataset")
+    if not isinstance(progress, bool):
+        raise TypeError(f"`progress` must be a bool, got {describe(progress)}")
 
 
 def explain_dataset(
@@ -81,33 +52,29 @@ def explain_dataset(
     data: object,
     out: Union[str, os.PathLike[str]],
     *,
-    explain_fn: Optional[Callable[..., Explanation]] = None,
+    modality: ModalitySpec,
     explainer: Optional[Explainer] = None,
-    modality: object = None,
+    call: Optional[Call] = None,
     inputs_per_step: int = 32,
     shard_size: int = 1024,
-    generator: int = 0,
-    progress: bool = True,
-    max_memory: Union[None, int, float] = None,
     device: Union[None, str, torch.device] = None,
-    model_batch_size: Optional[int] = None,
-    keep_features: bool = True,
-    keep_inputs: bool = False,
-    **explain_kwargs: object,
+    progress: bool = True,
+    keep: Collection[str] = ("features",),
 ) -> Path:
     """Explain every input of a data set and write the results to ``out`` in shards (resumable).
 
-    Each batch goes through ``explain_fn(model, inputs, index=global_index, generator=seed,
-    max_memory=max_memory, **explain_kwargs)``; results are gathered per shard of ``shard_size``
-    inputs and written atomically as ``out/shard-KKKKKK.safetensors``, with ``out/index.json``
-    (layout: ``torchlime.dataset._store``). Calling again with the same arguments resumes: finished
-    shards are kept, only missing ones are computed, and the result is the same as one
-    uninterrupted run. Under ``torchrun`` every rank explains the shards ``k % world_size ==
-    rank`` on its own device and rank 0 writes the final index; read with ``load_results``, whose
-    ``Results.explanation()`` gives ``Explanation`` objects to draw (``heatmap()``, the pictures of
-    ``torchlime.image.viz``, ``torchlime show``). Rank 0 says what it does on the logger
-    ``torchlime.dataset`` (INFO: "resuming OUT: 3 of 5 shards already done (120 explanations kept)",
-    and what the folder holds at the end; ``logging.basicConfig(level=logging.INFO)`` shows them).
+    Each batch goes through ``explainer.run(model, inputs, modality, call)`` with the inputs' global
+    indices as the call's ``index`` (and, with ``target="label"``, their labels as its target); results
+    are gathered per shard of ``shard_size`` inputs and written atomically as
+    ``out/shard-KKKKKK.safetensors``, with ``out/index.json`` (layout: ``torchlime.dataset._store``).
+    Calling again with the same arguments resumes: finished shards are kept, only missing ones are
+    computed, and the result is the same as one uninterrupted run. Under ``torchrun`` every rank explains
+    the shards ``k % world_size == rank`` on its own device and rank 0 writes the final index; read with
+    ``load_results``, whose ``Results.explanation()`` gives ``Explanation`` objects to draw
+    (``heatmap()``, the pictures of ``torchlime.image.viz``, ``torchlime show``). Rank 0 says what it
+    does on the logger ``torchlime.dataset`` (INFO: "resuming OUT: 3 of 5 shards already done (120
+    explanations kept)", and what the folder holds at the end; ``logging.basicConfig(level=logging.INFO)``
+    shows them).
 
     Args:
         model: the explained model (an ``nn.Module`` is moved to ``device`` if it is elsewhere).
@@ -118,46 +85,41 @@ def explain_dataset(
             which must be the same on every run); an ``IterableDataset`` (position in its order).
             A shuffling or distributed sampler is refused. See ``torchlime.dataset._data``.
         out: the result folder (created; an existing one of the same run is resumed).
-        explain_fn: None (``explainer`` and ``modality``; without them,
-            ``torchlime.image.explain_image``), or any ``fn(model, inputs, *, index, generator,
-            max_memory, **explain_kwargs) -> Explanation`` (``torchlime.explain`` with ``features=``,
-            ``explain_spectrogram``, ...).
-        explainer: how to explain (``torchlime.Explainer``); None with a ``modality``: one made of the
-            ``Config`` fields among ``explain_kwargs``.
-        modality: the input kind (``torchlime.Images(...)``, ``Spectrograms(...)``, ``Series(...)``,
-            ...) or a feature map, as ``Explainer.explain`` takes it; ``explain_kwargs`` are then the
-            ``Call`` fields (n_samples, target, ...).
-        inputs_per_step: inputs per ``explain_fn`` call for a Dataset (a DataLoader keeps its own
-            batches). Formerly ``batch_size=``, which still means this (not rows per model call) while it
-            is deprecated, with a ``DeprecationWarning``.
+        modality: the input kind (``torchlime.Images(...)``, ``Spectrograms(...)``, ``Tabular(...)``,
+            ``Series(...)``, ...) or an integer feature map, as ``Explainer.explain`` takes it (tensors
+            in it, such as a segments map, go to ``device`` with the inputs).
+        explainer: how to explain (``torchlime.Explainer(sampler=..., kernel=..., surrogate=...,
+            baseline=..., preset=...)``); None: the engine's defaults. Its ``batch_size`` is the rows per
+            model call and its ``max_memory`` the CUDA memory of a chunk; they and ``progress`` change
+            no number, so a run resumes with other ones.
+        call: what to explain (``torchlime.Call(target=..., n_samples=..., generator=..., softmax=...)``);
+            None: the defaults. ``target="label"`` explains the label each input comes with; the
+            ``generator`` is the int seed of every mask and random fill (None: 0); ``index`` is the
+            tool's (each input's global index).
+        inputs_per_step: inputs per explanation call for a Dataset (a DataLoader keeps its own batches).
         shard_size: inputs per shard file (the last shard fewer).
-        generator: int seed of every mask and random fill.
-        progress: a tqdm bar of explanations per second (under torchrun: rank 0's, over its shards).
-        max_memory: CUDA memory budget of a chunk (bytes, or a fraction of the device), passed on.
         device: where to explain; None: ``cuda:LOCAL_RANK`` under torchrun with CUDA, else the
             model's device.
-        model_batch_size: rows per model call, passed to ``explain_fn`` as the engine's ``batch_size``
-            (None: the engine's rule). It takes the engine's name, ``batch_size=``, once the deprecated
-            ``batch_size=`` (inputs per step) is removed; until then it is the way to set rows per call.
-        **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, ...; tensors among
-            them, such as a segments map, go to ``device`` with the inputs);
-            ``target="label"`` explains the label each input comes with. They are recorded in
-            ``index.json`` as plain data, and a resumed run with other ones is refused.
-        keep_features: store each input's feature map (``Explanation.features``) in the smallest
-            integer dtype that holds its ids (int8 up to 127 features, int16 up to 32767: H x W bytes
-            per image of fewer than 128 segments), so that every explanation can be drawn from the
-            folder; False: coefficients only (a smaller folder; drawing then needs the maps rebuilt).
-        keep_inputs: also store the inputs as the data gave them (same dtype and values: 4 x C x H x
-            W bytes per float32 image), so that a picture needs no data (``torchlime show``); the
-            shards then hold them in memory until written. Both are recorded in ``index.json`` when
-            they differ from the defaults (a resumed run with other ones is refused).
+        progress: a tqdm bar of explanations per second (under torchrun: rank 0's, over its shards).
+        keep: what the shards store besides the coefficients: "features", each input's feature map
+            (``Explanation.features``) in the smallest integer dtype that holds its ids (int8 up to 127
+            features, int16 up to 32767: H x W bytes per image of fewer than 128 segments), so that
+            every explanation can be drawn from the folder; "inputs", the inputs as the data gave them
+            (same dtype and values: 4 x C x H x W bytes per float32 image), so that a picture needs no
+            data (``torchlime show``; the shards then hold them in memory until written). ``()``:
+            coefficients only.
+
+    The explainer, the modality and the call (the settings that differ from the defaults) are recorded
+    in ``index.json`` as plain data, with the seed, the model's weights, ``shard_size`` and ``keep``
+    when it is not the default; a resumed run with other ones is refused, naming them.
 
     Returns:
         The folder ``out`` as a ``Path``.
 
     Raises:
         TypeError / ValueError: bad arguments (named, with what was expected and what came);
-            ``out`` holds a run with other arguments or a data set of another length.
+            ``out`` holds a run with other arguments, a data set of another length, or a run of
+            torchlime 0.1 (``explain_fn=`` and its keywords: read it with ``load_results``).
 
     Example:
         >>> import tempfile, torchlime
@@ -165,39 +127,27 @@ def explain_dataset(
         >>> images = torch.rand(10, 1, 4, 4)                     # any Dataset, DataLoader or tensor
         >>> feats = torch.arange(16).view(1, 1, 4, 4) // 2       # 8 features: pairs of pixels
         >>> with tempfile.TemporaryDirectory() as out:
-        ...     _ = explain_dataset(model, images, out, explain_fn=torchlime.explain, features=feats,
-        ...                         n_samples=64, inputs_per_step=4, shard_size=8, progress=False)
+        ...     _ = explain_dataset(model, images, out, modality=feats, call=torchlime.Call(n_samples=64),
+        ...                         inputs_per_step=4, shard_size=8, progress=False)
         ...     res = torchlime.dataset.load_results(out)
         ...     print(len(res), sorted(p.name for p in Path(out).iterdir()), res.coef.shape)
         10 ['index.json', 'shard-000000.safetensors', 'shard-000001.safetensors'] torch.Size([10, 1, 8])
     """
-    if explainer is not None or modality is not None:
-        if explain_fn is not None:
-            raise TypeError("pass `explain_fn` or `explainer` / `modality`, not both")
-        explainer, call = configure(explainer, explain_kwargs, "explain_dataset")
-        explain_kwargs = {k: getattr(call, k) for k in explain_kwargs if k in field_names(Call)}
-        explain_fn = ModalityRun(explainer, cast(ModalitySpec, modality))
-    elif explain_fn is None:
-        explain_fn = explain_image
-    keep: dict[str, object] = {"keep_features": keep_features, "keep_inputs": keep_inputs}
-    _check(
-        model, out, explain_fn, inputs_per_step, shard_size, generator, progress, model_batch_size, keep, explain_kwargs
-    )
+    run = ModalityRun.checked(explainer, modality, call, "explain_dataset")
+    kept = check_keep(keep, ("features",))
+    _check(model, out, inputs_per_step, shard_size, progress)
     inputs_per_step, shard_size = int(inputs_per_step), int(shard_size)  # NumPy integers too (JSON arguments)
-    model_batch_size = None if model_batch_size is None else int(model_batch_size)
-    max_memory = check_max_memory(max_memory)
     source = Source(data, inputs_per_step)
     ctx = context(model, device)
     try:
         model = place(model, ctx.device)
         arguments = {
             "model": describe_model(model),
-            "explain_fn": describe_value(explain_fn),
-            "generator": generator,
+            **run.describe(),
+            "generator": run.seed,
             "shard_size": shard_size,
-            "explain_kwargs": describe_value(explain_kwargs),
-            **{name: value for name, value in keep.items() if value != _KEEP_DEFAULTS[name]},
-        }  # the storage options only when not the defaults: a folder of the second format resumes
+            **{name: value for name, value in kept.items() if value != _KEEP_DEFAULTS[name]},
+        }  # the storage options only when not the defaults
         store = Store(
             Path(out),
             arguments,
@@ -231,13 +181,9 @@ def explain_dataset(
                         source,
                         store,
                         ctx,
-                        explain_fn,
-                        generator,
-                        max_memory,
-                        model_batch_size,
+                        run.to(ctx.device),
                         progress,
-                        (keep_features, keep_inputs),
-                        on_device(explain_kwargs, ctx.device),
+                        (kept["keep_features"], kept["keep_inputs"]),
                     )
                 elif ctx.rank == 0:
                     LOG.info(
@@ -290,13 +236,9 @@ def _explain_shards(
     source: Source,
     store: Store,
     ctx: Context,
-    explain_fn: Callable[..., Explanation],
-    generator: int,
-    max_memory: Any,
-    model_batch_size: Optional[int],
+    run: ModalityRun,
     progress: bool,
     keep: tuple[bool, bool],
-    explain_kwargs: dict[str, Any],
 ) -> None:
     """This rank's missing shards: read, explain, gather per shard, write (``keep``: features, inputs)."""
     size = store.shard_size
@@ -327,7 +269,6 @@ def _explain_shards(
     total = None if store.n_shards is None else sum(_expected(k, store) for k in todo)
     written = 0
     pending: dict[int, list[dict[str, torch.Tensor]]] = {}
-    by_label = isinstance(explain_kwargs.get("target"), str) and explain_kwargs["target"] == "label"
     bar = tqdm(
         total=total, unit="expl", desc="explain_dataset", disable=not progress or ctx.rank != 0, dynamic_ncols=True
     )
@@ -335,21 +276,10 @@ def _explain_shards(
         for pos, inputs, labels in source.batches(
             todo, wanted, size, lambda x: store.check_first(input_fingerprint(x))
         ):
-            kwargs = dict(explain_kwargs)
-            if by_label:
-                if labels is None:
-                    raise ValueError("`target='label'` needs data that yield (inputs, labels), got inputs alone")
-                kwargs["target"] = labels.to(ctx.device).long()
-            if model_batch_size is not None:
-                kwargs["batch_size"] = model_batch_size
-            exp = explain_fn(
-                model,
-                inputs.to(ctx.device),
-                index=pos.to(ctx.device),
-                generator=generator,
-                max_memory=max_memory,
-                **kwargs,
-            )
+            if run.by_label and labels is None:
+                raise ValueError("`target='label'` needs data that yield (inputs, labels), got inputs alone")
+            target = labels.to(ctx.device).long() if run.by_label and labels is not None else UNSET
+            exp = run(model, inputs.to(ctx.device), pos.to(ctx.device), target)
             rows = rows_of(exp, pos, labels, inputs if keep[1] else None, keep[0])
             shard_of = pos // size
             for k in torch.unique(shard_of).tolist():
@@ -391,8 +321,3 @@ def _write(store: Store, ctx: Context, k: int, parts: list[dict[str, torch.Tenso
     if ctx.world == 1:  # one writer: keep the index current (ranks of a distributed run: rank 0 at the end)
         store.reached("before_index", k)
         store.write_index()
-
-
-def on_device(kwargs: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """``kwargs`` with its tensors (a segments map, a baseline) on ``device``, the rest as given; a new dict."""
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}

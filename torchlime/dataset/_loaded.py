@@ -34,8 +34,8 @@ class Results:
         target_valid: bool (n, T) the targets that exist (structured targets, whose count differs between
             inputs: padded ones have coefficients 0 and ``target`` -1), or None.
         features: long (n, *fshape) each input's feature map (ids -1..F_b-1; ``Explanation.features``), or
-            None: not stored (a folder of the second format, or ``keep_features=False``).
-        inputs: (n, ...) the inputs as the data gave them (``keep_inputs=True``), or None.
+            None: not stored (a folder of the second format, or ``keep`` without "features").
+        inputs: (n, ...) the inputs as the data gave them (``keep`` with "inputs"), or None.
         input_shape: the shape of one input (the explanation's ``input_shape``), or None when unknown.
     """
 
@@ -74,7 +74,7 @@ class Results:
 
         Raises:
             ValueError: no feature maps stored nor given (a folder of the second format, or
-                ``keep_features=False``: rebuild them as the run made them and pass ``features``), or maps
+                ``keep`` without "features": rebuild them as the run made them and pass ``features``), or maps
                 that do not fit the rows.
 
         Example:
@@ -82,8 +82,8 @@ class Results:
             >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
             >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4
             >>> with tempfile.TemporaryDirectory() as out:
-            ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(6, 1, 4, 4), out,
-            ...             explain_fn=torchlime.explain, features=feats, n_samples=32, progress=False)
+            ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(6, 1, 4, 4), out, modality=feats,
+            ...             call=torchlime.Call(n_samples=32), progress=False)
             ...     exp = torchlime.dataset.load_results(out)[2:4].explanation()
             >>> exp.heatmap(0).shape
             torch.Size([2, 1, 4, 4])

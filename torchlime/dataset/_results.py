@@ -54,7 +54,7 @@ class LazyResults:
       every access); ``res.load()``: everything (``res[:]``).
     * ``res[i].explanation()``: an ``Explanation`` with the stored feature maps (``heatmap()``, the
       pictures of ``torchlime.image.viz``); ``res[i].features`` long (1, *fshape), ``res[i].inputs``
-      (with ``keep_inputs=True``).
+      (with ``keep=("features", "inputs")``).
 
     Args:
         out: the result folder.
@@ -284,8 +284,8 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
         >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4               # 4 features: the rows
         >>> with tempfile.TemporaryDirectory() as out:
-        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(10, 1, 4, 4), out,
-        ...             explain_fn=torchlime.explain, features=feats, n_samples=32, shard_size=4, progress=False)
+        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(10, 1, 4, 4), out, modality=feats,
+        ...             call=torchlime.Call(n_samples=32), shard_size=4, progress=False)
         ...     res = load_results(out)
         ...     part = res[2:6]                                           # reads shards 0 and 1 only
         ...     print(len(res), res.complete, part.index.tolist(), part.coef.shape)

@@ -1,8 +1,8 @@
 """What ``explain_dataset`` keeps of every explained batch, and how a shard's rows are stacked.
 
 ``rows_of`` takes the stored fields of one batch's ``Explanation`` to the CPU: the coefficients and
-the fit, the feature maps (``keep_features``) and, when asked, the inputs as the data gave them
-(``keep_inputs``). ``stack_rows`` puts a shard's rows in index order, pads coefficients to the shard's
+the fit, the feature maps (``keep`` "features") and, when asked, the inputs as the data gave them
+(``keep`` "inputs"). ``stack_rows`` puts a shard's rows in index order, pads coefficients to the shard's
 widest F and targets to its largest T, and stores the feature maps in the smallest signed integer
 dtype that holds their ids (``compact_ids``): int8 for maps of up to 127 features, int16 up to 32767,
 else int32; they are read back as long, so the maps, and the heat maps painted with them, are the
@@ -55,8 +55,8 @@ def _feature_rows(exp: Explanation, b: int) -> torch.Tensor:
     if feats.shape[0] != b:
         if feats.ndim == 0 or feats.shape[0] != 1:
             raise ValueError(
-                f"`explain_fn` must return an Explanation whose features have one map per input or one for all "
-                f"(shape ({b} or 1, ...)), got features of shape {tuple(feats.shape)}"
+                f"a batch's explanation must have one feature map per input or one for all (the modality's map: "
+                f"shape ({b} or 1, ...)), got features of shape {tuple(feats.shape)}"
             )
         feats = feats.expand(b, *feats.shape[1:])
     return compact_ids(feats.cpu()).contiguous()
@@ -72,7 +72,7 @@ def rows_of(
     """The stored fields of one explained batch, on the CPU.
 
     Args:
-        exp: what ``explain_fn`` returned for the batch (checked: an ``Explanation`` of b inputs).
+        exp: the batch's explanation (checked: an ``Explanation`` of b inputs).
         pos: long (b,) the inputs' global indices.
         labels: (b, ...) the data's labels, or None.
         inputs: (b, ...) the inputs as the data gave them, kept as they are; None: not kept.
@@ -85,12 +85,11 @@ def rows_of(
         TypeError / ValueError: ``exp`` is no ``Explanation`` of the b inputs.
     """
     if not isinstance(exp, Explanation):
-        raise TypeError(f"`explain_fn` must return an Explanation, got {describe(exp)}")
+        raise TypeError(f"a batch's explanation must be an Explanation, got {describe(exp)}")
     b = pos.shape[0]
     if exp.coef.shape[0] != b:
         raise ValueError(
-            f"`explain_fn` must return an Explanation of the {b} inputs it was given, got coef of "
-            f"shape {tuple(exp.coef.shape)}"
+            f"a batch's explanation must explain its {b} inputs, got coef of shape {tuple(exp.coef.shape)}"
         )
     rows = {"index": pos, **{name: getattr(exp, name).detach().cpu() for name in REQUIRED[1:]}}
     rows["target"], rows["n_features"] = rows["target"].long(), rows["n_features"].long()

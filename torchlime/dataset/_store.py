@@ -11,20 +11,22 @@ Layout of ``out/``:
   (n, T, F) and ``target_valid`` bool (n, T); ``features`` (n, *fshape): each input's feature map
   (``Explanation.features``, ids -1..F_b-1, broadcast dims kept at size 1, e.g. (n, 1, H, W) for
   images) in the smallest signed integer dtype that holds the shard's ids (int8 up to 127 features,
-  int16 up to 32767, else int32; read back as long), unless ``keep_features=False``; ``inputs``
-  (n, ...): the inputs as the data gave them (dtype and values unchanged), with ``keep_inputs=True``
-  only. The file's metadata names its format, shard, range, the run's fingerprint, the shape of one
-  input (``input_shape``, JSON) and the file's ``sha256`` (``_integrity``), which covers every tensor.
+  int16 up to 32767, else int32; read back as long), unless ``keep`` leaves out "features";
+  ``inputs`` (n, ...): the inputs as the data gave them (dtype and values unchanged), when ``keep``
+  names "inputs". The file's metadata names its format, shard, range, the run's fingerprint, the shape
+  of one input (``input_shape``, JSON) and the file's ``sha256`` (``_integrity``), which covers every
+  tensor.
 * ``index.json``: ``format`` (``torchlime.dataset/3``; the second format, the same without feature maps
-  and inputs, is read, and a run resumed on it goes on in it; the first format, without checksums, is
-  read unverified), ``arguments`` (plain-data description of the call: model, explain_fn,
-  explain_kwargs, the seed, shard_size, and ``keep_features`` / ``keep_inputs`` when they differ
-  from the defaults), ``fingerprint`` (their SHA-256), ``n_inputs`` (N; null
-  while unknown), ``first_input`` (the SHA-256 of input 0, checked when a run resumes; null until
-  known), ``n_shards``, ``complete``, ``environment`` (torch, torchlime, safetensors and Python
-  versions, device type, world size), ``shards``: one entry per finished shard (``shard``,
-  ``file``, ``start``, ``stop``, ``n_features_max``, ``n_targets``, ``sha256``), and ``sha256``,
-  the digest of the rest.
+  and inputs, is read; the first format, without checksums, is read unverified), ``arguments``
+  (plain-data description of the call: the model, the ``explainer``, ``modality`` and ``call``
+  settings that differ from the defaults, the seed, shard_size, and ``keep_features`` /
+  ``keep_inputs`` when ``keep`` differs from the default; a run of torchlime 0.1 recorded
+  ``explain_fn`` and ``explain_kwargs`` instead: it is read, not resumed, ``_old_runs``),
+  ``fingerprint`` (their SHA-256), ``n_inputs`` (N; null while unknown), ``first_input`` (the SHA-256
+  of input 0, checked when a run resumes; null until known), ``n_shards``, ``complete``,
+  ``environment`` (torch, torchlime, safetensors and Python versions, device type, world size),
+  ``shards``: one entry per finished shard (``shard``, ``file``, ``start``, ``stop``,
+  ``n_features_max``, ``n_targets``, ``sha256``), and ``sha256``, the digest of the rest.
 * ``.lock`` while a run writes the folder (``_lock``).
 
 Every file is written to a hidden temporary file in the folder named with its writer
@@ -53,6 +55,7 @@ from torchlime.dataset._describe import differences
 from torchlime.dataset._files import Folder
 from torchlime.dataset._integrity import DIGEST, index_digest, shard_bytes
 from torchlime.dataset._lock import writer_tag
+from torchlime.dataset._old_runs import is_old, refusal
 from torchlime.dataset._scan import (
     FIRST,
     FORMAT,
@@ -216,7 +219,9 @@ class Store:
             self.write_index()  # what the files prove, for the other ranks and for readers
 
     def _check_same_run(self, info: IndexInfo, first_input: Optional[str]) -> None:
-        """Refuse an index of other arguments or another data set; warn about other versions."""
+        """Refuse an index of other arguments or another data set, or of a 0.1 run; warn about other versions."""
+        if is_old(info["arguments"]):
+            raise ValueError(refusal(self.out, info["arguments"]))
         diffs = differences(info["arguments"], self.arguments)
         if diffs:
             raise ValueError(

@@ -214,7 +214,7 @@ def summarize(
     The folder is read one shard at a time (memory: a shard plus F floats per pair for the bootstrap; past
     ``max_floats`` a seeded subsample of rows, said in ``Summary.notes``). Features must be the same in
     every row: the stored feature maps are compared (a fixed grid, time-frequency bands, tabular columns);
-    without maps (``keep_features=False``, older folders) equal feature counts are taken as the same
+    without maps (``keep`` without "features", older folders) equal feature counts are taken as the same
     features, with a warning.
 
     Args:
@@ -240,8 +240,8 @@ def summarize(
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
         >>> grid = torch.arange(16).view(1, 1, 4, 4) // 4               # 4 features: the rows
         >>> with tempfile.TemporaryDirectory() as out:
-        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(8, 1, 4, 4), out, explain_fn=torchlime.explain,
-        ...             features=grid, n_samples=32, target="all", progress=False)
+        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(8, 1, 4, 4), out, modality=grid,
+        ...             call=torchlime.Call(n_samples=32, target="all"), progress=False)
         ...     s = summarize(out, n_boot=50)
         >>> s.mean_abs.shape, s.count.tolist(), len(s.table(k=2))
         (torch.Size([2, 4]), [8, 8], 4)
@@ -265,7 +265,7 @@ def summarize(
         offset += part["coef"].shape[0]
     if comparable.without_maps:
         note = (
-            f"`results` holds no feature maps (keep_features=False, or an older folder): features were taken as "
+            f"`results` holds no feature maps (keep without 'features', or an older folder): features were taken as "
             f"the same in every row because every row has {f} features; make sure they mean the same thing "
             f"(a fixed grid, tabular columns), superpixels do not"
         )
@@ -365,8 +365,8 @@ def pick(results: ResultsLike, budget: int, *, max_floats: int = PICK_BUDGET) ->
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
         >>> grid = torch.arange(16).view(1, 1, 4, 4) // 4
         >>> with tempfile.TemporaryDirectory() as out:
-        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(8, 1, 4, 4), out, explain_fn=torchlime.explain,
-        ...             features=grid, n_samples=32, progress=False)
+        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(8, 1, 4, 4), out, modality=grid,
+        ...             call=torchlime.Call(n_samples=32), progress=False)
         ...     picked = pick(out, 3)
         >>> picked.shape
         torch.Size([3])

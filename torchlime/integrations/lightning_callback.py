@@ -11,10 +11,10 @@ log_explanation``; any other logger gets the scalars through ``log_metrics``.
 Lightning is optional (``pip install lightning``; ``pytorch_lightning`` works too) and imported
 only when ``ExplainCallback`` is first used::
 
-    from torchlime import Images
+    from torchlime import Call, Images
     from torchlime.integrations.lightning_callback import ExplainCallback
 
-    cb = ExplainCallback(probe_images, Images(), every=200, n_samples=256)
+    cb = ExplainCallback(probe_images, Images(), call=Call(n_samples=256), every=200)
     trainer = lightning.Trainer(callbacks=[cb], logger=TensorBoardLogger("runs"))
     trainer.fit(module, loader)
     cb.history                     # [(0, Explanation), (200, Explanation), ...]
@@ -30,7 +30,8 @@ from typing import Any, Callable, Optional, Protocol, cast
 import torch
 
 from torchlime._checks import check_positive_int, check_tensor, require
-from torchlime.engine.explainer import Explainer
+from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
 from torchlime.integrations.tensorboard_probe import Writer, log_explanation, quality_scalars
 from torchlime.training import ProbeExplainer
@@ -58,38 +59,36 @@ class ExplainCallbackLogic:
     Args:
         probe_inputs: (B, ...) fixed inputs (moved to the module's device when training starts).
         modality: as in ``ProbeExplainer``: the input kind (``torchlime.Images(...)``, ...) or a feature map.
-        every: explain after every ``every``-th optimizer step (and at step 0).
         explainer: how to explain (``torchlime.Explainer``), as in ``ProbeExplainer``.
-        explain_fn: None (the explainer) or a custom function, as in ``ProbeExplainer``.
+        call: what to explain (``torchlime.Call(target=..., n_samples=...)``), as in ``ProbeExplainer``.
+        every: explain after every ``every``-th optimizer step (and at step 0).
         log_images: log heatmaps to TensorBoard loggers.
         tag: prefix of the logged names.
         stream: run the explanations on a dedicated CUDA stream, as in ``ProbeExplainer``.
         max_history: the most explanations ``history`` keeps (None: all), as in ``ProbeExplainer``.
         sink: optional ``sink(step, explanation)`` called with every explanation, as in ``ProbeExplainer``.
-        **explain_kwargs: passed to ``explain_fn`` (n_samples, target, ...).
     """
 
     def __init__(
         self,
         probe_inputs: torch.Tensor,
-        modality: object = None,
+        modality: ModalitySpec,
         *,
         explainer: Optional[Explainer] = None,
+        call: Optional[Call] = None,
         every: int = 100,
-        explain_fn: Optional[Callable[..., Explanation]] = None,
         log_images: bool = True,
         tag: str = "torchlime",
         stream: bool = False,
         max_history: Optional[int] = 256,
         sink: Optional[Callable[[int, Explanation], object]] = None,
-        **explain_kwargs: Any,
     ) -> None:
         check_tensor(probe_inputs, "probe_inputs")
         check_positive_int(every, "every")
         self.probe_inputs = probe_inputs.detach().clone()
-        self.features, self.explainer = modality, explainer
-        self.every, self.explain_fn, self.log_images, self.tag = every, explain_fn, log_images, tag
-        self.options = dict(stream=stream, max_history=max_history, sink=sink, **explain_kwargs)
+        self.features, self.explainer, self.call = modality, explainer, call
+        self.every, self.log_images, self.tag = every, log_images, tag
+        self.stream, self.max_history, self.sink = stream, max_history, sink
         self.probe: Optional[ProbeExplainer] = None
         self.last_step: Optional[int] = None
         self.seconds_explaining = 0.0
@@ -113,9 +112,11 @@ class ExplainCallbackLogic:
             self.probe_inputs.to(device),
             features,
             explainer=self.explainer,
+            call=self.call,
             every=self.every,
-            explain_fn=self.explain_fn,
-            **self.options,
+            stream=self.stream,
+            max_history=self.max_history,
+            sink=self.sink,
         )
 
     def on_train_start(self, trainer: Trainer, pl_module: torch.nn.Module) -> None:

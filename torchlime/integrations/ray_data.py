@@ -4,28 +4,35 @@ Batch inference on Ray reads a data set, maps its batches through actors that ho
 the results; explaining is one more such stage::
 
     import ray
+    import torchlime
     from torchlime.integrations.ray_data import Explain
 
     ds = ray.data.read_parquet("images/")  # an "id" column (each input's global index) and an "image" column
     ds.map_batches(
         Explain,
         fn_constructor_args=(load_model,),  # load_model() returns the model: called once per actor
-        fn_constructor_kwargs=dict(column="image", index_column="id", n_samples=1000, target="top3", generator=0),
+        fn_constructor_kwargs=dict(
+            modality=torchlime.Images(),
+            call=torchlime.Call(n_samples=1000, target="top3", generator=0),
+            column="image",
+            index_column="id",
+        ),
         compute=ray.data.ActorPoolStrategy(size=4),
         num_gpus=1,
         batch_size=32,
     ).write_parquet("explanations/")
 
-Each actor calls ``model_fn()`` once and keeps the model, on the actor's GPU when Ray gave it one. Each call
-explains the batch's inputs in one batched torchlime call and returns the batch's other columns (the input
-column only with ``keep_inputs=True``) beside the explanation's, the fields of ``explain_dataset``'s shards:
+Each actor calls ``model_fn()`` once (with its first batch) and keeps the model, on the actor's GPU when Ray gave
+it one. Each call explains the batch's inputs in one batched torchlime call (``Explainer.run`` with the
+modality and the call) and returns the batch's other columns (the input column only with ``keep=("inputs",)``)
+beside the explanation's, the fields of ``explain_dataset``'s shards:
 ``coef`` (b, T, F; zero past each row's ``n_features``, F being the batch's widest), ``intercept``, ``score``,
 ``local_pred`` (b, T), ``target`` (b, T), ``n_features`` (b,), ``samples_used`` (b,) when the explanation
-records it, ``coef_std`` and ``target_valid`` when it has them, and with ``keep_features`` each input's
+records it, ``coef_std`` and ``target_valid`` when it has them, and with ``keep=("features",)`` each input's
 feature map ``features`` (int64, as ``load_results`` reads them back). Ray schedules, retries and writes.
 
 Every input's masks and random fills derive from the seed and its global index, read from ``index_column``
-and passed to the front door as ``explain_dataset`` passes the data set's index (``index=``), so the
+and passed as the call's ``index`` as ``explain_dataset`` passes the data set's index, so the
 coefficients are ``explain_dataset``'s bit for bit whatever the number of actors, the batch sizes, the order
 of the rows or a retried batch (for a model whose outputs for a row do not depend on the other rows of its
 call). Ray batches carry no global position: without such a column (``index_column=None``) every batch takes
@@ -39,159 +46,72 @@ with the same numbers. (The module is named ``ray_data``: one named ``ray`` woul
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, Union, cast
+from collections.abc import Collection, Mapping
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch
 
 from torchlime._checks import check_positive_int, describe, require
 from torchlime.dataset._distributed import place
-from torchlime.dataset._modality_run import ModalityRun
+from torchlime.dataset._modality_run import ModalityRun, check_keep
 from torchlime.dataset._rows import rows_of
-from torchlime.engine.config import Call, field_names
-from torchlime.engine.explainer import Explainer, ModalitySpec, configure, explain
-from torchlime.engine.explanation import Explanation
-from torchlime.image import explain_image
-from torchlime.series import explain_series
-from torchlime.stages.forward.chunking import check_max_memory
-from torchlime.stages.forward.targets import check_shared_target
-from torchlime.tabular import explain_tabular
-from torchlime.text import explain_text
-from torchlime.typing import Model
+from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer, ModalitySpec
+from torchlime.typing import UNSET, Model
 
-__all__ = ["Explain", "explain_ray", "DOORS"]
+__all__ = ["Explain", "explain_ray"]
 
-#: the front doors ``explain_fn`` may name (a name pickles to the actors as well as a function)
-DOORS: dict[str, Callable[..., Explanation]] = {
-    "image": explain_image,
-    "tabular": explain_tabular,
-    "text": explain_text,
-    "series": explain_series,
-    "any": explain,
-}
 #: fields of ``rows_of`` that are not returned: the index and label columns pass through, the shape is metadata
 _NOT_RETURNED = ("index", "label", "_input_shape")
 
 
-#: ``Explain``'s settings and their defaults (its signature's; ``explain_ray`` checks the same before Ray starts)
-_DEFAULTS: dict[str, object] = {
-    "column": "image",
-    "index_column": "id",
-    "label_column": None,
-    "explain_fn": None,
-    "explainer": None,
-    "modality": None,
-    "generator": 0,
-    "device": "auto",
-    "max_memory": None,
-    "model_batch_size": None,
-    "keep_features": False,
-    "keep_inputs": False,
-    "prefix": "",
-}
-
-
-def _check(model_fn: object, settings: Mapping[str, object], extra: Mapping[str, object]) -> None:
-    """Check ``Explain``'s arguments (named, with what was expected and what came)."""
+def _check_columns(model_fn: object, names: Mapping[str, object]) -> None:
+    """Check ``Explain``'s model function and column names (named, with what was expected and what came)."""
     if isinstance(model_fn, torch.nn.Module) or not callable(model_fn):
         raise TypeError(
             f"`model_fn` must be a function returning the model (e.g. `lambda: model`, so that each actor "
             f"builds or loads its own), got {describe(model_fn)}"
         )
-    for name in ("column", "prefix", "index_column", "label_column"):
-        value = settings[name]
+    for name, value in names.items():
         if not isinstance(value, str) and (value is not None or name in ("column", "prefix")):
             kind = "a str" if name in ("column", "prefix") else "a column name (str) or None"
             raise TypeError(f"`{name}` must be {kind}, got {describe(value)}")
-    explain_fn, generator = settings["explain_fn"], settings["generator"]
-    if isinstance(explain_fn, str) and explain_fn not in DOORS:
-        raise ValueError(f"`explain_fn` must be a callable or one of {sorted(DOORS)}, got {explain_fn!r}")
-    if explain_fn is not None and not isinstance(explain_fn, str) and not callable(explain_fn):
-        raise TypeError(f"`explain_fn` must be a callable, a front door's name or None, got {describe(explain_fn)}")
-    if isinstance(generator, bool) or not isinstance(generator, (int, np.integer)) or generator < 0:
-        raise TypeError(
-            f"`generator` must be an int seed >= 0 (every input's masks derive from the seed and its index), "
-            f"got {describe(generator)}"
-        )
-    if settings["model_batch_size"] is not None:
-        check_positive_int(settings["model_batch_size"], "model_batch_size")
-    for name in ("keep_features", "keep_inputs"):
-        if not isinstance(settings[name], bool):
-            raise TypeError(f"`{name}` must be a bool, got {describe(settings[name])}")
-    check_max_memory(settings["max_memory"])
-    _device(settings["device"])
-    if "index" in extra:
-        raise ValueError("`index` must not be given: Explain passes each input's index, read from `index_column`")
-    if "batch_size" in extra:
-        raise TypeError(
-            "`batch_size` is ambiguous here: rows per model call are `model_batch_size=`, inputs per call are "
-            "map_batches' `batch_size=`"
-        )
-    target = extra.get("target")
-    check_shared_target(target, "Explain")
-    if isinstance(target, str) and target == "label" and settings["label_column"] is None:
-        raise ValueError("`target='label'` needs `label_column`, the column of each input's label, got None")
-    if explain_fn is not None and (settings["explainer"] is not None or settings["modality"] is not None):
-        raise TypeError("pass `explain_fn` or `explainer` / `modality`, not both")
-
-
-def _resolve(
-    model_fn: object, settings: Mapping[str, object], extra: Mapping[str, object]
-) -> tuple[Callable[..., Explanation], dict[str, object]]:
-    """Check ``Explain``'s arguments; return its ``explain_fn`` and the keywords it passes on."""
-    _check(model_fn, settings, extra)
-    kwargs = dict(extra)
-    explain_fn = settings["explain_fn"]
-    fn: Callable[..., Explanation]
-    if settings["explainer"] is not None or settings["modality"] is not None:
-        explainer, call = configure(cast(Optional[Explainer], settings["explainer"]), kwargs, "Explain")
-        kwargs = {k: getattr(call, k) for k in kwargs if k in field_names(Call)}
-        fn = ModalityRun(explainer, cast(ModalitySpec, settings["modality"]))
-    elif isinstance(explain_fn, str):
-        fn = DOORS[explain_fn]
-    else:
-        fn = explain_image if explain_fn is None else cast(Callable[..., Explanation], explain_fn)
-    if settings["model_batch_size"] is not None:
-        kwargs["batch_size"] = check_positive_int(settings["model_batch_size"], "model_batch_size")
-    return fn, kwargs
 
 
 class Explain:
     """A callable class for ``ray.data.Dataset.map_batches`` explaining a column of every batch.
 
     Args:
-        model_fn: called once, with no argument, when the actor starts: returns the model (an
+        model_fn: called once, with no argument, by the first batch of an actor: returns the model (an
             ``nn.Module`` is moved to ``device``; any other callable is called as it is).
-        column: the column of the inputs (numeric arrays (b, ...), or strings for ``explain_fn="text"``).
+        modality: the input kind (``torchlime.Images(...)``, ``Tabular(training_data=...)``,
+            ``torchlime.text.Words()`` for a column of strings, ...) or an integer feature map, as
+            ``Explainer.explain`` takes it.
+        explainer: how to explain (``torchlime.Explainer``; its ``batch_size`` is the rows per model call,
+            apart from ``map_batches``' ``batch_size``, the inputs per ``Explain`` call); None: the defaults.
+        call: what to explain (``torchlime.Call(target=..., n_samples=..., generator=...)``; None: the
+            defaults); its ``generator`` is the int seed of every mask and random fill (None: 0);
+            ``target="label"`` explains each row's label, read from ``label_column``.
+        column: the column of the inputs (numeric arrays (b, ...), or strings for a text modality).
         index_column: the column of every input's global index (integers >= 0), which its masks follow;
             None: each batch's inputs take 0..b-1 (results then depend on the batching).
         label_column: the column of the labels that ``target="label"`` explains (they pass through).
-        explain_fn: None (``explainer`` and ``modality``; without them ``torchlime.image.explain_image``, as in
-            ``explain_dataset``), a front door's name in ``DOORS`` ("image", "tabular", "text", "series", "any":
-            ``torchlime.explain``), or any ``fn(model, inputs, *, index, generator, max_memory, **explain_kwargs)``.
-        explainer: how to explain (``torchlime.Explainer``); None with a ``modality``: one made of the
-            ``Config`` fields among ``explain_kwargs``.
-        modality: the input kind (``torchlime.Images(...)``, ``Tabular(...)``, ...) or a feature map, as
-            ``Explainer.explain`` takes it; ``explain_kwargs`` are then the ``Call`` fields.
-        generator: int seed of every mask and random fill.
         device: "auto" (the actor's GPU when Ray gave it one, outside Ray CUDA when there is some, else the
             CPU), or a device where the model and the inputs go.
-        max_memory: CUDA memory budget of a chunk (bytes, or a fraction of the device), passed on.
-        model_batch_size: rows per model call, passed on as the engine's ``batch_size`` (None: its rule).
-        keep_features: return each input's feature map as the column ``features``.
-        keep_inputs: return the input column too (False: it is left out, the other columns pass through).
+        keep: what is returned besides the explanation's columns: "features", each input's feature map as
+            the column ``features``; "inputs", the input column (left out by default; the other columns
+            pass through).
         prefix: put before the names of the explanation's columns (e.g. ``"lime_"``), when the data has such columns.
-        **explain_kwargs: ``explain_fn``'s other keywords (n_samples, target, segments, training_data, ...).
 
     Raises:
         TypeError / ValueError: bad arguments (named, with what was expected and what came).
 
     Example:
-        >>> import numpy as np
+        >>> import numpy as np, torchlime
         >>> weights = torch.randn(6, 3)
-        >>> step = Explain(lambda: (lambda x: x @ weights), column="x", explain_fn="any",
-        ...                features=torch.arange(6).view(1, 6), n_samples=64, target="top2")
+        >>> step = Explain(lambda: (lambda x: x @ weights), modality=torch.arange(6).view(1, 6), column="x",
+        ...                call=torchlime.Call(n_samples=64, target="top2"))
         >>> out = step({"id": np.arange(4), "x": np.random.rand(4, 6).astype(np.float32)})
         >>> sorted(out), out["coef"].shape
         (['coef', 'id', 'intercept', 'local_pred', 'n_features', 'samples_used', 'score', 'target'], (4, 2, 6))
@@ -201,31 +121,38 @@ class Explain:
         self,
         model_fn: Callable[[], Model],
         *,
+        modality: ModalitySpec,
+        explainer: Optional[Explainer] = None,
+        call: Optional[Call] = None,
         column: str = "image",
         index_column: Optional[str] = "id",
         label_column: Optional[str] = None,
-        explain_fn: Union[None, str, Callable[..., Explanation]] = None,
-        explainer: Optional[Explainer] = None,
-        modality: object = None,
-        generator: int = 0,
         device: Union[str, torch.device] = "auto",
-        max_memory: Union[None, int, float] = None,
-        model_batch_size: Optional[int] = None,
-        keep_features: bool = False,
-        keep_inputs: bool = False,
+        keep: Collection[str] = (),
         prefix: str = "",
-        **explain_kwargs: object,
     ) -> None:
-        settings = {name: value for name, value in locals().items() if name in _DEFAULTS}
-        self.explain_fn, self.explain_kwargs = _resolve(model_fn, settings, explain_kwargs)
+        names = dict(column=column, prefix=prefix, index_column=index_column, label_column=label_column)
+        _check_columns(model_fn, names)
+        self.run = ModalityRun.checked(explainer, modality, call, "Explain")
+        if self.run.by_label and label_column is None:
+            raise ValueError("`target='label'` needs `label_column`, the column of each input's label, got None")
+        kept = check_keep(keep, ())
+        self.keep_features, self.keep_inputs = kept["keep_features"], kept["keep_inputs"]
         self.column, self.index_column, self.label_column, self.prefix = column, index_column, label_column, prefix
-        self.generator, self.max_memory = int(generator), check_max_memory(max_memory)
-        self.keep_features, self.keep_inputs = keep_features, keep_inputs
         self.device = _device(device)
-        model = model_fn()
-        if not callable(model):
-            raise TypeError(f"`model_fn` must return the model (a callable), got {describe(model)}")
-        self.model = place(model, self.device)
+        self.run = self.run.to(self.device)
+        self.model_fn: Callable[[], Model] = model_fn
+        self._model: Optional[Model] = None
+
+    @property
+    def model(self) -> Model:
+        """The model, made by ``model_fn()`` on first use (once per actor) and moved to ``device``."""
+        if self._model is None:
+            model = self.model_fn()
+            if not callable(model):
+                raise TypeError(f"`model_fn` must return the model (a callable), got {describe(model)}")
+            self._model = place(model, self.device)
+        return self._model
 
     def __call__(self, batch: Mapping[str, object]) -> dict[str, np.ndarray]:
         """Explain one batch's inputs in one batched call.
@@ -248,23 +175,14 @@ class Explain:
             )
         inputs, b = _inputs(_column(batch, self.column, "column"), self.column)
         index = None if self.index_column is None else _index(_column(batch, self.index_column, "index_column"), b)
-        kwargs = dict(self.explain_kwargs)
-        labels = None
+        target: Any = UNSET
         if self.label_column is not None:
             labels = torch.as_tensor(np.array(_column(batch, self.label_column, "label_column"), copy=True))
-            if isinstance(kwargs.get("target"), str) and kwargs["target"] == "label":
-                kwargs["target"] = labels.to(self.device).long()
+            target = labels.to(self.device).long() if self.run.by_label else UNSET
         if isinstance(inputs, torch.Tensor):
             inputs = inputs.to(self.device)
         pos = torch.arange(b) if index is None else index
-        exp = self.explain_fn(
-            self.model,
-            inputs,
-            index=pos.to(self.device),
-            generator=self.generator,
-            max_memory=self.max_memory,
-            **kwargs,
-        )
+        exp = self.run(self.model, inputs, pos.to(self.device), target)
         rows = rows_of(exp, pos, None, None, self.keep_features)
         out = {name: np.asarray(value) for name, value in batch.items() if name != self.column or self.keep_inputs}
         for name, value in rows.items():
@@ -286,7 +204,7 @@ def explain_ray(
     batch_size: int = 32,
     actors: int = 1,
     num_gpus: float = 0,
-    **options: object,
+    **options: Any,
 ) -> Any:
     """``ds.map_batches(Explain, ...)``: the explanations of a Ray data set, computed as Ray consumes it.
 
@@ -296,8 +214,8 @@ def explain_ray(
         batch_size: inputs per ``Explain`` call (one batched torchlime call).
         actors: actors in the pool, each with its own model.
         num_gpus: GPUs per actor (1: each actor explains on its own GPU).
-        **options: ``Explain``'s keywords (column, index_column, n_samples, target, generator, ...), checked
-            here before Ray starts an actor.
+        **options: ``Explain``'s keywords (modality, explainer, call, column, index_column, ...), checked
+            here before Ray starts an actor (which calls ``model_fn`` with its first batch).
 
     Returns:
         The lazy ``ray.data.Dataset`` of the explanations (``.write_parquet(folder)``, ``.take_all()``, ...).
@@ -313,8 +231,7 @@ def explain_ray(
     check_positive_int(actors, "actors")
     if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, float)) or num_gpus < 0:
         raise TypeError(f"`num_gpus` must be a number >= 0, got {describe(num_gpus)}")
-    settings = {**_DEFAULTS, **{k: v for k, v in options.items() if k in _DEFAULTS}}
-    _resolve(model_fn, settings, {k: v for k, v in options.items() if k not in _DEFAULTS})
+    Explain(model_fn, **options)  # checks every argument; the model is made by each actor's first batch
     return ds.map_batches(
         Explain,
         fn_constructor_args=(model_fn,),
