@@ -14,7 +14,7 @@ and segment maps and the image itself, which comes from:
 
 ``--out`` is the PNG file when one input is drawn, else a folder that receives ``I.png`` per input
 (default: ``DIR/pictures``). A folder without segment maps (written by an earlier torchlime, or with
-``keep_features=False``), an index that is not stored or a FOLDER that is not the run's data is one line
+a ``keep=`` without "features"), an index that is not stored or a FOLDER that is not the run's data is one line
 on stderr and exit code 2. DIR is read as untrusted input (``torchlime.dataset.load_results``); a
 ``DIR/pictures`` that is a link, or a link among the pictures' names, is refused, never written through.
 """
@@ -172,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
     rows = [res[p] for p in positions]
     if rows[0].features is None or any(r.features is None for r in rows):
         raise CliError(
-            f"DIR {args.folder} holds no segment maps (written by an earlier torchlime, or with keep_features=False): "
-            f"its explanations cannot be drawn; run explain-dataset again into a new folder"
+            f"DIR {args.folder} holds no segment maps (written by an earlier torchlime, or with a keep= without "
+            f"'features'): its explanations cannot be drawn; run explain-dataset again into a new folder"
         )
     if any(r.features is not None and r.features.ndim != 4 for r in rows):
         shape = tuple(rows[0].features.shape[1:])

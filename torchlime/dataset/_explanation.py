@@ -2,7 +2,7 @@
 
 The shards of the third format hold each input's feature map (``_rows``), so ``Results.explanation()``
 paints and draws exactly what the run computed: ``heatmap()`` of the rows read back equals the heat map
-of the explanation the run made, bit for bit. Folders of the second format (or ``keep_features=False``)
+of the explanation the run made, bit for bit. Folders of the second format (or a ``keep`` without "features")
 hold no maps: the maps are then rebuilt by the caller (the images' segments, as the run made them) and
 given as ``features=``.
 """
@@ -89,7 +89,7 @@ class Rows(Protocol):
 
 NO_MAPS = (
     "these results hold no feature maps (their folder was written in format 'torchlime.dataset/2' by an earlier "
-    "torchlime, or with keep_features=False)"
+    "torchlime, or with a keep= without 'features')"
 )
 
 
