@@ -1,9 +1,10 @@
 """Explaining whole data sets: ``explain_dataset`` writes shards, ``load_results`` reads them.
 
-``explain_dataset(model, data, out, ...)`` streams a ``Dataset`` or ``DataLoader`` through an
-explainer (``torchlime.image.explain_image`` by default) and writes the explanations to the
-folder ``out`` as safetensors shards plus ``index.json``; it resumes after an interruption
-and splits the shards over the ranks of a ``torchrun`` job. ``load_results(out)`` returns a
+``explain_dataset(model, data, out, modality=..., explainer=..., call=...)`` streams a ``Dataset`` or
+``DataLoader`` through an explainer with a modality (``torchlime.Images(...)``, ...) and a call, as
+``Explainer.run`` takes them, and writes the explanations to the folder ``out`` as safetensors shards
+plus ``index.json``; it resumes after an interruption and splits the shards over the ranks of a
+``torchrun`` job. ``load_results(out)`` returns a
 ``LazyResults`` that reads shards on access (``len``, slices, iteration by shard). ``summarize(out)``
 reports the importance of every feature per class over the folder (a ``Summary``: table, JSON, bar and
 beeswarm pictures) and ``pick(out, budget)`` runs SP-LIME over it.
