@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterable, Optional, Union, cast
+from typing import Callable, ClassVar, Optional, cast
 
 import torch
 
@@ -25,7 +25,7 @@ from torchlime.stages.forward.model import eval_mode
 from torchlime.targets._base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
-from torchlime.text._token_args import InfillSpec, infer_vocab_size
+from torchlime.text._token_args import InfillSpec, SpecialIds, infer_vocab_size
 from torchlime.text._tokenized import default_mask_id
 from torchlime.text._tokens import OWNED, Tokens, TokensPrepared, finish_tokens, refuse_owned
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
@@ -193,7 +193,7 @@ class Generation(Modality):
 
     attention_mask: Optional[torch.Tensor] = None
     word_ids: Optional[torch.Tensor] = None
-    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None
+    special_ids: SpecialIds = None
     mode: str = "replace"
     mask_id: Optional[int] = None
     pad_id: int = 0

@@ -7,7 +7,7 @@ and hands the engine the rows of prompt and continuation; ``_generated.Generatio
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 from typing_extensions import Unpack
@@ -16,7 +16,7 @@ from torchlime.engine import Call, ExplainOptions, Explanation, documented, expl
 from torchlime.targets.continuation import Continuation
 from torchlime.text._generation import Generation
 from torchlime.text._prompts import Tokenizer
-from torchlime.text._token_args import InfillSpec
+from torchlime.text._token_args import InfillSpec, SpecialIds
 from torchlime.typing import UNSET, Model, NSamples, Seed, Unset
 
 
@@ -27,7 +27,7 @@ def explain_generation(  # noqa: D417 (n_samples: described on ``Call``, added b
     *,
     attention_mask: Optional[torch.Tensor] = None,
     word_ids: Optional[torch.Tensor] = None,
-    special_ids: Union[None, int, Iterable[int], torch.Tensor] = None,
+    special_ids: SpecialIds = None,
     mode: str = "replace",
     mask_id: Optional[int] = None,
     pad_id: int = 0,
