@@ -249,19 +249,6 @@ def field_names(record: type[Union[Config, Call]]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(record))
 
 
-def pick(record: type[R], values: Mapping[str, object]) -> R:
-    """The ``record`` made of the entries of ``values`` that are its fields (others are ignored).
-
-    Args:
-        record: ``Config`` or ``Call``.
-        values: keyword -> value, e.g. a front door's ``locals()``.
-
-    Returns:
-        The record, checked.
-    """
-    return record(**{k: values[k] for k in field_names(record) if k in values})  # type: ignore[arg-type]
-
-
 def fill_unset(record: R, defaults: Mapping[str, object]) -> R:
     """``record`` with every ``UNSET`` field that ``defaults`` names replaced (``dataclasses.replace``).
 

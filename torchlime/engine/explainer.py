@@ -14,14 +14,13 @@ equations) -> ``assemble`` (the fit, the quality check, the ``Explanation``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Optional, Sequence, Union, cast
+from typing import Any, Sequence, Union, cast
 
 import torch
 from torch.profiler import record_function
 from typing_extensions import Unpack
 
-from torchlime._checks import describe, from_numpy
+from torchlime._checks import from_numpy
 from torchlime.engine.assemble import assemble
 from torchlime.engine.config import (
     NAMED,
@@ -32,7 +31,6 @@ from torchlime.engine.config import (
     check_options,
     documented,
     field_names,
-    pick,
 )
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.modality import FeatureMap, Modality
@@ -171,33 +169,6 @@ class Explainer(Config):  # Config's fields, __init__ and checks (a frozen datac
             modality = from_numpy(modality)
         config = Config(**{name: getattr(self, name) for name in field_names(Config)})
         return execute(model, inputs, _as_modality(inputs, modality, call), config, call)
-
-
-def configure(explainer: Optional[Explainer], keywords: Mapping[str, object], who: str) -> tuple[Explainer, Call]:
-    """The explainer and the call of a tool (the data-set runner, the probe) from its keywords.
-
-    Args:
-        explainer: the caller's explainer, or None: one made of the ``Config`` fields in ``keywords``.
-        keywords: ``Call`` fields (and, without an ``explainer``, ``Config`` fields).
-        who: the tool's name, for messages.
-
-    Returns:
-        ``(explainer, call)``.
-
-    Raises:
-        TypeError: a keyword that is no field of ``Call`` or ``Config``, a ``Config`` field beside an
-            ``explainer`` (set it on the explainer), or an ``explainer`` that is not one.
-    """
-    if explainer is not None and not isinstance(explainer, Explainer):
-        raise TypeError(f"`explainer` must be None or a torchlime.Explainer, got {describe(explainer)}")
-    how = {k: v for k, v in keywords.items() if k in field_names(Config)}
-    unknown = sorted(set(keywords) - set(how) - set(field_names(Call)))
-    if unknown:
-        raise TypeError(f"{who} got unexpected keyword argument(s) {unknown}")
-    if how and explainer is not None:
-        raise TypeError(f"{sorted(how)} are settings of the explainer: pass them to Explainer(...), not beside it")
-    chosen = explainer if explainer is not None else pick(Explainer, how)
-    return chosen, pick(Call, {k: v for k, v in keywords.items() if k not in how})
 
 
 def explain_with(
