@@ -81,9 +81,7 @@ def _dataset(model: Any, x: Any, n: int, target: Any) -> Any:
 
     with tempfile.TemporaryDirectory() as out:
         feats = torch.arange(16).view(1, 1, 4, 4) // 2
-        explain_dataset(
-            model, x, out, modality=feats, call=torchlime.Call(n_samples=n, target=target), progress=False
-        )
+        explain_dataset(model, x, out, modality=feats, call=torchlime.Call(n_samples=n, target=target), progress=False)
         return load_results(out).load()
 
 
