@@ -162,7 +162,7 @@ def agreement(tok, prompt: str, ids: torch.Tensor, n: int, device: torch.device)
     model = CopyLM().to(device)
     sources = [2 * g + 1 for g in range(NEW_TOKENS)]
     exp = run_torchlime(model, ids, None, n, 0)
-    cont = exp.meta["continuation"]
+    cont = exp.info.continuation
     planted = bool(cont[0].tolist() == ids[0, sources].tolist())
     idx, _ = exp.top_features(1)
     tl_tokens = [int(i) == s for i, s in zip(idx[0, 1:, 0].tolist(), sources)]
@@ -272,7 +272,7 @@ def main() -> None:
     assert ids.tolist() == [words], (ids, words)
     model = gpt2(device)
     first = run_torchlime(model, ids, None, n, 0)
-    cont = first.meta["continuation"]  # (1, G): the continuation both systems explain
+    cont = first.info.continuation  # (1, G): the continuation both systems explain
     with torch.inference_mode():
         hf = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=1)[:, ids.shape[1] :]
 
