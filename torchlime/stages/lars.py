@@ -175,6 +175,8 @@ def _torch_path(  # noqa: PLR0915 (one step of scikit-learn's loop, batched)
         n_act = act.sum(-1, keepdim=True)
         stop = live & ((alpha <= _EPS32) | (n_iter >= max_iter) | (n_act.squeeze(-1) >= n_feat))
         done, live = done | stop, live & ~stop
+        if not bool(live.any()):  # one host read a step (two where a fit may stop below)
+            break
         # add the feature of largest |correlation| unless the last step crossed zero; scikit-learn swaps it
         # with the first inactive feature q in its order (kept even when the regressor is degenerate)
         add = live & ~drop
