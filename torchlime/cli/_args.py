@@ -2,17 +2,15 @@
 
 Usage errors are one line on stderr and exit code 2 (``Parser``), never a traceback. One name, one
 meaning, in every command: ``--batch-size`` is rows per model call (the engine's ``batch_size``),
-``--inputs-per-step`` inputs per explanation call. Old spellings of a flag stay accepted for one
-release (``renamed_flag``): hidden from ``--help``, with a warning on stderr naming the new flag.
+``--inputs-per-step`` inputs per explanation call.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
-import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Callable, Union
 
 
 class Parser(argparse.ArgumentParser):
@@ -20,53 +18,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class Announced(argparse.Action):
-    """Store an option's value and print ``note`` on stderr (``torchlime CMD: NOTE``) when it is given.
-
-    Args:
-        option_strings: the option's flags.
-        dest: the attribute the value is stored in.
-        note: the line printed when the option is given (a deprecation, a changed meaning).
-        **kwargs: ``argparse.Action``'s other arguments (type, default, help, metavar, ...).
-    """
-
-    def __init__(self, option_strings: Sequence[str], dest: str, *, note: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.note = note
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Union[str, Sequence[object], None],
-        option_string: Optional[str] = None,
-    ) -> None:
-        """Print the note, then store the value."""
-        print(f"{parser.prog}: {self.note}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def renamed_flag(p: argparse.ArgumentParser, old: str, new: str, **kwargs: Any) -> None:
-    """Accept ``old`` as a hidden, deprecated spelling of the option ``new`` (same destination).
-
-    Args:
-        p: the command's parser, where ``new`` is (or will be) defined.
-        old: the old flag, e.g. ``--model-batch-size``.
-        new: the flag that replaces it, e.g. ``--batch-size``; given after ``old``, the last one wins.
-        **kwargs: ``add_argument``'s arguments of ``new`` (type, nargs, ...), not its default or help.
-    """
-    dest = new.lstrip("-").replace("-", "_")
-    p.add_argument(
-        old,
-        dest=dest,
-        action=Announced,
-        note=f"warning: {old} is deprecated, use {new}",
-        default=argparse.SUPPRESS,
-        help=argparse.SUPPRESS,
-        **kwargs,
-    )
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
