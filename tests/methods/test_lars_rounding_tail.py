@@ -4,10 +4,10 @@ With fewer samples than features, exactly sparse outputs are explained exactly b
 has entered; the correlations left are rounding noise, which at outputs of 1e3 and more stays above
 the path's absolute stop (alpha <= float32 eps). sklearn then stops the path at the first step whose
 alpha exceeds the one before (``lars_path``'s "Early stopping the lars path" warning), and so must
-every version of torchlime's path: without that stop the planted cases below choose other features
-for every k beyond the exact support. The seeds are problems where the selection of all three
-versions equals lime's for every k; in other such problems the features the noise brings in can
-differ from lime's (the path follows rounding, which no two implementations share).
+both ways of torchlime's path (scikit-learn's ``lars_path_gram``, batched torch): without that stop the
+planted cases below choose other features for every k beyond the exact support. The seeds are problems
+where the selection of both ways equals lime's for every k; in other such problems the features the
+noise brings in can differ from lime's (the path follows rounding, which no two implementations share).
 """
 
 from __future__ import annotations
