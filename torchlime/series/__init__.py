@@ -2,7 +2,8 @@
 
 ``Series`` is the modality (``Explainer().explain(model, x, Series(...))``): its features; the fill
 is the call's ``baseline=``, by default each channel's mean, or ``SeriesFill("interpolate" | "noise" |
-"shuffle")``; ``explain_series`` is the same in one call; ``plot_series`` draws the result. The metrics (``torchlime.metrics``) take its explanations.
+"shuffle")``; ``explain_series`` is the same in one call; ``plot_series`` draws the result. The metrics
+(``torchlime.metrics``) take its explanations.
 """
 
 from torchlime.series._series import Series, SeriesFill, SeriesInfo, explain_series
