@@ -255,10 +255,11 @@ def same_bits(one, two) -> None:
     assert one.info == two.info and one.meta["text_generation"] == two.meta["text_generation"]
 
 
+@pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")  # few samples: bits only
 @pytest.mark.parametrize(
     "fields, call",
     [
-        (dict(mask_id=1), dict(target=Continuation(max_new_tokens=3), n_samples=12, batch_size=5)),
+        (dict(mask_id=1), dict(target=Continuation(max_new_tokens=2), n_samples=8, batch_size=5)),
         (dict(mask_id=1, mode="delete"), dict(target=Continuation(max_new_tokens=2, per_token=False))),
         (dict(mask_id=1, word_ids=torch.tensor([[0, 0, 1, 1, 2, 2, 3]])), dict(target=Continuation(max_new_tokens=2))),
         (dict(mask_id=1), dict(target=Continuation(torch.tensor([[3, 4], [5, 6], [7, 8]])), masks="given")),
@@ -269,7 +270,7 @@ def test_the_door_is_the_generation_modality_bit_for_bit(gpt2, fields, call):
     if call.get("masks") == "given":  # explicit masks: (B, S, F) with F the 7 prompt tokens
         masks = torch.rand(3, 10, 7, generator=torch.Generator().manual_seed(1)) > 0.5
         call = dict(call, masks=masks.index_fill(1, torch.tensor([0]), True), n_samples=10)
-    kw = dict(call, n_samples=call.get("n_samples", 16), generator=0, return_samples=True)
+    kw = dict(call, n_samples=call.get("n_samples", 8), generator=0, return_samples=True)
     door = explain_generation(gpt2, ids, attention_mask=attn, **fields, **kw)
     how = {k: kw.pop(k) for k in ("batch_size",) if k in kw}
     engine = Explainer(**how).explain(gpt2, ids, Generation(attention_mask=attn, **fields), **kw)
@@ -310,11 +311,12 @@ def test_the_door_takes_the_modality_s_fields_the_named_call_fields_and_the_opti
         explain_generation(CopyLM(), torch.tensor([[11, 12, 13]]), mask_id=0, kernal=0.5)
 
 
+@pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")  # few samples: bits only
 def test_the_metrics_replay_the_rows_with_the_positions_the_explanation_used(gpt2):
     from torchlime import metrics
 
     ids, attn = prompts()  # left- and right-padded prompts: positions from the mask matter
-    kw = dict(attention_mask=attn, mask_id=1, target=Continuation(max_new_tokens=2), n_samples=16, generator=0)
+    kw = dict(attention_mask=attn, mask_id=1, target=Continuation(max_new_tokens=1), n_samples=8, generator=0)
     exp = explain_generation(gpt2, ids, return_samples=True, **kw)
     rows = torch.cat([left_pad(ids, attn)[0], torch.tensor(exp.info.generated_ids)], 1)  # the rows explained
     curves = metrics.deletion(gpt2, rows, exp, steps=2, return_curves=True)
