@@ -70,7 +70,9 @@ class Perturbed(NamedTuple):
 
 
 def own_softmax(softmax: Optional[bool], explanation: object) -> bool:
-    """``softmax`` as given, or for None the explanation's own (``meta["softmax"]``; False when it has none).
+    """``softmax`` as given, or for None the explanation's own (``call.softmax``, else ``run.softmax``).
+
+    False when the explanation records none.
 
     Example:
         >>> from types import SimpleNamespace
@@ -130,7 +132,7 @@ def perturbed(model: Model, inputs: object, explanation: object, baseline: Optio
         inputs: (B, ...) the explained inputs. When the explanation carries its perturbation
             (whose own inputs are used), inputs of the recorded shape must equal them.
         explanation: an ``Explanation`` of those inputs.
-        baseline: None (the recorded fill: the record's, else ``meta["baseline"]``) or a fill
+        baseline: None (the recorded fill: the perturbation's, else ``run.baseline``) or a fill
             specification.
 
     Raises:
@@ -168,10 +170,11 @@ def perturbed(model: Model, inputs: object, explanation: object, baseline: Optio
 
 
 def recorded_fill(exp: Explanation) -> BaselineSpec:
-    """The fill ``exp.meta["baseline"]`` names (a number, a fill name or a ``Blur``), else 0 with a warning.
+    """The fill ``exp.run.baseline`` names (a number, a fill name or a ``Blur``), else 0 with a warning.
 
-    A tensor or callable fill is recorded only by its description, so it gives 0 with a warning.
-    No record: 0.
+    A tensor or callable fill is recorded only by its description, so it gives 0 with a warning. Without
+    a run record, the fill of ``exp.config`` (an attribution's, ``metrics.attributions``) or of a file's
+    stored entries; no record: 0.
     """
     rec = _recorded_baseline(exp)
     if rec is None:
@@ -200,7 +203,11 @@ def _recorded_baseline(exp: Explanation) -> object:
 
 
 def _own_perturbation(exp: Explanation) -> tuple[str, Optional[str]]:
-    """How the explanation hid its features ("blend" or "custom") and, for text, the mode."""
+    """How the explanation hid its features ("blend" or "custom") and, for text, the mode.
+
+    From ``run.perturbation``; a file of an older version without it: its stored entries (text, with a
+    "mode", and tabular rows were never blends).
+    """
     mode = None if exp.info is None else exp.info.top_level().get("mode")  # a text record's mode
     mode = exp.stored.get("mode") if mode is None else mode
     if exp.run is not None:
