@@ -100,7 +100,7 @@ def use_triton(x: torch.Tensor) -> bool:
     return True
 
 
-def blend(
+def blend(  # noqa: PLR0913
     x: torch.Tensor,
     base: torch.Tensor,
     labels: torch.Tensor,

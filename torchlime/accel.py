@@ -98,7 +98,7 @@ class Accelerated(nn.Module):
 
     _fn: Callable[..., object]  # the model as called: compiled, graphed or as given (not a submodule)
 
-    def __init__(
+    def __init__(  # noqa: C901
         self,
         model: Model,
         *,

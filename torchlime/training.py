@@ -112,7 +112,7 @@ class ProbeExplainer:
         (2, 10)
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         model: Model,
         probe_inputs: torch.Tensor,

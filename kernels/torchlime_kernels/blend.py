@@ -62,7 +62,7 @@ def _coords(n, D1, D2, D3, NDIM: tl.constexpr):  # type: ignore[no-untyped-def] 
 
 
 @triton.jit
-def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):  # type: ignore[no-untyped-def]  # triton reads jit annotations
+def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):  # type: ignore[no-untyped-def]  # triton reads jit annotations  # noqa: PLR0913
     """Offset of coordinates (c0..c3) for strides (s0..s3); only the last NDIM dims count."""
     off = c3 * s3
     if NDIM >= 2:
@@ -75,7 +75,7 @@ def _dot(c0, c1, c2, c3, s0, s1, s2, s3, NDIM: tl.constexpr):  # type: ignore[no
 
 
 @triton.jit
-def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations
+def _blend_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations  # noqa: PLR0913
     out_ptr,
     x_ptr,
     base_ptr,
@@ -197,7 +197,7 @@ def _dense_strides(shape: tuple[int, ...], channels_last: bool) -> list[int]:
     return strides[::-1]
 
 
-def _plan(
+def _plan(  # noqa: C901
     x: torch.Tensor,
     base: torch.Tensor,
     labels: torch.Tensor,
@@ -320,7 +320,7 @@ def supports(
     return isinstance(_plan(x, base, labels, masks, sources=sources), _Plan)
 
 
-def blend(
+def blend(  # noqa: PLR0913
     x: torch.Tensor,
     base: torch.Tensor,
     labels: torch.Tensor,

@@ -34,7 +34,7 @@ def _mix(x):  # type: ignore[no-untyped-def]  # triton reads jit annotations
 
 
 @triton.jit
-def _hash_words_kernel(  # type: ignore[no-untyped-def]
+def _hash_words_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0913
     key_ptr,
     inputs_ptr,
     samples_ptr,

@@ -69,7 +69,7 @@ def channel_stats(
     return one(mean, 0.0, "mean"), one(std, 1.0, "std")
 
 
-def blend_torch(
+def blend_torch(  # noqa: PLR0913
     x: torch.Tensor,
     base: torch.Tensor,
     labels: torch.Tensor,

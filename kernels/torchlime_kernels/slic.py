@@ -52,7 +52,7 @@ def _pixel_block(H, W, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]  # 
 
 
 @triton.jit
-def _assign_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations
+def _assign_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations  # noqa: PLR0913
     feat_ptr,
     cent_ptr,
     lab_ptr,
@@ -101,7 +101,7 @@ def _assign_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotati
 
 
 @triton.jit
-def _update_cells_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations
+def _update_cells_kernel(  # type: ignore[no-untyped-def]  # triton reads jit annotations  # noqa: PLR0913
     feat_ptr,
     lab_ptr,
     sum_ptr,

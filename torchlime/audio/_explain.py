@@ -41,7 +41,7 @@ __all__ = [
 
 
 @documented
-def explain_spectrogram(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
+def explain_spectrogram(  # noqa: D417, PLR0913
     model: Model,
     specs: torch.Tensor,
     *,
@@ -122,7 +122,7 @@ def explain_spectrogram(  # noqa: D417 (target, n_samples, generator: described 
 
 
 @documented
-def explain_waveform(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
+def explain_waveform(  # noqa: D417, PLR0913
     model: Model,
     waves: torch.Tensor,
     *,

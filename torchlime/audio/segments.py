@@ -163,7 +163,7 @@ def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1
     return slic_labels(x, n_segments=n_segments, compactness=compactness, lab=False)
 
 
-def spectrogram_segments(
+def spectrogram_segments(  # noqa: PLR0913
     specs: torch.Tensor,
     segments: SegmentSpec = "grid",
     *,

@@ -122,7 +122,7 @@ def _clip_map(explanation: Explanation, index: int) -> torch.Tensor:
     return lab
 
 
-def plot_spectrogram_explanation(
+def plot_spectrogram_explanation(  # noqa: PLR0913
     explanation: Explanation,
     specs: torch.Tensor,
     *,
@@ -290,7 +290,7 @@ def _check_waves(explanation: Explanation, waves: object, index: int) -> torch.T
     return wav
 
 
-def save_top_segments_wav(
+def save_top_segments_wav(  # noqa: PLR0913
     explanation: Explanation,
     waves: torch.Tensor,
     out_dir: Union[str, Path],

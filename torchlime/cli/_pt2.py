@@ -69,7 +69,7 @@ def _sympy_names() -> frozenset[str]:
     )
 
 
-def _plain_expression(text: str, names: frozenset[str], guard: bool) -> bool:
+def _plain_expression(text: str, names: frozenset[str], guard: bool) -> bool:  # noqa: C901
     """Whether ``text`` is one expression of calls of ``names``, numbers, words and operators.
 
     Guards (``guard``) may also compare, index by a number or word, and read the attributes of

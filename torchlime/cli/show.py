@@ -151,7 +151,7 @@ def _paths(args: argparse.Namespace, wanted: list[int]) -> tuple[Optional[Path],
     return out, [out / f"{i}.png" for i in wanted]
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:  # noqa: C901
     """The ``show`` command (see the module docstring)."""
     from torchlime.dataset import load_results
     from torchlime.image.viz import plot_image_explanation

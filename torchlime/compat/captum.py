@@ -137,7 +137,7 @@ class _Attribution:
         "few_samples": "fewer effective samples than features: raise n_samples, or similarity_func's kernel_width",
     }
 
-    def attribute(
+    def attribute(  # noqa: PLR0913
         self,
         inputs: TensorOrTuple,
         baselines: object = None,
@@ -234,7 +234,7 @@ class _Attribution:
         torch.nn.Linear(m, 1)
         return z
 
-    def _fit(
+    def _fit(  # noqa: PLR0913
         self,
         tensors: tuple[torch.Tensor, ...],
         masks: tuple[torch.Tensor, ...],

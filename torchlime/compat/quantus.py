@@ -66,7 +66,7 @@ class _Metric:
         self.evaluation_scores: Scores = []
         self.all_evaluation_scores: list[Any] = []
 
-    def __call__(
+    def __call__(  # noqa: PLR0913
         self, model: torch.nn.Module, x_batch: np.ndarray, y_batch: np.ndarray, a_batch: Optional[np.ndarray] = None,
         s_batch: Optional[np.ndarray] = None, channel_first: Optional[bool] = None,
         explain_func: Fn = None, explain_func_kwargs: Kw = None, model_predict_kwargs: Kw = None,
@@ -169,7 +169,7 @@ class PixelFlipping(_Metric):
         kwargs: refused.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self, features_in_step: int = 1, abs: bool = False, normalise: bool = True, normalise_func: Fn = None,
         normalise_func_kwargs: Kw = None, perturb_func: Fn = None, perturb_baseline: Union[str, float] = "black",
         perturb_func_kwargs: Kw = None, return_aggregate: bool = False, aggregate_func: Fn = None,
@@ -244,7 +244,7 @@ class MaxSensitivity(_Metric):
         kwargs: refused.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self, similarity_func: Fn = None, norm_numerator: Fn = None, norm_denominator: Fn = None,
         nr_samples: int = 200, abs: bool = False, normalise: bool = False, normalise_func: Fn = None,
         normalise_func_kwargs: Kw = None, perturb_func: Fn = None, lower_bound: float = 0.2,
@@ -315,7 +315,7 @@ class MPRT(_Metric):
         kwargs: refused.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self, similarity_func: Fn = None, layer_order: str = "top_down", seed: int = 42,
         return_sample_correlation: Optional[bool] = None, return_average_correlation: bool = False,
         return_last_correlation: bool = False, skip_layers: bool = False, abs: bool = True, normalise: bool = True,

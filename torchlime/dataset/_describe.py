@@ -77,7 +77,7 @@ def describe_model(model: object) -> dict[str, str]:
     return {"type": getattr(model, "__qualname__", type(model).__qualname__)}
 
 
-def describe_value(value: object) -> Plain:
+def describe_value(value: object) -> Plain:  # noqa: C901
     """A JSON-ready description of one argument (see the module docstring).
 
     Example:

@@ -47,7 +47,7 @@ def _check(model: object, out: object, inputs_per_step: object, shard_size: obje
         raise TypeError(f"`progress` must be a bool, got {describe(progress)}")
 
 
-def explain_dataset(
+def explain_dataset(  # noqa: PLR0913
     model: Model,
     data: object,
     out: Union[str, os.PathLike[str]],
@@ -231,7 +231,7 @@ def _check_folder(out: Path) -> None:
         raise ValueError(f"`out` must be a folder, got the file {str(out)!r}")
 
 
-def _explain_shards(
+def _explain_shards(  # noqa: C901
     model: Any,
     source: Source,
     store: Store,

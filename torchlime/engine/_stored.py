@@ -58,7 +58,7 @@ def _wanted(expected: Any) -> str:
     return str(expected)
 
 
-def check_plain(value: object, expected: Any, name: str) -> None:
+def check_plain(value: object, expected: Any, name: str) -> None:  # noqa: C901
     """Raise unless ``value`` is plain data of the annotation ``expected``.
 
     Handled: ``object``/``Any`` (anything), ``bool``, ``int`` (not a bool), ``float`` (an int or float,

@@ -82,7 +82,7 @@ def padded_as_nan(score: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.T
     return score if valid is None else score.masked_fill(~valid.to(score.device), float("nan"))
 
 
-def accumulate_blocks(
+def accumulate_blocks(  # noqa: PLR0913
     acc: Optional[NormalAccumulator],
     masks: MaskBlocks,
     scores: torch.Tensor,
@@ -226,7 +226,7 @@ def _masked_mean(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return (values * w).sum((-2, -1)) / w.sum().clamp_min(1)
 
 
-def cross_validate(
+def cross_validate(  # noqa: PLR0913
     masks: torch.Tensor,
     scores: torch.Tensor,
     distances: torch.Tensor,

@@ -95,7 +95,7 @@ def memory_limit(device: torch.device) -> Optional[tuple[int, str]]:
     return None if total_host is None else (total_host, f"this machine's {format_bytes(total_host)} of memory")
 
 
-def check_sizes(
+def check_sizes(  # noqa: PLR0913
     batch: int,
     n_samples: int,
     n_features: int,

@@ -69,7 +69,7 @@ class ExplainCallbackLogic:
         sink: optional ``sink(step, explanation)`` called with every explanation, as in ``ProbeExplainer``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         probe_inputs: torch.Tensor,
         modality: ModalitySpec,

@@ -117,7 +117,7 @@ class Explain:
         (['coef', 'id', 'intercept', 'local_pred', 'n_features', 'samples_used', 'score', 'target'], (4, 2, 6))
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         model_fn: Callable[[], Model],
         *,

@@ -274,7 +274,7 @@ def signature_of(p: Perturbation) -> tuple[object, ...]:
     )
 
 
-def score_rows(
+def score_rows(  # noqa: PLR0913
     model: Model,
     build: Callable[[int, int], object],
     take: Callable[[torch.Tensor, int, int], torch.Tensor],

@@ -109,7 +109,7 @@ def label_flip(
     return pred[:, 1:] != pred[:, :1]
 
 
-def faithfulness_correlation(
+def faithfulness_correlation(  # noqa: PLR0913
     model: Model,
     inputs: torch.Tensor,
     explanation: object,

@@ -40,7 +40,7 @@ from torchlime.typing import Model
 ExplainFn = Callable[..., object]
 
 
-def max_sensitivity(
+def max_sensitivity(  # noqa: PLR0913
     model: Model,
     inputs: torch.Tensor,
     explain_fn: Optional[ExplainFn] = None,

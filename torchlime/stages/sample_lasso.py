@@ -140,7 +140,7 @@ def lars_lasso(
     return _finish(xt, yn, gram, of, idx, act, sgn, beta, unchecked, alpha, max_iter, tol).view(b, t, f)
 
 
-def _finish(
+def _finish(  # noqa: PLR0913
     xt: torch.Tensor,
     yn: torch.Tensor,
     gram: torch.Tensor,

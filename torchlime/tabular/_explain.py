@@ -19,7 +19,7 @@ from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 
 @documented
-def explain_tabular(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
+def explain_tabular(  # noqa: D417, PLR0913
     model: Model,
     X: Rows,
     *,

@@ -73,7 +73,7 @@ def word_ids_from_encoding(encoding: WordIds, batch_size: Optional[int] = None) 
 
 
 @documented
-def explain_tokens(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
+def explain_tokens(  # noqa: D417, PLR0913
     model: Model,
     input_ids: torch.Tensor,
     *,

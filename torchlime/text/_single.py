@@ -69,7 +69,7 @@ class SinglePlan:
         return torch.where(hidden, new, ch.ids)
 
 
-def plan_single(
+def plan_single(  # noqa: PLR0913
     infiller: Infiller,
     ids: torch.Tensor,
     attn: torch.Tensor,
@@ -133,7 +133,7 @@ def plan_single(
     return SinglePlan(labels, feature, choice, cand, masks[..., :f_max], extra)
 
 
-def _objective(
+def _objective(  # noqa: PLR0913
     objective: str,
     word: torch.Tensor,
     pb: torch.Tensor,

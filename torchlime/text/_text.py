@@ -22,7 +22,7 @@ from torchlime.typing import UNSET, Device, Model, NSamples, Seed, TargetSpec, U
 
 
 @documented
-def explain_text(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
+def explain_text(  # noqa: D417, PLR0913
     model: Model,
     texts: Union[str, Sequence[str]],
     *,

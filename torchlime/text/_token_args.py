@@ -49,7 +49,7 @@ def token_features(
     return torch.where(perturbable, base, -1)
 
 
-def check_args(
+def check_args(  # noqa: C901
     input_ids: object,
     attention_mask: object,
     word_ids: object,

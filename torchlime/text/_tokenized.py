@@ -241,7 +241,7 @@ class Encoded:
     strings: list[list[str]]
 
 
-def encode_words(
+def encode_words(  # noqa: PLR0913
     model: Model,
     texts: list[str],
     tokenizer: object,

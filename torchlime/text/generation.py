@@ -21,7 +21,7 @@ from torchlime.typing import UNSET, Model, NSamples, Seed, Unset
 
 
 @documented
-def explain_generation(  # noqa: D417 (n_samples: described on ``Call``, added by ``documented``)
+def explain_generation(  # noqa: D417, PLR0913
     model: Model,
     input_ids: Union[torch.Tensor, str, Sequence[str]],
     *,

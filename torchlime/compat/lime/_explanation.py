@@ -61,7 +61,7 @@ class Explanation:
     from which ``as_html`` draws lime's "Text with highlighted words" panel.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         result: Result,
         names: Sequence[str],

@@ -123,7 +123,7 @@ class LimeImageExplainer:
             return int(rs.integers(0, high))
         return int(np.random.randint(0, high) if rs is None else rs.randint(0, high))
 
-    def explain_instance(
+    def explain_instance(  # noqa: PLR0913
         self,
         image: NDArray[np.number],
         classifier_fn: Callable[[NDArray[np.number]], object],

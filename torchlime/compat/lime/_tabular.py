@@ -98,7 +98,7 @@ class LimeTabularExplainer:
             "feature_values", "feature_frequencies", and "bins").
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         training_data: object,
         mode: str = "classification",
@@ -160,7 +160,7 @@ class LimeTabularExplainer:
         self._names_source = None if isinstance(self.discretizer, str) else getattr(self.discretizer, "names", None)
         self.feature_values, self.feature_frequencies = _values(self.stats, self.categorical_features)
 
-    def explain_instance(
+    def explain_instance(  # noqa: PLR0913
         self,
         data_row: object,
         predict_fn: Callable[[NDArray[np.float64]], object],

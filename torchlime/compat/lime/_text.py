@@ -54,7 +54,7 @@ class LimeTextExplainer:
         char_level: characters are the features.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         kernel_width: float = 25,
         kernel: object = None,

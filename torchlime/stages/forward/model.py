@@ -109,7 +109,7 @@ class _Indexable(Protocol):
     def __getitem__(self, key: Union[int, str], /) -> object: ...
 
 
-def select_output(out: object, output: OutputSelector, rows: int) -> torch.Tensor:
+def select_output(out: object, output: OutputSelector, rows: int) -> torch.Tensor:  # noqa: C901
     """Pick the score tensor from a model output and shape it (rows, K).
 
     ``output`` may be None (a tensor, an object with ``.logits``, or the first

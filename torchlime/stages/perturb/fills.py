@@ -224,7 +224,7 @@ def _statistic(name: str, inputs: torch.Tensor, ctx: FillContext) -> torch.Tenso
     return value * _phase(inputs, mag) if inputs.is_complex() else value.clone()
 
 
-def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:
+def resolve_baseline(spec: BaselineSpec, inputs: torch.Tensor, ctx: FillContext) -> torch.Tensor:  # noqa: C901
     """Materialise the fill as a (B, *shape) tensor on the inputs' device (``inputs`` untouched).
 
     Args:
