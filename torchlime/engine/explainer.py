@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 import torch
-from torch.profiler import record_function
 
 from torchlime._checks import describe, from_numpy
 from torchlime.engine.assemble import assemble
@@ -31,6 +30,7 @@ from torchlime.engine.plan import plan
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
 from torchlime.engine.run_record import RunRecord
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.forward.errors import expecting
 from torchlime.stages.forward.model import InputFormat
 from torchlime.stages.perturb.blend import PerturbFn

@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 
 import torch
-from torch.profiler import record_function
 
 from torchlime._upload import upload
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.engine.row_spans import input_spans
 from torchlime.stages.features import FeatureMap
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
