@@ -96,19 +96,19 @@ class NormalAccumulator:
         self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor, dtype: torch.dtype = torch.float32
     ) -> None:
         dev = y_shift.device
-
-        def z(*shape: int) -> torch.Tensor:
-            return torch.zeros(*shape, dtype=torch.float64, device=dev)
-
         self.dtype = dtype
         self.y_shift = y_shift.to(torch.promote_types(y_shift.dtype, dtype))  # float64 outputs shift exactly
-        self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
-        self.n = z(batch)
-        self.sxx, self.sxy, self.syy = (
-            z(batch, n_features, n_features),
-            z(batch, n_features, n_targets),
-            z(batch, n_targets),
-        )
+        # every running sum is a view of ONE float64 buffer (one allocation, one fill): the per-fit sums
+        # (Σw, Σw², Σwx', Σwy', Σwy'²) side by side in ``_stats`` (B, 2 + F + 2T), so that a block adds them
+        # with one index_add_, Σwx'x'ᵀ and Σwx'y' side by side in ``_pairs`` (B, F, F + T), and n
+        f, t, k = n_features, n_targets, 2 + n_features + 2 * n_targets
+        flat = torch.zeros(batch * (k + 1 + f * (f + t)), dtype=torch.float64, device=dev)
+        self._stats = flat[: batch * k].view(batch, k)
+        self.n = flat[batch * k : batch * (k + 1)]
+        self._pairs = flat[batch * (k + 1) :].view(batch, f, f + t)
+        self.sw, self.sw2, self.sx = self._stats[:, 0], self._stats[:, 1], self._stats[:, 2 : 2 + f]
+        self.sy, self.syy = self._stats[:, 2 + f : 2 + f + t], self._stats[:, 2 + f + t :]
+        self.sxx, self.sxy = self._pairs[:, :, :f], self._pairs[:, :, f:]
 
     def add(
         self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
@@ -128,14 +128,12 @@ class NormalAccumulator:
         w = w.to(self.dtype)
         with exact_matmul():
             xw = x * w.unsqueeze(-1)
-            self.sxx.index_add_(0, g, (xw.transpose(1, 2) @ x).double())
-            self.sxy.index_add_(0, g, (xw.transpose(1, 2) @ y).double())
-        self.sw.index_add_(0, g, w.sum(1).double())
-        self.sw2.index_add_(0, g, (w * w).sum(1).double())
+            products = torch.cat((xw.transpose(1, 2) @ x, xw.transpose(1, 2) @ y), 2)  # (g, F, F + T)
+        self._pairs.index_add_(0, g, products.double())
+        wy = w.unsqueeze(-1) * y
+        sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), xw.sum(1), wy.sum(1), (wy * y).sum(1))
+        self._stats.index_add_(0, g, torch.cat(sums, 1).double())  # each sum cast as it was made: the same bits
         self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
-        self.sx.index_add_(0, g, xw.sum(1).double())
-        self.sy.index_add_(0, g, (w.unsqueeze(-1) * y).sum(1).double())
-        self.syy.index_add_(0, g, (w.unsqueeze(-1) * y * y).sum(1).double())
 
     def normal(self) -> Normal:
         """The centred normal equations of everything added (float64).
