@@ -106,3 +106,46 @@ def test_the_cache_under_two_threads():
     for t in threads:
         t.join()
     assert not errors and len(cache) <= 8
+
+
+def _same(a, b):
+    """Two explanations equal bit for bit, each with its own tensors."""
+    for name in ("coef", "intercept", "score", "local_pred", "target", "features", "n_features"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert torch.equal(x, y) and x.dtype == y.dtype, name
+        assert x.data_ptr() != y.data_ptr() or x.numel() == 0, name  # a copy, not the same memory
+
+
+@pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")
+@pytest.mark.parametrize("segments", ["given", "grid"])
+def test_a_cached_call_equals_the_first(segments):
+    images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    seg = grid_labels(32, 32, 4, 4) if segments == "given" else "grid"
+
+    def call():
+        return explain_image(Tiny(), images, segments=seg, target=0, n_samples=48, batch_size=16, n_segments=16)
+
+    first, second = call(), call()
+    _same(first, second)
+    with count_ops() as counter:
+        call()
+    assert "sort" not in counter.ops  # the map is not relabelled again
+
+
+@pytest.mark.filterwarnings("ignore::torchlime.engine.quality.UnreliableExplanationWarning")
+def test_a_map_written_in_place_is_relabelled_again():
+    x = torch.rand(2, 12, generator=torch.Generator().manual_seed(4))
+    feats = torch.arange(12).view(1, 12) // 2  # 6 features
+
+    def call():
+        from torchlime import explain
+
+        return explain(lambda v: v.sum(1, keepdim=True), x, feats, n_samples=32)
+
+    assert call().coef.shape[-1] == 6
+    feats.floor_divide_(2)  # 3 features now
+    again = call()
+    assert again.coef.shape[-1] == 3 and torch.equal(again.features[0], torch.arange(12) // 4)
+    x[0, 0] = float("nan")  # the inputs are still checked when the map is known
+    with pytest.raises(ValueError, match="finite"):
+        call()

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
+from torchlime.stages.fixed_cost import ShapeCache, tensor_key
 from torchlime.typing import Device as Device
 
 
@@ -226,8 +227,15 @@ class FeatureMap(NamedTuple):
         return torch.arange(self.f_max, device=self.n_features.device) < self.n_features.unsqueeze(1)
 
 
+#: the feature maps of the last maps relabelled, by map (``stages.fixed_cost.ShapeCache``)
+_MAPS: ShapeCache[FeatureMap] = ShapeCache()
+
+
 def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:
     """Relabel ``features`` and check the inputs, with one host synchronisation.
+
+    A map passed again (the same tensor or a view of the same one, unchanged since) is not relabelled
+    again: its ``FeatureMap`` is kept (``stages.fixed_cost``) and copied, the inputs checked as before.
 
     Args:
         inputs: (B, ...) the inputs, checked to be finite.
@@ -241,13 +249,22 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         ValueError: an input with fewer than 2 features, or non-finite inputs.
     """
     batch = inputs.shape[0]
-    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
-    negative = (labels < 0).any()
     nonfinite = (
         (~torch.isfinite(inputs)).sum()
         if inputs.is_floating_point() or inputs.is_complex()
         else torch.zeros((), dtype=torch.long, device=inputs.device)
     )
+    # the map's part depends only on the map (and B): a map passed again (the same tensor, unchanged) is
+    # not relabelled again, and its call reads only the inputs' check
+    owner, key = features if features._base is None else features._base, (tensor_key(features), batch)
+    known = _MAPS.find(owner, key)
+    if known is not None:
+        if nonfinite.item():
+            raise nonfinite_error(inputs, name)
+        labels, index, n_feat = (t.clone() for t in known[:3])  # every explanation its own tensors
+        return known._replace(labels=labels, index=labels if known.index is known.labels else index, n_features=n_feat)
+    labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
+    negative = (labels < 0).any()
     starts = row_starts(labels)
     read = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite))
     if starts is not None:  # read along: the gcd on the host, not log2(H) rounds of small device ops
@@ -273,4 +290,6 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         )
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
     singletons = not fixed and f_min == labels[0].numel()  # F_b elements carry F_b distinct ids
-    return FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k), bool(singletons))
+    fmap = FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k), bool(singletons))
+    _MAPS.put(owner, key, fmap)
+    return fmap

@@ -10,7 +10,8 @@ removed here:
 * ``ShapeCache`` keeps the results of work that depends only on shapes, settings and an object's
   identity (a feature map a caller passes again, a model): a small LRU (``MAX_ENTRIES`` entries), whose
   entries die with their object (a weak reference) and which two threads may use at once. Its users
-  key only on what decides the result, so a cached result equals the one computed afresh, bit for bit.
+  key only on what decides the result, so a cached result equals the one computed afresh, bit for bit;
+  a result whose tensors were written in place since (their ``_version`` moved) is computed again.
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def tensor_key(t: torch.Tensor) -> tuple[int, int, tuple[int, ...], tuple[int, .
     return (t.data_ptr(), int(t.storage_offset()), tuple(t.shape), t.stride(), t.dtype, str(t.device), t._version)
 
 
+def _versions(value: object) -> tuple[int, ...]:
+    """The ``_version`` of every tensor of a result (a tensor, or a tuple of them and other things)."""
+    parts = value if isinstance(value, tuple) else (value,)
+    return tuple(t._version for t in parts if isinstance(t, torch.Tensor))
+
+
 class ShapeCache(Generic[V]):
     """A thread-safe LRU of at most ``size`` results, each keyed on an object (weakly) and a hashable key.
 
@@ -85,7 +92,9 @@ class ShapeCache(Generic[V]):
 
     def __init__(self, size: int = MAX_ENTRIES) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[int, Hashable], tuple[Optional[weakref.ref[object]], V]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, Hashable], tuple[Optional[weakref.ref[object]], V, tuple[int, ...]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -109,25 +118,48 @@ class ShapeCache(Generic[V]):
         Returns:
             The result.
         """
+        found = self.find(owner, key)
+        if found is not None:
+            return found
+        value = make()
+        self.put(owner, key, value)
+        return value
+
+    def find(self, owner: Optional[object], key: Hashable) -> Optional[V]:
+        """The cached result for ``(owner, key)``, or None (none, or its tensors were written since).
+
+        Args:
+            owner: as ``get``.
+            key: as ``get``.
+        """
         full = (0 if owner is None else id(owner), key)
         with self._lock:
             found = self._entries.get(full)
-            if found is not None and (found[0] is None or found[0]() is owner):
+            if found is not None and (found[0] is None or found[0]() is owner) and _versions(found[1]) == found[2]:
                 self._entries.move_to_end(full)
                 return found[1]
-        value = make()
+        return None
+
+    def put(self, owner: Optional[object], key: Hashable, value: V) -> None:
+        """Keep ``value`` for ``(owner, key)`` (nothing for an owner without weak references).
+
+        Args:
+            owner: as ``get``.
+            key: as ``get``.
+            value: the result.
+        """
+        full = (0 if owner is None else id(owner), key)
         ref: Optional[weakref.ref[object]] = None
         if owner is not None:
             try:
                 ref = weakref.ref(owner, lambda _, full=full: self._drop(full))  # type: ignore[misc]
             except TypeError:  # an object without weak references: not cached
-                return value
+                return
         with self._lock:
-            self._entries[full] = (ref, value)
+            self._entries[full] = (ref, value, _versions(value))
             self._entries.move_to_end(full)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
-        return value
 
     def _drop(self, full: tuple[int, Hashable]) -> None:
         """Forget the entry of an owner that died (if it is still that owner's)."""
