@@ -14,7 +14,7 @@ from torchlime.engine.presets import resolve
 from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments
 from torchlime.image._info import ImagesInfo
 from torchlime.image.segments import SegmentsArg, check_images, resolve_segments
-from torchlime.stages.fixed_cost import ShapeCache, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
 from torchlime.stages.forward.model import InputFormat
 from torchlime.typing import (
     UNSET,
@@ -50,7 +50,8 @@ def _segments(images: torch.Tensor, segments: SegmentsArg, count: int) -> torch.
     A label tensor passed again (unchanged) and a grid of the same size give the same tensor as before, so
     the engine does not relabel them again (``stages.features.prepare_features`` keeps the maps it relabelled).
     """
-    if not isinstance(images, torch.Tensor) or not (isinstance(segments, torch.Tensor) or segments == "grid"):
+    small = isinstance(images, torch.Tensor) and images.ndim == 4 and images[:, 0].numel() <= CACHED_ELEMENTS
+    if not small or not (isinstance(segments, torch.Tensor) or segments == "grid"):
         return resolve_segments(images, segments, n_segments=count)
     check_images(images)
     given = segments if isinstance(segments, torch.Tensor) else None

@@ -10,6 +10,8 @@ cells, time slots of a waveform); ``torchlime.image.grid`` is the only public fu
 
 from __future__ import annotations
 
+import cmath
+import math
 import warnings
 from typing import NamedTuple, Optional, Sequence
 
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
-from torchlime.stages.fixed_cost import ShapeCache, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
 from torchlime.typing import Device as Device
 
 
@@ -235,7 +237,8 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
     """Relabel ``features`` and check the inputs, with one host synchronisation.
 
     A map passed again (the same tensor or a view of the same one, unchanged since) is not relabelled
-    again: its ``FeatureMap`` is kept (``stages.fixed_cost``) and copied, the inputs checked as before.
+    again: its ``FeatureMap`` is kept (``stages.fixed_cost``), its labels and counts copied, and only the
+    inputs are checked.
 
     Args:
         inputs: (B, ...) the inputs, checked to be finite.
@@ -249,20 +252,22 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         ValueError: an input with fewer than 2 features, or non-finite inputs.
     """
     batch = inputs.shape[0]
+    # the map's part depends only on the map (and B): a map passed again (the same tensor, unchanged) is
+    # not relabelled again, and its call reads only the inputs' check
+    owner, key = features if features._base is None else features._base, (tensor_key(features), batch)
+    kept = batch * math.prod(features.shape[1:]) <= CACHED_ELEMENTS
+    known = _MAPS.find(owner, key) if kept else None
+    if known is not None:
+        # any NaN or inf makes the sum of inputs * 0 NaN, finite inputs 0: two operators, not isfinite's six
+        if (inputs.is_floating_point() or inputs.is_complex()) and cmath.isnan((inputs * 0).sum().item()):
+            raise nonfinite_error(inputs, name)
+        # the explanation's own labels and counts; the index is read only (the perturbation's record)
+        return known._replace(labels=known.labels.clone(), n_features=known.n_features.clone())
     nonfinite = (
         (~torch.isfinite(inputs)).sum()
         if inputs.is_floating_point() or inputs.is_complex()
         else torch.zeros((), dtype=torch.long, device=inputs.device)
     )
-    # the map's part depends only on the map (and B): a map passed again (the same tensor, unchanged) is
-    # not relabelled again, and its call reads only the inputs' check
-    owner, key = features if features._base is None else features._base, (tensor_key(features), batch)
-    known = _MAPS.find(owner, key)
-    if known is not None:
-        if nonfinite.item():
-            raise nonfinite_error(inputs, name)
-        labels, index, n_feat = (t.clone() for t in known[:3])  # every explanation its own tensors
-        return known._replace(labels=labels, index=labels if known.index is known.labels else index, n_features=n_feat)
     labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
     negative = (labels < 0).any()
     starts = row_starts(labels)
@@ -291,5 +296,6 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
     index = torch.where(labels < 0, f_max, labels) if fixed else labels
     singletons = not fixed and f_min == labels[0].numel()  # F_b elements carry F_b distinct ids
     fmap = FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k), bool(singletons))
-    _MAPS.put(owner, key, fmap)
+    if kept:
+        _MAPS.put(owner, key, fmap)
     return fmap

@@ -26,11 +26,14 @@ from typing import Callable, ContextManager, Generic, Optional, TypeVar
 import torch
 from torch.profiler import record_function as _record_function
 
-__all__ = ["MAX_ENTRIES", "ShapeCache", "profiling", "record_function", "tensor_key"]
+__all__ = ["CACHED_ELEMENTS", "MAX_ENTRIES", "ShapeCache", "profiling", "record_function", "tensor_key"]
 
 V = TypeVar("V")
 #: the most entries a ``ShapeCache`` keeps (the least recently used goes first)
 MAX_ENTRIES = 64
+#: the most elements a kept result may hold: beyond it the work saved is small beside the call's own, and
+#: 64 such results would hold too much memory
+CACHED_ELEMENTS = 1 << 20
 _NO_RANGE: ContextManager[None] = contextlib.nullcontext()
 
 
