@@ -10,12 +10,15 @@ turns coefficients into a ``Fit`` (intercept, weighted R², local prediction) wi
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, NamedTuple, Optional
+import functools
+from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
 RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: ``torch.promote_types``, remembered per pair (each call of it is one dispatched operator)
+_promote: Callable[[torch.dtype, torch.dtype], torch.dtype] = functools.lru_cache(maxsize=None)(torch.promote_types)
 
 
 class Fit(NamedTuple):
@@ -97,7 +100,7 @@ class NormalAccumulator:
     ) -> None:
         dev = y_shift.device
         self.dtype = dtype
-        self.y_shift = y_shift.to(torch.promote_types(y_shift.dtype, dtype))  # float64 outputs shift exactly
+        self.y_shift = y_shift.to(_promote(y_shift.dtype, dtype))  # float64 outputs shift exactly
         # every running sum is a view of ONE float64 buffer (one allocation, one fill): the per-fit sums
         # (Σw, Σw², Σwx', Σwy', Σwy'²) side by side in ``_stats`` (B, 2 + F + 2T), so that a block adds them
         # with one index_add_, Σwx'x'ᵀ and Σwx'y' side by side in ``_pairs`` (B, F, F + T), and n
@@ -143,19 +146,21 @@ class NormalAccumulator:
         """
         sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
         xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
-        gram = self.sxx - sw.view(-1, 1, 1) * xm.unsqueeze(2) * xm.unsqueeze(1)
-        rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
+        swx = sw.view(-1, 1, 1) * xm.unsqueeze(2)  # made once for both (the same products, the same bits)
+        gram = self.sxx - swx * xm.unsqueeze(1)
+        rhs = self.sxy - swx * ym.unsqueeze(1)
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
+        shift = self.y_shift.double()
         return Normal(
             0.5 * (gram + gram.transpose(1, 2)),
             rhs,
             xm + 0.5,
-            ym + self.y_shift.double(),
+            ym + shift,
             self.sw,
             ss_tot,
             self.sw2,
             (self.sxx, self.sxy, self.sx, self.sy, self.syy),
-            self.y_shift.double(),
+            shift,
             self.n,
         )
 
