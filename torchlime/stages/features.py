@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
-from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, tensor_key
 from torchlime.typing import Device as Device
 
 
@@ -226,7 +226,7 @@ class FeatureMap(NamedTuple):
     @property
     def valid(self) -> torch.Tensor:
         """Bool (B, F): True where feature f exists for input b (f < F_b)."""
-        return torch.arange(self.f_max, device=self.n_features.device) < self.n_features.unsqueeze(1)
+        return columns(self.f_max, self.n_features.device) < self.n_features.unsqueeze(1)
 
 
 #: the feature maps of the last maps relabelled, by map (``stages.fixed_cost.ShapeCache``)

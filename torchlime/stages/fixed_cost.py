@@ -26,7 +26,7 @@ from typing import Callable, ContextManager, Generic, Optional, TypeVar
 import torch
 from torch.profiler import record_function as _record_function
 
-__all__ = ["CACHED_ELEMENTS", "MAX_ENTRIES", "ShapeCache", "profiling", "record_function", "tensor_key"]
+__all__ = ["CACHED_ELEMENTS", "MAX_ENTRIES", "ShapeCache", "columns", "profiling", "record_function", "tensor_key"]
 
 V = TypeVar("V")
 #: the most entries a ``ShapeCache`` keeps (the least recently used goes first)
@@ -170,3 +170,29 @@ class ShapeCache(Generic[V]):
             found = self._entries.get(full)
             if found is not None and found[0] is not None and found[0]() is None:
                 del self._entries[full]
+
+
+_COLUMNS: ShapeCache[torch.Tensor] = ShapeCache()
+
+
+def columns(n: int, device: torch.device, shift: bool = False) -> torch.Tensor:
+    """Long (n,) ``0..n-1`` on ``device`` (or with ``shift``, ``1 << 0..n-1``), made once per size and device.
+
+    The engine compares feature and bit positions against them in every call; a tensor from here must
+    not be written (a written one is made again).
+
+    Args:
+        n: the length.
+        device: where it lives.
+        shift: the powers of two ``1 << j`` instead of ``j``.
+
+    Example:
+        >>> columns(4, torch.device("cpu")).tolist(), columns(3, torch.device("cpu"), shift=True).tolist()
+        ([0, 1, 2, 3], [1, 2, 4])
+    """
+
+    def make() -> torch.Tensor:
+        j = torch.arange(n, device=device)
+        return torch.ones_like(j) << j if shift else j
+
+    return _COLUMNS.get(None, (n, str(device), shift), make)

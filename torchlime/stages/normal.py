@@ -199,7 +199,7 @@ def finish(beta: torch.Tensor, ne: Normal) -> Fit:
     quad = (beta * (ne.gram @ beta)).sum(1)
     ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
     # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
-    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), (ss_res == 0).to(beta.dtype))
+    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), ss_res == 0)  # bool -> 1.0 / 0.0
     local_pred = intercept + beta.sum(1)  # the row of all ones
     return Fit(beta.transpose(1, 2), intercept, score, local_pred)
 
