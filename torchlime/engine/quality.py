@@ -104,7 +104,7 @@ def assess(
     sw = weight_sum.clamp_min(torch.finfo(weight_sum.dtype).tiny)
     std = torch.sqrt(ss_tot / sw.unsqueeze(1))
     saturated = std < MIN_OUTPUT_STD
-    poor_fit = ~saturated & (score < MIN_R2)
+    poor_fit = (score < MIN_R2) > saturated  # a > b of bools is a & ~b
     kish = weight_sum**2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
     few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
     return Flags(saturated, poor_fit, few)

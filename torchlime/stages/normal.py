@@ -15,8 +15,12 @@ from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 
+from torchlime.stages.fixed_cost import ShapeCache
+
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
 RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: ``alpha * I`` of the ridge solves, made once per size, dtype, device and alpha (``stages.fixed_cost``)
+_RIDGES: ShapeCache[torch.Tensor] = ShapeCache()
 #: ``torch.promote_types``, remembered per pair (each call of it is one dispatched operator)
 _promote: Callable[[torch.dtype, torch.dtype], torch.dtype] = functools.lru_cache(maxsize=None)(torch.promote_types)
 
@@ -229,8 +233,9 @@ def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tens
         (..., F, T) the solutions β.
     """
     if alpha > 0:
-        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-        chol, _ = torch.linalg.cholesky_ex(gram + alpha * eye)  # SPD by construction; no host sync
+        f, dtype, dev = gram.shape[-1], gram.dtype, gram.device
+        ridge = _RIDGES.get(None, (f, dtype, str(dev), alpha), lambda: alpha * torch.eye(f, dtype=dtype, device=dev))
+        chol, _ = torch.linalg.cholesky_ex(gram + ridge)  # SPD by construction; no host sync
         return torch.cholesky_solve(rhs, chol)
     evals: torch.Tensor
     evecs: torch.Tensor
