@@ -106,7 +106,10 @@ def assess(
     saturated = std < MIN_OUTPUT_STD
     poor_fit = (score < MIN_R2) > saturated  # a > b of bools is a & ~b
     kish = weight_sum**2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
-    few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
+    if MIN_KISH_PER_FEATURE == 1.0:  # 1.0 * F_b is F_b: compared as it is (promoted inside the comparison)
+        few = kish < n_features
+    else:
+        few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
     return Flags(saturated, poor_fit, few)
 
 

@@ -26,7 +26,16 @@ from typing import Callable, ContextManager, Generic, Optional, TypeVar
 import torch
 from torch.profiler import record_function as _record_function
 
-__all__ = ["CACHED_ELEMENTS", "MAX_ENTRIES", "ShapeCache", "columns", "profiling", "record_function", "tensor_key"]
+__all__ = [
+    "CACHED_ELEMENTS",
+    "MAX_ENTRIES",
+    "ShapeCache",
+    "columns",
+    "constant",
+    "profiling",
+    "record_function",
+    "tensor_key",
+]
 
 V = TypeVar("V")
 #: the most entries a ``ShapeCache`` keeps (the least recently used goes first)
@@ -196,3 +205,23 @@ def columns(n: int, device: torch.device, shift: bool = False) -> torch.Tensor:
         return torch.ones_like(j) << j if shift else j
 
     return _COLUMNS.get(None, (n, str(device), shift), make)
+
+
+def constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A 0-d tensor holding ``value``, made once per value, dtype and device (not to be written).
+
+    ``torch.where(mask, constant(a, ...), constant(b, ...))`` is one operator of that dtype, where a cast of
+    the mask and arithmetic on it would be two or three.
+
+    Args:
+        value: the number.
+        dtype: its dtype.
+        device: where it lives.
+
+    Example:
+        >>> constant(0.5, torch.float64, torch.device("cpu"))
+        tensor(0.5000, dtype=torch.float64)
+    """
+    return _COLUMNS.get(
+        None, ("constant", value, dtype, str(device)), lambda: torch.full((), value, dtype=dtype, device=device)
+    )

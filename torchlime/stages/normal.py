@@ -15,7 +15,7 @@ from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 
-from torchlime.stages.fixed_cost import ShapeCache
+from torchlime.stages.fixed_cost import ShapeCache, constant
 
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
 RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -130,7 +130,10 @@ class NormalAccumulator:
             rows: optional long (g,) the fit of each of the g blocks (distinct).
         """
         g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
-        x = x.to(self.dtype) - 0.5
+        if x.dtype == torch.bool:  # x - 1/2 of a mask: ±1/2 (exactly 1 - 0.5 and 0 - 0.5), one operator
+            x = torch.where(x, constant(0.5, self.dtype, x.device), constant(-0.5, self.dtype, x.device))
+        else:
+            x = x.to(self.dtype) - 0.5
         y = (y.to(self.y_shift.dtype) - self.y_shift[g].unsqueeze(1)).to(self.dtype)
         w = w.to(self.dtype)
         with exact_matmul():
@@ -218,7 +221,8 @@ def pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     Returns:
         (B, F, F) the padded Gram matrices.
     """
-    return gram + torch.diag_embed((~valid).to(gram.dtype))
+    one, zero = constant(1.0, gram.dtype, gram.device), constant(0.0, gram.dtype, gram.device)
+    return gram + torch.diag_embed(torch.where(valid, zero, one))  # (~valid) as 1.0 / 0.0 in one operator
 
 
 def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:
