@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from benchmarks import call_ops_lib as lib
-
 from tests.helpers.ops import call_ops, count_call
 
 #: row -> (fixed operators, operators per chunk): what is reached now (the goal: 60 and 8)

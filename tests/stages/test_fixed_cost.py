@@ -149,3 +149,16 @@ def test_a_map_written_in_place_is_relabelled_again():
     x[0, 0] = float("nan")  # the inputs are still checked when the map is known
     with pytest.raises(ValueError, match="finite"):
         call()
+
+
+def test_inference_tensors_are_not_kept_by_their_values():
+    """An inference tensor has no version: a map made in inference mode is relabelled every call."""
+    from torchlime import explain
+
+    x = torch.rand(2, 12, generator=torch.Generator().manual_seed(5))
+    with torch.inference_mode():
+        feats = torch.arange(12).view(1, 12) // 2
+        first = explain(lambda v: v.sum(1, keepdim=True), x, feats, n_samples=32)
+        feats.floor_divide_(3)  # 2 features now, unseen by any version counter
+        again = explain(lambda v: v.sum(1, keepdim=True), x, feats, n_samples=32)
+    assert first.coef.shape[-1] == 6 and again.coef.shape[-1] == 2

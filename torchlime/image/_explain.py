@@ -57,6 +57,8 @@ def _segments(images: torch.Tensor, segments: SegmentsArg, count: int) -> torch.
     given = segments if isinstance(segments, torch.Tensor) else None
     owner = None if given is None else given if given._base is None else given._base
     key = (None if given is None else tensor_key(given), tuple(images.shape), str(images.device), count)
+    if given is not None and key[0] is None:  # an inference tensor: no version to know it by
+        return resolve_segments(images, segments, n_segments=count)
     return _SEGMENTS.get(owner, key, lambda: resolve_segments(images, segments, n_segments=count))
 
 

@@ -254,8 +254,9 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
     batch = inputs.shape[0]
     # the map's part depends only on the map (and B): a map passed again (the same tensor, unchanged) is
     # not relabelled again, and its call reads only the inputs' check
-    owner, key = features if features._base is None else features._base, (tensor_key(features), batch)
-    kept = batch * math.prod(features.shape[1:]) <= CACHED_ELEMENTS
+    owner, known_as = features if features._base is None else features._base, tensor_key(features)
+    key = (known_as, batch)
+    kept = known_as is not None and batch * math.prod(features.shape[1:]) <= CACHED_ELEMENTS
     known = _MAPS.find(owner, key) if kept else None
     if known is not None:
         # any NaN or inf makes the sum of inputs * 0 NaN, finite inputs 0: two operators, not isfinite's six

@@ -12,6 +12,9 @@ removed here:
   entries die with their object (a weak reference) and which two threads may use at once. Its users
   key only on what decides the result, so a cached result equals the one computed afresh, bit for bit;
   a result whose tensors were written in place since (their ``_version`` moved) is computed again.
+  A tensor's values are known by its identity, memory and ``_version``: a write torch does not count
+  (through a NumPy array sharing the memory, or through ``.data``) is not seen, so a map changed that
+  way must be passed as a new tensor (``.clone()``).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def record_function(name: str) -> ContextManager[object]:
     return _record_function(name) if profiling() else _NO_RANGE
 
 
-def tensor_key(t: torch.Tensor) -> tuple[int, int, tuple[int, ...], tuple[int, ...], torch.dtype, str, int]:
+def tensor_key(t: torch.Tensor) -> Optional[tuple[int, int, tuple[int, ...], tuple[int, ...], torch.dtype, str, int]]:
     """What identifies a tensor's current values without reading them: its storage, view, dtype and version.
 
     Equal keys of two live tensors mean the same elements in the same memory, unchanged since (every
@@ -78,15 +81,19 @@ def tensor_key(t: torch.Tensor) -> tuple[int, int, tuple[int, ...], tuple[int, .
         t: any tensor.
 
     Returns:
-        ``(data_ptr, storage_offset, shape, stride, dtype, device, version)``.
+        ``(data_ptr, storage_offset, shape, stride, dtype, device, version)``, or None for an inference
+        tensor (it has no version: a write in inference mode would not be seen, so it is not a key).
     """
+    if t.is_inference():
+        return None
     return (t.data_ptr(), int(t.storage_offset()), tuple(t.shape), t.stride(), t.dtype, str(t.device), t._version)
 
 
 def _versions(value: object) -> tuple[int, ...]:
     """The ``_version`` of every tensor of a result (a tensor, or a tuple of them and other things)."""
     parts = value if isinstance(value, tuple) else (value,)
-    return tuple(t._version for t in parts if isinstance(t, torch.Tensor))
+    # an inference tensor has no version (and cannot be written outside inference mode): -1
+    return tuple(-1 if t.is_inference() else t._version for t in parts if isinstance(t, torch.Tensor))
 
 
 class ShapeCache(Generic[V]):

@@ -120,8 +120,9 @@ def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) ->
 
     # the groups depend only on the labels and the shapes: kept for labels passed again (stages.fixed_cost)
     owner = labels if labels._base is None else labels._base
-    small = inputs.numel() <= CACHED_ELEMENTS
-    key = (tensor_key(labels), tuple(inputs.shape), n_features)
+    known_as = tensor_key(labels)
+    small = known_as is not None and inputs.numel() <= CACHED_ELEMENTS
+    key = (known_as, tuple(inputs.shape), n_features)
     keys, counts = _GROUPS.get(owner, key, layout) if small else layout()
     # sums in float64 for every input dtype: on CUDA scatter_add_ adds in whatever order its atomics
     # land, and float32 sums would differ in the last bit from run to run; float64 sums of float32
