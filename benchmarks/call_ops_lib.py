@@ -20,6 +20,7 @@ call of the same arguments.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import sys
 import warnings
@@ -122,7 +123,12 @@ def rows() -> dict[str, dict[str, Any]]:
 
     def probe(m: Any, n: int) -> object:  # one ProbeExplainer, made once; the counted call is maybe_explain
         if id(m) not in probes:
-            probes[id(m)] = ProbeExplainer(m, images[:1], labels, every=1, n_samples=n, generator=0)
+            if "call" in inspect.signature(ProbeExplainer).parameters:  # 0.2: the call's settings as one record
+                from torchlime import Call
+
+                probes[id(m)] = ProbeExplainer(m, images[:1], labels, every=1, call=Call(n_samples=n, generator=0))
+            else:  # the baseline tree's keywords
+                probes[id(m)] = ProbeExplainer(m, images[:1], labels, every=1, n_samples=n, generator=0)
         return probes[id(m)].maybe_explain(len(probes))
 
     return {

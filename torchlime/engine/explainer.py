@@ -17,7 +17,6 @@ import dataclasses
 from typing import Any, Sequence, Union, cast
 
 import torch
-from torch.profiler import record_function
 from typing_extensions import Unpack
 
 from torchlime._checks import from_numpy
@@ -38,6 +37,7 @@ from torchlime.engine.multi import Packed
 from torchlime.engine.plan import plan
 from torchlime.engine.resolve import resolve
 from torchlime.engine.run import run_passes
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.forward.errors import expecting
 from torchlime.typing import UNSET, FeatureSpec, Model, NSamples, Seed, TargetSpec, Unset
 

@@ -32,9 +32,9 @@ import math
 from typing import Callable, Optional, Union
 
 import torch
-from torch.profiler import record_function
 
 from torchlime.engine.sample_fit import check_sample_space, solve_samples
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.normal import Fit, Normal, NormalAccumulator
 from torchlime.stages.sample_space import Design
 from torchlime.stages.surrogate import Surrogate

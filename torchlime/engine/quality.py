@@ -57,17 +57,20 @@ class Flags(NamedTuple):
             ``READ_FLAGS_MAX`` values, else None (``report`` reads the set ones: a second read, only then).
         """
         small = sum(f.numel() for f in self) <= READ_FLAGS_MAX
-        extra = [f.reshape(-1).long() for f in self] if small else []
-        values = torch.cat([t.reshape(1).long() for t in scalars] + [self.counts()] + extra).tolist()
         n = len(scalars)
+        head = [t.reshape(1).long() for t in scalars]
         if not small:
+            values = torch.cat(head + [self.counts()]).tolist()
             return values[:n], values[n : n + 3], None
-        where, at = [], n + 3
+        # one concatenation (the bool flags promoted to long by it); the counts are summed on the host
+        values = torch.cat(head + [f.reshape(-1) for f in self]).tolist()
+        counts, where, at = [], [], n
         for f in self:  # the three flags: the set indices of each, on the host
             bits = np.asarray(values[at : at + f.numel()], dtype=bool).reshape(tuple(f.shape))
             at += f.numel()
+            counts.append(int(bits.sum()))
             where.append(np.argwhere(bits).tolist())
-        return values[:n], values[n : n + 3], where
+        return values[:n], counts, where
 
 
 def assess(
@@ -101,9 +104,12 @@ def assess(
     sw = weight_sum.clamp_min(torch.finfo(weight_sum.dtype).tiny)
     std = torch.sqrt(ss_tot / sw.unsqueeze(1))
     saturated = std < MIN_OUTPUT_STD
-    poor_fit = ~saturated & (score < MIN_R2)
+    poor_fit = (score < MIN_R2) > saturated  # a > b of bools is a & ~b
     kish = weight_sum**2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
-    few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
+    if MIN_KISH_PER_FEATURE == 1.0:  # 1.0 * F_b is F_b: compared as it is (promoted inside the comparison)
+        few = kish < n_features
+    else:
+        few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
     return Flags(saturated, poor_fit, few)
 
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import torch
+
+from torchlime.stages.fixed_cost import ShapeCache
+
 #: the most spans a chunk is blended in; a chunk of more (many short inputs) is gathered in one go
 MAX_SPANS = 16
 
@@ -52,3 +56,69 @@ def input_spans(active: Sequence[int], refs: int, width: int, start: int, stop: 
             return None
         lo = hi
     return tuple(spans)
+
+
+#: passes (and fit blocks) of at most this many rows keep their row coordinates in ``_ROWS``
+CACHED_ROWS = 1 << 16
+_ROWS: ShapeCache[tuple[torch.Tensor, ...]] = ShapeCache()
+
+
+def row_coords(
+    inputs: Sequence[int], active: torch.Tensor, layout: tuple[int, int, int], start: int, stop: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inputs and samples, long (c,) each, of rows ``start:stop`` of a pass (``rows.RowOrder.coords``).
+
+    They depend only on the pass's layout and the rows, so a pass of at most ``CACHED_ROWS`` rows is
+    computed once per layout (``stages.fixed_cost.ShapeCache``) and the same tensors serve later calls.
+
+    Args:
+        inputs: the pass's inputs, in order (host ints).
+        active: long (n,) the same on the rows' device.
+        layout: ``(refs, width, s_lo)``: the leading unperturbed rows (0 or n), the samples of each input
+            after them and the first of those samples.
+        start: the first row.
+        stop: the row after the last.
+    """
+    refs, width, s_lo = layout
+
+    def make() -> tuple[torch.Tensor, ...]:
+        r = torch.arange(start, stop, device=active.device)
+        ref = r < refs
+        rest = (r - refs).clamp_min(0)
+        j = torch.where(ref, r, rest // max(width, 1))
+        b = active[j.clamp_max(active.shape[0] - 1)]
+        return b, torch.where(ref, 0, rest % max(width, 1) + s_lo)
+
+    if stop - start > CACHED_ROWS:
+        b, s = make()
+    else:
+        key = ("coords", tuple(inputs), str(active.device), layout, start, stop)
+        b, s = _ROWS.get(None, key, make)
+    return b, s
+
+
+def sample_rows(
+    layout: tuple[int, int, int], j0: int, n: int, s_lo: int, s_hi: int, device: torch.device
+) -> torch.Tensor:
+    """Long (n, s_hi - s_lo): the pass's rows of samples ``s_lo..s_hi-1`` of its inputs ``j0..j0+n-1``.
+
+    ``rows.RowOrder.rows_of``, cached like ``row_coords`` for at most ``CACHED_ROWS`` of them.
+
+    Args:
+        layout: the pass's ``(refs, width, s_lo)`` (``row_coords``).
+        j0: the position of the first input in the pass.
+        n: the number of inputs.
+        s_lo: the first sample.
+        s_hi: the sample after the last.
+        device: where the rows go.
+    """
+    refs, width, first = layout
+
+    def make() -> tuple[torch.Tensor, ...]:
+        j = torch.arange(j0, j0 + n, device=device).unsqueeze(1)
+        s = torch.arange(s_lo, s_hi, device=device).unsqueeze(0)
+        return (torch.where(s == 0, j, refs + j * width + s - first),)
+
+    if n * (s_hi - s_lo) > CACHED_ROWS:
+        return make()[0]
+    return _ROWS.get(None, ("rows", layout, j0, n, s_lo, s_hi, str(device)), make)[0]

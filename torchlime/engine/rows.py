@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 
 import torch
-from torch.profiler import record_function
 
 from torchlime._upload import upload
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
-from torchlime.engine.row_spans import input_spans
+from torchlime.engine.row_spans import input_spans, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
@@ -97,12 +97,7 @@ class RowOrder:
         Returns:
             ``(inputs, samples, first, last)``: long (c,) each, then two host ints (``span``).
         """
-        r = torch.arange(start, stop, device=self.device)
-        ref = r < self.refs
-        rest = (r - self.refs).clamp_min(0)
-        j = torch.where(ref, r, rest // max(self.width, 1))
-        b = self._active[j.clamp_max(len(self.active) - 1)]
-        s = torch.where(ref, 0, rest % max(self.width, 1) + self.s_lo)
+        b, s = row_coords(self.active, self._active, (self.refs, self.width, self.s_lo), start, stop)  # cached
         return (b, s, *self.span(start, stop))
 
     def covers(self, active: Sequence[int], s_lo: int, s_hi: int) -> bool:
@@ -131,9 +126,7 @@ class RowOrder:
         Returns:
             Long (n, s_hi - s_lo) row indices of the pass.
         """
-        j = torch.arange(j0, j0 + n, device=self.device).unsqueeze(1)
-        s = torch.arange(s_lo, s_hi, device=self.device).unsqueeze(0)
-        return torch.where(s == 0, j, self.refs + j * self.width + s - self.s_lo)
+        return sample_rows((self.refs, self.width, self.s_lo), j0, n, s_lo, s_hi, self.device)  # cached
 
     def span(self, start: int, stop: int) -> tuple[int, int]:
         """The inputs of rows ``start:stop``, on the host.

@@ -9,8 +9,8 @@ What needs normal equations is refused with it before any model call (``check_sa
 from __future__ import annotations
 
 import torch
-from torch.profiler import record_function
 
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.normal import Fit
 from torchlime.stages.sample_space import Design, design
 from torchlime.stages.surrogate import Surrogate

@@ -14,13 +14,36 @@ from torchlime.engine import Call, Config, ExplainOptions, Explanation, Modality
 from torchlime.engine.presets import resolve
 from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments
 from torchlime.image._info import ImagesInfo
-from torchlime.image.segments import resolve_segments
+from torchlime.image.segments import SegmentsArg, check_images, resolve_segments
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
 from torchlime.typing import UNSET, Model, NormalizeSpec, NSamples, Seed, TargetSpec, Unset
 
 #: lime's image segmentation (lime_image.explain_instance's default); "quickshift" uses it
 LIME_QUICKSHIFT = dict(kernel_size=4, max_dist=200, ratio=0.2)
 #: what ``segments=`` accepts
 SegmentsSpec = Union[None, str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor], Unset]
+
+
+#: the label maps of given segments and grids, by label tensor or image size (``stages.fixed_cost``)
+_SEGMENTS: ShapeCache[torch.Tensor] = ShapeCache()
+
+
+def _segments(images: torch.Tensor, segments: SegmentsArg, count: int) -> torch.Tensor:
+    """``resolve_segments(images, segments, n_segments=count)``: long (B, H, W), kept when it depends on no pixel.
+
+    A label tensor passed again (unchanged) and a grid of the same size give the same tensor as before, so
+    the engine does not relabel them again (``stages.features.prepare_features`` keeps the maps it relabelled).
+    """
+    small = isinstance(images, torch.Tensor) and images.ndim == 4 and images[:, 0].numel() <= CACHED_ELEMENTS
+    if not small or not (isinstance(segments, torch.Tensor) or segments == "grid"):
+        return resolve_segments(images, segments, n_segments=count)
+    check_images(images)
+    given = segments if isinstance(segments, torch.Tensor) else None
+    owner = None if given is None else given if given._base is None else given._base
+    key = (None if given is None else tensor_key(given), tuple(images.shape), str(images.device), count)
+    if given is not None and key[0] is None:  # an inference tensor: no version to know it by
+        return resolve_segments(images, segments, n_segments=count)
+    return _SEGMENTS.get(owner, key, lambda: resolve_segments(images, segments, n_segments=count))
 
 
 @dataclass(frozen=True)
@@ -65,7 +88,7 @@ class Images(Modality):
             n_samples = resolve(how.preset, dict(n_samples=call.n_samples), "image")["n_samples"]
             height, width = (tuple(getattr(inputs, "shape", ())) or (0, 0))[-2:]  # bad images: refused below
             count = default_segments(n_samples, height, width) if height and width else 1
-        labels = resolve_segments(inputs, segments, n_segments=count)
+        labels = _segments(inputs, segments, count)
         call = dataclasses.replace(call, normalize=self.normalize)
         features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
         made = segments if isinstance(segments, str) else "slic" if segments is None else "callable"

@@ -10,12 +10,19 @@ turns coefficients into a ``Fit`` (intercept, weighted R², local prediction) wi
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, NamedTuple, Optional
+import functools
+from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 
+from torchlime.stages.fixed_cost import ShapeCache, constant
+
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
 RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: ``alpha * I`` of the ridge solves, made once per size, dtype, device and alpha (``stages.fixed_cost``)
+_RIDGES: ShapeCache[torch.Tensor] = ShapeCache()
+#: ``torch.promote_types``, remembered per pair (each call of it is one dispatched operator)
+_promote: Callable[[torch.dtype, torch.dtype], torch.dtype] = functools.lru_cache(maxsize=None)(torch.promote_types)
 
 
 class Fit(NamedTuple):
@@ -96,19 +103,19 @@ class NormalAccumulator:
         self, batch: int, n_features: int, n_targets: int, y_shift: torch.Tensor, dtype: torch.dtype = torch.float32
     ) -> None:
         dev = y_shift.device
-
-        def z(*shape: int) -> torch.Tensor:
-            return torch.zeros(*shape, dtype=torch.float64, device=dev)
-
         self.dtype = dtype
-        self.y_shift = y_shift.to(torch.promote_types(y_shift.dtype, dtype))  # float64 outputs shift exactly
-        self.sw, self.sw2, self.sx, self.sy = z(batch), z(batch), z(batch, n_features), z(batch, n_targets)
-        self.n = z(batch)
-        self.sxx, self.sxy, self.syy = (
-            z(batch, n_features, n_features),
-            z(batch, n_features, n_targets),
-            z(batch, n_targets),
-        )
+        self.y_shift = y_shift.to(_promote(y_shift.dtype, dtype))  # float64 outputs shift exactly
+        # every running sum is a view of ONE float64 buffer (one allocation, one fill): the per-fit sums
+        # (Σw, Σw², Σwx', Σwy', Σwy'²) side by side in ``_stats`` (B, 2 + F + 2T), so that a block adds them
+        # with one index_add_, Σwx'x'ᵀ and Σwx'y' side by side in ``_pairs`` (B, F, F + T), and n
+        f, t, k = n_features, n_targets, 2 + n_features + 2 * n_targets
+        flat = torch.zeros(batch * (k + 1 + f * (f + t)), dtype=torch.float64, device=dev)
+        self._stats = flat[: batch * k].view(batch, k)
+        self.n = flat[batch * k : batch * (k + 1)]
+        self._pairs = flat[batch * (k + 1) :].view(batch, f, f + t)
+        self.sw, self.sw2, self.sx = self._stats[:, 0], self._stats[:, 1], self._stats[:, 2 : 2 + f]
+        self.sy, self.syy = self._stats[:, 2 + f : 2 + f + t], self._stats[:, 2 + f + t :]
+        self.sxx, self.sxy = self._pairs[:, :, :f], self._pairs[:, :, f:]
 
     def add(
         self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
@@ -123,19 +130,20 @@ class NormalAccumulator:
             rows: optional long (g,) the fit of each of the g blocks (distinct).
         """
         g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
-        x = x.to(self.dtype) - 0.5
+        if x.dtype == torch.bool:  # x - 1/2 of a mask: ±1/2 (exactly 1 - 0.5 and 0 - 0.5), one operator
+            x = torch.where(x, constant(0.5, self.dtype, x.device), constant(-0.5, self.dtype, x.device))
+        else:
+            x = x.to(self.dtype) - 0.5
         y = (y.to(self.y_shift.dtype) - self.y_shift[g].unsqueeze(1)).to(self.dtype)
         w = w.to(self.dtype)
         with exact_matmul():
             xw = x * w.unsqueeze(-1)
-            self.sxx.index_add_(0, g, (xw.transpose(1, 2) @ x).double())
-            self.sxy.index_add_(0, g, (xw.transpose(1, 2) @ y).double())
-        self.sw.index_add_(0, g, w.sum(1).double())
-        self.sw2.index_add_(0, g, (w * w).sum(1).double())
+            products = torch.cat((xw.transpose(1, 2) @ x, xw.transpose(1, 2) @ y), 2)  # (g, F, F + T)
+        self._pairs.index_add_(0, g, products.double())
+        wy = w.unsqueeze(-1) * y
+        sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), xw.sum(1), wy.sum(1), (wy * y).sum(1))
+        self._stats.index_add_(0, g, torch.cat(sums, 1).double())  # each sum cast as it was made: the same bits
         self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
-        self.sx.index_add_(0, g, xw.sum(1).double())
-        self.sy.index_add_(0, g, (w.unsqueeze(-1) * y).sum(1).double())
-        self.syy.index_add_(0, g, (w.unsqueeze(-1) * y * y).sum(1).double())
 
     def normal(self) -> Normal:
         """The centred normal equations of everything added (float64).
@@ -145,19 +153,21 @@ class NormalAccumulator:
         """
         sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
         xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
-        gram = self.sxx - sw.view(-1, 1, 1) * xm.unsqueeze(2) * xm.unsqueeze(1)
-        rhs = self.sxy - sw.view(-1, 1, 1) * xm.unsqueeze(2) * ym.unsqueeze(1)
+        swx = sw.view(-1, 1, 1) * xm.unsqueeze(2)  # made once for both (the same products, the same bits)
+        gram = self.sxx - swx * xm.unsqueeze(1)
+        rhs = self.sxy - swx * ym.unsqueeze(1)
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
+        shift = self.y_shift.double()
         return Normal(
             0.5 * (gram + gram.transpose(1, 2)),
             rhs,
             xm + 0.5,
-            ym + self.y_shift.double(),
+            ym + shift,
             self.sw,
             ss_tot,
             self.sw2,
             (self.sxx, self.sxy, self.sx, self.sy, self.syy),
-            self.y_shift.double(),
+            shift,
             self.n,
         )
 
@@ -196,7 +206,7 @@ def finish(beta: torch.Tensor, ne: Normal) -> Fit:
     quad = (beta * (ne.gram @ beta)).sum(1)
     ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
     # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
-    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), (ss_res == 0).to(beta.dtype))
+    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), ss_res == 0)  # bool -> 1.0 / 0.0
     local_pred = intercept + beta.sum(1)  # the row of all ones
     return Fit(beta.transpose(1, 2), intercept, score, local_pred)
 
@@ -211,7 +221,8 @@ def pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     Returns:
         (B, F, F) the padded Gram matrices.
     """
-    return gram + torch.diag_embed((~valid).to(gram.dtype))
+    one, zero = constant(1.0, gram.dtype, gram.device), constant(0.0, gram.dtype, gram.device)
+    return gram + torch.diag_embed(torch.where(valid, zero, one))  # (~valid) as 1.0 / 0.0 in one operator
 
 
 def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -226,8 +237,9 @@ def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tens
         (..., F, T) the solutions β.
     """
     if alpha > 0:
-        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-        chol, _ = torch.linalg.cholesky_ex(gram + alpha * eye)  # SPD by construction; no host sync
+        f, dtype, dev = gram.shape[-1], gram.dtype, gram.device
+        ridge = _RIDGES.get(None, (f, dtype, str(dev), alpha), lambda: alpha * torch.eye(f, dtype=dtype, device=dev))
+        chol, _ = torch.linalg.cholesky_ex(gram + ridge)  # SPD by construction; no host sync
         return torch.cholesky_solve(rhs, chol)
     evals: torch.Tensor
     evecs: torch.Tensor

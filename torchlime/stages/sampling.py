@@ -21,6 +21,7 @@ from torchlime._backend import hash_words, mix32, row_hash
 from torchlime._checks import check_positive_float, describe
 from torchlime._upload import upload
 from torchlime.stages.features import FeatureMap
+from torchlime.stages.fixed_cost import columns
 from torchlime.typing import Seed
 
 
@@ -126,13 +127,13 @@ class Rows:
         """
         words = -(-width // 32)
         hw = hash_words(self.key, self.inputs, self.samples, stream, words)  # (c, words)
-        shifts = torch.arange(32, device=hw.device, dtype=torch.long)
-        return ((hw.unsqueeze(2) >> shifts) & 1).bool().view(hw.shape[0], words * 32)[:, :width]
+        bit = columns(32, hw.device, shift=True)  # bit j set: the same flips as (hw >> j) & 1
+        return (hw.unsqueeze(2) & bit).bool().view(hw.shape[0], words * 32)[:, :width]
 
     @property
     def valid(self) -> torch.Tensor:
         """Bool (c, F): features that exist for each row's input."""
-        return torch.arange(self.f_max, device=self.n_features.device) < self.n_features.unsqueeze(1)
+        return columns(self.f_max, self.n_features.device) < self.n_features.unsqueeze(1)
 
 
 class Sampler:
@@ -177,8 +178,8 @@ class Sampler:
         Returns:
             Bool (c, F).
         """
-        z = self.sample(rows) | ~rows.valid
-        return z | (rows.samples == 0).unsqueeze(1)
+        padded = columns(rows.f_max, rows.n_features.device) >= rows.n_features.unsqueeze(1)  # ~rows.valid
+        return self.sample(rows) | padded | (rows.samples == 0).unsqueeze(1)
 
     def __call__(self, n_features: torch.Tensor, n_samples: int, f_max: int, generator: Seed = None) -> torch.Tensor:
         """All masks (B, S, F) of B inputs at once (the engine draws blocks of rows instead).

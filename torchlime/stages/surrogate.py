@@ -65,7 +65,7 @@ class Surrogate:
         Returns:
             ``Fit`` with coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T).
         """
-        beta = self.solve(ne, valid) * valid.unsqueeze(-1).to(torch.float64)
+        beta = self.solve(ne, valid) * valid.unsqueeze(-1)  # the bools promoted inside the product: no cast
         fit = finish(beta, ne)  # coef_std None
         return Fit(*(t.to(self.dtype) for t in fit[:4]))
 

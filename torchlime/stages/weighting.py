@@ -249,8 +249,8 @@ class ExponentialKernel(Kernel):
                 "`width='auto'` is chosen from the samples by the engine (or Explanation.refit) before any "
                 "weight is computed; to weigh distances yourself, pass a number width"
             )
-        d = distances * self.scale
-        return torch.exp(-(d * d) / (2.0 * self.width * self.width))
+        d = distances if self.scale == 1.0 else distances * self.scale  # d * 1.0 is d: no product needed
+        return torch.exp((d * d) / -(2.0 * self.width * self.width))  # (-a) / b is exactly a / (-b)
 
 
 @dataclass(frozen=True)

@@ -149,12 +149,13 @@ class Continuation(Target):
         dev = logits.device
         ids, start = self.token_ids.to(dev), self.start.to(dev)
         offsets = torch.arange(g, device=dev) - 1
+        positions = start.unsqueeze(1) + offsets  # (B, G): the positions predicting y_g, made once per call
         per_token = self.per_token
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             lg = _logits(out, rows.shape[0])
             r = rows.to(dev)
-            pos = (start[r].unsqueeze(1) + offsets).to(lg.device)  # (c, G): positions predicting y_g
+            pos = positions[r].to(lg.device)  # (c, G)
             picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
             tok = ids[r].to(lg.device).unsqueeze(2)
             lp = picked.log_softmax(-1).gather(2, tok).squeeze(2)  # (c, G)

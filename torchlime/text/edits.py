@@ -127,7 +127,7 @@ def chunk_view(inputs: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Token
 
 def replace_tokens(ids: torch.Tensor, keep: torch.Tensor, mask_id: int) -> torch.Tensor:
     """Hidden tokens become ``mask_id``; shape (c, L) kept, attention mask unchanged."""
-    return torch.where(keep, ids, torch.full_like(ids, mask_id))
+    return torch.where(keep, ids, mask_id)  # the id as a scalar: no (c, L) tensor of it per chunk
 
 
 def delete_tokens(

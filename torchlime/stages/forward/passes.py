@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Callable, Optional, Protocol
 
 import torch
-from torch.profiler import record_function
 
+from torchlime.stages.fixed_cost import record_function
 from torchlime.stages.forward.chunking import ChunkPlan, Signature
 from torchlime.stages.forward.errors import model_call_error
 from torchlime.stages.forward.model import Model, OutputSelector, call_model, eval_mode, model_placement, select_output
