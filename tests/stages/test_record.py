@@ -71,7 +71,7 @@ def test_waveform_cells_through_the_inverse_stft():
     waves = torch.randn(2, 2000, generator=torch.Generator().manual_seed(1)) * 0.3
     net = Seen()
     exp = explain_waveform(
-        net, waves, sample_rate=8000, features="time_frequency", n_fft=256, n_samples=16, return_samples=True
+        net, waves, sample_rate=8000, segments="time_frequency", n_fft=256, n_samples=16, return_samples=True
     )
     seen, _ = replay(exp, net.rows)  # the audio the model heard
     spec_rows = exp.perturbation.rows(exp.samples)  # masked STFTs

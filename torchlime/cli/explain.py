@@ -203,13 +203,13 @@ def explain_audio(
         x = torch.stack([waves[k] for k in pos]).to(device)
         kw = (
             dict(
-                features=args.audio_features,
+                segments=args.audio_features,
                 time_segments=time_segments,
                 freq_segments=args.freq_segments,
                 n_fft=args.n_fft,
             )
             if tf
-            else dict(features="time", time_segments=time_segments)
+            else dict(segments="time", time_segments=time_segments)
         )
         exp = _run_model(
             functools.partial(explain_waveform, model, x, sample_rate=rate, **kw, **_common(args, target, pos, device)),
