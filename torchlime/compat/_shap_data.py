@@ -86,8 +86,29 @@ class Background:
     names: Optional[list[str]]
 
 
-def _numbers(array: np.ndarray, name: str) -> np.ndarray:
-    """An array of bools or numbers, or a TypeError naming ``name``."""
+def _dense_rows(value: object, name: str, kinds: str) -> Rows:
+    """A tensor (detached) or a numpy array of bools or numbers, read from a tensor, array, list or tuple.
+
+    Args:
+        value: the caller's rows (any shape; a DataFrame already turned into its values).
+        name: the argument's name in the errors ("data", "X").
+        kinds: the kinds the argument may be, for the error on another kind.
+
+    Returns:
+        The rows, their shape unchecked.
+
+    Raises:
+        TypeError: a scipy sparse matrix, another kind, an array of other than numbers or bools.
+    """
+    if hasattr(value, "tocsr") or hasattr(value, "toarray"):
+        raise TypeError(
+            f"`{name}` must be dense: pass {name}.toarray() (scipy sparse is not taken), got {describe(value)}"
+        )
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if not isinstance(value, (np.ndarray, list, tuple)):
+        raise TypeError(f"`{name}` must be {kinds}, got {describe(value)}")
+    array = np.asarray(value)
     if array.dtype.kind not in "biuf":
         raise TypeError(f"`{name}` must hold numbers or bools, got {describe(array)}; encode categories as numbers")
     return array
@@ -120,17 +141,7 @@ def background(data: object) -> Background:
         data = data.to_numpy()
     elif hasattr(data, "to_numpy") and hasattr(data, "index"):  # a pandas Series: one row
         data = data.to_numpy().reshape(1, -1)
-    if hasattr(data, "tocsr") or hasattr(data, "toarray"):
-        raise TypeError(f"`data` must be dense: pass data.toarray() (scipy sparse is not taken), got {describe(data)}")
-    if isinstance(data, torch.Tensor):
-        values: Rows = data.detach()
-    elif isinstance(data, (np.ndarray, list, tuple)):
-        values = _numbers(np.asarray(data), "data")
-    else:
-        raise TypeError(
-            f"`data` must be a numpy array, a pandas DataFrame, a torch tensor or shap's DenseData, "
-            f"got {describe(data)}"
-        )
+    values = _dense_rows(data, "data", "a numpy array, a pandas DataFrame, a torch tensor or shap's DenseData")
     if values.ndim != 2 or values.shape[0] < 1 or values.shape[1] < 1:
         raise ValueError(f"`data` must be (N, P) background rows with N, P >= 1, got {describe(values)}")
     n = values.shape[0]
@@ -156,14 +167,7 @@ def explained_rows(x: object, width: int) -> tuple[Rows, bool, Optional[list[str
     names = [str(c) for c in x.columns] if hasattr(x, "columns") and hasattr(x, "to_numpy") else None
     if hasattr(x, "to_numpy") and not isinstance(x, torch.Tensor):
         x = x.to_numpy()
-    if hasattr(x, "tocsr") or hasattr(x, "toarray"):
-        raise TypeError(f"`X` must be dense: pass X.toarray() (scipy sparse is not taken), got {describe(x)}")
-    if isinstance(x, torch.Tensor):
-        rows: Rows = x.detach()
-    elif isinstance(x, (np.ndarray, list, tuple)):
-        rows = _numbers(np.asarray(x), "X")
-    else:
-        raise TypeError(f"`X` must be a numpy array, a pandas DataFrame / Series or a torch tensor, got {describe(x)}")
+    rows = _dense_rows(x, "X", "a numpy array, a pandas DataFrame / Series or a torch tensor")
     if rows.ndim not in (1, 2) or rows.shape[-1] != width:
         raise ValueError(
             f"`X` must be (n, {width}) rows or one ({width},) row (the background data has {width} columns), "

@@ -14,7 +14,7 @@ import os
 import warnings
 from dataclasses import fields
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Union, overload
 
 import torch
 
@@ -36,6 +36,29 @@ from torchlime.dataset._scan import (
 from torchlime.dataset._shardfile import ShardFile, input_shape
 
 _PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
+
+
+class _Stored:
+    """A read-only attribute of ``LazyResults``: one stored field of every finished input, ``field(name)``.
+
+    Args:
+        doc: the attribute's docstring, with the field's shape.
+    """
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__, self.name = doc, ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Stored: ...
+
+    @overload
+    def __get__(self, obj: LazyResults, owner: type) -> torch.Tensor: ...
+
+    def __get__(self, obj: Optional[LazyResults], owner: type) -> Union[_Stored, torch.Tensor]:
+        return self if obj is None else obj.field(self.name)
 
 
 class LazyResults:
@@ -114,35 +137,12 @@ class LazyResults:
             raise ValueError(f"`name` must be a field every shard of {str(self.out)!r} holds, got {name!r}")
         return data[name]
 
-    @property
-    def coef(self) -> torch.Tensor:
-        """(n, T, F_max) coefficients, zero-padded."""
-        return self.field("coef")
-
-    @property
-    def intercept(self) -> torch.Tensor:
-        """(n, T) intercepts."""
-        return self.field("intercept")
-
-    @property
-    def score(self) -> torch.Tensor:
-        """(n, T) weighted R²."""
-        return self.field("score")
-
-    @property
-    def local_pred(self) -> torch.Tensor:
-        """(n, T) predictions at the inputs."""
-        return self.field("local_pred")
-
-    @property
-    def target(self) -> torch.Tensor:
-        """Long (n, T) explained columns."""
-        return self.field("target")
-
-    @property
-    def n_features(self) -> torch.Tensor:
-        """Long (n,) F_b of each input."""
-        return self.field("n_features")
+    coef = _Stored("(n, T, F_max) coefficients, zero-padded.")
+    intercept = _Stored("(n, T) intercepts.")
+    score = _Stored("(n, T) weighted R².")
+    local_pred = _Stored("(n, T) predictions at the inputs.")
+    target = _Stored("Long (n, T) explained columns.")
+    n_features = _Stored("Long (n,) F_b of each input.")
 
     @property
     def valid(self) -> torch.Tensor:

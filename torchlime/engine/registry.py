@@ -8,7 +8,7 @@ that build on it.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping, TypeVar
 
 from torchlime.methods.baylime import BayesianRidge
 from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler
@@ -17,6 +17,8 @@ from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler,
 from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
 from torchlime.typing import KernelSpec, SamplerSpec, SmileStatistic, SurrogateSpec
+
+_T = TypeVar("_T")
 
 SAMPLERS: dict[str, Callable[[], Sampler]] = {
     "bernoulli": BernoulliSampler,
@@ -48,6 +50,29 @@ SURROGATES: dict[str, Callable[[], Surrogate]] = {
 }
 
 
+def _by_name(spec: object, kind: type[_T], table: Mapping[str, Callable[[], _T]], name: str, also: str = "") -> _T:
+    """``spec`` if it is a ``kind``, else a new member of ``table`` by its name, else a ValueError.
+
+    Args:
+        spec: the caller's object or name.
+        kind: the base class an object must be an instance of.
+        table: name -> factory of a member.
+        name: the argument's name in the error ("sampler", "kernel", "surrogate").
+        also: what else the argument may be, for the error (", a float width,").
+
+    Returns:
+        The object.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(spec, kind):
+        return spec
+    if isinstance(spec, str) and spec in table:
+        return table[spec]()
+    raise ValueError(f"`{name}` must be a {kind.__name__}{also} or one of {list(table)}, got {spec!r}")
+
+
 def resolve_sampler(sampler: SamplerSpec) -> Sampler:
     """A ``Sampler`` as given, or the one named in ``SAMPLERS`` (lime's "bernoulli", the designs, ...).
 
@@ -60,11 +85,7 @@ def resolve_sampler(sampler: SamplerSpec) -> Sampler:
     Raises:
         ValueError: anything else.
     """
-    if isinstance(sampler, Sampler):
-        return sampler
-    if isinstance(sampler, str) and sampler in SAMPLERS:
-        return SAMPLERS[sampler]()
-    raise ValueError(f"`sampler` must be a Sampler or one of {list(SAMPLERS)}, got {sampler!r}")
+    return _by_name(sampler, Sampler, SAMPLERS, "sampler")
 
 
 def resolve_kernel(kernel: KernelSpec) -> Kernel:
@@ -80,13 +101,9 @@ def resolve_kernel(kernel: KernelSpec) -> Kernel:
     Raises:
         ValueError: anything else.
     """
-    if isinstance(kernel, Kernel):
-        return kernel
     if isinstance(kernel, (int, float)) and not isinstance(kernel, bool):
         return ExponentialKernel(width=float(kernel))
-    if isinstance(kernel, str) and kernel in KERNELS:
-        return KERNELS[kernel]()
-    raise ValueError(f"`kernel` must be a Kernel, a float width, or one of {list(KERNELS)}, got {kernel!r}")
+    return _by_name(kernel, Kernel, KERNELS, "kernel", ", a float width,")
 
 
 def resolve_surrogate(surrogate: SurrogateSpec) -> Surrogate:
@@ -101,8 +118,4 @@ def resolve_surrogate(surrogate: SurrogateSpec) -> Surrogate:
     Raises:
         ValueError: anything else.
     """
-    if isinstance(surrogate, Surrogate):
-        return surrogate
-    if isinstance(surrogate, str) and surrogate in SURROGATES:
-        return SURROGATES[surrogate]()
-    raise ValueError(f"`surrogate` must be a Surrogate or one of {list(SURROGATES)}, got {surrogate!r}")
+    return _by_name(surrogate, Surrogate, SURROGATES, "surrogate")

@@ -212,21 +212,43 @@ class StatsDiscretizer(BaseDiscretizer):
         return [np.asarray(self._given[f], dtype=np.float64) for f in self.to_discretize]
 
 
-def _fitted_bins(
-    data: NDArray[np.float64], columns: Sequence[int], how: str, labels: object
-) -> list[NDArray[np.float64]]:
-    """Torchlime's bins (``fit_stats``) of ``columns``, as lime's arrays of boundaries."""
-    if how == "entropy" and labels is None:
-        raise ValueError("`labels` must be given for EntropyDiscretizer (the class of every training row), got None")
-    stats = fit_stats(data, None, how, labels if how == "entropy" else None)
-    out = []
-    for f in columns:
-        b = stats.boundaries[f, : int(stats.n_levels[f]) - 1].numpy()
-        out.append(b if len(b) else np.asarray([float(np.median(data[:, f]))]))
-    return out
+class _FittedDiscretizer(BaseDiscretizer):
+    """A discretizer whose bins are torchlime's ``fit_stats`` bins of one kind (``_how``).
+
+    The quartile, decile and entropy discretizers differ only in that kind; their arguments are
+    ``BaseDiscretizer``'s.
+    """
+
+    _how: str
+
+    def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
+        """The bins of kind ``_how`` of every column of ``to_discretize``.
+
+        Args:
+            data: (N, D) training data.
+            labels: (N,) class labels (used by the entropy kind only), or None.
+
+        Returns:
+            One increasing array of boundaries per column of ``to_discretize`` (a column with no
+            boundary gets its median).
+
+        Raises:
+            ValueError: the entropy kind without ``labels``.
+        """
+        how = self._how
+        if how == "entropy" and labels is None:
+            raise ValueError(
+                "`labels` must be given for EntropyDiscretizer (the class of every training row), got None"
+            )
+        stats = fit_stats(data, None, how, labels if how == "entropy" else None)
+        out = []
+        for f in self.to_discretize:
+            b = stats.boundaries[f, : int(stats.n_levels[f]) - 1].numpy()
+            out.append(b if len(b) else np.asarray([float(np.median(data[:, f]))]))
+        return out
 
 
-class QuartileDiscretizer(BaseDiscretizer):
+class QuartileDiscretizer(_FittedDiscretizer):
     """lime's ``QuartileDiscretizer``: bins at the 25th, 50th and 75th percentiles.
 
     Args:
@@ -238,20 +260,10 @@ class QuartileDiscretizer(BaseDiscretizer):
         data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
     """
 
-    def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The quartiles of every column of ``to_discretize``.
-
-        Args:
-            data: (N, D) training data.
-            labels: (N,) class labels, or None.
-
-        Returns:
-            One increasing array of boundaries per column of ``to_discretize``.
-        """
-        return _fitted_bins(data, self.to_discretize, "quartile", None)
+    _how = "quartile"
 
 
-class DecileDiscretizer(BaseDiscretizer):
+class DecileDiscretizer(_FittedDiscretizer):
     """lime's ``DecileDiscretizer``: bins at the 10th, 20th, ..., 90th percentiles.
 
     Args:
@@ -263,20 +275,10 @@ class DecileDiscretizer(BaseDiscretizer):
         data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
     """
 
-    def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The deciles of every column of ``to_discretize``.
-
-        Args:
-            data: (N, D) training data.
-            labels: (N,) class labels, or None.
-
-        Returns:
-            One increasing array of boundaries per column of ``to_discretize``.
-        """
-        return _fitted_bins(data, self.to_discretize, "decile", None)
+    _how = "decile"
 
 
-class EntropyDiscretizer(BaseDiscretizer):
+class EntropyDiscretizer(_FittedDiscretizer):
     """lime's ``EntropyDiscretizer``: bins at the splits of a depth-3 entropy tree on ``labels``.
 
     Args:
@@ -291,14 +293,4 @@ class EntropyDiscretizer(BaseDiscretizer):
         ValueError: no ``labels``.
     """
 
-    def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The entropy-tree splits of every column of ``to_discretize``.
-
-        Args:
-            data: (N, D) training data.
-            labels: (N,) class labels, or None.
-
-        Returns:
-            One increasing array of boundaries per column of ``to_discretize``.
-        """
-        return _fitted_bins(data, self.to_discretize, "entropy", labels)
+    _how = "entropy"
