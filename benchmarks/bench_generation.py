@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from torchlime.targets.continuation import Continuation
-from torchlime.text.generation import explain_generation
+from torchlime.text import explain_generation
 
 from benchmarks.common import (
     best_chunk,

@@ -51,8 +51,8 @@ from typing import Any
 import torch
 
 from torchlime.engine.config import Call
+from torchlime.integrations.probe import ProbeExplainer
 from torchlime.integrations.tensorboard_probe import TensorBoardProbe, summary_writer
-from torchlime.training import ProbeExplainer
 
 from benchmarks.bench_probe_overhead import Trainer, grid_features, make_model
 from benchmarks.common import (

@@ -43,8 +43,8 @@ from typing import Any, Optional
 import torch
 
 from torchlime.engine.config import Call
+from torchlime.integrations.probe import ProbeExplainer
 from torchlime.stages.features import cell_ids
-from torchlime.training import ProbeExplainer
 
 from benchmarks.common import (
     common_args,

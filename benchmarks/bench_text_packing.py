@@ -45,7 +45,7 @@ import torch
 
 from torchlime.engine import Explainer, Explanation
 from torchlime.stages.forward import chunking
-from torchlime.text._tokens import Tokens
+from torchlime.text import Tokens
 
 from benchmarks.common import (
     common_args,

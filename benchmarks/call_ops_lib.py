@@ -46,10 +46,9 @@ def rows() -> dict[str, dict[str, Any]]:
     import torch
 
     from torchlime.image import explain_image
+    from torchlime.integrations.probe import ProbeExplainer
     from torchlime.targets import Boxes
-    from torchlime.text import explain_tokens
-    from torchlime.text.generation import explain_generation
-    from torchlime.training import ProbeExplainer
+    from torchlime.text import explain_generation, explain_tokens
 
     g = torch.Generator().manual_seed(0)
     images = torch.rand(8, 3, SIZE, SIZE, generator=g)

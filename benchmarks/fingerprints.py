@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 
 import torchlime
+from torchlime.methods.feature_selection import Select
 
 
 def digest(t: torch.Tensor) -> str:
@@ -85,8 +86,8 @@ def cases() -> dict[str, Callable[[], dict[str, str]]]:
         "engine_antithetic": engine(n_samples=256, sampler="antithetic"),
         "engine_shapley_sampler": engine(n_samples=256, sampler="shapley"),
         "engine_auto": engine(n_samples="auto"),
-        "engine_select_forward": engine(n_samples=300, surrogate=torchlime.Select(k=3)),
-        "engine_select_lasso_path": engine(n_samples=300, surrogate=torchlime.Select(k=4, method="lasso_path")),
+        "engine_select_forward": engine(n_samples=300, surrogate=Select(k=3)),
+        "engine_select_lasso_path": engine(n_samples=300, surrogate=Select(k=4, method="lasso_path")),
         "engine_noise_fill_index": engine(n_samples=300, baseline="noise", index=torch.tensor([7, 3, 11, 0])),
     }
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchlime import _colours
+from torchlime._util import colours as _colours
 from torchlime.engine.explanation import Explanation
 from torchlime.text.viz import explanation_html, legend_html, tokens_html
 

@@ -13,16 +13,18 @@ PKG = Path(__file__).resolve().parents[1] / "torchlime"
 KERNELS = PKG.parent / "kernels"
 FRONT_DOORS = (
     "torchlime.image._explain",
+    "torchlime.image._images",
     "torchlime.audio._explain",
     "torchlime.audio._spectrograms",
     "torchlime.audio._waveforms",
     "torchlime.text._explain",
-    "torchlime.text._text",
     "torchlime.text._tokens",
     "torchlime.text._words",
+    "torchlime.text._generation",
     "torchlime.tabular._explain",
-    "torchlime.tabular._modality",
+    "torchlime.tabular._tabular",
     "torchlime.series._series",
+    "torchlime.series._explain",
 )
 #: engine internals a front door must not reach for (it builds features, with ``features.cell_ids`` if it
 #: likes, a fill and hooks, and passes them on): relabelling, sampling, the chunk policy, the fit, kernels
@@ -39,10 +41,7 @@ INTERNALS = (
 )
 #: what each layer may import (besides itself): prefixes of module names
 SHARED = (
-    "torchlime._checks",
-    "torchlime._colours",
-    "torchlime._nested",
-    "torchlime._upload",
+    "torchlime._util",
     "torchlime.typing",
 )
 MAY_IMPORT = {
@@ -367,3 +366,56 @@ def test_every_package_is_installed():
     }
     found.add("torchlime.kernels")  # kernels/torchlime_kernels/, installed under this name
     assert found - listed == set(), f"packages missing from pyproject.toml: {sorted(found - listed)}"
+
+
+#: every modality package, whose objects and doors follow one file rule (``docs/architecture.md``)
+MODALITY_PACKAGES = (
+    "torchlime.image",
+    "torchlime.image.drop",
+    "torchlime.audio",
+    "torchlime.text",
+    "torchlime.tabular",
+    "torchlime.series",
+)
+
+
+def test_every_modality_follows_the_file_rule():
+    """Each modality object in ``_<object>.py`` (snake case), every door in ``_explain.py``."""
+    import importlib
+    import re
+
+    from torchlime.engine.modality import Modality
+
+    seen = 0
+    for name in MODALITY_PACKAGES:
+        package = importlib.import_module(name)
+        for attr in package.__all__:
+            obj = getattr(package, attr)
+            module = getattr(obj, "__module__", "")
+            if isinstance(obj, type) and issubclass(obj, Modality):
+                snake = re.sub(r"(?<!^)(?=[A-Z])", "_", attr).lower()
+                assert module == f"{name}._{snake}", f"{name}.{attr} is in {module}"
+                seen += 1
+            elif attr.startswith("explain_"):
+                assert module == f"{name}._explain", f"{name}.{attr} is in {module}"
+                seen += 1
+    assert seen >= 17
+
+
+def test_the_top_level_exports_follow_the_rule():
+    """Every modality object and door, no name of the method zoo (``docs/architecture.md``)."""
+    import importlib
+
+    import torchlime
+    from torchlime.engine.modality import Modality
+
+    for name in ("torchlime.image", "torchlime.audio", "torchlime.text", "torchlime.tabular", "torchlime.series"):
+        package = importlib.import_module(name)
+        for attr in package.__all__:
+            obj = getattr(package, attr)
+            if (isinstance(obj, type) and issubclass(obj, Modality)) or attr.startswith("explain_"):
+                assert attr in torchlime.__all__, f"{name}.{attr} is not exported by torchlime"
+    zoo = [
+        n for n in torchlime.__all__ if getattr(getattr(torchlime, n), "__module__", "").startswith("torchlime.methods")
+    ]
+    assert zoo == []

@@ -123,7 +123,13 @@ def test_aliases_are_public_and_old_names_still_import():
 
 
 #: the modules whose annotations are checked: the stages, the engine, the methods and the top-level ones
-TOP_LEVEL = ("torchlime.accel", "torchlime.training", "torchlime._backend", "torchlime._checks", "torchlime.typing")
+TOP_LEVEL = (
+    "torchlime.accel",
+    "torchlime.integrations.probe",
+    "torchlime._backend",
+    "torchlime._util.checks",
+    "torchlime.typing",
+)
 LAYERS = ("torchlime.stages", "torchlime.engine", "torchlime.methods")
 #: the notebook view names ``Explanation`` for type checkers only (``Explanation`` imports it)
 SKIPPED = ("torchlime.engine.notebook",)

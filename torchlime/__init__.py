@@ -3,8 +3,13 @@
 Every stage (masks, perturbation, forward pass, kernel, surrogate fit) runs as batched tensor
 work on the input's device, for many inputs and targets at once. ``torchlime.stages`` holds the
 six stages in pipeline order, ``torchlime.engine`` chains them (``explain``), ``torchlime.methods``
-is the method zoo; the modality front doors are ``image``, ``audio``, ``text`` and ``tabular``;
+is the method zoo; the modalities are ``image``, ``audio``, ``text``, ``tabular`` and ``series``;
 ``metrics`` measures explanations and ``dataset`` explains whole data sets.
+
+What the top level exports (``docs/architecture.md``, "What the top level exports"): the
+engine and its records, every modality's object and door, the tools, the stages' hooks with their
+implementations, and what a call raises or warns; the method zoo and each modality's helpers are
+imported from their packages.
 """
 
 from __future__ import annotations
@@ -13,39 +18,26 @@ import importlib
 from types import ModuleType
 
 from torchlime.accel import Accelerated
-from torchlime.audio import explain_spectrogram, explain_waveform
+from torchlime.audio import Spectrograms, Waveforms, explain_spectrogram, explain_waveform
 from torchlime.dataset import explain_dataset, load_results
 from torchlime.engine import Call, Config, Explainer, ExplainOptions, FeatureMap, Info, Modality, Prepared, explain
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.image import Images, explain_image
-from torchlime.methods.baylime import BayesianRidge
-from torchlime.methods.feature_selection import Select
-from torchlime.methods.smile import SmileKernel
-from torchlime.methods.sp_lime import submodular_pick
+from torchlime.integrations.probe import ProbeExplainer
 from torchlime.series import Series, explain_series
 from torchlime.stages.forward.errors import ModelCallError
 from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
 from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, UniformKernel
 from torchlime.tabular import Tabular, explain_tabular
-from torchlime.text import HybridKernel, Infiller, explain_text, explain_tokens, word_ids_from_encoding
-from torchlime.training import ProbeExplainer
+from torchlime.text import Generation, Tokens, Words, explain_generation, explain_text, explain_tokens
 
 __version__ = "0.2.0.dev0"
 
 __all__ = [
-    "Explainer",
     "explain",
-    "explain_image",
-    "explain_spectrogram",
-    "explain_waveform",
-    "explain_tokens",
-    "explain_text",
-    "explain_tabular",
-    "explain_series",
-    "explain_dataset",
-    "load_results",
+    "Explainer",
     "Explanation",
     "Modality",
     "Prepared",
@@ -55,15 +47,25 @@ __all__ = [
     "ExplainOptions",
     "Info",
     "Images",
+    "explain_image",
+    "Spectrograms",
+    "explain_spectrogram",
+    "Waveforms",
+    "explain_waveform",
+    "Tokens",
+    "explain_tokens",
+    "Words",
+    "explain_text",
+    "Generation",
+    "explain_generation",
     "Tabular",
+    "explain_tabular",
     "Series",
-    "UnreliableExplanationWarning",
-    "ModelCallError",
-    "Accelerated",
+    "explain_series",
+    "explain_dataset",
+    "load_results",
     "ProbeExplainer",
-    "Infiller",
-    "HybridKernel",
-    "word_ids_from_encoding",
+    "Accelerated",
     "Sampler",
     "BernoulliSampler",
     "UniformCountSampler",
@@ -71,14 +73,12 @@ __all__ = [
     "Kernel",
     "ExponentialKernel",
     "UniformKernel",
-    "SmileKernel",
     "Surrogate",
     "Ridge",
     "Lasso",
     "KLasso",
-    "BayesianRidge",
-    "Select",
-    "submodular_pick",
+    "ModelCallError",
+    "UnreliableExplanationWarning",
 ]
 
 

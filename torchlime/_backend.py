@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence, TypedDict
 
 import torch
 
-from torchlime._upload import upload
+from torchlime._util.upload import upload
 from torchlime.kernels import reference_hash as _hash
 from torchlime.typing import BackendMode, ChannelStats
 

@@ -293,7 +293,7 @@ def test_design_read_off_the_normals_is_the_scaled_rows(around):
     """The surrogate's data, taken from the draws' normals, equals lime's ``(x - mean) / scale`` of the rows."""
     from torchlime.compat.lime._continuous import gaussian_design, lime_design
     from torchlime.tabular import fit_stats
-    from torchlime.tabular._sample import gaussian_draws
+    from torchlime.tabular.stats import gaussian_draws
 
     train = np.c_[TRAIN, RNG.choice([0.0, 1.0], len(TRAIN))]
     stats = fit_stats(torch.from_numpy(train), categorical_features=[3])

@@ -21,7 +21,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from torchlime.dataset import FolderLockedError, _files, load_results
+from torchlime._util import files as _files
+from torchlime.dataset import FolderLockedError, load_results
 from torchlime.dataset._lock import LOCK, host, writer_tag
 from torchlime.dataset._scan import DamagedIndexError
 

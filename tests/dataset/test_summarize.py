@@ -222,7 +222,7 @@ def test_the_pictures_are_red_and_blue_by_sign(summary):
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_hex
 
-    from torchlime import _colours
+    from torchlime._util import colours as _colours
 
     fig = summary.plot_bars(k=2)
     bars = fig.axes[1].patches  # class 1: "late" (blue, below), "debt" (red, on top)

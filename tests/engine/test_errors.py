@@ -167,7 +167,7 @@ def test_non_finite_inputs_and_baseline(case):
 def test_error_messages_describe_values_without_dumping_them():
     import numpy as np
 
-    from torchlime._checks import describe
+    from torchlime._util.checks import describe
 
     assert describe({"logits": torch.zeros(2, 3), "aux": 1}) == "dict with keys ['logits', 'aux']"
     assert describe(np.zeros((2, 3))) == "ndarray of shape (2, 3), dtype float64"

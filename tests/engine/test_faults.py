@@ -15,8 +15,8 @@ import torch
 from torchlime import Call, Explanation, explain
 from torchlime.audio import explain_spectrogram, explain_waveform
 from torchlime.image import explain_image
+from torchlime.integrations.probe import ProbeExplainer
 from torchlime.text import explain_tokens
-from torchlime.training import ProbeExplainer
 
 from tests.helpers import grid_labels
 

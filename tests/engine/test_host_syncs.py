@@ -9,7 +9,7 @@ waits for the stream, but a call makes a few of them and only their number per c
 Limits: 5 per ``explain_image`` call with the default SLIC, 2 with a grid or given segments,
 none per chunk, of either kind (the counts do not grow with the number of chunks, also with
 ``normalize=``, whose statistics go to the device once per call). Every tensor made from Python data
-comes from ``torchlime._upload.upload``, whose copy does not wait for the device (pinned memory,
+comes from ``torchlime._util.upload.upload``, whose copy does not wait for the device (pinned memory,
 asynchronous), so on CUDA the uploads add no synchronisation. The
 first call on a model and input shape measures the chunk size (which synchronises per
 measured chunk), so every count is taken on a second call.
@@ -55,7 +55,7 @@ def test_counter_sees_syncs():
 
 
 #: the only source of tensors made from Python data in a call: ``upload``, whose copy does not wait on CUDA
-UPLOAD = "tensor from host data at torchlime/_upload.py"
+UPLOAD = "tensor from host data at torchlime/_util/upload.py"
 NORM = ((0.5, 0.45, 0.4), (0.25, 0.2, 0.2))
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torchlime
-from torchlime._colours import BLUE, RED, WHITE, diverging
+from torchlime._util.colours import BLUE, RED, WHITE, diverging
 from torchlime.engine.notebook import png_bytes
 
 

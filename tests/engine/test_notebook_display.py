@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torchlime
-from torchlime._colours import BLUE, LEGEND, RED, WHITE, css
+from torchlime._util.colours import BLUE, LEGEND, RED, WHITE, css
 from torchlime.audio import explain_spectrogram
 from torchlime.engine.info import PREVIEW_SIDE, Info
 from torchlime.engine.notebook_panels import heat_of

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torchlime
-from torchlime._checks import from_numpy
+from torchlime._util.checks import from_numpy
 
 FEATS = torch.arange(16).view(1, 1, 4, 4) // 2
 

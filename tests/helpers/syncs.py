@@ -3,7 +3,7 @@
 A ``TorchDispatchMode`` counts scalar reads, ``nonzero``, ``unique``, ``bincount``, ``equal``, boolean
 indexing and copies to the host; ``tolist`` / ``numpy`` / ``cpu`` / ``item`` calls are counted at the
 Python level; tensors made from Python data (``aten.lift_fresh``) are counted apart as uploads, each
-named by the source line that made it (``torchlime/_upload.py`` for the uploads that do not wait on CUDA).
+named by the source line that made it (``torchlime/_util/upload.py`` for the uploads that do not wait on CUDA).
 """
 
 from __future__ import annotations

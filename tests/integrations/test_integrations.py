@@ -13,8 +13,8 @@ import torch
 
 from torchlime import Call
 from torchlime.image import Images
+from torchlime.integrations.probe import ProbeExplainer
 from torchlime.integrations.tensorboard_probe import TensorBoardProbe, heatmap_rgb, log_explanation, quality_scalars
-from torchlime.training import ProbeExplainer
 
 GRID = torch.arange(16).view(4, 4).repeat_interleave(4, 0).repeat_interleave(4, 1)  # 4 x 4 cells of 4 x 4 pixels
 
@@ -151,7 +151,7 @@ def test_heatmaps_of_tokens_are_bands():
 @pytest.mark.parametrize(
     "kwargs, error",
     [
-        (dict(probe="not a probe"), "`probe` must be a torchlime.training.ProbeExplainer"),
+        (dict(probe="not a probe"), "`probe` must be a torchlime.integrations.probe.ProbeExplainer"),
         (dict(writer=object()), "`writer` must have an `add_scalar` method"),
         (dict(tag=""), "`tag` must be a non-empty str"),
     ],

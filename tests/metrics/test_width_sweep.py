@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torchlime
-from torchlime._colours import BLUE_HEX, RED_HEX
+from torchlime._util.colours import BLUE_HEX, RED_HEX
 from torchlime.metrics import width_sweep
 from torchlime.metrics.width import WidthSweep
 from torchlime.stages.weighting import ExponentialKernel

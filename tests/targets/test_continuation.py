@@ -13,8 +13,8 @@ from torch import nn
 from torchlime.engine import Explainer
 from torchlime.targets.continuation import Continuation
 from torchlime.text import Generation
+from torchlime.text._explain import explain_generation
 from torchlime.text._generation import left_pad
-from torchlime.text.generation import explain_generation
 
 LP = 6  # prompt length of the copy model
 

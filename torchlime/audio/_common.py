@@ -7,7 +7,7 @@ from typing import Optional, Union
 
 import torch
 
-from torchlime._checks import check_positive_float
+from torchlime._util.checks import check_positive_float
 from torchlime.audio.stft import istft
 from torchlime.engine.presets import PRESETS
 from torchlime.stages.perturb.fills import Blur

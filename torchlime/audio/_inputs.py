@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from torchlime._checks import check_ndim, check_tensor
+from torchlime._util.checks import check_ndim, check_tensor
 
 
 def check_audio(x: Any, name: str, ndims: tuple[int, ...], layout: str) -> None:

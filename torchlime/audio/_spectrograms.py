@@ -9,7 +9,7 @@ from typing import ClassVar, Literal, Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_positive_int, from_numpy
+from torchlime._util.checks import check_positive_int, from_numpy
 from torchlime.audio._common import audio_fill, check_sample_rate
 from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import SegmentSpec, spectrogram_segments, warn_bins

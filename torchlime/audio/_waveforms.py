@@ -16,7 +16,7 @@ from typing import ClassVar, Literal, Optional, cast
 
 import torch
 
-from torchlime._checks import check_choice, check_finite, check_positive_float, check_positive_int
+from torchlime._util.checks import check_choice, check_finite, check_positive_float, check_positive_int
 from torchlime.audio._common import audio_fill, check_invertible, check_sample_rate
 from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import bin_frequencies, check_segment_counts, mel_bands

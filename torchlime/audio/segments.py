@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, describe, user_stacklevel
+from torchlime._util.checks import check_integer, check_positive_int, describe, user_stacklevel
 from torchlime.stages.features import cell_ids
 
 SegmentSpec = Union[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]

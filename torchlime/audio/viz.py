@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
 import numpy as np
 import torch
 
-from torchlime import _colours
-from torchlime._checks import check_ndim, check_tensor, describe, require
+from torchlime._util import colours as _colours
+from torchlime._util.checks import check_ndim, check_tensor, describe, require
 from torchlime.audio._axis_units import AxisUnits
 from torchlime.audio._spectrograms import SpectrogramInfo
 from torchlime.audio._waveforms import WaveformInfo

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import torch
 
-from torchlime._checks import describe, require
+from torchlime._util.checks import describe, require
 from torchlime.audio.viz import plot_spectrogram_explanation
 from torchlime.engine.explanation import Explanation
 from torchlime.targets import TranscriptInfo

@@ -175,12 +175,12 @@ def read_record(folder: Path) -> dict[str, object]:
     """``DIR/dataset.json`` of explain-dataset (files, classes, how images were read), or {} without one.
 
     Read as untrusted input: a regular file (never through a link, never a named pipe), at most
-    ``MAX_RECORD`` bytes, JSON nested at most 32 levels (``torchlime.dataset._files``).
+    ``MAX_RECORD`` bytes, JSON nested at most 32 levels (``torchlime._util.files``).
 
     Raises:
         CliError: a ``dataset.json`` that cannot be read or parsed.
     """
-    from torchlime.dataset._files import Folder
+    from torchlime._util.files import Folder
 
     try:
         with Folder.open(folder) as d:

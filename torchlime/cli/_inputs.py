@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import torch
 
-from torchlime._checks import require
+from torchlime._util.checks import require
 from torchlime.cli._common import CliError, one_line, short_error
 
 EXTENSIONS = {".png": "image", ".jpg": "image", ".jpeg": "image", ".wav": "audio", ".txt": "text"}
@@ -243,7 +243,7 @@ def tokenize_with_hf(texts: list[str], name: str) -> Tokens:
 
 def feature_counts(t: Tokens) -> list[int]:
     """The number of explained features (words or tokens) of every text."""
-    from torchlime.text._explain import token_features
+    from torchlime.text import token_features
 
     feats = token_features(t.input_ids, t.attention_mask, t.word_ids, torch.tensor(t.special_ids, dtype=torch.long))
     return [int(row[row >= 0].unique().numel()) for row in feats]

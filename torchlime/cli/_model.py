@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import torch
 from torch import nn
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.cli._common import CliError, short_error
 from torchlime.cli._pt2 import check_exported
 

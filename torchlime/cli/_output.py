@@ -4,7 +4,7 @@ A command writes next to folders that may come from elsewhere (``torchlime show 
 ``DIR/pictures``, ``torchlime summarize DIR`` into ``DIR/summary``). An output folder the command derives
 inside such a folder must not be a link (it is refused, never followed); a folder the caller names with
 ``--out`` may itself be, or pass through, a link (the caller chose it). Every file is written into the
-open folder with ``Folder.write`` (``torchlime.dataset._files``): a temporary file created with
+open folder with ``Folder.write`` (``torchlime._util.files``): a temporary file created with
 ``O_EXCL | O_NOFOLLOW``, renamed over the entry; an entry that is a link is refused with a message naming it.
 Files that a library writes by path (``Explanation.save``, WAV files) are written into a private staging
 folder first, then copied in the same way.
@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
 
+from torchlime._util.files import Folder
 from torchlime.cli._common import CliError
-from torchlime.dataset._files import Folder
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -135,8 +135,7 @@ def explain_images(
     model: nn.Module, args: argparse.Namespace, paths: list[Path], target: Target, device: torch.device
 ) -> list[Group]:
     """Segment every group of equal-size images, check ``--top-k``, then explain each group."""
-    from torchlime.image import explain_image
-    from torchlime.image._defaults import default_segments
+    from torchlime.image import default_segments, explain_image
     from torchlime.image.segments import resolve_segments
 
     size = tuple(args.size) if args.size else None

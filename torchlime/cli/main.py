@@ -25,7 +25,7 @@ from typing import Optional, Protocol, Sequence
 from torchlime.cli import bench, demo, explain, explain_dataset, show, summarize
 from torchlime.cli._args import Parser
 from torchlime.cli._common import CliError, short_error, size_usage
-from torchlime.dataset._lock import FolderLockedError
+from torchlime.dataset import FolderLockedError
 from torchlime.engine.sizes import SizeError
 from torchlime.stages.forward.errors import ModelCallError
 

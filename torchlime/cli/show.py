@@ -117,7 +117,7 @@ def _heatmap_alone(exp: Explanation, target_index: int, title: str) -> Figure:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from torchlime import _colours
+    from torchlime._util import colours as _colours
     from torchlime.image.segments import boundaries
 
     heat_t = exp.heatmap(target_index)[0, 0].detach().float().cpu()

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional, Union, cast
 import numpy as np
 import torch
 
-from torchlime._checks import check_finite, describe
+from torchlime._util.checks import check_finite, describe
 from torchlime.stages.forward.errors import model_call_error
 from torchlime.stages.forward.model import model_placement
 

@@ -7,7 +7,7 @@ from typing import Optional, Union, cast
 
 import numpy as np
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat._shap_fit import Rule
 
 Seed = Union[int, np.random.RandomState, np.random.Generator, None]

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.stages.forward.model import select_output
 
 #: what the explained rows, the background and the model's outputs may be

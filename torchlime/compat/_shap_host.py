@@ -28,7 +28,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat._shap_data import ModelCall
 from torchlime.stages.forward.errors import model_call_error
 from torchlime.stages.forward.passes import progress_bar

@@ -17,7 +17,7 @@ import warnings
 from types import FrameType
 from typing import Iterator, Mapping, Optional, Sequence
 
-from torchlime._checks import check_positive_int
+from torchlime._util.checks import check_positive_int
 from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.engine.sizes import SizeError
 

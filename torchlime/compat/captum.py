@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat._captum_args import (
     ERRORS,
     CaptumFill,

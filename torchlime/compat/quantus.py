@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Optional, Union, cast
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.metrics.curves import Curves, deletion
 from torchlime.metrics.randomisation import randomisation_check, similarity_fn
 from torchlime.metrics.sensitivity import max_sensitivity

@@ -32,7 +32,7 @@ from typing import Callable, Optional, Union, cast
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat import _shap_args as checks
 from torchlime.compat import _shap_design as design
 from torchlime.compat._shap_args import Seed

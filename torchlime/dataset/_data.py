@@ -36,7 +36,7 @@ from torch.utils.data import (
 )
 from torch.utils.data.distributed import DistributedSampler
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 
 Batch = tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]  # positions (b,), inputs (b, ...), labels
 _COPIED = (

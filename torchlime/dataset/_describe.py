@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Protocol, Sequence, Union
 
 import torch
 
-from torchlime.targets._base import Target
+from torchlime.targets.base import Target
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 #: a description: JSON-ready plain data

@@ -20,7 +20,7 @@ from typing import Any, Optional, Union
 import torch
 from tqdm.auto import tqdm
 
-from torchlime._checks import check_positive_int, describe
+from torchlime._util.checks import check_positive_int, describe
 from torchlime.dataset._data import Source
 from torchlime.dataset._describe import describe_model, fingerprint, input_fingerprint
 from torchlime.dataset._distributed import Context, context, place

@@ -14,7 +14,7 @@ from typing import ClassVar, Optional, Protocol
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.info import Info
 

@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, Mapping
 import torch
 from safetensors.torch import save
 
-from torchlime.dataset._files import Folder
+from torchlime._util.files import Folder
 from torchlime.dataset._shardfile import ShardFile
 
 DIGEST: Final = "sha256"
@@ -85,7 +85,7 @@ def shard_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> t
 def read_header(folder: Folder, name: str, verify: bool) -> tuple[Status, dict[str, Any], str]:
     """A shard file's header, checked against the file's size and, when ``verify``, the digest it holds.
 
-    The file is opened without following a link and must be a regular file (``_files``); its header is
+    The file is opened without following a link and must be a regular file (``_util.files``); its header is
     checked before anything else is read (``_shardfile``).
 
     Args:

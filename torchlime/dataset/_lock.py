@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from torchlime.dataset._files import Folder, load_json
+from torchlime._util.files import Folder, load_json
 
 LOCK = ".lock"
 #: the most bytes a lock file may hold

@@ -16,7 +16,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.dataset._describe import Plain, describe_value
 from torchlime.engine.config import Call, Config
 from torchlime.engine.explainer import Explainer, ModalitySpec

@@ -21,9 +21,9 @@ DOORS = {
     "torchlime.audio._explain.explain_spectrogram": "torchlime.Spectrograms",
     "torchlime.audio._explain.explain_waveform": "torchlime.Waveforms",
     "torchlime.text._explain.explain_tokens": "torchlime.text.Tokens",
-    "torchlime.text._text.explain_text": "torchlime.text.Words",
+    "torchlime.text._explain.explain_text": "torchlime.text.Words",
     "torchlime.tabular._explain.explain_tabular": "torchlime.Tabular",
-    "torchlime.series._series.explain_series": "torchlime.Series",
+    "torchlime.series._explain.explain_series": "torchlime.Series",
 }
 #: the 0.1 keywords whose meaning moved: ``model_batch_size`` is the explainer's ``batch_size``
 _RUN_KEYWORDS = ("max_memory", "batch_size", "progress", "index")

@@ -3,7 +3,7 @@
 ``load_results(out)`` reads only ``index.json`` and the shards' headers; tensors are read from
 the shard files when asked for (one read of just the rows a slice needs, ``_shardfile``), so a folder
 larger than memory can be walked shard by shard. The folder is untrusted input: its entries are opened
-without following links and checked before anything is allocated (``_files``, ``_shardfile``).
+without following links and checked before anything is allocated (``_util.files``, ``_shardfile``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Iterator, Optional, Union, overload
 
 import torch
 
-from torchlime._checks import describe
-from torchlime.dataset._files import Folder
+from torchlime._util.checks import describe
+from torchlime._util.files import Folder
 from torchlime.dataset._loaded import Results
 from torchlime.dataset._scan import (
     FIRST,

@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.dataset._scan import MAPS, OPTIONAL, REQUIRED, pad_targets
 from torchlime.engine.explanation import Explanation
 

@@ -4,7 +4,7 @@
 a run, verifying each file and leaving out (with a warning naming it) those that are damaged;
 ``clean_temporary`` removes the temporary files of dead writers. The folder is untrusted input: every
 entry is opened relative to the folder without following a link and checked before anything is
-allocated (``_files``, ``_shardfile``).
+allocated (``_util.files``, ``_shardfile``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Optional, Sequence, TypedDict, Union, cast
 
 import torch
 
-from torchlime.dataset._files import COUNT_LIMIT, Folder, count
+from torchlime._util.files import COUNT_LIMIT, Folder, count
 from torchlime.dataset._integrity import DIGEST, index_digest, read_header
 from torchlime.dataset._lock import tmp_is_orphan
 from torchlime.dataset._shardfile import input_shape

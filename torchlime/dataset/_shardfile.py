@@ -26,7 +26,7 @@ from typing import Any, Iterator, NamedTuple, Optional
 
 import torch
 
-from torchlime.dataset._files import Folder, count, load_json, read_at
+from torchlime._util.files import Folder, count, load_json, read_at
 
 #: safetensors' bound on a header's length (bytes)
 MAX_HEADER = 100_000_000

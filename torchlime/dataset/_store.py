@@ -51,8 +51,8 @@ from typing import Mapping, Optional, Union
 import safetensors
 import torch
 
+from torchlime._util.files import Folder
 from torchlime.dataset._describe import differences
-from torchlime.dataset._files import Folder
 from torchlime.dataset._integrity import DIGEST, index_digest, shard_bytes
 from torchlime.dataset._lock import writer_tag
 from torchlime.dataset._old_runs import is_old, refusal

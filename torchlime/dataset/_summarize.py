@@ -19,7 +19,7 @@ from typing import Iterator, Optional, Sequence, Union
 import torch
 from tqdm.auto import tqdm
 
-from torchlime._checks import check_positive_int, describe, user_stacklevel
+from torchlime._util.checks import check_positive_int, describe, user_stacklevel
 from torchlime.dataset._loaded import Results
 from torchlime.dataset._results import LazyResults, load_results
 from torchlime.dataset._summary_plots import Summary

@@ -1,6 +1,6 @@
 """``Summary``: what ``summarize`` returns (per-class importance of every feature), its table, JSON and pictures.
 
-The pictures follow the one colour convention (``torchlime._colours``): red supports the target, blue
+The pictures follow the one colour convention (``torchlime._util.colours``): red supports the target, blue
 opposes it. ``plot_bars`` draws the mean |weight| of the top features of each class as horizontal bars,
 coloured by the sign of the mean signed weight, with the bootstrap interval as error bars;
 ``plot_beeswarm`` draws one dot per explanation (a (row, target) pair) at its signed weight. matplotlib
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Optional, Union, cast
 
 import torch
 
-from torchlime import _colours
-from torchlime._checks import check_positive_int, require
+from torchlime._util import colours as _colours
+from torchlime._util.checks import check_positive_int, require
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -17,7 +17,7 @@ from typing import Any, Literal, Optional, Union
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 
 
 class StoredDataError(ValueError):

@@ -14,8 +14,8 @@ from typing import Any, Optional, Union
 
 import torch
 
-from torchlime._checks import user_stacklevel
-from torchlime._upload import upload
+from torchlime._util.checks import user_stacklevel
+from torchlime._util.upload import upload
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.fit import padded_as_nan, solve
 from torchlime.engine.plan import Plan

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Optional, TypeVar, Union, cast
 import torch
 from typing_extensions import TypedDict
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.accel import ACCELERATE
 from torchlime.engine.presets import check_preset, resolve
 from torchlime.engine.registry import resolve_kernel, resolve_sampler, resolve_surrogate

@@ -19,7 +19,7 @@ from typing import Any, Sequence, Union, cast
 import torch
 from typing_extensions import Unpack
 
-from torchlime._checks import from_numpy
+from torchlime._util.checks import from_numpy
 from torchlime.engine.assemble import assemble
 from torchlime.engine.config import (
     NAMED,

@@ -13,13 +13,13 @@ from typing import Any, Optional, Union
 
 import torch
 
-from torchlime._checks import check_positive_int, describe
+from torchlime._util.checks import check_positive_int, describe
 from torchlime.engine._stored import StoredDataError, check_plain
 from torchlime.engine.config import Call, Config
 from torchlime.engine.info import Info, describe_inputs, rebuild
 from torchlime.engine.run_record import RunRecord
 from torchlime.stages.perturb.record import Perturbation
-from torchlime.targets._base import Bound
+from torchlime.targets.base import Bound
 from torchlime.typing import KernelSpec, RankBy, SurrogateSpec
 
 _TENSORS = (

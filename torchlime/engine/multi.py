@@ -12,7 +12,7 @@ from typing import cast
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.engine.config import Call, Config
 from torchlime.engine.modality import Modality, Prepared
 from torchlime.engine.presets import resolve as resolve_preset

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import torch
 
-from torchlime._colours import RED, RED_HEX, diverging
+from torchlime._util.colours import RED, RED_HEX, diverging
 from torchlime.engine.info import describe_inputs
 from torchlime.engine.notebook_panels import (
     Shown as Shown,

@@ -1,6 +1,6 @@
 """The pictures of the notebook display (``engine.notebook``): heat maps over the inputs, bars, texts.
 
-Every picture draws weights on the one diverging map of ``torchlime._colours`` (red supports the
+Every picture draws weights on the one diverging map of ``torchlime._util.colours`` (red supports the
 target, blue opposes it) at one scale per input, which a colour scale under the pictures states:
 heat maps as PNGs made here (no plotting package needed), over a faded grey copy of the input where
 the explanation's record keeps one (``Info.preview``); texts highlighted in place (``css``); other
@@ -18,7 +18,7 @@ from typing import Any, Optional, Protocol, Sequence
 
 import torch
 
-from torchlime._colours import ALPHA_MAX, ALPHA_MIN, BLUE, BLUE_HEX, LEGEND, RED, RED_HEX, WHITE, css, diverging
+from torchlime._util.colours import ALPHA_MAX, ALPHA_MIN, BLUE, BLUE_HEX, LEGEND, RED, RED_HEX, WHITE, css, diverging
 from torchlime.engine.info import Info
 from torchlime.engine.run_record import RunRecord
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from torchlime._checks import check_finite, check_normalize, check_tensor, describe
+from torchlime._util.checks import check_finite, check_normalize, check_tensor, describe
 from torchlime.engine.rows import Run
 from torchlime.engine.settings import Settings
 from torchlime.engine.sizes import check_sizes
@@ -27,7 +27,7 @@ from torchlime.stages.perturb.blend import Normalize
 from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline, signal_dims
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import Rows, Sampler, make_key
-from torchlime.targets._base import Target
+from torchlime.targets.base import Target
 from torchlime.typing import TargetSpec
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, cast
 
-from torchlime._checks import check_choice
+from torchlime._util.checks import check_choice
 from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
 from torchlime.stages.sampling import BernoulliSampler, UniformCountSampler
 from torchlime.stages.surrogate import Lasso, Ridge

@@ -18,7 +18,7 @@ from typing import Any, Optional, Protocol, cast
 
 import torch
 
-from torchlime._checks import check_positive_int, user_stacklevel
+from torchlime._util.checks import check_positive_int, user_stacklevel
 from torchlime.engine.config import Call, Config
 from torchlime.engine.fit import choose_width, fit_samples, padded_as_nan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report

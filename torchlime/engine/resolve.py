@@ -12,7 +12,7 @@ import dataclasses
 
 import torch
 
-from torchlime._checks import check_integer, check_tensor, describe, from_numpy
+from torchlime._util.checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.accel import accelerate_model
 from torchlime.engine.config import fill_unset, given
 from torchlime.engine.modality import Prepared
@@ -22,7 +22,7 @@ from torchlime.engine.settings import Settings
 from torchlime.methods.adaptive import resolve_n_samples
 from torchlime.stages.forward.chunking import check_batch_size
 from torchlime.stages.forward.targets import check_target
-from torchlime.targets._base import Target
+from torchlime.targets.base import Target
 from torchlime.typing import Model
 
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)

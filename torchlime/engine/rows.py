@@ -14,7 +14,7 @@ from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 
 import torch
 
-from torchlime._upload import upload
+from torchlime._util.upload import upload
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.engine.row_spans import input_spans, row_coords, sample_rows
@@ -29,7 +29,7 @@ from torchlime.stages.normal import NormalAccumulator
 from torchlime.stages.perturb.blend import Chunk, OrderedPerturbFn
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.weighting import Kernel
-from torchlime.targets._base import Bound, Target, cat_rows, take_rows
+from torchlime.targets.base import Bound, Target, cat_rows, take_rows
 
 T = TypeVar("T")
 #: a pass whose masks hold at most this many elements draws them at once, not chunk by chunk: the same
@@ -314,7 +314,7 @@ class Run:
     def _consume_structured(
         self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
     ) -> None:
-        """``_consume`` for a ``Target`` object: it reads the raw output (``torchlime.targets._base``)."""
+        """``_consume`` for a ``Target`` object: it reads the raw output (``torchlime.targets.base``)."""
         target, output = cast(Target, self.settings.target), self.settings.call.output
         if output is not None:
             out = output(out) if callable(output) else cast(dict[Union[int, str], object], out)[output]

@@ -6,7 +6,10 @@ engine once. Submodules: ``segments`` (SLIC on the device, grids, scikit-image a
 planted ground truth and ``torchlime demo`` are in ``torchlime.demo``.
 """
 
-from torchlime.image._explain import LIME_QUICKSHIFT, Images, ImagesInfo, SegmentsSpec, explain_image
+from torchlime.image._defaults import default_segments
+from torchlime.image._explain import explain_image
+from torchlime.image._images import LIME_QUICKSHIFT, Images, SegmentsSpec
+from torchlime.image._info import ImagesInfo
 from torchlime.image.segments import boundaries, grid, resolve_segments, skimage_segments, slic
 
 __all__ = [
@@ -20,4 +23,5 @@ __all__ = [
     "skimage_segments",
     "boundaries",
     "resolve_segments",
+    "default_segments",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from torchlime._checks import check_positive_int
+from torchlime._util.checks import check_positive_int
 
 #: samples per segment the default aims for (four times lime #524's rule of thumb, from the measurement above)
 SAMPLES_PER_SEGMENT = 40

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from torchlime._upload import upload
+from torchlime._util.upload import upload
 
 __all__ = ["rgb_to_lab"]
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from torchlime import _backend
-from torchlime._checks import (
+from torchlime._util.checks import (
     check_choice,
     check_integer,
     check_ndim,

@@ -4,7 +4,7 @@
 segment borders come from ``segments.boundaries``);
 ``plot_image_explanation`` and ``save_image_explanation`` draw a four-panel figure:
 input, segment boundaries, heatmap over the image, the top segments by |weight| (red supports the target,
-blue opposes it, as in every picture: ``torchlime._colours``). Like every picture of torchlime
+blue opposes it, as in every picture: ``torchlime._util.colours``). Like every picture of torchlime
 they take the explanation first, then what is drawn (a save function the path last), then options
 by keyword, and a plot function returns the matplotlib ``Figure``.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import torch
 
-from torchlime import _colours
-from torchlime._checks import check_positive_int, require
+from torchlime._util import colours as _colours
+from torchlime._util.checks import check_positive_int, require
 from torchlime.engine.explanation import Explanation
 from torchlime.image._pixels import to_hwc, top_segments
 from torchlime.image.segments import boundaries
@@ -303,7 +303,7 @@ def plot_coefficients_with_uncertainty(
         >>> len(fig.axes[0].patches)  # one bar per feature
         8
     """
-    from torchlime._checks import check_positive_float
+    from torchlime._util.checks import check_positive_float
 
     exp = explanation
     plt = require("matplotlib.pyplot", "viz", "plot_coefficients_with_uncertainty")

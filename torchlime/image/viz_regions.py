@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 
-from torchlime import _colours
-from torchlime._checks import check_positive_int, describe, require
+from torchlime._util import colours as _colours
+from torchlime._util.checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.image._pixels import to_hwc
 from torchlime.targets.region import Region

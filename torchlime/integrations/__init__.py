@@ -1,7 +1,7 @@
 """Explanations inside training loops, logged where training is watched, and inside Ray Data pipelines.
 
 * ``torchlime.integrations.tensorboard_probe``: ``TensorBoardProbe`` (a plain PyTorch loop calls it every
-  step; it explains fixed probe inputs every k steps through ``torchlime.training.ProbeExplainer``
+  step; it explains fixed probe inputs every k steps through ``torchlime.integrations.probe.ProbeExplainer``
   and logs heatmaps, weighted R², quality flags and samples per second to a ``SummaryWriter``),
   and ``log_explanation`` / ``heatmap_rgb`` for any explanation. Needs ``pip install tensorboard``.
 * ``torchlime.integrations.lightning_callback``: ``ExplainCallback``, the same as a Lightning callback,
@@ -15,4 +15,9 @@
 No optional package is imported before it is used: importing these modules is free.
 """
 
-__all__ = ["lightning_callback", "ray_data", "tensorboard_probe"]
+__all__ = [
+    "lightning_callback",
+    "ray_data",
+    "tensorboard_probe",
+    "probe",
+]

@@ -1,6 +1,6 @@
 """``ExplainCallback``: explain fixed probe inputs every k optimizer steps of a Lightning run.
 
-A ``Callback`` over ``torchlime.training.ProbeExplainer`` (no gradients, modes and RNG states
+A ``Callback`` over ``torchlime.integrations.probe.ProbeExplainer`` (no gradients, modes and RNG states
 restored, so training is unchanged; optionally on its own CUDA stream with ``stream=True``). It
 explains the probe at the start of training (step 0: the initial weights) and after every
 ``every``-th optimizer step (``trainer.global_step``; once per step, whatever the gradient
@@ -29,12 +29,12 @@ from typing import Any, Callable, Optional, Protocol, cast
 
 import torch
 
-from torchlime._checks import check_positive_int, check_tensor, require
+from torchlime._util.checks import check_positive_int, check_tensor, require
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
+from torchlime.integrations.probe import ProbeExplainer
 from torchlime.integrations.tensorboard_probe import Writer, log_explanation, quality_scalars
-from torchlime.training import ProbeExplainer
 
 __all__ = ["ExplainCallback", "ExplainCallbackLogic"]  # noqa: F822 - ExplainCallback: module __getattr__
 

@@ -52,7 +52,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch
 
-from torchlime._checks import check_positive_int, describe, require
+from torchlime._util.checks import check_positive_int, describe, require
 from torchlime.dataset._distributed import place
 from torchlime.dataset._modality_run import ModalityRun, check_keep
 from torchlime.dataset._rows import rows_of

@@ -1,6 +1,6 @@
 """Explanations of probe inputs logged to TensorBoard from a plain PyTorch training loop.
 
-``TensorBoardProbe(probe, writer)`` wraps a ``torchlime.training.ProbeExplainer`` (which leaves
+``TensorBoardProbe(probe, writer)`` wraps a ``torchlime.integrations.probe.ProbeExplainer`` (which leaves
 training bit-identical: no gradients, modes and RNG states restored, optionally on its own CUDA
 stream with ``stream=True``). Call it every step; every ``probe.every`` steps it explains the
 probe and writes, under ``tag`` (default ``torchlime``):
@@ -35,9 +35,9 @@ from typing import Optional, Protocol
 
 import torch
 
-from torchlime._checks import check_positive_int, describe, require
+from torchlime._util.checks import check_positive_int, describe, require
 from torchlime.engine.explanation import Explanation
-from torchlime.training import ProbeExplainer
+from torchlime.integrations.probe import ProbeExplainer
 
 
 class Writer(Protocol):
@@ -215,7 +215,7 @@ class TensorBoardProbe:
         max_images: int = 8,
     ) -> None:
         if not isinstance(probe, ProbeExplainer):
-            raise TypeError(f"`probe` must be a torchlime.training.ProbeExplainer, got {describe(probe)}")
+            raise TypeError(f"`probe` must be a torchlime.integrations.probe.ProbeExplainer, got {describe(probe)}")
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"`tag` must be a non-empty str, got {describe(tag)}")
         check_positive_int(max_images, "max_images")

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import torch
 
-from torchlime._checks import check_positive_float, check_positive_int, describe
+from torchlime._util.checks import check_positive_float, check_positive_int, describe
 from torchlime.stages.normal import Fit, Normal
 from torchlime.typing import NSamples as NSamples
 

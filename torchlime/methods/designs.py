@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from torchlime._checks import check_positive_float
-from torchlime.stages.sampling import _GOLDEN, _M32, BernoulliSampler, Rows, Sampler, _random_subset, mix32
+from torchlime._util.checks import check_positive_float
+from torchlime.stages.sampling import GOLDEN, M32, BernoulliSampler, Rows, Sampler, mix32, random_subset
 
 _SOBOL_BITS = 30
 
@@ -78,7 +78,7 @@ class StratifiedSampler(Sampler):
         pmf = torch.where(k <= nf.unsqueeze(1), log_prob(torch.minimum(k, nf.unsqueeze(1))).exp(), 0.0)
         cdf = pmf.cumsum(1)
         kept = (cdf < u.unsqueeze(1) * cdf[:, -1:]).sum(1)  # inverse CDF: 0..F_b
-        return _random_subset(rows, kept)
+        return random_subset(rows, kept)
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class SobolSampler(Sampler):
             on = ((rows.samples >> bit) & 1).bool().unsqueeze(1)
             x = torch.where(on, x ^ v[:, bit], x)
         # a random digital shift per input and feature, from the call's key
-        cols = mix32(torch.arange(rows.f_max, device=dev, dtype=torch.long) * _GOLDEN & _M32)
+        cols = mix32(torch.arange(rows.f_max, device=dev, dtype=torch.long) * GOLDEN & M32)
         shift = mix32(rows.input_hash(5).unsqueeze(1) ^ cols) >> (32 - _SOBOL_BITS)
         u = (x ^ shift).double() / (1 << _SOBOL_BITS)
         return u < self.p

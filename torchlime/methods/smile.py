@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from torchlime._checks import check_choice, check_positive_float, check_tensor, describe
+from torchlime._util.checks import check_choice, check_positive_float, check_tensor, describe
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.weighting import Kernel
 from torchlime.typing import SmileStatistic

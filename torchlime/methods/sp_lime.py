@@ -14,7 +14,7 @@ from typing import Optional, Union
 
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime._util.checks import check_integer, check_positive_int, check_tensor, describe
 from torchlime.typing import HasCoef
 
 

@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_choice, check_positive_int, check_tensor, describe
+from torchlime._util.checks import check_choice, check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.stages.forward.model import OutputSelector
 

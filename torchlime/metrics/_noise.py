@@ -14,7 +14,7 @@ from typing import ClassVar, Union
 
 import torch
 
-from torchlime._checks import check_positive_float, check_positive_int, describe
+from torchlime._util.checks import check_positive_float, check_positive_int, describe
 from torchlime.metrics._common import given_perturbations
 from torchlime.stages.sampling import Rows
 from torchlime.typing import Seed

@@ -13,7 +13,7 @@ from typing import Optional, cast
 
 from typing_extensions import TypedDict
 
-from torchlime._checks import check_positive_int
+from torchlime._util.checks import check_positive_int
 from torchlime.metrics._common import Scoring, check_bool
 from torchlime.metrics._replay import own_output, own_softmax
 from torchlime.stages.forward.model import OutputSelector

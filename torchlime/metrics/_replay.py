@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple, Optional, Union, cast
 
 import torch
 
-from torchlime._checks import check_finite, check_tensor, describe
+from torchlime._util.checks import check_finite, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import Scoring, check_explanation
 from torchlime.stages.features import prepare_features
@@ -54,7 +54,7 @@ from torchlime.stages.perturb.fills import (
 )
 from torchlime.stages.perturb.record import Perturbation
 from torchlime.stages.sampling import make_key
-from torchlime.targets._base import Bound
+from torchlime.targets.base import Bound
 from torchlime.typing import UNSET
 
 MasksOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input b (c,), row s (c,)) -> bool (c, F)

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from torchlime._checks import check_positive_int, check_tensor, describe
+from torchlime._util.checks import check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import (
     FeatureSet,

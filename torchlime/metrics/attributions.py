@@ -36,7 +36,7 @@ from typing import Optional, Union
 
 import torch
 
-from torchlime._checks import check_tensor, describe
+from torchlime._util.checks import check_tensor, describe
 from torchlime.engine.config import Config
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._replay import _rebuild

@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional, Union
 import torch
 from typing_extensions import Unpack
 
-from torchlime._checks import check_choice
+from torchlime._util.checks import check_choice
 from torchlime.metrics._common import (
     Scoring,
     check_bool,

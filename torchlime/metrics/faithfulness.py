@@ -12,7 +12,7 @@ from typing import Optional, Union
 import torch
 from typing_extensions import Unpack
 
-from torchlime._checks import check_positive_int
+from torchlime._util.checks import check_positive_int
 from torchlime.metrics._common import (
     check_by,
     check_explanation,

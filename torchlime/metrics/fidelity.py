@@ -31,7 +31,7 @@ from typing import Callable, Optional, Union
 import torch
 from typing_extensions import Unpack
 
-from torchlime._checks import check_tensor, describe
+from torchlime._util.checks import check_tensor, describe
 from torchlime.metrics._common import check_bool, check_explanation, invalid_to_nan, target_columns
 from torchlime.metrics._noise import GaussianNoise, Noise, perturbation_rows
 from torchlime.metrics._options import ScoreOptions, scoring

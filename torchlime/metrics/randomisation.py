@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 import torch
 
-from torchlime._checks import check_choice, describe, require
+from torchlime._util.checks import check_choice, describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import average_ranks, check_bool
 

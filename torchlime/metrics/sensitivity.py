@@ -25,7 +25,7 @@ from typing import Callable, Optional, Union
 
 import torch
 
-from torchlime._checks import check_positive_float, check_positive_int, check_tensor, describe
+from torchlime._util.checks import check_positive_float, check_positive_int, check_tensor, describe
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation

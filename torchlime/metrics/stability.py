@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_positive_int, check_tensor, describe
+from torchlime._util.checks import check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import average_ranks, check_by, invalid_to_nan, ranking_key, top_k_mask
 from torchlime.metrics.attributions import flat_record

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, cast
 
 import torch
 
-from torchlime._checks import check_tensor, describe, require
+from torchlime._util.checks import check_tensor, describe, require
 from torchlime.metrics._common import trapezoid
 
 if TYPE_CHECKING:

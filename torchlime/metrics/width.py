@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Sequence, Union, cast
 
 import torch
 
-from torchlime._checks import check_positive_int, describe, require
-from torchlime._colours import BLUE_HEX, RED_HEX
+from torchlime._util.checks import check_positive_int, describe, require
+from torchlime._util.colours import BLUE_HEX, RED_HEX
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.fit import N_FOLDS, cross_validate, reference_width
 from torchlime.engine.quality import UnreliableExplanationWarning

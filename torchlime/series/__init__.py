@@ -6,7 +6,8 @@ is the call's ``baseline=``, by default each channel's mean, or ``SeriesFill("in
 (``torchlime.metrics``) take its explanations.
 """
 
-from torchlime.series._series import Series, SeriesFill, SeriesInfo, explain_series
+from torchlime.series._explain import explain_series
+from torchlime.series._series import Series, SeriesFill, SeriesInfo
 from torchlime.series.viz import plot_series
 
 __all__ = ["Series", "SeriesFill", "SeriesInfo", "explain_series", "plot_series"]

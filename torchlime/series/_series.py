@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Optional, Union, get_args
+from typing import ClassVar, Literal, Optional, get_args
 
 import torch
-from typing_extensions import Unpack
 
-from torchlime._checks import check_choice, check_positive_int, check_tensor
-from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared, documented, explain_with
-from torchlime.engine.config import ExplainOptions
+from torchlime._util.checks import check_choice, check_positive_int, check_tensor
+from torchlime.engine import Call, Config, Info, Modality, Prepared
 from torchlime.stages.features import even_bands
 from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline
-from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
+from torchlime.typing import UNSET, Model
 
 SeriesSegments = Literal["window", "channel", "window_channel"]
 SeriesFillName = Literal["mean", "interpolate", "noise", "shuffle"]
@@ -141,46 +139,3 @@ class Series(Modality):
         windows = tuple((-(-w * n_steps // k), -(-(w + 1) * n_steps // k)) for w in range(k))  # even_bands' windows
         info = SeriesInfo(self.segments, k, windows, fill.name if isinstance(fill, SeriesFill) else None)
         return Prepared(series, features, how, call, input_name="series", info=info)
-
-
-@documented
-def explain_series(  # noqa: D417 (target, n_samples, generator: described on ``Call``, added by ``documented``)
-    model: Model,
-    series: torch.Tensor,
-    *,
-    segments: SeriesSegments = "window",
-    n_windows: int = 10,
-    target: Union[TargetSpec, Unset] = UNSET,
-    n_samples: Union[NSamples, Unset] = UNSET,
-    generator: Seed = None,
-    **options: Unpack[ExplainOptions],
-) -> Explanation:
-    """Explain a model of multivariate time series with LIME over windows, channels or both.
-
-    Args:
-        model: callable on (c, C, T) batches returning scores (c, K) or (c,).
-        series: float (B, C, T) series (C channels of T steps), given to the model as they are.
-        segments: "window", "channel" or "window_channel" (``Series``).
-        n_windows: time windows, 1..T (``Series``).
-        **options: the engine's options (``ExplainOptions``) but ``perturb_fn`` and
-            ``additional_forward_args``. For series, ``baseline`` is what hidden steps become:
-            ``SeriesFill("mean")`` (the default), ``"interpolate"``, ``"noise"`` or ``"shuffle"``
-            (``SeriesFill``), or an engine fill (a number, a (B, C, T) tensor, ...).
-
-    Returns:
-        ``Explanation`` with coef (B, T, F); ``info`` (``meta["series"]``) records the windows.
-
-    Raises:
-        TypeError / ValueError: series that are not float (B, C, T), a bad ``segments`` or ``n_windows``
-            (named, before any model call), and what ``torchlime.explain`` raises.
-
-    Example:
-        >>> model = lambda x: x[:, 1, 8:12].mean(1)  # looks at channel 1, steps 8..11 only
-        >>> x = torch.randn(2, 3, 20)
-        >>> x[:, 1, 8:12] += 3.0
-        >>> exp = explain_series(model, x, segments="window_channel", n_windows=5, n_samples=200)
-        >>> int(exp.top_features(1)[0][0, 0, 0])  # channel 1, window 2: 1 * 5 + 2
-        7
-    """
-    modality = Series(segments, n_windows)
-    return explain_with(model, series, modality, Call(target, n_samples, generator), options, "explain_series")

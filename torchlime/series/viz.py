@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 import torch
 
-from torchlime import _colours
-from torchlime._checks import check_tensor, require
+from torchlime._util import colours as _colours
+from torchlime._util.checks import check_tensor, require
 from torchlime.engine import Explanation
 
 if TYPE_CHECKING:

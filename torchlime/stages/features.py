@@ -17,7 +17,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, check_tensor, nonfinite_error
+from torchlime._util.checks import check_integer, check_positive_int, check_tensor, nonfinite_error
 from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, tensor_key
 from torchlime.typing import Device as Device
 

@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from torchlime._checks import check_choice
+from torchlime._util.checks import check_choice
 
 __all__ = ["lars_path", "SKLEARN_FITS"]
 

@@ -27,7 +27,7 @@ from typing import ClassVar, NamedTuple, Optional
 
 import torch
 
-from torchlime._checks import check_positive_float, check_positive_int
+from torchlime._util.checks import check_positive_float, check_positive_int
 from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.sample_lasso import lars_lasso
 from torchlime.stages.surrogate import Lasso, Ridge, Surrogate

@@ -15,11 +15,11 @@ from typing import Optional
 
 import torch
 
-from torchlime._backend import GOLDEN as _GOLDEN
-from torchlime._backend import M32 as _M32
+from torchlime._backend import GOLDEN as GOLDEN
+from torchlime._backend import M32 as M32
 from torchlime._backend import hash_words, mix32, row_hash
-from torchlime._checks import check_positive_float, describe
-from torchlime._upload import upload
+from torchlime._util.checks import check_positive_float, describe
+from torchlime._util.upload import upload
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.fixed_cost import columns
 from torchlime.typing import Seed
@@ -55,11 +55,11 @@ def make_key(generator: Seed, device: torch.device) -> torch.Tensor:
     """
     if generator is None or (isinstance(generator, int) and not isinstance(generator, bool)):
         value = _splitmix64(0 if generator is None else generator % (1 << 64))
-        return upload([value & _M32, value >> 32], torch.long, device)
+        return upload([value & M32, value >> 32], torch.long, device)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
     seed = torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).to(device)
-    return torch.cat((seed & _M32, seed >> 32))
+    return torch.cat((seed & M32, seed >> 32))
 
 
 @dataclass(frozen=True)
@@ -92,9 +92,9 @@ class Rows:
         Returns:
             Long (c,) values in [0, 2**32).
         """
-        h = mix32(self.key[0] ^ (self.inputs & _M32))
-        h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & _M32))
-        return mix32((h + stream * _GOLDEN) & _M32)
+        h = mix32(self.key[0] ^ (self.inputs & M32))
+        h = mix32(h ^ self.key[1] ^ ((self.inputs >> 32) & M32))
+        return mix32((h + stream * GOLDEN) & M32)
 
     def uniform(self, stream: int = 0, width: Optional[int] = None) -> torch.Tensor:
         """Uniform [0, 1) float32 numbers: (c,) or, with ``width``, (c, width) (one per feature).
@@ -243,7 +243,7 @@ class UniformCountSampler(Sampler):
         """
         nf = rows.n_features
         k = (rows.uniform(1) * nf).long().clamp_max(nf - 1) + 1  # 1..F_b removed
-        return ~_random_subset(rows, k)
+        return ~random_subset(rows, k)
 
 
 @dataclass(frozen=True)
@@ -266,10 +266,10 @@ class ShapleySampler(Sampler):
         cdf = prob.cumsum(1)
         u = rows.uniform(1).double().unsqueeze(1) * cdf[:, -1:]
         kept = (cdf <= u).sum(1).clamp_max(k.numel() - 1) + 1  # inverse CDF: 1..F-1
-        return _random_subset(rows, kept)
+        return random_subset(rows, kept)
 
 
-def _random_subset(rows: Rows, k: torch.Tensor) -> torch.Tensor:
+def random_subset(rows: Rows, k: torch.Tensor) -> torch.Tensor:
     """Bool (c, F): a uniform random subset of exactly ``k[i]`` of row i's F_b features (k long (c,))."""
     noise = rows.uniform(2, rows.f_max).masked_fill(~rows.valid, 2.0)  # padded features rank last
     rank = noise.argsort(-1).argsort(-1)

@@ -15,7 +15,7 @@ from typing import Callable, ClassVar, Optional
 
 import torch
 
-from torchlime._checks import check_positive_float, check_positive_int
+from torchlime._util.checks import check_positive_float, check_positive_int
 from torchlime.stages.normal import Fit as Fit
 from torchlime.stages.normal import Normal as Normal
 from torchlime.stages.normal import NormalAccumulator as NormalAccumulator

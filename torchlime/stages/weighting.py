@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional, Union
 
 import torch
 
-from torchlime._checks import check_choice, check_positive_float, describe
+from torchlime._util.checks import check_choice, check_positive_float, describe
 from torchlime.stages.features import FeatureMap
 from torchlime.typing import DistanceName, KernelSpace
 

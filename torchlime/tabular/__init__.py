@@ -12,10 +12,10 @@ from torchlime.tabular._conditions import bin_condition, conditions
 from torchlime.tabular._discretize import DISCRETIZERS, entropy_bins, quantile_bins
 from torchlime.tabular._explain import explain_tabular
 from torchlime.tabular._info import TabularInfo
-from torchlime.tabular._modality import Tabular
 from torchlime.tabular._proximity import ScaledEuclideanKernel, default_width
 from torchlime.tabular._sample import TabularPerturbation, TabularSampler, keep_probability
-from torchlime.tabular._stats import TabularStats, fit_stats
+from torchlime.tabular._tabular import Tabular
+from torchlime.tabular.stats import TabularStats, fit_stats
 
 __all__ = [
     "Tabular",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
-from torchlime._checks import check_positive_int, describe
+from torchlime._util.checks import check_positive_int, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.tabular._info import TabularInfo, bin_condition
 

@@ -13,8 +13,9 @@ from typing_extensions import Unpack
 
 from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
 from torchlime.tabular._inputs import Columns, Labels, Rows, TrainingData
-from torchlime.tabular._modality import DiscretizerName, Tabular
 from torchlime.tabular._numpy import as_rows, takes_numpy
+from torchlime.tabular._tabular import Tabular
+from torchlime.tabular.stats import DiscretizerName
 from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 

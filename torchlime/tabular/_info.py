@@ -13,7 +13,7 @@ from typing import ClassVar, Literal, Optional
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.engine.info import Info, check_record
 
 #: how the sample rows were drawn: lime's bins, a normal about the training mean or about each input

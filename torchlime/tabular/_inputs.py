@@ -14,9 +14,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from torchlime._checks import check_finite, check_tensor, describe, user_stacklevel
+from torchlime._util.checks import check_finite, check_tensor, describe, user_stacklevel
 from torchlime.engine.presets import check_preset
-from torchlime.tabular._stats import TabularStats, as_float64, fit_stats
+from torchlime.tabular.stats import TabularStats, as_float64, fit_stats
 from torchlime.typing import Seed
 
 #: (N, D) training rows: a tensor, an array or nested lists of numbers, or fitted ``TabularStats``

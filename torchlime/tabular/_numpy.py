@@ -16,7 +16,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.text.strings import string_model
 from torchlime.typing import Model
 

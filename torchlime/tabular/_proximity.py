@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from torchlime._checks import check_positive_float
+from torchlime._util.checks import check_positive_float
 from torchlime.stages.weighting import Kernel
 
 

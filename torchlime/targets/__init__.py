@@ -1,7 +1,7 @@
 """Structured targets: explain detections, segmentations and embeddings in the same batched pass.
 
 ``target=`` takes, besides output columns (an int, a list, a tensor, "all", "topK"), a ``Target`` that
-reduces the model's raw output to (rows, T) scores (``torchlime.targets._base``):
+reduces the model's raw output to (rows, T) scores (``torchlime.targets.base``):
 
 * ``Boxes``: every box of every image of an object detector (D-RISE similarity);
 * ``Region``: a class's logit over a region of a segmentation;
@@ -15,8 +15,8 @@ records what its targets are in a typed ``TargetInfo`` (``Explanation.run.target
 token ids), whose ``caption`` and ``outline`` the pictures read.
 """
 
-from torchlime.targets._base import Bound, Target, TargetInfo, cat_rows, take_rows
 from torchlime.targets._records import BoxesInfo, ContinuationInfo, RegionInfo, SimilarityInfo, TranscriptInfo
+from torchlime.targets.base import Bound, Target, TargetInfo, cat_rows, take_rows
 from torchlime.targets.boxes import Boxes, box_iou
 from torchlime.targets.continuation import Continuation
 from torchlime.targets.region import Region

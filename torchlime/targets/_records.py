@@ -11,7 +11,7 @@ from typing import ClassVar, Optional
 
 import torch
 
-from torchlime.targets._base import TargetInfo
+from torchlime.targets.base import TargetInfo
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,9 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
-from torchlime._checks import describe, from_numpy, user_stacklevel
-from torchlime.targets._base import Bound, Target, pad_ragged
+from torchlime._util.checks import describe, from_numpy, user_stacklevel
 from torchlime.targets._records import BoxesInfo
+from torchlime.targets.base import Bound, Target, pad_ragged
 
 Detections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 #: why a detector may return nothing to match, and the fix (the messages' advice)

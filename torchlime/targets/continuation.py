@@ -15,9 +15,9 @@ from typing import Optional, cast
 
 import torch
 
-from torchlime._checks import check_integer, check_tensor, describe, from_numpy
-from torchlime.targets._base import Bound, Target, tensor_output
+from torchlime._util.checks import check_integer, check_tensor, describe, from_numpy
 from torchlime.targets._records import ContinuationInfo
+from torchlime.targets.base import Bound, Target, tensor_output
 
 #: the most tokens ``Continuation`` generates (2**16). Greedy generation makes one model call per token over rows
 #: that grow by one token each time, and the continuation becomes 1 + G targets whose scores (B, S, 1 + G) are kept

@@ -18,9 +18,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from torchlime._checks import check_choice, check_tensor, describe, from_numpy, user_stacklevel
-from torchlime.targets._base import Bound, Target, tensor_output
+from torchlime._util.checks import check_choice, check_tensor, describe, from_numpy, user_stacklevel
 from torchlime.targets._records import RegionInfo
+from torchlime.targets.base import Bound, Target, tensor_output
 
 
 class Region(Target):

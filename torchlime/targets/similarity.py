@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from torchlime._checks import check_tensor, describe, from_numpy
-from torchlime.targets._base import Bound, Target, tensor_output
+from torchlime._util.checks import check_tensor, describe, from_numpy
 from torchlime.targets._records import SimilarityInfo
+from torchlime.targets.base import Bound, Target, tensor_output
 
 _KEYS = ("image_embeds", "text_embeds", "embeddings", "pooler_output", "last_hidden_state")
 

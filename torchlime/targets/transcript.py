@@ -21,9 +21,9 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, describe, from_numpy
-from torchlime.targets._base import Bound, Target, pad_ragged, tensor_output
+from torchlime._util.checks import check_integer, check_positive_int, describe, from_numpy
 from torchlime.targets._records import TranscriptInfo
+from torchlime.targets.base import Bound, Target, pad_ragged, tensor_output
 
 
 def greedy(logits: torch.Tensor, blank: int) -> tuple[torch.Tensor, torch.Tensor]:

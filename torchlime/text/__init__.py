@@ -9,13 +9,18 @@ prompts (ids, or text with a tokenizer), whose prompt and generated tokens ``pro
 ``torchlime.demo``.
 """
 
-from torchlime.text._explain import explain_tokens, feature_positions, token_features, word_ids_from_encoding
+from torchlime.text._explain import (
+    explain_generation,
+    explain_text,
+    explain_tokens,
+    feature_positions,
+    token_features,
+    word_ids_from_encoding,
+)
 from torchlime.text._generated import GenerationInfo, generated_tokens, prompt_tokens
 from torchlime.text._generation import Generation
-from torchlime.text._text import explain_text
 from torchlime.text._tokens import Tokens, TokensInfo
 from torchlime.text._words import Words, WordsInfo
-from torchlime.text.generation import explain_generation
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import HybridKernel
 

@@ -16,7 +16,7 @@ from typing import ClassVar, Optional
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.info import check_record
 from torchlime.text._tokens import TokensInfo

@@ -19,10 +19,10 @@ from typing import Callable, ClassVar, Optional, cast
 
 import torch
 
-from torchlime._checks import check_choice, check_integer, check_tensor, describe, from_numpy
+from torchlime._util.checks import check_choice, check_integer, check_tensor, describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
 from torchlime.stages.forward.model import eval_mode
-from torchlime.targets._base import tensor_output
+from torchlime.targets.base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
 from torchlime.text._token_args import InfillSpec, SpecialIds, infer_vocab_size

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from torchlime.targets._base import cat_rows
+from torchlime.targets.base import cat_rows
 
 
 def deleted_length(attn: torch.Tensor, keep: torch.Tensor, left: torch.Tensor) -> torch.Tensor:
@@ -99,7 +99,7 @@ def join_outputs(parts: list[object]) -> object:
     """Raw outputs of consecutive rows joined along the rows; a Hugging Face ``ModelOutput`` stays one.
 
     Args:
-        parts: the outputs, each of one structure (``targets._base.cat_rows``).
+        parts: the outputs, each of one structure (``targets.base.cat_rows``).
 
     Returns:
         One output of all their rows.

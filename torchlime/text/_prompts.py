@@ -12,7 +12,7 @@ from typing import Callable, Optional, Protocol, Sequence, cast
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.engine.explanation import Explanation
 from torchlime.stages.forward.model import model_placement
 from torchlime.text._generated import GenerationInfo

@@ -7,7 +7,7 @@ from typing import Optional, Union
 
 import torch
 
-from torchlime._checks import check_choice, check_integer, check_tensor, describe
+from torchlime._util.checks import check_choice, check_integer, check_tensor, describe
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import embedding_matrix
 from torchlime.typing import Model

@@ -21,7 +21,7 @@ from typing import Optional, Protocol, cast
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.stages.forward.model import model_placement
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokens import Tokens

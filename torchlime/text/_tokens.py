@@ -18,11 +18,11 @@ from typing import Callable, ClassVar, Optional
 
 import torch
 
-from torchlime._checks import describe, from_numpy
+from torchlime._util.checks import describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Info, Modality, Prepared
 from torchlime.engine.info import check_record, sized
 from torchlime.stages.forward.passes import score
-from torchlime.targets._base import Target
+from torchlime.targets.base import Target
 from torchlime.text._single import Scorer, SingleSampler
 from torchlime.text._token_args import (
     InfillSpec,

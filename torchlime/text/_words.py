@@ -19,7 +19,7 @@ from typing import ClassVar, Optional
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
 from torchlime.engine.info import check_record, lengths, sized
 from torchlime.text._token_args import InfillSpec

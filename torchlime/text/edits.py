@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import torch
 from torch import nn
 
-from torchlime._checks import check_choice
+from torchlime._util.checks import check_choice
 from torchlime.stages.perturb.blend import Chunk
 from torchlime.text._packing import deleted_length, head_rows, join_outputs, trim_packed
 

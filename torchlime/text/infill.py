@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from torchlime._checks import check_choice, check_positive_float, check_positive_int, describe
+from torchlime._util.checks import check_choice, check_positive_float, check_positive_int, describe
 from torchlime.stages.forward.model import eval_mode, model_placement
 from torchlime.text.edits import call_token_model
 from torchlime.text.proximity import EmbeddingSpec, embedding_matrix

@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 from torch import nn
 
-from torchlime._checks import check_positive_float, describe
+from torchlime._util.checks import check_positive_float, describe
 from torchlime.stages.weighting import Kernel
 
 EmbeddingSpec = Union[torch.Tensor, nn.Module]

@@ -14,7 +14,7 @@ from typing import Callable, Generic, Optional, Sequence, TypeVar
 import numpy as np
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.stages.perturb.blend import Chunk
 from torchlime.text.split import SplitText
 

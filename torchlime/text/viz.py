@@ -3,7 +3,7 @@
 Every token string goes through ``html.escape(..., quote=True)`` before it is
 placed in the page, so text such as ``<script>`` or a quote in the input is
 shown as text and never becomes markup. One colour convention, as in every
-picture of torchlime (``torchlime._colours``): positive weights (supporting the
+picture of torchlime (``torchlime._util.colours``): positive weights (supporting the
 explained target) are red, negative ones (opposing it) blue, the ends of the
 ``RdBu_r`` map; the colour's opacity grows with |weight| / max |weight|, and the
 legend says so. matplotlib is imported only by ``plot_top_features``, which
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union, cast
 
 import torch
 
-from torchlime import _colours
-from torchlime._checks import describe, require
+from torchlime._util import colours as _colours
+from torchlime._util.checks import describe, require
 from torchlime.engine.explanation import Explanation
 from torchlime.text._generated import GenerationInfo, generation_record, prompt_tokens
 

@@ -13,7 +13,7 @@ from typing import Iterable, Optional, TypeGuard, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat._vocabulary import check_count
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat._vocabulary import check_regressor_settings
 from torchlime.compat.lime._checks import check_labels
 from torchlime.methods.feature_selection import METHODS, Select

@@ -34,9 +34,8 @@ from torchlime.engine.sizes import check_sizes
 from torchlime.methods.feature_selection import restrict, select_features
 from torchlime.stages.normal import Fit, Normal, solve_spd
 from torchlime.stages.surrogate import Surrogate
-from torchlime.tabular._info import TabularInfo
-from torchlime.tabular._sample import gaussian_draws
-from torchlime.tabular._stats import TabularStats
+from torchlime.tabular import TabularInfo
+from torchlime.tabular.stats import TabularStats, gaussian_draws
 from torchlime.typing import SelectionMethod
 
 #: lime's label -> [(column, weight)], largest |weight| first (its ``local_exp``)

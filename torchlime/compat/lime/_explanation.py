@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from torchlime._checks import require
+from torchlime._util.checks import require
 from torchlime.compat.lime._common import RandomState, ranked
 from torchlime.compat.lime._domain import DomainMapper, TableDomainMapper
 from torchlime.compat.lime._html import highlighted_text

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from torchlime._checks import check_positive_float, describe, require
+from torchlime._util.checks import check_positive_float, describe, require
 from torchlime.compat._vocabulary import speaking
 from torchlime.compat.lime._checks import check_finite_array, check_function, check_sizes, lime_advice, lime_words
 from torchlime.compat.lime._common import (

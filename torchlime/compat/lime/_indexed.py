@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 from numpy.typing import NDArray
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.text.split import Splitter, SplitText, split_text
 
 __all__ = ["IndexedString", "IndexedCharacters"]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from torchlime.tabular._stats import TabularStats
+from torchlime.tabular.stats import TabularStats
 
 
 def _per_column(source: object, key: str) -> Mapping[int, Sequence[float]]:

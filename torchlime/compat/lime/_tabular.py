@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from torchlime._checks import check_positive_float, describe
+from torchlime._util.checks import check_positive_float, describe
 from torchlime.compat._vocabulary import speaking
 from torchlime.compat.lime._checks import (
     check_finite_array,
@@ -35,11 +35,8 @@ from torchlime.compat.lime._domain import TableDomainMapper
 from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._stats import check_stats_keys, stats_from_lime
 from torchlime.stages.weighting import ExponentialKernel
-from torchlime.tabular import TabularInfo
-from torchlime.tabular._conditions import bin_condition
-from torchlime.tabular._explain import explain_tabular
-from torchlime.tabular._modality import DiscretizerName
-from torchlime.tabular._stats import TabularStats, fit_stats
+from torchlime.tabular import TabularInfo, bin_condition, explain_tabular
+from torchlime.tabular.stats import DiscretizerName, TabularStats, fit_stats
 
 _NAMES = {"QuartileDiscretizer": "quartile", "DecileDiscretizer": "decile", "EntropyDiscretizer": "entropy"}
 

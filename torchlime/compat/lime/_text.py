@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from torchlime._checks import check_positive_float, describe
+from torchlime._util.checks import check_positive_float, describe
 from torchlime.compat._vocabulary import speaking
 from torchlime.compat.lime._checks import check_function, check_sizes, lime_advice, lime_words
 from torchlime.compat.lime._common import (
@@ -23,7 +23,7 @@ from torchlime.compat.lime._explanation import Explanation
 from torchlime.compat.lime._indexed import IndexedCharacters, IndexedString
 from torchlime.stages.sampling import UniformCountSampler
 from torchlime.stages.weighting import ExponentialKernel
-from torchlime.text._text import explain_text
+from torchlime.text import explain_text
 from torchlime.text.split import Splitter
 
 

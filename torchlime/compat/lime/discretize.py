@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.compat.lime._common import RandomState, random_state_from
-from torchlime.tabular._stats import fit_stats
+from torchlime.tabular.stats import fit_stats
 
 __all__ = ["BaseDiscretizer", "QuartileDiscretizer", "DecileDiscretizer", "EntropyDiscretizer", "StatsDiscretizer"]
 

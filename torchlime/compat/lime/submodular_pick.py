@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from torchlime._checks import check_positive_int, describe
+from torchlime._util.checks import check_positive_int, describe
 from torchlime.methods.sp_lime import submodular_pick
 
 

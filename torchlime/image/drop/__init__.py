@@ -4,11 +4,12 @@ A hidden patch is not greyed or blurred: its token leaves the sequence, so the m
 fill it was not trained on (the missingness bias of fills, Jain et al., ICLR 2022), and a sample
 keeping half of its patches costs about half of the MLP work and a quarter of the attention.
 Submodules: ``families`` (the supported models, cut around their token sequence), ``perturb``
-(the engine's perturbation and the model it runs), ``modality`` (the hand-over to the engine).
+(the engine's perturbation and the model it runs), ``PatchTokens``
+(the hand-over to the engine).
 """
 
+from torchlime.image.drop._patch_tokens import PatchTokens, snap_to_patches
 from torchlime.image.drop.families import SUPPORTED, HuggingFaceViT, TimmViT, TorchvisionViT, ViTFamily, vit_family
-from torchlime.image.drop.modality import PatchTokens, snap_to_patches
 from torchlime.image.drop.perturb import DropModel, DroppedTokens, PatchDrop
 
 __all__ = [

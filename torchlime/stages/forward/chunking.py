@@ -30,7 +30,7 @@ from typing import Iterator, Literal, Optional, cast
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 from torchlime.stages.forward.chunk_rules import CPU_CHUNK_BYTES as CPU_CHUNK_BYTES
 from torchlime.stages.forward.chunk_rules import CPU_CHUNK_TOKENS as CPU_CHUNK_TOKENS
 from torchlime.stages.forward.chunk_rules import CUDA_LIGHT_BYTES as CUDA_LIGHT_BYTES

@@ -15,7 +15,7 @@ from typing import Iterator, NamedTuple, Optional, Protocol, Union, cast
 import torch
 from torch import nn
 
-from torchlime._checks import describe, from_numpy
+from torchlime._util.checks import describe, from_numpy
 from torchlime.typing import Model as Model
 from torchlime.typing import OutputSelector as OutputSelector
 

@@ -15,8 +15,8 @@ from typing import Sequence, cast
 
 import torch
 
-from torchlime._checks import check_integer, describe
-from torchlime.targets._base import Target
+from torchlime._util.checks import check_integer, describe
+from torchlime.targets.base import Target
 from torchlime.typing import TargetSpec as TargetSpec
 
 

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 
-from torchlime._checks import check_positive_float, describe
+from torchlime._util.checks import check_positive_float, describe
 from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
 from torchlime.stages.sampling import Rows
 from torchlime.typing import BaselineSpec as BaselineSpec

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from torchlime._checks import check_integer, check_tensor, describe
+from torchlime._util.checks import check_integer, check_tensor, describe
 from torchlime.stages.features import relabel
 from torchlime.stages.perturb.blend import Chunk, gather_rows, perturb_rows
 from torchlime.stages.perturb.fills import Fill, FillContext, resolve_baseline, signal_dims

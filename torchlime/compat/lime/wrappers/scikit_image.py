@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from torchlime._checks import describe, require
+from torchlime._util.checks import describe, require
 from torchlime.image.segments import skimage_segments
 
 __all__ = ["BaseWrapper", "SegmentationAlgorithm"]

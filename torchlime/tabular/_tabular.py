@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Optional, Sequence
+from typing import ClassVar, Optional, Sequence
 
 import torch
 
-from torchlime._checks import check_choice, describe
+from torchlime._util.checks import check_choice, describe
 from torchlime.engine.config import Call, Config
 from torchlime.engine.modality import Modality, Prepared
 from torchlime.stages.weighting import ExponentialKernel
@@ -38,11 +38,9 @@ from torchlime.tabular._inputs import (
 from torchlime.tabular._numpy import NumpyRows, as_rows
 from torchlime.tabular._proximity import ScaledEuclideanKernel, default_width
 from torchlime.tabular._sample import TabularPerturbation, TabularSampler, keep_probability
-from torchlime.tabular._stats import TabularStats
+from torchlime.tabular.stats import DiscretizerName, TabularStats
 from torchlime.typing import UNSET, Model
 
-#: the discretizers of continuous columns
-DiscretizerName = Literal["quartile", "decile", "entropy"]
 #: the ``Call`` fields the modality sets itself (its values replace the blend, which they would shape)
 _OWNS = ("perturb_fn", "normalize", "chunk_format", "additional_forward_args", "baseline")
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from torchlime import Call, Explanation, Modality, Prepared
-from torchlime.training import ProbeExplainer, preserved_rng
+from torchlime.integrations.probe import ProbeExplainer, preserved_rng
 
 from tests.helpers import grid_labels
 

@@ -6,8 +6,8 @@ from typing import Callable, cast
 
 import torch
 
-from torchlime._checks import describe
-from torchlime._nested import Args, Kwargs, map_tensors, tensor_arguments
+from torchlime._util.checks import describe
+from torchlime._util.nested import Args, Kwargs, map_tensors, tensor_arguments
 
 #: ``torch.cuda.Stream``, typed (torch leaves its constructor unannotated)
 _stream: Callable[[torch.device], torch.cuda.Stream] = torch.cuda.Stream

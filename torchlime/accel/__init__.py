@@ -17,9 +17,9 @@ from typing import Callable, Optional, Protocol, cast
 import torch
 from torch import nn
 
-from torchlime._checks import check_positive_int, describe
-from torchlime._cudagraphs import CudaGraphs
-from torchlime._nested import Args, Kwargs, concat_outputs, map_tensors, slice_pad, tensor_arguments, to_float32
+from torchlime._util.checks import check_positive_int, describe
+from torchlime._util.nested import Args, Kwargs, concat_outputs, map_tensors, slice_pad, tensor_arguments, to_float32
+from torchlime.accel._cudagraphs import CudaGraphs
 from torchlime.stages.forward.model import InputFormat as InputFormat  # the chunk dtype/layout a call may set
 from torchlime.typing import AccelerateMode, Model
 from torchlime.typing import CompileArg as CompileArg

@@ -4,7 +4,7 @@ Watching how explanations of a few fixed inputs evolve during training is cheap 
 LIME, as long as the probe leaves training exactly as it was: no autograd, eval mode restored, the
 global RNG states restored (``preserved_rng``), nothing kept on the device. Training with a probe
 gives bit-identical weights to training without it (with the same seeds), which
-``tests/test_training.py`` checks.
+``tests/integrations/test_probe.py`` checks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from torchlime._checks import check_integer, check_positive_int, check_tensor, describe
+from torchlime._util.checks import check_integer, check_positive_int, check_tensor, describe
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation

@@ -14,7 +14,7 @@ from typing import ClassVar, Optional
 import torch
 
 from torchlime import _backend
-from torchlime._checks import check_normalize, from_numpy
+from torchlime._util.checks import check_normalize, from_numpy
 from torchlime.engine import Call, Config, Modality, Prepared
 from torchlime.engine.presets import resolve
 from torchlime.image._defaults import SegmentCount, check_segment_count, default_segments

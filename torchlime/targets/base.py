@@ -25,8 +25,8 @@ from typing import Callable, ClassVar, Optional, TypeVar, cast
 
 import torch
 
-from torchlime._checks import describe
-from torchlime._nested import rebuild_mapping
+from torchlime._util.checks import describe
+from torchlime._util.nested import rebuild_mapping
 
 InfoT = TypeVar("InfoT", bound="TargetInfo")
 #: every kind of target record by its ``kind``, for explanations read back from files (``from_plain``)

@@ -1,11 +1,12 @@
 """Training statistics of tabular data, as lime's ``LimeTabularExplainer`` keeps them.
 
+The public API that ``Tabular`` and the lime layer (``torchlime.compat.lime``) read.
 Every column gets *levels*: the bins of a continuous column (``_discretize``), or the sorted
 distinct values of a categorical one. Per column: mean and scale (the standard deviation,
 ``StandardScaler``'s, 1 for constant columns), per level the training frequency, and for
 bins the training mean, standard deviation (+1e-11, as lime) and range ``[lo, hi]`` of the
 values inside (lime's ``undiscretize``: the lowest bin starts at the column's minimum, the
-highest ends at its maximum).
+highest ends at its maximum). ``gaussian_draws`` draws lime's undiscretised neighbourhood from them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence, SupportsIndex, cast
+from typing import Iterable, Literal, Optional, Sequence, SupportsIndex, cast
 
 import numpy as np
 import torch
 
-from torchlime._checks import check_choice, check_finite, describe
+from torchlime._util.checks import check_choice, check_finite, describe
+from torchlime.stages.sampling import Rows, make_key
 from torchlime.tabular._discretize import DISCRETIZERS, entropy_bins, quantile_bins
+from torchlime.typing import Seed
+
+__all__ = ["TabularStats", "fit_stats", "gaussian_draws", "DiscretizerName"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -301,3 +306,76 @@ def fit_stats(
     return TabularStats(
         mean, scale, categorical, bounds, values, n_levels, count / n, level_mean, level_std, lo, hi, discretizer, n
     )
+
+
+#: the discretizers of continuous columns
+DiscretizerName = Literal["quartile", "decile", "entropy"]
+
+
+_GAUSS, _CATEGORY = 104, 105  # hash streams of ``gaussian_draws`` (the sampler's are 101..103)
+
+
+def gaussian_draws(
+    stats: TabularStats,
+    x: torch.Tensor,
+    n_samples: int,
+    generator: Seed,
+    *,
+    around_instance: bool = False,
+    ids: Optional[torch.Tensor] = None,
+    fixed: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lime's undiscretised neighbourhood of every row of x: float64 (B, S, D) values, sample 0 the row.
+
+    A continuous column f takes ``c_f + scale_f · z``, z ~ N(0, 1), c the training mean (lime's
+    default) or the row's own value (``around_instance``, lime's ``sample_around_instance``); a
+    categorical column one of its training values, drawn by training frequency. Every row draws
+    from a generator of its own on the statistics' device, seeded by a counter-based hash of the
+    call's key (``make_key``) and the row's id, so a row's samples do not depend on the other rows.
+
+    Args:
+        stats: the training statistics (``fit_stats``).
+        x: (B, D) the rows (any float dtype; moved to the statistics' device).
+        n_samples: S >= 1, samples per row (the row itself included).
+        generator: an int seed, None (seed 0) or a ``torch.Generator``.
+        around_instance: centre the continuous columns on the row instead of the training mean.
+        ids: long (B,) every row's id (its randomness; default 0..B-1).
+        fixed: optional bool (B, D) columns that keep the row's value in every sample (lime leaves
+            the zero entries of a sparse row at zero).
+
+    Returns:
+        ``(values, z)`` on the statistics' device: float64 (B, S, D) the sample rows (sample 0 the row),
+        and float32 (B, S, D) the normals z of every column (a continuous column's value is
+        ``c + scale · z``; z means nothing for categorical or fixed columns, and row 0 of z is not the
+        row's), for callers that need the scaled rows ``(values - c) / scale`` without computing them again.
+
+    Example:
+        >>> from torchlime.tabular import fit_stats
+        >>> stats = fit_stats(torch.arange(20.0).view(10, 2), categorical_features=[1])
+        >>> rows, _ = gaussian_draws(stats, torch.tensor([[3.0, 4.0]]), 500, 0)
+        >>> rows.shape, rows[0, 0].tolist(), set(rows[0, 1:, 1].tolist()) <= set(range(1, 20, 2))
+        (torch.Size([1, 500, 2]), [3.0, 4.0], True)
+    """
+    dev = stats.mean.device
+    x = x.to(device=dev, dtype=torch.float64)
+    b, d = x.shape
+    ids = torch.arange(b, device=dev) if ids is None else ids.to(dev).long()
+    keys = Rows(make_key(generator, dev), ids, ids * 0, ids * 0 + d, d)
+    seeds = [hi << 32 | lo for hi, lo in zip(keys.input_hash(_GAUSS).tolist(), keys.input_hash(_CATEGORY).tolist())]
+    cat = stats.categorical.nonzero().flatten()
+    cum = stats.freq[cat].cumsum(-1)  # (C, V): a category by inverse CDF of its training frequencies
+    out = torch.empty(b, n_samples, d, dtype=torch.float64, device=dev)  # filled row by row below
+    z = torch.empty(b, n_samples, d, device=dev)
+    for i, seed in enumerate(seeds):  # a generator per row; the samples of a row at once
+        own = torch.Generator(device=dev)
+        own.manual_seed(seed)
+        torch.randn(n_samples, d, generator=own, device=dev, out=z[i])
+        torch.addcmul(x[i] if around_instance else stats.mean, stats.scale, z[i], out=out[i])
+        if cat.numel():
+            t = torch.rand(n_samples, cat.numel(), generator=own, device=dev, dtype=torch.float64) * cum[:, -1]
+            level = torch.minimum((cum <= t.unsqueeze(-1)).sum(-1), stats.n_levels[cat] - 1)
+            out[i, :, cat] = stats.values[cat].T.gather(0, level)  # the values (V, C) by level
+    if fixed is not None:
+        out = torch.where(fixed.to(dev).unsqueeze(1), x.unsqueeze(1), out)
+    out[:, 0] = x
+    return out, z

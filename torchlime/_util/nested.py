@@ -12,7 +12,7 @@ from typing import Callable, cast
 
 import torch
 
-from torchlime._checks import describe
+from torchlime._util.checks import describe
 
 #: the arguments of a call, by position and by name
 Args = tuple[object, ...]
