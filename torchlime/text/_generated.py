@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, cast
 
 import torch
 
 from torchlime._checks import describe
 from torchlime.engine.explanation import Explanation
-from torchlime.engine.info import check_record
 from torchlime.text._tokens import TokensInfo
 from torchlime.text._with_tokens import WithTokens
 
@@ -51,6 +50,7 @@ class GenerationInfo(WithTokens):
     """
 
     key: ClassVar[str] = "text_generation"
+    required: ClassVar[frozenset[str]] = frozenset({"prompt", "generated_ids", "generated", "per_token"})
     per_input: ClassVar[tuple[str, ...]] = (
         "prompt",
         "generated_ids",
@@ -85,29 +85,20 @@ class GenerationInfo(WithTokens):
         return shown
 
     @classmethod
-    def from_plain(cls, plain: object) -> Optional[GenerationInfo]:
-        """The record from its plain data (``meta["text_generation"]`` of a loaded explanation).
+    def from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> GenerationInfo:
+        """The record from checked plain data (``WithTokens.from_plain``).
 
         Args:
-            plain: the mapping ``as_plain`` wrote.
-
-        Returns:
-            The record, or None for data of another shape.
-
-        Raises:
-            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
-                what it holds).
+            plain: the mapping ``as_plain`` wrote, its fields checked.
+            tokens: the token record read back, or None.
         """
-        if not isinstance(plain, Mapping) or not {"prompt", "generated_ids", "generated", "per_token"} <= set(plain):
-            return None
-        check_record(cls, plain, "meta['text_generation']")
-        generated, token_info = plain["generated"], plain.get("token_info")
+        generated = cast(Optional[list[list[str]]], plain["generated"])
         return cls(
-            [list(p) for p in plain["prompt"]],
-            [list(g) for g in plain["generated_ids"]],
+            [list(p) for p in cast(list[list[str]], plain["prompt"])],
+            [list(g) for g in cast(list[list[int]], plain["generated_ids"])],
             None if generated is None else [list(g) for g in generated],
             bool(plain["per_token"]),
-            token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
+            token_info=tokens,
         )
 
     def feature_labels(self, index: int) -> list[str]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional, TypeVar
+from typing import ClassVar, Optional, TypeVar
 
-from torchlime.engine.info import Info
+from torchlime.engine.info import Info, check_record
 from torchlime.text._tokens import TokensInfo
 
 WithTokensT = TypeVar("WithTokensT", bound="WithTokens")
@@ -40,3 +41,37 @@ class WithTokens(Info):
         plain = super().as_plain()
         plain["token_info"] = None if self.token_info is None else self.token_info.as_plain()
         return plain
+
+    #: the keys a stored record must hold to be read back (``from_plain``)
+    required: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def from_plain(cls: type[WithTokensT], plain: object) -> Optional[WithTokensT]:
+        """The record from its plain data (``meta[key]`` of a loaded explanation).
+
+        Args:
+            plain: the mapping ``as_plain`` wrote.
+
+        Returns:
+            The record, or None for data of another shape (``required`` keys missing).
+
+        Raises:
+            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
+                what it holds).
+        """
+        if not cls.required or not isinstance(plain, Mapping) or not cls.required <= set(plain):
+            return None
+        check_record(cls, plain, f"meta['{cls.key}']")
+        token_info = plain.get("token_info")
+        tokens = TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None
+        return cls.from_fields(plain, tokens)
+
+    @classmethod
+    def from_fields(cls: type[WithTokensT], plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WithTokensT:
+        """The record from checked plain data (``from_plain``): each kind lists its own fields.
+
+        Args:
+            plain: the mapping ``as_plain`` wrote, its fields checked.
+            tokens: the token record read back, or None.
+        """
+        raise NotImplementedError

@@ -14,14 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, cast
 
 import numpy as np
 import torch
 
 from torchlime._checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
-from torchlime.engine.info import check_record, lengths, sized
+from torchlime.engine.info import lengths, sized
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
@@ -48,6 +48,7 @@ class WordsInfo(WithTokens):
     """
 
     key: ClassVar[str] = "text_words"
+    required: ClassVar[frozenset[str]] = frozenset({"texts", "words", "pieces", "piece_features"})
     per_input: ClassVar[tuple[str, ...]] = ("texts", "words", "pieces", "piece_features", "tokens")
 
     texts: list[str]
@@ -76,30 +77,21 @@ class WordsInfo(WithTokens):
         )
 
     @classmethod
-    def from_plain(cls, plain: object) -> Optional[WordsInfo]:
-        """The record from its plain data (``meta["text_words"]`` of a loaded explanation).
+    def from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WordsInfo:
+        """The record from checked plain data (``WithTokens.from_plain``).
 
         Args:
-            plain: the mapping ``as_plain`` wrote.
-
-        Returns:
-            The record, or None for data of another shape.
-
-        Raises:
-            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
-                what it holds).
+            plain: the mapping ``as_plain`` wrote, its fields checked.
+            tokens: the token record read back, or None.
         """
-        if not isinstance(plain, Mapping) or not {"texts", "words", "pieces", "piece_features"} <= set(plain):
-            return None
-        check_record(cls, plain, "meta['text_words']")
-        tokens, token_info = plain.get("tokens"), plain.get("token_info")
+        pieces = cast(Optional[list[list[str]]], plain.get("tokens"))
         return cls(
-            list(plain["texts"]),
-            [list(w) for w in plain["words"]],
-            [list(p) for p in plain["pieces"]],
-            [list(f) for f in plain["piece_features"]],
-            None if tokens is None else [list(t) for t in tokens],
-            token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
+            list(cast(list[str], plain["texts"])),
+            [list(w) for w in cast(list[list[str]], plain["words"])],
+            [list(p) for p in cast(list[list[str]], plain["pieces"])],
+            [list(f) for f in cast(list[list[int]], plain["piece_features"])],
+            None if pieces is None else [list(t) for t in pieces],
+            token_info=tokens,
         )
 
     def top_level(self) -> dict[str, object]:
