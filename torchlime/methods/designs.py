@@ -14,8 +14,16 @@ from typing import Callable
 
 import torch
 
-from torchlime._checks import check_positive_float
-from torchlime.stages.sampling import _GOLDEN, _M32, BernoulliSampler, Rows, Sampler, _random_subset, mix32
+from torchlime.stages.sampling import (
+    _GOLDEN,
+    _M32,
+    BernoulliSampler,
+    KeepProbability,
+    Rows,
+    Sampler,
+    _random_subset,
+    mix32,
+)
 
 _SOBOL_BITS = 30
 
@@ -42,22 +50,7 @@ def van_der_corput(n: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class _KeepProbability(Sampler):
-    """A sampler of the probability ``p`` of keeping a feature, checked once here.
-
-    Attributes:
-        p: the probability of keeping a feature, in (0, 1).
-    """
-
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not 0.0 < check_positive_float(self.p, "p") < 1.0:
-            raise ValueError(f"`p` must be in (0, 1), got {self.p}")
-
-
-@dataclass(frozen=True)
-class StratifiedSampler(_KeepProbability):
+class StratifiedSampler(KeepProbability):
     """Coalition sizes stratified over the samples.
 
     The number of kept features follows Binomial(F_b, p) as in lime, but stratified: sample s takes
@@ -119,7 +112,7 @@ def _directions(dimension: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class SobolSampler(_KeepProbability):
+class SobolSampler(KeepProbability):
     """Quasi-random masks: feature f kept when coordinate f of the shifted Sobol point s is below ``p``.
 
     One dimension per feature, with a random digital shift per input drawn from the call's key.
