@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Optional, cast
+from typing import ClassVar, Optional
 
 import torch
 
 from torchlime._checks import describe
 from torchlime.engine.explanation import Explanation
 from torchlime.text._tokens import TokensInfo
-from torchlime.text._with_tokens import WithTokens
+from torchlime.text._with_tokens import WithTokens, rows
 
 #: the label of target 0, the whole continuation's log-probability
 WHOLE = "the whole continuation"
@@ -85,21 +85,10 @@ class GenerationInfo(WithTokens):
         return shown
 
     @classmethod
-    def from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> GenerationInfo:
-        """The record from checked plain data (``WithTokens.from_plain``).
-
-        Args:
-            plain: the mapping ``as_plain`` wrote, its fields checked.
-            tokens: the token record read back, or None.
-        """
-        generated = cast(Optional[list[list[str]]], plain["generated"])
-        return cls(
-            [list(p) for p in cast(list[list[str]], plain["prompt"])],
-            [list(g) for g in cast(list[list[int]], plain["generated_ids"])],
-            None if generated is None else [list(g) for g in generated],
-            bool(plain["per_token"]),
-            token_info=tokens,
-        )
+    def _from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> GenerationInfo:
+        """GenerationInfo's fields from checked plain data, the token record beside them (``WithTokens.from_plain``)."""
+        generated, per_token = rows(plain["generated"]), bool(plain["per_token"])
+        return cls(rows(plain["prompt"]), rows(plain["generated_ids"]), generated, per_token, token_info=tokens)
 
     def feature_labels(self, index: int) -> list[str]:
         """Input ``index``'s prompt features, named by their tokens (``prompt_tokens``).

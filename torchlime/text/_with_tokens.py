@@ -5,12 +5,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar, cast
 
 from torchlime.engine.info import Info, check_record
 from torchlime.text._tokens import TokensInfo
 
 WithTokensT = TypeVar("WithTokensT", bound="WithTokens")
+
+
+def rows(value: object) -> Any:
+    """Stored per-input rows (a list of B lists) as fresh lists, None kept: a record's field read back."""
+    return None if value is None else [list(v) for v in cast(list[list[object]], value)]
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,10 @@ class WithTokens(Info):
         check_record(cls, plain, f"meta['{cls.key}']")
         token_info = plain.get("token_info")
         tokens = TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None
-        return cls.from_fields(plain, tokens)
+        return cls._from_fields(plain, tokens)
 
     @classmethod
-    def from_fields(cls: type[WithTokensT], plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WithTokensT:
+    def _from_fields(cls: type[WithTokensT], plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WithTokensT:
         """The record from checked plain data (``from_plain``): each kind lists its own fields.
 
         Args:

@@ -25,7 +25,7 @@ from torchlime.engine.info import lengths, sized
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
-from torchlime.text._with_tokens import WithTokens
+from torchlime.text._with_tokens import WithTokens, rows
 from torchlime.text.split import Splitter, SplitText, check_word_counts, feature_tensor, split_text
 from torchlime.text.strings import StringPerturbation, string_model
 from torchlime.typing import Device, Model
@@ -77,22 +77,10 @@ class WordsInfo(WithTokens):
         )
 
     @classmethod
-    def from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WordsInfo:
-        """The record from checked plain data (``WithTokens.from_plain``).
-
-        Args:
-            plain: the mapping ``as_plain`` wrote, its fields checked.
-            tokens: the token record read back, or None.
-        """
-        pieces = cast(Optional[list[list[str]]], plain.get("tokens"))
-        return cls(
-            list(cast(list[str], plain["texts"])),
-            [list(w) for w in cast(list[list[str]], plain["words"])],
-            [list(p) for p in cast(list[list[str]], plain["pieces"])],
-            [list(f) for f in cast(list[list[int]], plain["piece_features"])],
-            None if pieces is None else [list(t) for t in pieces],
-            token_info=tokens,
-        )
+    def _from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WordsInfo:
+        """WordsInfo's fields from checked plain data, the token record beside them (``WithTokens.from_plain``)."""
+        texts, fields = list(cast(list[str], plain["texts"])), ("words", "pieces", "piece_features", "tokens")
+        return cls(texts, *(rows(plain.get(name)) for name in fields), token_info=tokens)
 
     def top_level(self) -> dict[str, object]:
         """``meta``'s top-level "texts", "words", "pieces", "piece_features" (and "tokens", "mode"...)."""
