@@ -51,6 +51,7 @@ class GenerationInfo(WithTokens):
 
     key: ClassVar[str] = "text_generation"
     required: ClassVar[frozenset[str]] = frozenset({"prompt", "generated_ids", "generated", "per_token"})
+    labelled: ClassVar[str] = "prompt"  # the features' labels: each prompt feature's token strings
     per_input: ClassVar[tuple[str, ...]] = (
         "prompt",
         "generated_ids",
@@ -89,17 +90,6 @@ class GenerationInfo(WithTokens):
         """GenerationInfo's fields from checked plain data, the token record beside them (``WithTokens.from_plain``)."""
         generated, per_token = rows(plain["generated"]), bool(plain["per_token"])
         return cls(rows(plain["prompt"]), rows(plain["generated_ids"]), generated, per_token, token_info=tokens)
-
-    def feature_labels(self, index: int) -> list[str]:
-        """Input ``index``'s prompt features, named by their tokens (``prompt_tokens``).
-
-        Args:
-            index: the input.
-
-        Returns:
-            F_b labels; ``coef[index, :, j]`` is the weight of label j.
-        """
-        return list(self.prompt[index])
 
     def generated_tokens(self, index: int) -> Optional[list[str]]:
         """Input ``index``'s G generated token strings, or None where no tokenizer named them.

@@ -49,6 +49,19 @@ class WithTokens(Info):
 
     #: the keys a stored record must hold to be read back (``from_plain``)
     required: ClassVar[frozenset[str]] = frozenset()
+    #: the per-input field that names the features (a word explanation's "words", a generation's "prompt")
+    labelled: ClassVar[str]
+
+    def feature_labels(self, index: int) -> list[str]:
+        """Input ``index``'s F_b feature labels, in feature order (the field ``labelled`` names).
+
+        Args:
+            index: the input.
+
+        Returns:
+            The labels; ``coef[index, :, j]`` is the weight of label j.
+        """
+        return list(getattr(self, self.labelled)[index])
 
     @classmethod
     def from_plain(cls: type[WithTokensT], plain: object) -> Optional[WithTokensT]:

@@ -49,6 +49,7 @@ class WordsInfo(WithTokens):
 
     key: ClassVar[str] = "text_words"
     required: ClassVar[frozenset[str]] = frozenset({"texts", "words", "pieces", "piece_features"})
+    labelled: ClassVar[str] = "words"  # the features' labels: each text's words, in feature order
     per_input: ClassVar[tuple[str, ...]] = ("texts", "words", "pieces", "piece_features", "tokens")
 
     texts: list[str]
@@ -90,17 +91,6 @@ class WordsInfo(WithTokens):
         if self.tokens is not None:
             shown["tokens"] = [list(t) for t in self.tokens]
         return shown
-
-    def feature_labels(self, index: int) -> list[str]:
-        """Text ``index``'s F_b words, in feature order.
-
-        Args:
-            index: the text.
-
-        Returns:
-            Its words; ``coef[index, :, j]`` is the weight of word j.
-        """
-        return list(self.words[index])
 
     def describe(self, count: int, shape: tuple[int, ...]) -> str:
         """The texts and their words as written (a repeated word counts each time), and their tokens.
