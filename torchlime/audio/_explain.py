@@ -24,7 +24,8 @@ from torchlime.audio._common import BLUR_SIGMA, check_sample_rate, model_sample_
 from torchlime.audio._spectrograms import SpectrogramInfo, Spectrograms
 from torchlime.audio._waveforms import FreqScale, WaveformInfo, Waveforms, WaveformSegments
 from torchlime.audio.segments import SegmentSpec
-from torchlime.engine import Call, ExplainOptions, Explanation, documented, explain_with
+from torchlime.engine import Call, ExplainOptions, Explanation, explain_with
+from torchlime.engine.config import documented_by
 from torchlime.typing import UNSET, Model, NSamples, Seed, TargetSpec, Unset
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-@documented
+@documented_by(Spectrograms)
 def explain_spectrogram(  # noqa: D417, PLR0913
     model: Model,
     specs: torch.Tensor,
@@ -66,22 +67,6 @@ def explain_spectrogram(  # noqa: D417, PLR0913
     Args:
         model: callable from (c, Fr, Tm) or (c, C, Fr, Tm) spectrograms to scores (c, K).
         specs: real (B, Fr, Tm) or (B, C, Fr, Tm) spectrograms (rows: frequency, columns: frames).
-        segments: "grid" (time x frequency, default 5 x 4 as in SLIME / the veracity study),
-            "time", "freq", "mel" (bands equally spaced on the mel scale), "slic"
-            (superpixels), an integer map (Fr, Tm) / (B or 1, [1 or C,] Fr, Tm) or a callable.
-        time_segments: time slots of the grids ("grid", "time", "mel").
-        freq_segments: frequency bands of the grids ("grid", "freq", "mel").
-        sample_rate: Hz of the audio behind the spectrogram (for "mel", the plots and the check
-            against ``model.sample_rate``).
-        hop_length: the spectrogram's STFT hop in samples (recorded for the plots).
-        n_fft: the spectrogram's STFT size (for "mel" and the plots: the bins' frequencies, those
-            of a linear STFT of ``n_fft // 2 + 1`` bins; warns when Fr differs).
-        bin_freqs: (Fr,) bin frequencies in Hz (e.g. a mel spectrogram's centres:
-            ``segments.mel_frequencies(Fr, sample_rate)``).
-        fmin: lowest frequency (Hz) of the mel bands.
-        fmax: highest frequency (Hz) of the mel bands (default: the highest bin).
-        n_segments: SLIC superpixels (defaults to time x freq segments).
-        compactness: SLIC compactness.
         n_samples: S samples per clip (the clip itself included), or "auto" (rounds of doubling).
         **options: the engine's options (``ExplainOptions``). For spectrograms, ``baseline`` is the
             fill of hidden segments: "zero" (silence), "min", "max", "signal_mean", "noise",
@@ -121,7 +106,7 @@ def explain_spectrogram(  # noqa: D417, PLR0913
     return explain_with(model, specs, modality, Call(target, n_samples, generator), options, "explain_spectrogram")
 
 
-@documented
+@documented_by(Waveforms)
 def explain_waveform(  # noqa: D417, PLR0913
     model: Model,
     waves: torch.Tensor,
@@ -146,16 +131,6 @@ def explain_waveform(  # noqa: D417, PLR0913
         model: callable from (c, S) or (c, C, S) audio to scores (c, K); if it (or a
             submodule) has a ``sample_rate`` attribute it must equal ``sample_rate``.
         waves: real (B, S) or (B, C, S) audio.
-        sample_rate: Hz of ``waves``.
-        segments: "time" (contiguous runs of samples) or "time_frequency" (cells of the STFT).
-        time_segments: slots in time (default 10 for "time", 5 for "time_frequency").
-        freq_segments: frequency bands for "time_frequency".
-        n_fft: FFT size of the Hann-window STFT of "time_frequency"; the model sees
-            ``istft(masked STFT)`` of length S.
-        hop_length: hop of that STFT in samples (default n_fft // 4).
-        win_length: Hann window length of that STFT (default n_fft).
-        freq_scale: "linear" or "mel" spacing of the frequency bands.
-        crossfade: seconds of linear crossfade at segment borders ("time" only; 0 = hard cuts).
         n_samples: S samples per clip (the clip itself included), or "auto" (rounds of doubling).
         **options: the engine's options (``ExplainOptions``) but ``perturb_fn`` (``crossfade`` sets
             it). For waveforms, ``baseline`` is the fill of hidden segments, as in

@@ -288,7 +288,7 @@ def given(value: Union[T, Unset], name: str) -> T:
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def _attributes(record: type[Union[Config, Call]]) -> dict[str, str]:
+def _attributes(record: type) -> dict[str, str]:
     """Name -> its description (continuation lines included) from a record's ``Attributes:`` section."""
     doc = record.__doc__ or ""
     lines = doc.split("Attributes:", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
@@ -332,17 +332,40 @@ def documented(fn: F) -> F:
     Returns:
         ``fn``, its ``__doc__`` completed.
     """
+    return _complete(fn, {**_attributes(Call), **_attributes(Config)})
+
+
+def documented_by(modality: type) -> Callable[[F], F]:
+    """``documented``, and the fields of ``modality`` too: a door that builds a modality describes them once, there.
+
+    Args:
+        modality: the door's modality class, its ``Attributes:`` describing the keywords it takes.
+
+    Returns:
+        The decorator: ``fn`` with its ``__doc__`` completed from ``modality``, then from the records.
+    """
+
+    def decorate(fn: F) -> F:
+        return documented(_complete(fn, _attributes(modality)))
+
+    return decorate
+
+
+def _complete(fn: F, known: dict[str, str]) -> F:
+    """``fn`` with the descriptions in ``known`` of the keywords its ``Args:`` leaves out, in signature order.
+
+    Each goes before the entry of the next keyword described, else before ``**options`` or ``Returns:``.
+    """
     doc = fn.__doc__ or ""
     if "    Returns:" not in doc:
         return fn
     names = fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount]
-    known = {**_attributes(Call), **_attributes(Config)}
-    missing = [n for n in names if n in known and f"        {n}:" not in doc]
-    if not missing:
-        return fn
-    lines = "".join(
-        "        " + known[n].replace("\n", "\n            ").replace("            \n", "\n") + "\n" for n in missing
-    )
-    at = "\n        **options:" if "\n        **options:" in doc else "\n\n    Returns:"  # before the options, if any
-    fn.__doc__ = doc.replace(at, "\n" + lines.rstrip("\n") + at, 1) if at in doc else doc
+    for i, n in enumerate(names):
+        if n not in known or f"        {n}:" in doc:
+            continue
+        line = "        " + known[n].rstrip().replace("\n", "\n            ").replace("            \n", "\n")
+        later = [f"\n        {m}:" for m in names[i + 1 :] if f"\n        {m}:" in doc]
+        at = next(iter(later), "\n        **options:" if "\n        **options:" in doc else "\n\n    Returns:")
+        doc = doc.replace(at, "\n" + line + at, 1)
+    fn.__doc__ = doc
     return fn

@@ -14,8 +14,16 @@ from typing import Callable
 
 import torch
 
-from torchlime._util.checks import check_positive_float
-from torchlime.stages.sampling import GOLDEN, M32, BernoulliSampler, Rows, Sampler, mix32, random_subset
+from torchlime.stages.sampling import (
+    GOLDEN,
+    M32,
+    BernoulliSampler,
+    KeepProbability,
+    Rows,
+    Sampler,
+    mix32,
+    random_subset,
+)
 
 _SOBOL_BITS = 30
 
@@ -41,13 +49,8 @@ def van_der_corput(n: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _check_p(p: float) -> None:
-    if not 0.0 < check_positive_float(p, "p") < 1.0:
-        raise ValueError(f"`p` must be in (0, 1), got {p}")
-
-
 @dataclass(frozen=True)
-class StratifiedSampler(Sampler):
+class StratifiedSampler(KeepProbability):
     """Coalition sizes stratified over the samples.
 
     The number of kept features follows Binomial(F_b, p) as in lime, but stratified: sample s takes
@@ -57,11 +60,6 @@ class StratifiedSampler(Sampler):
     Attributes:
         p: the probability of keeping a feature, in (0, 1) (lime: 1/2).
     """
-
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        _check_p(self.p)
 
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): a stratified number of features of every row kept, uniformly chosen.
@@ -114,7 +112,7 @@ def _directions(dimension: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class SobolSampler(Sampler):
+class SobolSampler(KeepProbability):
     """Quasi-random masks: feature f kept when coordinate f of the shifted Sobol point s is below ``p``.
 
     One dimension per feature, with a random digital shift per input drawn from the call's key.
@@ -125,11 +123,6 @@ class SobolSampler(Sampler):
     Raises:
         ValueError: for more than 21201 features (the Sobol tables' dimension).
     """
-
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        _check_p(self.p)
 
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): the shifted Sobol points of the rows' samples, below ``p``.

@@ -205,10 +205,8 @@ class Sampler:
 
 
 @dataclass(frozen=True)
-class BernoulliSampler(Sampler):
-    """lime's image sampler: every feature kept independently with probability ``p``.
-
-    The number of kept features is Binomial(F, p). lime uses p = 1/2.
+class KeepProbability(Sampler):
+    """The base of the samplers that keep a feature with probability ``p`` (checked once here).
 
     Attributes:
         p: the probability of keeping a feature, in (0, 1).
@@ -219,6 +217,17 @@ class BernoulliSampler(Sampler):
     def __post_init__(self) -> None:
         if not 0.0 < check_positive_float(self.p, "p") < 1.0:
             raise ValueError(f"`p` must be in (0, 1), got {self.p}")
+
+
+@dataclass(frozen=True)
+class BernoulliSampler(KeepProbability):
+    """lime's image sampler: every feature kept independently with probability ``p``.
+
+    The number of kept features is Binomial(F, p). lime uses p = 1/2.
+
+    Attributes:
+        p: the probability of keeping a feature, in (0, 1).
+    """
 
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): every feature of ``rows`` kept with probability ``p``.

@@ -111,6 +111,16 @@ class Ridge(Surrogate):
         return solve_spd(pad_identity(ne.gram, valid), ne.rhs, self.alpha)
 
 
+def _per_weight(ne: Normal) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gram (B, F, F) and rhs (B, F, T) divided by each fit's weight sum: the penalised paths' scale.
+
+    Args:
+        ne: the normal equations, gram (B, F, F), rhs (B, F, T) and weight_sum (B,).
+    """
+    sw = ne.weight_sum.view(-1, 1, 1)
+    return ne.gram / sw, ne.rhs / sw
+
+
 def _soft(v: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
     return torch.sign(v) * (v.abs() - thr).clamp_min(0)
 
@@ -221,9 +231,7 @@ class Lasso(Surrogate):
             ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
             valid: bool (B, F) the features that exist for each input.
         """
-        sw = ne.weight_sum.view(-1, 1, 1)
-        gram = ne.gram / sw
-        rhs = ne.rhs / sw
+        gram, rhs = _per_weight(ne)
         lam = torch.full((1, 1, 1), self.alpha, dtype=gram.dtype, device=gram.device)
         return fista_lasso(gram, rhs, lam, torch.zeros_like(rhs), self.max_iter, self.tol)
 
@@ -266,9 +274,7 @@ class KLasso(Surrogate):
             ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
             valid: bool (B, F) the features that exist for each input.
         """
-        sw = ne.weight_sum.view(-1, 1, 1)
-        gram = ne.gram / sw
-        rhs = ne.rhs / sw
+        gram, rhs = _per_weight(ne)
         lam_max = rhs.abs().amax(1, keepdim=True).clamp_min(1e-30)  # (B, 1, T)
         ratios = torch.logspace(0, math.log10(self.eps), self.n_lambdas, dtype=gram.dtype)
         beta = torch.zeros_like(rhs)

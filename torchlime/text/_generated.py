@@ -18,9 +18,8 @@ import torch
 
 from torchlime._util.checks import describe
 from torchlime.engine.explanation import Explanation
-from torchlime.engine.info import check_record
 from torchlime.text._tokens import TokensInfo
-from torchlime.text._with_tokens import WithTokens
+from torchlime.text._with_tokens import WithTokens, rows
 
 #: the label of target 0, the whole continuation's log-probability
 WHOLE = "the whole continuation"
@@ -51,6 +50,8 @@ class GenerationInfo(WithTokens):
     """
 
     key: ClassVar[str] = "text_generation"
+    required: ClassVar[frozenset[str]] = frozenset({"prompt", "generated_ids", "generated", "per_token"})
+    labelled: ClassVar[str] = "prompt"  # the features' labels: each prompt feature's token strings
     per_input: ClassVar[tuple[str, ...]] = (
         "prompt",
         "generated_ids",
@@ -85,41 +86,10 @@ class GenerationInfo(WithTokens):
         return shown
 
     @classmethod
-    def from_plain(cls, plain: object) -> Optional[GenerationInfo]:
-        """The record from its plain data (``meta["text_generation"]`` of a loaded explanation).
-
-        Args:
-            plain: the mapping ``as_plain`` wrote.
-
-        Returns:
-            The record, or None for data of another shape.
-
-        Raises:
-            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
-                what it holds).
-        """
-        if not isinstance(plain, Mapping) or not {"prompt", "generated_ids", "generated", "per_token"} <= set(plain):
-            return None
-        check_record(cls, plain, "meta['text_generation']")
-        generated, token_info = plain["generated"], plain.get("token_info")
-        return cls(
-            [list(p) for p in plain["prompt"]],
-            [list(g) for g in plain["generated_ids"]],
-            None if generated is None else [list(g) for g in generated],
-            bool(plain["per_token"]),
-            token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
-        )
-
-    def feature_labels(self, index: int) -> list[str]:
-        """Input ``index``'s prompt features, named by their tokens (``prompt_tokens``).
-
-        Args:
-            index: the input.
-
-        Returns:
-            F_b labels; ``coef[index, :, j]`` is the weight of label j.
-        """
-        return list(self.prompt[index])
+    def _from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> GenerationInfo:
+        """GenerationInfo's fields from checked plain data, the token record beside them (``WithTokens.from_plain``)."""
+        generated, per_token = rows(plain["generated"]), bool(plain["per_token"])
+        return cls(rows(plain["prompt"]), rows(plain["generated_ids"]), generated, per_token, token_info=tokens)
 
     def generated_tokens(self, index: int) -> Optional[list[str]]:
         """Input ``index``'s G generated token strings, or None where no tokenizer named them.

@@ -25,7 +25,7 @@ from torchlime.stages.forward.model import eval_mode
 from torchlime.targets.base import tensor_output
 from torchlime.targets.continuation import Continuation
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
-from torchlime.text._token_args import InfillSpec, SpecialIds, infer_vocab_size
+from torchlime.text._token_args import TokenArgs, infer_vocab_size
 from torchlime.text._tokenized import default_mask_id
 from torchlime.text._tokens import OWNED, Tokens, TokensPrepared, finish_tokens, refuse_owned
 from torchlime.text.edits import MODEL_INPUTS, call_token_model
@@ -144,7 +144,7 @@ class GenerationPrepared(TokensPrepared):
 
 
 @dataclass(frozen=True)
-class Generation(Modality):
+class Generation(TokenArgs, Modality):
     """Prompts (B, L_p) of a causal LM, explained by what it generates after them (a ``Continuation`` target).
 
     Padding is moved to the left of each prompt (right-padded prompts are re-packed, the tokens keeping
@@ -191,15 +191,6 @@ class Generation(Modality):
 
     owns: ClassVar[frozenset[str]] = OWNED
 
-    attention_mask: Optional[torch.Tensor] = None
-    word_ids: Optional[torch.Tensor] = None
-    special_ids: SpecialIds = None
-    mode: str = "replace"
-    mask_id: Optional[int] = None
-    pad_id: int = 0
-    vocab_size: Optional[int] = None
-    model_inputs: str = "auto"
-    infill: InfillSpec = None
     tokenizer: Optional[Tokenizer] = None
 
     def prepare(self, model: Model, inputs: object, how: Config, call: Call) -> GenerationPrepared:

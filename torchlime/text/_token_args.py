@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
@@ -17,6 +18,33 @@ MODES = ("replace", "delete", "infill")
 SpecialIds = Union[None, int, Iterable[int], torch.Tensor]
 #: what ``infill=`` accepts: an ``Infiller``, or a masked LM (wrapped with default settings)
 InfillSpec = Union[None, Infiller, Model]
+
+
+@dataclass(frozen=True)
+class TokenArgs:
+    """The token settings ``Tokens`` and ``Generation`` share, in this order (each modality describes them).
+
+    Attributes:
+        attention_mask: (B, L) 1 = token, 0 = padding.
+        word_ids: (B or 1, L) word of every token (-1: none); None: one feature per token.
+        special_ids: ids never perturbed.
+        mode: "replace", "delete" or "infill".
+        mask_id: the id hidden tokens become.
+        pad_id: the padding id written by "delete".
+        vocab_size: checks the ids.
+        model_inputs: how the model takes ids and mask ("auto", "positional", "keywords", "ids").
+        infill: the masked LM of "infill".
+    """
+
+    attention_mask: Optional[torch.Tensor] = None
+    word_ids: Optional[torch.Tensor] = None
+    special_ids: SpecialIds = None
+    mode: str = "replace"
+    mask_id: Optional[int] = None
+    pad_id: int = 0
+    vocab_size: Optional[int] = None
+    model_inputs: str = "auto"
+    infill: InfillSpec = None
 
 
 def infer_vocab_size(model: object) -> Optional[int]:

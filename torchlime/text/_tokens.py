@@ -25,8 +25,7 @@ from torchlime.stages.forward.passes import score
 from torchlime.targets.base import Target
 from torchlime.text._single import Scorer, SingleSampler
 from torchlime.text._token_args import (
-    InfillSpec,
-    SpecialIds,
+    TokenArgs,
     as_id_tensor,
     check_args,
     infer_vocab_size,
@@ -162,7 +161,7 @@ class TokensPrepared(Prepared):
 
 
 @dataclass(frozen=True)
-class Tokens(Modality):
+class Tokens(TokenArgs, Modality):
     """Token ids (B, L) of a token classifier, explained over their tokens or words.
 
     Attributes:
@@ -192,16 +191,6 @@ class Tokens(Modality):
     owns: ClassVar[frozenset[str]] = OWNED
     #: "delete" packs rows by length (False: every row at full length, as before packing; for comparisons)
     _pack_rows: ClassVar[bool] = True
-
-    attention_mask: Optional[torch.Tensor] = None
-    word_ids: Optional[torch.Tensor] = None
-    special_ids: SpecialIds = None
-    mode: str = "replace"
-    mask_id: Optional[int] = None
-    pad_id: int = 0
-    vocab_size: Optional[int] = None
-    model_inputs: str = "auto"
-    infill: InfillSpec = None
 
     def prepare(self, model: Model, inputs: object, how: Config, call: Call) -> TokensPrepared:
         """Check the ids and settings, build the token features, the perturbation and the model wrapper.

@@ -14,18 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, cast
 
 import numpy as np
 import torch
 
 from torchlime._util.checks import describe
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
-from torchlime.engine.info import check_record, lengths, sized
+from torchlime.engine.info import lengths, sized
 from torchlime.text._token_args import InfillSpec
 from torchlime.text._tokenized import encode_words
 from torchlime.text._tokens import OWNED, TokensInfo, TokensPrepared, attach, finish_tokens, refuse_owned
-from torchlime.text._with_tokens import WithTokens
+from torchlime.text._with_tokens import WithTokens, rows
 from torchlime.text.split import Splitter, SplitText, check_word_counts, feature_tensor, split_text
 from torchlime.text.strings import StringPerturbation, string_model
 from torchlime.typing import Device, Model
@@ -48,6 +48,8 @@ class WordsInfo(WithTokens):
     """
 
     key: ClassVar[str] = "text_words"
+    required: ClassVar[frozenset[str]] = frozenset({"texts", "words", "pieces", "piece_features"})
+    labelled: ClassVar[str] = "words"  # the features' labels: each text's words, in feature order
     per_input: ClassVar[tuple[str, ...]] = ("texts", "words", "pieces", "piece_features", "tokens")
 
     texts: list[str]
@@ -76,31 +78,10 @@ class WordsInfo(WithTokens):
         )
 
     @classmethod
-    def from_plain(cls, plain: object) -> Optional[WordsInfo]:
-        """The record from its plain data (``meta["text_words"]`` of a loaded explanation).
-
-        Args:
-            plain: the mapping ``as_plain`` wrote.
-
-        Returns:
-            The record, or None for data of another shape.
-
-        Raises:
-            StoredDataError: a field of another kind (a ``ValueError`` naming it, what it must be and
-                what it holds).
-        """
-        if not isinstance(plain, Mapping) or not {"texts", "words", "pieces", "piece_features"} <= set(plain):
-            return None
-        check_record(cls, plain, "meta['text_words']")
-        tokens, token_info = plain.get("tokens"), plain.get("token_info")
-        return cls(
-            list(plain["texts"]),
-            [list(w) for w in plain["words"]],
-            [list(p) for p in plain["pieces"]],
-            [list(f) for f in plain["piece_features"]],
-            None if tokens is None else [list(t) for t in tokens],
-            token_info=TokensInfo.from_plain(token_info) if isinstance(token_info, Mapping) else None,
-        )
+    def _from_fields(cls, plain: Mapping[str, object], tokens: Optional[TokensInfo]) -> WordsInfo:
+        """WordsInfo's fields from checked plain data, the token record beside them (``WithTokens.from_plain``)."""
+        texts, fields = list(cast(list[str], plain["texts"])), ("words", "pieces", "piece_features", "tokens")
+        return cls(texts, *(rows(plain.get(name)) for name in fields), token_info=tokens)
 
     def top_level(self) -> dict[str, object]:
         """``meta``'s top-level "texts", "words", "pieces", "piece_features" (and "tokens", "mode"...)."""
@@ -110,17 +91,6 @@ class WordsInfo(WithTokens):
         if self.tokens is not None:
             shown["tokens"] = [list(t) for t in self.tokens]
         return shown
-
-    def feature_labels(self, index: int) -> list[str]:
-        """Text ``index``'s F_b words, in feature order.
-
-        Args:
-            index: the text.
-
-        Returns:
-            Its words; ``coef[index, :, j]`` is the weight of word j.
-        """
-        return list(self.words[index])
 
     def describe(self, count: int, shape: tuple[int, ...]) -> str:
         """The texts and their words as written (a repeated word counts each time), and their tokens.
