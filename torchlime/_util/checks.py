@@ -282,7 +282,7 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
         ) from err
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # torchlime/, this module being in _util/
 
 
 def user_stacklevel() -> int:
