@@ -45,8 +45,8 @@ def rows() -> dict[str, dict[str, Any]]:
     """Each row: ``run(model, n)``, its model, the model rows per sample and whether to split by N."""
     import torch
 
+    from torchlime import ProbeExplainer  # the top-level name in both trees
     from torchlime.image import explain_image
-    from torchlime.integrations.probe import ProbeExplainer
     from torchlime.targets import Boxes
     from torchlime.text import explain_generation, explain_tokens
 
