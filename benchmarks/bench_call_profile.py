@@ -261,7 +261,8 @@ def ops_main(args: argparse.Namespace) -> None:
     trees = {"baseline": worktree(args.baseline, args.baseline_tree), "current": _Path(ROOT)}
     counted = {}
     for which, tree in trees.items():
-        counted[which] = dict(tree=str(tree), commit=commit_of(tree), rows=count_tree(tree))
+        place = "this checkout" if which == "current" else f"a worktree of {args.baseline}"  # no machine paths
+        counted[which] = dict(tree=place, commit=commit_of(tree), rows=count_tree(tree))
     table = []
     print("| call | fixed (baseline -> current) | per chunk | ranges |")
     print("|---|---|---|---|")

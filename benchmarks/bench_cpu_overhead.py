@@ -200,7 +200,7 @@ def against_baseline(commit: str, tree: _Path | None, sizes: tuple[int, ...], re
     return dict(
         baseline=commit,
         commits={name: commit_of(path) for name, path in trees.items()},
-        trees={name: str(path) for name, path in trees.items()},
+        trees={name: "this checkout" if name == "current" else f"a worktree of {commit}" for name in trees},
         threads=threads,
         sizes=list(sizes),
         reps=reps,
