@@ -224,3 +224,32 @@ def test_a_model_error_with_a_chunk_built_ahead_is_raised(cancer):
     with pytest.raises(ModelCallError, match="third chunk"):
         KernelExplainer(fails_later, bg, batch_size=5).shap_values(x[:1], nsamples=200, silent=True)
     assert calls[0] == 5
+
+
+def test_the_models_blas_leaves_the_row_builder_a_core(cancer, monkeypatch):
+    """While the rows of the next chunk are built beside it, the model's BLAS uses at most the other cores, and
+    its setting is restored after; the values are those of an unlimited call."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import contextlib
+    import os
+
+    model, bg, x = cancer
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    seen = []
+
+    def recording(rows):
+        if rows.shape[0] == 5 * len(bg):  # a chunk of 5 coalitions (the background's own calls come first)
+            seen.append(max(blas_threads(), default=1))
+        return model.predict_proba(rows)
+
+    before = blas_threads()
+    call = dict(nsamples=200, l1_reg=False, silent=True)
+    limited = KernelExplainer(recording, bg, seed=2, batch_size=5).shap_values(x[:2], **call)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert len(seen) > 3 and max(seen) <= max(1, cores - 1) and blas_threads() == before
+    monkeypatch.setattr(_shap_host, "blas_beside_builder", contextlib.nullcontext)
+    free = KernelExplainer(model.predict_proba, bg, seed=2, batch_size=5).shap_values(x[:2], **call)
+    np.testing.assert_array_equal(np.asarray(limited), np.asarray(free))
