@@ -86,6 +86,25 @@ def test_the_cache_keeps_computes_once_and_forgets_the_dead():
     assert cache.get(owner, "a", make(5)) == [5]  # evicted: computed again
 
 
+def test_an_owner_dying_while_the_cache_is_locked_does_not_deadlock():
+    """The garbage collector may free an owner (and run its weak reference's callback) inside ``find`` or
+    ``put`` of the same thread, which hold the lock: the callback must not wait for it."""
+    cache: ShapeCache[int] = ShapeCache()
+    owner = torch.zeros(1)
+    cache.put(owner, "k", 1)
+
+    def die_under_the_lock():
+        nonlocal owner
+        with cache._lock:
+            del owner  # the callback runs here, in this thread, with the lock held
+
+    worker = threading.Thread(target=die_under_the_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the dead owner's callback waited for the lock its own thread holds"
+    assert len(cache) == 0  # forgotten at the next use
+
+
 def test_the_cache_under_two_threads():
     cache: ShapeCache[int] = ShapeCache(size=8)
     owners = [torch.zeros(1) for _ in range(4)]

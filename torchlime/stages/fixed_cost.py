@@ -115,9 +115,12 @@ class ShapeCache(Generic[V]):
             OrderedDict()
         )
         self._lock = threading.Lock()
+        self._dead: list[tuple[int, Hashable]] = []  # keys of owners that died, forgotten under the lock
 
     def __len__(self) -> int:
-        return len(self._entries)
+        with self._lock:
+            self._purge()
+            return len(self._entries)
 
     def clear(self) -> None:
         """Forget every entry."""
@@ -153,6 +156,7 @@ class ShapeCache(Generic[V]):
         """
         full = (0 if owner is None else id(owner), key)
         with self._lock:
+            self._purge()
             found = self._entries.get(full)
             if found is not None and (found[0] is None or found[0]() is owner) and _versions(found[1]) == found[2]:
                 self._entries.move_to_end(full)
@@ -175,14 +179,24 @@ class ShapeCache(Generic[V]):
             except TypeError:  # an object without weak references: not cached
                 return
         with self._lock:
+            self._purge()
             self._entries[full] = (ref, value, _versions(value))
             self._entries.move_to_end(full)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
     def _drop(self, full: tuple[int, Hashable]) -> None:
-        """Forget the entry of an owner that died (if it is still that owner's)."""
-        with self._lock:
+        """Note the key of an owner that died (a weak reference's callback).
+
+        It never takes the lock: the garbage collector may run it inside ``find`` or ``put`` of the same
+        thread, which hold it. The entry goes at the next ``find`` or ``put``.
+        """
+        self._dead.append(full)
+
+    def _purge(self) -> None:
+        """Forget the entries of the owners that died (if still theirs); called with the lock held."""
+        while self._dead:
+            full = self._dead.pop()
             found = self._entries.get(full)
             if found is not None and found[0] is not None and found[0]() is None:
                 del self._entries[full]
