@@ -175,7 +175,7 @@ KernelName = Literal["lime", "captum", "uniform", "wasserstein", "ks", "kuiper",
 #: surrogate names of ``engine.registry.SURROGATES``
 SurrogateName = Literal["ridge", "lasso", "klasso", "bayes"]
 #: preset names of ``engine.presets.PRESETS``
-PresetName = Literal["lime", "lime_text", "captum", "slime", "veracity", "kernel_shap"]
+PresetName = Literal["lime", "lime_text", "captum", "slime", "veracity", "kernel_shap", "kernel_shap_plain"]
 #: named fills of ``stages.perturb.fills.NAMES``
 FillName = Literal["zero", "mean", "blur", "min", "max", "signal_mean", "noise", "shuffle"]
 #: ``accelerate=`` modes besides None (``accel.ACCELERATE``)

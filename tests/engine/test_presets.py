@@ -30,7 +30,7 @@ def test_errors():
     with pytest.raises(
         ValueError,
         match=r"`preset` must be None or one of \['lime', 'lime_text', 'captum', "
-        r"'slime', 'veracity', 'kernel_shap'\], got 'shap'",
+        r"'slime', 'veracity', 'kernel_shap', 'kernel_shap_plain'\], got 'shap'",
     ):
         resolve("shap", {})
     with pytest.raises(ValueError, match=r"`modality` must be one of \['any', 'image', 'audio', 'text', 'tabular'\]"):

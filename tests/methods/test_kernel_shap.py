@@ -101,8 +101,8 @@ def test_sampler_enumerates_every_coalition_once():
 
 
 def test_sampled_sizes_follow_the_shapley_mass():
-    n, s = 16, 20000  # 2^16 coalitions > S: sampled
-    z = KernelShapSampler().bind(None, s)(torch.tensor([n]), s, n, generator=0)
+    n, s = 16, 20000  # 2^16 coalitions > S: sampled (captum's plain design)
+    z = KernelShapSampler(design="plain").bind(None, s)(torch.tensor([n]), s, n, generator=0)
     counts = torch.bincount(z[0, 2:].sum(1), minlength=n + 1).double()
     mass = torch.tensor([0.0] + [(n - 1) / (k * (n - k)) for k in range(1, n)] + [0.0], dtype=F64)
     expected = mass / mass.sum() * (s - 2)
@@ -113,7 +113,7 @@ def test_sampled_sizes_follow_the_shapley_mass():
 
 
 def test_kernel_weights():
-    kernel = ShapleyKernel().bind(None, 16)  # F = 4 enumerated, F = 5 sampled
+    kernel = ShapleyKernel(design="plain").bind(None, 16)  # F = 4 enumerated, F = 5 sampled
     masks = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 0, 0, 0], [1, 0, 0, 0, 1], [1, 1, 0, 0, 1], [1, 1, 1, 0, 0]]).bool()
     valid = torch.tensor([[True] * 4 + [False], [True] * 5])
     w = kernel.weigh_masks(masks.expand(2, 5, 5), valid)
@@ -162,13 +162,13 @@ def test_sampled_additive_model_is_exact(device):
 
 
 def test_captum_parity_on_the_same_coalitions():
-    """Parity with captum's ``KernelShap``: captum draws its own coalitions, so it is fed ours through its
-    perturbation hook (``perturb_func``, a generator of interpretable samples: ours in order, sample 0 all
-    ones and sample 1 all zeros as captum's own generator starts). captum then weighs the two end points
-    1e6 and the others 1 and fits sklearn's ``LinearRegression`` in float32: the same problem with soft
-    end-point constraints (measured difference about 3e-7). Its underlying linear model fitted in float64
-    on the identical data (``SkLearnLinearRegression``, captum's weights) differs only by the soft
-    constraints' slack (about 2e-7 here)."""
+    """Parity with captum's ``KernelShap`` (its plain design): captum draws its own coalitions, so it is
+    fed ours through its perturbation hook (``perturb_func``, a generator of interpretable samples: ours
+    in order, sample 0 all ones and sample 1 all zeros as captum's own generator starts). captum then
+    weighs the two end points 1e6 and the others 1 and fits sklearn's ``LinearRegression`` in float32:
+    the same problem with soft end-point constraints (measured difference about 3e-7). Its underlying
+    linear model fitted in float64 on the identical data (``SkLearnLinearRegression``, captum's weights)
+    differs only by the soft constraints' slack (about 2e-7 here)."""
     from captum._utils.models.linear_model import SkLearnLinearRegression
     from captum.attr import KernelShap
     from torch.utils.data import DataLoader, TensorDataset
@@ -183,7 +183,7 @@ def test_captum_parity_on_the_same_coalitions():
         net,
         x,
         feats,
-        preset="kernel_shap",
+        preset="kernel_shap_plain",  # captum's design: equal weights on the sampled coalitions
         n_samples=120,
         target="all",
         baseline=BASE,

@@ -70,7 +70,7 @@ class Config:
             "shuffle" (``torchlime.stages.perturb.fills``); for a tuple of inputs, one fill or a tuple
             of fills, one per tensor.
         preset: None or a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
-            "kernel_shap"): another implementation's defaults for whatever is not set here.
+            "kernel_shap", "kernel_shap_plain"): another implementation's defaults for whatever is not set here.
         accelerate: None (the model runs as given) or "fast" (bf16 autocast, channels-last and
             ``torch.compile`` on CUDA; ``accel.accelerate_model``).
         max_memory: CUDA memory budget of a chunk: bytes (int) or a fraction of the device's

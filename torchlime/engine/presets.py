@@ -12,6 +12,7 @@ from typing import Any, Optional, cast
 
 from torchlime._util.checks import check_choice
 from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
+from torchlime.methods.shap_designs import ShapDesign
 from torchlime.stages.sampling import BernoulliSampler, UniformCountSampler
 from torchlime.stages.surrogate import Lasso, Ridge
 from torchlime.stages.weighting import ExponentialKernel
@@ -46,6 +47,19 @@ _SLIME = dict(
     n_samples=8192, sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)
 )
 
+
+def _kernel_shap(design: ShapDesign) -> dict[str, Any]:
+    """``preset="kernel_shap"``'s settings with the sampled ``design``."""
+    return dict(
+        target=None,
+        n_samples=2048,
+        baseline=0.0,
+        sampler=KernelShapSampler(design=design),
+        kernel=ShapleyKernel(design=design),
+        surrogate=KernelShapRegression(),
+    )
+
+
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "lime": {
         "any": dict(
@@ -76,19 +90,12 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "slime": {"any": _SLIME},
     "veracity": {"any": _SLIME},
-    # KernelSHAP (torchlime.methods.kernel_shap): Shapley-kernel coalitions (all of them when 2^F <= N), Shapley
-    # kernel weights, least squares with phi_0 = f(baseline) and phi_0 + sum(phi) = f(x) imposed exactly; the fill
-    # is the reference
-    "kernel_shap": {
-        "any": dict(
-            target=None,
-            n_samples=2048,
-            baseline=0.0,
-            sampler=KernelShapSampler(),
-            kernel=ShapleyKernel(),
-            surrogate=KernelShapRegression(),
-        )
-    },
+    # KernelSHAP (torchlime.methods.kernel_shap): every coalition when 2^F <= N, else Leverage SHAP's design (pairs
+    # z, 1 - z, sizes uniformly, without replacement), the Shapley kernel over the inclusion probability as weights,
+    # least squares with phi_0 = f(baseline) and phi_0 + sum(phi) = f(x) imposed exactly; the fill is the reference
+    "kernel_shap": {"any": _kernel_shap("leverage")},
+    # the same with captum's plain design: sizes in proportion to the Shapley kernel, with replacement, unpaired
+    "kernel_shap_plain": {"any": _kernel_shap("plain")},
 }
 
 
@@ -118,7 +125,10 @@ def resolve(preset: Optional[str], given: dict[str, Any], modality: PresetScope 
             settings for any modality), "captum" (captum's ``Lime``: N = 25, fill 0, exp(-d²/2) on the
             input-space cosine distance, Lasso(alpha=0.01)), "slime" or "veracity" (SLIME / the audio
             veracity study: Bernoulli(1/2), cosine kernel 0.25, Ridge(1), N = 8192), "kernel_shap"
-            (``methods.kernel_shap``: Shapley-kernel coalitions and weights, the constrained fit).
+            (``methods.kernel_shap``: every coalition when 2^F <= N, else Leverage SHAP's paired design
+            without replacement, the Shapley kernel's weights, the constrained fit; N = 2048),
+            "kernel_shap_plain" (the same with captum's plain design: sizes by the Shapley kernel, with
+            replacement, unpaired).
         given: keyword -> value, ``UNSET`` where the caller passed nothing.
         modality: "any", "image", "audio", "text" or "tabular".
 

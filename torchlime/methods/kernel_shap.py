@@ -1,11 +1,13 @@
-"""KernelSHAP on the engine: Shapley-kernel coalitions, weights and the constrained fit.
+"""KernelSHAP on the engine: coalition designs, the Shapley kernel's weights and the constrained fit.
 
 ``preset="kernel_shap"`` bundles ``KernelShapSampler``, ``ShapleyKernel`` and ``KernelShapRegression``,
 with the fill (``baseline``) as the reference. Inputs whose 2^F_b coalitions fit in S samples are
 enumerated, and the result is then the exact Shapley value of the game v(S) = f(x with the features
 outside S replaced by the baseline), whatever the model (Lundberg & Lee 2017, theorem 2); sampled,
-it is KernelSHAP's estimate, exact for models additive in the features. Padded features (f >= F_b)
-are always kept and get phi = 0.
+it is KernelSHAP's estimate, exact for models additive in the features. The sampled design is
+``design=`` of the sampler and the kernel (the same on both): "leverage" (Leverage SHAP, the default),
+"paired" (``methods.shap_designs``) or "plain" (captum's: ``preset="kernel_shap_plain"``). Padded
+features (f >= F_b) are always kept and get phi = 0.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Callable, Optional
 
 import torch
 
+from torchlime._util.checks import check_choice
+from torchlime.methods.shap_designs import DESIGNS, ShapDesign, design_weights, sample_pairs
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.normal import Fit, Normal, normal_equations, solve_spd
 from torchlime.stages.sampling import Rows, Sampler, ShapleySampler
@@ -93,11 +97,14 @@ class KernelShapSampler(Sampler):
     coalition. An input whose 2^F_b coalitions fit in S samples (2^F_b <= S) is *enumerated*: sample
     s = 2 .. 2^F_b - 1 is the coalition whose bitmask is s - 1 (bit f set: feature f kept), so every
     non-trivial coalition appears exactly once; samples s >= 2^F_b repeat the grand coalition, which
-    weighs 0. Any other input is *sampled*: the size k is drawn with P(k) proportional to the Shapley
-    kernel's mass of that size, (F-1) / (k (F-k)), 1 <= k < F, then k features uniformly
-    (``sampling.ShapleySampler``).
+    weighs 0. Any other input is *sampled* by ``design``: "leverage" (Leverage SHAP: pairs z, 1 - z,
+    sizes uniformly, coalitions uniformly within a size, without replacement) or "paired" (the same, with
+    sizes in proportion to the Shapley kernel's mass), see ``methods.shap_designs``; "plain" (captum's
+    KernelShap): sizes k drawn with P(k) proportional to the kernel's mass (F-1) / (k (F-k)), 1 <= k < F,
+    then k features uniformly, with replacement, unpaired (``sampling.ShapleySampler``).
 
     Attributes:
+        design: "leverage", "paired" or "plain" (``ShapleyKernel`` must have the same).
         n_samples: S, set by ``bind`` (the engine binds every sampler to its call).
 
     Example:
@@ -106,8 +113,12 @@ class KernelShapSampler(Sampler):
         [[1, 1, 1], [0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1], [1, 0, 1], [0, 1, 1]]
     """
 
+    design: ShapDesign = "leverage"
     n_samples: Optional[int] = None
     adaptive = False  # a class attribute: the enumeration needs all S samples, not rounds
+
+    def __post_init__(self) -> None:
+        check_choice(self.design, "design", DESIGNS)
 
     def bind(self, features: Optional[FeatureMap], n_samples: int) -> KernelShapSampler:
         """The sampler for a call of S = ``n_samples`` samples per input.
@@ -142,33 +153,45 @@ class KernelShapSampler(Sampler):
         code = torch.where(s < full, (s - 1).clamp_min(0), full - 1)  # s >= 2^F_b: the grand coalition
         bit = torch.arange(rows.f_max, device=s.device).clamp_max(_MAX_BITS)
         listed = ((code.unsqueeze(1) >> bit) & 1).bool()
-        z = torch.where(enumerated.unsqueeze(1), listed, ShapleySampler().sample(rows))
+        if rows.f_max <= max_enumerated(n_samples):  # every input enumerated
+            drawn = listed
+        elif self.design == "plain":
+            drawn = ShapleySampler().sample(rows)
+        else:
+            drawn = sample_pairs(rows, n_samples, self.design)
+        z = torch.where(enumerated.unsqueeze(1), listed, drawn)
         return z & (s != 1).unsqueeze(1)
 
     def __repr__(self) -> str:
-        return "KernelShapSampler()"
+        return "KernelShapSampler()" if self.design == "leverage" else f"KernelShapSampler(design={self.design!r})"
 
 
 @dataclass(frozen=True)
 class ShapleyKernel(Kernel):
-    """KernelSHAP's weights of coalitions: ``pi(F_b, k)`` for enumerated inputs, 1 for sampled ones.
+    """KernelSHAP's weights of coalitions: ``pi(F_b, k)`` enumerated, over the inclusion probability sampled.
 
     The weight of a coalition of k kept features out of F_b is 0 for k = 0 and k = F_b (those two are
     constraints, imposed exactly by the fit); otherwise the Shapley kernel ``pi(F, k) = (F-1) /
-    (C(F, k) k (F-k))`` for enumerated inputs (2^F_b <= S) and 1 for sampled ones (their sampling
-    already follows the kernel).
+    (C(F, k) k (F-k))`` for enumerated inputs (2^F_b <= S); for sampled ones, ``pi`` over the
+    coalition's inclusion probability in ``design`` ("leverage", "paired":
+    ``shap_designs.design_weights``), or 1 for "plain" (its sampling already follows the kernel).
 
     Attributes:
+        design: "leverage", "paired" or "plain", as ``KernelShapSampler``'s.
         n_samples: S, set by ``bind``.
 
     Example:
-        >>> kernel = ShapleyKernel().bind(None, 16)
+        >>> kernel = ShapleyKernel(design="plain").bind(None, 16)
         >>> masks = torch.tensor([[[1, 1, 1], [0, 0, 0], [1, 0, 0], [1, 1, 0]]]).bool()
         >>> kernel.weigh_masks(masks, torch.ones(1, 3, dtype=torch.bool)).tolist()
         [[0.0, 0.0, 0.3333333333333333, 0.3333333333333333]]
     """
 
+    design: ShapDesign = "leverage"
     n_samples: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        check_choice(self.design, "design", DESIGNS)
 
     def bind(self, features: Optional[FeatureMap], n_samples: int) -> ShapleyKernel:
         """The kernel for a call of S = ``n_samples`` samples per input.
@@ -204,11 +227,14 @@ class ShapleyKernel(Kernel):
         kept = (masks & valid.unsqueeze(1)).sum(-1)
         nf = valid.sum(-1, keepdim=True)
         pi = shapley_kernel(nf, kept)
-        uniform = ((kept >= 1) & (kept < nf)).double()
-        return torch.where(nf <= max_enumerated(n_samples), pi, uniform)
+        if self.design == "plain":
+            sampled = ((kept >= 1) & (kept < nf)).double()
+        else:
+            sampled = design_weights(nf, kept, n_samples, masks.shape[-1], self.design)
+        return torch.where(nf <= max_enumerated(n_samples), pi, sampled)
 
     def __repr__(self) -> str:
-        return "ShapleyKernel()"
+        return "ShapleyKernel()" if self.design == "leverage" else f"ShapleyKernel(design={self.design!r})"
 
 
 @dataclass(frozen=True)
