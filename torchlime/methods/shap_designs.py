@@ -31,6 +31,7 @@ from typing import Literal
 
 import torch
 
+from torchlime._util.upload import upload
 from torchlime.stages.sampling import Rows, random_subset
 
 #: KernelSHAP's designs: "leverage" and "paired" (this module), "plain" (sizes drawn in proportion to the
@@ -133,6 +134,40 @@ def class_counts(n_features: torch.Tensor, n_samples: int, f_max: int, design: S
     return running.diff(dim=1).clamp_min(0).long()
 
 
+@functools.lru_cache(maxsize=32)
+def _host_plan(f_max: int, n_samples: int, design: ShapDesign) -> tuple[torch.Tensor, torch.Tensor, int, bool]:
+    """N_t and p_t (F + 1, K) of every F_b = 0 .. F, on the host, and what the sampled F_b need.
+
+    Returns ``(sizes, counts, depth, subsets)``: ``depth`` the largest class drawn by rank (with a pair,
+    N_t <= 2^31), ``subsets`` whether a class with pairs is drawn as independent subsets (N_t > 2^31).
+    """
+    n = torch.arange(f_max + 1)
+    size, count = class_sizes(n, f_max), class_counts(n, n_samples, f_max, design)
+    sampled = n.double().exp2() > n_samples  # the others are enumerated
+    drawn = (count > 0) & sampled.unsqueeze(1)
+    by_rank = drawn & (size <= _EXACT)
+    t = torch.arange(1, size.shape[1] + 1).expand_as(size)
+    depth = int(t[by_rank].max()) if bool(by_rank.any()) else 0
+    return size, count, depth, bool((drawn & ~by_rank).any())
+
+
+@functools.lru_cache(maxsize=32)
+def plan(f_max: int, n_samples: int, design: ShapDesign, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """N_t (float64) and p_t (long), (F + 1, K) tables indexed by F_b, on ``device`` (computed once per call shape).
+
+    Args:
+        f_max: F.
+        n_samples: S.
+        design: "leverage" or "paired".
+        device: where the tables go.
+
+    Returns:
+        ``(class_sizes, class_counts)`` of every F_b = 0 .. F.
+    """
+    size, count, _, _ = _host_plan(f_max, n_samples, design)
+    return upload(size, torch.float64, device), upload(count, torch.long, device)
+
+
 def sample_pairs(rows: Rows, n_samples: int, design: ShapDesign) -> torch.Tensor:
     """Bool (c, F): the coalitions of rows s >= 2 of sampled inputs (see the module's description).
 
@@ -149,13 +184,15 @@ def sample_pairs(rows: Rows, n_samples: int, design: ShapDesign) -> torch.Tensor
         Bool (c, F).
     """
     nf, f_max = rows.n_features, rows.f_max
-    counts = class_counts(nf, n_samples, f_max, design)  # (c, K)
+    sizes, count_table = plan(f_max, n_samples, design, nf.device)
+    _, _, depth, any_drawn = _host_plan(f_max, n_samples, design)
+    counts = count_table[nf]  # (c, K)
     q = (rows.samples - 2).clamp_min(0) // 2
     ends = counts.cumsum(1)
     cls = (ends <= q.unsqueeze(1)).sum(1).clamp_max(max(counts.shape[1] - 1, 0))  # 0-based class
     start = ends.gather(1, cls.unsqueeze(1)).squeeze(1) - counts.gather(1, cls.unsqueeze(1)).squeeze(1)
     got = counts.gather(1, cls.unsqueeze(1)).squeeze(1).clamp_min(1)
-    n_pairs = class_sizes(nf, f_max).gather(1, cls.unsqueeze(1)).squeeze(1)
+    n_pairs = sizes[nf].gather(1, cls.unsqueeze(1)).squeeze(1)
     t = cls + 1
     # per (input, class): a random offset of the systematic sample and a random relabelling of the features
     per_class = Rows(rows.key, rows.inputs, t, nf, f_max, rows.positions)
@@ -164,26 +201,29 @@ def sample_pairs(rows: Rows, n_samples: int, design: ShapDesign) -> torch.Tensor
     rank = torch.minimum(rank, n_pairs - 1).clamp_min(0)
     exact = n_pairs <= _EXACT
     noise = per_class.uniform(_RELABEL, f_max).masked_fill(~rows.valid, 2.0)
-    virtual = unrank(torch.where(exact, rank, torch.zeros_like(rank)).long(), torch.where(exact, t, 0), f_max)
-    relabelled = torch.zeros_like(virtual).scatter(1, noise.argsort(-1), virtual)
-    first = Rows(rows.key, rows.inputs, 2 + 2 * q, nf, f_max, rows.positions)  # both rows of a pair: one draw
-    small = torch.where(exact.unsqueeze(1), relabelled, random_subset(first, t))
+    virtual = unrank(torch.where(exact, rank, torch.zeros_like(rank)).long(), torch.where(exact, t, 0), f_max, depth)
+    small = torch.zeros_like(virtual).scatter(1, noise.argsort(-1), virtual)
+    if any_drawn:  # classes of more than 2^31 pairs (F_b >= 35): uniform subsets, both rows of a pair from one
+        first = Rows(rows.key, rows.inputs, 2 + 2 * q, nf, f_max, rows.positions)
+        small = torch.where(exact.unsqueeze(1), small, random_subset(first, t))
     second = ((rows.samples - 2) % 2 == 1).unsqueeze(1)
     z = torch.where(second, ~small, small)
     past = (q >= ends[:, -1]).unsqueeze(1) if ends.shape[1] else torch.ones_like(second)
     return z | past
 
 
-def unrank(rank: torch.Tensor, size: torch.Tensor, f_max: int) -> torch.Tensor:
+def unrank(rank: torch.Tensor, size: torch.Tensor, f_max: int, steps: int | None = None) -> torch.Tensor:
     """Bool (c, F): the subset of ``size`` elements with colexicographic rank ``rank`` (rank = sum C(e_i, i)).
 
-    The i-th largest element is the largest e with C(e, size - i + 1) <= the rank left; one step per
-    element, at most ``_depth(f_max)`` (17) steps, each over the F columns at once.
+    The i-th largest element is the largest e with C(e, size - i + 1) <= the rank left, found by one
+    binary search per row in a ladder of the columns C(., r) of Pascal's triangle; one step per element, at
+    most ``_depth(f_max)`` (17) steps, each over the c rows at once.
 
     Args:
-        rank: long (c,) ranks, 0 <= rank < C(F, size).
-        size: long (c,) subset sizes, at most ``_depth(f_max)`` (0: the empty set).
+        rank: long (c,) ranks, 0 <= rank < min(C(F, size), 2^31).
+        size: long (c,) subset sizes, at most ``steps`` (0: the empty set).
         f_max: F.
+        steps: the largest size (None: ``_depth(f_max)``, the largest a rank below 2^31 can have).
 
     Returns:
         Bool (c, F).
@@ -193,18 +233,27 @@ def unrank(rank: torch.Tensor, size: torch.Tensor, f_max: int) -> torch.Tensor:
         [[1, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 0], [1, 0, 0, 1]]
     """
     depth = _depth(f_max)
-    table = _table(f_max, depth, rank.device)  # (depth + 1, F + 1)
-    cols = torch.arange(f_max, device=rank.device)
-    out = torch.zeros(rank.shape[0], f_max, dtype=torch.bool, device=rank.device)
-    left = rank
-    for step in range(min(depth, f_max)):  # one element per step (a bounded loop, not over features)
-        r = size - step  # the elements still to place
+    n_steps = min(depth if steps is None else steps, f_max)
+    ladder = _ladder(f_max, depth, rank.device)  # row r: C(e, r) (capped at 2^32) + r 2^33, e < F: sorted
+    left, placed = rank, []
+    for step in range(n_steps):  # one element per step (a bounded loop, not over samples or features)
+        r = (size - step).clamp_min(0)  # the elements still to place
         on = r >= 1
-        binom = table[r.clamp(0, depth)][:, :f_max]  # (c, F): C(e, r)
-        e = ((binom <= left.unsqueeze(1)).sum(1) - 1).clamp_min(0)
-        left = torch.where(on, left - binom.gather(1, e.unsqueeze(1)).squeeze(1), left)
-        out = out | (on.unsqueeze(1) & (cols == e.unsqueeze(1)))
-    return out
+        below = torch.searchsorted(ladder, left + (r << 33), right=True)  # entries <= the rank left
+        e = (below - r * f_max - 1).clamp(0, f_max - 1)  # the largest e with C(e, r) <= left
+        left = torch.where(on, left - (ladder[r * f_max + e] - (r << 33)), left)
+        placed.append(torch.where(on, e, f_max))  # f_max: a column past the end, dropped
+    out = torch.zeros(rank.shape[0], f_max + 1, dtype=torch.bool, device=rank.device)
+    if placed:
+        out = out.scatter(1, torch.stack(placed, 1), True)
+    return out[:, :f_max]
+
+
+@functools.lru_cache(maxsize=16)
+def _ladder(f_max: int, depth: int, device: torch.device) -> torch.Tensor:
+    """Long ((depth + 1) F,): row r holds min(C(e, r), 2^32) + r 2^33 for e < F (sorted as a whole)."""
+    values = [min(math.comb(e, r), 1 << 32) + (r << 33) for r in range(depth + 1) for e in range(f_max)]
+    return torch.tensor(values, dtype=torch.long, device=device)
 
 
 def design_weights(
@@ -230,8 +279,7 @@ def design_weights(
         >>> w.round(decimals=4).tolist()  # counts (6, 5, 3): 5 / (1 * 5 * 6), 5 / (2 * 4 * 5), 5 / (3 * 3 * 3) / 2
         [[0.1667, 0.1667, 0.125, 0.0926, 0.0]]
     """
-    nf = n_features.reshape(-1)
-    counts = class_counts(nf, n_samples, f_max, design).double()  # (g, K)
+    counts = plan(f_max, n_samples, design, n_features.device)[1][n_features.reshape(-1)].double()  # (g, K)
     t = torch.minimum(kept, n_features - kept)  # (g, r)
     inner = t >= 1
     got = counts.gather(1, (t - 1).clamp(0, max(counts.shape[1] - 1, 0))) if counts.shape[1] else torch.ones_like(kept)
