@@ -24,6 +24,9 @@
 #   memory            bench_chunk_memory.py: peak CUDA memory per chunk size [1.5-2]
 #   compat            bench_captum_switch.py (captum's Lime vs torchlime.compat.captum), bench_shap_kernel.py
 #                     (shap's KernelExplainer vs torchlime.compat.shap; shap comes from the wheels) [not yet timed on a GPU]
+#   designs           bench_kernel_shap_designs.py: KernelSHAP's error against exact Shapley values per design,
+#                     beside captum, shap and the compat layers (torchlime's designs drawn on the device; the
+#                     models are scikit-learn's, on the CPU; short: 6 rows, m = 10n) [not yet timed on a GPU]
 #
 # With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
 # to back (a warm machine is kept only 30 s), each `carry: ["benchmarks/gpu/wheels"]`, in this order
@@ -92,7 +95,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat)
+ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat designs)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -200,8 +203,9 @@ B=benchmarks
 DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for eval
 
 # Short mode's extra arguments per benchmark (later flags win over the defaults)
-S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() THROUGHPUT=() XDIST=""
+S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() S_DESIGNS=() THROUGHPUT=() XDIST=""
 if [[ $SHORT == 1 ]]; then
+    S_DESIGNS=(--short)
     S_LAT=(--reps 3 --anchor-reps 1)
     S_THR=(--reps 2)
     S_PROFILE=(--reps 3)
@@ -244,6 +248,7 @@ commands() {  # one command per line, for part $1
         compat)
             echo "python3 $B/bench_captum_switch.py $DEV ${S_REPS1[*]}"
             echo "python3 $B/bench_shap_kernel.py $DEV ${S_REPS1[*]}" ;;
+        designs) echo "python3 $B/bench_kernel_shap_designs.py $DEV ${S_DESIGNS[*]}" ;;
     esac
 }
 

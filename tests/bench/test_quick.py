@@ -45,6 +45,7 @@ SCRIPTS = {
     "bench_boxes.py": ("boxes_cpu_quick.json", ("captum", "torchvision")),
     "bench_generation.py": ("generation_cpu_quick.json", ("captum", "transformers")),
     "bench_token_drop.py": ("token_drop_cpu_quick.json", ("torchvision",)),
+    "bench_kernel_shap_designs.py": ("kernel_shap_designs_cpu_quick.json", ("sklearn", "shap", "captum")),
 }
 
 
