@@ -267,11 +267,7 @@ def refit_fields(
         None if exp.config is None else dataclasses.replace(exp.config, kernel=kernel_spec, surrogate=surrogate_spec)
     )
     return dict(
-        coef=fit.coef,
-        intercept=fit.intercept,
-        score=padded_as_nan(fit.score, exp.target_valid),
-        local_pred=fit.local_pred,
-        coef_std=fit.coef_std,
+        fit._replace(score=padded_as_nan(fit.score, exp.target_valid))._asdict(),  # coef ... coef_std
         samples=masks,
         outputs=scores,
         weights=weights,
