@@ -295,3 +295,16 @@ def sized(things: str, sizes: list[int], unit: str) -> str:
         ('2 texts of 9 and 7 words', '1 waveform of 16000 samples')
     """
     return f"{counted(len(sizes), things)} of {lengths(sizes, unit)}"
+
+
+@dataclass(frozen=True)
+class Previewed(Info):
+    """Base of the records that keep small pictures of their inputs for ``Info.preview`` (images, spectrograms).
+
+    Their field ``previews``, uint8 (B, 3, h, w), holds one picture per input and stays in memory only: out
+    of ``meta`` and of files. A subclass declares the field itself, last (it has a default):
+    ``previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)``.
+    """
+
+    per_input: ClassVar[tuple[str, ...]] = ("previews",)
+    transient: ClassVar[tuple[str, ...]] = ("previews",)
