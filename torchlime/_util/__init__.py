@@ -1,6 +1,6 @@
 """Shared leaves of the package: imported by any layer, importing nothing else of torchlime.
 
 Argument checks (``checks``), the colour convention of every picture (``colours``), nested inputs and
-outputs (``nested``), uploads that do not wait for the device (``upload``) and files opened without
-following links (``files``).
+outputs (``nested``), uploads that do not wait for the device (``upload``), files opened without
+following links (``files``) and the base of the records that keep one entry per input (``records``).
 """
