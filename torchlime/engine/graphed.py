@@ -23,6 +23,7 @@ changed (a front door's per-call hook).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -109,7 +110,7 @@ class _Slot:
         return self.model(*args, **kwargs)
 
 
-class _Touched(TorchDispatchMode):
+class _Touched(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     """Keeps every tensor made before a capture that an operator reads in it: the graph reads their memory later.
 
     Tensors made inside the capture (the graph's own pool) are left to it; a cached tensor made by an
@@ -117,7 +118,7 @@ class _Touched(TorchDispatchMode):
     """
 
     def __init__(self, into: list[torch.Tensor]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.into = into
         self.made: dict[int, weakref.ref[torch.Tensor]] = {}
 
@@ -193,7 +194,8 @@ def _capture(entry: _Entry, settings: Settings, signature: tuple[object, ...], l
 
     entry.slot.model = settings.model
     try:
-        with eval_mode(settings.model), keeping_hosts(entry.kept), _Touched(entry.kept):
+        touched = _Touched(entry.kept) if settings.inputs.is_cuda else contextlib.nullcontext()  # CPU: no pool
+        with eval_mode(settings.model), keeping_hosts(entry.kept), touched:
             entry.graph = _backend[0].capture(step, settings.inputs.device)
     finally:
         entry.slot.model = None
