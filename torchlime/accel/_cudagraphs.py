@@ -125,7 +125,8 @@ class CudaGraphBackend:
         graph = torch.cuda.CUDAGraph()
         side = _stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.device(device), torch.cuda.graph(graph, stream=side):
+        # thread_local: another thread's CUDA work during the capture is not refused (nor captured)
+        with torch.cuda.device(device), torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
             fn()
         torch.cuda.current_stream(device).wait_stream(side)
         return cast(Replayable, graph)

@@ -63,8 +63,8 @@ class _Walk:
         if isinstance(obj, nn.Module):  # by identity and the memory of its weights
             owner = getattr(obj, "cache_identity", obj)
             self.sig.append(("module", id(owner), tuple(t.data_ptr() for t in (*obj.parameters(), *obj.buffers()))))
-        elif isinstance(obj, ChunkPlan):  # its clock and memory readings change every call
-            self.sig.append(("chunks", obj.fixed, obj.rule, obj.measure, obj.budget))
+        elif isinstance(obj, ChunkPlan):  # the chunk it will run, not its memory readings (new every call)
+            self.sig.append(("chunks", obj.next_size(1 << 62), obj.measure))
         elif isinstance(obj, _ATOMS):
             self.sig.append(("atom", type(obj).__name__, getattr(obj, "__qualname__", None)))
         elif isinstance(obj, (tuple, list, dict)):
