@@ -173,9 +173,13 @@ def test_a_changed_tensor_the_caller_shares_with_the_graph_runs_eagerly(backend:
     def fill(level: torch.Tensor):  # noqa: ANN202
         return lambda images: images * 0 + level  # a new closure over a new tensor every call
 
-    runs = [_image(net, x, 0, accelerate="cuda_graphs", baseline=fill(torch.tensor(0.1 * i))) for i in range(4)]
-    assert runs[-1].run.cuda_graph == "eager: a tensor the graph reads is the caller's own and changed between calls"
-    _same(runs[-1], _image(net, x, 0, baseline=fill(torch.tensor(0.3))))
+    runs = [_image(net, x, 0, accelerate="cuda_graphs", baseline=fill(torch.tensor(0.1 * i))) for i in range(6)]
+    changed = "eager: a tensor the graph reads is the caller's own and changed between calls"
+    # captured anew once, then given up for good
+    assert [r.run.cuda_graph for r in runs] == ["warm-up", "captured", changed, "captured", changed, changed]
+    for i, r in enumerate(runs):
+        _same(r, _image(net, x, 0, baseline=fill(torch.tensor(0.1 * i))))
+    assert backend.captures == 2
 
 
 def test_the_record_keeps_the_mode_in_meta(backend: RecordingBackend) -> None:

@@ -40,7 +40,7 @@ from torchlime.engine.plan import Plan, plan
 from torchlime.engine.run import Passes, run_passes
 from torchlime.engine.settings import Settings
 from torchlime.engine.signature import Unwalkable, clone_output, private_copy, walk
-from torchlime.stages.fixed_cost import ShapeCache, clear_caches
+from torchlime.stages.fixed_cost import ShapeCache, clear_caches, record_function
 from torchlime.stages.forward.model import eval_mode
 from torchlime.stages.perturb.blend import OrderedPerturbFn
 from torchlime.stages.weighting import ExponentialKernel
@@ -138,7 +138,10 @@ class _Touched(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch lea
 
 @dataclasses.dataclass
 class _Entry:
-    """One key's graph: "warm" (its first call ran eagerly), "ready" or "failed" (with the reason)."""
+    """One key's graph: "warm" (its first call ran eagerly), "ready" or "failed" (with the reason).
+
+    A ready graph whose shared tensor changed is captured anew once (``recaptured``), then given up.
+    """
 
     state: str
     reason: Optional[str] = None
@@ -150,6 +153,7 @@ class _Entry:
     start: dict[str, object] = dataclasses.field(default_factory=dict)
     kept: list[torch.Tensor] = dataclasses.field(default_factory=list)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    recaptured: bool = False
 
 
 class _Stale(Exception):
@@ -234,7 +238,8 @@ def graphed_passes(settings: Settings, segments: Optional[str] = None) -> tuple[
         The call's plan (its ``Run`` holding the scores and normal equations) and its ``Passes``, whose
         ``graph`` says how they ran.
     """
-    planned = plan(settings)
+    with record_function("torchlime::plan"):
+        planned = plan(settings)
     why = refusal(settings, planned, segments)
     if why is not None:
         return _eager(planned, f"eager: {why}")
@@ -263,7 +268,10 @@ def graphed_passes(settings: Settings, segments: Optional[str] = None) -> tuple[
             return _eager(planned, f"eager: {entry.reason}")
         try:
             _refresh(entry, leaves)
-        except _Stale as err:
+        except _Stale as err:  # captured anew once (a cache made its tensor again), then given up
+            entry.plan, entry.graph, entry.leaves, entry.kept = None, None, [], []
+            entry.state, entry.reason = ("failed", str(err)) if entry.recaptured else ("warm", None)
+            entry.recaptured = True
             return _eager(planned, f"eager: {err}")
         return _replay(entry, settings.model, planned, mode)
 
