@@ -22,6 +22,7 @@ from torch import nn
 import torchlime
 from torchlime.engine import graphed
 from torchlime.engine.run_record import RunRecord
+from torchlime.engine.signature import MAX_ENTRIES, Unwalkable, walk
 from torchlime.stages.weighting import ExponentialKernel
 from torchlime.targets import Similarity
 
@@ -222,3 +223,25 @@ def test_two_threads_share_one_graph(backend: RecordingBackend) -> None:
     assert backend.captures == 1
     for i, exp in results.items():
         _same(exp, _image(net, xs[i], i))
+
+
+class Slotted:
+    """An object whose state is in slots (no instance dict)."""
+
+    __slots__ = ("level", "values")
+
+    def __init__(self, values: torch.Tensor, level: int) -> None:
+        self.values, self.level = values, level
+
+
+def test_walk_reads_slots_closures_and_refuses_huge_plans() -> None:
+    values = torch.zeros(3)
+
+    def hook() -> torch.Tensor:
+        return values
+
+    sig, tensors = walk({"slotted": Slotted(torch.ones(2), 4), "hook": hook})
+    assert [t.shape for t in tensors] == [torch.Size([2]), torch.Size([3])]
+    assert 4 in sig and walk({"slotted": Slotted(torch.ones(2), 5), "hook": hook})[0] != sig  # a host value
+    with pytest.raises(Unwalkable, match="more than"):
+        walk(list(range(MAX_ENTRIES + 10)))

@@ -20,17 +20,28 @@ from torch import nn
 
 from torchlime.stages.forward.chunking import ChunkPlan
 
-__all__ = ["MAX_DEPTH", "Unwalkable", "clone_output", "private_copy", "walk"]
+__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "Unwalkable", "clone_output", "private_copy", "walk"]
 
 #: the deepest nesting ``walk`` reads
 MAX_DEPTH = 24
+#: the most entries a signature may hold (a plan holding a vocabulary or a data set is not walked per call)
+MAX_ENTRIES = 50_000
 _SKIPPED = frozenset({("Plan", "started"), ("Call", "generator")})  # a clock; the key tensor made from it
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.layout)
 _ATOMS = (torch.Generator, types.ModuleType, type, types.BuiltinFunctionType)
 
 
 class Unwalkable(Exception):
-    """An object graph nested deeper than ``MAX_DEPTH`` (its call runs eagerly)."""
+    """An object graph nested deeper than ``MAX_DEPTH`` or larger than ``MAX_ENTRIES`` (its call runs eagerly)."""
+
+
+def _slots(kind: type) -> set[str]:
+    """The ``__slots__`` names of a class and its bases (their ``__dict__`` and ``__weakref__`` left out)."""
+    names: set[str] = set()
+    for c in kind.__mro__:
+        declared = c.__dict__.get("__slots__", ())
+        names.update((declared,) if isinstance(declared, str) else declared)
+    return names - {"__dict__", "__weakref__"}
 
 
 class _Walk:
@@ -43,6 +54,11 @@ class _Walk:
         self.held: list[object] = []  # keeps every object met alive, so no id() is reused during the walk
 
     def visit(self, obj: object, depth: int) -> None:
+        if depth > MAX_DEPTH or len(self.sig) > MAX_ENTRIES:
+            raise Unwalkable(
+                f"a plan nested deeper than {MAX_DEPTH} levels or holding more than {MAX_ENTRIES} values "
+                f"({type(obj).__name__})"
+            )
         if isinstance(obj, _SCALARS):
             self.sig.append(obj)
         elif isinstance(obj, torch.Tensor):  # by its layout: which names share one is a cache's choice
@@ -55,8 +71,6 @@ class _Walk:
         else:
             self.seen[id(obj)] = len(self.seen)
             self.held.append(obj)
-            if depth > MAX_DEPTH:
-                raise Unwalkable(f"a plan nested deeper than {MAX_DEPTH} levels ({type(obj).__name__})")
             self.compound(obj, depth + 1)
 
     def compound(self, obj: object, depth: int) -> None:
@@ -95,7 +109,9 @@ class _Walk:
         name = type(obj).__name__
         self.sig.append(("object", type(obj)))
         names = [f.name for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else []
-        for attr in names or sorted(getattr(obj, "__dict__", {})):
+        if not names:  # its attributes: the instance dict's, and the slots of its classes
+            names = sorted({*getattr(obj, "__dict__", {}), *_slots(type(obj))})
+        for attr in names:
             if (name, attr) not in _SKIPPED and hasattr(obj, attr):
                 self.sig.append(attr)
                 self.visit(getattr(obj, attr), depth)
@@ -111,7 +127,7 @@ def walk(root: object) -> tuple[tuple[object, ...], list[torch.Tensor]]:
         ``(signature, tensors)``: a hashable tuple, and the tensors in the order the signature names them.
 
     Raises:
-        Unwalkable: a structure nested deeper than ``MAX_DEPTH``.
+        Unwalkable: a structure nested deeper than ``MAX_DEPTH`` or larger than ``MAX_ENTRIES``.
 
     Example:
         >>> sig, tensors = walk({"x": torch.zeros(2, 3), "n": 4})
