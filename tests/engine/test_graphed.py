@@ -23,6 +23,7 @@ import torchlime
 from torchlime.engine import graphed
 from torchlime.engine.run_record import RunRecord
 from torchlime.engine.signature import MAX_ENTRIES, Unwalkable, walk
+from torchlime.stages.fixed_cost import columns
 from torchlime.stages.weighting import ExponentialKernel
 from torchlime.targets import Similarity
 
@@ -245,3 +246,13 @@ def test_walk_reads_slots_closures_and_refuses_huge_plans() -> None:
     assert 4 in sig and walk({"slotted": Slotted(torch.ones(2), 5), "hook": hook})[0] != sig  # a host value
     with pytest.raises(Unwalkable, match="more than"):
         walk(list(range(MAX_ENTRIES + 10)))
+
+
+def test_a_capture_keeps_the_cached_tensors_it_reads(backend: RecordingBackend) -> None:
+    """A CUDA graph reads cached tensors' memory at every replay: the entry keeps them past their cache."""
+    net, x = _net(), torch.rand(2, 3, 16, 16)
+    for i in range(2):
+        _image(net, x, i, accelerate="cuda_graphs")
+    (entry,) = [value for _, value, _ in graphed.GRAPHS._entries.values()]
+    indices = columns(2, x.device)  # the passes' 0..B-1, handed out by a cache during the capture
+    assert any(kept is indices for kept in entry.kept)

@@ -22,7 +22,7 @@ _LOCAL = threading.local()
 
 
 @contextlib.contextmanager
-def keeping_hosts(into: list[torch.Tensor]) -> Iterator[None]:
+def keeping_hosts(into: list[Any]) -> Iterator[None]:
     """Append the pinned host copy of every ``upload`` made in this thread inside the context to ``into``.
 
     A CUDA graph captured around an upload copies from that host memory at every replay: whoever keeps

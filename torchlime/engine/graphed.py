@@ -40,7 +40,7 @@ from torchlime.engine.plan import Plan, plan
 from torchlime.engine.run import Passes, run_passes
 from torchlime.engine.settings import Settings
 from torchlime.engine.signature import Unwalkable, clone_output, private_copy, walk
-from torchlime.stages.fixed_cost import ShapeCache, clear_caches, record_function
+from torchlime.stages.fixed_cost import ShapeCache, clear_caches, keeping_found, record_function
 from torchlime.stages.forward.model import eval_mode
 from torchlime.stages.perturb.blend import OrderedPerturbFn
 from torchlime.stages.weighting import ExponentialKernel
@@ -117,7 +117,7 @@ class _Touched(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch lea
     earlier call (row coordinates, ``columns``) is kept even if its cache lets it go.
     """
 
-    def __init__(self, into: list[torch.Tensor]) -> None:
+    def __init__(self, into: list[object]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.into = into
         self.made: dict[int, weakref.ref[torch.Tensor]] = {}
@@ -151,7 +151,7 @@ class _Entry:
     shared: list[bool] = dataclasses.field(default_factory=list)
     slot: _Slot = dataclasses.field(default_factory=_Slot)
     start: dict[str, object] = dataclasses.field(default_factory=dict)
-    kept: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    kept: list[object] = dataclasses.field(default_factory=list)  # what the graph reads that others own
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     recaptured: bool = False
 
@@ -199,7 +199,7 @@ def _capture(entry: _Entry, settings: Settings, signature: tuple[object, ...], l
     entry.slot.model = settings.model
     try:
         touched = _Touched(entry.kept) if settings.inputs.is_cuda else contextlib.nullcontext()  # CPU: no pool
-        with eval_mode(settings.model), keeping_hosts(entry.kept), touched:
+        with eval_mode(settings.model), keeping_hosts(entry.kept), keeping_found(entry.kept), touched:
             entry.graph = _backend[0].capture(step, settings.inputs.device)
     finally:
         entry.slot.model = None
