@@ -10,11 +10,36 @@ current stream like any kernel, with no wait.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import threading
+from typing import Any, Iterator
 
 import torch
 
-__all__ = ["upload"]
+__all__ = ["keeping_hosts", "upload"]
+
+_LOCAL = threading.local()
+
+
+@contextlib.contextmanager
+def keeping_hosts(into: list[Any]) -> Iterator[None]:
+    """Append the pinned host copy of every ``upload`` made in this thread inside the context to ``into``.
+
+    A CUDA graph captured around an upload copies from that host memory at every replay: whoever keeps
+    the graph keeps the copies (the same numbers each replay), so the memory is never handed out again.
+
+    Args:
+        into: the list that keeps them.
+
+    Yields:
+        Nothing.
+    """
+    old = getattr(_LOCAL, "keep", None)
+    _LOCAL.keep = into
+    try:
+        yield
+    finally:
+        _LOCAL.keep = old
 
 
 def upload(data: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -39,4 +64,8 @@ def upload(data: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     host = torch.as_tensor(data, dtype=dtype)
     if device.type != "cuda":
         return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)
+    pinned = host.pin_memory()
+    keep = getattr(_LOCAL, "keep", None)
+    if keep is not None:
+        keep.append(pinned)
+    return pinned.to(device, non_blocking=True)

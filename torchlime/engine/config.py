@@ -71,8 +71,10 @@ class Config:
             of fills, one per tensor.
         preset: None or a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
             "kernel_shap"): another implementation's defaults for whatever is not set here.
-        accelerate: None (the model runs as given) or "fast" (bf16 autocast, channels-last and
-            ``torch.compile`` on CUDA; ``accel.accelerate_model``).
+        accelerate: None (the model runs as given), "fast" (bf16 autocast, channels-last and
+            ``torch.compile`` on CUDA; ``accel.accelerate_model``) or "cuda_graphs" (repeated calls of
+            the same shapes replay the engine's stages after the plan as one CUDA graph;
+            ``engine.graphed``).
         max_memory: CUDA memory budget of a chunk: bytes (int) or a fraction of the device's
             memory in (0, 1]; None: half of the memory free when a call starts.
         batch_size: rows per model call; None: the default rule (the same chunks on every call);
@@ -105,7 +107,7 @@ class Config:
         if isinstance(self.baseline, str) and self.baseline not in NAMES:
             raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {self.baseline!r}")
         if self.accelerate is not None and (not isinstance(self.accelerate, str) or self.accelerate not in ACCELERATE):
-            raise ValueError(f"`accelerate` must be None or 'fast', got {describe(self.accelerate)}")
+            raise ValueError(f"`accelerate` must be None, 'fast' or 'cuda_graphs', got {describe(self.accelerate)}")
         check_max_memory(self.max_memory)
         check_batch_size(self.batch_size)
         if not isinstance(self.progress, bool):

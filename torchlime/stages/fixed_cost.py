@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Callable, ContextManager, Generic, Optional, TypeVar
+from typing import Any, Callable, ContextManager, Generic, Iterator, Optional, TypeVar
 
 import torch
 from torch.profiler import record_function as _record_function
@@ -33,7 +33,9 @@ __all__ = [
     "CACHED_ELEMENTS",
     "MAX_ENTRIES",
     "ShapeCache",
+    "clear_caches",
     "columns",
+    "keeping_found",
     "constant",
     "profiling",
     "record_function",
@@ -47,6 +49,36 @@ MAX_ENTRIES = 64
 #: 64 such results would hold too much memory
 CACHED_ELEMENTS = 1 << 20
 _NO_RANGE: ContextManager[None] = contextlib.nullcontext()
+_ALL: weakref.WeakSet[ShapeCache[Any]] = weakref.WeakSet()  # every cache, for ``clear_caches``
+_LOCAL = threading.local()  # ``keeping_found``'s list, per thread
+
+
+@contextlib.contextmanager
+def keeping_found(into: list[Any]) -> Iterator[None]:
+    """Append every result a ``ShapeCache`` hands out in this thread inside the context to ``into``.
+
+    A CUDA graph captured meanwhile reads those tensors' memory at every replay (``engine.graphed``):
+    whoever keeps the graph keeps them, even after their cache lets them go.
+
+    Args:
+        into: the list that keeps them.
+
+    Yields:
+        Nothing.
+    """
+    old = getattr(_LOCAL, "into", None)
+    _LOCAL.into = into
+    try:
+        yield
+    finally:
+        _LOCAL.into = old
+
+
+def _handed_out(value: object) -> None:
+    """Note a result handed out (``keeping_found``)."""
+    into = getattr(_LOCAL, "into", None)
+    if into is not None:
+        into.append(value)
 
 
 def profiling() -> bool:
@@ -116,6 +148,7 @@ class ShapeCache(Generic[V]):
         )
         self._lock = threading.Lock()
         self._dead: list[tuple[int, Hashable]] = []  # keys of owners that died, forgotten under the lock
+        _ALL.add(self)
 
     def __len__(self) -> int:
         with self._lock:
@@ -145,6 +178,7 @@ class ShapeCache(Generic[V]):
             return found
         value = make()
         self.put(owner, key, value)
+        _handed_out(value)
         return value
 
     def find(self, owner: Optional[object], key: Hashable) -> Optional[V]:
@@ -160,6 +194,7 @@ class ShapeCache(Generic[V]):
             found = self._entries.get(full)
             if found is not None and (found[0] is None or found[0]() is owner) and _versions(found[1]) == found[2]:
                 self._entries.move_to_end(full)
+                _handed_out(found[1])
                 return found[1]
         return None
 
@@ -200,6 +235,19 @@ class ShapeCache(Generic[V]):
             found = self._entries.get(full)
             if found is not None and found[0] is not None and found[0]() is None:
                 del self._entries[full]
+
+
+def clear_caches(keep: Optional[ShapeCache[Any]] = None) -> None:
+    """Forget the entries of every ``ShapeCache`` but ``keep``.
+
+    A CUDA graph capture that failed may have cached tensors whose kernels never ran (``engine.graphed``).
+
+    Args:
+        keep: a cache to leave as it is, or None.
+    """
+    for cache in list(_ALL):
+        if cache is not keep:
+            cache.clear()
 
 
 _COLUMNS: ShapeCache[torch.Tensor] = ShapeCache()
