@@ -54,6 +54,11 @@ def float_(text: str) -> float:
 SEGMENTERS = ["slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"]
 
 
+def file_arg(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """An option naming one file (``FILE``, a ``Path``): ``--weights``, ``--vocab``, ``--json``, ``--names``."""
+    p.add_argument(flag, type=Path, metavar="FILE", help=help)
+
+
 def model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model",
@@ -64,12 +69,7 @@ def model_args(p: argparse.ArgumentParser) -> None:
             "refused if it holds a pickle that is not weights-only, or code in its shape expressions, guards or names"
         ),
     )
-    p.add_argument(
-        "--weights",
-        type=Path,
-        metavar="FILE",
-        help="state dict for MODEL module:factory (torch.load with weights_only=True)",
-    )
+    file_arg(p, "--weights", "state dict for MODEL module:factory (torch.load with weights_only=True)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N (default: auto)")
 
 

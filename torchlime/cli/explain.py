@@ -23,7 +23,7 @@ from typing import Callable, Optional, TypedDict
 import torch
 from torch import nn
 
-from torchlime.cli._args import Parser, explain_args, image_args, int_at_least, model_args
+from torchlime.cli._args import Parser, explain_args, file_arg, image_args, int_at_least, model_args
 from torchlime.cli._common import (
     CliError,
     Target,
@@ -85,12 +85,7 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         metavar="NAME_OR_FOLDER",
         help="text: a Hugging Face tokenizer, offline (a local folder or a cached name)",
     )
-    p.add_argument(
-        "--vocab",
-        type=Path,
-        metavar="FILE",
-        help="text: split on whitespace, ids from this vocabulary (one token per line, or JSON)",
-    )
+    file_arg(p, "--vocab", "text: split on whitespace, ids from this vocabulary (one token per line, or JSON)")
     p.add_argument("--lowercase", action="store_true", help="text with --vocab: lower-case unknown words")
     p.set_defaults(parser=p)
 
