@@ -57,7 +57,7 @@ def with_args(known: Mapping[str, str]) -> Callable[[F], F]:
 
 def _names(fn: Callable[..., Any]) -> list[str]:
     """``fn``'s parameter names as an ``Args:`` entry spells them (``*args``, ``**kwargs``), without self."""
-    stars = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    stars: dict[object, str] = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
     params = inspect.signature(fn).parameters.values()
     return [stars.get(p.kind, "") + p.name for p in params if p.name not in ("self", "cls")]
 
