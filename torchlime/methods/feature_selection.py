@@ -14,8 +14,8 @@ from typing import Optional, Union
 
 import torch
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_choice, check_positive_int, describe
-from torchlime._util.docs import with_args
 from torchlime.stages.lars import lars_path
 from torchlime.stages.normal import Fit, Normal, solve_spd
 from torchlime.stages.surrogate import Ridge, Surrogate

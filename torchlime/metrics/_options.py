@@ -19,7 +19,7 @@ from torchlime.metrics._replay import own_output, own_softmax
 from torchlime.stages.forward.model import OutputSelector
 
 #: the arguments the metrics that hide features share with ``deletion``, which describes them in full: each of
-#: them writes only its own (``_util.docs.with_args`` adds these)
+#: them writes only its own (``_util.argdocs.with_args`` adds these)
 AS_IN_DELETION = {
     "model": "the model the explanation explained (the user's), as in ``metrics.deletion``.",
     "inputs": "(B, ...) the explained inputs.",

@@ -28,8 +28,8 @@ from typing import NamedTuple, Optional, Union
 import torch
 from typing_extensions import Unpack
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_choice
-from torchlime._util.docs import with_args
 from torchlime.metrics._common import (
     Scoring,
     check_bool,

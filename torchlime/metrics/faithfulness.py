@@ -12,8 +12,8 @@ from typing import Optional, Union
 import torch
 from typing_extensions import Unpack
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_positive_int
-from torchlime._util.docs import with_args
 from torchlime.metrics._common import (
     check_by,
     check_explanation,

@@ -31,8 +31,8 @@ from typing import Callable, Optional, Union
 import torch
 from typing_extensions import Unpack
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_tensor, describe
-from torchlime._util.docs import with_args
 from torchlime.metrics._common import check_bool, check_explanation, invalid_to_nan, target_columns
 from torchlime.metrics._noise import GaussianNoise, Noise, perturbation_rows
 from torchlime.metrics._options import AS_IN_DELETION, ScoreOptions, scoring

@@ -17,8 +17,8 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_positive_int, check_tensor, describe
-from torchlime._util.docs import with_args
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import average_ranks, check_by, invalid_to_nan, ranking_key, top_k_mask
 from torchlime.metrics.attributions import flat_record

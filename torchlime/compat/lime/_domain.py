@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 from numpy.typing import NDArray
 
-from torchlime._util.docs import with_args
+from torchlime._util.argdocs import with_args
 from torchlime.compat.lime._indexed import IndexedCharacters, IndexedString
 
 __all__ = ["DomainMapper", "TextDomainMapper", "TableDomainMapper"]

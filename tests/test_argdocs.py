@@ -1,10 +1,10 @@
-"""``_util.docs.with_args``: shared argument descriptions land in the docstrings that leave them out."""
+"""``_util.argdocs.with_args``: shared argument descriptions land in the docstrings that leave them out."""
 
 from __future__ import annotations
 
 import inspect
 
-from torchlime._util.docs import with_args
+from torchlime._util.argdocs import with_args
 
 KNOWN = {"a": "the first.\nstill the first.", "c": "the third.", "**kw": "the rest."}
 
