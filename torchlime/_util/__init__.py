@@ -2,5 +2,6 @@
 
 Argument checks (``checks``), the colour convention of every picture (``colours``), nested inputs and
 outputs (``nested``), uploads that do not wait for the device (``upload``), files opened without
-following links (``files``) and the base of the records that keep one entry per input (``records``).
+following links (``files``), the base of the records that keep one entry per input (``records``) and
+argument descriptions written once for several docstrings (``argdocs``).
 """
