@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Optional, TypeVar, Union, cast
 import torch
 from typing_extensions import TypedDict
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import describe
 from torchlime.accel import ACCELERATE
 from torchlime.engine.presets import check_preset, resolve
@@ -300,17 +301,17 @@ def _attributes(record: type) -> dict[str, str]:
         head = line.strip().split(":", 1)
         if line.startswith(" " * 8) and not line.startswith(" " * 12) and len(head) == 2:
             name = head[0]
-            out[name] = line.strip()
+            out[name] = head[1].strip()
         elif name:
             out[name] += "\n" + line.strip()
-    return out
+    return {n: text.rstrip() for n, text in out.items()}
 
 
 def _describe(options: type) -> None:
     """Complete the docstring of ``CallOptions`` / ``ExplainOptions`` with the records' descriptions of its keys."""
     known = {**_attributes(Config), **_attributes(Call)}
     lines = "".join(
-        "        " + known[n].strip().replace("\n", "\n            ") + "\n"
+        f"        {n}: " + known[n].strip().replace("\n", "\n            ") + "\n"
         for n in known
         if n in options.__annotations__
     )
@@ -354,20 +355,7 @@ def documented_by(modality: type) -> Callable[[F], F]:
 
 
 def _complete(fn: F, known: dict[str, str]) -> F:
-    """``fn`` with the descriptions in ``known`` of the keywords its ``Args:`` leaves out, in signature order.
-
-    Each goes before the entry of the next keyword described, else before ``**options`` or ``Returns:``.
-    """
-    doc = fn.__doc__ or ""
-    if "    Returns:" not in doc:
+    """``fn`` with the descriptions in ``known`` of the keywords its ``Args:`` leaves out (``_util.argdocs``)."""
+    if "    Returns:" not in (fn.__doc__ or ""):
         return fn
-    names = fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount]
-    for i, n in enumerate(names):
-        if n not in known or f"        {n}:" in doc:
-            continue
-        line = "        " + known[n].rstrip().replace("\n", "\n            ").replace("            \n", "\n")
-        later = [f"\n        {m}:" for m in names[i + 1 :] if f"\n        {m}:" in doc]
-        at = next(iter(later), "\n        **options:" if "\n        **options:" in doc else "\n\n    Returns:")
-        doc = doc.replace(at, "\n" + line + at, 1)
-    fn.__doc__ = doc
-    return fn
+    return with_args(known)(fn)
