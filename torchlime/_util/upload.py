@@ -10,36 +10,13 @@ current stream like any kernel, with no wait.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-__all__ = ["keeping_hosts", "upload"]
+from torchlime._util.keep import keep
 
-_LOCAL = threading.local()
-
-
-@contextlib.contextmanager
-def keeping_hosts(into: list[Any]) -> Iterator[None]:
-    """Append the pinned host copy of every ``upload`` made in this thread inside the context to ``into``.
-
-    A CUDA graph captured around an upload copies from that host memory at every replay: whoever keeps
-    the graph keeps the copies (the same numbers each replay), so the memory is never handed out again.
-
-    Args:
-        into: the list that keeps them.
-
-    Yields:
-        Nothing.
-    """
-    old = getattr(_LOCAL, "keep", None)
-    _LOCAL.keep = into
-    try:
-        yield
-    finally:
-        _LOCAL.keep = old
+__all__ = ["upload"]
 
 
 def upload(data: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -65,7 +42,5 @@ def upload(data: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     if device.type != "cuda":
         return host.to(device)
     pinned = host.pin_memory()
-    keep = getattr(_LOCAL, "keep", None)
-    if keep is not None:
-        keep.append(pinned)
+    keep(pinned)  # a CUDA graph captured around this copy reads the pinned memory at every replay
     return pinned.to(device, non_blocking=True)

@@ -34,13 +34,13 @@ from typing import Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchlime._util.upload import keeping_hosts
+from torchlime._util.keep import keeping
 from torchlime.accel import CudaGraphBackend, GraphBackend, Replayable
 from torchlime.engine.plan import Plan, plan
 from torchlime.engine.run import Passes, run_passes
 from torchlime.engine.settings import Settings
 from torchlime.engine.signature import Unwalkable, clone_output, private_copy, walk
-from torchlime.stages.fixed_cost import ShapeCache, clear_caches, keeping_found, record_function
+from torchlime.stages.fixed_cost import ShapeCache, clear_caches, record_function
 from torchlime.stages.forward.model import eval_mode
 from torchlime.stages.perturb.blend import OrderedPerturbFn
 from torchlime.stages.weighting import ExponentialKernel
@@ -199,7 +199,7 @@ def _capture(entry: _Entry, settings: Settings, signature: tuple[object, ...], l
     entry.slot.model = settings.model
     try:
         touched = _Touched(entry.kept) if settings.inputs.is_cuda else contextlib.nullcontext()  # CPU: no pool
-        with eval_mode(settings.model), keeping_hosts(entry.kept), keeping_found(entry.kept), touched:
+        with eval_mode(settings.model), keeping(entry.kept), touched:
             entry.graph = _backend[0].capture(step, settings.inputs.device)
     finally:
         entry.slot.model = None

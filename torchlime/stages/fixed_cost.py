@@ -24,10 +24,12 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Any, Callable, ContextManager, Generic, Iterator, Optional, TypeVar
+from typing import Any, Callable, ContextManager, Generic, Optional, TypeVar
 
 import torch
 from torch.profiler import record_function as _record_function
+
+from torchlime._util.keep import keep
 
 __all__ = [
     "CACHED_ELEMENTS",
@@ -35,7 +37,6 @@ __all__ = [
     "ShapeCache",
     "clear_caches",
     "columns",
-    "keeping_found",
     "constant",
     "profiling",
     "record_function",
@@ -50,35 +51,6 @@ MAX_ENTRIES = 64
 CACHED_ELEMENTS = 1 << 20
 _NO_RANGE: ContextManager[None] = contextlib.nullcontext()
 _ALL: weakref.WeakSet[ShapeCache[Any]] = weakref.WeakSet()  # every cache, for ``clear_caches``
-_LOCAL = threading.local()  # ``keeping_found``'s list, per thread
-
-
-@contextlib.contextmanager
-def keeping_found(into: list[Any]) -> Iterator[None]:
-    """Append every result a ``ShapeCache`` hands out in this thread inside the context to ``into``.
-
-    A CUDA graph captured meanwhile reads those tensors' memory at every replay (``engine.graphed``):
-    whoever keeps the graph keeps them, even after their cache lets them go.
-
-    Args:
-        into: the list that keeps them.
-
-    Yields:
-        Nothing.
-    """
-    old = getattr(_LOCAL, "into", None)
-    _LOCAL.into = into
-    try:
-        yield
-    finally:
-        _LOCAL.into = old
-
-
-def _handed_out(value: object) -> None:
-    """Note a result handed out (``keeping_found``)."""
-    into = getattr(_LOCAL, "into", None)
-    if into is not None:
-        into.append(value)
 
 
 def profiling() -> bool:
@@ -178,7 +150,7 @@ class ShapeCache(Generic[V]):
             return found
         value = make()
         self.put(owner, key, value)
-        _handed_out(value)
+        keep(value)
         return value
 
     def find(self, owner: Optional[object], key: Hashable) -> Optional[V]:
@@ -194,7 +166,7 @@ class ShapeCache(Generic[V]):
             found = self._entries.get(full)
             if found is not None and (found[0] is None or found[0]() is owner) and _versions(found[1]) == found[2]:
                 self._entries.move_to_end(full)
-                _handed_out(found[1])
+                keep(found[1])
                 return found[1]
         return None
 
