@@ -11,13 +11,16 @@ For every variant the script times
   fastest of a few sizes (the chunk torchlime chose is one of them).
 
 Variants: ``default`` (the plain fp32 model), ``fast`` (``accelerate="fast"``: bf16 autocast,
-channels-last and torch.compile on CUDA) and ``torchlime.accel.Accelerated`` combinations
-(bf16 autocast, channels_last, compile, cuda_graphs; compiled and graphed variants run fixed
-chunks of ``--compile-chunk``). Side by side, on the same image, segmentation (torchlime's
-SLIC labels) and N: lime's ``LimeImageExplainer`` (classifier on the device, batch 10 = its
-default and a large batch) and captum's ``Lime`` (model on the device, perturbations_per_eval
-1 = its default and a large value), each at its own defaults otherwise (lime: top 5 labels,
-mean-colour fill; captum: fill 0, Lasso); both see softmax probabilities.
+channels-last and torch.compile on CUDA), ``labels`` (the default with the SLIC labels given: no
+segmentation in the call), ``engine_graphs`` (``accelerate="cuda_graphs"`` with the same labels: the
+stages after the plan replayed as one CUDA graph, which needs a feature map of fixed size, so the
+labels are given; its record's ``cuda_graph`` says whether the timed calls replayed) and
+``torchlime.accel.Accelerated`` combinations (bf16 autocast, channels_last, compile, cuda_graphs;
+compiled and graphed variants run fixed chunks of ``--compile-chunk``). Side by side, on the same
+image, segmentation (torchlime's SLIC labels) and N: lime's ``LimeImageExplainer`` (classifier on
+the device, batch 10 = its default and a large batch) and captum's ``Lime`` (model on the device,
+perturbations_per_eval 1 = its default and a large value), each at its own defaults otherwise (lime:
+top 5 labels, mean-colour fill; captum: fill 0, Lasso); both see softmax probabilities.
 
 Protocol: warm-up (every variant until its chunk size is measured and compiled, every floor
 size, every anchor once on few samples), then ``--reps`` interleaved repetitions (the anchors
@@ -86,6 +89,8 @@ BF16 = torch.bfloat16
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": dict(),
     "fast": dict(accelerate="fast"),
+    "labels": dict(given_segments=True),
+    "engine_graphs": dict(accelerate="cuda_graphs", given_segments=True),
     "bf16": dict(options=dict(autocast=BF16)),
     "channels_last": dict(options=dict(channels_last=True)),
     "bf16_channels_last": dict(options=dict(autocast=BF16, channels_last=True)),
@@ -98,7 +103,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     ),
 }
 COMPILED = [k for k, v in VARIANTS.items() if v.get("options", {}).get("compile")]
-QUICK_VARIANTS = ["default", "fast", "bf16_channels_last"]
+QUICK_VARIANTS = ["default", "fast", "bf16_channels_last", "labels", "engine_graphs"]
 #: what ``accelerate="fast"`` wraps a model in on CUDA (``torchlime.accel.accelerate_model``)
 FAST = dict(autocast=BF16, channels_last=True, compile=True)
 
@@ -116,6 +121,8 @@ def build_variant(name: str, model_name: str, device: torch.device, fixed_chunk:
     if spec.get("accelerate") == "fast":
         floor_model = Accelerated(base, **FAST) if device.type == "cuda" else base  # CPU: "fast" is the model
         return dict(model=base, accelerate="fast", floor_model=floor_model, fixed=None)
+    if spec.get("accelerate") == "cuda_graphs":  # the engine graphs its stages with the model as given
+        return dict(model=base, accelerate="cuda_graphs", floor_model=base, fixed=None)
     options = dict(spec.get("options", {}))
     if not options:
         return dict(model=base, accelerate=None, floor_model=base, fixed=None)
@@ -302,7 +309,8 @@ def measure(
             t0 = time.perf_counter()
             v = build_variant(name, args.model, device, args.compile_chunk)
             v["store"] = {}
-            v["explain"] = explain_fn(v["model"], image, args.n, v["accelerate"], v["store"])
+            given = segments if VARIANTS[name].get("given_segments") else None
+            v["explain"] = explain_fn(v["model"], image, args.n, v["accelerate"], v["store"], segments=given)
             chosen = warm_up(v["explain"], v["store"])
             v["rows"] = formatted(perturbed, v["floor_model"])
             sizes = [v["fixed"]] if v["fixed"] else [*args.chunk_sizes, chosen]
@@ -411,6 +419,8 @@ def main(argv: list[str] | None = None) -> None:
             ),
             seconds=dict(torchlime=tl, floor=fl),
             torchlime_chunk=v["store"]["meta"]["batch_size"],
+            segments_given=bool(VARIANTS[name].get("given_segments")),
+            cuda_graph=v["store"]["meta"].get("cuda_graph"),  # accelerate="cuda_graphs": how the last call ran
             floor_chunk=v["floor_batch"],
             floor_candidates_seconds=v["floor_candidates"],
             floor_input=dict(

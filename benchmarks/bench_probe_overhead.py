@@ -6,11 +6,16 @@ trained with SGD. Each repetition times, back to back (interleaved):
 * ``plain``: one training step (forward, loss, backward, optimizer step);
 * ``with_probe``: one training step whose step number triggers ``maybe_explain``
   (the probe: P fixed images, 4x4 grid features, N samples, target "top1");
-* ``probe_only``: the ``maybe_explain`` call alone.
+* ``probe_only``: the ``maybe_explain`` call alone;
+* ``with_probe_graphs`` / ``probe_graphs_only``: the same with a second probe whose explainer
+  has ``accelerate="cuda_graphs"`` (the stages after the plan replayed as one CUDA graph; on the
+  CPU it runs eagerly and its record says why: ``graph_mode``);
+* ``forward_floor``: the bare forward of the probe's P x N rows through the model in eval mode
+  under ``torch.inference_mode()``, at the fastest of a few chunk sizes: no probe can be faster.
 
-Reported: medians, overhead per probe call (with_probe - plain) and the amortised
-overhead per step for a probe every ``--every`` steps. Timings are synchronised
-on CUDA.
+Reported: medians, overhead per probe call (with_probe - plain), eager and graphed, the amortised
+overhead per step for a probe every ``--every`` steps, and the goal of the GPU issue: a probe call
+within max(1 training step, its forward floor + 0.5 ms). Timings are synchronised on CUDA.
 
 Side result, reproducibility: the weights after ``--check-steps`` training steps (same
 seed) are compared for two plain runs (plain vs plain: is training itself
@@ -43,12 +48,17 @@ from typing import Any, Optional
 import torch
 
 from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer
 from torchlime.integrations.probe import ProbeExplainer
 from torchlime.stages.features import cell_ids
+from torchlime.stages.forward.model import eval_mode
 
 from benchmarks.common import (
+    best_chunk,
     common_args,
     device_arg,
+    forward_rows,
+    goal,
     header,
     load_average,
     size_defaults,
@@ -92,7 +102,7 @@ class Trainer:
         self.batch = batch
         self.model = make_model(device).train()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
-        self.probe = None
+        self.probe = self.probe_graphs = None
         if probe_args is not None:
             g = torch.Generator().manual_seed(1)
             images = torch.rand(probe_args["images"], 3, 32, 32, generator=g).to(device)
@@ -100,6 +110,14 @@ class Trainer:
                 self.model,
                 images,
                 grid_features(32, 4, device),
+                every=probe_args["every"],
+                call=Call(n_samples=probe_args["n"]),
+            )
+            self.probe_graphs = ProbeExplainer(  # the same probe, its stages replayed as one CUDA graph
+                self.model,
+                images,
+                grid_features(32, 4, device),
+                explainer=Explainer(accelerate="cuda_graphs"),
                 every=probe_args["every"],
                 call=Call(n_samples=probe_args["n"]),
             )
@@ -204,7 +222,36 @@ def main() -> None:
         trainer.probe.maybe_explain(step_no)
         step_no += 1
 
-    systems = dict(plain=plain, with_probe=with_probe, probe_only=probe_only)
+    def with_probe_graphs() -> None:
+        nonlocal step_no
+        trainer.step()
+        trainer.probe_graphs.maybe_explain(step_no)
+        step_no += 1
+
+    def probe_graphs_only() -> None:
+        nonlocal step_no
+        trainer.probe_graphs.maybe_explain(step_no)
+        step_no += 1
+
+    rows = torch.rand(args.probe_images * args.n, 3, 32, 32, device=device)  # the rows a probe call forwards
+    with eval_mode(trainer.model):
+        floor_chunk, floor_candidates = best_chunk(
+            lambda b: forward_rows(trainer.model, rows, b), sorted({16, 256, rows.shape[0]}), device
+        )
+    floor = forward_rows(trainer.model, rows, floor_chunk)
+
+    def forward_floor() -> None:
+        with eval_mode(trainer.model):
+            floor()
+
+    systems = dict(
+        plain=plain,
+        with_probe=with_probe,
+        probe_only=probe_only,
+        with_probe_graphs=with_probe_graphs,
+        probe_graphs_only=probe_graphs_only,
+        forward_floor=forward_floor,
+    )
     for fn in systems.values():  # warm-up
         fn()
         fn()
@@ -213,12 +260,17 @@ def main() -> None:
         for key, fn in systems.items():
             times[key].append(timed(fn, device))
         print(f"rep {rep}: " + ", ".join(f"{k} {v[-1] * 1e3:.1f} ms" for k, v in times.items()), flush=True)
+    graph_mode = trainer.probe_graphs.history[-1][1].run.cuda_graph  # how the last graphed call ran
     trainer.probe.history.clear()
+    trainer.probe_graphs.history.clear()
 
     res = {k: summary(v) for k, v in times.items()}
     step = res["plain"]["median"]
     per_call = res["with_probe"]["median"] - step
+    per_call_graphs = res["with_probe_graphs"]["median"] - step
     paired = [w - p for w, p in zip(times["with_probe"], times["plain"])]
+    floor_s = res["forward_floor"]["median"]
+    limit = max(step, floor_s + 0.0005)
     repro = reproducibility(device, args.batch, dict(probe_args, every=3), args.check_steps)
     default = repro["default_algorithms"]
     out = header(device)
@@ -243,6 +295,27 @@ def main() -> None:
         overhead_per_probe_call_seconds_paired_median=statistics.median(paired),
         overhead_per_probe_call_in_training_steps=per_call / step,
         amortised_overhead_fraction=dict(every=args.every, fraction=per_call / (args.every * step)),
+        graphs=dict(
+            graph_mode=graph_mode,
+            overhead_per_probe_call_seconds=per_call_graphs,
+            overhead_per_probe_call_in_training_steps=per_call_graphs / step,
+            amortised_overhead_fraction=dict(every=args.every, fraction=per_call_graphs / (args.every * step)),
+        ),
+        forward_floor=dict(seconds=floor_s, chunk=floor_chunk, candidates_seconds=floor_candidates),
+        goals=dict(
+            eager=goal(
+                "a probe call within max(1 training step, its forward floor + 0.5 ms)",
+                per_call,
+                limit,
+                quick=args.quick,
+            ),
+            graphs=goal(
+                'accelerate="cuda_graphs": a probe call within max(1 training step, its forward floor + 0.5 ms)',
+                per_call_graphs,
+                limit,
+                quick=args.quick,
+            ),
+        ),
         reproducibility=dict(steps=args.check_steps, probe_every=3, seed=123, **repro),
         # with torch's default algorithms, as before; meaningful only where plain vs plain is identical too
         bit_identical_weights_after_training=default.get("plain_vs_probe", {}).get("bit_identical"),
@@ -256,6 +329,11 @@ def main() -> None:
         f"training step {step * 1e3:.1f} ms; probe call overhead {per_call * 1e3:.1f} ms "
         f"({per_call / step:.1f} steps); every {args.every} steps: "
         f"{100 * per_call / (args.every * step):.2f}% of training time"
+    )
+    print(
+        f'accelerate="cuda_graphs" ({graph_mode}): probe call overhead {per_call_graphs * 1e3:.1f} ms '
+        f"({per_call_graphs / step:.1f} steps); forward floor {floor_s * 1e3:.2f} ms (chunk {floor_chunk}); "
+        f"goal: within {limit * 1e3:.2f} ms"
     )
     for key, r in repro.items():
         if "error" in r:

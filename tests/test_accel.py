@@ -312,7 +312,7 @@ def test_accelerate_fast_on_cpu_runs_the_model_as_given():
     net = torch.nn.Linear(4, 2)
     assert accelerate_model(net, "fast", torch.rand(2, 4)) is net
     assert accelerate_model(net, None, torch.rand(2, 4)) is net
-    with pytest.raises(ValueError, match=r"`accelerate` must be None or 'fast', got str 'turbo'"):
+    with pytest.raises(ValueError, match=r"`accelerate` must be None, 'fast' or 'cuda_graphs', got str 'turbo'"):
         explain(net, torch.rand(2, 4), torch.arange(4).view(1, 4), accelerate="turbo")
 
 

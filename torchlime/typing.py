@@ -179,7 +179,7 @@ PresetName = Literal["lime", "lime_text", "captum", "slime", "veracity", "kernel
 #: named fills of ``stages.perturb.fills.NAMES``
 FillName = Literal["zero", "mean", "blur", "min", "max", "signal_mean", "noise", "shuffle"]
 #: ``accelerate=`` modes besides None (``accel.ACCELERATE``)
-AccelerateMode = Literal["fast"]
+AccelerateMode = Literal["fast", "cuda_graphs"]
 #: the input kinds presets have settings for (``engine.presets.SCOPES``)
 PresetScope = Literal["any", "image", "audio", "text", "tabular"]
 #: distances of ``stages.weighting.ExponentialKernel`` (``stages.weighting.DISTANCES``)

@@ -9,7 +9,8 @@
 # (estimated from the code and an earlier H100 run, not yet timed; minutes in brackets):
 #   tests             python3 -m pytest -q -m cuda, then the kernel tests (tests/kernels/ and
 #                     tests/test_backend.py: their Triton-interpreter cases, the CUDA ones ran just before) [3-5.5]
-#   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", lime and captum [4.5-7]
+#   latency           bench_gpu_latency.py: the eager variants, accelerate="fast", the engine's own CUDA graphs
+#                     (engine_graphs, beside labels: the same given SLIC labels, eager), lime and captum [4.5-7]
 #   profile           bench_call_profile.py --trace: one default inception call split by torchlime's
 #                     profiler ranges, device busy time, launches and host syncs by source line [0.5]
 #   latency_compiled  bench_gpu_latency.py --tag compiled: the torch.compile variants (compilation is slow) [2-6]
@@ -17,7 +18,8 @@
 #   segmentation      bench_segmentation.py [0.5-1]
 #   audio             bench_audio_gpu.py --waveform, bench_audio_batch1.py [1.5-2]
 #   text              bench_text_gpu.py, text_rationale.py [1.5-2]
-#   probe             bench_probe_overhead.py [0.5]
+#   probe             bench_probe_overhead.py: the probe eager and with accelerate="cuda_graphs", beside the
+#                     forward floor of its rows [0.5-1]
 #   targets           bench_boxes.py (every box of 8 images vs captum box by box), bench_generation.py
 #                     (a generated continuation vs captum's LLMAttribution), bench_token_drop.py (a ViT-S/16
 #                     with dropped patch tokens vs fills, its forward floor and captum, N=1000) [not yet timed on a GPU]
@@ -40,10 +42,10 @@
 # workers), segmentation 7, latency 128, profile 26-37, throughput 79, probe 9, audio 30, text 31, memory 85,
 # targets 59, compat 30; a machine's start took about 30 s. The two short calls below fit 15 minutes.
 # Short mode (--short or SHORT=1), for a lease of 15 minutes in all: the same models, sizes and N, fewer
-# repetitions and variants (latency: default, fast, bf16_channels_last and the two CUDA-graph variants,
-# anchors once; throughput: default and bf16_channels_last, 2 repetitions), the CUDA tests spread over 4
-# pytest-xdist workers (one file per worker) when xdist is installed, no Triton-interpreter rerun (CI runs
-# it). Two calls back to back on one warm machine:
+# repetitions and variants (latency: default, fast, bf16_channels_last, the two CUDA-graph variants of
+# Accelerated, labels and engine_graphs, anchors once; throughput: default and bf16_channels_last, 2
+# repetitions; probe: eager, graphed and the forward floor), the CUDA tests spread over 4 pytest-xdist
+# workers (one file per worker) when xdist is installed, no Triton-interpreter rerun (CI runs it). Two calls back to back on one warm machine:
 #   SHORT=1 BUDGET=400 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu1.tar.gz tests segmentation latency profile throughput probe
 #   SHORT=1 BUDGET=300 bash benchmarks/gpu/run.sh /tmp/gpu --tar $OUT/gpu2.tar.gz targets audio text memory compat
 #
@@ -193,10 +195,10 @@ EOF
 pack
 
 # --- parts -----------------------------------------------------------------------------------------
-EAGER=(default fast bf16 channels_last bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs)
+EAGER=(default fast bf16 channels_last bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs labels engine_graphs)
 COMPILED=(compile bf16_channels_last_compile bf16_channels_last_compile_cuda_graphs)
 if [[ $DEVICE != cuda* ]]; then  # CUDA graphs need CUDA
-    EAGER=(default fast bf16_channels_last)
+    EAGER=(default fast bf16_channels_last labels engine_graphs)  # engine_graphs: its eager fallback
     COMPILED=(compile bf16_channels_last_compile)
 fi
 B=benchmarks
@@ -215,7 +217,7 @@ if [[ $SHORT == 1 ]]; then
     S_TEXT=(--reps 2)
     S_REPS1=(--reps 1)
     if [[ $DEVICE == cuda* ]]; then
-        EAGER=(default fast bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs)
+        EAGER=(default fast bf16_channels_last cuda_graphs bf16_channels_last_cuda_graphs labels engine_graphs)
         THROUGHPUT=(default bf16_channels_last)
     fi
     python3 -c "import xdist" >/dev/null 2>&1 && XDIST="-n 4 --dist loadfile"

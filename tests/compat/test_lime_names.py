@@ -15,6 +15,7 @@ from torchlime.compat.lime import (
     LimeTabularExplainer,
     LimeTextExplainer,
     QuartileDiscretizer,
+    StatsDiscretizer,
     TableDomainMapper,
     TextDomainMapper,
 )
@@ -182,3 +183,21 @@ def test_submodular_pick_picks_what_lime_s_picks() -> None:
     assert picked[0] == picked[1] and len(picked[1][0]) == 3
     with pytest.raises(ValueError, match="`method` must be 'sample' or 'full'"):
         SubmodularPick(LimeTabularExplainer(rows), rows, model, method="all")
+
+
+def test_stats_discretizer_bins_are_the_given_ones_as_lime_s():
+    lime_discretize = pytest.importorskip("lime.discretize")
+    x, _ = _data(50, 3)
+    stats = {
+        "bins": {0: [-0.5, 0.5], 2: [0.0]},
+        "means": {0: [-1.0, 0.0, 1.0], 2: [-0.5, 0.5]},
+        "stds": {0: [0.3] * 3, 2: [0.4] * 2},
+        "mins": {0: [-3.0, -0.5, 0.5], 2: [-3.0, 0.0]},
+        "maxs": {0: [-0.5, 0.5, 3.0], 2: [0.0, 3.0]},
+    }
+    ours = StatsDiscretizer(x, [1], ["a", "b", "c"], data_stats=stats)
+    theirs = lime_discretize.StatsDiscretizer(x, [1], ["a", "b", "c"], data_stats=stats)
+    assert ours.names == theirs.names and ours.means == theirs.means
+    np.testing.assert_array_equal(ours.discretize(x), theirs.discretize(x))
+    with pytest.raises(ValueError, match="`data_stats` must hold 'bins'"):
+        StatsDiscretizer(x, [1], ["a", "b", "c"], data_stats={k: v for k, v in stats.items() if k != "bins"})

@@ -64,7 +64,7 @@ def test_one_explainer_serves_many_calls(problem):
         (dict(surrogate="svm"), ValueError, r"`surrogate` must be a Surrogate or one of"),
         (dict(preset="shap"), ValueError, r"`preset` must be None or one of"),
         (dict(baseline="grey"), ValueError, r"`baseline` string must be one of \['zero'"),
-        (dict(accelerate="turbo"), ValueError, r"`accelerate` must be None or 'fast', got str 'turbo'"),
+        (dict(accelerate="turbo"), ValueError, r"`accelerate` must be None, 'fast' or 'cuda_graphs', got str 'turbo'"),
         (dict(max_memory=-1), ValueError, r"`max_memory` in bytes must be >= 1, got -1"),
         (dict(batch_size=0), ValueError, r"`batch_size` must be >= 1, got 0"),
         (dict(progress="yes"), TypeError, r"`progress` must be True or False, got str 'yes'"),

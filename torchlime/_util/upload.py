@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from torchlime._util.keep import keep
+
 __all__ = ["upload"]
 
 
@@ -39,4 +41,6 @@ def upload(data: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     host = torch.as_tensor(data, dtype=dtype)
     if device.type != "cuda":
         return host.to(device)
-    return host.pin_memory().to(device, non_blocking=True)
+    pinned = host.pin_memory()
+    keep(pinned)  # a CUDA graph captured around this copy reads the pinned memory at every replay
+    return pinned.to(device, non_blocking=True)

@@ -19,7 +19,10 @@ from torch import nn
 
 from torchlime._util.checks import check_positive_int, describe
 from torchlime._util.nested import Args, Kwargs, concat_outputs, map_tensors, slice_pad, tensor_arguments, to_float32
+from torchlime.accel._cudagraphs import CudaGraphBackend as CudaGraphBackend
 from torchlime.accel._cudagraphs import CudaGraphs
+from torchlime.accel._cudagraphs import GraphBackend as GraphBackend
+from torchlime.accel._cudagraphs import Replayable as Replayable
 from torchlime.stages.forward.model import InputFormat as InputFormat  # the chunk dtype/layout a call may set
 from torchlime.typing import AccelerateMode, Model
 from torchlime.typing import CompileArg as CompileArg
@@ -247,7 +250,7 @@ def _moduletensor_arguments(model: object) -> list[torch.Tensor]:
     return []
 
 
-ACCELERATE: tuple[Optional[AccelerateMode], ...] = (None, "fast")
+ACCELERATE: tuple[Optional[AccelerateMode], ...] = (None, "fast", "cuda_graphs")
 _FAST: weakref.WeakKeyDictionary[Model, Accelerated] = weakref.WeakKeyDictionary()
 
 
@@ -259,7 +262,7 @@ class _FrontDoorWrapper(Protocol):
 
 
 def accelerate_model(model: Model, accelerate: object, inputs: torch.Tensor) -> Model:
-    """The model the engine runs for ``accelerate`` (None or "fast").
+    """The model the engine runs for ``accelerate`` (None, "fast" or "cuda_graphs").
 
     "fast" on CUDA inputs: ``Accelerated(model, autocast=torch.bfloat16, channels_last=True,
     compile=True)`` (channels-last for 4-D floating inputs, which converts the model's 4-D
@@ -270,7 +273,8 @@ def accelerate_model(model: Model, accelerate: object, inputs: torch.Tensor) -> 
 
     Args:
         model: the model the engine would run.
-        accelerate: None or "fast".
+        accelerate: None, "fast" or "cuda_graphs" (the model as given: the engine graphs its own stages
+            with the model's forward, ``engine.graphed``).
         inputs: (B, ...) the explained inputs (their device and shape decide).
 
     Returns:
@@ -282,8 +286,8 @@ def accelerate_model(model: Model, accelerate: object, inputs: torch.Tensor) -> 
     if accelerate is None:
         return model
     if not isinstance(accelerate, str) or accelerate not in ACCELERATE:
-        raise ValueError(f"`accelerate` must be None or 'fast', got {describe(accelerate)}")
-    if not inputs.is_cuda:
+        raise ValueError(f"`accelerate` must be None, 'fast' or 'cuda_graphs', got {describe(accelerate)}")
+    if accelerate == "cuda_graphs" or not inputs.is_cuda:
         return model
     inner = getattr(model, "cache_identity", None)
     if inner is not None and getattr(model, "model", None) is inner:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, cast
+from typing import Callable, Protocol, cast
 
 import torch
 
@@ -77,3 +77,56 @@ class CudaGraphs:
         with torch.cuda.graph(graph):
             s_out = self.fn(*s_args, **s_kwargs)
         return graph, s_args, s_kwargs, s_out
+
+
+class Replayable(Protocol):
+    """A captured piece of work: ``replay()`` runs it again on the buffers it was captured with."""
+
+    def replay(self) -> None:
+        """Run the captured work again."""
+
+
+class GraphBackend(Protocol):
+    """How the engine captures and replays its stages (``engine.graphed``): CUDA graphs, or a test stand-in."""
+
+    def supports(self, device: torch.device) -> bool:
+        """Whether work on ``device`` can be captured."""
+
+    def capture(self, fn: Callable[[], None], device: torch.device) -> Replayable:
+        """Capture ``fn`` (its Python runs once; its device work is recorded, then run by ``replay``)."""
+
+
+class CudaGraphBackend:
+    """``GraphBackend`` of ``torch.cuda.CUDAGraph``: one graph and memory pool per capture, on a side stream.
+
+    ``capture`` records ``fn``'s kernels without running them (``torch.cuda.graph``: a synchronisation,
+    the caching allocator's private pool); the caller replays the graph to run them. A host
+    synchronisation inside ``fn`` (``.item()``, a pageable copy) makes the capture raise.
+    """
+
+    def supports(self, device: torch.device) -> bool:
+        """True for a CUDA device.
+
+        Args:
+            device: where the work runs.
+        """
+        return device.type == "cuda" and torch.cuda.is_available()
+
+    def capture(self, fn: Callable[[], None], device: torch.device) -> Replayable:
+        """One ``torch.cuda.CUDAGraph`` of ``fn``'s kernels, captured on a side stream of ``device``.
+
+        Args:
+            fn: the work (its outputs stay where it leaves them: the graph's static buffers).
+            device: the CUDA device.
+
+        Returns:
+            The graph (``replay()`` runs it on the current stream's order).
+        """
+        graph = torch.cuda.CUDAGraph()
+        side = _stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        # thread_local: another thread's CUDA work during the capture is not refused (nor captured)
+        with torch.cuda.device(device), torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            fn()
+        torch.cuda.current_stream(device).wait_stream(side)
+        return cast(Replayable, graph)

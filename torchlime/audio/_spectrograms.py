@@ -14,12 +14,12 @@ from torchlime.audio._common import audio_fill, check_sample_rate
 from torchlime.audio._inputs import check_audio
 from torchlime.audio.segments import SegmentSpec, spectrogram_segments, warn_bins
 from torchlime.engine import Call, Config, Info, Modality, Prepared
-from torchlime.engine.info import check_record, counted
+from torchlime.engine.info import Previewed, check_record, counted
 from torchlime.typing import Model
 
 
 @dataclass(frozen=True, kw_only=True)
-class SpectrogramInfo(Info):
+class SpectrogramInfo(Previewed):
     """What a ``Spectrograms`` explanation was made of (``Explanation.info``; ``meta["audio"]`` as plain data).
 
     Attributes:
@@ -39,8 +39,6 @@ class SpectrogramInfo(Info):
     """
 
     key: ClassVar[str] = "audio"
-    per_input: ClassVar[tuple[str, ...]] = ("previews",)
-    transient: ClassVar[tuple[str, ...]] = ("previews",)
 
     input: Literal["spectrogram"] = "spectrogram"
     segments: str

@@ -154,13 +154,13 @@ def slic_segments(specs: torch.Tensor, n_segments: int, compactness: float = 0.1
     Returns:
         long (B, Fr, Tm), labels 0..F_b-1 per spectrogram (``torchlime.image.segments.slic``).
     """
-    from torchlime.image.segments import slic_labels
+    from torchlime.image.segments import SlicSettings, slic_labels
 
     x = specs.float()
     lo = x.amin(dim=(1, 2, 3), keepdim=True)
     hi = x.amax(dim=(1, 2, 3), keepdim=True)
     x = (x - lo) / (hi - lo).clamp_min(1e-12)
-    return slic_labels(x, n_segments=n_segments, compactness=compactness, lab=False)
+    return slic_labels(x, SlicSettings(n_segments=n_segments, compactness=compactness, lab=False))
 
 
 def spectrogram_segments(  # noqa: PLR0913

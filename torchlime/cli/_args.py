@@ -54,7 +54,14 @@ def float_(text: str) -> float:
 SEGMENTERS = ["slic", "grid", "quickshift", "felzenszwalb", "skimage_slic"]
 
 
-def model_args(p: argparse.ArgumentParser) -> None:
+def file_arg(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """An option naming one file (``FILE``, a ``Path``): ``--weights``, ``--vocab``, ``--json``, ``--names``."""
+    p.add_argument(flag, type=Path, metavar="FILE", help=help)
+
+
+def model_command(sub: argparse._SubParsersAction[Parser], name: str, help: str) -> Parser:
+    """A sub-command that runs the user's model: its parser, with ``MODEL``, ``--weights`` and ``--device``."""
+    p = sub.add_parser(name, help=help)
     p.add_argument(
         "model",
         metavar="MODEL",
@@ -64,22 +71,20 @@ def model_args(p: argparse.ArgumentParser) -> None:
             "refused if it holds a pickle that is not weights-only, or code in its shape expressions, guards or names"
         ),
     )
-    p.add_argument(
-        "--weights",
-        type=Path,
-        metavar="FILE",
-        help="state dict for MODEL module:factory (torch.load with weights_only=True)",
-    )
+    file_arg(p, "--weights", "state dict for MODEL module:factory (torch.load with weights_only=True)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N (default: auto)")
+    return p
 
 
 def explain_args(p: argparse.ArgumentParser, target: str, target_help: str) -> None:
+    """The engine's options of a command that explains: samples, target, seed, softmax, rows per model call."""
     p.add_argument(
         "--n-samples", type=int_at_least(2), default=1000, help="perturbed samples per input (default: %(default)s)"
     )
     p.add_argument("--target", default=target, help=target_help)
     p.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the masks (default: %(default)s)")
     p.add_argument("--softmax", action="store_true", help="explain probabilities (softmax of the outputs)")
+    p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: the engine's rule)")
 
 
 def n_segments_default() -> Union[int, str]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, TypedDict
 
 import torch
 
-from torchlime.cli._args import Parser, int_at_least, model_args
+from torchlime.cli._args import Parser, file_arg, int_at_least, model_command
 from torchlime.cli._common import (
     CliError,
     collected_warnings,
@@ -42,8 +42,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``bench`` command's options."""
-    p = sub.add_parser("bench", help="time an explanation of your model against its forward floor")
-    model_args(p)
+    p = model_command(sub, "bench", "time an explanation of your model against its forward floor")
     p.add_argument(
         "--input-shape",
         type=int_at_least(1),
@@ -59,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--n-segments", type=int_at_least(2), default=64, help="grid cells (default: 64)")
     p.add_argument("--reps", type=int_at_least(1), default=3, help="timed runs, median reported (default: 3)")
     p.add_argument("--seed", type=int_at_least(0), default=0)
-    p.add_argument("--json", type=Path, metavar="FILE", help="write every figure to this JSON file")
+    file_arg(p, "--json", "write every figure to this JSON file")
     p.set_defaults(parser=p)
 
 

@@ -23,7 +23,7 @@ from typing import Callable, Optional, TypedDict
 import torch
 from torch import nn
 
-from torchlime.cli._args import Parser, explain_args, image_args, int_at_least, model_args
+from torchlime.cli._args import Parser, explain_args, file_arg, image_args, int_at_least, model_command
 from torchlime.cli._common import (
     CliError,
     Target,
@@ -53,22 +53,21 @@ from torchlime.engine.explanation import Explanation
 
 def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``explain`` command's options."""
-    p = sub.add_parser(
+    p = model_command(
+        sub,
         "explain",
-        help="explain image, audio or text files with your model; write pictures, explanation files and a JSON summary",
+        "explain image, audio or text files with your model; write pictures, explanation files and a JSON summary",
     )
-    model_args(p)
     p.add_argument("inputs", metavar="INPUT", nargs="+", help="PNG/JPEG images, WAV files or UTF-8 text files")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--modality", choices=["image", "audio", "text"], help="default: from the file extensions")
-    explain_args(p, "top", "top (the top class, default), a class index, topK or all")
     p.add_argument(
         "--top-k",
         type=int_at_least(1),
         default=3,
         help="features of largest |weight| shown and listed per input (default: %(default)s)",
     )
-    p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: the engine's rule)")
+    p.add_argument("--modality", choices=["image", "audio", "text"], help="default: from the file extensions")
+    explain_args(p, "top", "top (the top class, default), a class index, topK or all")
     image_args(p)
     p.add_argument("--sample-rate", type=int_at_least(1), help="audio: the rate the model expects (never resampled)")
     p.add_argument(
@@ -85,12 +84,7 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         metavar="NAME_OR_FOLDER",
         help="text: a Hugging Face tokenizer, offline (a local folder or a cached name)",
     )
-    p.add_argument(
-        "--vocab",
-        type=Path,
-        metavar="FILE",
-        help="text: split on whitespace, ids from this vocabulary (one token per line, or JSON)",
-    )
+    file_arg(p, "--vocab", "text: split on whitespace, ids from this vocabulary (one token per line, or JSON)")
     p.add_argument("--lowercase", action="store_true", help="text with --vocab: lower-case unknown words")
     p.set_defaults(parser=p)
 

@@ -30,7 +30,7 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-from torchlime.cli._args import Parser, explain_args, image_args, int_at_least, memory, model_args
+from torchlime.cli._args import Parser, explain_args, image_args, int_at_least, memory, model_command
 from torchlime.cli._common import (
     CliError,
     check_outside,
@@ -46,12 +46,16 @@ from torchlime.stages.forward.model import eval_mode, select_output
 
 
 def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
-    """The ``explain-dataset`` command's options."""
-    p = sub.add_parser(
+    """The ``explain-dataset`` command's options.
+
+    The model and how to explain are those of ``explain``; the inputs are an image folder, the output a result
+    folder of shards that a rerun resumes.
+    """
+    p = model_command(
+        sub,
         "explain-dataset",
-        help="explain a folder of images (ImageFolder layout) into resumable shards (torchlime.dataset)",
+        "explain a folder of images (ImageFolder layout) into resumable shards (torchlime.dataset)",
     )
-    model_args(p)
     p.add_argument("folder", metavar="FOLDER", help="class sub-folders of PNG/JPEG images; label = class index")
     p.add_argument("--out", type=Path, required=True, help="result folder (run again to resume)")
     explain_args(p, "label", "label (each image's class, default), top, a class index, topK or all")
@@ -61,7 +65,6 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         default=32,
         help="images per explanation call (default: %(default)s)",
     )
-    p.add_argument("--batch-size", type=int_at_least(1), help="rows per model call (default: the engine's rule)")
     p.add_argument(
         "--shard-size", type=int_at_least(1), default=1024, help="explanations per shard file (default: %(default)s)"
     )

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from torchlime.cli._args import Parser, int_at_least
+from torchlime.cli._args import Parser, file_arg, int_at_least
 from torchlime.cli._common import CliError, collected_warnings, read_record
 from torchlime.cli._output import output_folder
 from torchlime.cli._write import has_matplotlib
@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("folder", metavar="DIR", type=Path, help="a result folder of explain-dataset (a fixed grid)")
     p.add_argument("--k", type=int_at_least(1), default=10, help="top features per class (default: %(default)s)")
     p.add_argument("--out", type=Path, help="the folder of summary.json, bars.png, beeswarm.png (default: DIR/summary)")
-    p.add_argument("--names", type=Path, metavar="FILE", help="feature names: one a line, or a JSON list")
+    file_arg(p, "--names", "feature names: one a line, or a JSON list")
     p.add_argument("--pick", type=int_at_least(1), metavar="N", help="also pick N inputs with SP-LIME")
     p.add_argument("--n-boot", type=int_at_least(1), default=200, help="bootstrap resamples (default: %(default)s)")
     p.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the bootstrap (default: %(default)s)")

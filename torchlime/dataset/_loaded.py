@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from torchlime.dataset._explanation import as_explanation
+from torchlime.dataset._explanation import NO_MAPS, RowsInfo, checked_features, checked_shape
 from torchlime.engine.explanation import Explanation
 
 
@@ -75,7 +75,7 @@ class Results:
         Raises:
             ValueError: no feature maps stored nor given (a folder of the second format, or
                 ``keep`` without "features": rebuild them as the run made them and pass ``features``), or maps
-                that do not fit the rows.
+                that do not fit the rows. TypeError: maps or a shape of the wrong type.
 
         Example:
             >>> import tempfile, torchlime
@@ -88,7 +88,36 @@ class Results:
             >>> exp.heatmap(0).shape
             torch.Size([2, 1, 4, 4])
         """
-        return as_explanation(self, features, input_shape)
+        n, f_max = self.coef.shape[0], self.coef.shape[-1]
+        if features is not None:
+            feats = checked_features(features, n, f_max)
+        elif self.features is not None:
+            feats = self.features.long()
+        else:
+            raise ValueError(
+                f"`features` must be given: {NO_MAPS}; rebuild the maps as the run made them (e.g. the images' "
+                f"segments) and pass them as features=(n or 1, *fshape), or explain into a new folder, which keeps them"
+            )
+        if input_shape is not None:
+            shape = checked_shape(input_shape, feats)
+        elif self.input_shape is not None and features is None:
+            shape = tuple(self.input_shape)
+        else:
+            shape = tuple(feats.shape[1:])
+        info = None if self.samples_used is None else RowsInfo(self.samples_used.tolist())
+        return Explanation(
+            self.coef,
+            self.intercept,
+            self.score,
+            self.local_pred,
+            self.target,
+            feats,
+            self.n_features,
+            shape,
+            coef_std=self.coef_std,
+            target_valid=self.target_valid,
+            info=info,
+        )
 
     def heatmap(self, target_index: Optional[int] = None) -> torch.Tensor:
         """Coefficients painted back onto the inputs with the stored feature maps (``Explanation.heatmap``).

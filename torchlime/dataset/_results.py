@@ -283,8 +283,9 @@ def load_results(out: Union[str, Path], *, verify: bool = True) -> LazyResults:
         >>> import tempfile, torchlime
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
         >>> feats = torch.arange(16).view(1, 1, 4, 4) // 4               # 4 features: the rows
+        >>> images = torch.rand(10, 1, 4, 4)
         >>> with tempfile.TemporaryDirectory() as out:
-        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(10, 1, 4, 4), out, modality=feats,
+        ...     _ = torchlime.dataset.explain_dataset(model, images, out, modality=feats,
         ...             call=torchlime.Call(n_samples=32), shard_size=4, progress=False)
         ...     res = load_results(out)
         ...     part = res[2:6]                                           # reads shards 0 and 1 only

@@ -364,8 +364,9 @@ def pick(results: ResultsLike, budget: int, *, max_floats: int = PICK_BUDGET) ->
         >>> import tempfile, torchlime
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
         >>> grid = torch.arange(16).view(1, 1, 4, 4) // 4
+        >>> images = torch.rand(8, 1, 4, 4)
         >>> with tempfile.TemporaryDirectory() as out:
-        ...     _ = torchlime.dataset.explain_dataset(model, torch.rand(8, 1, 4, 4), out, modality=grid,
+        ...     _ = torchlime.dataset.explain_dataset(model, images, out, modality=grid,
         ...             call=torchlime.Call(n_samples=32), progress=False)
         ...     picked = pick(out, 3)
         >>> picked.shape

@@ -70,6 +70,8 @@ def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Opt
         fields["input_shapes"] = [list(shape) for shape in s.call.perturb_fn.shapes]
     if plan.run.bound is not None:  # a structured target: its record of what its targets are
         fields["targets"] = plan.run.bound.info
+    if passes.graph is not None:  # accelerate="cuda_graphs": how the passes ran
+        fields["cuda_graph"] = passes.graph
     choice = getattr(plan.run.kernel, "choice", None)  # how width="auto" chose the width
     if choice is not None:
         fields["width_auto"] = choice

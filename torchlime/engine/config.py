@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Optional, TypeVar, Union, cast
 import torch
 from typing_extensions import TypedDict
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import describe
 from torchlime.accel import ACCELERATE
 from torchlime.engine.presets import check_preset, resolve
@@ -71,8 +72,10 @@ class Config:
             of fills, one per tensor.
         preset: None or a name in ``presets.PRESETS`` ("lime", "lime_text", "captum", "slime",
             "kernel_shap", "kernel_shap_plain"): another implementation's defaults for whatever is not set here.
-        accelerate: None (the model runs as given) or "fast" (bf16 autocast, channels-last and
-            ``torch.compile`` on CUDA; ``accel.accelerate_model``).
+        accelerate: None (the model runs as given), "fast" (bf16 autocast, channels-last and
+            ``torch.compile`` on CUDA; ``accel.accelerate_model``) or "cuda_graphs" (repeated calls of
+            the same shapes replay the engine's stages after the plan as one CUDA graph;
+            ``engine.graphed``).
         max_memory: CUDA memory budget of a chunk: bytes (int) or a fraction of the device's
             memory in (0, 1]; None: half of the memory free when a call starts.
         batch_size: rows per model call; None: the default rule (the same chunks on every call);
@@ -105,7 +108,7 @@ class Config:
         if isinstance(self.baseline, str) and self.baseline not in NAMES:
             raise ValueError(f"`baseline` string must be one of {list(NAMES)}, got {self.baseline!r}")
         if self.accelerate is not None and (not isinstance(self.accelerate, str) or self.accelerate not in ACCELERATE):
-            raise ValueError(f"`accelerate` must be None or 'fast', got {describe(self.accelerate)}")
+            raise ValueError(f"`accelerate` must be None, 'fast' or 'cuda_graphs', got {describe(self.accelerate)}")
         check_max_memory(self.max_memory)
         check_batch_size(self.batch_size)
         if not isinstance(self.progress, bool):
@@ -298,17 +301,17 @@ def _attributes(record: type) -> dict[str, str]:
         head = line.strip().split(":", 1)
         if line.startswith(" " * 8) and not line.startswith(" " * 12) and len(head) == 2:
             name = head[0]
-            out[name] = line.strip()
+            out[name] = head[1].strip()
         elif name:
             out[name] += "\n" + line.strip()
-    return out
+    return {n: text.rstrip() for n, text in out.items()}
 
 
 def _describe(options: type) -> None:
     """Complete the docstring of ``CallOptions`` / ``ExplainOptions`` with the records' descriptions of its keys."""
     known = {**_attributes(Config), **_attributes(Call)}
     lines = "".join(
-        "        " + known[n].strip().replace("\n", "\n            ") + "\n"
+        f"        {n}: " + known[n].strip().replace("\n", "\n            ") + "\n"
         for n in known
         if n in options.__annotations__
     )
@@ -352,20 +355,7 @@ def documented_by(modality: type) -> Callable[[F], F]:
 
 
 def _complete(fn: F, known: dict[str, str]) -> F:
-    """``fn`` with the descriptions in ``known`` of the keywords its ``Args:`` leaves out, in signature order.
-
-    Each goes before the entry of the next keyword described, else before ``**options`` or ``Returns:``.
-    """
-    doc = fn.__doc__ or ""
-    if "    Returns:" not in doc:
+    """``fn`` with the descriptions in ``known`` of the keywords its ``Args:`` leaves out (``_util.argdocs``)."""
+    if "    Returns:" not in (fn.__doc__ or ""):
         return fn
-    names = fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount]
-    for i, n in enumerate(names):
-        if n not in known or f"        {n}:" in doc:
-            continue
-        line = "        " + known[n].rstrip().replace("\n", "\n            ").replace("            \n", "\n")
-        later = [f"\n        {m}:" for m in names[i + 1 :] if f"\n        {m}:" in doc]
-        at = next(iter(later), "\n        **options:" if "\n        **options:" in doc else "\n\n    Returns:")
-        doc = doc.replace(at, "\n" + line + at, 1)
-    fn.__doc__ = doc
-    return fn
+    return with_args(known)(fn)

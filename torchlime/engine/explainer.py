@@ -32,6 +32,7 @@ from torchlime.engine.config import (
     field_names,
 )
 from torchlime.engine.explanation import Explanation
+from torchlime.engine.graphed import graphed_passes
 from torchlime.engine.modality import FeatureMap, Modality
 from torchlime.engine.multi import Packed
 from torchlime.engine.plan import plan
@@ -65,8 +66,12 @@ def execute(model: Model, inputs: object, modality: Modality, how: Config, call:
     with expecting(prepared.input_name, prepared.inputs):
         with record_function("torchlime::plan"):
             settings = resolve(model, prepared)
-            planned = plan(settings)
-        passes = run_passes(planned)
+            graphed = settings.config.accelerate == "cuda_graphs"
+            planned = None if graphed else plan(settings)
+        if planned is None:  # accelerate="cuda_graphs": the stages after the plan replayed as one graph
+            planned, passes = graphed_passes(settings, getattr(prepared.info, "segments", None))
+        else:
+            passes = run_passes(planned)
         with record_function("torchlime::assemble"):
             explanation = assemble(planned, passes)
     explanation = dataclasses.replace(explanation, info=prepared.info, config=settings.config, call=settings.call)

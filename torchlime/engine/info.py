@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Optional, TypeVar
+from typing import ClassVar, Optional
 
 import torch
 
+from torchlime._util.records import PerInput
 from torchlime.engine._stored import StoredDataError
 from torchlime.engine._stored import check_record as check_record  # what a modality's record checks on load
 
-InfoT = TypeVar("InfoT", bound="Info")
 #: the longest side of the pictures records keep of their inputs (``Info.thumbnails``), in pixels
 PREVIEW_SIDE = 96
 #: the record kinds of every ``key`` (two kinds may share one: spectrograms and waveforms), for files (``rebuild``)
@@ -20,7 +20,7 @@ _KINDS: dict[str, list[type[Info]]] = {}
 
 
 @dataclass(frozen=True)
-class Info:
+class Info(PerInput):
     """Base of a modality's record on its explanations (``Explanation.info``).
 
     A subclass is a frozen dataclass of plain values, tensors and lists; ``per_input`` names the
@@ -33,8 +33,6 @@ class Info:
     """
 
     key: ClassVar[str] = "info"
-    per_input: ClassVar[tuple[str, ...]] = ()
-    transient: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Register a kind that names its own ``key``."""
@@ -164,19 +162,6 @@ class Info:
             x = torch.nn.functional.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
         return (x.clamp(0, 1) * 255).round().to(torch.uint8)
 
-    def select(self: InfoT, start: int, stop: int) -> InfoT:
-        """The record of inputs ``start:stop``.
-
-        Args:
-            start: first input kept.
-            stop: one past the last input kept.
-
-        Returns:
-            A record of the same kind with the per-input fields sliced.
-        """
-        cut = {k: getattr(self, k)[start:stop] for k in self.per_input if getattr(self, k) is not None}
-        return dataclasses.replace(self, **cut)
-
     def as_plain(self) -> dict[str, object]:
         """The record as plain data (tensors become lists): what ``meta[key]`` shows and files store.
 
@@ -295,3 +280,16 @@ def sized(things: str, sizes: list[int], unit: str) -> str:
         ('2 texts of 9 and 7 words', '1 waveform of 16000 samples')
     """
     return f"{counted(len(sizes), things)} of {lengths(sizes, unit)}"
+
+
+@dataclass(frozen=True)
+class Previewed(Info):
+    """Base of the records that keep small pictures of their inputs for ``Info.preview`` (images, spectrograms).
+
+    Their field ``previews``, uint8 (B, 3, h, w), holds one picture per input and stays in memory only: out
+    of ``meta`` and of files. A subclass declares the field itself, last (it has a default):
+    ``previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)``.
+    """
+
+    per_input: ClassVar[tuple[str, ...]] = ("previews",)
+    transient: ClassVar[tuple[str, ...]] = ("previews",)

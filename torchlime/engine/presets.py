@@ -21,55 +21,38 @@ from torchlime.typing import UNSET, PresetName, PresetScope
 #: the input kinds a preset may have settings for
 SCOPES: tuple[PresetScope, ...] = ("any", "image", "audio", "text", "tabular")
 
-ENGINE: dict[str, Any] = dict(
-    target=None,
-    n_samples=1000,
-    baseline=0.0,
-    sampler=BernoulliSampler(0.5),
-    kernel=ExponentialKernel(width=0.25),
-    surrogate=Ridge(alpha=1.0),
-)
+#: the six keywords every complete bundle sets, in the order of ``_bundle``'s values
+_BUNDLE = ("target", "n_samples", "baseline", "sampler", "kernel", "surrogate")
+
+
+def _bundle(*values: Any) -> dict[str, Any]:
+    """A complete bundle: ``values`` in the order of ``_BUNDLE``."""
+    return dict(zip(_BUNDLE, values, strict=True))
+
+
+#: torchlime's own defaults, as a bundle (target, N, fill, sampler, kernel, surrogate)
+ENGINE = _bundle(None, 1000, 0.0, BernoulliSampler(0.5), ExponentialKernel(width=0.25), Ridge(alpha=1.0))
 
 #: the engine's own settings for one input kind, under every preset (images: lime's per-segment mean
 #: colour as the fill; a black fill gave a median weighted R² of 0.43 against 0.98 on the demo model,
 #: ``benchmarks/results/default_segments_cpu.json``)
 ENGINE_BY_SCOPE: dict[str, dict[str, Any]] = {"image": dict(baseline="mean")}
 
-_LIME_TEXT = dict(
-    target=None,
-    n_samples=5000,
-    baseline=0.0,
-    sampler=UniformCountSampler(),
-    kernel=ExponentialKernel(width=25.0, scale=100.0),
-    surrogate=Ridge(alpha=1.0),
-)
+_LIME_TEXT = _bundle(None, 5000, 0.0, UniformCountSampler(), ExponentialKernel(width=25.0, scale=100.0), Ridge(1.0))
 _SLIME = dict(
     n_samples=8192, sampler=BernoulliSampler(0.5), kernel=ExponentialKernel(width=0.25), surrogate=Ridge(alpha=1.0)
 )
 
 
 def _kernel_shap(design: ShapDesign) -> dict[str, Any]:
-    """``preset="kernel_shap"``'s settings with the sampled ``design``."""
-    return dict(
-        target=None,
-        n_samples=2048,
-        baseline=0.0,
-        sampler=KernelShapSampler(design=design),
-        kernel=ShapleyKernel(design=design),
-        surrogate=KernelShapRegression(),
-    )
+    """``preset="kernel_shap"``'s bundle with the sampled ``design``."""
+    sampler, kernel = KernelShapSampler(design=design), ShapleyKernel(design=design)
+    return _bundle(None, 2048, 0.0, sampler, kernel, KernelShapRegression())
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "lime": {
-        "any": dict(
-            target="top5",
-            n_samples=1000,
-            baseline="mean",
-            sampler=BernoulliSampler(0.5),
-            kernel=ExponentialKernel(width=0.25),
-            surrogate=Ridge(alpha=1.0),
-        ),
+        "any": _bundle("top5", 1000, "mean", BernoulliSampler(0.5), ExponentialKernel(width=0.25), Ridge(alpha=1.0)),
         "image": dict(segments="quickshift"),  # quickshift(kernel_size=4, max_dist=200, ratio=0.2)
         "text": _LIME_TEXT,
         # LimeTabularExplainer: N = 5000, Ridge(1); the top class (lime's labels=(1,): pass target=1).
@@ -79,14 +62,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "lime_text": {"any": _LIME_TEXT},
     "captum": {
-        "any": dict(
-            target=None,
-            n_samples=25,
-            baseline=0.0,
-            sampler=BernoulliSampler(0.5),
-            kernel=ExponentialKernel(width=1.0, space="input"),
-            surrogate=Lasso(alpha=0.01),
-        )
+        "any": _bundle(None, 25, 0.0, BernoulliSampler(0.5), ExponentialKernel(width=1.0, space="input"), Lasso(0.01))
     },
     "slime": {"any": _SLIME},
     "veracity": {"any": _SLIME},

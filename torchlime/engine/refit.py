@@ -86,7 +86,18 @@ class Kept(Protocol):
 
 
 def _recorded(exp: Kept, name: str) -> object:
-    """The kernel or surrogate the explanation was made with (its ``config``)."""
+    """The kernel or surrogate the explanation was made with (its ``config``), as given to the call.
+
+    Args:
+        exp: an explanation returned by a call (not loaded from a file).
+        name: the ``Config`` field, "kernel" or "surrogate".
+
+    Returns:
+        The field's value: an object, a name or a width.
+
+    Raises:
+        ValueError: an explanation that does not record it (loaded from a file).
+    """
     value = UNSET if exp.config is None else getattr(exp.config, name)
     if value is UNSET:
         raise ValueError(
@@ -97,32 +108,12 @@ def _recorded(exp: Kept, name: str) -> object:
 
 
 def recorded_kernel(explanation: Kept) -> Kernel:
-    """The kernel an explanation was made with (its ``config``; a name or width resolved), not yet bound.
-
-    Args:
-        explanation: an explanation returned by a call (not loaded from a file).
-
-    Returns:
-        The ``Kernel``.
-
-    Raises:
-        ValueError: an explanation that does not record its kernel (loaded from a file).
-    """
+    """The ``Kernel`` ``explanation`` was made with (``_recorded``, a name or width resolved), not yet bound."""
     return resolve_kernel(cast(KernelSpec, _recorded(explanation, "kernel")))
 
 
 def recorded_surrogate(explanation: Kept) -> Surrogate:
-    """The surrogate an explanation was made with (its ``config``; a name resolved).
-
-    Args:
-        explanation: an explanation returned by a call (not loaded from a file).
-
-    Returns:
-        The ``Surrogate``.
-
-    Raises:
-        ValueError: an explanation that does not record its surrogate (loaded from a file).
-    """
+    """The ``Surrogate`` ``explanation`` was made with (``_recorded``, a name resolved)."""
     return resolve_surrogate(cast(SurrogateSpec, _recorded(explanation, "surrogate")))
 
 
@@ -276,11 +267,7 @@ def refit_fields(
         None if exp.config is None else dataclasses.replace(exp.config, kernel=kernel_spec, surrogate=surrogate_spec)
     )
     return dict(
-        coef=fit.coef,
-        intercept=fit.intercept,
-        score=padded_as_nan(fit.score, exp.target_valid),
-        local_pred=fit.local_pred,
-        coef_std=fit.coef_std,
+        fit._replace(score=padded_as_nan(fit.score, exp.target_valid))._asdict(),  # coef ... coef_std
         samples=masks,
         outputs=scores,
         weights=weights,

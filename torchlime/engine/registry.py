@@ -74,17 +74,7 @@ def _by_name(spec: object, kind: type[_T], table: Mapping[str, Callable[[], _T]]
 
 
 def resolve_sampler(sampler: SamplerSpec) -> Sampler:
-    """A ``Sampler`` as given, or the one named in ``SAMPLERS`` (lime's "bernoulli", the designs, ...).
-
-    Args:
-        sampler: a ``Sampler`` or a name in ``SAMPLERS``.
-
-    Returns:
-        The sampler.
-
-    Raises:
-        ValueError: anything else.
-    """
+    """``_by_name`` on ``SAMPLERS``: a ``Sampler`` as given, or the one named (lime's "bernoulli", the designs, ...)."""
     return _by_name(sampler, Sampler, SAMPLERS, "sampler")
 
 
@@ -107,15 +97,5 @@ def resolve_kernel(kernel: KernelSpec) -> Kernel:
 
 
 def resolve_surrogate(surrogate: SurrogateSpec) -> Surrogate:
-    """A ``Surrogate`` as given, or the one named in ``SURROGATES`` ("bayes": BayLIME's non-informative prior).
-
-    Args:
-        surrogate: a ``Surrogate`` or a name in ``SURROGATES``.
-
-    Returns:
-        The surrogate.
-
-    Raises:
-        ValueError: anything else.
-    """
+    """``_by_name`` on ``SURROGATES``: a ``Surrogate`` as given, or the one named ("bayes": BayLIME's prior)."""
     return _by_name(surrogate, Surrogate, SURROGATES, "surrogate")

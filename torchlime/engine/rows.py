@@ -20,7 +20,7 @@ from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.engine.row_spans import input_spans, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
-from torchlime.stages.fixed_cost import record_function
+from torchlime.stages.fixed_cost import columns, record_function
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
@@ -36,6 +36,16 @@ T = TypeVar("T")
 #: bits (the numbers depend only on each row's coordinates), a few small tensor operations instead of
 #: a few dozen per chunk
 _PASS_ELEMENTS = 1 << 22
+
+
+def _indices(active: list[int], device: torch.device) -> torch.Tensor:
+    """Long (n,) ``active`` on ``device``; every input in order is the cached ``0..n-1``.
+
+    A CUDA graph capture of the passes (``engine.graphed``) reads that one without a copy from the host.
+    """
+    if active == list(range(len(active))):
+        return columns(len(active), device)
+    return upload(active, torch.long, device)
 
 
 def ready(value: Optional[T], what: str) -> T:
@@ -74,7 +84,7 @@ class RowOrder:
         self.s_lo = max(s_lo, 1)
         self.width = s_hi - self.s_lo
         self.n_rows = self.refs + len(self.active) * self.width
-        self._active = upload(self.active, torch.long, device)
+        self._active = _indices(self.active, device)
 
     def input_of(self, r: int) -> int:
         """The input of row ``r``.
@@ -350,7 +360,7 @@ class Run:
         if self.acc is None and not self.sample_space:
             dtype = self.settings.surrogate.dtype
             self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], dtype)
-        idx = upload(list(active), torch.long, self.device)
+        idx = _indices(list(active), self.device)
         masks = self.mask_blocks(active, s_lo, s_hi)
         kept = accumulate_blocks(
             self.acc, masks, scores, self.kernel, self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep

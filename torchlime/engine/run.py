@@ -10,7 +10,7 @@ top features are not stable yet (``methods.adaptive``), reusing every earlier sa
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -28,10 +28,12 @@ class Passes(NamedTuple):
     Attributes:
         used: samples each input got (host ints: S, or fewer with ``n_samples="auto"``).
         finished: ``time.perf_counter()`` after the last forward pass.
+        graph: with ``accelerate="cuda_graphs"``, how the passes ran (``RunRecord.cuda_graph``), else None.
     """
 
     used: list[int]
     finished: float
+    graph: Optional[str] = None
 
 
 def run_passes(plan: Plan) -> Passes:

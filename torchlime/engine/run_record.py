@@ -69,6 +69,9 @@ class RunRecord:
             None; ``meta["width_auto"]``.
         refit_from: for ``Explanation.refit``, the samples the refit explanation was fitted from, else
             None; ``meta["refit"]`` is ``{"from_samples": refit_from}``.
+        cuda_graph: with ``accelerate="cuda_graphs"``, how the stages after the plan ran
+            (``engine.graphed``): "warm-up" (the first call of its shapes, eager), "captured", "replayed",
+            or "eager: " and the reason no graph could run them; else None.
     """
 
     n_samples: Union[int, str]
@@ -92,6 +95,7 @@ class RunRecord:
     targets: Optional[TargetInfo] = None
     width_auto: Optional[WidthChoice] = None
     refit_from: Optional[int] = None
+    cuda_graph: Optional[str] = None
 
     def as_plain(self) -> dict[str, object]:
         """The record as ``meta``'s entries (the optional ones only where set)."""

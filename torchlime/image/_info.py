@@ -9,12 +9,11 @@ from typing import ClassVar, Optional
 
 import torch
 
-from torchlime.engine import Info
-from torchlime.engine.info import check_record
+from torchlime.engine.info import Previewed, check_record
 
 
 @dataclass(frozen=True)
-class ImagesInfo(Info):
+class ImagesInfo(Previewed):
     """The record of an image explanation (``Explanation.info``; ``meta["image"]``).
 
     Attributes:
@@ -28,8 +27,6 @@ class ImagesInfo(Info):
     """
 
     key: ClassVar[str] = "image"
-    per_input: ClassVar[tuple[str, ...]] = ("previews",)
-    transient: ClassVar[tuple[str, ...]] = ("previews",)
 
     segments: str
     n_segments: int

@@ -10,6 +10,7 @@ segmenters (on the host), and ``resolve_segments`` turns any ``segments=`` argum
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
 import numpy as np
@@ -124,6 +125,27 @@ def check_slic_args(
     return compactness, max_size_factor, min_size_factor
 
 
+@dataclass(frozen=True)
+class SlicSettings:
+    """SLIC's settings as one value, for ``slic_labels`` (``slic`` describes each and checks them).
+
+    Attributes:
+        n_segments: approximate number of superpixels.
+        compactness: m in the distance d_colour^2 + (m / S)^2 d_xy^2.
+        n_iter: assignment + update iterations.
+        max_size_factor: clusters over this many times H*W / n_segments pixels are cut.
+        min_size_factor: pieces under this many times H*W / n_segments pixels are merged.
+        lab: convert 3-channel images from RGB to CIELAB.
+    """
+
+    n_segments: int = 100
+    compactness: float = 10.0
+    n_iter: int = 10
+    max_size_factor: float = 3.0
+    min_size_factor: float = 0.25
+    lab: bool = True
+
+
 def slic(
     images: torch.Tensor,
     n_segments: int = 100,
@@ -167,33 +189,26 @@ def slic(
     args = check_slic_args(n_segments, compactness, n_iter, max_size_factor, min_size_factor, lab)
     if not bool(torch.isfinite(images).all()):
         raise ValueError("`images` must be finite, got NaN or infinite values")
-    return slic_labels(images, n_segments, args[0], n_iter, args[1], args[2], lab)
+    return slic_labels(images, SlicSettings(n_segments, args[0], n_iter, args[1], args[2], lab))
 
 
-def slic_labels(
-    images: torch.Tensor,
-    n_segments: int = 100,
-    compactness: float = 10.0,
-    n_iter: int = 10,
-    max_size_factor: float = 3.0,
-    min_size_factor: float = 0.25,
-    lab: bool = True,
-) -> torch.Tensor:
-    """``slic`` on checked arguments (no host synchronisation of its own).
+def slic_labels(images: torch.Tensor, settings: SlicSettings = SlicSettings()) -> torch.Tensor:
+    """``slic`` on checked settings (no host synchronisation of its own).
 
     Non-finite pixels are segmented as 0 (NaN, -inf) or 1 (+inf), so that the caller's own
     finiteness check (the engine's) reports them, rather than a broken label map. Images outside
     [0, 1] are segmented from ``unit_range``'s copy (images in [0, 1] as they are).
     """
     b, _, h, w = images.shape
-    grid_ = seed_grid(h, w, n_segments)
-    x = to_lab(unit_range(torch.nan_to_num(images, nan=0.0, posinf=1.0, neginf=0.0)), lab)
+    n, m, n_iter = settings.n_segments, settings.compactness, settings.n_iter
+    grid_ = seed_grid(h, w, n)
+    x = to_lab(unit_range(torch.nan_to_num(images, nan=0.0, posinf=1.0, neginf=0.0)), settings.lab)
     if _backend.use_triton(x):
-        clusters = iterate_triton(x, grid_, compactness, n_iter)
+        clusters = iterate_triton(x, grid_, m, n_iter)
     else:  # on the CPU, chunks of ~2^18 pixels keep the working set in cache; CUDA takes the batch
         chunk = max(1, _CPU_CHUNK // (h * w)) if x.device.type == "cpu" else b
-        clusters = torch.cat([iterate_torch(x[i : i + chunk], grid_, compactness, n_iter) for i in range(0, b, chunk)])
-    return finish(clusters, grid_, n_segments, max_size_factor, min_size_factor)
+        clusters = torch.cat([iterate_torch(x[i : i + chunk], grid_, m, n_iter) for i in range(0, b, chunk)])
+    return finish(clusters, grid_, n, settings.max_size_factor, settings.min_size_factor)
 
 
 def grid(
@@ -308,7 +323,7 @@ def resolve_segments(images: torch.Tensor, segments: SegmentsArg = None, *, n_se
     b, _, h, w = images.shape
     name = "segments"
     if segments is None or segments == "slic":
-        return slic_labels(images, check_positive_int(n_segments, "n_segments"))
+        return slic_labels(images, SlicSettings(check_positive_int(n_segments, "n_segments")))
     if isinstance(segments, str):
         check_choice(segments, "segments", METHODS)
         if segments == "grid":  # side x side cells, side = round(sqrt(n_segments)), at most H and W

@@ -14,6 +14,7 @@ from typing import Optional, Union
 
 import torch
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_choice, check_positive_int, describe
 from torchlime.stages.lars import lars_path
 from torchlime.stages.normal import Fit, Normal, solve_spd
@@ -21,8 +22,16 @@ from torchlime.stages.surrogate import Ridge, Surrogate
 from torchlime.typing import SelectionMethod
 
 METHODS: tuple[SelectionMethod, ...] = ("forward_selection", "highest_weights", "lasso_path", "auto")
+#: the arguments of every selection on the normal equations, described once
+_SELECTION_ARGS = {
+    "gram": "(B, F, F) XcᵀWXc.",
+    "rhs": "(B, F, T) XcᵀWyc.",
+    "valid": "bool (B, F) the features that exist for each input.",
+    "k": "features to choose.",
+}
 
 
+@with_args(_SELECTION_ARGS)
 def forward_selection(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
     """Lime's forward selection for every fit: bool (B, T, F), ``min(k, F_b)`` features each.
 
@@ -30,12 +39,6 @@ def forward_selection(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor
     the features chosen so far has the highest weighted R², i.e. the largest gain ``r_j² / d_j`` (r,
     d: the right-hand side and diagonal of the normal equations swept by the chosen features). Ties:
     the lowest feature index (lime keeps the first strictly better score).
-
-    Args:
-        gram: (B, F, F) XcᵀWXc.
-        rhs: (B, F, T) XcᵀWyc.
-        valid: bool (B, F) the features that exist for each input.
-        k: features to choose.
 
     Example:
         >>> gram = torch.eye(3, dtype=torch.float64).unsqueeze(0)
@@ -73,17 +76,12 @@ def _top_k(key: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
     return (rank < k) & valid
 
 
+@with_args(_SELECTION_ARGS)
 def highest_weights(gram: torch.Tensor, rhs: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
     """Lime's ``highest_weights``: the k largest |β| of a weighted ridge (α = 0.01), bool (B, T, F).
 
     Lime multiplies β by the first sample, the unperturbed input, whose mask keeps every feature.
     Ties: the lowest index (lime's stable sort).
-
-    Args:
-        gram: (B, F, F) XcᵀWXc.
-        rhs: (B, F, T) XcᵀWyc.
-        valid: bool (B, F) the features that exist for each input.
-        k: features to choose.
 
     Example:
         >>> gram = torch.eye(3, dtype=torch.float64).unsqueeze(0)

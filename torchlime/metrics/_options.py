@@ -18,6 +18,21 @@ from torchlime.metrics._common import Scoring, check_bool
 from torchlime.metrics._replay import own_output, own_softmax
 from torchlime.stages.forward.model import OutputSelector
 
+#: the arguments the metrics that hide features share with ``deletion``, which describes them in full: each of
+#: them writes only its own (``_util.argdocs.with_args`` adds these)
+AS_IN_DELETION = {
+    "model": "the model the explanation explained (the user's), as in ``metrics.deletion``.",
+    "inputs": "(B, ...) the explained inputs.",
+    "explanation": "their ``Explanation``, or a plain attribution tensor, as in ``metrics.deletion``.",
+    "features": "(B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.",
+    "target": "the output column of a plain attribution tensor, as in ``metrics.deletion``.",
+    "steps": "None (one feature per step) or the number of evenly spaced steps.",
+    "baseline": "None (the explanation's own fill) or a fill, as in ``metrics.deletion``.",
+    "return_curves": "also return the curves and the x positions.",
+    "**options": "how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,\n``softmax``, "
+    "``progress``).",
+}
+
 
 class RunOptions(TypedDict, total=False):
     """How a metric scores its rows through the model: the keywords every metric that runs the model takes.

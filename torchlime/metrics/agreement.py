@@ -120,14 +120,15 @@ def token_roc_auc(explanation: Explanation, rationale: FeatureSet, *, by: str = 
         float32 (B, T).
 
     Raises:
-        TypeError / ValueError: bad arguments (named).
+        TypeError / ValueError: an ``explanation`` that is not an ``Explanation``, a ``rationale`` that is not
+            a set of its features, a ``by`` other than "value" and "abs" (each named).
 
     Example:
         >>> import torchlime
-        >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
-        >>> exp = torchlime.explain(model, torch.rand(2, 8), torch.arange(8).view(1, 8), n_samples=64)
-        >>> token_roc_auc(exp, [[0, 1], list(range(8))]).isnan().tolist()
-        [[False], [True]]
+        >>> model = lambda x: (x * torch.tensor([3.0, 2.0, 0.0, 0.0, 0.0, 0.0])).sum(1, keepdim=True)
+        >>> exp = torchlime.explain(model, torch.ones(2, 6), torch.arange(6).view(1, 6), n_samples=256)
+        >>> token_roc_auc(exp, [[0, 1], list(range(6))]).tolist()  # features 0, 1 rank above the others
+        [[1.0], [nan]]
     """
     exp = check_explanation(explanation)
     by = check_by(by)

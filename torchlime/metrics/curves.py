@@ -28,6 +28,7 @@ from typing import NamedTuple, Optional, Union
 import torch
 from typing_extensions import Unpack
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_choice
 from torchlime.metrics._common import (
     Scoring,
@@ -39,7 +40,7 @@ from torchlime.metrics._common import (
     target_columns,
     trapezoid,
 )
-from torchlime.metrics._options import ScoreOptions, scoring
+from torchlime.metrics._options import AS_IN_DELETION, ScoreOptions, scoring
 from torchlime.metrics._replay import perturbed, score_masks
 from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model
@@ -188,6 +189,7 @@ def deletion(
     return _auc(model, inputs, explanation, False, baseline, steps, return_curves, run)
 
 
+@with_args(AS_IN_DELETION)
 def insertion(
     model: Model,
     inputs: torch.Tensor,
@@ -204,17 +206,6 @@ def insertion(
 
     Same arguments, curves and area as ``deletion`` (``AUC_bt = Σ_j (x_b,j+1 - x_bj)
     (y_btj + y_bt,j+1) / 2``, the raw target score); higher is better.
-
-    Args:
-        model: the model the explanation explained (the user's), as in ``deletion``.
-        inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``, or a plain attribution tensor, as in ``deletion``.
-        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``deletion``.
-        target: the output column of a plain attribution tensor, as in ``deletion``.
-        baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
-        steps: None (one feature per step) or the number of evenly spaced steps.
-        return_curves: also return the curves and the x positions.
-        **options: how the rows are scored (``metrics.ScoreOptions``), as in ``deletion``.
 
     Returns:
         (B, T) AUC, or ``Curves(score, curves (B, T, P), x (B, P))`` with ``return_curves``.
@@ -235,7 +226,8 @@ def insertion(
     return _auc(model, inputs, explanation, True, baseline, steps, return_curves, run)
 
 
-def region_perturbation(
+@with_args(AS_IN_DELETION)
+def region_perturbation(  # noqa: D417 (the other arguments: AS_IN_DELETION)
     model: Model,
     inputs: torch.Tensor,
     explanation: object,
@@ -255,15 +247,7 @@ def region_perturbation(
     with "lerf" a small one is.
 
     Args:
-        model: the model the explanation explained (the user's), as in ``deletion``.
-        inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``, or a plain attribution tensor, as in ``deletion``.
-        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``deletion``.
-        target: the output column of a plain attribution tensor, as in ``deletion``.
         order: "morf" (decreasing coefficient) or "lerf" (increasing coefficient).
-        steps: None (one feature per step) or the number of evenly spaced steps.
-        baseline: None (the explanation's own fill) or a fill, as in ``deletion``.
-        **options: how the rows are scored (``metrics.ScoreOptions``), as in ``deletion``.
 
     Returns:
         ``Curves(score=AOPC (B, T), curves (B, T, P), x (B, P))``.

@@ -12,6 +12,7 @@ from typing import Optional, Union
 import torch
 from typing_extensions import Unpack
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_positive_int
 from torchlime.metrics._common import (
     check_by,
@@ -21,7 +22,7 @@ from torchlime.metrics._common import (
     ranking_key,
     target_columns,
 )
-from torchlime.metrics._options import RunOptions, ScoreOptions, scoring
+from torchlime.metrics._options import AS_IN_DELETION, RunOptions, ScoreOptions, scoring
 from torchlime.metrics._replay import perturbed, score_masks
 from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model
@@ -31,7 +32,8 @@ from torchlime.stages.sampling import Rows, make_key
 _SUBSET_STREAM = 16  # random stream of the subsets (the engine's masks use 0-3, its fills 7-10)
 
 
-def label_flip(
+@with_args(AS_IN_DELETION)
+def label_flip(  # noqa: D417 (the other arguments: AS_IN_DELETION)
     model: Model,
     inputs: torch.Tensor,
     explanation: object,
@@ -50,13 +52,7 @@ def label_flip(
     coefficient (``by="abs"``: largest magnitude; ties: lower feature index first).
 
     Args:
-        model: the model the explanation explained (the user's), as in ``metrics.deletion``.
-        inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``, or a plain attribution tensor, as in ``metrics.deletion``.
-        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
-        target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         k: number of features hidden (clamped to each input's F_b).
-        baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
         **options: how the rows are scored (``metrics.RunOptions``: ``batch_size``, ``output``,
             ``progress``; the top class needs no ``softmax``).
@@ -109,7 +105,8 @@ def label_flip(
     return pred[:, 1:] != pred[:, :1]
 
 
-def faithfulness_correlation(  # noqa: PLR0913
+@with_args(AS_IN_DELETION)
+def faithfulness_correlation(  # noqa: D417, PLR0913
     model: Model,
     inputs: torch.Tensor,
     explanation: object,
@@ -130,19 +127,11 @@ def faithfulness_correlation(  # noqa: PLR0913
     either side does not vary over the subsets (e.g. |S| = F_b).
 
     Args:
-        model: the model the explanation explained (the user's), as in ``metrics.deletion``.
-        inputs: (B, ...) the explained inputs.
-        explanation: their ``Explanation``, or a plain attribution tensor, as in ``metrics.deletion``.
-        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
-        target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         n_subsets: n, random subsets per input (>= 2).
         subset_size: |S|: an int (clamped to F_b), a fraction of F_b in (0, 1] (rounded, halves
             up, at least 1), or None: a quarter of F_b (the same rounding).
         generator: int seed or ``torch.Generator`` of the subsets (None: seed 0); the subsets are
             a hash of the seed, the input's index and the subset's, drawn on the device.
-        baseline: None (the explanation's own fill) or a fill, as in ``metrics.deletion``.
-        **options: how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,
-            ``softmax``, ``progress``).
 
     Returns:
         float32 (B, T).

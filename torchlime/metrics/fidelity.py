@@ -31,10 +31,11 @@ from typing import Callable, Optional, Union
 import torch
 from typing_extensions import Unpack
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_tensor, describe
 from torchlime.metrics._common import check_bool, check_explanation, invalid_to_nan, target_columns
 from torchlime.metrics._noise import GaussianNoise, Noise, perturbation_rows
-from torchlime.metrics._options import ScoreOptions, scoring
+from torchlime.metrics._options import AS_IN_DELETION, ScoreOptions, scoring
 from torchlime.metrics._replay import score_rows
 from torchlime.metrics.attributions import AttributionTarget, plain
 from torchlime.stages.forward.model import Model
@@ -42,7 +43,8 @@ from torchlime.stages.perturb.blend import Chunk, perturb_rows
 from torchlime.stages.sampling import make_key
 
 
-def infidelity(
+@with_args(AS_IN_DELETION)
+def infidelity(  # noqa: D417 (the other arguments: AS_IN_DELETION)
     model: Model,
     inputs: torch.Tensor,
     explanation: object,
@@ -63,14 +65,10 @@ def infidelity(
             on the model's inputs, are refused).
         explanation: their ``Explanation``, or a plain attribution tensor (per element, shaped like
             ``inputs`` or broadcastable to them, or (B, F) with ``features``), as in ``metrics.deletion``.
-        features: (B or 1, ...) feature map of a per-feature attribution tensor, as in ``metrics.deletion``.
-        target: the output column of a plain attribution tensor, as in ``metrics.deletion``.
         perturbations: the perturbations I: the law they are drawn from (``GaussianNoise(scale, n,
             generator)`` or ``UniformNoise``; None: ``GaussianNoise()``, σ = 0.1, 16 per input, seed 0), or
             explicit ones (B, n, *shape).
         normalize: captum's ``normalize`` (the optimal rescaling β).
-        **options: how the rows are scored (``metrics.ScoreOptions``: ``batch_size``, ``output``,
-            ``softmax``, ``progress``).
 
     Returns:
         float32 (B, T).

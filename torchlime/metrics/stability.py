@@ -17,6 +17,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
+from torchlime._util.argdocs import with_args
 from torchlime._util.checks import check_positive_int, check_tensor, describe
 from torchlime.engine.explanation import Explanation
 from torchlime.metrics._common import average_ranks, check_by, invalid_to_nan, ranking_key, top_k_mask
@@ -64,7 +65,18 @@ def _stack(
     return exps
 
 
-def jaccard_topk(
+#: the arguments of every stability measure, described once
+_RUNS_ARGS = {
+    "explanations": "m >= 2 explanations of the same inputs and targets, or attribution tensors (B, ...) of\n"
+    "one shape; or ``explain_fn(model, inputs)`` (module docstring).",
+    "model": "the model ``explain_fn`` explains (with an ``explain_fn`` only).",
+    "inputs": "(B, ...) the inputs ``explain_fn`` explains (with an ``explain_fn`` only).",
+    "runs": "m, the calls of ``explain_fn`` (>= 2).",
+}
+
+
+@with_args(_RUNS_ARGS)
+def jaccard_topk(  # noqa: D417 (the other arguments: _RUNS_ARGS)
     explanations: Runs,
     k: int,
     *,
@@ -80,13 +92,8 @@ def jaccard_topk(
     feature index first) of target t of input b in explanation i. 1: the same top k every time.
 
     Args:
-        explanations: m >= 2 explanations of the same inputs and targets, or attribution tensors (B, ...) of
-            one shape; or ``explain_fn(model, inputs)`` (module docstring).
         k: size of the top sets.
         by: rank features by "value" (largest coefficient first) or "abs" (largest magnitude first).
-        model: the model ``explain_fn`` explains (with an ``explain_fn`` only).
-        inputs: (B, ...) the inputs ``explain_fn`` explains (with an ``explain_fn`` only).
-        runs: m, the calls of ``explain_fn`` (>= 2).
 
     Returns:
         float32 (B, T); NaN on padded targets (``Explanation.target_valid``).
@@ -117,6 +124,7 @@ def jaccard_topk(
     return invalid_to_nan((inter / union)[pairs].mean(0), exps[0])
 
 
+@with_args(_RUNS_ARGS)
 def kendall_w(
     explanations: Runs, *, model: Optional[Model] = None, inputs: Optional[torch.Tensor] = None, runs: int = 3
 ) -> torch.Tensor:
@@ -130,13 +138,6 @@ def kendall_w(
     with the tie correction T_ibt = Σ (t³ - t) over the groups of t tied coefficients. 1: the
     same ranking every time; 0: no agreement. NaN when every explanation ties every feature.
 
-    Args:
-        explanations: m >= 2 explanations of the same inputs and targets, or attribution tensors (B, ...) of
-            one shape; or ``explain_fn(model, inputs)`` (module docstring).
-        model: the model ``explain_fn`` explains (with an ``explain_fn`` only).
-        inputs: (B, ...) the inputs ``explain_fn`` explains (with an ``explain_fn`` only).
-        runs: m, the calls of ``explain_fn`` (>= 2).
-
     Returns:
         float32 (B, T); NaN on padded targets (``Explanation.target_valid``).
 
@@ -148,8 +149,8 @@ def kendall_w(
         >>> _ = torch.manual_seed(0)
         >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 2))
         >>> x, feats = torch.rand(2, 8), torch.arange(8).view(1, 8)
-        >>> exps = [torchlime.explain(model, x, feats, n_samples=500, generator=s) for s in range(3)]
-        >>> bool((kendall_w(exps) > 0.9).all())
+        >>> explain = lambda m, inputs: torchlime.explain(m, inputs, feats, n_samples=500)
+        >>> bool((kendall_w(explain, model=model, inputs=x) > 0.9).all())  # three runs, seeds 0, 1, 2
         True
     """
     exps = _stack(explanations, model, inputs, runs)

@@ -24,15 +24,18 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Callable, ContextManager, Generic, Optional, TypeVar
+from typing import Any, Callable, ContextManager, Generic, Optional, TypeVar
 
 import torch
 from torch.profiler import record_function as _record_function
+
+from torchlime._util.keep import keep
 
 __all__ = [
     "CACHED_ELEMENTS",
     "MAX_ENTRIES",
     "ShapeCache",
+    "clear_caches",
     "columns",
     "constant",
     "profiling",
@@ -47,6 +50,7 @@ MAX_ENTRIES = 64
 #: 64 such results would hold too much memory
 CACHED_ELEMENTS = 1 << 20
 _NO_RANGE: ContextManager[None] = contextlib.nullcontext()
+_ALL: weakref.WeakSet[ShapeCache[Any]] = weakref.WeakSet()  # every cache, for ``clear_caches``
 
 
 def profiling() -> bool:
@@ -116,6 +120,7 @@ class ShapeCache(Generic[V]):
         )
         self._lock = threading.Lock()
         self._dead: list[tuple[int, Hashable]] = []  # keys of owners that died, forgotten under the lock
+        _ALL.add(self)
 
     def __len__(self) -> int:
         with self._lock:
@@ -145,6 +150,7 @@ class ShapeCache(Generic[V]):
             return found
         value = make()
         self.put(owner, key, value)
+        keep(value)
         return value
 
     def find(self, owner: Optional[object], key: Hashable) -> Optional[V]:
@@ -160,6 +166,7 @@ class ShapeCache(Generic[V]):
             found = self._entries.get(full)
             if found is not None and (found[0] is None or found[0]() is owner) and _versions(found[1]) == found[2]:
                 self._entries.move_to_end(full)
+                keep(found[1])
                 return found[1]
         return None
 
@@ -200,6 +207,19 @@ class ShapeCache(Generic[V]):
             found = self._entries.get(full)
             if found is not None and found[0] is not None and found[0]() is None:
                 del self._entries[full]
+
+
+def clear_caches(keep: Optional[ShapeCache[Any]] = None) -> None:
+    """Forget the entries of every ``ShapeCache`` but ``keep``.
+
+    A CUDA graph capture that failed may have cached tensors whose kernels never ran (``engine.graphed``).
+
+    Args:
+        keep: a cache to leave as it is, or None.
+    """
+    for cache in list(_ALL):
+        if cache is not keep:
+            cache.clear()
 
 
 _COLUMNS: ShapeCache[torch.Tensor] = ShapeCache()

@@ -27,10 +27,10 @@ from typing import ClassVar, NamedTuple, Optional
 
 import torch
 
-from torchlime._util.checks import check_positive_float, check_positive_int
+from torchlime._util.checks import check_positive_float
 from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.sample_lasso import lars_lasso
-from torchlime.stages.surrogate import Lasso, Ridge, Surrogate
+from torchlime.stages.surrogate import Lasso, Ridge, Surrogate, _LassoFields
 
 __all__ = ["Design", "design", "finish_samples", "SampleSurrogate", "SampleRidge", "SampleLasso", "in_sample_space"]
 
@@ -123,36 +123,15 @@ class SampleSurrogate(Surrogate):
         raise NotImplementedError
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
-        """Refused: this surrogate fits on the samples (``fit``), not on normal equations.
-
-        Args:
-            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
-            valid: bool (B, F) the features that exist.
-        """
+        """Refused (``Surrogate.solve`` describes the arguments): this surrogate fits on the samples (``fit``)."""
         raise TypeError(_REFUSED.format(self))
 
     def fit_normal(self, ne: Normal, valid: torch.Tensor, anchors: Optional[torch.Tensor] = None) -> Fit:
-        """Refused, as ``solve``.
-
-        Args:
-            ne: the normal equations, gram (B, F, F) and rhs (B, F, T).
-            valid: bool (B, F) the features that exist.
-            anchors: (B, 2, T) outputs of samples 0 and 1 (unused).
-        """
+        """Refused, as ``solve`` (``Surrogate.fit_normal`` describes the arguments)."""
         raise TypeError(_REFUSED.format(self))
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
-        """Fit B·T weighted linear models on the samples, never forming (F, F).
-
-        Args:
-            x: (B, S, F) masks (bool or float).
-            y: (B, S, T) outputs.
-            w: (B, S) weights.
-            valid: bool (B, F), features that exist for each input.
-
-        Returns:
-            ``Fit`` with coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T).
-        """
+        """``Surrogate.fit`` (the same arguments and ``Fit``) on the samples' ``design``, never forming (F, F)."""
         d = design(x, y, w, valid)
         beta = self.coefficients(d) * valid.unsqueeze(-1).to(torch.float64)
         return Fit(*(t.to(self.dtype) for t in finish_samples(beta, d)[:4]))
@@ -206,7 +185,7 @@ class SampleRidge(SampleSurrogate):
 
 
 @dataclass(frozen=True)
-class SampleLasso(SampleSurrogate):
+class SampleLasso(_LassoFields, SampleSurrogate):
     """``Lasso`` solved in sample space by the LARS homotopy (scikit-learn's ``Lasso`` with sample weights).
 
     Objective: min (1 / 2Σw) Σ w (y - b - Xβ)² + α ||β||₁, the intercept free. The path runs from the
@@ -222,15 +201,6 @@ class SampleLasso(SampleSurrogate):
         tol: FISTA stops when no coefficient moves by ``tol`` or more.
         dtype: dtype of the returned fit.
     """
-
-    alpha: float = 0.01
-    max_iter: int = 5000
-    tol: float = 1e-7
-    dtype: torch.dtype = torch.float32
-
-    def __post_init__(self) -> None:
-        check_positive_float(self.alpha, "alpha", allow_zero=True)
-        check_positive_int(self.max_iter, "max_iter")
 
     def coefficients(self, d: Design) -> torch.Tensor:
         """Float64 (B, F, T): the Lasso coefficients of every fit.

@@ -203,16 +203,14 @@ def fista(
 
 
 @dataclass(frozen=True)
-class Lasso(Surrogate):
-    """Weighted Lasso (sklearn's objective), solved by batched FISTA on the Gram matrix.
-
-    captum's default is alpha=0.01 (on probabilities).
+class _LassoFields:
+    """The settings of a Lasso fit and their checks: ``Lasso``'s, and ``sample_space.SampleLasso``'s.
 
     Attributes:
-        alpha: the L1 penalty α >= 0.
+        alpha: the L1 penalty α >= 0 (captum's default 0.01).
         max_iter: FISTA's iteration cap.
         tol: FISTA stops when no coefficient moves by ``tol`` or more.
-        dtype: dtype of the accumulated products and of the returned fit.
+        dtype: dtype of the returned fit.
     """
 
     alpha: float = 0.01
@@ -223,6 +221,20 @@ class Lasso(Surrogate):
     def __post_init__(self) -> None:
         check_positive_float(self.alpha, "alpha", allow_zero=True)
         check_positive_int(self.max_iter, "max_iter")
+
+
+@dataclass(frozen=True)
+class Lasso(_LassoFields, Surrogate):
+    """Weighted Lasso (sklearn's objective), solved by batched FISTA on the Gram matrix.
+
+    captum's default is alpha=0.01 (on probabilities).
+
+    Attributes:
+        alpha: the L1 penalty α >= 0.
+        max_iter: FISTA's iteration cap.
+        tol: FISTA stops when no coefficient moves by ``tol`` or more.
+        dtype: dtype of the accumulated products and of the returned fit.
+    """
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """Float64 (B, F, T): the Lasso coefficients (batched FISTA from 0).

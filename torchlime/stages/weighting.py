@@ -144,14 +144,11 @@ class Kernel:
         return None
 
     def bind(self, features: Optional[FeatureMap], n_samples: int) -> Kernel:
-        """The kernel for one call, given its feature map and S (default: itself).
+        """The kernel the call weighs its samples with, given its feature map and S (default: itself).
 
         Args:
             features: the call's relabelled feature map (None where a kernel does not need it).
             n_samples: S, the samples per input.
-
-        Returns:
-            The kernel the call weighs its samples with.
         """
         return self
 

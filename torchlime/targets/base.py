@@ -21,20 +21,20 @@ from __future__ import annotations
 import copy as pycopy
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Callable, ClassVar, Optional, TypeVar, cast
+from typing import Callable, ClassVar, Optional, cast
 
 import torch
 
 from torchlime._util.checks import describe
 from torchlime._util.nested import rebuild_mapping
+from torchlime._util.records import PerInput
 
-InfoT = TypeVar("InfoT", bound="TargetInfo")
 #: every kind of target record by its ``kind``, for explanations read back from files (``from_plain``)
 _KINDS: dict[str, type[TargetInfo]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
-class TargetInfo:
+class TargetInfo(PerInput):
     """What a structured target records of its targets (``Bound.info``; ``Explanation.run.targets``).
 
     A subclass is a frozen dataclass named by its ``kind``; ``per_input`` names the fields that hold one
@@ -46,8 +46,6 @@ class TargetInfo:
     kind: ClassVar[str] = "target"
     #: what one target is called before its label in the pictures' titles ("class 3", "reference 1")
     noun: ClassVar[str] = "target"
-    per_input: ClassVar[tuple[str, ...]] = ()
-    transient: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Register a kind that names its own ``kind``."""
@@ -71,19 +69,6 @@ class TargetInfo:
     def outline(self, t: int, b: int) -> Optional[list[float]]:
         """The box (x1, y1, x2, y2, input pixels) that pictures outline for target ``t`` of input ``b``, or None."""
         return None
-
-    def select(self: InfoT, start: int, stop: int) -> InfoT:
-        """The record of inputs ``start:stop`` (the per-input fields sliced).
-
-        Args:
-            start: the first input kept.
-            stop: the input after the last.
-
-        Returns:
-            A record of the same kind.
-        """
-        cut = {k: getattr(self, k)[start:stop] for k in self.per_input if getattr(self, k) is not None}
-        return dataclasses.replace(self, **cut)
 
     def as_plain(self) -> dict[str, object]:
         """The record as plain data (``Explanation.meta["targets"]``, what files keep): "kind" and its fields."""

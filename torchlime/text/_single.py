@@ -22,7 +22,7 @@ and its samples' masks say so (all True), so it never counts as perturbed.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
@@ -172,13 +172,14 @@ def _objective(  # noqa: PLR0913
     return word, n_pairs * k
 
 
+@dataclass(eq=False, repr=False)
 class SingleSampler(Sampler):
     """The single-mask protocol as a sampler.
 
     ``bind`` plans every sample from the engine's feature map (``plan_single``); the masks are
     the plan's, and ``apply`` writes the chosen candidates into a chunk's rows.
 
-    Args:
+    Attributes:
         infiller: the ``Infiller``.
         ids: long (B, L) the explained rows.
         attn: long (B, L) their attention mask.
@@ -187,30 +188,24 @@ class SingleSampler(Sampler):
         generator: as in ``plan_single``.
         scorer: as in ``plan_single``.
         predicted: as in ``plan_single``.
+        plan: the plan ``bind`` made (None before).
     """
 
     reusable = False  # the samples' perturbations are planned: other masks cannot be built
     adaptive = False  # and planned for all S samples at once, not in rounds
 
-    def __init__(
-        self,
-        infiller: Infiller,
-        ids: torch.Tensor,
-        attn: torch.Tensor,
-        mask_id: int,
-        exclude_ids: Sequence[int],
-        generator: Optional[torch.Generator],
-        scorer: Optional[Scorer] = None,
-        predicted: Optional[torch.Tensor] = None,
-    ) -> None:
-        self.args = (infiller, ids, attn)
-        self.mask_id, self.exclude_ids, self.generator = mask_id, exclude_ids, generator
-        self.scorer, self.predicted = scorer, predicted
-        self.plan: Optional[SinglePlan] = None
+    infiller: Infiller
+    ids: torch.Tensor
+    attn: torch.Tensor
+    mask_id: int
+    exclude_ids: Sequence[int]
+    generator: Optional[torch.Generator]
+    scorer: Optional[Scorer] = None
+    predicted: Optional[torch.Tensor] = None
+    plan: Optional[SinglePlan] = field(default=None, init=False)
 
     def bind(self, features: Optional[FeatureMap], n_samples: int) -> SingleSampler:
         assert features is not None  # a design planned from the data: the engine binds it with the call's map
-        infiller, ids, attn = self.args
         if n_samples - 1 < features.f_max:
             warnings.warn(
                 f"protocol='single' changes one feature per sample: n_samples={n_samples} leaves "
@@ -219,11 +214,11 @@ class SingleSampler(Sampler):
                 RuntimeWarning,
                 stacklevel=4,
             )
-        labels = features.labels.reshape(ids.shape)
+        labels = features.labels.reshape(self.ids.shape)
         self.plan = plan_single(
-            infiller,
-            ids,
-            attn,
+            self.infiller,
+            self.ids,
+            self.attn,
             labels,
             features.n_features,
             n_samples,
@@ -248,4 +243,4 @@ class SingleSampler(Sampler):
         return self.plan
 
     def __repr__(self) -> str:
-        return f"SingleSampler(protocol='single', objective={self.args[0].objective!r})"
+        return f"SingleSampler(protocol='single', objective={self.infiller.objective!r})"

@@ -13,11 +13,20 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 from numpy.typing import NDArray
 
+from torchlime._util.argdocs import with_args
 from torchlime.compat.lime._indexed import IndexedCharacters, IndexedString
 
 __all__ = ["DomainMapper", "TextDomainMapper", "TableDomainMapper"]
 
 Pairs = Sequence[tuple[int, float]]
+#: the arguments of every ``visualize_instance_html`` (lime's), described once
+_HTML_ARGS = {
+    "exp": "pairs of one label.",
+    "label": "the label.",
+    "div_name": "lime's name of the page's element.",
+    "exp_object_name": "lime's name of the explanation's script object.",
+    "**kwargs": "unused.",
+}
 
 
 class DomainMapper:
@@ -35,16 +44,13 @@ class DomainMapper:
         """
         return [(f, w) for f, w in exp]
 
-    def visualize_instance_html(
+    @with_args(_HTML_ARGS)
+    def visualize_instance_html(  # noqa: D417 (the other arguments: _HTML_ARGS)
         self, exp: Pairs, label: int, div_name: str, exp_object_name: str, **kwargs: Any
     ) -> str:
         """The instance as HTML (none by default).
 
         Args:
-            exp: pairs of one label.
-            label: the label.
-            div_name: lime's name of the page's element.
-            exp_object_name: lime's name of the explanation's script object.
             **kwargs: options of the subclass.
 
         Returns:
@@ -79,17 +85,11 @@ class TextDomainMapper(DomainMapper):
             return [(f"{text.word(f)}_{'-'.join(str(p) for p in text.string_position(f))}", w) for f, w in exp]
         return [(text.word(f), w) for f, w in exp]
 
+    @with_args(_HTML_ARGS)
     def visualize_instance_html(
         self, exp: Pairs, label: int, div_name: str, exp_object_name: str, **kwargs: Any
     ) -> str:
         """The text, HTML-escaped (the explanation's ``text_html`` draws its highlighted words).
-
-        Args:
-            exp: pairs of one label.
-            label: the label.
-            div_name: lime's name of the page's element.
-            exp_object_name: lime's name of the explanation's script object.
-            **kwargs: unused.
 
         Returns:
             An HTML fragment.
@@ -145,7 +145,8 @@ class TableDomainMapper(DomainMapper):
         """
         return [(self.exp_feature_names[f], w) for f, w in exp]
 
-    def visualize_instance_html(
+    @with_args(_HTML_ARGS)
+    def visualize_instance_html(  # noqa: D417 (the other arguments: _HTML_ARGS)
         self,
         exp: Pairs,
         label: int,
@@ -158,13 +159,8 @@ class TableDomainMapper(DomainMapper):
         """The instance's columns and values as an HTML table (lime's feature / value table).
 
         Args:
-            exp: pairs of one label.
-            label: the label.
-            div_name: lime's name of the page's element.
-            exp_object_name: lime's name of the explanation's script object.
             show_table: draw the table at all.
             show_all: every column, not only those of the explanation (in its order).
-            **kwargs: unused.
 
         Returns:
             An HTML fragment ("" without ``show_table``).

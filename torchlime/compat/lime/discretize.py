@@ -183,24 +183,13 @@ class StatsDiscretizer(BaseDiscretizer):
         labels: unused.
         random_state: None, an int or a ``numpy.random.RandomState``.
         data_stats: lime's dict with "bins", "means", "stds", "mins" and "maxs" per column.
+
+    Raises:
+        ValueError: ``data_stats`` without "bins".
     """
 
-    def __init__(
-        self,
-        data: object,
-        categorical_features: Sequence[int],
-        feature_names: Sequence[object],
-        labels: object = None,
-        random_state: object = None,
-        data_stats: Optional[dict[str, dict[int, list[float]]]] = None,
-    ) -> None:
-        if not data_stats or "bins" not in data_stats:
-            raise ValueError(f"`data_stats` must hold 'bins' per column, got {describe(data_stats)}")
-        self._given = data_stats["bins"]
-        super().__init__(data, categorical_features, feature_names, labels, random_state, data_stats)
-
     def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
-        """The given boundaries of every column of ``to_discretize``.
+        """The given boundaries of every column of ``to_discretize`` (``data_stats["bins"]``).
 
         Args:
             data: (N, D) training data.
@@ -208,18 +197,42 @@ class StatsDiscretizer(BaseDiscretizer):
 
         Returns:
             One increasing array of boundaries per column of ``to_discretize``.
+
+        Raises:
+            ValueError: ``data_stats`` without "bins".
         """
-        return [np.asarray(self._given[f], dtype=np.float64) for f in self.to_discretize]
+        given = self.data_stats
+        if not given or "bins" not in given:
+            raise ValueError(f"`data_stats` must hold 'bins' per column, got {describe(given)}")
+        return [np.asarray(given["bins"][f], dtype=np.float64) for f in self.to_discretize]
+
+
+_FITTED_ARGS = """
+
+    Args:
+        data: (N, D) training data.
+        categorical_features: the categorical columns (never binned).
+        feature_names: D names.
+        labels: {labels}
+        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
+        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None."""
 
 
 class _FittedDiscretizer(BaseDiscretizer):
     """A discretizer whose bins are torchlime's ``fit_stats`` bins of one kind (``_how``).
 
-    The quartile, decile and entropy discretizers differ only in that kind; their arguments are
-    ``BaseDiscretizer``'s.
+    The quartile, decile and entropy discretizers differ only in that kind and in what ``labels``
+    are to them (``_labels``); their arguments are ``BaseDiscretizer``'s, described once in
+    ``_FITTED_ARGS`` and added to each one's docstring after its summary.
     """
 
     _how: str
+    _labels = "(N,) class labels (the entropy discretizer's), or None."
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        summary, _, rest = (cls.__doc__ or "").partition("\n\n")
+        cls.__doc__ = summary + _FITTED_ARGS.format(labels=cls._labels) + (f"\n\n{rest}" if rest else "\n")
 
     def bins(self, data: NDArray[np.float64], labels: object) -> list[NDArray[np.float64]]:
         """The bins of kind ``_how`` of every column of ``to_discretize``.
@@ -249,31 +262,13 @@ class _FittedDiscretizer(BaseDiscretizer):
 
 
 class QuartileDiscretizer(_FittedDiscretizer):
-    """lime's ``QuartileDiscretizer``: bins at the 25th, 50th and 75th percentiles.
-
-    Args:
-        data: (N, D) training data.
-        categorical_features: the categorical columns (never binned).
-        feature_names: D names.
-        labels: (N,) class labels (the entropy discretizer's), or None.
-        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
-        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
-    """
+    """lime's ``QuartileDiscretizer``: bins at the 25th, 50th and 75th percentiles."""
 
     _how = "quartile"
 
 
 class DecileDiscretizer(_FittedDiscretizer):
-    """lime's ``DecileDiscretizer``: bins at the 10th, 20th, ..., 90th percentiles.
-
-    Args:
-        data: (N, D) training data.
-        categorical_features: the categorical columns (never binned).
-        feature_names: D names.
-        labels: (N,) class labels (the entropy discretizer's), or None.
-        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
-        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
-    """
+    """lime's ``DecileDiscretizer``: bins at the 10th, 20th, ..., 90th percentiles."""
 
     _how = "decile"
 
@@ -281,16 +276,9 @@ class DecileDiscretizer(_FittedDiscretizer):
 class EntropyDiscretizer(_FittedDiscretizer):
     """lime's ``EntropyDiscretizer``: bins at the splits of a depth-3 entropy tree on ``labels``.
 
-    Args:
-        data: (N, D) training data.
-        categorical_features: the categorical columns (never binned).
-        feature_names: D names.
-        labels: (N,) class labels (required: the tree splits on them).
-        random_state: None, an int or a ``numpy.random.RandomState`` (the draws of ``undiscretize``).
-        data_stats: lime's dict of "means", "stds", "mins" and "maxs" per column, or None.
-
     Raises:
         ValueError: no ``labels``.
     """
 
     _how = "entropy"
+    _labels = "(N,) class labels (required: the tree splits on them)."
