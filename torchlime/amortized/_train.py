@@ -64,7 +64,7 @@ def train(
     from tqdm.auto import tqdm
 
     scale = values[labelled].square().mean().sqrt().clamp_min(1e-12)
-    optim = torch.optim.Adam(head.parameters(), lr=training.lr)
+    optim = Adam([p for p in head.parameters() if p.requires_grad], training.lr)
     gen = torch.Generator().manual_seed(seed)
     n, losses = x.shape[0], []
     head.train()
@@ -79,13 +79,38 @@ def train(
             mask = labelled[idx].unsqueeze(-1).float()
             err = ((out - values[idx]) / scale).square() * mask
             loss = err.sum() / (mask.sum() * values.shape[-1]).clamp_min(1.0)
-            optim.zero_grad(set_to_none=True)
-            torch.autograd.backward(loss)
-            optim.step()
+            optim.step(loss)
             total = total + loss.detach() * idx.shape[0]
         losses.append(total / n)
     head.eval()
     return [float(v) for v in torch.stack(losses).tolist()] if losses else []
+
+
+class Adam:
+    """Adam (Kingma and Ba, 2015) with its default moments (0.9, 0.999) and eps 1e-8, on a list of parameters.
+
+    Written here rather than taken from ``torch.optim``, whose first use imports the compiler stack (seconds
+    on a small machine) for a head of a few thousand weights.
+    """
+
+    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        self.params, self.lr, self.betas, self.steps = params, lr, betas, 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def step(self, loss: torch.Tensor) -> None:
+        """One step down the gradient of ``loss`` (0-d) with respect to the parameters."""
+        grads = torch.autograd.grad(loss, self.params, allow_unused=True)
+        self.steps += 1
+        b1, b2 = self.betas
+        lr = self.lr * (1 - b2**self.steps) ** 0.5 / (1 - b1**self.steps)
+        with torch.no_grad():
+            for p, g, m, v in zip(self.params, grads, self.m, self.v):
+                if g is None:
+                    continue
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                p.sub_(lr * m / (v.sqrt() + 1e-8))
 
 
 @dataclass
