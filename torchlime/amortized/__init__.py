@@ -14,12 +14,14 @@ from torchlime.amortized._options import FitOptions
 from torchlime.amortized._output import AmortizedExplanation
 from torchlime.amortized._report import Report, spearman
 from torchlime.amortized.heads import ConvHead, MLPHead, TokenHead
+from torchlime.amortized.probe import AmortizedProbe
 from torchlime.amortized.records import AmortizedRecord, AmortizedRun
 
 __all__ = [
     "DEFAULT_SAMPLES",
     "AmortizedExplainer",
     "AmortizedExplanation",
+    "AmortizedProbe",
     "AmortizedRecord",
     "AmortizedRun",
     "ConvHead",

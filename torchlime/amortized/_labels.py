@@ -162,7 +162,7 @@ def folder_labels(results: object, inputs: Optional[torch.Tensor], k: int) -> La
         TypeError / ValueError: not results, no inputs kept nor given, no feature maps stored, maps that
             differ between inputs.
     """
-    rows: Any = results[:] if hasattr(results, "__getitem__") and not hasattr(results, "coef") else results
+    rows: Any = _rows(results)
     if not hasattr(rows, "coef") or not hasattr(rows, "index"):
         raise TypeError(f"`labels` must be load_results(folder) or rows of it, got {describe(results)}")
     x = getattr(rows, "inputs", None) if inputs is None else inputs[rows.index.to(inputs.device)]
@@ -197,7 +197,7 @@ def from_folder(
     Returns:
         The labels and N.
     """
-    rows: Any = labels[:] if hasattr(labels, "__getitem__") and not hasattr(labels, "coef") else labels
+    rows: Any = _rows(labels)
     given = None if inputs is None else torch.cat(list(batches(inputs)))
     x0 = given if given is not None else getattr(rows, "inputs", None)
     if not isinstance(x0, torch.Tensor):
@@ -208,3 +208,10 @@ def from_folder(
     used = getattr(rows, "samples_used", None)
     n = int(used.max()) if isinstance(used, torch.Tensor) and used.numel() else default
     return folder_labels(rows, given, k_of(x0[:1])), n
+
+
+def _rows(results: object) -> object:
+    """The rows of a folder in memory: a ``LazyResults`` read whole, ``Results`` as they are."""
+    from torchlime.dataset import LazyResults
+
+    return results[:] if isinstance(results, LazyResults) else results
