@@ -180,3 +180,17 @@ def test_amortized_record_slices_with_the_explanation(tabular):
     part = exp[2]
     assert part.meta["quality"]["out_of_distribution"] == [[0]]
     assert dataclasses.replace(part.run.amortized).distance == exp.run.amortized.distance[2:3]
+
+
+def test_the_conv_heads_folded_pooling_equals_resizing_then_averaging():
+    from torchlime.amortized.heads import pooling
+
+    torch.manual_seed(0)
+    head = ConvHead(2, 12, 10, 5, n_outputs=3)
+    feats = torch.randint(0, 5, (12, 10))
+    head.calibrate(feats, torch.zeros(2), torch.ones(2), torch.ones(()))
+    low = head.trunk(torch.rand(4, 2, 12, 10)).detach()
+    full = torch.nn.functional.interpolate(low, size=(12, 10), mode="bilinear", align_corners=False)
+    torch.testing.assert_close(
+        low.flatten(2) @ head._pooling(low.shape[-2:]), full.flatten(2) @ pooling(feats.view(-1), 5)
+    )

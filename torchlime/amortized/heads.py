@@ -16,7 +16,7 @@ by the labels' scale (``out_scale``), all buffers of the state dict.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Optional, Union
 
 import torch
 from torch import nn
@@ -123,6 +123,7 @@ class ConvHead(_Head):
             channels=channels, height=height, width=width, n_features=n_features, n_outputs=n_outputs, hidden=hidden
         )
         self.size = (height, width)
+        self._cache: Optional[tuple[object, torch.Tensor]] = None
         self.trunk = nn.Sequential(
             nn.Conv2d(channels, hidden, 3, stride=2, padding=1),
             nn.ReLU(),
@@ -140,9 +141,22 @@ class ConvHead(_Head):
         x = (x - self.shift.view(1, -1, 1, 1)) / self.scale.view(1, -1, 1, 1)
         h = self.trunk(x)
         glob = h.mean(dim=(2, 3))
-        h = nn.functional.interpolate(h, size=self.size, mode="bilinear", align_corners=False)
-        per_feature = h.flatten(2) @ pooling(self.features, self.n_features)  # (B, D, F)
+        per_feature = h.flatten(2) @ self._pooling(h.shape[-2:])  # (B, D, F)
         return self._finish(per_feature, glob, self.coef, self.icpt), glob
+
+    def _pooling(self, low: tuple[int, ...]) -> torch.Tensor:
+        """(h*w, F): the trunk's (h, w) map resized to (H, W) (bilinear) and averaged per feature, as one matrix.
+
+        Resizing and averaging are linear, so they fold into one small matrix, made once per map and size
+        (from the resized unit vectors) instead of resizing every batch to full resolution.
+        """
+        key = (tuple(low), self.features.device, self.features.data_ptr(), self.features._version)
+        if self._cache is None or self._cache[0] != key:
+            n = low[0] * low[1]
+            unit = torch.eye(n, device=self.features.device).view(n, 1, *low)
+            up = nn.functional.interpolate(unit, size=self.size, mode="bilinear", align_corners=False)
+            self._cache = (key, up.flatten(1) @ pooling(self.features, self.n_features))
+        return self._cache[1]
 
 
 class MLPHead(_Head):
