@@ -24,6 +24,8 @@
 #   memory            bench_chunk_memory.py: peak CUDA memory per chunk size [1.5-2]
 #   compat            bench_captum_switch.py (captum's Lime vs torchlime.compat.captum), bench_shap_kernel.py
 #                     (shap's KernelExplainer vs torchlime.compat.shap; shap comes from the wheels) [not yet timed on a GPU]
+#   amortized         bench_amortized.py: amortized heads (digits CNN, breast-cancer MLP) against LIME at N=4096
+#                     and N=1000, trained and timed in one run; short mode: label N 32 and 64 only [not yet timed on a GPU]
 #
 # With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
 # to back (a warm machine is kept only 30 s), each `carry: ["benchmarks/gpu/wheels"]`, in this order
@@ -92,7 +94,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat)
+ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat amortized)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -200,13 +202,14 @@ B=benchmarks
 DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for eval
 
 # Short mode's extra arguments per benchmark (later flags win over the defaults)
-S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() THROUGHPUT=() XDIST=""
+S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() S_AMORT=() THROUGHPUT=() XDIST=""
 if [[ $SHORT == 1 ]]; then
     S_LAT=(--reps 3 --anchor-reps 1)
     S_THR=(--reps 2)
     S_PROFILE=(--reps 3)
     S_SEG=(--runs 3 --warmup 1 --skimage-runs 1)
     S_PROBE=(--reps 5)
+    S_AMORT=(--label-samples 32 64)
     S_AUDIO=(--reps 3)
     S_TEXT=(--reps 2)
     S_REPS1=(--reps 1)
@@ -236,6 +239,7 @@ commands() {  # one command per line, for part $1
             echo "python3 $B/bench_text_gpu.py $DEV ${S_TEXT[*]}"
             echo "python3 $B/text_rationale.py $DEV" ;;
         probe) echo "python3 $B/bench_probe_overhead.py $DEV ${S_PROBE[*]}" ;;
+        amortized) echo "python3 $B/bench_amortized.py $DEV ${S_AMORT[*]}" ;;
         targets)
             echo "python3 $B/bench_boxes.py $DEV ${S_REPS1[*]}"
             echo "python3 $B/bench_generation.py $DEV ${S_REPS1[*]}"
