@@ -52,6 +52,7 @@ def digits(device: torch.device, quick: bool):
     x = torch.nn.functional.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False)
     y = torch.tensor(d.target)
     g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)  # the initial weights
     cnn = torch.nn.Sequential(
         torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
@@ -70,13 +71,13 @@ def cancer(device: torch.device, quick: bool):
     x = (x - x.mean(0)) / x.std(0)
     y = torch.tensor(d.target)
     g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)  # the initial weights
     mlp = torch.nn.Sequential(torch.nn.Linear(30, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
     return train(mlp, x, y, g, device, epochs=5 if quick else 60), x, y, torch.arange(30).view(1, 30)
 
 
 def train(net, x, y, g, device, epochs: int):
     """Train ``net`` with Adam on (x, y); returns it with a softmax after it, in eval mode, on ``device``."""
-    torch.manual_seed(0)
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     for _ in range(epochs):
         for idx in torch.randperm(x.shape[0], generator=g).split(64):

@@ -69,3 +69,16 @@ def test_far_inputs_are_flagged_and_fall_back_to_the_engine(planted):
     engine = torchlime.Explainer().explain(lin, far[2:], FEATS, target=fixed.target[2:], n_samples=64, generator=0)
     assert torch.equal(fixed.coef[2:], engine.coef) and torch.equal(fixed.score[2:], engine.score)
     assert torch.equal(fixed.coef[:2], flagged.coef[:2]) and bool(fixed.score[:2].isnan().all())
+
+
+def test_the_threshold_is_the_held_out_percentile_at_least_the_training_inputs():
+    from torchlime.amortized._train import Distances
+
+    g = torch.Generator().manual_seed(0)
+    train = torch.randn(400, 3, generator=g) * torch.tensor([1.0, 2.0, 0.5])
+    d = Distances.fit(train, train[:5] * 0.1)  # a light-tailed small split: the training percentile holds
+    assert d.threshold == pytest.approx(float(torch.quantile(d(train), 0.99)))
+    wide = Distances.fit(train, torch.randn(200, 3, generator=g) * 3)  # a wider split: its own percentile
+    assert wide.threshold > d.threshold
+    # the distance is Mahalanobis: a unit step along the narrow axis counts more than along the wide one
+    assert float(d(torch.tensor([[0.0, 0.0, 1.0]]))) > float(d(torch.tensor([[0.0, 1.0, 0.0]])))

@@ -120,7 +120,8 @@ class Distances:
     Attributes:
         mean: float64 (D,) the training inputs' mean.
         precision: float64 (D, D) the inverse of their covariance, shrunk toward its mean variance.
-        threshold: the held-out inputs' 99th percentile of the distance (inf without held-out inputs).
+        threshold: the held-out inputs' 99th percentile of the distance, or the training inputs' where it is
+            larger (a small held-out split can miss the tail); inf without held-out inputs.
     """
 
     mean: torch.Tensor
@@ -133,7 +134,8 @@ class Distances:
 
         Args:
             train: (n, D) penultimate features of the training inputs.
-            held: (h, D) those of the held-out inputs.
+            held: (h, D) those of the held-out inputs (their 99th percentile, at least the training inputs',
+                is the threshold).
             shrink: weight of the mean variance in the shrunk covariance.
 
         Returns:
@@ -148,7 +150,11 @@ class Distances:
         precision = torch.linalg.inv((1 - shrink) * cov + shrink * target)
         fitted = cls(mean, precision, float("inf"))
         if held.shape[0]:
-            fitted.threshold = float(torch.quantile(fitted(held), PERCENTILE))
+            # a small held-out split can miss the tail (a table's outliers): the training inputs' own
+            # percentile, which lies below an independent sample's as a rule, bounds it from below
+            fitted.threshold = float(
+                torch.maximum(torch.quantile(fitted(held), PERCENTILE), torch.quantile(fitted(train), PERCENTILE))
+            )
         return fitted
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,8 @@ class AmortizedRecord:
         trained_inputs: the inputs the head was trained on (the held-out ones excluded).
         distance: each input's Mahalanobis distance from the training inputs in the head's penultimate
             features (B floats).
-        threshold: the held-out inputs' 99th percentile of that distance; above it an input is flagged.
+        threshold: the held-out inputs' 99th percentile of that distance (at least the training inputs');
+            above it an input is flagged.
         fallback: the inputs explained by the engine instead (``explain(x, fallback=True)``), as indices.
     """
 
