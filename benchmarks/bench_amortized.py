@@ -14,7 +14,7 @@ Two models are trained here on bundled scikit-learn data: a small CNN on the dig
   top class) against LIME at N = 1000 (batch 256), in the same run, and the whole cost (labels + training)
   against explaining the training split with LIME at N = 1000 directly.
 
-Goals (issue 51): median rank correlation >= 0.8 and above LIME at N = 32; deletion AUC at most 1.1x
+Goals: median rank correlation >= 0.8 and above LIME at N = 32; deletion AUC at most 1.1x
 LIME's; >= 50x faster than LIME at N = 1000 on the CPU.
 
     python benchmarks/bench_amortized.py                      # writes results/amortized_cpu.json
