@@ -159,6 +159,11 @@ def test_heads_follow_the_modality():
     ids = torch.randint(1, 20, (24, 5))
     tokens = _fit(emb, ids, modality=torchlime.Tokens(mask_id=0))
     assert isinstance(tokens.head, TokenHead) and tokens.explain(ids[:2]).coef.shape == (2, 1, 5)
+    flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8 * 10, 2))
+    specs = _fit(flat, torch.rand(24, 8, 10), modality=torchlime.Spectrograms(time_segments=5, freq_segments=2))
+    spec_exp = specs.explain(torch.rand(2, 8, 10))
+    assert isinstance(specs.head, ConvHead) and spec_exp.coef.shape == (2, 1, 10)
+    assert type(spec_exp.info).__name__ == "SpectrogramInfo" and spec_exp.heatmap(0).shape == (2, 8, 10)
     table = _fit(_mlp(), torch.rand(24, D), modality=torchlime.Tabular(training_data=torch.rand(50, D)))
     assert isinstance(table.head, MLPHead) and type(table.explain(torch.rand(2, D)).info).__name__ == "TabularInfo"
 
