@@ -64,3 +64,11 @@ def test_the_probe_refreshes_every_k_steps_and_leaves_training_alone():
     # between refreshes every step is one forward of the same head
     assert torch.equal(probe.history[0][1].coef, probe.history[1][1].coef)
     assert torch.equal(probe.history[-1][1].coef, probe.amortized.explain(probe_x).coef)
+
+
+def test_refreshed_fits_again_with_the_same_settings():
+    net, x = _net(), torch.rand(32, D)
+    first = AmortizedExplainer.fit(net, x, modality=FEATS, n_samples=16, epochs=1, report_samples=None)
+    again = first.refreshed(net, x, epochs=1, report_samples=None)
+    assert again.label_samples == 16 and again.settings["head_digest"] == first.settings["head_digest"]
+    assert "labels at N=16" in repr(again)
