@@ -82,3 +82,14 @@ def test_the_threshold_is_the_held_out_percentile_at_least_the_training_inputs()
     assert wide.threshold > d.threshold
     # the distance is Mahalanobis: a unit step along the narrow axis counts more than along the wide one
     assert float(d(torch.tensor([[0.0, 0.0, 1.0]]))) > float(d(torch.tensor([[0.0, 1.0, 0.0]])))
+
+
+@pytest.mark.filterwarnings("ignore::torchlime.UnreliableExplanationWarning")  # a random model's labels
+def test_a_fallback_with_other_features_is_refused():
+    torch.manual_seed(0)
+    cnn = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 3))
+    imgs = torch.rand(24, 1, 32, 32)
+    auto = torchlime.Images(segments="grid")  # n_segments="auto": the grid follows N (8 cells here, 16 at 1000)
+    amort = AmortizedExplainer.fit(cnn, imgs, modality=auto, n_samples=16, epochs=1, report_samples=None)
+    with pytest.raises(ValueError, match="give the modality an explicit count"):
+        amort.explain(imgs[:2] * 50 + 3, fallback=True, fallback_samples=1000)

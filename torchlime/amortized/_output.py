@@ -110,6 +110,12 @@ def explain(amort: Trained, x: torch.Tensor, target: TargetSpec, fallback: bool,
             n_samples=n_fallback,
             generator=amort.settings["seed"],
         )
+        if exp.coef.shape[-1] != coef.shape[-1] or not bool((exp.n_features == coef.shape[-1]).all()):
+            raise ValueError(
+                f"`modality` must give the fallback the head's {coef.shape[-1]} features, got "
+                f"{exp.n_features.tolist()} at N={n_fallback} (a segment count chosen from N, such as "
+                "n_segments='auto'): give the modality an explicit count"
+            )
         coef, intercept = coef.index_copy(0, idx, exp.coef.float()), intercept.index_copy(0, idx, exp.intercept.float())
         score = score.index_copy(0, idx, exp.score.float())
         local_pred = local_pred.index_copy(0, idx, exp.local_pred.float())
