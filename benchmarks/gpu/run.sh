@@ -29,6 +29,8 @@
 #   designs           bench_kernel_shap_designs.py: KernelSHAP's error against exact Shapley values per design,
 #                     beside captum, shap and the compat layers (torchlime's designs drawn on the device; the
 #                     models are scikit-learn's, on the CPU; short: 6 rows, m = 10n) [not yet timed on a GPU]
+#   amortized         bench_amortized.py: amortized heads (digits CNN, breast-cancer MLP) against LIME at N=4096
+#                     and N=1000, trained and timed in one run; short mode: label N 32 and 64 only [not yet timed on a GPU]
 #
 # With the device tool (10 minutes a call, 30 minutes a session, at most 8 files back), four calls back
 # to back (a warm machine is kept only 30 s), each `carry: ["benchmarks/gpu/wheels"]`, in this order
@@ -97,7 +99,7 @@ while (( $# )); do
     shift
 done
 T0=$(date +%s)
-ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat designs)
+ALL=(tests latency profile latency_compiled throughput segmentation audio text probe memory targets compat designs amortized)
 (( ${#PARTS[@]} )) || PARTS=("${ALL[@]}")
 for part in "${PARTS[@]}"; do
     [[ " ${ALL[*]} " == *" $part "* ]] || { echo "run.sh: unknown part '$part' (one of: ${ALL[*]})" >&2; exit 2; }
@@ -205,7 +207,7 @@ B=benchmarks
 DEV=$(printf '%q ' --device "$DEVICE" --out "$OUTDIR" "${Q[@]}")  # quoted for eval
 
 # Short mode's extra arguments per benchmark (later flags win over the defaults)
-S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() S_DESIGNS=() THROUGHPUT=() XDIST=""
+S_LAT=() S_PROFILE=() S_THR=() S_SEG=() S_PROBE=() S_AUDIO=() S_TEXT=() S_REPS1=() S_DESIGNS=() S_AMORT=() THROUGHPUT=() XDIST=""
 if [[ $SHORT == 1 ]]; then
     S_DESIGNS=(--short)
     S_LAT=(--reps 3 --anchor-reps 1)
@@ -213,6 +215,7 @@ if [[ $SHORT == 1 ]]; then
     S_PROFILE=(--reps 3)
     S_SEG=(--runs 3 --warmup 1 --skimage-runs 1)
     S_PROBE=(--reps 5)
+    S_AMORT=(--label-samples 32 64)
     S_AUDIO=(--reps 3)
     S_TEXT=(--reps 2)
     S_REPS1=(--reps 1)
@@ -242,6 +245,7 @@ commands() {  # one command per line, for part $1
             echo "python3 $B/bench_text_gpu.py $DEV ${S_TEXT[*]}"
             echo "python3 $B/text_rationale.py $DEV" ;;
         probe) echo "python3 $B/bench_probe_overhead.py $DEV ${S_PROBE[*]}" ;;
+        amortized) echo "python3 $B/bench_amortized.py $DEV ${S_AMORT[*]}" ;;
         targets)
             echo "python3 $B/bench_boxes.py $DEV ${S_REPS1[*]}"
             echo "python3 $B/bench_generation.py $DEV ${S_REPS1[*]}"

@@ -1,0 +1,276 @@
+"""``AmortizedExplainer``: a small network trained once on LIME labels, then explaining in one forward.
+
+``fit`` makes the labels with the batched engine at a small N (or reads them from a finished
+``explain_dataset`` folder), holds out a seeded fraction, trains the modality's head on the rest,
+fits the out-of-distribution distances and measures the head against LIME at a large N on the held-out
+inputs (``report``). ``explain`` returns an ordinary ``Explanation`` from one forward of the head (and
+of the model where the target is its top class).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+from torch import nn
+from typing_extensions import Unpack
+
+from torchlime._util.checks import check_positive_int, describe
+from torchlime.amortized import _build, _files, _output, _train
+from torchlime.amortized._labels import Labels, engine_labels, from_folder
+from torchlime.amortized._options import FitOptions, Training
+from torchlime.amortized._quality import measure
+from torchlime.amortized._state import Trained
+from torchlime.engine.config import Call
+from torchlime.engine.explainer import Explainer, ModalitySpec
+from torchlime.engine.explanation import Explanation
+from torchlime.typing import Model, Seed, TargetSpec
+
+#: N of the labels by default: where the head's rank correlation with LIME at N=4096 flattens (``docs/amortized.md``,
+#: measured by ``benchmarks/bench_amortized.py``: 0.82 / 0.90 / 0.92 at N = 16 / 64 / 256 on a digits CNN)
+DEFAULT_SAMPLES = 64
+#: N of ``explain(x, fallback=True)``
+FALLBACK_SAMPLES = 1000
+
+
+class AmortizedExplainer(Trained):
+    """An explainer network trained on LIME labels: ``fit`` once, then ``explain`` in one forward.
+
+    Make one with ``AmortizedExplainer.fit`` (or ``load``); its fields (``Trained``'s) are what it learnt
+    and how: ``head``, ``model``, ``modality``, ``explainer`` (the label settings), ``features`` (the
+    feature map shared by every input), ``input_shape``, ``labelled`` (the trained output columns),
+    ``label_samples``, ``distances``, ``settings``, ``report`` and ``call``. Features are fixed across
+    inputs: a grid or given segments, table columns, time-frequency cells of a fixed segmentation, token
+    positions.
+    """
+
+    @classmethod
+    def fit(
+        cls,
+        model: Model,
+        inputs: object,
+        *,
+        modality: ModalitySpec = None,
+        target: TargetSpec = None,
+        explainer: Optional[Explainer] = None,
+        n_samples: int = DEFAULT_SAMPLES,
+        generator: Seed = None,
+        labels: object = None,
+        **options: Unpack[FitOptions],
+    ) -> AmortizedExplainer:
+        """Label the inputs with the engine, train the head, and measure it on the held-out inputs.
+
+        Args:
+            model: the model to explain (any callable from a batch to (B, K) scores), on the inputs' device.
+            inputs: (n, ...) inputs, or an iterable of batches (a DataLoader yielding tensors or
+                (tensor, label) pairs); with ``labels``, the data set's inputs in its order (or None
+                when the folder kept them).
+            modality: the input kind (``Images(segments="grid")``, ``Spectrograms(...)``, ``Tabular(...)``,
+                ``Tokens(...)``) or a feature map, as ``Explainer.explain`` takes it; features must be
+                fixed across inputs.
+            target: None (each input's top class), an int, "all", "topK" or per-input columns: the
+                labelled columns.
+            explainer: the label settings (any ``Explainer``: ``Explainer(preset="kernel_shap")``...);
+                None: the engine's defaults.
+            n_samples: N of the labels (noisy labels at a small N are the point: see ``docs/amortized.md``).
+            generator: an int seed (or a ``torch.Generator``: its initial seed); None: 0. The masks, the
+                split, the initial weights and the minibatches derive from it.
+            labels: ``load_results(folder)`` of a finished ``explain_dataset`` run (or rows of it): train
+                from its rows instead of making labels.
+            **options: how to train (``FitOptions``: ``epochs``, ``head``, ``holdout``, ``batch_size``,
+                ``lr``, ``report_samples``, ``progress``).
+
+        Returns:
+            The trained ``AmortizedExplainer``.
+
+        Raises:
+            TypeError / ValueError: bad arguments (named), feature maps that differ between inputs,
+                waveforms (features on the STFT).
+
+        Example:
+            >>> import torchlime
+            >>> net = torch.nn.Sequential(torch.nn.Linear(6, 3))
+            >>> amort = AmortizedExplainer.fit(net, torch.rand(32, 6), modality=torch.arange(6).view(1, 6),
+            ...                                n_samples=32, epochs=2, report_samples=64)
+            >>> exp = amort.explain(torch.rand(4, 6))
+            >>> exp.coef.shape, bool(exp.score.isnan().all())
+            (torch.Size([4, 1, 6]), True)
+        """
+        explainer = Explainer() if explainer is None else explainer
+        if not isinstance(explainer, Explainer):
+            raise TypeError(
+                f"`explainer` must be a torchlime.Explainer (the label settings), got {describe(explainer)}"
+            )
+        training = Training.of(options)
+        seed = _seed(generator)
+        n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+
+        _build.check_modality(modality)
+        if labels is None:
+            lab = engine_labels(model, inputs, modality, explainer, target, n_samples, seed, training.progress)
+        else:
+            lab, n_samples = from_folder(labels, inputs, lambda x: _build.n_outputs(model, x, None), n_samples)
+        return cls._train(model, modality, explainer, lab, n_samples, seed, training)
+
+    @classmethod
+    def _train(
+        cls,
+        model: Model,
+        modality: ModalitySpec,
+        explainer: Explainer,
+        lab: Labels,
+        n_samples: int,
+        seed: int,
+        training: Training,
+    ) -> AmortizedExplainer:
+        """Split, train, fit the distances, report (``fit`` after its labels)."""
+        x = lab.inputs
+        kind = _build.head_kind(modality, x) if training.head is None else "user"
+        train_idx, held_idx = (i.to(x.device) for i in _train.split(x.shape[0], training.holdout, seed))
+        xt, vt, mt = x[train_idx], lab.values[train_idx], lab.labelled[train_idx]
+        if training.head is None:
+            pos = _build.positions(kind, lab.features, lab.input_shape)
+            rms = vt[mt].square().mean().sqrt() if bool(mt.any()) else torch.ones(())
+            net = _build.build_head(kind, xt, pos, lab.values.shape[1], rms, seed)
+        else:
+            net = copy.deepcopy(training.head).to(x.device)
+        losses = _train.train(net, xt, vt, mt, training, seed)
+        with torch.no_grad():
+            hidden_t = _train.outputs(net, xt)[1]
+            hidden_h = _train.outputs(net, x[held_idx])[1]
+        distances = _train.Distances.fit(hidden_t, hidden_h)
+        first = lab.first
+        settings: dict[str, Any] = {
+            "labels": _output.label_settings(first),
+            "seed": seed,
+            "trained_inputs": int(train_idx.shape[0]),
+            "held_out_inputs": int(held_idx.shape[0]),
+            "losses": losses,
+            "head_kind": kind,
+            "head_digest": _train.digest(net),
+        }
+        call = Call() if first is None or first.call is None else first.call
+        amort = cls(
+            net,
+            model,
+            modality,
+            explainer,
+            lab.features,
+            lab.input_shape,
+            lab.labelled.any(0),
+            n_samples,
+            distances,
+            settings,
+            None,
+            call,
+        )
+        if training.report_samples is not None and held_idx.shape[0]:
+            held = Labels(
+                x[held_idx], lab.values[held_idx], lab.labelled[held_idx], first, lab.features, lab.input_shape
+            )
+            amort.report = measure(amort, held, training.report_samples, seed)
+        return amort
+
+    def explain(
+        self,
+        x: torch.Tensor,
+        target: TargetSpec = None,
+        *,
+        fallback: bool = False,
+        fallback_samples: int = FALLBACK_SAMPLES,
+    ) -> Explanation:
+        """Explain B inputs in one forward of the head (and of the model for their top class).
+
+        Args:
+            x: (B, *input_shape) inputs, on the head's device.
+            target: None (each input's top class: one model forward), an int, or a long (B,) or (B, T)
+                tensor of output columns, each one the head was trained on.
+            fallback: explain the inputs flagged out of distribution with the engine instead (label settings,
+                ``fallback_samples`` samples).
+            fallback_samples: N of the fallback.
+
+        Returns:
+            An ``Explanation``: coef (B, T, F), intercept and local_pred (intercept + the coefficients'
+            sum) (B, T), score NaN (no fit to judge), no samples; ``run`` an ``AmortizedRun`` whose
+            ``quality`` flags the inputs out of distribution and whose ``amortized`` record names the head,
+            the labels and each input's distance. ``refit`` is refused (there are no samples to refit).
+
+        Raises:
+            TypeError / ValueError: inputs of another shape, targets out of range or never trained on,
+                a top class asked of an explainer loaded without its model.
+        """
+        return _output.explain(self, x, target, fallback, fallback_samples)
+
+    def save(self, path: Union[str, Path]) -> None:
+        """Write the head's state dict and settings with ``torch.save`` (loadable with ``weights_only=True``).
+
+        Args:
+            path: the file to write.
+        """
+        _files.save(self, Path(path))
+
+    @classmethod
+    def load(
+        cls,
+        path: Union[str, Path],
+        head: Optional[nn.Module] = None,
+        *,
+        model: Optional[Model] = None,
+        modality: ModalitySpec = None,
+        explainer: Optional[Explainer] = None,
+        map_location: Union[str, torch.device] = "cpu",
+    ) -> AmortizedExplainer:
+        """Read an explainer written by ``save`` (no arbitrary unpickling); outputs bit-identical.
+
+        Args:
+            path: the file ``save`` wrote.
+            head: an instance of your own head's class (its weights are replaced by the file's); None: the
+                built-in head the file names is rebuilt.
+            model: the explained model (for top classes, the fallback); None: targets must be given.
+            modality: the input kind (for each explanation's record); None: the stored feature map.
+            explainer: the label settings for the fallback; None: the engine's defaults.
+            map_location: where the tensors go.
+
+        Returns:
+            The explainer.
+
+        Raises:
+            ValueError: not such a file, or a user's head it cannot rebuild without ``head``.
+        """
+        return _files.load(cls, Path(path), head, model, modality, explainer, map_location)
+
+    def refreshed(self, model: Model, inputs: object, **options: Any) -> AmortizedExplainer:
+        """A new explainer fitted on ``inputs`` with this one's settings (the modality, the label settings, N).
+
+        Args:
+            model: the model (e.g. as training changed it).
+            inputs: the inputs to label.
+            **options: other keywords of ``fit`` (``epochs``, ``generator``, ...).
+
+        Returns:
+            The new explainer.
+        """
+        keywords: dict[str, Any] = dict(modality=self.modality, explainer=self.explainer, n_samples=self.label_samples)
+        keywords.update(options)
+        return type(self).fit(model, inputs, **keywords)
+
+    def __repr__(self) -> str:
+        k = int(self.labelled.shape[0])
+        f = int(self.features.max()) + 1
+        return (
+            f"AmortizedExplainer({type(self.head).__name__} over {f} features and {k} output columns, labels at "
+            f"N={self.label_samples}, {self.settings.get('trained_inputs', '?')} inputs trained)"
+        )
+
+
+def _seed(generator: Seed) -> int:
+    """The int seed of ``generator`` (None: 0; a torch.Generator: its initial seed)."""
+    if generator is None:
+        return 0
+    if isinstance(generator, torch.Generator):
+        return int(generator.initial_seed())
+    if isinstance(generator, bool) or not isinstance(generator, int):
+        raise TypeError(f"`generator` must be None, an int seed or a torch.Generator, got {describe(generator)}")
+    return generator
