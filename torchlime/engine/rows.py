@@ -198,7 +198,9 @@ class Run:
             )
             self.dists = torch.zeros(self.batch, settings.n_samples, device=self.device)
 
-    def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int, z: Optional[torch.Tensor] = None) -> Chunk:
+    def chunk(
+        self, b: torch.Tensor, s: torch.Tensor, first: int, last: int, z: Optional[torch.Tensor] = None, fixed: bool = False
+    ) -> Chunk:
         """The ``Chunk`` of rows (input b, sample s), with the always-kept column if the map has one.
 
         Args:
@@ -207,12 +209,15 @@ class Run:
             first: the first input of the rows.
             last: the last input (equal to ``first`` for one input, else -1).
             z: bool (c, F) their masks, already drawn (None: drawn here).
+            fixed: ``z`` has the always-kept column already (``with_fixed``; drawn masks never have it).
         """
         if z is None:
             z = self.draw(b, s)
-        if self.fmap.fixed:
-            z = torch.nn.functional.pad(z, (0, 1), value=True)
-        return Chunk(z, b, s, first, last)
+        return Chunk(z if fixed else self.with_fixed(z), b, s, first, last)
+
+    def with_fixed(self, z: torch.Tensor) -> torch.Tensor:
+        """Bool (c, F) masks, with the always-kept column (c, F + 1) where the map has one (else as they are)."""
+        return torch.nn.functional.pad(z, (0, 1), value=True) if self.fmap.fixed else z
 
     # ---------------------------------------------------------------- forward
     def forward(self, order: RowOrder) -> None:
@@ -227,7 +232,8 @@ class Run:
                 b_all, s_all, _, _ = order.coords(0, order.n_rows)
                 z_all = self.draw(b_all, s_all)
         self.drawn = None if z_all is None else (order, z_all)  # the fit reads them again
-        perm, keys = self._sorted(order, z_all, b_all) if z_all is not None else (None, None)
+        z_in = None if z_all is None else self.with_fixed(z_all)  # the always-kept column: once per pass
+        perm, keys = self._sorted(order, z_in, b_all) if z_in is not None else (None, None)
 
         def rows(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
             """Inputs and samples (c,) of rows ``start:stop`` (a large pass computes them per chunk)."""
@@ -240,9 +246,9 @@ class Run:
         def build(start: int, stop: int) -> object:
             with record_function("torchlime::masks"):
                 b, s = rows(start, stop)
-                z = None if z_all is None else z_all[start:stop] if perm is None else z_all[perm[start:stop]]
+                z = None if z_in is None else z_in[start:stop] if perm is None else z_in[perm[start:stop]]
                 span = order.span(start, stop) if perm is None else (0, 0) if self.batch == 1 else (0, -1)
-                c = self.chunk(b, s, *span, z=z)
+                c = self.chunk(b, s, *span, z=z, fixed=z is not None)
                 c = c if keys is None else c._replace(keys=tuple(keys[start:stop]))
                 if perm is None and span[1] < 0:  # several inputs: the blend reads each one as it is
                     c = c._replace(spans=input_spans(order.active, order.refs, order.width, start, stop))
@@ -261,7 +267,7 @@ class Run:
             run_rows(model, build, consume, order.n_rows, self.plan, *self.placement, progress)
 
     def _sorted(
-        self, order: RowOrder, z_all: torch.Tensor, b_all: torch.Tensor
+        self, order: RowOrder, z: torch.Tensor, b_all: torch.Tensor
     ) -> tuple[Optional[torch.Tensor], Optional[list[int]]]:
         """The pass's rows sorted by the perturbation's ``order_key`` (``OrderedPerturbFn``), with the keys.
 
@@ -273,7 +279,6 @@ class Run:
         fn = self.perturbation.perturb_fn
         if not isinstance(fn, OrderedPerturbFn):
             return None, None
-        z = torch.nn.functional.pad(z_all, (0, 1), value=True) if self.fmap.fixed else z_all
         key = fn.order_key(self.perturbation.index, z, b_all)
         perm = torch.cat(
             [torch.arange(order.refs, device=key.device), torch.argsort(key[order.refs :], stable=True) + order.refs]
@@ -309,7 +314,9 @@ class Run:
             lo = max(start, refs) - start
             b, s = b[lo:], s[lo:]
             targets = ready(self.targets, "the targets")
-            ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, targets[b])
+            # one input: every row's targets are its own, a broadcast view (no operator)
+            of_rows = targets.expand(b.shape[0], -1) if self.batch == 1 else targets[b]
+            ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, of_rows)
 
     def _consume_structured(
         self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
