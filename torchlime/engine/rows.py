@@ -189,6 +189,7 @@ class Run:
         self.dists: Optional[torch.Tensor] = None
         self._reference: Optional[torch.Tensor] = None
         self._ref_parts: list[object] = []  # raw outputs of the unperturbed inputs (structured targets)
+        self._kept: list[tuple[object, torch.Tensor, torch.Tensor]] = []  # (output, b, s) scored after the pass
         self.bound: Optional[Bound] = None  # a structured target, bound to the unperturbed inputs
         self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
@@ -209,15 +210,13 @@ class Run:
             first: the first input of the rows.
             last: the last input (equal to ``first`` for one input, else -1).
             z: bool (c, F) their masks, already drawn (None: drawn here).
-            fixed: ``z`` has the always-kept column already (``with_fixed``; drawn masks never have it).
+            fixed: ``z`` has the always-kept column already (a pass's masks, padded once; drawn ones never do).
         """
         if z is None:
             z = self.draw(b, s)
-        return Chunk(z if fixed else self.with_fixed(z), b, s, first, last)
-
-    def with_fixed(self, z: torch.Tensor) -> torch.Tensor:
-        """Bool (c, F) masks, with the always-kept column (c, F + 1) where the map has one (else as they are)."""
-        return torch.nn.functional.pad(z, (0, 1), value=True) if self.fmap.fixed else z
+        if self.fmap.fixed and not fixed:
+            z = torch.nn.functional.pad(z, (0, 1), value=True)
+        return Chunk(z, b, s, first, last)
 
     # ---------------------------------------------------------------- forward
     def forward(self, order: RowOrder) -> None:
@@ -226,13 +225,13 @@ class Run:
         Args:
             order: the rows of the pass.
         """
-        z_all: Optional[torch.Tensor] = None
+        z_all = z_in = None
         if order.n_rows * max(self.fmap.f_max, 1) <= _PASS_ELEMENTS:  # a small pass: all at once
             with record_function("torchlime::masks"):
                 b_all, s_all, _, _ = order.coords(0, order.n_rows)
                 z_all = self.draw(b_all, s_all)
+                z_in = torch.nn.functional.pad(z_all, (0, 1), value=True) if self.fmap.fixed else z_all  # once
         self.drawn = None if z_all is None else (order, z_all)  # the fit reads them again
-        z_in = None if z_all is None else self.with_fixed(z_all)  # the always-kept column: once per pass
         perm, keys = self._sorted(order, z_in, b_all) if z_in is not None else (None, None)
 
         def rows(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,6 +264,7 @@ class Run:
         model, progress = self.settings.model, self.settings.config.progress
         with eval_mode(model):
             run_rows(model, build, consume, order.n_rows, self.plan, *self.placement, progress)
+        self.score_kept()
 
     def _sorted(
         self, order: RowOrder, z: torch.Tensor, b_all: torch.Tensor
@@ -341,8 +341,17 @@ class Run:
             lo = max(start, refs) - start
             bound = ready(self.bound, "the targets")
             part = out if lo == 0 else take_rows(out, lo, stop - start)  # only the first chunk holds both kinds
-            sc = bound.score(part, b[lo:]).float().to(self.device)
-            ready(self.scores, "the scores")[b[lo:], s[lo:]] = sc
+            self._kept.append((part, b[lo:], s[lo:]))  # scored now, or after the pass's last chunk (whole_pass)
+            if not bound.whole_pass:
+                self.score_kept()
+
+    def score_kept(self) -> None:
+        """Score the raw outputs of the rows kept (``_kept``) at once: a chunk's, or a whole pass's."""
+        if self._kept:
+            parts, b, s = (list(x) for x in zip(*self._kept))
+            self._kept, rows = [], torch.cat(b) if len(b) > 1 else b[0]
+            sc = ready(self.bound, "the targets").score(cat_rows(parts), rows).float().to(self.device)
+            ready(self.scores, "the scores")[rows, torch.cat(s) if len(s) > 1 else s[0]] = sc
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
