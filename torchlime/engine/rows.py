@@ -199,9 +199,7 @@ class Run:
             )
             self.dists = torch.zeros(self.batch, settings.n_samples, device=self.device)
 
-    def chunk(
-        self, b: torch.Tensor, s: torch.Tensor, first: int, last: int, z: Optional[torch.Tensor] = None, fixed: bool = False
-    ) -> Chunk:
+    def chunk(self, b: torch.Tensor, s: torch.Tensor, first: int, last: int, z: Optional[torch.Tensor] = None) -> Chunk:
         """The ``Chunk`` of rows (input b, sample s), with the always-kept column if the map has one.
 
         Args:
@@ -210,11 +208,10 @@ class Run:
             first: the first input of the rows.
             last: the last input (equal to ``first`` for one input, else -1).
             z: bool (c, F) their masks, already drawn (None: drawn here).
-            fixed: ``z`` has the always-kept column already (a pass's masks, padded once; drawn ones never do).
         """
         if z is None:
             z = self.draw(b, s)
-        if self.fmap.fixed and not fixed:
+        if self.fmap.fixed:
             z = torch.nn.functional.pad(z, (0, 1), value=True)
         return Chunk(z, b, s, first, last)
 
@@ -247,7 +244,7 @@ class Run:
                 b, s = rows(start, stop)
                 z = None if z_in is None else z_in[start:stop] if perm is None else z_in[perm[start:stop]]
                 span = order.span(start, stop) if perm is None else (0, 0) if self.batch == 1 else (0, -1)
-                c = self.chunk(b, s, *span, z=z, fixed=z is not None)
+                c = self.chunk(b, s, *span) if z is None else Chunk(z, b, s, *span)  # z: padded once per pass
                 c = c if keys is None else c._replace(keys=tuple(keys[start:stop]))
                 if perm is None and span[1] < 0:  # several inputs: the blend reads each one as it is
                     c = c._replace(spans=input_spans(order.active, order.refs, order.width, start, stop))
@@ -368,9 +365,9 @@ class Run:
             self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], dtype)
         idx = upload(list(active), torch.long, self.device)
         masks = self.mask_blocks(active, s_lo, s_hi)
-        kept = accumulate_blocks(
-            self.acc, masks, scores, self.kernel, self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep
-        )
+        every = list(active) == list(range(self.batch))  # all inputs, in order
+        rest = (self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep, every)
+        kept = accumulate_blocks(self.acc, masks, scores, self.kernel, *rest)
         self.kept_masks += kept[0]
         self.kept_weights += kept[1]
 

@@ -105,16 +105,28 @@ class NormalAccumulator:
         dev = y_shift.device
         self.dtype = dtype
         self.y_shift = y_shift.to(_promote(y_shift.dtype, dtype))  # float64 outputs shift exactly
-        # every running sum is a view of ONE float64 buffer (one allocation, one fill): the per-fit sums
-        # (Σw, Σw², Σwx', Σwy', Σwy'²) side by side in ``_stats`` (B, 2 + F + 2T), so that a block adds them
-        # with one index_add_, Σwx'x'ᵀ and Σwx'y' side by side in ``_pairs`` (B, F, F + T), and n
-        f, t, k = n_features, n_targets, 2 + n_features + 2 * n_targets
-        flat = torch.zeros(batch * (k + 1 + f * (f + t)), dtype=torch.float64, device=dev)
-        self._stats = flat[: batch * k].view(batch, k)
-        self.n = flat[batch * k : batch * (k + 1)]
-        self._pairs = flat[batch * (k + 1) :].view(batch, f, f + t)
-        self.sw, self.sw2, self.sx = self._stats[:, 0], self._stats[:, 1], self._stats[:, 2 : 2 + f]
-        self.sy, self.syy = self._stats[:, 2 + f : 2 + f + t], self._stats[:, 2 + f + t :]
+        # every running sum is a view of ONE float64 buffer (one allocation, one fill), one row per fit: the
+        # per-fit sums (Σw, Σw², n, Σwx', Σwy', Σwy'²) side by side in its first columns, then Σwx'x'ᵀ and
+        # Σwx'y' side by side as (F, F + T), so that a block adds all of them with one operator
+        self.f, self.t = n_features, n_targets
+        width = 3 + n_features + 2 * n_targets + n_features * (n_features + n_targets)
+        self.set_sums(torch.zeros(batch, width, dtype=torch.float64, device=dev))
+
+    def set_sums(self, sums: torch.Tensor) -> None:
+        """Make ``sums`` the running sums, each named sum (``sw``, ``sx``, ``sxx``, ...) a view of it.
+
+        Args:
+            sums: float64 (B, 3 + F + 2T + F(F + T)), one row per fit, in the layout ``__init__`` makes.
+        """
+        f, t = self.f, self.t
+        self.sums, self._stats = sums, sums[:, : 3 + f + 2 * t]
+        self._pairs = sums[:, 3 + f + 2 * t :].view(sums.shape[0], f, f + t)
+        self.sw, self.sw2, self.n = self._stats[:, 0], self._stats[:, 1], self._stats[:, 2]
+        self.sx, self.sy, self.syy = (
+            self._stats[:, 3 : 3 + f],
+            self._stats[:, 3 + f : 3 + f + t],
+            self._stats[:, 3 + f + t :],
+        )
         self.sxx, self.sxy = self._pairs[:, :, :f], self._pairs[:, :, f:]
 
     def add(
@@ -129,21 +141,31 @@ class NormalAccumulator:
             start: the first fit, when ``rows`` is None.
             rows: optional long (g,) the fit of each of the g blocks (distinct).
         """
-        g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
+        g, r = x.shape[0], x.shape[1]
         if x.dtype == torch.bool:  # x - 1/2 of a mask: ±1/2 (exactly 1 - 0.5 and 0 - 0.5), one operator
             x = torch.where(x, constant(0.5, self.dtype, x.device), constant(-0.5, self.dtype, x.device))
         else:
             x = x.to(self.dtype) - 0.5
-        y = (y.to(self.y_shift.dtype) - self.y_shift[g].unsqueeze(1)).to(self.dtype)
+        shift = self.y_shift[start : start + g] if rows is None else self.y_shift[rows]  # a slice: no operator
+        y = (y.to(self.y_shift.dtype) - shift.unsqueeze(1)).to(self.dtype)
         w = w.to(self.dtype)
         with exact_matmul():
             xw = x * w.unsqueeze(-1)
             products = torch.cat((xw.transpose(1, 2) @ x, xw.transpose(1, 2) @ y), 2)  # (g, F, F + T)
-        self._pairs.index_add_(0, g, products.double())
         wy = w.unsqueeze(-1) * y
-        sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), xw.sum(1), wy.sum(1), (wy * y).sum(1))
-        self._stats.index_add_(0, g, torch.cat(sums, 1).double())  # each sum cast as it was made: the same bits
-        self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
+        exact = r <= 2 / torch.finfo(self.dtype).eps  # r is a number of the block's dtype (float32: up to 2²⁴)
+        count = constant(float(r) if exact else 0.0, self.dtype, x.device).expand(g, 1)  # n (a view: no operator)
+        sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), count, xw.sum(1), wy.sum(1), (wy * y).sum(1))
+        # each sum cast as it was made, then added: the same bits as adding them one by one, in one operator
+        block = torch.cat((*sums, products.view(g, -1)), 1).double()
+        if rows is None:
+            self.sums[start : start + g] += block
+        else:
+            self.sums.index_add_(0, rows, block)
+        if not exact:
+            self.n.index_add_(
+                0, torch.arange(start, start + g, device=x.device) if rows is None else rows, block[:, 2] + r
+            )
 
     def normal(self) -> Normal:
         """The centred normal equations of everything added (float64).
@@ -151,11 +173,13 @@ class NormalAccumulator:
         Returns:
             ``Normal`` with gram (B, F, F), rhs (B, F, T) and the moments of the fits.
         """
+        f = self.f
         sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
-        xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
+        means = self._stats[:, 3 : 3 + f + self.t] / sw.unsqueeze(1)  # (x̄', ȳ') side by side
+        xm, ym = means[:, :f], means[:, f:]
         swx = sw.view(-1, 1, 1) * xm.unsqueeze(2)  # made once for both (the same products, the same bits)
-        gram = self.sxx - swx * xm.unsqueeze(1)
-        rhs = self.sxy - swx * ym.unsqueeze(1)
+        centred = self._pairs - swx * means.unsqueeze(1)  # (gram | rhs) in two operators
+        gram, rhs = centred[:, :, :f], centred[:, :, f:]
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
         shift = self.y_shift.double()
         return Normal(
