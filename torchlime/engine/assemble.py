@@ -149,8 +149,8 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         target_valid=valid,
         scorer=run.bound,
         target=ready(run.targets, "the targets"),
-        features=fmap.labels,
-        n_features=fmap.n_features,
+        features=fmap.labels.clone() if fmap.shared else fmap.labels,  # no two explanations share them
+        n_features=fmap.n_features.clone() if fmap.shared else fmap.n_features,
         input_shape=tuple(s.inputs.shape[1:]),
         samples=torch.cat(run.kept_masks, 1) if keep else None,
         outputs=outputs if keep else None,

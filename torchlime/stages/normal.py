@@ -15,12 +15,14 @@ from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 
-from torchlime.stages.fixed_cost import ShapeCache, constant
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, constant, tensor_key
 
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
 RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 #: ``alpha * I`` of the ridge solves, made once per size, dtype, device and alpha (``stages.fixed_cost``)
 _RIDGES: ShapeCache[torch.Tensor] = ShapeCache()
+#: the unit diagonal of padded features (``pad_identity``), by ``valid`` tensor
+_PADS: ShapeCache[torch.Tensor] = ShapeCache()
 #: ``torch.promote_types``, remembered per pair (each call of it is one dispatched operator)
 _promote: Callable[[torch.dtype, torch.dtype], torch.dtype] = functools.lru_cache(maxsize=None)(torch.promote_types)
 
@@ -159,7 +161,7 @@ class NormalAccumulator:
         # each sum cast as it was made, then added: the same bits as adding them one by one, in one operator
         block = torch.cat((*sums, products.view(g, -1)), 1).double()
         if rows is None:
-            self.sums[start : start + g] += block
+            self.sums[start : start + g].add_(block)  # in place on the view (``+=`` would also copy it back)
         else:
             self.sums.index_add_(0, rows, block)
         if not exact:
@@ -228,9 +230,12 @@ def finish(beta: torch.Tensor, ne: Normal) -> Fit:
     intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
     explained = (beta * ne.rhs).sum(1)
     quad = (beta * (ne.gram @ beta)).sum(1)
-    ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
-    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
-    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), ss_res == 0)  # bool -> 1.0 / 0.0
+    # a - 2b as one operator: 2b is exact, so a + (-2)·b rounds once, as a - (2b) does
+    ss_res = (torch.sub(ne.ss_tot, explained, alpha=2) + quad).clamp_min(0)
+    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0; 1 - q as addcdiv's
+    # 1 + (-1)·(a / b), one operator (the negation is exact); bool -> 1.0 / 0.0 where ss_tot is 0
+    one = constant(1.0, ss_res.dtype, ss_res.device)
+    score = torch.where(ne.ss_tot > 0, torch.addcdiv(one, ss_res, ne.ss_tot.clamp_min(1e-300), value=-1), ss_res == 0)
     local_pred = intercept + beta.sum(1)  # the row of all ones
     return Fit(beta.transpose(1, 2), intercept, score, local_pred)
 
@@ -246,7 +251,15 @@ def pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         (B, F, F) the padded Gram matrices.
     """
     one, zero = constant(1.0, gram.dtype, gram.device), constant(0.0, gram.dtype, gram.device)
-    return gram + torch.diag_embed(torch.where(valid, zero, one))  # (~valid) as 1.0 / 0.0 in one operator
+
+    def make() -> torch.Tensor:
+        return torch.diag_embed(torch.where(valid, zero, one))  # (~valid) as 1.0 / 0.0 in one operator
+
+    # made once per ``valid`` tensor (a map passed again keeps its own: ``FeatureMap.valid``)
+    known_as = tensor_key(valid)
+    small = gram.numel() <= CACHED_ELEMENTS
+    pad = make() if known_as is None or not small else _PADS.get(valid, (known_as, gram.dtype, str(gram.device)), make)
+    return gram + pad
 
 
 def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:
