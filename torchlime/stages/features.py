@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from torchlime._util.checks import check_integer, check_positive_int, check_tensor, nonfinite_error
-from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, derived, tensor_key
 from torchlime.typing import Device as Device
 
 
@@ -204,21 +204,13 @@ class FeatureMap(NamedTuple):
 
     @property
     def valid(self) -> torch.Tensor:
-        """Bool (B, F): True where feature f exists for input b (f < F_b); made once per ``n_features``
-        tensor (``stages.fixed_cost``: not to be written)."""
+        """Bool (B, F): True where feature f exists for input b (f < F_b); kept with the counts (not to be written)."""
         nf, f_max = self.n_features, self.f_max
-        known_as = tensor_key(nf)
-
-        def make() -> torch.Tensor:
-            return columns(f_max, nf.device) < nf.unsqueeze(1)
-
-        return make() if known_as is None else _VALID.get(nf, (known_as, f_max), make)
+        return derived("valid", lambda: columns(f_max, nf.device) < nf.unsqueeze(1), nf, extra=f_max)
 
 
 #: the feature maps of the last maps relabelled, by map (``stages.fixed_cost.ShapeCache``)
 _MAPS: ShapeCache[FeatureMap] = ShapeCache()
-#: ``FeatureMap.valid`` by feature counts (a map passed again keeps its counts: its ``valid`` is made once)
-_VALID: ShapeCache[torch.Tensor] = ShapeCache()
 
 
 def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "inputs") -> FeatureMap:

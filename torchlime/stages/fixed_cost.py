@@ -36,6 +36,7 @@ __all__ = [
     "cast_at_once",
     "columns",
     "constant",
+    "derived",
     "profiling",
     "record_function",
     "tensor_key",
@@ -278,3 +279,43 @@ def cast_at_once(parts: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[t
     for t in parts:
         starts.append(starts[-1] + t.numel())
     return tuple(out.as_strided(t.shape, t.stride(), at) for t, at in zip(parts, starts))
+
+
+_DERIVED: ShapeCache[tuple[torch.Tensor, ...]] = ShapeCache()
+
+
+def derived(name: str, make: Callable[[], torch.Tensor], *tensors: torch.Tensor, extra: Hashable = ()) -> torch.Tensor:
+    """``make()``, a tensor that depends only on the values of ``tensors`` (and ``extra``): kept while they live.
+
+    Work on tensors that later calls pass again unchanged (a map's feature counts, the rows' coordinates,
+    ``columns``) is done once. The first tensor (or the tensor it views) is the entry's weak owner and the
+    others are held by the entry, so that none of their memory can serve another tensor while it lives;
+    each is known by ``tensor_key`` (a write into any of them makes the result again). Not kept for an
+    inference tensor (no version) or a result of more than ``CACHED_ELEMENTS`` elements.
+
+    Args:
+        name: what ``make`` computes (part of the key: two functions of the same tensors differ by it).
+        make: computes the result from ``tensors``.
+        tensors: what the result depends on (at least one).
+        extra: the settings it depends on besides (hashable).
+
+    Returns:
+        The result: kept, or made now. It must not be written.
+
+    Example:
+        >>> counts = torch.tensor([3, 2])
+        >>> derived("valid", lambda: columns(3, counts.device) < counts.unsqueeze(1), counts).tolist()
+        [[True, True, True], [True, True, False]]
+    """
+    keys = tuple(tensor_key(t) for t in tensors)
+    if any(k is None for k in keys):
+        return make()
+    first = tensors[0]
+    owner = first if first._base is None else first._base
+    found = _DERIVED.find(owner, (name, keys, extra))
+    if found is not None:
+        return found[0]
+    value = make()
+    if value.numel() <= CACHED_ELEMENTS:
+        _DERIVED.put(owner, (name, keys, extra), (value, *tensors[1:]))
+    return value
