@@ -306,7 +306,7 @@ class Run:
                 self.targets = resolve_target(self.settings.target, self._reference)
                 shape = (self.batch, self.settings.n_samples, self.targets.shape[1])
                 self.scores = torch.empty(shape, dtype=self._reference.dtype, device=self.device)
-                self.scores[:, 0] = self._reference.gather(1, self.targets)
+                torch.gather(self._reference, 1, self.targets, out=self.scores[:, 0])  # written in place: one operator
         if stop > refs:
             lo = max(start, refs) - start
             b, s = b[lo:], s[lo:]

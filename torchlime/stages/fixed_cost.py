@@ -20,6 +20,7 @@ removed here:
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -40,6 +41,7 @@ __all__ = [
     "profiling",
     "record_function",
     "tensor_key",
+    "zeros",
 ]
 
 V = TypeVar("V")
@@ -279,6 +281,31 @@ def cast_at_once(parts: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[t
     for t in parts:
         starts.append(starts[-1] + t.numel())
     return tuple(out.as_strided(t.shape, t.stride(), at) for t, at in zip(parts, starts))
+
+
+def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A tensor of zeros, made once per shape, dtype and device (not to be written).
+
+    Out-of-place operators such as ``torch.scatter_add`` start from it in one operator, where a fresh
+    one costs a fill first.
+
+    Args:
+        shape: its shape (at most ``CACHED_ELEMENTS`` elements are kept).
+        dtype: its dtype.
+        device: where it lives.
+
+    Example:
+        >>> torch.scatter_add(zeros((1, 3), torch.float64, torch.device("cpu")), 1, torch.tensor([[0, 2, 2]]),
+        ...                   torch.ones(1, 3, dtype=torch.float64)).tolist()
+        [[1.0, 0.0, 2.0]]
+    """
+
+    def make() -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype, device=device)
+
+    return (
+        make() if math.prod(shape) > CACHED_ELEMENTS else _COLUMNS.get(None, ("zeros", shape, dtype, str(device)), make)
+    )
 
 
 _DERIVED: ShapeCache[tuple[torch.Tensor, ...]] = ShapeCache()

@@ -107,12 +107,14 @@ class NormalAccumulator:
         dev = y_shift.device
         self.dtype = dtype
         self.y_shift = y_shift.to(_promote(y_shift.dtype, dtype))  # float64 outputs shift exactly
-        # every running sum is a view of ONE float64 buffer (one allocation, one fill), one row per fit: the
-        # per-fit sums (Σw, Σw², n, Σwx', Σwy', Σwy'²) side by side in its first columns, then Σwx'x'ᵀ and
-        # Σwx'y' side by side as (F, F + T), so that a block adds all of them with one operator
+        # every running sum is a view of ONE float64 buffer (one allocation), one row per fit: the per-fit
+        # sums (Σw, Σw², n, Σwx', Σwy', Σwy'²) side by side in its first columns, then Σwx'x'ᵀ and Σwx'y'
+        # side by side as (F, F + T), so that a block adds all of them with one operator; it is filled with
+        # zeros only if needed: the first block of every fit is written into it instead (``add``)
         self.f, self.t = n_features, n_targets
         width = 3 + n_features + 2 * n_targets + n_features * (n_features + n_targets)
-        self.set_sums(torch.zeros(batch, width, dtype=torch.float64, device=dev))
+        self.set_sums(torch.empty(batch, width, dtype=torch.float64, device=dev))
+        self._written = False
 
     def set_sums(self, sums: torch.Tensor) -> None:
         """Make ``sums`` the running sums, each named sum (``sw``, ``sx``, ``sxx``, ...) a view of it.
@@ -130,6 +132,13 @@ class NormalAccumulator:
             self._stats[:, 3 + f + t :],
         )
         self.sxx, self.sxy = self._pairs[:, :, :f], self._pairs[:, :, f:]
+        self._written = True
+
+    def _zeros(self) -> None:
+        """Fill the running sums with zeros, unless a block was written into them already."""
+        if not self._written:
+            self.sums.zero_()
+            self._written = True
 
     def add(
         self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
@@ -158,8 +167,18 @@ class NormalAccumulator:
         exact = r <= 2 / torch.finfo(self.dtype).eps  # r is a number of the block's dtype (float32: up to 2²⁴)
         count = constant(float(r) if exact else 0.0, self.dtype, x.device).expand(g, 1)  # n (a view: no operator)
         sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), count, xw.sum(1), wy.sum(1), (wy * y).sum(1))
-        # each sum cast as it was made, then added: the same bits as adding them one by one, in one operator
-        block = torch.cat((*sums, products.view(g, -1)), 1).double()
+        parts = (*sums, products.view(g, -1))
+        if rows is None and start == 0 and g == self.sums.shape[0] and not self._written and exact:
+            # the first block of every fit: its sums written (cast to float64 by the concatenation) where adding
+            # them to zeros would give the same values (0 + v is v; a sum over rows that hold sample 0, whose
+            # terms are +0 or more, is never -0)
+            torch.cat(parts, 1, out=self.sums)
+            self._written = True
+            return
+        self._zeros()
+        # each sum cast as it was made (by the concatenation into float64), then added: the same bits as
+        # adding them one by one, in one operator
+        block = torch.cat(parts, 1, out=torch.empty(g, self.sums.shape[1], dtype=torch.float64, device=x.device))
         if rows is None:
             self.sums[start : start + g].add_(block)  # in place on the view (``+=`` would also copy it back)
         else:
@@ -176,6 +195,7 @@ class NormalAccumulator:
             ``Normal`` with gram (B, F, F), rhs (B, F, T) and the moments of the fits.
         """
         f = self.f
+        self._zeros()  # nothing added: zero sums
         sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
         means = self._stats[:, 3 : 3 + f + self.t] / sw.unsqueeze(1)  # (x̄', ȳ') side by side
         xm, ym = means[:, :f], means[:, f:]
