@@ -20,7 +20,7 @@ from torchlime.engine.fit import MaskBlocks, accumulate_blocks
 from torchlime.engine.row_spans import input_spans, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
-from torchlime.stages.fixed_cost import record_function
+from torchlime.stages.fixed_cost import columns, record_function, zeros
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
@@ -332,15 +332,14 @@ class Run:
                 self.targets = self.bound.labels.to(self.device)
                 t = self.targets.shape[1]
                 self.scores = torch.empty(self.batch, self.settings.n_samples, t, device=self.device)
-                every = torch.arange(self.batch, device=self.device)
-                self.scores[:, 0] = self.bound.score(reference, every).float().to(self.device)
+                sample_0 = zeros((self.batch,), torch.long, self.device)  # scored with the pass's rows (whole_pass)
+                self._kept.append((reference, columns(self.batch, self.device), sample_0))
         if stop > refs:
             lo = max(start, refs) - start
-            bound = ready(self.bound, "the targets")
             part = out if lo == 0 else take_rows(out, lo, stop - start)  # only the first chunk holds both kinds
-            self._kept.append((part, b[lo:], s[lo:]))  # scored now, or after the pass's last chunk (whole_pass)
-            if not bound.whole_pass:
-                self.score_kept()
+            self._kept.append((part, b[lo:], s[lo:]))
+        if self.bound is not None and not self.bound.whole_pass:  # scored now, else after the pass's last chunk
+            self.score_kept()
 
     def score_kept(self) -> None:
         """Score the raw outputs of the rows kept (``_kept``) at once: a chunk's, or a whole pass's."""
