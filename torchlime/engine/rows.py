@@ -334,11 +334,16 @@ class Run:
                 self.scores = torch.empty(self.batch, self.settings.n_samples, t, device=self.device)
                 sample_0 = zeros((self.batch,), torch.long, self.device)  # scored with the pass's rows (whole_pass)
                 self._kept.append((reference, columns(self.batch, self.device), sample_0))
+                self._score_now()
         if stop > refs:
             lo = max(start, refs) - start
             part = out if lo == 0 else take_rows(out, lo, stop - start)  # only the first chunk holds both kinds
             self._kept.append((part, b[lo:], s[lo:]))
-        if self.bound is not None and not self.bound.whole_pass:  # scored now, else after the pass's last chunk
+            self._score_now()
+
+    def _score_now(self) -> None:
+        """Score the rows kept now, unless the target scores a whole pass at once (after its last chunk)."""
+        if not ready(self.bound, "the targets").whole_pass:
             self.score_kept()
 
     def score_kept(self) -> None:
