@@ -81,9 +81,9 @@ def test_the_record_keeps_a_small_preview_out_of_the_plain_view():
 def test_the_previews_are_made_on_first_read_with_the_bits_of_the_eager_ones():
     images = torch.rand(3, 3, 200, 100) * 255
     exp = explain_image(lambda b: b.mean((2, 3)), images, segments="grid", n_segments=4, n_samples=16)
-    assert isinstance(exp.info._previews, Thumbnails) and exp.info._previews._made is None  # nothing made yet
+    assert isinstance(exp.info.preview_source, Thumbnails) and exp.info.preview_source._made is None  # nothing made yet
     sliced = exp[1:3].info  # a slice of the unread pictures stays unread, with the same bits once read
-    assert isinstance(sliced._previews, Thumbnails) and sliced._previews._made is None
+    assert isinstance(sliced.preview_source, Thumbnails) and sliced.preview_source._made is None
     assert torch.equal(sliced.previews, Info.thumbnails(images[1:3]))
     assert torch.equal(exp.info.previews, Info.thumbnails(images))
     assert exp.info.previews is exp.info.previews  # made once
@@ -94,7 +94,7 @@ def test_the_previews_are_made_on_first_read_with_the_bits_of_the_eager_ones():
     with torch.inference_mode():  # an inference tensor has no version: its pictures are made in the call
         frozen = torch.rand(1, 3, 32, 32)
     eager = explain_image(lambda b: b.mean((2, 3)), frozen, segments="grid", n_segments=4, n_samples=16)
-    assert torch.equal(eager.info._previews, Info.thumbnails(frozen))
+    assert torch.equal(eager.info.preview_source, Info.thumbnails(frozen))
 
 
 def test_thumbnails_keep_unit_images_and_draw_one_channel_grey():

@@ -217,28 +217,23 @@ class Thumbnails:
     """
 
     def __init__(self, images: torch.Tensor, side: int = PREVIEW_SIDE, version: Optional[int] = None) -> None:
-        self.images = images.detach()
+        self.images: Optional[torch.Tensor] = images.detach()
         self.side = side
         self.version = images._version if version is None else version
         self._made: Optional[torch.Tensor] = None
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """(B, C, H, W) of the images (not of the pictures)."""
-        return tuple(self.images.shape)
-
-    def __getitem__(self, index: slice) -> Union[Thumbnails, torch.Tensor]:
+    def __getitem__(self, index: slice) -> Union[Thumbnails, torch.Tensor, None]:
         """The pictures of images ``index`` (a slice of the batch), still lazy unless made already."""
-        if self._made is not None:
-            return self._made[index]
+        if self._made is not None or self.images is None:
+            return None if self._made is None else self._made[index]
         return Thumbnails(self.images[index], self.side, self.version)  # a view shares the version counter
 
     def get(self) -> Optional[torch.Tensor]:
-        """Uint8 (B, 3, h, w): the pictures (made once), or None where the images were written since."""
-        if self._made is None:
-            if self.images._version != self.version:
-                return None
-            self._made = Info.thumbnails(self.images, self.side)
+        """Uint8 (B, 3, h, w): the pictures, made once (the images let go), or None if they were written since."""
+        if self._made is None and self.images is not None:
+            if self.images._version == self.version:
+                self._made = Info.thumbnails(self.images, self.side)
+            self.images = None  # made, or never to be made: the images are not held any longer
         return self._made
 
 

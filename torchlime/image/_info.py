@@ -25,24 +25,26 @@ class ImagesInfo(Info):
         previews: (read-only property) uint8 (B, 3, h, w) small copies of the images (``Info.thumbnails``:
             longer side at most 96 px, on the images' device, made without a host sync), which the notebook
             display draws the weights over (``Info.preview``); left out of ``meta["image"]`` and of saved
-            files. They are made on first read from the images the call held (``_previews``, an
+            files. They are made on first read from the images the call held (``preview_source``, an
             ``engine.info.Thumbnails``), so a call pays nothing for them; None where there are none, or
             where the images were written in place since the call.
+        preview_source: the pictures as the call kept them: an ``engine.info.Thumbnails`` (made on first
+            read), uint8 (B, 3, h, w) pictures, or None.
     """
 
     key: ClassVar[str] = "image"
-    per_input: ClassVar[tuple[str, ...]] = ("_previews",)
-    transient: ClassVar[tuple[str, ...]] = ("_previews",)
+    per_input: ClassVar[tuple[str, ...]] = ("preview_source",)
+    transient: ClassVar[tuple[str, ...]] = ("preview_source",)
 
     segments: str
     n_segments: int
     normalized: bool
-    _previews: Union[Thumbnails, torch.Tensor, None] = dataclasses.field(default=None, compare=False, repr=False)
+    preview_source: Union[Thumbnails, torch.Tensor, None] = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def previews(self) -> Optional[torch.Tensor]:
         """Uint8 (B, 3, h, w) the pictures of the images (made on first read), or None."""
-        return pictures(self._previews)
+        return pictures(self.preview_source)
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[ImagesInfo]:
