@@ -14,7 +14,7 @@ import torch
 import torchlime
 from torchlime._util.colours import BLUE, LEGEND, RED, WHITE, css
 from torchlime.audio import explain_spectrogram
-from torchlime.engine.info import PREVIEW_SIDE, Info
+from torchlime.engine.info import PREVIEW_SIDE, Info, Thumbnails
 from torchlime.engine.notebook_panels import heat_of
 from torchlime.image import ImagesInfo, explain_image
 from torchlime.tabular import explain_tabular
@@ -76,6 +76,25 @@ def test_the_record_keeps_a_small_preview_out_of_the_plain_view():
     assert exp[1].info.preview(0).shape == (PREVIEW_SIDE, PREVIEW_SIDE // 2, 3)
     assert exp.info == ImagesInfo("grid", 4, False)  # the pictures play no part in equality
     assert Info().preview(0) is None
+
+
+def test_the_previews_are_made_on_first_read_with_the_bits_of_the_eager_ones():
+    images = torch.rand(3, 3, 200, 100) * 255
+    exp = explain_image(lambda b: b.mean((2, 3)), images, segments="grid", n_segments=4, n_samples=16)
+    assert isinstance(exp.info.preview_source, Thumbnails) and exp.info.preview_source._made is None  # nothing made yet
+    sliced = exp[1:3].info  # a slice of the unread pictures stays unread, with the same bits once read
+    assert isinstance(sliced.preview_source, Thumbnails) and sliced.preview_source._made is None
+    assert torch.equal(sliced.previews, Info.thumbnails(images[1:3]))
+    assert torch.equal(exp.info.previews, Info.thumbnails(images))
+    assert exp.info.previews is exp.info.previews  # made once
+    # images written in place after the call: no pictures, rather than pictures of other images
+    later = explain_image(lambda b: b.mean((2, 3)), images, segments="grid", n_segments=4, n_samples=16)
+    images.mul_(0.5)
+    assert later.info.previews is None and later.info.preview(0) is None
+    with torch.inference_mode():  # an inference tensor has no version: its pictures are made in the call
+        frozen = torch.rand(1, 3, 32, 32)
+    eager = explain_image(lambda b: b.mean((2, 3)), frozen, segments="grid", n_segments=4, n_samples=16)
+    assert torch.equal(eager.info.preview_source, Info.thumbnails(frozen))
 
 
 def test_thumbnails_keep_unit_images_and_draw_one_channel_grey():

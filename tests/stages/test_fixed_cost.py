@@ -10,7 +10,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from torchlime.image import explain_image
-from torchlime.stages.fixed_cost import ShapeCache, profiling, record_function
+from torchlime.stages.fixed_cost import ShapeCache, cast_at_once, derived, profiling, record_function
 
 from tests.helpers import grid_labels
 from tests.helpers.ops import count_ops
@@ -181,3 +181,38 @@ def test_inference_tensors_are_not_kept_by_their_values():
         feats.floor_divide_(3)  # 2 features now, unseen by any version counter
         again = explain(lambda v: v.sum(1, keepdim=True), x, feats, n_samples=32)
     assert first.coef.shape[-1] == 6 and again.coef.shape[-1] == 2
+
+
+def test_derived_results_are_kept_while_their_tensors_live_unchanged():
+    counts, rows = torch.tensor([3, 2]), torch.tensor([0, 1, 1])
+    made = []
+
+    def take():
+        made.append(1)
+        return counts[rows]
+
+    first = derived("test-take", take, rows, counts)
+    assert derived("test-take", take, rows, counts) is first and len(made) == 1  # kept
+    assert derived("test-other", take, rows, counts) is not first  # another function of the same tensors
+    counts.add_(1)  # a write into a tensor the entry holds: made again, from the new values
+    assert derived("test-take", take, rows, counts).tolist() == [4, 3, 3] and len(made) == 3
+    with torch.inference_mode():
+        frozen = torch.tensor([1, 2])
+    assert derived("test-take", lambda: frozen * 2, frozen) is not derived("test-take", lambda: frozen * 2, frozen)
+
+
+def test_cast_at_once_gives_the_bits_and_strides_of_to():
+    g = torch.Generator().manual_seed(0)
+    parts = (
+        torch.randn(2, 5, 3, dtype=torch.float64, generator=g).transpose(1, 2),
+        torch.randn(2, 3).double(),
+        torch.randn(4),
+    )
+    cast = cast_at_once(parts, torch.float32)
+    for a, b in zip(cast, parts):
+        assert (
+            torch.equal(a, b.to(torch.float32))
+            and a.stride() == b.to(torch.float32).stride()
+            and a.dtype == torch.float32
+        )
+    assert cast_at_once(parts[2:], torch.float32)[0] is parts[2]  # nothing to cast: the tensor itself, as ``to`` gives

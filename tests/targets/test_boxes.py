@@ -9,6 +9,7 @@ square aligned with a window is found with score 1, and hiding (zero-filling) it
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -396,3 +397,30 @@ def test_plot_boxes_errors(plt):
         plot_boxes(exp, images, index=2)
     with pytest.raises(ValueError, match=r"`images` must be the \(2, C, H, W\) explained images"):
         plot_boxes(exp, images[:1])
+
+
+@QUIET
+@pytest.mark.parametrize("ragged", [True, False])
+def test_a_pass_scored_at_once_has_the_bits_of_chunk_by_chunk_scoring(monkeypatch, ragged):
+    """``Bound.whole_pass``: the detections of a pass are scored after its last chunk, the same bits."""
+    from torchlime.engine import rows
+
+    images = torch.stack([planted((8, 8), seed=1), planted((16, 4), (0, 20), seed=2)])
+    run = dict(segments=CELLS, target=Boxes(), n_samples=48, batch_size=16, generator=3)
+    seen: list[int] = []
+    score_kept = rows.Run.score_kept
+
+    def counted(self):
+        seen.append(len(self._kept))
+        score_kept(self)
+
+    monkeypatch.setattr(rows.Run, "score_kept", counted)
+    once = torchlime.explain_image(WindowDetector(ragged=ragged), images, **run)
+    assert len(seen) == 1 and seen[0] > 2  # the unperturbed rows and several chunks' rows, scored at once
+    bind = Boxes.bind
+    monkeypatch.setattr(Boxes, "bind", lambda self, ref, b: dataclasses.replace(bind(self, ref, b), whole_pass=False))
+    seen.clear()
+    each = torchlime.explain_image(WindowDetector(ragged=ragged), images, **run)
+    assert len(seen) > 2 and max(seen) <= 2  # chunk by chunk (the first chunk holds the unperturbed rows too)
+    for name in ("coef", "intercept", "score", "local_pred"):
+        torch.testing.assert_close(getattr(once, name), getattr(each, name), rtol=0, atol=0, equal_nan=True)

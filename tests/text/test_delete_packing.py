@@ -270,6 +270,7 @@ def test_no_host_sync_per_chunk():
     ids, attn = batch(False)
     model = MaskedMean()
     counts = []
+    explain_tokens(model, ids, attention_mask=attn, batch_size=400, **delete_kw())  # the ids' checks: kept after
     for size in (400, 16):  # one chunk vs eight
         uploads = []
         with count_syncs(uploads) as ops:

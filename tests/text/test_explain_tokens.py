@@ -317,3 +317,22 @@ def test_delete_tokens_leaves_a_row_with_every_token_kept_as_it_came():
     attn = (ids != 0).long()
     out, mask = delete_tokens(ids, attn, torch.ones_like(ids, dtype=torch.bool), pad_id=0)
     assert torch.equal(out, ids) and torch.equal(mask, attn)
+
+
+def test_ids_passed_again_are_not_checked_again_unless_written():
+    from tests.helpers.ops import count_ops
+
+    def model(t):
+        return (t == 7).float().sum(1, keepdim=True)
+
+    ids = torch.tensor([[5, 6, 7, 8, 7]])
+    first = explain_tokens(model, ids, mask_id=0, vocab_size=10, n_samples=16, generator=0)
+    with count_ops() as again:
+        second = explain_tokens(model, ids, mask_id=0, vocab_size=10, n_samples=16, generator=0)
+    assert "isin" not in again.ops and "sort" not in again.ops  # features and map kept
+    assert torch.equal(first.coef, second.coef) and torch.equal(first.features, second.features)
+    with pytest.raises(TypeError, match=r"`mask_id` must be an int token id, got float 0\.0"):  # 0.0 == 0: not kept
+        explain_tokens(model, ids, mask_id=0.0, vocab_size=10, n_samples=16)
+    ids[0, 0] = 12  # written in place: checked again, and refused
+    with pytest.raises(ValueError, match=r"`input_ids` must be in \[0, 10\)"):
+        explain_tokens(model, ids, mask_id=0, vocab_size=10, n_samples=16, generator=0)

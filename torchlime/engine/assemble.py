@@ -24,6 +24,7 @@ from torchlime.engine.rows import ready
 from torchlime.engine.run import Passes
 from torchlime.engine.run_record import RunRecord
 from torchlime.engine.sample_fit import solve_samples
+from torchlime.stages.fixed_cost import columns
 from torchlime.stages.normal import Normal
 from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import UnpackArgs
@@ -78,6 +79,24 @@ def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Opt
     return RunRecord(**fields)
 
 
+def _drawn(used: list[int], n_samples: int, device: torch.device) -> torch.Tensor:
+    """Bool (B, S): the samples each input got (``used[b]`` of the ``n_samples``)."""
+    return columns(n_samples, device) < upload(used, torch.long, device).unsqueeze(1)
+
+
+def _count_nonfinite(outputs: torch.Tensor, used: list[int], n_samples: int) -> torch.Tensor:
+    """Long 0-d: the NaN and inf among the drawn samples' (B, S, T) outputs, without a host sync.
+
+    Where every input got all its samples (known on the host), ``x * 0`` is 0 for a finite x and NaN
+    otherwise, and ``count_nonzero`` counts the NaN: two operators where ``isfinite`` and the mask of the
+    drawn samples take seven; the same count.
+    """
+    if all(u == n_samples for u in used):
+        return torch.count_nonzero(outputs * 0)
+    drawn = _drawn(used, n_samples, outputs.device)
+    return ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()
+
+
 def assemble(plan: Plan, passes: Passes) -> Explanation:
     """Fit the surrogates, check the outputs and the fits, and build the ``Explanation``.
 
@@ -97,8 +116,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     s, run, fmap = plan.settings, plan.run, plan.fmap
     n_samples, dev = s.n_samples, s.inputs.device
     outputs = ready(run.scores, "the scores")
-    drawn = torch.arange(n_samples, device=dev) < upload(passes.used, torch.long, dev).unsqueeze(1)  # (B, S)
-    nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
+    nonfinite = _count_nonfinite(outputs, passes.used, n_samples)  # read with the quality flags
     normal: Union[Normal, Design]  # either has the moments the quality check reads
     if run.sample_space:  # no normal equations: the surrogate fits on the kept samples
         masks, weights = torch.cat(run.kept_masks, 1), torch.cat(run.kept_weights, 1)
@@ -111,7 +129,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         flags = flags._replace(saturated=flags.saturated & valid, poor_fit=flags.poor_fit & valid)
     (n_bad,), counts, where = flags.read(nonfinite)  # the call's last host sync
     if n_bad:
-        _raise_nonfinite_outputs(outputs.masked_fill(~drawn.unsqueeze(-1), 0.0))
+        _raise_nonfinite_outputs(outputs.masked_fill(~_drawn(passes.used, n_samples, dev).unsqueeze(-1), 0.0))
     quality, unreliable = report(
         flags, counts, softmax=s.call.softmax, n_samples=n_samples, f_max=fmap.f_max, index=s.call.index, where=where
     )
@@ -133,8 +151,8 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         target_valid=valid,
         scorer=run.bound,
         target=ready(run.targets, "the targets"),
-        features=fmap.labels,
-        n_features=fmap.n_features,
+        features=fmap.labels.clone() if fmap.shared else fmap.labels,  # no two explanations share them
+        n_features=fmap.n_features.clone() if fmap.shared else fmap.n_features,
         input_shape=tuple(s.inputs.shape[1:]),
         samples=torch.cat(run.kept_masks, 1) if keep else None,
         outputs=outputs if keep else None,

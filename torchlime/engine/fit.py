@@ -94,6 +94,7 @@ def accumulate_blocks(  # noqa: PLR0913
     dists: Optional[torch.Tensor] = None,
     scale: Optional[torch.Tensor] = None,
     keep: bool = False,
+    every: bool = False,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Add samples ``s_lo..s_hi-1`` of the inputs ``active`` to ``acc``, ``FIT_BLOCK`` samples at a time.
 
@@ -110,6 +111,8 @@ def accumulate_blocks(  # noqa: PLR0913
         dists: (B, S') distances of the samples for an input-space kernel, else None.
         scale: (B,) per-input divisors of ``dists`` (``Kernel.normaliser``), or None.
         keep: return the masks and weights of every block.
+        every: ``active`` is every input, in order (0..B-1): a group of all of them reads the inputs' rows
+            as slices, not gathered (the same values, no operator).
 
     Returns:
         ``(masks, weights)``: per block of samples, bool (n, r, F) and (n, r) (empty lists unless ``keep``).
@@ -124,14 +127,15 @@ def accumulate_blocks(  # noqa: PLR0913
         for g0 in range(0, len(active), group):  # groups of inputs bound the memory; sums are per input
             b = active[g0 : g0 + group]
             z = masks(b, g0, s0, s1)
+            at: Union[torch.Tensor, slice] = slice(None) if every and group >= len(active) else b
             with record_function("torchlime::fit"):
                 if dists is None:
-                    w = kernel.weigh_masks(z, valid[b])
+                    w = kernel.weigh_masks(z, valid[at])
                 else:
-                    d = dists[b, s0:s1]
-                    w = kernel.weigh(d if scale is None else d / scale[b].unsqueeze(1))
+                    d = dists[at, s0:s1]
+                    w = kernel.weigh(d if scale is None else d / scale[at].unsqueeze(1))
                 if acc is not None:
-                    acc.add(z, scores[b, s0:s1], w, rows=b)
+                    acc.add(z, scores[at, s0:s1], w, rows=None if isinstance(at, slice) else b)
             if keep:
                 block_m.append(z)
                 block_w.append(w)
@@ -193,7 +197,7 @@ def fit_samples(
     def blocks(b: torch.Tensor, g0: int, s0: int, s1: int) -> torch.Tensor:
         return masks[b, s0:s1]
 
-    _, kept = accumulate_blocks(acc, blocks, scores, kernel, valid, every, 0, n, dists, scale, keep=True)
+    _, kept = accumulate_blocks(acc, blocks, scores, kernel, valid, every, 0, n, dists, scale, keep=True, every=True)
     weights = torch.cat(kept, 1)
     if acc is None:
         return (*solve_samples(masks, weights, scores, surrogate, valid), weights)
@@ -275,9 +279,8 @@ def cross_validate(  # noqa: PLR0913
             g = js.shape[0]
             acc.add(x.repeat(g, 1, 1), y.repeat(g, 1, 1), w[j0 : j0 + g, :, part].flatten(0, 1), rows=rows)
     train = NormalAccumulator(n_w * folds * batch, f, t, y0.repeat(n_w * folds, 1), surrogate.dtype)
-    for name in ("sw", "sw2", "sx", "sy", "n", "sxx", "sxy", "syy"):
-        sums = getattr(acc, name).view(n_w, folds + 1, batch, *getattr(acc, name).shape[1:])
-        setattr(train, name, (sums.sum(1, keepdim=True) - sums[:, :folds]).reshape(-1, *sums.shape[3:]))
+    sums = acc.sums.view(n_w, folds + 1, batch, acc.sums.shape[1])  # every running sum at once
+    train.set_sums((sums.sum(1, keepdim=True) - sums[:, :folds]).reshape(n_w * folds * batch, -1))
     reps = n_w * folds
     fit = surrogate.fit_normal(train.normal(), valid.repeat(reps, 1), anchors=scores[:, :2].repeat(reps, 1, 1))
     coef = fit.coef.double().view(n_w, folds, batch, t, f)

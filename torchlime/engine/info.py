@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Union
 
 import torch
 
@@ -123,10 +123,10 @@ class Info(PerInput):
         Returns:
             uint8 (h, w, 3) RGB on the CPU, or None where the kind keeps no picture.
         """
-        pictures = getattr(self, "previews", None)
-        if not isinstance(pictures, torch.Tensor) or not 0 <= index < pictures.shape[0]:
+        kept = pictures(getattr(self, "previews", None))
+        if kept is None or not 0 <= index < kept.shape[0]:
             return None
-        return pictures[index].permute(1, 2, 0).to("cpu")
+        return kept[index].permute(1, 2, 0).to("cpu")
 
     @staticmethod
     def thumbnails(images: torch.Tensor, side: int = PREVIEW_SIDE) -> torch.Tensor:
@@ -162,6 +162,20 @@ class Info(PerInput):
             x = torch.nn.functional.interpolate(x, size=size, mode="bilinear", antialias=True, align_corners=False)
         return (x.clamp(0, 1) * 255).round().to(torch.uint8)
 
+    @staticmethod
+    def lazy_thumbnails(images: torch.Tensor, side: int = PREVIEW_SIDE) -> Union[Thumbnails, torch.Tensor]:
+        """``thumbnails`` of images, made when first read: no operator in the call that keeps them.
+
+        Args:
+            images: real (B, C, H, W), held (not copied) until the pictures are first read.
+            side: the longest side kept, in pixels.
+
+        Returns:
+            A ``Thumbnails`` (uint8 (B, 3, h, w) on first read), or the pictures themselves for an inference
+            tensor (it has no version counter that would tell a later write).
+        """
+        return Info.thumbnails(images, side) if images.is_inference() else Thumbnails(images, side)
+
     def as_plain(self) -> dict[str, object]:
         """The record as plain data (tensors become lists): what ``meta[key]`` shows and files store.
 
@@ -170,6 +184,49 @@ class Info(PerInput):
         """
         kept = [f.name for f in dataclasses.fields(self) if not f.name.startswith("_") and f.name not in self.transient]
         return {name: _plain(getattr(self, name)) for name in kept}
+
+
+class Thumbnails:
+    """``Info.thumbnails`` of images, made on first read (``get``) from the images the call already held.
+
+    A record keeps them so, in place of the uint8 (B, 3, h, w) tensor: the call pays no operator for
+    pictures that only a notebook display reads. The images are held, not copied; a write into them
+    after the call (their ``_version`` moved) is seen, and the pictures are then None rather than
+    pictures of other images. ``thumbnails(images)[a:b]`` equals ``thumbnails(images[a:b])`` bit for bit
+    (each image is scaled and shrunk on its own), so slices stay lazy too.
+
+    Args:
+        images: real (B, C, H, W) images (not an inference tensor).
+        side: the longest side kept, in pixels.
+        version: the images' ``_version`` when the call held them (default: now).
+    """
+
+    def __init__(self, images: torch.Tensor, side: int = PREVIEW_SIDE, version: Optional[int] = None) -> None:
+        self.images: Optional[torch.Tensor] = images.detach()
+        self.side = side
+        self.version = images._version if version is None else version
+        self._made: Optional[torch.Tensor] = None
+
+    def __getitem__(self, index: slice) -> Union[Thumbnails, torch.Tensor, None]:
+        """The pictures of images ``index`` (a slice of the batch), still lazy unless made already."""
+        if self._made is not None or self.images is None:
+            return None if self._made is None else self._made[index]
+        return Thumbnails(self.images[index], self.side, self.version)  # a view shares the version counter
+
+    def get(self) -> Optional[torch.Tensor]:
+        """Uint8 (B, 3, h, w): the pictures, made once (the images let go), or None if they were written since."""
+        if self._made is None and self.images is not None:
+            if self.images._version == self.version:
+                self._made = Info.thumbnails(self.images, self.side)
+            self.images = None  # made, or never to be made: the images are not held any longer
+        return self._made
+
+
+def pictures(value: object) -> Optional[torch.Tensor]:
+    """A record's kept pictures: the tensor itself, or a ``Thumbnails``' (made now), else None."""
+    if isinstance(value, Thumbnails):
+        return value.get()
+    return value if isinstance(value, torch.Tensor) else None
 
 
 def _plain(value: object) -> object:

@@ -20,6 +20,7 @@ from torchlime.engine.rows import Run
 from torchlime.engine.settings import Settings
 from torchlime.engine.sizes import check_sizes
 from torchlime.stages.features import FeatureMap, prepare_features
+from torchlime.stages.fixed_cost import columns, derived
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import chunk_placement, input_format, model_placement
 from torchlime.stages.forward.targets import list_rows
@@ -142,7 +143,7 @@ def plan(s: Settings) -> Plan:
     sampler = s.sampler if masks is not None else s.sampler.bind(fmap, s.n_samples)  # designs planned from the map
     kernel = s.kernel.bind(fmap, s.n_samples)
     key = make_key(s.call.generator, dev)
-    ids = torch.arange(batch, device=dev) if s.call.index is None else s.call.index.to(dev).long()
+    ids = columns(batch, dev) if s.call.index is None else s.call.index.to(dev).long()
     ctx = FillContext(fmap.index, fmap.f_max + 1, signal_dims(tuple(inputs.shape), tuple(fmap.index.shape)), key, ids)
     base = resolve_baseline(s.baseline, inputs, ctx)
     _check_finite_fill(base, s.baseline)
@@ -151,7 +152,12 @@ def plan(s: Settings) -> Plan:
         """Masks (c, F) of rows (input b, sample s)."""
         if masks is not None:
             return masks[b, smp]
-        return sampler.masks(Rows(key, ids[b], smp, fmap.n_features[b], fmap.f_max, b))
+        # the rows' ids and counts depend only on tensors later calls pass again (kept: stages.fixed_cost)
+        of_rows = (
+            derived("rows", lambda: ids[b], b, ids),
+            derived("rows", lambda: fmap.n_features[b], b, fmap.n_features),
+        )
+        return sampler.masks(Rows(key, of_rows[0], smp, of_rows[1], fmap.f_max, b))
 
     perturb_fn, normalize = s.call.perturb_fn, s.call.normalize
     fmt = (s.call.chunk_format or input_format(s.model, inputs)) if perturb_fn is None else None

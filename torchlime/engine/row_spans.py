@@ -13,7 +13,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from torchlime.stages.fixed_cost import ShapeCache
+from torchlime._util.upload import upload
+from torchlime.stages.fixed_cost import ShapeCache, columns
 
 #: the most spans a chunk is blended in; a chunk of more (many short inputs) is gathered in one go
 MAX_SPANS = 16
@@ -122,3 +123,20 @@ def sample_rows(
     if n * (s_hi - s_lo) > CACHED_ROWS:
         return make()[0]
     return _ROWS.get(None, ("rows", layout, j0, n, s_lo, s_hi, str(device)), make)[0]
+
+
+def active_indices(active: list[int], device: torch.device) -> torch.Tensor:
+    """Long (n,) ``active`` on ``device``; every input in order is the cached ``0..n-1``.
+
+    A CUDA graph capture of the passes (``engine.graphed``) reads that one without a copy from the host.
+
+    Args:
+        active: the inputs of a pass, in row order.
+        device: where the indices go.
+
+    Returns:
+        Long (n,) the indices.
+    """
+    if active == list(range(len(active))):
+        return columns(len(active), device)
+    return upload(active, torch.long, device)

@@ -14,13 +14,12 @@ from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 
 import torch
 
-from torchlime._util.upload import upload
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
-from torchlime.engine.row_spans import input_spans, row_coords, sample_rows
+from torchlime.engine.row_spans import active_indices, input_spans, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
-from torchlime.stages.fixed_cost import columns, record_function
+from torchlime.stages.fixed_cost import columns, record_function, zeros
 from torchlime.stages.forward.chunking import ChunkPlan
 from torchlime.stages.forward.model import eval_mode, select_output
 from torchlime.stages.forward.passes import run_rows
@@ -36,16 +35,6 @@ T = TypeVar("T")
 #: bits (the numbers depend only on each row's coordinates), a few small tensor operations instead of
 #: a few dozen per chunk
 _PASS_ELEMENTS = 1 << 22
-
-
-def _indices(active: list[int], device: torch.device) -> torch.Tensor:
-    """Long (n,) ``active`` on ``device``; every input in order is the cached ``0..n-1``.
-
-    A CUDA graph capture of the passes (``engine.graphed``) reads that one without a copy from the host.
-    """
-    if active == list(range(len(active))):
-        return columns(len(active), device)
-    return upload(active, torch.long, device)
 
 
 def ready(value: Optional[T], what: str) -> T:
@@ -84,7 +73,7 @@ class RowOrder:
         self.s_lo = max(s_lo, 1)
         self.width = s_hi - self.s_lo
         self.n_rows = self.refs + len(self.active) * self.width
-        self._active = _indices(self.active, device)
+        self._active = active_indices(self.active, device)
 
     def input_of(self, r: int) -> int:
         """The input of row ``r``.
@@ -199,6 +188,7 @@ class Run:
         self.dists: Optional[torch.Tensor] = None
         self._reference: Optional[torch.Tensor] = None
         self._ref_parts: list[object] = []  # raw outputs of the unperturbed inputs (structured targets)
+        self._kept: list[tuple[object, torch.Tensor, torch.Tensor]] = []  # (output, b, s) scored after the pass
         self.bound: Optional[Bound] = None  # a structured target, bound to the unperturbed inputs
         self.scale: Optional[torch.Tensor] = None  # per-input divisor of the distances (kernel.scale)
         if kernel.space == "input":  # the unperturbed inputs as the model sees them
@@ -231,13 +221,14 @@ class Run:
         Args:
             order: the rows of the pass.
         """
-        z_all: Optional[torch.Tensor] = None
+        z_all = z_in = None
         if order.n_rows * max(self.fmap.f_max, 1) <= _PASS_ELEMENTS:  # a small pass: all at once
             with record_function("torchlime::masks"):
                 b_all, s_all, _, _ = order.coords(0, order.n_rows)
                 z_all = self.draw(b_all, s_all)
+                z_in = torch.nn.functional.pad(z_all, (0, 1), value=True) if self.fmap.fixed else z_all  # once
         self.drawn = None if z_all is None else (order, z_all)  # the fit reads them again
-        perm, keys = self._sorted(order, z_all, b_all) if z_all is not None else (None, None)
+        perm, keys = self._sorted(order, z_in, b_all) if z_in is not None else (None, None)
 
         def rows(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
             """Inputs and samples (c,) of rows ``start:stop`` (a large pass computes them per chunk)."""
@@ -250,9 +241,9 @@ class Run:
         def build(start: int, stop: int) -> object:
             with record_function("torchlime::masks"):
                 b, s = rows(start, stop)
-                z = None if z_all is None else z_all[start:stop] if perm is None else z_all[perm[start:stop]]
+                z = None if z_in is None else z_in[start:stop] if perm is None else z_in[perm[start:stop]]
                 span = order.span(start, stop) if perm is None else (0, 0) if self.batch == 1 else (0, -1)
-                c = self.chunk(b, s, *span, z=z)
+                c = self.chunk(b, s, *span) if z is None else Chunk(z, b, s, *span)  # z: padded once per pass
                 c = c if keys is None else c._replace(keys=tuple(keys[start:stop]))
                 if perm is None and span[1] < 0:  # several inputs: the blend reads each one as it is
                     c = c._replace(spans=input_spans(order.active, order.refs, order.width, start, stop))
@@ -269,9 +260,10 @@ class Run:
         model, progress = self.settings.model, self.settings.config.progress
         with eval_mode(model):
             run_rows(model, build, consume, order.n_rows, self.plan, *self.placement, progress)
+        self.score_kept()
 
     def _sorted(
-        self, order: RowOrder, z_all: torch.Tensor, b_all: torch.Tensor
+        self, order: RowOrder, z: torch.Tensor, b_all: torch.Tensor
     ) -> tuple[Optional[torch.Tensor], Optional[list[int]]]:
         """The pass's rows sorted by the perturbation's ``order_key`` (``OrderedPerturbFn``), with the keys.
 
@@ -283,7 +275,6 @@ class Run:
         fn = self.perturbation.perturb_fn
         if not isinstance(fn, OrderedPerturbFn):
             return None, None
-        z = torch.nn.functional.pad(z_all, (0, 1), value=True) if self.fmap.fixed else z_all
         key = fn.order_key(self.perturbation.index, z, b_all)
         perm = torch.cat(
             [torch.arange(order.refs, device=key.device), torch.argsort(key[order.refs :], stable=True) + order.refs]
@@ -314,12 +305,14 @@ class Run:
                 self.targets = resolve_target(self.settings.target, self._reference)
                 shape = (self.batch, self.settings.n_samples, self.targets.shape[1])
                 self.scores = torch.empty(shape, dtype=self._reference.dtype, device=self.device)
-                self.scores[:, 0] = self._reference.gather(1, self.targets)
+                torch.gather(self._reference, 1, self.targets, out=self.scores[:, 0])  # written in place: one operator
         if stop > refs:
             lo = max(start, refs) - start
             b, s = b[lo:], s[lo:]
             targets = ready(self.targets, "the targets")
-            ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, targets[b])
+            # one input: every row's targets are its own, a broadcast view (no operator)
+            of_rows = targets.expand(b.shape[0], -1) if self.batch == 1 else targets[b]
+            ready(self.scores, "the scores")[b, s] = sc[lo:].gather(1, of_rows)
 
     def _consume_structured(
         self, order: RowOrder, out: object, start: int, stop: int, b: torch.Tensor, s: torch.Tensor
@@ -338,14 +331,27 @@ class Run:
                 self.targets = self.bound.labels.to(self.device)
                 t = self.targets.shape[1]
                 self.scores = torch.empty(self.batch, self.settings.n_samples, t, device=self.device)
-                every = torch.arange(self.batch, device=self.device)
-                self.scores[:, 0] = self.bound.score(reference, every).float().to(self.device)
+                sample_0 = zeros((self.batch,), torch.long, self.device)  # scored with the pass's rows (whole_pass)
+                self._kept.append((reference, columns(self.batch, self.device), sample_0))
+                self._score_now()
         if stop > refs:
             lo = max(start, refs) - start
-            bound = ready(self.bound, "the targets")
             part = out if lo == 0 else take_rows(out, lo, stop - start)  # only the first chunk holds both kinds
-            sc = bound.score(part, b[lo:]).float().to(self.device)
-            ready(self.scores, "the scores")[b[lo:], s[lo:]] = sc
+            self._kept.append((part, b[lo:], s[lo:]))
+            self._score_now()
+
+    def _score_now(self) -> None:
+        """Score the rows kept now, unless the target scores a whole pass at once (after its last chunk)."""
+        if not ready(self.bound, "the targets").whole_pass:
+            self.score_kept()
+
+    def score_kept(self) -> None:
+        """Score the raw outputs of the rows kept (``_kept``) at once: a chunk's, or a whole pass's."""
+        if self._kept:
+            parts, b, s = (list(x) for x in zip(*self._kept))
+            self._kept, rows = [], torch.cat(b) if len(b) > 1 else b[0]
+            sc = ready(self.bound, "the targets").score(cat_rows(parts), rows).float().to(self.device)
+            ready(self.scores, "the scores")[rows, torch.cat(s) if len(s) > 1 else s[0]] = sc
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:
@@ -360,11 +366,11 @@ class Run:
         if self.acc is None and not self.sample_space:
             dtype = self.settings.surrogate.dtype
             self.acc = NormalAccumulator(self.batch, self.fmap.f_max, targets.shape[1], scores[:, 0], dtype)
-        idx = _indices(list(active), self.device)
+        idx = active_indices(list(active), self.device)
         masks = self.mask_blocks(active, s_lo, s_hi)
-        kept = accumulate_blocks(
-            self.acc, masks, scores, self.kernel, self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep
-        )
+        every = list(active) == list(range(self.batch))  # all inputs, in order
+        rest = (self.fmap.valid, idx, s_lo, s_hi, self.dists, self.scale, self.keep, every)
+        kept = accumulate_blocks(self.acc, masks, scores, self.kernel, *rest)
         self.kept_masks += kept[0]
         self.kept_weights += kept[1]
 

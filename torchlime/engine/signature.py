@@ -26,7 +26,9 @@ __all__ = ["MAX_DEPTH", "MAX_ENTRIES", "Unwalkable", "clone_output", "private_co
 MAX_DEPTH = 24
 #: the most entries a signature may hold (a plan holding a vocabulary or a data set is not walked per call)
 MAX_ENTRIES = 50_000
-_SKIPPED = frozenset({("Plan", "started"), ("Call", "generator")})  # a clock; the key tensor made from it
+#: a clock; the key tensor made from it; whether a map is the one kept for the caller's (only the explanation's
+#: copies after the passes depend on it)
+_SKIPPED = frozenset({("Plan", "started"), ("Call", "generator"), ("FeatureMap", "shared")})
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.layout)
 _ATOMS = (torch.Generator, types.ModuleType, type, types.BuiltinFunctionType)
 
@@ -81,6 +83,8 @@ class _Walk:
             self.sig.append(("chunks", obj.next_size(1 << 62), obj.measure))
         elif isinstance(obj, _ATOMS):
             self.sig.append(("atom", type(obj).__name__, getattr(obj, "__qualname__", None)))
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple: by its fields' names
+            self.attributes(obj, depth)
         elif isinstance(obj, (tuple, list, dict)):
             items = list(obj.items()) if isinstance(obj, dict) else [(None, v) for v in obj]
             self.sig.append((type(obj).__name__, len(items)))
@@ -109,6 +113,7 @@ class _Walk:
         name = type(obj).__name__
         self.sig.append(("object", type(obj)))
         names = [f.name for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else []
+        names = list(getattr(obj, "_fields", names))
         if not names:  # its attributes: the instance dict's, and the slots of its classes
             names = sorted({*getattr(obj, "__dict__", {}), *_slots(type(obj))})
         for attr in names:

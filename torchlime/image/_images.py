@@ -95,5 +95,5 @@ class Images(Modality):
         features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
         made = segments if isinstance(segments, str) else "slic" if segments is None else "callable"
         made = "labels" if isinstance(segments, torch.Tensor) else made
-        info = ImagesInfo(made, count, self.normalize is not None, previews=ImagesInfo.thumbnails(inputs))
+        info = ImagesInfo(made, count, self.normalize is not None, preview_source=ImagesInfo.lazy_thumbnails(inputs))
         return Prepared(inputs, features, how, call, scope="image", input_name="images", info=info)

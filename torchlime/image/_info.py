@@ -5,15 +5,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Union
 
 import torch
 
-from torchlime.engine.info import Previewed, check_record
+from torchlime.engine import Info
+from torchlime.engine.info import Thumbnails, check_record, pictures
 
 
 @dataclass(frozen=True)
-class ImagesInfo(Previewed):
+class ImagesInfo(Info):
     """The record of an image explanation (``Explanation.info``; ``meta["image"]``).
 
     Attributes:
@@ -21,17 +22,29 @@ class ImagesInfo(Previewed):
             "labels" (the caller's tensor) or "callable" (the caller's function).
         n_segments: the segment count asked of SLIC or "grid" (the default rule's choice for "auto").
         normalized: whether the model saw ``(x - mean) / std``.
-        previews: uint8 (B, 3, h, w) small copies of the images (``Info.thumbnails``: longer side at
-            most 96 px, on the images' device, made without a host sync), which the notebook display
-            draws the weights over (``Info.preview``); left out of ``meta["image"]`` and of saved files.
+        previews: (read-only property) uint8 (B, 3, h, w) small copies of the images (``Info.thumbnails``:
+            longer side at most 96 px, on the images' device, made without a host sync), which the notebook
+            display draws the weights over (``Info.preview``); left out of ``meta["image"]`` and of saved
+            files. They are made on first read from the images the call held (``preview_source``, an
+            ``engine.info.Thumbnails``), so a call pays nothing for them; None where there are none, or
+            where the images were written in place since the call.
+        preview_source: the pictures as the call kept them: an ``engine.info.Thumbnails`` (made on first
+            read), uint8 (B, 3, h, w) pictures, or None.
     """
 
     key: ClassVar[str] = "image"
+    per_input: ClassVar[tuple[str, ...]] = ("preview_source",)
+    transient: ClassVar[tuple[str, ...]] = ("preview_source",)
 
     segments: str
     n_segments: int
     normalized: bool
-    previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+    preview_source: Union[Thumbnails, torch.Tensor, None] = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def previews(self) -> Optional[torch.Tensor]:
+        """Uint8 (B, 3, h, w) the pictures of the images (made on first read), or None."""
+        return pictures(self.preview_source)
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[ImagesInfo]:

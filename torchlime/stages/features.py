@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from torchlime._util.checks import check_integer, check_positive_int, check_tensor, nonfinite_error
-from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, derived, tensor_key
 from torchlime.typing import Device as Device
 
 
@@ -189,6 +189,8 @@ class FeatureMap(NamedTuple):
         block_rows: the rows of every map repeat in blocks of this many (``block_rows``; 1: none).
         singletons: every feature of every input is a single element of the map (so a feature's own
             mean is the element itself).
+        shared: ``labels`` and ``n_features`` are the ones kept for a map passed again (``prepare_features``):
+            an explanation gets copies of them, so that no two explanations share a tensor.
     """
 
     labels: torch.Tensor
@@ -198,11 +200,13 @@ class FeatureMap(NamedTuple):
     fixed: bool
     block_rows: int = 1
     singletons: bool = False
+    shared: bool = False
 
     @property
     def valid(self) -> torch.Tensor:
-        """Bool (B, F): True where feature f exists for input b (f < F_b)."""
-        return columns(self.f_max, self.n_features.device) < self.n_features.unsqueeze(1)
+        """Bool (B, F): True where feature f exists for input b (f < F_b); kept with the counts (not to be written)."""
+        nf, f_max = self.n_features, self.f_max
+        return derived("valid", lambda: columns(f_max, nf.device) < nf.unsqueeze(1), nf, extra=f_max)
 
 
 #: the feature maps of the last maps relabelled, by map (``stages.fixed_cost.ShapeCache``)
@@ -238,8 +242,8 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
         # any NaN or inf makes the sum of inputs * 0 NaN, finite inputs 0: two operators, not isfinite's six
         if (inputs.is_floating_point() or inputs.is_complex()) and cmath.isnan((inputs * 0).sum().item()):
             raise nonfinite_error(inputs, name)
-        # the explanation's own labels and counts; the index is read only (the perturbation's record)
-        return known._replace(labels=known.labels.clone(), n_features=known.n_features.clone())
+        # the kept map itself (what depends on it is kept too); the explanation copies its labels and counts
+        return known._replace(shared=True)
     nonfinite = (
         (~torch.isfinite(inputs)).sum()
         if inputs.is_floating_point() or inputs.is_complex()

@@ -20,6 +20,7 @@ removed here:
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import weakref
 from collections import OrderedDict
@@ -35,12 +36,15 @@ __all__ = [
     "CACHED_ELEMENTS",
     "MAX_ENTRIES",
     "ShapeCache",
+    "cast_at_once",
     "clear_caches",
     "columns",
     "constant",
+    "derived",
     "profiling",
     "record_function",
     "tensor_key",
+    "zeros",
 ]
 
 V = TypeVar("V")
@@ -266,3 +270,99 @@ def constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Te
     return _COLUMNS.get(
         None, ("constant", value, dtype, str(device)), lambda: torch.full((), value, dtype=dtype, device=device)
     )
+
+
+def cast_at_once(parts: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """``t.to(dtype)`` of every tensor of ``parts`` in one operator (one per tensor otherwise).
+
+    The tensors' memory is concatenated into one buffer of ``dtype`` (a cast on the way, as ``to`` casts);
+    each result is a view of it with its tensor's shape and strides: the same values, bit for bit, and
+    the same layout. Parts already of ``dtype``, or one that is not dense (it has no memory of its own
+    to copy at once), are cast one by one as ``to`` would.
+
+    Args:
+        parts: tensors on one device.
+        dtype: the dtype of the results.
+
+    Returns:
+        The cast tensors, in order.
+
+    Example:
+        >>> a, b = cast_at_once((torch.ones(2, 3, dtype=torch.float64).t(), torch.zeros(2)), torch.float32)
+        >>> a.dtype, a.shape, a.stride(), b.tolist()
+        (torch.float32, torch.Size([3, 2]), (1, 3), [0.0, 0.0])
+    """
+    dense = all(torch.empty_like(t).stride() == t.stride() for t in parts)  # empty_like keeps a dense layout
+    if all(t.dtype == dtype for t in parts) or not dense or len(parts) < 2:
+        return tuple(t.to(dtype) for t in parts)
+    out = torch.empty(sum(t.numel() for t in parts), dtype=dtype, device=parts[0].device)
+    torch.cat([t.as_strided((t.numel(),), (1,), t.storage_offset()) for t in parts], out=out)
+    starts = [0]
+    for t in parts:
+        starts.append(starts[-1] + t.numel())
+    return tuple(out.as_strided(t.shape, t.stride(), at) for t, at in zip(parts, starts))
+
+
+def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A tensor of zeros, made once per shape, dtype and device (not to be written).
+
+    Out-of-place operators such as ``torch.scatter_add`` start from it in one operator, where a fresh
+    one costs a fill first.
+
+    Args:
+        shape: its shape (at most ``CACHED_ELEMENTS`` elements are kept).
+        dtype: its dtype.
+        device: where it lives.
+
+    Example:
+        >>> torch.scatter_add(zeros((1, 3), torch.float64, torch.device("cpu")), 1, torch.tensor([[0, 2, 2]]),
+        ...                   torch.ones(1, 3, dtype=torch.float64)).tolist()
+        [[1.0, 0.0, 2.0]]
+    """
+
+    def make() -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype, device=device)
+
+    return (
+        make() if math.prod(shape) > CACHED_ELEMENTS else _COLUMNS.get(None, ("zeros", shape, dtype, str(device)), make)
+    )
+
+
+_DERIVED: ShapeCache[tuple[torch.Tensor, ...]] = ShapeCache()
+
+
+def derived(name: str, make: Callable[[], torch.Tensor], *tensors: torch.Tensor, extra: Hashable = ()) -> torch.Tensor:
+    """``make()``, a tensor that depends only on the values of ``tensors`` (and ``extra``): kept while they live.
+
+    Work on tensors that later calls pass again unchanged (a map's feature counts, the rows' coordinates,
+    ``columns``) is done once. The first tensor (or the tensor it views) is the entry's weak owner and the
+    others are held by the entry, so that none of their memory can serve another tensor while it lives;
+    each is known by ``tensor_key`` (a write into any of them makes the result again). Not kept for an
+    inference tensor (no version) or a result of more than ``CACHED_ELEMENTS`` elements.
+
+    Args:
+        name: what ``make`` computes (part of the key: two functions of the same tensors differ by it).
+        make: computes the result from ``tensors``.
+        tensors: what the result depends on (at least one).
+        extra: the settings it depends on besides (hashable).
+
+    Returns:
+        The result: kept, or made now. It must not be written.
+
+    Example:
+        >>> counts = torch.tensor([3, 2])
+        >>> derived("valid", lambda: columns(3, counts.device) < counts.unsqueeze(1), counts).tolist()
+        [[True, True, True], [True, True, False]]
+    """
+    keys = tuple(tensor_key(t) for t in tensors)
+    if any(k is None for k in keys):
+        return make()
+    first = tensors[0]
+    owner = first if first._base is None else first._base
+    found = _DERIVED.find(owner, (name, keys, extra))
+    if found is not None:
+        return found[0]
+    value = make()
+    if value.numel() <= CACHED_ELEMENTS:
+        _DERIVED.put(owner, (name, keys, extra), (value, *tensors[1:]))
+    return value

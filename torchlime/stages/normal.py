@@ -15,12 +15,14 @@ from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 
-from torchlime.stages.fixed_cost import ShapeCache, constant
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, constant, tensor_key
 
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
 RawMoments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 #: ``alpha * I`` of the ridge solves, made once per size, dtype, device and alpha (``stages.fixed_cost``)
 _RIDGES: ShapeCache[torch.Tensor] = ShapeCache()
+#: the unit diagonal of padded features (``pad_identity``), by ``valid`` tensor
+_PADS: ShapeCache[torch.Tensor] = ShapeCache()
 #: ``torch.promote_types``, remembered per pair (each call of it is one dispatched operator)
 _promote: Callable[[torch.dtype, torch.dtype], torch.dtype] = functools.lru_cache(maxsize=None)(torch.promote_types)
 
@@ -105,17 +107,38 @@ class NormalAccumulator:
         dev = y_shift.device
         self.dtype = dtype
         self.y_shift = y_shift.to(_promote(y_shift.dtype, dtype))  # float64 outputs shift exactly
-        # every running sum is a view of ONE float64 buffer (one allocation, one fill): the per-fit sums
-        # (Σw, Σw², Σwx', Σwy', Σwy'²) side by side in ``_stats`` (B, 2 + F + 2T), so that a block adds them
-        # with one index_add_, Σwx'x'ᵀ and Σwx'y' side by side in ``_pairs`` (B, F, F + T), and n
-        f, t, k = n_features, n_targets, 2 + n_features + 2 * n_targets
-        flat = torch.zeros(batch * (k + 1 + f * (f + t)), dtype=torch.float64, device=dev)
-        self._stats = flat[: batch * k].view(batch, k)
-        self.n = flat[batch * k : batch * (k + 1)]
-        self._pairs = flat[batch * (k + 1) :].view(batch, f, f + t)
-        self.sw, self.sw2, self.sx = self._stats[:, 0], self._stats[:, 1], self._stats[:, 2 : 2 + f]
-        self.sy, self.syy = self._stats[:, 2 + f : 2 + f + t], self._stats[:, 2 + f + t :]
+        # every running sum is a view of ONE float64 buffer (one allocation), one row per fit: the per-fit
+        # sums (Σw, Σw², n, Σwx', Σwy', Σwy'²) side by side in its first columns, then Σwx'x'ᵀ and Σwx'y'
+        # side by side as (F, F + T), so that a block adds all of them with one operator; it is filled with
+        # zeros only if needed: the first block of every fit is written into it instead (``add``)
+        self.f, self.t = n_features, n_targets
+        width = 3 + n_features + 2 * n_targets + n_features * (n_features + n_targets)
+        self.set_sums(torch.empty(batch, width, dtype=torch.float64, device=dev))
+        self._written = False
+
+    def set_sums(self, sums: torch.Tensor) -> None:
+        """Make ``sums`` the running sums, each named sum (``sw``, ``sx``, ``sxx``, ...) a view of it.
+
+        Args:
+            sums: float64 (B, 3 + F + 2T + F(F + T)), one row per fit, in the layout ``__init__`` makes.
+        """
+        f, t = self.f, self.t
+        self.sums, self._stats = sums, sums[:, : 3 + f + 2 * t]
+        self._pairs = sums[:, 3 + f + 2 * t :].view(sums.shape[0], f, f + t)
+        self.sw, self.sw2, self.n = self._stats[:, 0], self._stats[:, 1], self._stats[:, 2]
+        self.sx, self.sy, self.syy = (
+            self._stats[:, 3 : 3 + f],
+            self._stats[:, 3 + f : 3 + f + t],
+            self._stats[:, 3 + f + t :],
+        )
         self.sxx, self.sxy = self._pairs[:, :, :f], self._pairs[:, :, f:]
+        self._written = True
+
+    def _zeros(self) -> None:
+        """Fill the running sums with zeros, unless a block was written into them already."""
+        if not self._written:
+            self.sums.zero_()
+            self._written = True
 
     def add(
         self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, start: int = 0, rows: Optional[torch.Tensor] = None
@@ -129,21 +152,41 @@ class NormalAccumulator:
             start: the first fit, when ``rows`` is None.
             rows: optional long (g,) the fit of each of the g blocks (distinct).
         """
-        g = torch.arange(start, start + x.shape[0], device=x.device) if rows is None else rows
+        g, r = x.shape[0], x.shape[1]
         if x.dtype == torch.bool:  # x - 1/2 of a mask: ±1/2 (exactly 1 - 0.5 and 0 - 0.5), one operator
             x = torch.where(x, constant(0.5, self.dtype, x.device), constant(-0.5, self.dtype, x.device))
         else:
             x = x.to(self.dtype) - 0.5
-        y = (y.to(self.y_shift.dtype) - self.y_shift[g].unsqueeze(1)).to(self.dtype)
+        shift = self.y_shift[start : start + g] if rows is None else self.y_shift[rows]  # a slice: no operator
+        y = (y.to(self.y_shift.dtype) - shift.unsqueeze(1)).to(self.dtype)
         w = w.to(self.dtype)
         with exact_matmul():
             xw = x * w.unsqueeze(-1)
             products = torch.cat((xw.transpose(1, 2) @ x, xw.transpose(1, 2) @ y), 2)  # (g, F, F + T)
-        self._pairs.index_add_(0, g, products.double())
         wy = w.unsqueeze(-1) * y
-        sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), xw.sum(1), wy.sum(1), (wy * y).sum(1))
-        self._stats.index_add_(0, g, torch.cat(sums, 1).double())  # each sum cast as it was made: the same bits
-        self.n.index_add_(0, g, torch.full_like(g, x.shape[1], dtype=torch.float64))
+        exact = r <= 2 / torch.finfo(self.dtype).eps  # r is a number of the block's dtype (float32: up to 2²⁴)
+        count = constant(float(r) if exact else 0.0, self.dtype, x.device).expand(g, 1)  # n (a view: no operator)
+        sums = (w.sum(1, keepdim=True), (w * w).sum(1, keepdim=True), count, xw.sum(1), wy.sum(1), (wy * y).sum(1))
+        parts = (*sums, products.view(g, -1))
+        if rows is None and start == 0 and g == self.sums.shape[0] and not self._written and exact:
+            # the first block of every fit: its sums written (cast to float64 by the concatenation) where adding
+            # them to zeros would give the same values (0 + v is v; a sum over rows that hold sample 0, whose
+            # terms are +0 or more, is never -0)
+            torch.cat(parts, 1, out=self.sums)
+            self._written = True
+            return
+        self._zeros()
+        # each sum cast as it was made (by the concatenation into float64), then added: the same bits as
+        # adding them one by one, in one operator
+        block = torch.cat(parts, 1, out=torch.empty(g, self.sums.shape[1], dtype=torch.float64, device=x.device))
+        if rows is None:
+            self.sums[start : start + g].add_(block)  # in place on the view (``+=`` would also copy it back)
+        else:
+            self.sums.index_add_(0, rows, block)
+        if not exact:
+            self.n.index_add_(
+                0, torch.arange(start, start + g, device=x.device) if rows is None else rows, block[:, 2] + r
+            )
 
     def normal(self) -> Normal:
         """The centred normal equations of everything added (float64).
@@ -151,11 +194,14 @@ class NormalAccumulator:
         Returns:
             ``Normal`` with gram (B, F, F), rhs (B, F, T) and the moments of the fits.
         """
+        f = self.f
+        self._zeros()  # nothing added: zero sums
         sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
-        xm, ym = self.sx / sw.unsqueeze(1), self.sy / sw.unsqueeze(1)
+        means = self._stats[:, 3 : 3 + f + self.t] / sw.unsqueeze(1)  # (x̄', ȳ') side by side
+        xm, ym = means[:, :f], means[:, f:]
         swx = sw.view(-1, 1, 1) * xm.unsqueeze(2)  # made once for both (the same products, the same bits)
-        gram = self.sxx - swx * xm.unsqueeze(1)
-        rhs = self.sxy - swx * ym.unsqueeze(1)
+        centred = self._pairs - swx * means.unsqueeze(1)  # (gram | rhs) in two operators
+        gram, rhs = centred[:, :, :f], centred[:, :, f:]
         ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
         shift = self.y_shift.double()
         return Normal(
@@ -204,9 +250,12 @@ def finish(beta: torch.Tensor, ne: Normal) -> Fit:
     intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
     explained = (beta * ne.rhs).sum(1)
     quad = (beta * (ne.gram @ beta)).sum(1)
-    ss_res = (ne.ss_tot - 2 * explained + quad).clamp_min(0)
-    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
-    score = torch.where(ne.ss_tot > 0, 1.0 - ss_res / ne.ss_tot.clamp_min(1e-300), ss_res == 0)  # bool -> 1.0 / 0.0
+    # a - 2b as one operator: 2b is exact, so a + (-2)·b rounds once, as a - (2b) does
+    ss_res = (torch.sub(ne.ss_tot, explained, alpha=2) + quad).clamp_min(0)
+    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0; 1 - q as addcdiv's
+    # 1 + (-1)·(a / b), one operator (the negation is exact); bool -> 1.0 / 0.0 where ss_tot is 0
+    one = constant(1.0, ss_res.dtype, ss_res.device)
+    score = torch.where(ne.ss_tot > 0, torch.addcdiv(one, ss_res, ne.ss_tot.clamp_min(1e-300), value=-1), ss_res == 0)
     local_pred = intercept + beta.sum(1)  # the row of all ones
     return Fit(beta.transpose(1, 2), intercept, score, local_pred)
 
@@ -222,7 +271,15 @@ def pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         (B, F, F) the padded Gram matrices.
     """
     one, zero = constant(1.0, gram.dtype, gram.device), constant(0.0, gram.dtype, gram.device)
-    return gram + torch.diag_embed(torch.where(valid, zero, one))  # (~valid) as 1.0 / 0.0 in one operator
+
+    def make() -> torch.Tensor:
+        return torch.diag_embed(torch.where(valid, zero, one))  # (~valid) as 1.0 / 0.0 in one operator
+
+    # made once per ``valid`` tensor (a map passed again keeps its own: ``FeatureMap.valid``)
+    known_as = tensor_key(valid)
+    small = gram.numel() <= CACHED_ELEMENTS
+    pad = make() if known_as is None or not small else _PADS.get(valid, (known_as, gram.dtype, str(gram.device)), make)
+    return gram + pad
 
 
 def solve_spd(gram: torch.Tensor, rhs: torch.Tensor, alpha: float) -> torch.Tensor:

@@ -21,7 +21,7 @@ from torchlime._backend import hash_words, mix32, row_hash
 from torchlime._util.checks import check_positive_float, describe
 from torchlime._util.upload import upload
 from torchlime.stages.features import FeatureMap
-from torchlime.stages.fixed_cost import columns
+from torchlime.stages.fixed_cost import columns, derived
 from torchlime.typing import Seed
 
 
@@ -178,8 +178,12 @@ class Sampler:
         Returns:
             Bool (c, F).
         """
-        padded = columns(rows.f_max, rows.n_features.device) >= rows.n_features.unsqueeze(1)  # ~rows.valid
-        return self.sample(rows) | padded | (rows.samples == 0).unsqueeze(1)
+        nf, smp = rows.n_features, rows.samples
+
+        def kept() -> torch.Tensor:  # ~rows.valid | row of sample 0: depends on the coordinates only (kept)
+            return (columns(rows.f_max, nf.device) >= nf.unsqueeze(1)) | (smp == 0).unsqueeze(1)
+
+        return self.sample(rows) | derived("kept", kept, nf, smp, extra=rows.f_max)
 
     def __call__(self, n_features: torch.Tensor, n_samples: int, f_max: int, generator: Seed = None) -> torch.Tensor:
         """All masks (B, S, F) of B inputs at once (the engine draws blocks of rows instead).

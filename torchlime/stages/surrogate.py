@@ -16,6 +16,7 @@ from typing import Callable, ClassVar, Optional
 import torch
 
 from torchlime._util.checks import check_positive_float, check_positive_int
+from torchlime.stages.fixed_cost import cast_at_once
 from torchlime.stages.normal import Fit as Fit
 from torchlime.stages.normal import Normal as Normal
 from torchlime.stages.normal import NormalAccumulator as NormalAccumulator
@@ -67,7 +68,7 @@ class Surrogate:
         """
         beta = self.solve(ne, valid) * valid.unsqueeze(-1)  # the bools promoted inside the product: no cast
         fit = finish(beta, ne)  # coef_std None
-        return Fit(*(t.to(self.dtype) for t in fit[:4]))
+        return Fit(*cast_at_once(fit[:4], self.dtype))  # one operator, not four
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
         """Fit B·T weighted linear models on samples held in memory.

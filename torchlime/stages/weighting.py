@@ -18,6 +18,7 @@ import torch
 
 from torchlime._util.checks import check_choice, check_positive_float, describe
 from torchlime.stages.features import FeatureMap
+from torchlime.stages.fixed_cost import derived
 from torchlime.typing import DistanceName, KernelSpace
 
 DISTANCES: tuple[DistanceName, ...] = ("cosine", "hamming", "euclidean")
@@ -41,7 +42,7 @@ def mask_distance(masks: torch.Tensor, valid: torch.Tensor, metric: DistanceName
         tensor([0.0000, 0.5000])
     """
     kept = (masks & valid).sum(-1, dtype=torch.float32)
-    total = valid.sum(-1, dtype=torch.float32)
+    total = derived("count", lambda: valid.sum(-1, dtype=torch.float32), valid)  # kept with ``valid``
     if metric == "cosine":
         return 1.0 - torch.sqrt(kept / total)
     if metric == "hamming":

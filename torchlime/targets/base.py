@@ -120,12 +120,17 @@ class Bound:
             are ``rows`` (long (c,)).
         info: the typed record of the targets (boxes, regions, token ids), which
             ``Explanation.run.targets`` carries and ``Explanation.meta["targets"]`` shows as plain data.
+        whole_pass: ``score`` gives each row the same bits whether it sees the row alone or with the
+            rows of other chunks (``cat_rows`` of their outputs), and a row's raw output is small (a
+            detector's boxes, not a language model's logits): the engine then keeps a pass's raw
+            outputs and scores them once, after its last chunk, so that a chunk costs no scoring work.
     """
 
     labels: torch.Tensor
     valid: torch.Tensor
     score: Callable[[object, torch.Tensor], torch.Tensor]
     info: TargetInfo = dataclasses.field(default_factory=TargetInfo)
+    whole_pass: bool = False
 
     def rows(self, start: int, stop: int) -> Bound:
         """The target bound to inputs ``start..stop-1`` only, renumbered from 0 (an explanation's slice).
@@ -142,7 +147,8 @@ class Bound:
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             return whole(out, rows + start)
 
-        return Bound(self.labels[start:stop], self.valid[start:stop], score, self.info.select(start, stop))
+        info = self.info.select(start, stop)
+        return Bound(self.labels[start:stop], self.valid[start:stop], score, info, self.whole_pass)
 
 
 class Target:

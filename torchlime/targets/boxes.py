@@ -353,10 +353,14 @@ class Boxes(Target):
             found = detections(out, self.decode)
             if found[0].shape[0] != rows.shape[0]:
                 raise ValueError(f"Boxes got detections of {found[0].shape[0]} rows, expected {rows.shape[0]}")
+            if batch == 1:  # every row is image 0: broadcast views, no operator
+                c = rows.shape[0]
+                return drise(t_boxes.expand(c, -1, -1), t_labels.expand(c, -1), found) * valid
             rows = rows.to(dev)
             return drise(t_boxes[rows], t_labels[rows], found) * valid[rows]
 
-        return Bound(t_labels, valid, score, BoxesInfo(info))
+        # a row's score reads its own detections only, and detections are small: scored once per pass
+        return Bound(t_labels, valid, score, BoxesInfo(info), whole_pass=True)
 
 
 def _warn_unmatched(

@@ -154,13 +154,20 @@ class Continuation(Target):
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             lg = _logits(out, rows.shape[0])
-            r = rows.to(dev)
-            pos = positions[r].to(lg.device)  # (c, G)
+            c = rows.shape[0]
+            if batch == 1:  # every row is input 0: broadcast views, no operator
+                pos, tok = positions.expand(c, -1).to(lg.device), ids.expand(c, -1).to(lg.device).unsqueeze(2)
+            else:
+                r = rows.to(dev)
+                pos, tok = positions[r].to(lg.device), ids[r].to(lg.device).unsqueeze(2)  # (c, G), (c, G, 1)
             picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
-            tok = ids[r].to(lg.device).unsqueeze(2)
-            lp = picked.log_softmax(-1).gather(2, tok).squeeze(2)  # (c, G)
-            whole = lp.sum(1, keepdim=True)
-            return torch.cat([whole, lp], 1) if per_token else whole
+            if not per_token:
+                return picked.log_softmax(-1).gather(2, tok).squeeze(2).sum(1, keepdim=True)  # (c, 1)
+            # (c, 1 + G): the tokens' log-probabilities written beside the slot of their sum (no concatenation)
+            both = torch.empty(c, 1 + g, dtype=picked.dtype, device=picked.device)
+            torch.gather(picked.log_softmax(-1), 2, tok, out=both[:, 1:].unsqueeze(2))
+            torch.sum(both[:, 1:], 1, keepdim=True, out=both[:, :1])
+            return both
 
         t = 1 + g if per_token else 1
         labels = torch.arange(t, device=dev).expand(batch, t)

@@ -9,6 +9,8 @@ from typing import Optional, Union
 import torch
 
 from torchlime._util.checks import check_choice, check_integer, check_tensor, describe
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
+from torchlime.text.edits import pack
 from torchlime.text.infill import Infiller
 from torchlime.text.proximity import embedding_matrix
 from torchlime.typing import Model
@@ -154,3 +156,58 @@ def resolve_infiller(infill: InfillSpec, mask_id: Optional[int], vocab_size: Opt
     if v is not None and mask_id is not None and not 0 <= mask_id < v:
         raise ValueError(f"`mask_id` must be in [0, {v}) (the masked LM's vocabulary size), got {mask_id}")
     return infiller
+
+
+#: what ``token_inputs`` made, by ids tensor (``stages.fixed_cost.ShapeCache``)
+_MADE: ShapeCache[tuple[object, ...]] = ShapeCache()
+
+
+def token_inputs(
+    input_ids: object,
+    attention_mask: object,
+    word_ids: object,
+    special_ids: SpecialIds,
+    mode: object,
+    mask_id: object,
+    pad_id: object,
+    vocab_size: Optional[int],
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...], torch.Tensor, torch.Tensor]:
+    """``check_args``, special ids, ``token_features`` and ``pack`` of the token arguments, kept for ids passed again.
+
+    They depend only on the tensors' values and the settings: ids passed again (the same tensors,
+    unchanged since; ``stages.fixed_cost.tensor_key``) with the same settings are neither checked again
+    (they passed) nor read, and their features are the same tensor, whose relabelled map the engine
+    keeps too.
+
+    Returns:
+        ``(attention_mask, special, special_list, features, packed)``: the mask (given or all ones), long
+        (k,) the special ids, the same as host ints, long (B, L) ``token_features``, long (B, 2, L) the
+        ids and mask packed (``edits.pack``). None of them is to be written.
+    """
+    tensors = [t for t in (input_ids, attention_mask, word_ids, special_ids) if isinstance(t, torch.Tensor)]
+    keys = tuple(tensor_key(t) for t in tensors)
+    key: Optional[tuple[object, ...]] = None
+    if isinstance(input_ids, torch.Tensor) and all(k is not None for k in keys):
+        try:  # settings of a wrong kind have no hash: checked (and refused) below, uncached
+            spec = (
+                special_ids
+                if isinstance(special_ids, (int, torch.Tensor)) or special_ids is None
+                else tuple(special_ids)
+            )
+            settings = (None if isinstance(spec, torch.Tensor) else spec, mode, mask_id, pad_id, vocab_size)
+            key = (keys, tuple((type(v), v) for v in settings))  # 3.0 == 3, but only 3 is a token id
+            hash(key)
+        except TypeError:
+            key = None
+    owner = input_ids if not isinstance(input_ids, torch.Tensor) or input_ids._base is None else input_ids._base
+    found = _MADE.find(owner, key) if key is not None else None
+    if found is not None:
+        return found[0], found[1], found[2], found[3], found[4]  # type: ignore[return-value]
+    attn = check_args(input_ids, attention_mask, word_ids, mode, mask_id, pad_id, vocab_size)
+    ids = input_ids if isinstance(input_ids, torch.Tensor) else check_tensor(input_ids, "input_ids")
+    special = as_id_tensor(special_ids, ids.device)
+    words = word_ids if isinstance(word_ids, torch.Tensor) else None  # check_args refused anything else
+    made = (attn, special, tuple(special.tolist()), token_features(ids, attn, words, special), pack(ids, attn))
+    if key is not None and ids.numel() <= CACHED_ELEMENTS:
+        _MADE.put(owner, key, (*made, *tensors[1:]))  # the other tensors held: their memory serves no other
+    return made

@@ -24,15 +24,8 @@ from torchlime.engine.info import check_record, sized
 from torchlime.stages.forward.passes import score
 from torchlime.targets.base import Target
 from torchlime.text._single import Scorer, SingleSampler
-from torchlime.text._token_args import (
-    TokenArgs,
-    as_id_tensor,
-    check_args,
-    infer_vocab_size,
-    resolve_infiller,
-    token_features,
-)
-from torchlime.text.edits import TokenChunk, TokenModel, make_perturb_fn, pack, resolve_model_inputs
+from torchlime.text._token_args import TokenArgs, infer_vocab_size, resolve_infiller, token_inputs
+from torchlime.text.edits import TokenChunk, TokenModel, make_perturb_fn, resolve_model_inputs
 from torchlime.text.infill import Infiller, joint_fill
 from torchlime.text.proximity import HybridKernel
 from torchlime.typing import UNSET, Model
@@ -211,15 +204,14 @@ class Tokens(TokenArgs, Modality):
         vocab_size = self.vocab_size if self.vocab_size is not None else infer_vocab_size(model)
         given_mask = from_numpy(self.attention_mask)
         input_ids, word_ids = from_numpy(inputs), from_numpy(self.word_ids)
-        attn = check_args(input_ids, given_mask, word_ids, self.mode, self.mask_id, self.pad_id, vocab_size)
-        special = as_id_tensor(self.special_ids, input_ids.device)
-        feats = token_features(input_ids, attn, word_ids, special)
+        settings = (self.mode, self.mask_id, self.pad_id, vocab_size)
+        made = token_inputs(input_ids, given_mask, word_ids, self.special_ids, *settings)  # kept for ids passed again
+        attn, _, special_list, feats, packed = made
         inputs_how = resolve_model_inputs(self.model_inputs, given_mask is not None)
         adapter = functools.partial(TokenModel, how=inputs_how, mask_dtype=attn.dtype, ids_dtype=input_ids.dtype)
-        packed = pack(input_ids, attn)
         mask_id = self.mask_id
-        exclude = sorted({*special.tolist(), self.pad_id, *([mask_id] if mask_id is not None else [])})
-        info = TokensInfo(self.mode, mask_id, self.pad_id, tuple(special.tolist()), inputs_how)
+        exclude = sorted({*special_list, self.pad_id, *([mask_id] if mask_id is not None else [])})
+        info = TokensInfo(self.mode, mask_id, self.pad_id, special_list, inputs_how)
         run = _Run()
         fill: Optional[Callable[[TokenChunk], torch.Tensor]] = None
         if self.mode == "infill":

@@ -119,10 +119,13 @@ def chunk_view(inputs: torch.Tensor, index: torch.Tensor, chunk: Chunk) -> Token
             always-True column, as the engine hands them to a ``perturb_fn``).
         chunk: the engine's chunk of rows.
     """
-    rows = chunk.rows
-    lab = index.reshape(index.shape[0], -1)[rows]
+    rows, c = chunk.rows, chunk.rows.shape[0]
+    if inputs.shape[0] == 1 and index.shape[0] == 1:  # one input: every row is input 0, a broadcast view
+        lab, packed = index.reshape(1, -1).expand(c, -1), inputs.expand(c, -1, -1)
+    else:  # ids and mask indexed at once (one operator), then split as views
+        lab, packed = index.reshape(index.shape[0], -1)[rows], inputs[rows]
     keep = chunk.masks.gather(1, lab)
-    return TokenChunk(rows, chunk.samples, inputs[rows, 0], inputs[rows, 1], keep)
+    return TokenChunk(rows, chunk.samples, packed[:, 0], packed[:, 1], keep)
 
 
 def replace_tokens(ids: torch.Tensor, keep: torch.Tensor, mask_id: int) -> torch.Tensor:

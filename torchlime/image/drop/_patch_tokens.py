@@ -122,7 +122,7 @@ class PatchTokens(Modality):
             norm = _backend.normalize_stats(*check_normalize(self.normalize, inputs.shape[1]), inputs)
         call = dataclasses.replace(call, perturb_fn=PatchDrop(family.patch, norm), normalize=None)
         how = dataclasses.replace(how, baseline=DroppedTokens())
-        info = ImagesInfo(made, count, self.normalize is not None, previews=ImagesInfo.thumbnails(inputs))
+        info = ImagesInfo(made, count, self.normalize is not None, preview_source=ImagesInfo.lazy_thumbnails(inputs))
         features = labels.view(labels.shape[0], 1, *labels.shape[-2:])
         return Prepared(
             inputs,

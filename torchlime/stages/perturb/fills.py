@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import torch
 
 from torchlime._util.checks import check_positive_float, describe
-from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key, zeros
 from torchlime.stages.sampling import Rows
 from torchlime.typing import BaselineSpec as BaselineSpec
 from torchlime.typing import FillName
@@ -128,9 +128,12 @@ def feature_mean(inputs: torch.Tensor, labels: torch.Tensor, n_features: int) ->
     # land, and float32 sums would differ in the last bit from run to run; float64 sums of float32
     # values rounded back to float32 (the input's dtype) are reproducible (and correctly rounded)
     values = inputs.reshape(batch, -1).to(torch.float64)
-    sums = torch.zeros(counts.shape, dtype=values.dtype, device=inputs.device).scatter_add_(1, keys, values)
-    means = sums / counts
-    return means.gather(1, keys).reshape(inputs.shape).to(inputs.dtype)
+    sums = torch.scatter_add(zeros(tuple(counts.shape), values.dtype, inputs.device), 1, keys, values)
+    if not inputs.is_floating_point():
+        return (sums / counts).gather(1, keys).reshape(inputs.shape).to(inputs.dtype)
+    # the float64 quotients rounded to the inputs' dtype as they are written (as ``to`` rounds), then gathered
+    means = torch.empty(counts.shape, dtype=inputs.dtype, device=inputs.device)
+    return torch.div(sums, counts, out=means).gather(1, keys).reshape(inputs.shape)
 
 
 def gaussian_blur(x: torch.Tensor, sigma: float, dims: tuple[int, ...]) -> torch.Tensor:
