@@ -19,6 +19,7 @@ from typing import Any, Optional, Protocol, cast
 import torch
 
 from torchlime._util.checks import check_positive_int, user_stacklevel
+from torchlime.engine.assemble import se_record
 from torchlime.engine.config import Call, Config
 from torchlime.engine.fit import choose_width, fit_samples, padded_as_nan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
@@ -281,6 +282,7 @@ def refit_fields(
         score=padded_as_nan(fit.score, exp.target_valid),
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
+        coef_se_record=se_record(fitter, normal, fit, valid, (masks, scores, weights)),
         samples=masks,
         outputs=scores,
         weights=weights,

@@ -24,6 +24,7 @@ from torchlime.stages.normal import finish as finish
 from torchlime.stages.normal import normal_equations as normal_equations
 from torchlime.stages.normal import pad_identity
 from torchlime.stages.normal import solve_spd as solve_spd
+from torchlime.stages.standard_error import residual_ss, ridge_se
 
 
 class Surrogate:
@@ -39,6 +40,8 @@ class Surrogate:
     dtype: torch.dtype = torch.float32
     #: fits on the samples (``fit``) rather than on normal equations: the engine keeps the samples
     sample_space: ClassVar[bool] = False
+    #: the estimator of ``Explanation.coef_se`` (``stages.standard_error.CoefSE.method``); "none": no estimate
+    se_method: ClassVar[str] = "none"
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """The coefficients of every fit from the normal equations.
@@ -69,6 +72,16 @@ class Surrogate:
         fit = finish(beta, ne)  # coef_std None
         return Fit(*(t.to(self.dtype) for t in fit[:4]))
 
+    def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
+        """Float64 (B, T, F) standard errors of a fit from its normal equations, or None (``stages.standard_error``).
+
+        Args:
+            ne: the normal equations the fit was solved from.
+            fit: the fit, coef (B, T, F) and score (B, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
+        return None
+
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
         """Fit B·T weighted linear models on samples held in memory.
 
@@ -97,9 +110,20 @@ class Ridge(Surrogate):
 
     alpha: float = 1.0
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "sandwich"
 
     def __post_init__(self) -> None:
         check_positive_float(self.alpha, "alpha", allow_zero=True)
+
+    def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
+        """Float64 (B, T, F): ``σ² (G + αI)⁻¹ G (G + αI)⁻¹`` (``stages.standard_error.ridge_se``).
+
+        Args:
+            ne: the normal equations the fit was solved from.
+            fit: the fit, coef (B, T, F).
+            valid: bool (B, F) the features that exist for each input.
+        """
+        return ridge_se(ne, residual_ss(ne, fit.coef), valid, self.alpha)
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """Float64 (B, F, T): the ridge coefficients (a batched Cholesky, or a pseudo-inverse at α = 0).
@@ -219,6 +243,7 @@ class Lasso(Surrogate):
     max_iter: int = 5000
     tol: float = 1e-7
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "bootstrap"  # from kept samples (``stages.standard_error.bootstrap_se``)
 
     def __post_init__(self) -> None:
         check_positive_float(self.alpha, "alpha", allow_zero=True)
@@ -261,6 +286,7 @@ class KLasso(Surrogate):
     eps: float = 1e-4
     iters_per_lambda: int = 200
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "bootstrap"  # from kept samples (``stages.standard_error.bootstrap_se``)
 
     def __post_init__(self) -> None:
         check_positive_int(self.k, "k")
