@@ -67,8 +67,8 @@ class Adaptive:
 
         Top-k: ``(β_(k) - β_(k+1)) / sqrt(se_(k)² + se_(k+1)²) >= z_confidence`` (a one-sided normal
         test); ``se``: ``max_j se_j <= se · max_j |β_j|``. The standard errors are those of the weighted
-        fit (``stages.standard_error.ridge_se``, with ss_res = (1 - R²) · ss_tot and α the ridge penalty
-        or 1e-6).
+        fit (``stages.standard_error.ridge_se``, with ss_res = (1 - R²) · ss_tot and α the ridge penalty;
+        the top-k test: the variance alone, α at least 1e-6; the ``se`` rule: ``coef_se``'s, shrinkage included).
 
         Args:
             normal: the accumulated normal equations, gram (B, F, F).
@@ -80,10 +80,10 @@ class Adaptive:
             Bool (B,).
         """
         ss_res = (1.0 - fit.score.double()).clamp_min(0) * normal.ss_tot  # (B, T)
+        if self.se is not None:  # coef_se's estimate: the ridge shrinkage included
+            se_max = ridge_se(normal, ss_res, valid, alpha, fit.coef).amax(-1)  # (B, T)
+            return (se_max <= self.se * fit.coef.double().abs().amax(-1)).all(1)
         var = ridge_se(normal, ss_res, valid, max(alpha, 1e-6)) ** 2  # (B, T, F)
-        if self.se is not None:
-            size = fit.coef.double().abs().amax(-1)  # (B, T)
-            return (var.amax(-1).sqrt() <= self.se * size).all(1)
         coef = fit.coef.double().masked_fill(~valid.unsqueeze(1), float("-inf"))
         k = min(self.k, coef.shape[-1] - 1)
         if k < 1:

@@ -116,14 +116,14 @@ class Ridge(Surrogate):
         check_positive_float(self.alpha, "alpha", allow_zero=True)
 
     def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
-        """Float64 (B, T, F): ``σ² (G + αI)⁻¹ G (G + αI)⁻¹`` (``stages.standard_error.ridge_se``).
+        """Float64 (B, T, F): ``sqrt(σ² (G + αI)⁻¹ G (G + αI)⁻¹ + shrinkage²)`` (``standard_error.ridge_se``).
 
         Args:
             ne: the normal equations the fit was solved from.
             fit: the fit, coef (B, T, F).
             valid: bool (B, F) the features that exist for each input.
         """
-        return ridge_se(ne, residual_ss(ne, fit.coef), valid, self.alpha)
+        return ridge_se(ne, residual_ss(ne, fit.coef), valid, self.alpha, fit.coef)
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """Float64 (B, F, T): the ridge coefficients (a batched Cholesky, or a pseudo-inverse at α = 0).
