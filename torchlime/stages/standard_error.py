@@ -15,9 +15,13 @@ quadrature (a root mean squared error about the large-N answer; 0 at α = 0): ``
 + (α [(G + αI)⁻¹ β]_j)²)``, (B, T, F); padded features get 0. Without the shrinkage term, 95 % intervals
 of the default fit (α = 1, N = 1000) covered the N = 16384 answer 88 % of the time on a random MLP of
 16 features; with it, 94-97 % from N = 250 to 2000 (``tests/stages/test_standard_error.py`` holds
-90-98 %). KernelSHAP's constrained regression (``kernel_shap_se``) uses the same estimator on the its efficiency constraint leaves free: ``Var(φ) = σ² (P Gu P)⁺``, Gu the uncentred Gram matrix of
-u = z - 1 and P the projector orthogonal to 1 over the input's features, with F_b - 1 free coefficients. ``CoefSE`` is the record an explanation keeps: the value, or what computes it on first
-access (the default call adds no operator).
+90-98 %).
+
+KernelSHAP's constrained regression (``kernel_shap_se``) uses the same estimator on the subspace its
+efficiency constraint leaves free: ``Var(φ) = σ² (P Gu P)⁺``, Gu the uncentred Gram matrix of u = z - 1
+and P the projector orthogonal to 1 over the input's features, with F_b - 1 free coefficients. The
+lasso and K-lasso have no closed form: ``bootstrap_se`` resamples their kept samples. ``CoefSE`` is the
+record an explanation keeps: the value, or what computes it on first access (the call adds no operator).
 """
 
 from __future__ import annotations
