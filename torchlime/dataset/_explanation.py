@@ -17,6 +17,7 @@ import torch
 from torchlime._util.checks import describe
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.info import Info
+from torchlime.stages.standard_error import CoefSE
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,10 @@ class Rows(Protocol):
     @property
     def coef_std(self) -> Optional[torch.Tensor]:
         """(n, T, F) posterior standard deviations, or None."""
+
+    @property
+    def coef_se(self) -> Optional[torch.Tensor]:
+        """(n, T, F) standard errors, or None."""
 
     @property
     def target_valid(self) -> Optional[torch.Tensor]:
@@ -172,6 +177,7 @@ def as_explanation(
         results.n_features,
         shape,
         coef_std=results.coef_std,
+        coef_se_record=None if results.coef_se is None else CoefSE("stored", results.coef_se),
         target_valid=results.target_valid,
         info=info,
     )

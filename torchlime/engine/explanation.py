@@ -220,7 +220,7 @@ class Explanation:
             >>> exp.top_features(2)[0].tolist(), exp.top_features(2, by="value")[0].tolist()
             ([[[1, 2]]], [[[2, 0]]])
         """
-        from torchlime.engine.summary import top_features
+        from torchlime.engine._summary import top_features
 
         return top_features(self, k, by)
 
@@ -384,7 +384,7 @@ class Explanation:
 
     def __repr__(self) -> str:
         """A short summary: inputs, targets, features, samples, surrogate, fit quality, standard errors."""
-        from torchlime.engine.summary import summary
+        from torchlime.engine._summary import summary
 
         return summary(self)
 
