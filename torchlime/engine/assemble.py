@@ -162,9 +162,9 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         )
     keep = s.call.return_samples
     record = _record(plan, passes, quality, unreliable)
-    samples = torch.cat(run.kept_masks, 1) if keep else None
-    weights = torch.cat(run.kept_weights, 1) if keep else None
-    kept = None if samples is None or weights is None else (samples, outputs, weights)
+    kept_masks = torch.cat(run.kept_masks, 1) if keep else None
+    kept_weights = torch.cat(run.kept_weights, 1) if keep else None
+    kept = None if kept_masks is None or kept_weights is None else (kept_masks, outputs, kept_weights)
     return Explanation(
         perturbation=plan.perturbation,
         coef=fit.coef,
@@ -178,9 +178,9 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         features=fmap.labels,
         n_features=fmap.n_features,
         input_shape=tuple(s.inputs.shape[1:]),
-        samples=samples,
+        samples=kept_masks,
         outputs=outputs if keep else None,
-        weights=weights,
+        weights=kept_weights,
         coef_se_record=se_record(s.surrogate, normal, fit, fmap.valid, kept),
         run=record,
     )
