@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from torchlime._util.checks import check_positive_int
 from torchlime.engine.info import describe_inputs
 
-if TYPE_CHECKING:
-    from torchlime.engine.explanation import Explanation
+#: an ``engine.explanation.Explanation`` (not imported: the explanation imports this module)
+Explanation = Any
 
 
 def _se_line(exp: Explanation) -> str:

@@ -24,12 +24,11 @@ from torchlime.engine.rows import ready
 from torchlime.engine.run import Passes
 from torchlime.engine.run_record import RunRecord
 from torchlime.engine.sample_fit import solve_samples
-from torchlime.stages.normal import Fit, Normal
+from torchlime.stages.normal import Normal
 from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import UnpackArgs
 from torchlime.stages.sample_space import Design
-from torchlime.stages.standard_error import CoefSE, bootstrap_se
-from torchlime.stages.surrogate import Surrogate
+from torchlime.stages.standard_error import se_record
 
 
 def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
@@ -76,45 +75,6 @@ def _record(plan: Plan, passes: Passes, quality: dict[str, Any], unreliable: Opt
     if choice is not None:
         fields["width_auto"] = choice
     return RunRecord(**fields)
-
-
-def se_record(
-    surrogate: Surrogate,
-    normal: Union[Normal, Design],
-    fit: Fit,
-    valid: torch.Tensor,
-    kept: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None,
-) -> Optional[CoefSE]:
-    """``Explanation.coef_se_record``: the standard errors of a fit, pending until first read.
-
-    Nothing is computed here (the call adds no operator): the record keeps the normal equations (without
-    their uncentred moments, which only KernelSHAP's estimator reads) or, for the bootstrap, the kept
-    samples. None: a Bayesian surrogate (its ``coef_std`` is the record), a sample-space fit, or a
-    surrogate with no estimator.
-
-    Args:
-        surrogate: the fitted surrogate.
-        normal: its normal equations, gram (B, F, F) (a ``Design`` for a sample-space fit).
-        fit: the fit, coef (B, T, F).
-        valid: bool (B, F) the features that exist.
-        kept: the kept masks (B, S, F), outputs (B, S, T) and weights (B, S), or None.
-    """
-    method = surrogate.se_method
-    if fit.coef_std is not None or not isinstance(normal, Normal) or method == "none":
-        return None
-    dtype = fit.coef.dtype
-    if method == "bootstrap":
-        if kept is None:
-            return CoefSE(method)  # no samples to resample: coef_se None
-        x, y, w = kept
-        return CoefSE(method, compute=lambda: bootstrap_se(surrogate.solve, x, y, w, valid).to(dtype))
-    ne = normal if method == "kernel_shap" else normal._replace(raw=None)
-
-    def compute() -> Optional[torch.Tensor]:
-        se = surrogate.coef_se(ne, fit, valid)
-        return None if se is None else se.to(dtype)
-
-    return CoefSE(method, compute=compute)
 
 
 def assemble(plan: Plan, passes: Passes) -> Explanation:

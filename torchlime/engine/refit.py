@@ -19,7 +19,6 @@ from typing import Any, Optional, Protocol, cast
 import torch
 
 from torchlime._util.checks import check_positive_int, user_stacklevel
-from torchlime.engine.assemble import se_record
 from torchlime.engine.config import Call, Config
 from torchlime.engine.fit import choose_width, fit_samples, padded_as_nan
 from torchlime.engine.quality import UnreliableExplanationWarning, assess, report
@@ -28,6 +27,7 @@ from torchlime.engine.rows import ready
 from torchlime.engine.run_record import RunRecord
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.perturb.record import Perturbation
+from torchlime.stages.standard_error import se_record
 from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, mask_distance
 from torchlime.typing import UNSET, KernelSpec, SurrogateSpec

@@ -27,11 +27,11 @@ record an explanation keeps: the value, or what computes it on first access (the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 import torch
 
-from torchlime.stages.normal import Normal, normal_equations, pad_identity
+from torchlime.stages.normal import Fit, Normal, normal_equations, pad_identity
 
 
 def effective_size(normal: Normal) -> torch.Tensor:
@@ -246,3 +246,59 @@ def bootstrap_se(
         betas.append(solve(ne, valid.repeat(r, 1)).view(r, b, f, -1))
     beta = torch.cat(betas).double() * valid.view(1, b, f, 1)
     return beta.std(0, correction=1).transpose(1, 2)
+
+
+class Estimates(Protocol):
+    """What ``se_record`` reads of a surrogate (``stages.surrogate.Surrogate``)."""
+
+    @property
+    def se_method(self) -> str:
+        """The estimator's name (``CoefSE.method``)."""
+        ...
+
+    def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
+        """Float64 (B, F, T) coefficients of normal equations (gram (B, F, F), rhs (B, F, T))."""
+        ...
+
+    def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
+        """Float64 (B, T, F) standard errors of a fit, coef (B, T, F), or None."""
+        ...
+
+
+def se_record(
+    surrogate: Estimates,
+    normal: object,
+    fit: Fit,
+    valid: torch.Tensor,
+    kept: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None,
+) -> Optional[CoefSE]:
+    """``Explanation.coef_se_record``: the standard errors of a fit, pending until first read.
+
+    Nothing is computed here (the call adds no operator): the record keeps the normal equations (without
+    their uncentred moments, which only KernelSHAP's estimator reads) or, for the bootstrap, the kept
+    samples. None: a Bayesian surrogate (its ``coef_std`` is the record), a sample-space fit, or a
+    surrogate with no estimator.
+
+    Args:
+        surrogate: the fitted surrogate.
+        normal: its normal equations, gram (B, F, F) (``Normal``; a sample-space fit's ``Design``: None).
+        fit: the fit, coef (B, T, F).
+        valid: bool (B, F) the features that exist.
+        kept: the kept masks (B, S, F), outputs (B, S, T) and weights (B, S), or None.
+    """
+    method = surrogate.se_method
+    if fit.coef_std is not None or not isinstance(normal, Normal) or method == "none":
+        return None
+    dtype = fit.coef.dtype
+    if method == "bootstrap":
+        if kept is None:
+            return CoefSE(method)  # no samples to resample: coef_se None
+        x, y, w = kept
+        return CoefSE(method, compute=lambda: bootstrap_se(surrogate.solve, x, y, w, valid).to(dtype))
+    ne = normal if method == "kernel_shap" else normal._replace(raw=None)
+
+    def compute() -> Optional[torch.Tensor]:
+        se = surrogate.coef_se(ne, fit, valid)
+        return None if se is None else se.to(dtype)
+
+    return CoefSE(method, compute=compute)
