@@ -99,11 +99,12 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     drawn = torch.arange(n_samples, device=dev) < upload(passes.used, torch.long, dev).unsqueeze(1)  # (B, S)
     nonfinite = ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()  # read with the quality flags
     normal: Union[Normal, Design]  # either has the moments the quality check reads
+    exists = fmap.valid  # (B, F) the features of each input: made once (a property: one operator a read)
     if run.sample_space:  # no normal equations: the surrogate fits on the kept samples
         masks, weights = torch.cat(run.kept_masks, 1), torch.cat(run.kept_weights, 1)
-        normal, fit = solve_samples(masks, weights, outputs, s.surrogate, fmap.valid)
+        normal, fit = solve_samples(masks, weights, outputs, s.surrogate, exists)
     else:
-        normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, fmap.valid, outputs)
+        normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, exists, outputs)
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
     if valid is not None:  # padded targets of a structured target are no fits to judge
@@ -141,6 +142,6 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         samples=kept_masks,
         outputs=outputs if keep else None,
         weights=kept_weights,
-        coef_se_record=se_record(s.surrogate, normal, fit, fmap.valid, kept),
+        coef_se_record=se_record(s.surrogate, normal, fit, exists, kept),
         run=record,
     )
