@@ -190,8 +190,8 @@ KernelSpace = Literal["mask", "input"]
 SelectionMethod = Literal["forward_selection", "highest_weights", "lasso_path", "auto"]
 #: ``TORCHLIME_BACKEND`` values (``_backend.MODES``)
 BackendMode = Literal["auto", "torch", "triton"]
-#: how features are ranked: by coefficient or by its magnitude (``Explanation.top_features``)
-RankBy = Literal["value", "abs"]
+#: how features are ranked: coefficient, magnitude, or magnitude / standard error (``Explanation.top_features``)
+RankBy = Literal["value", "abs", "t"]
 
 
 # ---------------------------------------------------------------------------------- not given

@@ -22,7 +22,18 @@ from torchlime.dataset import LazyResults, Results, explain_dataset, load_result
 from torchlime.dataset._integrity import shard_bytes
 
 worker = importlib.import_module("tests.helpers.dataset_worker")  # tests/dataset_worker.py (tests/ is on sys.path)
-FIELDS = ("index", "coef", "intercept", "score", "local_pred", "target", "n_features", "samples_used", "label")
+FIELDS = (
+    "index",
+    "coef",
+    "intercept",
+    "score",
+    "local_pred",
+    "target",
+    "n_features",
+    "samples_used",
+    "label",
+    "coef_se",
+)
 
 
 def assert_identical(a: Results, b: Results) -> None:
@@ -61,7 +72,7 @@ def test_storage_format(reference_dir):
     files = sorted(os.listdir(reference_dir))
     assert files == ["index.json", "shard-000000.safetensors", "shard-000001.safetensors", "shard-000002.safetensors"]
     info = json.loads((reference_dir / "index.json").read_text())
-    assert info["format"] == "torchlime.dataset/3" and info["complete"] and info["n_inputs"] == 20
+    assert info["format"] == "torchlime.dataset/4" and info["complete"] and info["n_inputs"] == 20
     assert len(info["sha256"]) == 64 and all(len(e["sha256"]) == 64 for e in info["shards"])
     assert info["n_shards"] == 3 and info["shard_size"] == 8
     assert [(e["shard"], e["start"], e["stop"]) for e in info["shards"]] == [(0, 0, 8), (1, 8, 16), (2, 16, 20)]
@@ -79,7 +90,7 @@ def test_storage_format(reference_dir):
         dtype = f.get_slice("features").get_dtype()
     assert meta["shard"] == "2" and meta["start"] == "16" and meta["stop"] == "20"
     assert meta["fingerprint"] == info["fingerprint"] and meta["sha256"] == info["shards"][2]["sha256"]
-    assert meta["format"] == "torchlime.dataset.shard/3" and json.loads(meta["input_shape"]) == [3, 8, 8]
+    assert meta["format"] == "torchlime.dataset.shard/4" and json.loads(meta["input_shape"]) == [3, 8, 8]
     assert dtype == "I8"  # 16 segments: the smallest integer dtype that holds the feature ids
     assert shapes == {
         "index": (4,),
@@ -92,6 +103,7 @@ def test_storage_format(reference_dir):
         "samples_used": (4,),
         "label": (4,),
         "features": (4, 1, 8, 8),
+        "coef_se": (4, 2, 16),
     }
 
 
@@ -101,6 +113,8 @@ def test_results_equal_explain_image_on_the_whole_batch(reference):
         worker.make_model(), data.tensors[0], segments=worker.SEGMENTS, n_samples=32, target="top2", generator=5
     )
     assert torch.equal(reference.coef, exp.coef) and torch.equal(reference.target, exp.target)
+    assert torch.equal(reference.coef_se, exp.coef_se) and reference.coef_std is None
+    assert torch.equal(reference.explanation().coef_se, exp.coef_se)  # read back as the record
     assert torch.equal(reference.label, data.tensors[1]) and torch.equal(reference.index, torch.arange(20))
 
 
@@ -393,7 +407,7 @@ def test_folder_errors(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "index.json").write_text(json.dumps({"format": "something"}))
     with pytest.raises(
-        ValueError, match="`out` must hold an index of format 'torchlime.dataset/3' .*, got 'something'"
+        ValueError, match="`out` must hold an index of format 'torchlime.dataset/4' .*, got 'something'"
     ):
         load_results(tmp_path / "other")
 

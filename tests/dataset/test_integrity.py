@@ -251,7 +251,7 @@ def test_two_writers_racing_end_in_one_clean_folder(tmp_path, clean):
 
 def test_format_versions(copy):
     info = json.loads((copy / "index.json").read_text())
-    info["format"] = "torchlime.dataset/4"
+    info["format"] = "torchlime.dataset/5"
     (copy / "index.json").write_text(json.dumps(info))
     with pytest.raises(ValueError, match="written by a newer torchlime: upgrade torchlime"):
         load_results(copy)

@@ -37,6 +37,7 @@ def test_a_0_1_folder_loads():
     assert res.info["arguments"]["explain_fn"] == "torchlime.image._explain.explain_image"
     exp = res[0:3].explanation()  # the stored segments maps
     assert exp.heatmap(0).shape == (3, 3, 8, 8) and torch.equal(exp.coef, res.coef)
+    assert res[0:3].coef_se is None and exp.coef_se is None and exp.se_method == "none"  # before standard errors
 
 
 def test_resuming_a_0_1_folder_is_refused_naming_the_current_call(tmp_path):

@@ -42,7 +42,7 @@ def test_top_features(exp_and_images):
     idx_val, val_val = exp.top_features(6, by="value")
     assert torch.all(val_val[..., :-1] >= val_val[..., 1:])
     assert torch.equal(val_val, exp.coef.gather(-1, idx_val))
-    with pytest.raises(ValueError, match="`by` must be 'value' or 'abs', got 'rank'"):
+    with pytest.raises(ValueError, match="`by` must be 'value', 'abs' or 't', got 'rank'"):
         exp.top_features(2, by="rank")
 
 

@@ -29,7 +29,7 @@ from tests.helpers.dataset_worker import RECORDS, SEGMENTS, make_data, make_mode
 
 N = 16
 CALL = RECORDS  # Images(segments=SEGMENTS), Call(n_samples=32, target="top2", generator=5), Explainer(batch_size=256)
-FIELDS = ("coef", "intercept", "score", "local_pred", "target", "n_features", "samples_used", "features")
+FIELDS = ("coef", "intercept", "score", "local_pred", "target", "n_features", "samples_used", "coef_se", "features")
 
 
 def rows() -> dict[str, np.ndarray]:

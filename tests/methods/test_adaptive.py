@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime import explain
+from torchlime import UnreliableExplanationWarning, explain
 from torchlime.methods.adaptive import Adaptive
 
 from tests.helpers import SegmentLinear, grid_labels
@@ -65,3 +65,42 @@ def test_errors(value, error, match):
         explain(SegmentLinear(labels, 16), x, f, n_samples="auto", return_samples=True)
     with pytest.raises(ValueError, match=r"`cap` must be >= `start` \(512\), got 256"):
         Adaptive(start=512, cap=256)
+
+
+def test_se_rule_stops_a_planted_linear_input_early_and_a_noisy_one_at_the_cap():
+    labels, x, f = setup()
+    clear = SegmentLinear(labels, 16, n_out=2, seed=1)
+    rule = Adaptive(start=128, cap=2048, se=0.1)
+    exp = explain(clear, x, f, n_samples=rule, target="all")  # no residual: only ridge's shrinkage is left
+    assert exp.run.samples_used == [128] * 3
+    se = exp.coef_se
+    assert bool((se.amax(-1) <= 0.1 * exp.coef.abs().amax(-1)).all())  # the rule read coef_se's estimate
+
+    def noisy(v):  # the first input's outputs are mostly noise: its standard errors stay large
+        rough = torch.sin(1e4 * v.flatten(1).sum(1, keepdim=True)) * (v[:, 0, 0, :1] == x[0, 0, 0, 0])
+        return clear(v) + 20.0 * rough
+
+    with pytest.warns(UnreliableExplanationWarning, match=r"input\(s\) \[0\]"):
+        exp = explain(noisy, x, f, n_samples=rule, target="all")
+    assert exp.run.samples_used == [2048, 128, 128] and exp.run.model_rows == 2048 + 2 * 128
+
+
+def test_se_rule_rounds_reuse_every_sample_and_repeat_bit_for_bit():
+    labels, x, f = setup()
+    model = SegmentLinear(labels, 16, n_out=1, seed=1)
+    seen = []
+
+    def counting(v):
+        seen.append(v.shape[0])
+        return model(v) + 0.05 * torch.sin(1e4 * v.flatten(1).sum(1, keepdim=True))
+
+    rule = Adaptive(start=32, cap=512, se=1e-4)  # never met below the cap: every round runs
+    a = explain(counting, x, f, n_samples=rule, generator=3)
+    assert a.run.samples_used == [512] * 3 and sum(seen) == 3 * 512  # each row once, over 5 rounds
+    b = explain(counting, x, f, n_samples=rule, generator=3)
+    assert torch.equal(a.coef, b.coef) and torch.equal(a.coef_se, b.coef_se)
+    fixed = explain(counting, x, f, n_samples=512, generator=3)
+    torch.testing.assert_close(a.coef, fixed.coef, rtol=1e-4, atol=1e-6)  # the same samples as a fixed N
+    assert repr(rule) == "Adaptive(start=32, cap=512, se=0.0001)"
+    with pytest.raises(ValueError, match=r"`se` must be"):
+        Adaptive(se=0.0)

@@ -205,8 +205,13 @@ def test_plot_coefficients_with_uncertainty():
     np.testing.assert_allclose([s[1][1] - s[0][1] for s in spans], 2 * 1.96 * exp.coef_std[1, 2].numpy(), rtol=1e-5)
     assert [t.get_text() for t in ax.get_xticklabels()] == list("abcdefgh")
     plt.close(fig)
-    with pytest.raises(ValueError, match=r"`explanation` must carry posterior standard deviations \(coef_std\)"):
-        plot_coefficients_with_uncertainty(explain(model, x, feats, n_samples=50))
+    ridge = explain(model, x, feats, n_samples=50)  # a ridge explanation draws its coef_se
+    fig = plot_coefficients_with_uncertainty(ridge)
+    spans = next(c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)).lines[2][0].get_segments()
+    np.testing.assert_allclose([s[1][1] - s[0][1] for s in spans], 2 * 1.96 * ridge.coef_se[0, 0].numpy(), rtol=1e-5)
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"`explanation` must carry standard errors \(coef_se\), .*'bootstrap'"):
+        plot_coefficients_with_uncertainty(explain(model, x, feats, n_samples=50, surrogate="lasso"))
     with pytest.raises(ValueError, match=r"`feature_names` must name the 8 features of input 0, got 2 names"):
         plot_coefficients_with_uncertainty(exp, feature_names=["a", "b"])
     with pytest.raises(ValueError, match=r"`index` must be in \[0, 2\) and `target_index` in \[0, 4\), got 5 and 0"):

@@ -13,6 +13,7 @@ import torch
 
 from torchlime.dataset._explanation import NO_MAPS, RowsInfo, checked_features, checked_shape
 from torchlime.engine.explanation import Explanation
+from torchlime.stages.standard_error import CoefSE
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Results:
         samples_used: long (n,) samples each input got (n_samples="auto" varies it), or None.
         label: (n, ...) the labels the data yielded with the inputs, or None.
         coef_std: (n, T, F) posterior standard deviations (Bayesian surrogates), or None.
+        coef_se: (n, T, F) the standard errors of the other surrogates (``Explanation.coef_se``), or None
+            (none computable, or a folder of an earlier format).
         target_valid: bool (n, T) the targets that exist (structured targets, whose count differs between
             inputs: padded ones have coefficients 0 and ``target`` -1), or None.
         features: long (n, *fshape) each input's feature map (ids -1..F_b-1; ``Explanation.features``), or
@@ -49,6 +52,7 @@ class Results:
     samples_used: Optional[torch.Tensor] = None
     label: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
+    coef_se: Optional[torch.Tensor] = None
     target_valid: Optional[torch.Tensor] = None
     features: Optional[torch.Tensor] = None
     inputs: Optional[torch.Tensor] = None
@@ -115,6 +119,7 @@ class Results:
             self.n_features,
             shape,
             coef_std=self.coef_std,
+            coef_se_record=None if self.coef_se is None else CoefSE("stored", self.coef_se),
             target_valid=self.target_valid,
             info=info,
         )

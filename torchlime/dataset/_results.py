@@ -35,7 +35,7 @@ from torchlime.dataset._scan import (
 )
 from torchlime.dataset._shardfile import ShardFile, input_shape
 
-_PADDED = ("coef", "coef_std")  # (n, T, F): padded with zeros to the widest shard's F
+_PADDED = ("coef", "coef_std", "coef_se")  # (n, T, F): padded with zeros to the widest shard's F
 
 
 class _Stored:

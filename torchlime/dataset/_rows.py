@@ -20,7 +20,7 @@ from torchlime._util.checks import describe
 from torchlime.dataset._scan import MAPS, OPTIONAL, REQUIRED, pad_targets
 from torchlime.engine.explanation import Explanation
 
-_PADDED = ("coef", "coef_std")
+_PADDED = ("coef", "coef_std", "coef_se")
 #: a row's input shape (n, ndim), carried with the rows to the shard's metadata, never stored as a tensor
 SHAPE = "_input_shape"
 _INTS = (torch.int8, torch.int16, torch.int32)
@@ -98,6 +98,8 @@ def rows_of(
         rows["samples_used"] = torch.tensor(used, dtype=torch.long)
     if exp.coef_std is not None:
         rows["coef_std"] = exp.coef_std.detach().cpu()
+    elif exp.coef_se is not None:  # the posterior sd is stored once, as coef_std
+        rows["coef_se"] = exp.coef_se.detach().cpu()
     if exp.target_valid is not None:  # a structured target: T differs between inputs
         rows["target_valid"] = exp.target_valid.detach().cpu()
     if labels is not None:

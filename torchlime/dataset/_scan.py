@@ -21,19 +21,28 @@ from torchlime.dataset._integrity import DIGEST, index_digest, read_header
 from torchlime.dataset._lock import tmp_is_orphan
 from torchlime.dataset._shardfile import input_shape
 
-FORMAT = "torchlime.dataset/3"
-SHARD_FORMAT = "torchlime.dataset.shard/3"
+FORMAT = "torchlime.dataset/4"
+SHARD_FORMAT = "torchlime.dataset.shard/4"
 #: the first format: no checksums (read unverified, never resumed)
 FIRST = "torchlime.dataset/1"
 #: the second format: checksums, no feature maps or inputs (read; a resumed run goes on in it)
 NO_MAPS = "torchlime.dataset/2"
+#: the third format: feature maps and inputs, no standard errors (read; a resumed run goes on in it)
+NO_SE = "torchlime.dataset/3"
 #: formats this version reads, by index format: the shard format that goes with it
-READABLE = {FIRST: "torchlime.dataset.shard/1", NO_MAPS: "torchlime.dataset.shard/2", FORMAT: SHARD_FORMAT}
+READABLE = {
+    FIRST: "torchlime.dataset.shard/1",
+    NO_MAPS: "torchlime.dataset.shard/2",
+    NO_SE: "torchlime.dataset.shard/3",
+    FORMAT: SHARD_FORMAT,
+}
 INDEX = "index.json"
 REQUIRED = ("index", "coef", "intercept", "score", "local_pred", "target", "n_features")
 #: fields of the third format on: the feature maps (``features``) and, when asked, the inputs (``inputs``)
 MAPS = ("features", "inputs")
-OPTIONAL = ("samples_used", "label", "coef_std", "target_valid", *MAPS)
+#: fields of the fourth format on: the standard errors (``Explanation.coef_se``, unless ``coef_std`` holds them)
+SE = ("coef_se",)
+OPTIONAL = ("samples_used", "label", "coef_std", "target_valid", *MAPS, *SE)
 #: the most bytes an ``index.json`` may hold
 MAX_INDEX = 16 << 20
 SHARD_FILE = re.compile(r"^shard-(\d{6,})\.safetensors$")
@@ -85,7 +94,15 @@ class IndexInfo(TypedDict, total=False):
 
 
 #: fields with a target dim (dim 1) and the value their padded targets take (structured targets: T varies)
-PER_TARGET = {"coef": 0.0, "coef_std": 0.0, "intercept": 0.0, "score": float("nan"), "local_pred": 0.0, "target": -1}
+PER_TARGET = {
+    "coef": 0.0,
+    "coef_std": 0.0,
+    "coef_se": 0.0,
+    "intercept": 0.0,
+    "score": float("nan"),
+    "local_pred": 0.0,
+    "target": -1,
+}
 PER_TARGET_FLAGS = {"target_valid": False}
 
 
@@ -151,7 +168,7 @@ def read_index(out: Path) -> IndexInfo:
         newer = isinstance(found, str) and found.startswith("torchlime.dataset/")
         hint = "; it was written by a newer torchlime: upgrade torchlime to read it" if newer else ""
         raise ValueError(
-            f"`out` must hold an index of format {FORMAT!r} (or of the earlier {NO_MAPS!r}, {FIRST!r}), got "
+            f"`out` must hold an index of format {FORMAT!r} (or of the earlier {NO_SE!r}, {NO_MAPS!r}, {FIRST!r}), got "
             f"{_shown(found)} in {path}{hint}"
         )
     if info["format"] != FIRST and info.get(DIGEST) != index_digest(info):

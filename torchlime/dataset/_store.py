@@ -8,7 +8,8 @@ Layout of ``out/``:
   ``score``, ``local_pred`` (n, T), ``target`` long (n, T), ``n_features`` long (n,) (F_b of
   each input: coefficients beyond it are 0 padding up to the shard's F), ``samples_used`` long
   (n,), and, when there are some, ``label`` (n, ...) (the data's labels), ``coef_std``
-  (n, T, F) and ``target_valid`` bool (n, T); ``features`` (n, *fshape): each input's feature map
+  (n, T, F), ``coef_se`` (n, T, F) (``Explanation.coef_se`` of the other surrogates; fourth format on)
+  and ``target_valid`` bool (n, T); ``features`` (n, *fshape): each input's feature map
   (``Explanation.features``, ids -1..F_b-1, broadcast dims kept at size 1, e.g. (n, 1, H, W) for
   images) in the smallest signed integer dtype that holds the shard's ids (int8 up to 127 features,
   int16 up to 32767, else int32; read back as long), unless ``keep`` leaves out "features";
@@ -16,8 +17,9 @@ Layout of ``out/``:
   names "inputs". The file's metadata names its format, shard, range, the run's fingerprint, the shape
   of one input (``input_shape``, JSON) and the file's ``sha256`` (``_integrity``), which covers every
   tensor.
-* ``index.json``: ``format`` (``torchlime.dataset/3``; the second format, the same without feature maps
-  and inputs, is read; the first format, without checksums, is read unverified), ``arguments``
+* ``index.json``: ``format`` (``torchlime.dataset/4``; the third format, the same without ``coef_se``,
+  and the second, also without feature maps and inputs, are read and resumed in their format; the first
+  format, without checksums, is read unverified), ``arguments``
   (plain-data description of the call: the model, the ``explainer``, ``modality`` and ``call``
   settings that differ from the defaults, the seed, shard_size, and ``keep_features`` /
   ``keep_inputs`` when ``keep`` differs from the default; a run of torchlime 0.1 recorded
@@ -61,7 +63,9 @@ from torchlime.dataset._scan import (
     FORMAT,
     INDEX,
     MAPS,
+    NO_SE,
     READABLE,
+    SE,
     DamagedIndexError,
     IndexInfo,
     ShardEntry,
@@ -196,7 +200,14 @@ class Store:
             )
         self._check_same_run(info, first_input)
         self.format = info["format"]
-        if self.format != FORMAT:
+        if self.format == NO_SE:
+            warnings.warn(
+                f"resuming {str(self.out)!r}, written in format {self.format!r} by an earlier torchlime, which keeps "
+                f"no standard errors: its remaining shards are written in that format too, without coef_se",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif self.format != FORMAT:
             warnings.warn(
                 f"resuming {str(self.out)!r}, written in format {self.format!r} by an earlier torchlime, which keeps "
                 f"no feature maps: its remaining shards are written in that format too, so its explanations cannot "
@@ -270,7 +281,7 @@ class Store:
     @property
     def keeps_maps(self) -> bool:
         """The folder's format stores feature maps and inputs (not the second format's)."""
-        return self.format == FORMAT
+        return self.format in (FORMAT, NO_SE)
 
     @property
     def n_shards(self) -> Optional[int]:
@@ -308,6 +319,8 @@ class Store:
         """
         if not self.keeps_maps:
             tensors = {name: t for name, t in tensors.items() if name not in MAPS}
+        if self.format != FORMAT:  # the earlier formats keep no standard errors
+            tensors = {name: t for name, t in tensors.items() if name not in SE}
         index = tensors["index"]
         start, stop = int(index[0]), int(index[-1]) + 1
         meta = {

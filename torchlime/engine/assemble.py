@@ -29,6 +29,7 @@ from torchlime.stages.normal import Normal
 from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import UnpackArgs
 from torchlime.stages.sample_space import Design
+from torchlime.stages.standard_error import se_record
 
 
 def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
@@ -118,11 +119,12 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
     outputs = ready(run.scores, "the scores")
     nonfinite = _count_nonfinite(outputs, passes.used, n_samples)  # read with the quality flags
     normal: Union[Normal, Design]  # either has the moments the quality check reads
+    exists = fmap.valid  # (B, F) the features of each input: made once (a property: one operator a read)
     if run.sample_space:  # no normal equations: the surrogate fits on the kept samples
         masks, weights = torch.cat(run.kept_masks, 1), torch.cat(run.kept_weights, 1)
-        normal, fit = solve_samples(masks, weights, outputs, s.surrogate, fmap.valid)
+        normal, fit = solve_samples(masks, weights, outputs, s.surrogate, exists)
     else:
-        normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, fmap.valid, outputs)
+        normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, exists, outputs)
     flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
     if valid is not None:  # padded targets of a structured target are no fits to judge
@@ -141,6 +143,9 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         )
     keep = s.call.return_samples
     record = _record(plan, passes, quality, unreliable)
+    kept_masks = torch.cat(run.kept_masks, 1) if keep else None
+    kept_weights = torch.cat(run.kept_weights, 1) if keep else None
+    kept = None if kept_masks is None or kept_weights is None else (kept_masks, outputs, kept_weights)
     return Explanation(
         perturbation=plan.perturbation,
         coef=fit.coef,
@@ -154,8 +159,9 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         features=fmap.labels.clone() if fmap.shared else fmap.labels,  # no two explanations share them
         n_features=fmap.n_features.clone() if fmap.shared else fmap.n_features,
         input_shape=tuple(s.inputs.shape[1:]),
-        samples=torch.cat(run.kept_masks, 1) if keep else None,
+        samples=kept_masks,
         outputs=outputs if keep else None,
-        weights=torch.cat(run.kept_weights, 1) if keep else None,
+        weights=kept_weights,
+        coef_se_record=se_record(s.surrogate, normal, fit, exists, kept),
         run=record,
     )

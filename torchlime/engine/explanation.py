@@ -13,12 +13,13 @@ from typing import Any, Optional, Union
 
 import torch
 
-from torchlime._util.checks import check_positive_int, describe
+from torchlime._util.checks import describe
 from torchlime.engine._stored import StoredDataError, check_plain
 from torchlime.engine.config import Call, Config
-from torchlime.engine.info import Info, describe_inputs, rebuild
+from torchlime.engine.info import Info, rebuild
 from torchlime.engine.run_record import RunRecord
 from torchlime.stages.perturb.record import Perturbation
+from torchlime.stages.standard_error import CoefSE
 from torchlime.targets.base import Bound
 from torchlime.typing import KernelSpec, RankBy, SurrogateSpec
 
@@ -57,7 +58,11 @@ class Explanation:
             plain targets, else float32).
         weights: (B, S) proximity weights (same condition).
         coef_std: (B, T, F) posterior standard deviation of the coefficients (Bayesian
-            surrogates such as BayLIME), else None.
+            surrogates such as BayLIME), else None; ``coef_se`` reads the same record.
+        coef_se: (property) (B, T, F) the standard error of every coefficient, or None where none is
+            computable (``stages.standard_error``: how each surrogate's is computed; ``se_method``);
+            computed from ``coef_se_record`` on first access (a call adds no operator for it).
+        coef_se_record: the record behind ``coef_se`` (``stages.standard_error.CoefSE``), or None.
         target_valid: bool (B, T): the targets that exist, for structured targets whose count differs
             between inputs (``torchlime.targets``: boxes, regions); padded ones have coefficients 0 and
             ``target`` -1. None: every target is real.
@@ -96,6 +101,7 @@ class Explanation:
     weights: Optional[torch.Tensor] = None
     coef_std: Optional[torch.Tensor] = None
     target_valid: Optional[torch.Tensor] = None
+    coef_se_record: Optional[CoefSE] = field(default=None, repr=False, compare=False)
     perturbation: Optional[Perturbation] = field(default=None, repr=False, compare=False)
     scorer: Optional[Bound] = field(default=None, repr=False, compare=False)
     info: Optional[Info] = field(default=None, repr=False, compare=False)
@@ -116,7 +122,23 @@ class Explanation:
         if self.info is not None:
             plain[self.info.key] = self.info.as_plain()
             plain.update(self.info.top_level())
+        if self.se_method != "none":
+            plain["coef_se_method"] = self.se_method
         return MappingProxyType(copy.deepcopy(plain))  # its lists and dicts are copies: the records stay as they are
+
+    @property
+    def coef_se(self) -> Optional[torch.Tensor]:
+        """(B, T, F) the standard error of every coefficient, or None (see the class docstring)."""
+        if self.coef_std is not None:
+            return self.coef_std
+        return None if self.coef_se_record is None else self.coef_se_record.get()
+
+    @property
+    def se_method(self) -> str:
+        """How ``coef_se`` is computed: "sandwich", "kernel_shap", "posterior", "bootstrap", "stored" or "none"."""
+        if self.coef_std is not None:
+            return "posterior"
+        return "none" if self.coef_se_record is None else self.coef_se_record.method
 
     @property
     def valid(self) -> torch.Tensor:
@@ -174,11 +196,13 @@ class Explanation:
         "Top" means largest |weight| everywhere in torchlime (summaries, the command line, pictures): a
         feature that opposes the target strongly matters as much as one that supports it. The values keep
         their sign, so ``values > 0`` picks the supporting ones. ``by="value"`` ranks by signed
-        coefficient instead (the features that support the target most; lime's ``positive_only``).
+        coefficient instead (the features that support the target most; lime's ``positive_only``);
+        ``by="t"`` by |coefficient| / ``coef_se`` (the most certain first; a standard error of 0 ranks
+        its nonzero coefficient first).
 
         Args:
             k: how many features (at most F are returned).
-            by: "abs" (the largest magnitudes, the default) or "value" (the largest coefficients).
+            by: "abs" (the largest magnitudes, the default), "value" (the largest coefficients) or "t".
 
         Returns:
             ``(indices, values)``, each (B, T, k'), k' = min(k, F), strongest first; ``values`` are the
@@ -186,7 +210,8 @@ class Explanation:
             gets indices -1 and values 0.
 
         Raises:
-            ValueError: ``by`` other than "abs" or "value"; ``k`` not a positive int.
+            ValueError: ``by`` other than "abs", "value" or "t" ("t" without ``coef_se``); ``k`` not a
+                positive int.
 
         Example:
             >>> exp = Explanation(torch.tensor([[[0.5, -2.0, 1.0]]]), torch.zeros(1, 1), torch.ones(1, 1),
@@ -195,18 +220,9 @@ class Explanation:
             >>> exp.top_features(2)[0].tolist(), exp.top_features(2, by="value")[0].tolist()
             ([[[1, 2]]], [[[2, 0]]])
         """
-        check_positive_int(k, "k")
-        if by not in ("value", "abs"):
-            raise ValueError(f"`by` must be 'value' or 'abs', got {by!r}")
-        key = self.coef.abs() if by == "abs" else self.coef
-        key = key.masked_fill(~self.valid.unsqueeze(1), float("-inf"))
-        k = min(k, self.coef.shape[-1])
-        _, idx = key.topk(k, dim=-1)
-        values = self.coef.gather(-1, idx)
-        if self.target_valid is not None:
-            real = self.target_valid.to(idx.device).unsqueeze(-1)
-            idx, values = torch.where(real, idx, -1), torch.where(real, values, 0.0)
-        return idx, values
+        from torchlime.engine._summary import top_features
+
+        return top_features(self, k, by)
 
     def to(self, device: Union[str, torch.device]) -> Explanation:
         """A copy with every tensor on ``device``.
@@ -222,8 +238,10 @@ class Explanation:
         """
         moved = {name: getattr(self, name).to(device) for name in _TENSORS if getattr(self, name) is not None}
         same = moved["coef"].device == self.coef.device  # "cuda" and "cuda:0" are one device
+        record = self.coef_se_record
         return dataclasses.replace(
             self,
+            coef_se_record=None if record is None else record.to(device),
             perturbation=self.perturbation if same else None,
             scorer=self.scorer if same else None,
             **moved,
@@ -261,6 +279,8 @@ class Explanation:
             path: the file to write.
         """
         data = {name: getattr(self, name) for name in _TENSORS if getattr(self, name) is not None}
+        if self.coef_std is None and self.coef_se is not None:  # the posterior sd is saved once, as coef_std
+            data["coef_se"] = self.coef_se
         data = {k: v.detach().cpu().clone() for k, v in data.items()}  # exp[j]'s views: not the whole batch
         data["input_shape"] = list(self.input_shape)
         data["meta"] = _plain(dict(self.meta))
@@ -299,9 +319,14 @@ class Explanation:
                 raise StoredDataError(f"input_shape must hold sizes >= 0, got {data['input_shape']}")
             meta = data.get("meta", {})
             check_plain(meta, dict[str, object], "meta")
+            if "coef_se" in data and not isinstance(data["coef_se"], torch.Tensor):
+                raise StoredDataError(f"coef_se must be a tensor, got {describe(data['coef_se'])}")
             data["input_shape"] = tuple(data["input_shape"])
             loaded = cls(**{k: v for k, v in data.items() if k in _TENSORS or k == "input_shape"})
             loaded.info, loaded.run = rebuild(meta), RunRecord.from_plain(meta)
+            if "coef_se" in data:
+                method = meta.get("coef_se_method", "stored")
+                loaded.coef_se_record = CoefSE(method if isinstance(method, str) else "stored", data["coef_se"])
             shown = loaded.meta  # the records' rendering: the file's other entries stay as read
             loaded.stored = MappingProxyType({k: v for k, v in meta.items() if k not in shown})
         except StoredDataError as err:
@@ -346,7 +371,10 @@ class Explanation:
         scorer = None if self.scorer is None else self.scorer.rows(start, stop)
         info = None if self.info is None else self.info.select(start, stop)
         run = None if self.run is None else self.run.select(start, stop)
-        return dataclasses.replace(self, features=feats, perturbation=None, scorer=scorer, info=info, run=run, **fields)
+        se = None if self.coef_se_record is None else self.coef_se_record.select(start, stop)
+        return dataclasses.replace(
+            self, features=feats, perturbation=None, scorer=scorer, info=info, run=run, coef_se_record=se, **fields
+        )
 
     def _repr_html_(self) -> str:
         """A summary table and pictures of the first inputs, for notebooks (``engine.notebook``)."""
@@ -355,29 +383,10 @@ class Explanation:
         return to_html(self)
 
     def __repr__(self) -> str:
-        """A short summary: inputs, targets, features, samples, surrogate and fit quality (no tensor dumps)."""
-        b, t, _ = self.coef.shape
-        nf = self.n_features.tolist()
-        feats = f"{nf[0]}" if len(set(nf)) == 1 else f"{min(nf)}-{max(nf)}"
-        score = self.score.float()
-        real = score if self.target_valid is None else score[self.target_valid.to(score.device)]
-        padded = "" if self.target_valid is None else f" over the {real.numel()} real targets"
-        quality = "no real target"
-        if real.numel():
-            quality = f"median {float(real.median()):.3f}, min {float(real.min()):.3f}{padded}"
-        targets = self.target[:4].tolist()
-        inputs = describe_inputs(b, self.input_shape, self.info)
-        shown = self.meta  # the records' rendering (a file of another version: its stored entries)
-        lines = [
-            f"Explanation of {inputs}: {t} target(s) and {feats} features each",
-            f"  targets: {targets}{' ...' if b > 4 else ''}",
-            f"  {shown.get('n_samples', '?')} samples per input, surrogate {shown.get('surrogate', '?')}",
-            f"  weighted R²: {quality}",
-        ]
-        if self.samples is not None:
-            outputs = None if self.outputs is None else tuple(self.outputs.shape)
-            lines.append(f"  samples kept: masks {tuple(self.samples.shape)}, outputs {outputs}")
-        return "\n".join(lines)
+        """A short summary: inputs, targets, features, samples, surrogate, fit quality, standard errors."""
+        from torchlime.engine._summary import summary
+
+        return summary(self)
 
 
 def _plain(value: Any) -> Any:

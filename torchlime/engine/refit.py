@@ -27,6 +27,7 @@ from torchlime.engine.rows import ready
 from torchlime.engine.run_record import RunRecord
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.perturb.record import Perturbation
+from torchlime.stages.standard_error import se_record
 from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import ExponentialKernel, Kernel, mask_distance
 from torchlime.typing import UNSET, KernelSpec, SurrogateSpec
@@ -268,6 +269,7 @@ def refit_fields(
     )
     return dict(
         fit._replace(score=padded_as_nan(fit.score, exp.target_valid))._asdict(),  # coef ... coef_std
+        coef_se_record=se_record(fitter, normal, fit, valid, (masks, scores, weights)),
         samples=masks,
         outputs=scores,
         weights=weights,

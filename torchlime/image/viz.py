@@ -271,18 +271,19 @@ def plot_coefficients_with_uncertainty(
     class_names: Optional[_colours.ClassNames] = None,
     ax: Optional[Axes] = None,
 ) -> Figure:
-    """Coefficients of one (input, target) with error bars ``coef +- z * coef_std`` (95 % for z = 1.96).
+    """Coefficients of one (input, target) with error bars ``coef +- z * coef_se`` (95 % for z = 1.96).
 
-    For explanations with posterior standard deviations (``surrogate="bayes"``, BayLIME): one bar per
-    feature of input ``index`` (its F_b features), whiskers from coef - z std to coef + z std; bars whose
+    For explanations with standard errors (``Explanation.coef_se``: ridge's by default, the posterior sd
+    ``coef_std`` of ``surrogate="bayes"``, a lasso's bootstrap with kept samples): one bar per feature of
+    input ``index`` (its F_b features), whiskers from coef - z se to coef + z se; bars whose
     interval excludes 0 are solid, the others faded; red bars support the target, blue ones oppose it
     (the legend says so, naming the class: "supports 'cat'"). Any modality's explanation works.
 
     Args:
-        explanation: an explanation with ``coef_std`` (B, T, F).
+        explanation: an explanation with ``coef_se`` (B, T, F).
         index: which input.
         target_index: which explained target (column of ``explanation.target``).
-        z: half-width of the intervals in standard deviations.
+        z: half-width of the intervals in standard errors.
         feature_names: labels of the F_b features (default: their ids).
         class_names: the classes' names, a sequence indexed by class or a mapping class -> name, for the
             title and legend (default: the class index).
@@ -292,7 +293,7 @@ def plot_coefficients_with_uncertainty(
         The matplotlib ``Figure`` (the one of ``ax`` when it is given).
 
     Raises:
-        ValueError: ``explanation`` without ``coef_std``, an index out of range, or a wrong number of names.
+        ValueError: ``explanation`` without ``coef_se``, an index out of range, or a wrong number of names.
 
     Example:
         >>> import matplotlib; matplotlib.use("Agg")
@@ -310,17 +311,18 @@ def plot_coefficients_with_uncertainty(
     from matplotlib.patches import Patch
 
     check_positive_float(z, "z")
-    if exp.coef_std is None:
+    se = exp.coef_se
+    if se is None:
         raise ValueError(
-            "`explanation` must carry posterior standard deviations (coef_std), as explanations with "
-            "surrogate='bayes' do; got an explanation with coef_std=None"
+            f"`explanation` must carry standard errors (coef_se), as ridge, KernelSHAP and bayes explanations do "
+            f"and lasso ones with return_samples=True; got one without (se_method {exp.se_method!r})"
         )
     b, t, _ = exp.coef.shape
     if not -b <= index < b or not -t <= target_index < t:
         raise ValueError(f"`index` must be in [0, {b}) and `target_index` in [0, {t}), got {index} and {target_index}")
     n = int(exp.n_features[index])
     coef = exp.coef[index, target_index, :n].detach().double().cpu()
-    half = z * exp.coef_std[index, target_index, :n].detach().double().cpu()
+    half = z * se[index, target_index, :n].detach().double().cpu()
     names = [str(i) for i in range(n)] if feature_names is None else [str(s) for s in feature_names]
     if len(names) != n:
         raise ValueError(f"`feature_names` must name the {n} features of input {index}, got {len(names)} names")
@@ -339,7 +341,7 @@ def plot_coefficients_with_uncertainty(
     ax.set_xticks(range(n))
     ax.set_xticklabels(names, rotation=90 if n > 12 else 0, fontsize=8)
     ax.set_xlabel("feature")
-    ax.set_ylabel(f"weight (± {z:g} std)")
+    ax.set_ylabel(f"weight (± {z:g} se)")
     name = _colours.class_name(int(exp.target[index, target_index]), class_names)
     ax.legend(
         handles=[

@@ -28,8 +28,9 @@ modality and the call) and returns the batch's other columns (the input column o
 beside the explanation's, the fields of ``explain_dataset``'s shards:
 ``coef`` (b, T, F; zero past each row's ``n_features``, F being the batch's widest), ``intercept``, ``score``,
 ``local_pred`` (b, T), ``target`` (b, T), ``n_features`` (b,), ``samples_used`` (b,) when the explanation
-records it, ``coef_std`` and ``target_valid`` when it has them, and with ``keep=("features",)`` each input's
-feature map ``features`` (int64, as ``load_results`` reads them back). Ray schedules, retries and writes.
+records it, ``coef_std`` (or else ``coef_se``) and ``target_valid`` when it has them, and with
+``keep=("features",)`` each input's feature map ``features`` (int64, as ``load_results`` reads them back).
+Ray schedules, retries and writes.
 
 Every input's masks and random fills derive from the seed and its global index, read from ``index_column``
 and passed as the call's ``index`` as ``explain_dataset`` passes the data set's index, so the

@@ -1,10 +1,12 @@
-"""``n_samples="auto"``: draw samples in rounds until each input's top-k features are stable.
+"""``n_samples="auto"``: draw samples in rounds until each input's explanation is settled.
 
 The idea of S-LIME (Zhou et al., 2021): instead of a fixed N, keep sampling while the explanation
 would still change. Every round doubles the samples of the inputs still being sampled (the samples
-drawn so far are kept: masks do not depend on the round), refits, and stops an input once the gap
-between its k-th and (k+1)-th coefficient is significant for every target (``Adaptive.stable``), or
-at ``cap`` samples. ``Explanation.meta["samples_used"]`` records how many samples each input got.
+drawn so far are kept: masks do not depend on the round), refits, and stops an input once it is
+settled for every target (``Adaptive.stable``), or at ``cap`` samples. Two rules: by default the gap
+between the k-th and (k+1)-th coefficient is significant; with ``se=s`` every coefficient is known
+to within s of the largest (max_j se_j <= s · max_j |β_j|). Both read the standard errors of
+``stages.standard_error``. ``Explanation.meta["samples_used"]`` records how many samples each input got.
 """
 
 from __future__ import annotations
@@ -16,24 +18,32 @@ import torch
 
 from torchlime._util.checks import check_positive_float, check_positive_int, describe
 from torchlime.stages.normal import Fit, Normal
+from torchlime.stages.standard_error import ridge_se
 from torchlime.typing import NSamples as NSamples
 
 
 @dataclass(frozen=True)
 class Adaptive:
-    """Settings of ``n_samples="auto"``: rounds of doubling samples until the top features are stable.
+    """Settings of ``n_samples="auto"``: rounds of doubling samples until the explanation is settled.
 
     Attributes:
         start: the samples of the first round (>= 2).
         cap: the most samples an input gets (>= ``start``).
-        k: how many of the top features must be stable.
-        confidence: the one-sided confidence of the test, in [0.5, 1).
+        k: how many of the top features must be stable (the default rule).
+        confidence: the one-sided confidence of the top-k test, in [0.5, 1).
+        se: None (the top-k rule), or s > 0: stop an input once ``max_j se_j <= s · max_j |β_j|`` for
+            every target (its standard errors are at most s of its largest coefficient).
+
+    Example:
+        >>> Adaptive(se=0.05)
+        Adaptive(start=256, cap=8192, se=0.05)
     """
 
     start: int = 256
     cap: int = 8192
     k: int = 5
     confidence: float = 0.95
+    se: Optional[float] = None
 
     def __post_init__(self) -> None:
         check_positive_int(self.start, "start", minimum=2)
@@ -44,14 +54,21 @@ class Adaptive:
             raise ValueError(f"`confidence` must be in [0.5, 1), got {self.confidence}")
         if self.cap < self.start:
             raise ValueError(f"`cap` must be >= `start` ({self.start}), got {self.cap}")
+        if self.se is not None:
+            check_positive_float(self.se, "se")
+
+    def __repr__(self) -> str:
+        if self.se is None:
+            return f"Adaptive(start={self.start}, cap={self.cap}, k={self.k}, confidence={self.confidence})"
+        return f"Adaptive(start={self.start}, cap={self.cap}, se={self.se})"
 
     def stable(self, normal: Normal, fit: Fit, valid: torch.Tensor, alpha: float) -> torch.Tensor:
-        """Bool (B,): inputs whose top-k is stable for every target.
+        """Bool (B,): inputs settled for every target (the top-k rule, or the ``se`` rule).
 
-        Stable: ``(β_(k) - β_(k+1)) / sqrt(se_(k)² + se_(k+1)²) >= z_confidence`` (a one-sided normal
-        test) with the standard errors of the weighted fit, ``se_j² = ss_res / (n_eff - F - 1) ·
-        [(G + αI)⁻¹]_jj`` (n_eff: Kish's effective sample size, G: the centred weighted Gram matrix,
-        α: the ridge penalty or 1e-6).
+        Top-k: ``(β_(k) - β_(k+1)) / sqrt(se_(k)² + se_(k+1)²) >= z_confidence`` (a one-sided normal
+        test); ``se``: ``max_j se_j <= se · max_j |β_j|``. The standard errors are those of the weighted
+        fit (``stages.standard_error.ridge_se``, with ss_res = (1 - R²) · ss_tot and α the ridge penalty;
+        the top-k test: the variance alone, α at least 1e-6; the ``se`` rule: ``coef_se``'s, shrinkage included).
 
         Args:
             normal: the accumulated normal equations, gram (B, F, F).
@@ -62,13 +79,11 @@ class Adaptive:
         Returns:
             Bool (B,).
         """
-        gram = normal.gram + torch.diag_embed((~valid).double() + max(alpha, 1e-6))
-        inverse: torch.Tensor = torch.linalg.inv(gram)  # torch.linalg is untyped
-        inv_diag = inverse.diagonal(dim1=-2, dim2=-1)  # (B, F)
-        n_eff = normal.weight_sum**2 / normal.weight_sq_sum.clamp_min(1e-300)
         ss_res = (1.0 - fit.score.double()).clamp_min(0) * normal.ss_tot  # (B, T)
-        dof = (n_eff - valid.sum(1) - 1).clamp_min(1.0)
-        var = (ss_res / dof.unsqueeze(1)).unsqueeze(2) * inv_diag.unsqueeze(1)  # (B, T, F)
+        if self.se is not None:  # coef_se's estimate: the ridge shrinkage included
+            se_max = ridge_se(normal, ss_res, valid, alpha, fit.coef).amax(-1)  # (B, T)
+            return (se_max <= self.se * fit.coef.double().abs().amax(-1)).all(1)
+        var = ridge_se(normal, ss_res, valid, max(alpha, 1e-6)) ** 2  # (B, T, F)
         coef = fit.coef.double().masked_fill(~valid.unsqueeze(1), float("-inf"))
         k = min(self.k, coef.shape[-1] - 1)
         if k < 1:

@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 import torch
 
@@ -25,6 +25,7 @@ from torchlime.methods.shap_designs import DESIGNS, ShapDesign, design_weights, 
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.normal import Fit, Normal, normal_equations, solve_spd
 from torchlime.stages.sampling import Rows, Sampler, ShapleySampler
+from torchlime.stages.standard_error import kernel_shap_se
 from torchlime.stages.surrogate import Surrogate
 from torchlime.stages.weighting import Kernel
 
@@ -269,6 +270,17 @@ class KernelShapRegression(Surrogate):
     """
 
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "kernel_shap"
+
+    def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
+        """Float64 (B, T, F): ``σ² (P Gu P)⁺`` on the constrained fit (``stages.standard_error.kernel_shap_se``).
+
+        Args:
+            ne: the normal equations, with the uncentred moments.
+            fit: the fit, score (B, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
+        return kernel_shap_se(ne, fit.score, valid)
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
         """Fit on samples held in memory; rows 0 and 1 of ``y`` are the anchors.

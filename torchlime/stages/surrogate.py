@@ -25,6 +25,7 @@ from torchlime.stages.normal import finish as finish
 from torchlime.stages.normal import normal_equations as normal_equations
 from torchlime.stages.normal import pad_identity
 from torchlime.stages.normal import solve_spd as solve_spd
+from torchlime.stages.standard_error import residual_ss, ridge_se
 
 
 class Surrogate:
@@ -40,6 +41,8 @@ class Surrogate:
     dtype: torch.dtype = torch.float32
     #: fits on the samples (``fit``) rather than on normal equations: the engine keeps the samples
     sample_space: ClassVar[bool] = False
+    #: the estimator of ``Explanation.coef_se`` (``stages.standard_error.CoefSE.method``); "none": no estimate
+    se_method: ClassVar[str] = "none"
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """The coefficients of every fit from the normal equations.
@@ -70,6 +73,16 @@ class Surrogate:
         fit = finish(beta, ne)  # coef_std None
         return Fit(*cast_at_once(fit[:4], self.dtype))  # one operator, not four
 
+    def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
+        """Float64 (B, T, F) standard errors of a fit from its normal equations, or None (``stages.standard_error``).
+
+        Args:
+            ne: the normal equations the fit was solved from.
+            fit: the fit, coef (B, T, F) and score (B, T).
+            valid: bool (B, F) the features that exist for each input.
+        """
+        return None
+
     def fit(self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, valid: torch.Tensor) -> Fit:
         """Fit B·T weighted linear models on samples held in memory.
 
@@ -98,9 +111,20 @@ class Ridge(Surrogate):
 
     alpha: float = 1.0
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "sandwich"
 
     def __post_init__(self) -> None:
         check_positive_float(self.alpha, "alpha", allow_zero=True)
+
+    def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
+        """Float64 (B, T, F): ``sqrt(σ² (G + αI)⁻¹ G (G + αI)⁻¹ + shrinkage²)`` (``standard_error.ridge_se``).
+
+        Args:
+            ne: the normal equations the fit was solved from.
+            fit: the fit, coef (B, T, F).
+            valid: bool (B, F) the features that exist for each input.
+        """
+        return ridge_se(ne, residual_ss(ne, fit.coef), valid, self.alpha, fit.coef)
 
     def solve(self, ne: Normal, valid: torch.Tensor) -> torch.Tensor:
         """Float64 (B, F, T): the ridge coefficients (a batched Cholesky, or a pseudo-inverse at α = 0).
@@ -218,6 +242,7 @@ class _LassoFields:
     max_iter: int = 5000
     tol: float = 1e-7
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "bootstrap"  # from kept samples (``stages.standard_error.bootstrap_se``)
 
     def __post_init__(self) -> None:
         check_positive_float(self.alpha, "alpha", allow_zero=True)
@@ -274,6 +299,7 @@ class KLasso(Surrogate):
     eps: float = 1e-4
     iters_per_lambda: int = 200
     dtype: torch.dtype = torch.float32
+    se_method: ClassVar[str] = "bootstrap"  # from kept samples (``stages.standard_error.bootstrap_se``)
 
     def __post_init__(self) -> None:
         check_positive_int(self.k, "k")
