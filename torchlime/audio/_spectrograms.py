@@ -34,8 +34,10 @@ class SpectrogramInfo(Previewed):
         fmin: lowest frequency (Hz) of the mel bands.
         fmax: highest frequency (Hz) of the mel bands, or None (the highest bin).
         bin_freqs: the (Fr,) bin frequencies in Hz the caller gave, or None.
-        previews: uint8 (B, 3, h, w) small grey pictures of the spectrograms (``picture``), which the
-            notebook display draws the weights over; left out of ``meta["audio"]`` and of saved files.
+        previews: (read-only property) uint8 (B, 3, h, w) small grey pictures of the spectrograms
+            (``picture``), which the notebook display draws the weights over; left out of ``meta["audio"]``
+            and of saved files.
+        preview_source: the same pictures, as the call kept them (``engine.info.Previewed``), or None.
     """
 
     key: ClassVar[str] = "audio"
@@ -50,7 +52,7 @@ class SpectrogramInfo(Previewed):
     fmin: float
     fmax: Optional[float]
     bin_freqs: Optional[tuple[float, ...]]
-    previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
+    preview_source: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[SpectrogramInfo]:
@@ -192,6 +194,6 @@ class Spectrograms(Modality):
             fmin=self.fmin,
             fmax=self.fmax,
             bin_freqs=bins,
-            previews=SpectrogramInfo.picture(inputs),
+            preview_source=SpectrogramInfo.picture(inputs),
         )
         return Prepared(inputs, features, how, call, scope="audio", input_name="specs", info=info)

@@ -343,10 +343,17 @@ def sized(things: str, sizes: list[int], unit: str) -> str:
 class Previewed(Info):
     """Base of the records that keep small pictures of their inputs for ``Info.preview`` (images, spectrograms).
 
-    Their field ``previews``, uint8 (B, 3, h, w), holds one picture per input and stays in memory only: out
-    of ``meta`` and of files. A subclass declares the field itself, last (it has a default):
-    ``previews: Optional[torch.Tensor] = dataclasses.field(default=None, compare=False, repr=False)``.
+    Their field ``preview_source`` holds the pictures as the call kept them: uint8 (B, 3, h, w), a
+    ``Thumbnails`` made on first read, or None; in memory only (out of ``meta`` and of files).
+    ``previews`` reads them. A subclass declares the field itself, last (it has a default):
+    ``preview_source: Union[Thumbnails, torch.Tensor, None] = dataclasses.field(default=None, compare=False,
+    repr=False)``.
     """
 
-    per_input: ClassVar[tuple[str, ...]] = ("previews",)
-    transient: ClassVar[tuple[str, ...]] = ("previews",)
+    per_input: ClassVar[tuple[str, ...]] = ("preview_source",)
+    transient: ClassVar[tuple[str, ...]] = ("preview_source",)
+
+    @property
+    def previews(self) -> Optional[torch.Tensor]:
+        """Uint8 (B, 3, h, w) one picture per input (made on first read where the call deferred it), or None."""
+        return pictures(getattr(self, "preview_source", None))

@@ -9,12 +9,11 @@ from typing import ClassVar, Optional, Union
 
 import torch
 
-from torchlime.engine import Info
-from torchlime.engine.info import Thumbnails, check_record, pictures
+from torchlime.engine.info import Previewed, Thumbnails, check_record
 
 
 @dataclass(frozen=True)
-class ImagesInfo(Info):
+class ImagesInfo(Previewed):
     """The record of an image explanation (``Explanation.info``; ``meta["image"]``).
 
     Attributes:
@@ -33,18 +32,11 @@ class ImagesInfo(Info):
     """
 
     key: ClassVar[str] = "image"
-    per_input: ClassVar[tuple[str, ...]] = ("preview_source",)
-    transient: ClassVar[tuple[str, ...]] = ("preview_source",)
 
     segments: str
     n_segments: int
     normalized: bool
     preview_source: Union[Thumbnails, torch.Tensor, None] = dataclasses.field(default=None, compare=False, repr=False)
-
-    @property
-    def previews(self) -> Optional[torch.Tensor]:
-        """Uint8 (B, 3, h, w) the pictures of the images (made on first read), or None."""
-        return pictures(self.preview_source)
 
     @classmethod
     def from_plain(cls, plain: object) -> Optional[ImagesInfo]:
