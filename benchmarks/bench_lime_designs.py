@@ -101,7 +101,18 @@ def run(name, model, x, f, kw, n_ref, seeds, log) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreliableExplanationWarning)
         t0 = time.perf_counter()
-        ref = coefficients(explain(model, x, f, n_samples=n_ref, generator=12345, **kw))
+        ref = coefficients(
+            explain(
+                model,
+                x,
+                f,
+                n_samples=n_ref,
+                sampler=BernoulliSampler(),
+                surrogate=Ridge(alpha=1.0),
+                generator=12345,
+                **kw,
+            )
+        )
         out = dict(model=name, inputs=x.shape[0], n_reference=n_ref, seeds=seeds, errors={})
         out["reference_seconds"] = time.perf_counter() - t0
         for design, sampler in DESIGNS.items():
