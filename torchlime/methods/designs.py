@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -148,10 +148,14 @@ class SobolSampler(KeepProbability):
 
     Attributes:
         p: the probability of keeping a feature, in (0, 1).
+        fallback: the sampler of calls with more features than the Sobol tables' 21201 dimensions
+            (None: such a call raises).
 
     Raises:
-        ValueError: for more than 21201 features (the Sobol tables' dimension).
+        ValueError: for more than 21201 features without a ``fallback``.
     """
+
+    fallback: Optional[Sampler] = None
 
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): the shifted Sobol points of the rows' samples, below ``p``.
@@ -160,8 +164,11 @@ class SobolSampler(KeepProbability):
             rows: the block's coordinates and random numbers.
         """
         if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:
+            if self.fallback is not None:
+                return self.fallback.sample(rows)
             raise ValueError(
-                f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features, got {rows.f_max}"
+                f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features (pass "
+                f"`fallback=` for wider calls), got {rows.f_max}"
             )
         dev = rows.samples.device
         if self.p == 0.5:  # u < 1/2: bit 29 of (point ^ shift) is 0, i.e. the two leading bits agree
