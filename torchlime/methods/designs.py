@@ -14,7 +14,6 @@ from typing import Callable, Optional
 
 import torch
 
-from torchlime._backend import hash_words
 from torchlime.stages.fixed_cost import ShapeCache, columns
 from torchlime.stages.sampling import (
     BernoulliSampler,
@@ -135,7 +134,7 @@ def _shift_words(rows: Rows) -> torch.Tensor:
 
     The input's own index stands in the sample's place, so one hash call gives a per-input digital shift.
     """
-    return hash_words(rows.key, rows.inputs, rows.inputs, _SHIFT_STREAM, rows.f_max)
+    return Rows(rows.key, rows.inputs, rows.inputs, rows.n_features, rows.f_max).words(_SHIFT_STREAM, rows.f_max)
 
 
 @dataclass(frozen=True)
