@@ -176,6 +176,21 @@ def verdict(results: list[dict]) -> dict:
     return out
 
 
+def table(payload: dict, rule: str = "alpha=0.01") -> str:
+    """The markdown table of docs/choosing-n.md, from the JSON: median errors of Bernoulli with alpha=1 (the
+    former default) and of every design under ``rule``, at each N."""
+    designs = list(DESIGNS)
+    head = ["model", "Bernoulli, alpha=1"] + [f"{d.capitalize()}, {rule}" for d in designs]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in payload["results"]:
+        cells = [f"{r['model']} ({r['inputs']} inputs x {len(r['seeds'])} seeds)"]
+        cells.append(" / ".join(f"{r['median']['bernoulli']['alpha=1'][str(n)]:.4f}" for n in SIZES))
+        for d in designs:
+            cells.append(" / ".join(f"{r['median'][d][rule][str(n)]:.4f}" for n in SIZES))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot(results: list[dict], rule: str, folder: _Path) -> list[str]:
     """One PNG per model: median error against model calls, one line per design (``rule``'s alpha),
     and Bernoulli with alpha=1 (the former default) dashed. Returns the file names written."""
@@ -183,6 +198,7 @@ def plot(results: list[dict], rule: str, folder: _Path) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     n_models = len(results)
     cols = 3
@@ -197,6 +213,7 @@ def plot(results: list[dict], rule: str, folder: _Path) -> list[str]:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(SIZES, [str(n) for n in SIZES])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())  # only the three N labelled
         ax.set_title(r["model"], fontsize=9)
         ax.set_xlabel("model calls per input (N)", fontsize=8)
         ax.set_ylabel("median relative error", fontsize=8)
@@ -222,7 +239,11 @@ def main() -> None:
     ap.add_argument("--rule", default="alpha=0.01", choices=list(RULES), help="the alpha rule the plot draws")
     ap.add_argument("--figures", type=_Path, default=_Path(__file__).resolve().parents[1] / "docs/_static/figures")
     ap.add_argument("--resume", action="store_true", help="keep the models already in the JSON; run the others")
+    ap.add_argument("--table", action="store_true", help="print the docs table of the JSON under --out, run nothing")
     args = ap.parse_args()
+    if args.table:
+        print(table(json.loads((args.out / "lime_designs_cpu.json").read_text()), args.rule))
+        return
     torch.set_num_threads(max(1, torch.get_num_threads()))
     n_inputs, n_ref, seeds = (
         (3, 2048, [1]) if args.quick else (args.inputs, args.reference, list(range(1, 1 + args.seeds)))
