@@ -57,8 +57,8 @@ class Config:
     """How to explain: the sampler, kernel, surrogate, fill and run settings of LIME calls.
 
     Every field is checked when the record is made; unset ones take the preset's setting, else the
-    engine's default (Bernoulli(1/2) masks, lime's cosine kernel of width 0.25, ``Ridge(alpha=1)``, a
-    fill of 0), when a call runs.
+    engine's default (Sobol masks keeping each feature half of the time, lime's cosine kernel of width
+    0.25, ``Ridge(alpha=0.01)``, a fill of 0; ``presets.ENGINE``), when a call runs.
 
     Attributes:
         sampler: a ``Sampler`` or a name: "bernoulli", "uniform_count", "shapley", "stratified",

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
+from torchlime.stages.fixed_cost import ShapeCache, columns
 from torchlime.stages.sampling import (
-    GOLDEN,
-    M32,
     BernoulliSampler,
     KeepProbability,
     Rows,
     Sampler,
-    mix32,
     random_subset,
 )
 
@@ -111,18 +109,52 @@ def _directions(dimension: int) -> torch.Tensor:
     return engine(dimension=dimension, scramble=False).sobolstate.clone()
 
 
+#: the hash stream of the Sobol design's digital shift (one hash word per input and feature)
+_SHIFT_STREAM = 11
+
+#: per (F, device): bit 29 of every direction number, float (30, F)
+_LEADING: ShapeCache[torch.Tensor] = ShapeCache()
+
+
+def _leading_bits(f_max: int, device: torch.device) -> torch.Tensor:
+    """Float (30, F): bit 29 (the leading one) of direction number b of feature f over 2^b, made once per F and device.
+
+    A row of sample bits weighted 2^b (``s & 2^b``) times this table counts the set bits exactly (powers of two).
+    """
+
+    def make() -> torch.Tensor:
+        top = (_directions(max(f_max, 1))[:f_max] >> (_SOBOL_BITS - 1)).t().double()
+        return (top / 2.0 ** torch.arange(_SOBOL_BITS, dtype=torch.float64).unsqueeze(1)).float().to(device)
+
+    return _LEADING.get(None, (f_max, str(device)), make)
+
+
+def _shift_words(rows: Rows) -> torch.Tensor:
+    """Long (c, F) 32-bit hash words of each row's input and feature, the same for every sample of an input.
+
+    The input's own index stands in the sample's place, so one hash call gives a per-input digital shift.
+    """
+    return Rows(rows.key, rows.inputs, rows.inputs, rows.n_features, rows.f_max).words(_SHIFT_STREAM, rows.f_max)
+
+
 @dataclass(frozen=True)
 class SobolSampler(KeepProbability):
     """Quasi-random masks: feature f kept when coordinate f of the shifted Sobol point s is below ``p``.
 
-    One dimension per feature, with a random digital shift per input drawn from the call's key.
+    One dimension per feature, with a random digital shift per input drawn from the call's key. At
+    ``p = 1/2`` only the leading bit of each coordinate decides, the parity of a product of the
+    sample's bits with the direction numbers' leading bits: one small matrix product.
 
     Attributes:
         p: the probability of keeping a feature, in (0, 1).
+        fallback: the sampler of calls with more features than the Sobol tables' 21201 dimensions
+            (None: such a call raises).
 
     Raises:
-        ValueError: for more than 21201 features (the Sobol tables' dimension).
+        ValueError: for more than 21201 features without a ``fallback``.
     """
+
+    fallback: Optional[Sampler] = None
 
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): the shifted Sobol points of the rows' samples, below ``p``.
@@ -131,17 +163,22 @@ class SobolSampler(KeepProbability):
             rows: the block's coordinates and random numbers.
         """
         if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:
+            if self.fallback is not None:
+                return self.fallback.sample(rows)
             raise ValueError(
-                f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features, got {rows.f_max}"
+                f"SobolSampler handles up to {torch.quasirandom.SobolEngine.MAXDIM} features (pass "
+                f"`fallback=` for wider calls), got {rows.f_max}"
             )
         dev = rows.samples.device
+        if self.p == 0.5:  # u < 1/2: bit 29 of (point ^ shift) is 0, i.e. the two leading bits agree
+            powers = (rows.samples.unsqueeze(1) & columns(_SOBOL_BITS, dev, shift=True)).float()  # (c, 30): 2^b or 0
+            leading = torch.fmod(powers @ _leading_bits(rows.f_max, dev), 2.0)  # (c, F) the parity: 0. or 1.
+            return leading == _shift_words(rows) >> 31
         v = _directions(max(rows.f_max, 1)).to(dev)[: rows.f_max]  # (F, 30)
         x = torch.zeros(rows.samples.shape[0], rows.f_max, dtype=torch.long, device=dev)
         for bit in range(_SOBOL_BITS):  # Gray-code-free Sobol: XOR the direction numbers of the set bits
             on = ((rows.samples >> bit) & 1).bool().unsqueeze(1)
             x = torch.where(on, x ^ v[:, bit], x)
-        # a random digital shift per input and feature, from the call's key
-        cols = mix32(torch.arange(rows.f_max, device=dev, dtype=torch.long) * GOLDEN & M32)
-        shift = mix32(rows.input_hash(5).unsqueeze(1) ^ cols) >> (32 - _SOBOL_BITS)
+        shift = _shift_words(rows) >> (32 - _SOBOL_BITS)  # a random digital shift per input and feature
         u = (x ^ shift).double() / (1 << _SOBOL_BITS)
         return u < self.p

@@ -112,6 +112,18 @@ class Rows:
             h = hash_words(self.key, self.inputs, self.samples, stream, width)
         return (h >> 8).to(torch.float32) * (1.0 / (1 << 24))
 
+    def words(self, stream: int, width: int) -> torch.Tensor:
+        """32-bit hash words of (row, column, stream): long (c, width) values in [0, 2**32).
+
+        Args:
+            stream: which independent stream of numbers.
+            width: the number of columns.
+
+        Returns:
+            Long (c, width).
+        """
+        return hash_words(self.key, self.inputs, self.samples, stream, width)
+
     def bits(self, stream: int, width: int) -> torch.Tensor:
         """Fair coin flips, bool (c, width): bit j % 32 of the hash of (row, j // 32, stream).
 
