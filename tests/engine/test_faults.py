@@ -107,7 +107,7 @@ def test_explanation_errors(tmp_path):
         Explanation.load(tmp_path / "other.pt")
     text = repr(exp)
     assert text.startswith("Explanation of 2 input(s) of shape (1, 4, 4): 1 target(s) and 4 features each")
-    assert "tensor(" not in text and len(text.splitlines()) == 4
+    assert "tensor(" not in text and len(text.splitlines()) == 5  # the last: coef_se
 
 
 def test_probe_history_is_bounded_and_can_be_sunk():

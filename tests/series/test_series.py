@@ -145,7 +145,7 @@ def test_channel_features_interpolate_over_the_whole_series():
 
 def test_the_explainer_and_the_door_agree_bit_for_bit():
     x = data()
-    explainer = Explainer(kernel="lime", surrogate="ridge", baseline=SeriesFill("noise"))
+    explainer = Explainer(kernel="lime", baseline=SeriesFill("noise"))
     a = explainer.explain(planted, x, Series("window_channel", 5), n_samples=100, generator=3)
     b = explain_series(
         planted,
