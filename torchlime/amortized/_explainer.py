@@ -149,8 +149,9 @@ class AmortizedExplainer(Trained):
             net = copy.deepcopy(training.head).to(x.device)
         copies = training.copies if training.copies is not None else TABLE_COPIES if kind == "mlp" else 0
         xa, va, ma = xt, vt, mt
-        if copies and copying[1] is not None:
-            xa, va, ma = _with_copies(lab, train_idx, copies, seed, *copying)
+        target, relabel = copying
+        if copies and relabel is not None:
+            xa, va, ma = _with_copies(lab, train_idx, copies, seed, target, relabel)
         losses = _train.train(net, xa, va, ma, training, seed)
         with torch.no_grad():
             hidden_t = _train.outputs(net, xt)[1]

@@ -159,6 +159,16 @@ class ConvHead(_Head):
         return self._cache[1]
 
 
+class _Member(nn.Module):
+    """One MLP of ``MLPHead``: a two-layer trunk, the coefficients and intercepts, and the gates."""
+
+    def __init__(self, n_inputs: int, n_features: int, n_outputs: int, hidden: int) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(n_inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.out = nn.Linear(hidden, n_outputs * (n_features + 1))
+        self.gate = nn.Linear(hidden, n_outputs * n_features)
+
+
 class MLPHead(_Head):
     """An MLP head for tabular rows (B, D) over fixed column features: an average of a few small MLPs.
 
@@ -190,16 +200,7 @@ class MLPHead(_Head):
         self.arguments = dict(
             n_inputs=n_inputs, n_features=n_features, n_outputs=n_outputs, hidden=hidden, members=members
         )
-        self.members = nn.ModuleList(
-            nn.ModuleDict(
-                dict(
-                    trunk=nn.Sequential(nn.Linear(n_inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()),
-                    out=nn.Linear(hidden, n_outputs * (n_features + 1)),
-                    gate=nn.Linear(hidden, n_outputs * n_features),
-                )
-            )
-            for _ in range(members)
-        )
+        self.members = nn.ModuleList(_Member(n_inputs, n_features, n_outputs, hidden) for _ in range(members))
 
     def member_outputs(self, x: torch.Tensor) -> torch.Tensor:
         """(B, D), or (M, B, D) a batch per member -> (M, B, K, F + 1): every member's output, scaled."""
@@ -211,10 +212,11 @@ class MLPHead(_Head):
         zf = (z @ pooling(self.features, self.n_features)).unsqueeze(-2)  # (B, 1, F) or (M, B, 1, F)
         outs, hiddens = [], []
         for i, member in enumerate(self.members):
+            assert isinstance(member, _Member)
             zi, fi = (z[i], zf[i]) if z.dim() == 3 else (z, zf)
-            h = member["trunk"](zi)
-            out = member["out"](h).view(zi.shape[0], self.n_outputs, self.n_features + 1)
-            gate = member["gate"](h).view(zi.shape[0], self.n_outputs, self.n_features) * fi
+            h = member.trunk(zi)
+            out = member.out(h).view(zi.shape[0], self.n_outputs, self.n_features + 1)
+            gate = member.gate(h).view(zi.shape[0], self.n_outputs, self.n_features) * fi
             outs.append(torch.cat([out[..., :-1] + gate, out[..., -1:]], dim=-1))
             hiddens.append(h)
         return torch.stack(outs) * self.out_scale, torch.cat(hiddens, dim=-1)
