@@ -71,7 +71,7 @@ def train(
     gen = torch.Generator().manual_seed(seed)
     n, losses = x.shape[0], []
     members = getattr(head, "member_outputs", None)
-    m = len(getattr(head, "members", ())) if callable(members) else 0
+    m = int(getattr(head, "n_members", 0)) if callable(members) else 0
     head.train()
     for _ in tqdm(
         range(training.epochs), desc="torchlime head", unit="epoch", disable=not training.progress, leave=False

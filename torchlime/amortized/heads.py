@@ -159,14 +159,11 @@ class ConvHead(_Head):
         return self._cache[1]
 
 
-class _Member(nn.Module):
-    """One MLP of ``MLPHead``: a two-layer trunk, the coefficients and intercepts, and the gates."""
-
-    def __init__(self, n_inputs: int, n_features: int, n_outputs: int, hidden: int) -> None:
-        super().__init__()
-        self.trunk = nn.Sequential(nn.Linear(n_inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        self.out = nn.Linear(hidden, n_outputs * (n_features + 1))
-        self.gate = nn.Linear(hidden, n_outputs * n_features)
+def _stacked(members: int, fan_in: int, fan_out: int) -> tuple[nn.Parameter, nn.Parameter]:
+    """(M, fan_in, fan_out) weights and (M, 1, fan_out) biases, uniform within 1 / sqrt(fan_in) as ``nn.Linear``'s."""
+    bound = fan_in**-0.5
+    weight = torch.empty(members, fan_in, fan_out).uniform_(-bound, bound)
+    return nn.Parameter(weight), nn.Parameter(torch.empty(members, 1, fan_out).uniform_(-bound, bound))
 
 
 class MLPHead(_Head):
@@ -200,7 +197,12 @@ class MLPHead(_Head):
         self.arguments = dict(
             n_inputs=n_inputs, n_features=n_features, n_outputs=n_outputs, hidden=hidden, members=members
         )
-        self.members = nn.ModuleList(_Member(n_inputs, n_features, n_outputs, hidden) for _ in range(members))
+        self.n_members = members
+        # every member's layers stacked on a leading axis: one batched product per layer for all members
+        self.w1, self.b1 = _stacked(members, n_inputs, hidden)
+        self.w2, self.b2 = _stacked(members, hidden, hidden)
+        self.w_out, self.b_out = _stacked(members, hidden, n_outputs * (n_features + 1))
+        self.w_gate, self.b_gate = _stacked(members, hidden, n_outputs * n_features)
 
     def member_outputs(self, x: torch.Tensor) -> torch.Tensor:
         """(B, D), or (M, B, D) a batch per member -> (M, B, K, F + 1): every member's output, scaled."""
@@ -209,17 +211,15 @@ class MLPHead(_Head):
     def _members(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, D) or (M, B, D) -> (M, B, K, F + 1) outputs and (B, M * hidden) hidden vectors."""
         z = (x - self.shift) / self.scale
-        zf = (z @ pooling(self.features, self.n_features)).unsqueeze(-2)  # (B, 1, F) or (M, B, 1, F)
-        outs, hiddens = [], []
-        for i, member in enumerate(self.members):
-            assert isinstance(member, _Member)
-            zi, fi = (z[i], zf[i]) if z.dim() == 3 else (z, zf)
-            h = member.trunk(zi)
-            out = member.out(h).view(zi.shape[0], self.n_outputs, self.n_features + 1)
-            gate = member.gate(h).view(zi.shape[0], self.n_outputs, self.n_features) * fi
-            outs.append(torch.cat([out[..., :-1] + gate, out[..., -1:]], dim=-1))
-            hiddens.append(h)
-        return torch.stack(outs) * self.out_scale, torch.cat(hiddens, dim=-1)
+        z = z.expand(self.n_members, *z.shape) if z.dim() == 2 else z  # (M, B, D)
+        zf = (z @ pooling(self.features, self.n_features)).unsqueeze(-2)  # (M, B, 1, F)
+        h = torch.relu(torch.baddbmm(self.b1, z, self.w1))
+        h = torch.relu(torch.baddbmm(self.b2, h, self.w2))  # (M, B, hidden)
+        m, b = h.shape[:2]
+        out = torch.baddbmm(self.b_out, h, self.w_out).view(m, b, self.n_outputs, self.n_features + 1)
+        gate = torch.baddbmm(self.b_gate, h, self.w_gate).view(m, b, self.n_outputs, self.n_features) * zf
+        out = torch.cat([out[..., :-1] + gate, out[..., -1:]], dim=-1)
+        return out * self.out_scale, h.transpose(0, 1).reshape(b, m * h.shape[-1])
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, D) -> out (B, K, F + 1) (the members' mean), hidden (B, M * hidden)."""
