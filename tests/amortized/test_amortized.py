@@ -199,3 +199,49 @@ def test_the_conv_heads_folded_pooling_equals_resizing_then_averaging():
     torch.testing.assert_close(
         low.flatten(2) @ head._pooling(low.shape[-2:]), full.flatten(2) @ pooling(feats.view(-1), 5)
     )
+
+
+def test_tables_train_beside_jittered_copies_labelled_by_the_engine(tabular):
+    """Copies of the training inputs only, labelled at the same N from masks after the inputs' own indices."""
+    from torchlime.amortized import _train
+    from torchlime.amortized._labels import engine_labels, jittered
+    from torchlime.amortized._options import JITTER, TABLE_COPIES
+
+    net, x, amort = tabular
+    s = amort.settings
+    assert s["jittered_copies"] == TABLE_COPIES * s["trained_inputs"]  # the default for a table
+    assert s["held_out_inputs"] == 10 and s["trained_inputs"] == 86  # the held-out split stays real inputs
+    train_idx, _ = _train.split(96, 0.1, 0)
+    rows, origin = jittered(x[train_idx], 2, JITTER, 0)
+    assert rows.shape == (172, D) and torch.equal(origin[86:], torch.arange(86))
+    moved = (rows - x[train_idx][origin]) / x[train_idx].std(0)
+    assert 0.2 < float(moved.std()) < 0.4  # JITTER = 0.3 column deviations
+    two = _fit(net, x, copies=2)
+    assert two.settings["jittered_copies"] == 172
+    # the copies' labels are the engine's own, their masks from seed + 1 (not the inputs' masks again)
+    lab = engine_labels(net, rows, FEATS, torchlime.Explainer(), None, 32, 1, False)
+    ref = torchlime.Explainer().explain(net, rows[:3], FEATS, n_samples=32, generator=1, index=torch.arange(3))
+    torch.testing.assert_close(lab.values[:3, :, :-1].sum(1), ref.coef[:, 0], rtol=0, atol=0)
+    none = _fit(net, x, copies=0)
+    assert none.settings["jittered_copies"] == 0 and none.settings["head_digest"] != two.settings["head_digest"]
+    with pytest.raises(ValueError, match="copies"):
+        _fit(net, x, copies=-1)
+
+
+def test_the_table_head_averages_members_trained_on_their_own_subsets(tabular):
+    """forward is the members' mean; the members differ (own weights, own subsets); the bags are seeded."""
+    from torchlime.amortized import _train
+
+    _, x, amort = tabular
+    head = amort.head
+    assert isinstance(head, MLPHead) and head.n_members == 5 and head.w1.shape[0] == 5
+    with torch.no_grad():
+        each = head.member_outputs(x[:4])
+        torch.testing.assert_close(head(x[:4])[0], each.mean(0))
+        torch.testing.assert_close(head.member_outputs(x[:4].expand(5, 4, D)), each)
+    assert not torch.equal(each[0], each[1])
+    bags = _train._bags(5, 100, torch.Generator().manual_seed(0))
+    again = _train._bags(5, 100, torch.Generator().manual_seed(0))
+    assert torch.equal(bags, again) and bags.shape == (5, round(100 * _train.BAG))
+    assert all(len(set(b.tolist())) == b.numel() for b in bags)
+    assert not torch.equal(bags[0].sort()[0], bags[1].sort()[0])

@@ -28,8 +28,8 @@ def test_labels_from_a_folder_train_the_same_head_as_the_engines_own(tmp_path):
     explain_dataset(net, x, tmp_path, modality=FEATS, call=call, progress=False, keep=("features", "inputs"))
     options = {"epochs": 2, "report_samples": None, "generator": 5}
     from_folder = AmortizedExplainer.fit(net, None, modality=FEATS, labels=load_results(tmp_path), **options)
-    from_engine = AmortizedExplainer.fit(net, x, modality=FEATS, n_samples=32, **options)
-    assert from_folder.label_samples == 32
+    from_engine = AmortizedExplainer.fit(net, x, modality=FEATS, n_samples=32, copies=0, **options)
+    assert from_folder.label_samples == 32 and from_folder.settings["jittered_copies"] == 0  # rows as stored
     assert from_folder.settings["head_digest"] == from_engine.settings["head_digest"]
     given = AmortizedExplainer.fit(net, x, modality=FEATS, labels=load_results(tmp_path)[:], **options)
     assert given.settings["head_digest"] == from_engine.settings["head_digest"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import nn
@@ -19,8 +19,8 @@ from typing_extensions import Unpack
 
 from torchlime._util.checks import check_positive_int, describe
 from torchlime.amortized import _build, _files, _output, _train
-from torchlime.amortized._labels import Labels, engine_labels, from_folder
-from torchlime.amortized._options import FitOptions, Training
+from torchlime.amortized._labels import Labels, engine_labels, from_folder, jittered
+from torchlime.amortized._options import JITTER, TABLE_COPIES, FitOptions, Training
 from torchlime.amortized._quality import measure
 from torchlime.amortized._state import Trained
 from torchlime.engine.config import Call
@@ -112,7 +112,13 @@ class AmortizedExplainer(Trained):
             lab = engine_labels(model, inputs, modality, explainer, target, n_samples, seed, training.progress)
         else:
             lab, n_samples = from_folder(labels, inputs, lambda x: _build.n_outputs(model, x, None), n_samples)
-        return cls._train(model, modality, explainer, lab, n_samples, seed, training)
+        relabel = None
+        if labels is None:  # the engine labels the jittered copies alike, their masks from seed + 1
+
+            def relabel(rows: torch.Tensor, tgt: TargetSpec) -> Labels:
+                return engine_labels(model, rows, modality, explainer, tgt, n_samples, seed + 1, False)
+
+        return cls._train(model, modality, explainer, lab, n_samples, seed, training, (target, relabel))
 
     @classmethod
     def _train(
@@ -124,8 +130,13 @@ class AmortizedExplainer(Trained):
         n_samples: int,
         seed: int,
         training: Training,
+        copying: tuple[TargetSpec, Optional[Callable[[torch.Tensor, TargetSpec], Labels]]] = (None, None),
     ) -> AmortizedExplainer:
-        """Split, train, fit the distances, report (``fit`` after its labels)."""
+        """Split, train, fit the distances, report (``fit`` after its labels).
+
+        ``copying`` is the labels' target and how the engine labels other inputs (None for labels from a
+        folder): with it, the training inputs' jittered copies join the training (``_with_copies``).
+        """
         x = lab.inputs
         kind = _build.head_kind(modality, x) if training.head is None else "user"
         train_idx, held_idx = (i.to(x.device) for i in _train.split(x.shape[0], training.holdout, seed))
@@ -136,7 +147,12 @@ class AmortizedExplainer(Trained):
             net = _build.build_head(kind, xt, pos, lab.values.shape[1], rms, seed)
         else:
             net = copy.deepcopy(training.head).to(x.device)
-        losses = _train.train(net, xt, vt, mt, training, seed)
+        copies = training.copies if training.copies is not None else TABLE_COPIES if kind == "mlp" else 0
+        xa, va, ma = xt, vt, mt
+        target, relabel = copying
+        if copies and relabel is not None:
+            xa, va, ma = _with_copies(lab, train_idx, copies, seed, target, relabel)
+        losses = _train.train(net, xa, va, ma, training, seed)
         with torch.no_grad():
             hidden_t = _train.outputs(net, xt)[1]
             hidden_h = _train.outputs(net, x[held_idx])[1]
@@ -148,6 +164,7 @@ class AmortizedExplainer(Trained):
             "trained_inputs": int(train_idx.shape[0]),
             "held_out_inputs": int(held_idx.shape[0]),
             "losses": losses,
+            "jittered_copies": int(xa.shape[0] - xt.shape[0]),
             "head_kind": kind,
             "head_digest": _train.digest(net),
         }
@@ -263,6 +280,38 @@ class AmortizedExplainer(Trained):
             f"AmortizedExplainer({type(self.head).__name__} over {f} features and {k} output columns, labels at "
             f"N={self.label_samples}, {self.settings.get('trained_inputs', '?')} inputs trained)"
         )
+
+
+def _with_copies(
+    lab: Labels,
+    train_idx: torch.Tensor,
+    copies: int,
+    seed: int,
+    target: TargetSpec,
+    relabel: Callable[[torch.Tensor, TargetSpec], Labels],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The training inputs and their labels, then ``copies`` jittered copies of them labelled by ``relabel``.
+
+    A copy is labelled for the target given, or, where that was per input, its input's first labelled column.
+
+    Returns:
+        (n', *input_shape) inputs, (n', K, F + 1) labels, bool (n', K) labelled pairs.
+
+    Raises:
+        TypeError: token ids (no jitter for them).
+    """
+    x = lab.inputs[train_idx]
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"`copies` must be 0 for {x.dtype} inputs (token ids are not jittered), got {copies}")
+    rows, origin = jittered(x, copies, JITTER, seed)
+    shared = target is None or isinstance(target, (int, str))
+    tgt = target if shared else lab.labelled[train_idx].float().argmax(1, keepdim=True)[origin]
+    more = relabel(rows, tgt)
+    return (
+        torch.cat([x, rows]),
+        torch.cat([lab.values[train_idx], more.values]),
+        torch.cat([lab.labelled[train_idx], more.labelled]),
+    )
 
 
 def _seed(generator: Seed) -> int:

@@ -215,3 +215,21 @@ def _rows(results: object) -> object:
     from torchlime.dataset import LazyResults
 
     return results[:] if isinstance(results, LazyResults) else results
+
+
+def jittered(x: torch.Tensor, copies: int, spread: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``copies`` Gaussian copies of every input, each value moved by ``spread`` times its column's deviation.
+
+    Args:
+        x: (n, ...) float inputs.
+        copies: the copies of each input.
+        spread: the noise's standard deviation, in the inputs' standard deviations over n (per position).
+        seed: the noise's seed (a CPU generator: the same copies on every device).
+
+    Returns:
+        (copies * n, ...) the copies, copy j of input i at j * n + i; long (copies * n,) their inputs' indices.
+    """
+    sd = x.std(0) if x.shape[0] > 1 else torch.zeros_like(x[0])
+    noise = torch.randn((copies, *x.shape), generator=torch.Generator().manual_seed(seed)).to(x.device, x.dtype)
+    rows = (x.unsqueeze(0) + noise * (spread * sd)).reshape(copies * x.shape[0], *x.shape[1:])
+    return rows, torch.arange(x.shape[0], device=x.device).repeat(copies)

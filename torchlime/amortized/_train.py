@@ -2,7 +2,8 @@
 
 ``split`` holds out a seeded fraction of the inputs; ``train`` fits the head by Adam on the masked squared
 error of the labelled (input, column) pairs, in minibatches drawn from a seeded CPU generator, so that a
-second run on the same device gives the same weights bit for bit; ``Distances`` is the Mahalanobis
+second run on the same device gives the same weights bit for bit (a head with ``member_outputs``, the
+tabular ensemble, trains each member on its own seeded subset); ``Distances`` is the Mahalanobis
 distance in the head's penultimate features, fitted on the training inputs.
 """
 
@@ -19,6 +20,8 @@ from torchlime.amortized.heads import HeadOutput
 
 #: the held-out percentile above which an input is flagged
 PERCENTILE = 0.99
+#: the share of the training inputs each member of an ensemble head trains on
+BAG = 0.8
 
 
 def split(n: int, holdout: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,23 +70,35 @@ def train(
     optim = Adam([p for p in head.parameters() if p.requires_grad], training.lr)
     gen = torch.Generator().manual_seed(seed)
     n, losses = x.shape[0], []
+    members = getattr(head, "member_outputs", None)
+    m = int(getattr(head, "n_members", 0)) if callable(members) else 0
     head.train()
     for _ in tqdm(
         range(training.epochs), desc="torchlime head", unit="epoch", disable=not training.progress, leave=False
     ):
-        order = torch.randperm(n, generator=gen).to(x.device)
+        if m:  # every member on its own seeded subset, in its own order: (m, n') indices
+            orders = _bags(m, n, gen).to(x.device)
+        else:
+            orders = torch.randperm(n, generator=gen).to(x.device).unsqueeze(0)
         total = torch.zeros((), device=x.device)
-        for start in range(0, n, training.batch_size):
-            idx = order[start : start + training.batch_size]
-            out, _ = outputs(head, x[idx])
+        for start in range(0, orders.shape[1], training.batch_size):
+            idx = orders[:, start : start + training.batch_size]
             mask = labelled[idx].unsqueeze(-1).float()
+            out = members(x[idx]) if m and members is not None else outputs(head, x[idx[0]])[0].unsqueeze(0)
             err = ((out - values[idx]) / scale).square() * mask
-            loss = err.sum() / (mask.sum() * values.shape[-1]).clamp_min(1.0)
+            per = err.flatten(-3).sum(-1) / (mask.flatten(-3).sum(-1) * values.shape[-1]).clamp_min(1.0)
+            loss = per.sum()
             optim.step(loss)
-            total = total + loss.detach() * idx.shape[0]
-        losses.append(total / n)
+            total = total + loss.detach() / per.numel() * idx.shape[1]
+        losses.append(total / orders.shape[1])
     head.eval()
     return [float(v) for v in torch.stack(losses).tolist()] if losses else []
+
+
+def _bags(m: int, n: int, gen: torch.Generator) -> torch.Tensor:
+    """Long (m, n'): member i's inputs this epoch, a seeded random BAG share of the n, in a random order."""
+    keep = max(round(n * BAG), 1) if n >= 10 else n
+    return torch.rand(m, n, generator=gen).argsort(1)[:, :keep]
 
 
 class Adam:

@@ -159,33 +159,72 @@ class ConvHead(_Head):
         return self._cache[1]
 
 
+def _stacked(members: int, fan_in: int, fan_out: int) -> tuple[nn.Parameter, nn.Parameter]:
+    """(M, fan_in, fan_out) weights and (M, 1, fan_out) biases, uniform within 1 / sqrt(fan_in) as ``nn.Linear``'s."""
+    bound = fan_in**-0.5
+    weight = torch.empty(members, fan_in, fan_out).uniform_(-bound, bound)
+    return nn.Parameter(weight), nn.Parameter(torch.empty(members, 1, fan_out).uniform_(-bound, bound))
+
+
 class MLPHead(_Head):
-    """An MLP head for tabular rows (B, D) over fixed column features.
+    """An MLP head for tabular rows (B, D) over fixed column features: an average of a few small MLPs.
+
+    Each member maps the standardised row z to a hidden vector h (two layers), then each feature's
+    coefficient is ``a_f(h) + b_f(h) * z_f`` (z_f the feature's columns averaged): a feature whose value
+    sits at the training mean gets little weight unless the member learns otherwise, the shape of LIME's
+    coefficients on a table. The members start from different weights and ``train`` fits each on its own
+    seeded subset of the inputs; their outputs are averaged (an ensemble, which on a table of a few
+    hundred rows is what lifts the rank correlation with LIME at a large N: see ``docs/amortized.md``).
 
     Args:
         n_inputs: D, the columns.
         n_features: F (columns, or groups of columns).
         n_outputs: K, the model's output columns.
         hidden: the hidden layers' width.
+        members: the MLPs averaged.
 
     Example:
         >>> head = MLPHead(6, 6, n_outputs=2)
         >>> out, hidden = head(torch.rand(3, 6))
-        >>> out.shape, hidden.shape
-        (torch.Size([3, 2, 7]), torch.Size([3, 64]))
+        >>> out.shape, hidden.shape, head.member_outputs(torch.rand(3, 6)).shape
+        (torch.Size([3, 2, 7]), torch.Size([3, 320]), torch.Size([5, 3, 2, 7]))
     """
 
-    def __init__(self, n_inputs: int, n_features: int, n_outputs: int, hidden: int = 64) -> None:
+    def __init__(self, n_inputs: int, n_features: int, n_outputs: int, hidden: int = 64, members: int = 5) -> None:
         super().__init__(n_inputs, n_features, n_outputs, n_inputs)
-        self.arguments = dict(n_inputs=n_inputs, n_features=n_features, n_outputs=n_outputs, hidden=hidden)
-        self.trunk = nn.Sequential(nn.Linear(n_inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        self.out = nn.Linear(hidden, n_outputs * (n_features + 1))
+        if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+            raise ValueError(f"`members` must be a positive int, got {describe(members)}")
+        self.arguments = dict(
+            n_inputs=n_inputs, n_features=n_features, n_outputs=n_outputs, hidden=hidden, members=members
+        )
+        self.n_members = members
+        # every member's layers stacked on a leading axis: one batched product per layer for all members
+        self.w1, self.b1 = _stacked(members, n_inputs, hidden)
+        self.w2, self.b2 = _stacked(members, hidden, hidden)
+        self.w_out, self.b_out = _stacked(members, hidden, n_outputs * (n_features + 1))
+        self.w_gate, self.b_gate = _stacked(members, hidden, n_outputs * n_features)
+
+    def member_outputs(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, D), or (M, B, D) a batch per member -> (M, B, K, F + 1): every member's output, scaled."""
+        return self._members(x)[0]
+
+    def _members(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, D) or (M, B, D) -> (M, B, K, F + 1) outputs and (B, M * hidden) hidden vectors."""
+        z = (x - self.shift) / self.scale
+        z = z.expand(self.n_members, *z.shape) if z.dim() == 2 else z  # (M, B, D)
+        zf = (z @ pooling(self.features, self.n_features)).unsqueeze(-2)  # (M, B, 1, F)
+        h = torch.relu(torch.baddbmm(self.b1, z, self.w1))
+        h = torch.relu(torch.baddbmm(self.b2, h, self.w2))  # (M, B, hidden)
+        m, b = h.shape[:2]
+        out = torch.baddbmm(self.b_out, h, self.w_out).view(m, b, self.n_outputs, self.n_features + 1)
+        gate = torch.baddbmm(self.b_gate, h, self.w_gate).view(m, b, self.n_outputs, self.n_features) * zf
+        out = torch.cat([out[..., :-1] + gate, out[..., -1:]], dim=-1)
+        return out * self.out_scale, h.transpose(0, 1).reshape(b, m * h.shape[-1])
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, D) -> out (B, K, F + 1), hidden (B, hidden)."""
-        h = self.trunk((x - self.shift) / self.scale)
-        out = self.out(h).view(x.shape[0], self.n_outputs, self.n_features + 1)
-        return out * self.out_scale, h
+        """(B, D) -> out (B, K, F + 1) (the members' mean), hidden (B, M * hidden)."""
+        outs, hidden = self._members(x)
+        return outs.mean(0), hidden
 
 
 class TokenHead(_Head):
