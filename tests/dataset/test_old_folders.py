@@ -50,6 +50,7 @@ def test_resuming_a_0_1_folder_is_refused_naming_the_current_call(tmp_path):
         r"holds a run of torchlime 0\.1 \(explain_fn='torchlime\.image\._explain\.explain_image' and its keywords\), "
         r"which this version cannot resume: read it with load_results, or compute it again in a new folder with "
         r"explain_dataset\(model, data, out, modality=torchlime\.Images\(segments=<the same \(8, 8\) tensor>\), "
+        r"explainer=torchlime\.Explainer\(sampler='bernoulli', surrogate='ridge'\), "
         r"call=torchlime\.Call\(n_samples=16, target='top2', generator=3\)\)"
     )
     with pytest.raises(ValueError, match=match):
@@ -63,7 +64,10 @@ def test_the_named_call_gives_the_0_1_numbers(tmp_path):
     if describe_model(model) != stored["model"]:
         pytest.skip("this torch initialises the fixture's Linear layer otherwise")
     records = dict(modality=Images(segments=SEGMENTS), call=Call(n_samples=16, target="top2", generator=3))
-    out = explain_dataset(model, images, tmp_path / "new", inputs_per_step=2, shard_size=2, progress=False, **records)
+    explainer = Explainer(sampler="bernoulli", surrogate="ridge")  # 0.1's defaults, as the named call spells them
+    out = explain_dataset(
+        model, images, tmp_path / "new", inputs_per_step=2, shard_size=2, progress=False, explainer=explainer, **records
+    )
     old, new = load_results(FOLDER).load(), load_results(out).load()
     for name in ("coef", "intercept", "score", "local_pred", "target", "n_features", "features"):
         assert torch.equal(getattr(new, name), getattr(old, name)), name
@@ -73,7 +77,8 @@ def test_the_current_call_of_other_0_1_runs():
     feats = {"tensor": [1, 6], "dtype": "torch.int64", "sha256": "0" * 64}
     plain = {"explain_fn": "torchlime.engine.explainer.explain", "generator": 0, "explain_kwargs": {"features": feats}}
     assert current_call(plain) == (
-        "explain_dataset(model, data, out, modality=<the same (1, 6) tensor>, call=torchlime.Call(generator=0))"
+        "explain_dataset(model, data, out, modality=<the same (1, 6) tensor>, "
+        "explainer=torchlime.Explainer(sampler='bernoulli', surrogate='ridge'), call=torchlime.Call(generator=0))"
     )
     records = {  # 0.1's explainer= + modality= form
         "explain_fn": {
@@ -88,7 +93,8 @@ def test_the_current_call_of_other_0_1_runs():
     }
     assert current_call(records) == (
         "explain_dataset(model, data, out, modality=torchlime.series._series.Series(segments='channel'), "
-        "explainer=torchlime.Explainer(kernel=\"'lime'\"), call=torchlime.Call(n_samples=60, generator=2))"
+        "explainer=torchlime.Explainer(kernel=\"'lime'\", sampler='bernoulli', surrogate='ridge'), "
+        "call=torchlime.Call(n_samples=60, generator=2))"
     )
     assert "explainer=torchlime.Explainer(batch_size" not in current_call(records)  # a run setting, not a result's
     assert Explainer(batch_size=256).batch_size == 256  # where 0.1's model_batch_size= goes

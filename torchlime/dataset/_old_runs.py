@@ -27,6 +27,9 @@ DOORS = {
 }
 #: the 0.1 keywords whose meaning moved: ``model_batch_size`` is the explainer's ``batch_size``
 _RUN_KEYWORDS = ("max_memory", "batch_size", "progress", "index")
+#: 0.1's default masks and fit, which 0.2 changed (Sobol masks, ``Ridge(alpha=0.01)``): a 0.1 run without a
+#: preset is spelled with them (tabular calls draw their own masks)
+_DEFAULTS_0_1 = {"sampler": "bernoulli", "surrogate": "ridge"}
 
 
 def is_old(arguments: Mapping[str, object]) -> bool:
@@ -59,7 +62,7 @@ def current_call(arguments: Mapping[str, object]) -> str:
     Example:
         >>> current_call({"explain_fn": "torchlime.image._explain.explain_image", "generator": 3,
         ...               "explain_kwargs": {"n_segments": 16, "n_samples": 64, "kernel": "lime"}})
-        "explain_dataset(model, data, out, modality=torchlime.Images(n_segments=16), explainer=torchlime.Explainer(kernel='lime'), call=torchlime.Call(n_samples=64, generator=3))"
+        "explain_dataset(model, data, out, modality=torchlime.Images(n_segments=16), explainer=torchlime.Explainer(kernel='lime', sampler='bernoulli', surrogate='ridge'), call=torchlime.Call(n_samples=64, generator=3))"
     """  # noqa: E501 - a doctest's output is one line
     keywords = arguments.get("explain_kwargs")
     keywords = dict(keywords) if isinstance(keywords, Mapping) else {}
@@ -85,6 +88,9 @@ def current_call(arguments: Mapping[str, object]) -> str:
         own = {}
     else:
         modality = f"<the modality of {door}>"
+    if "preset" not in how:
+        tabular = door == "torchlime.tabular._explain.explain_tabular"
+        how.update({k: v for k, v in _DEFAULTS_0_1.items() if k not in how and not (tabular and k == "sampler")})
     parts = [f"modality={modality}"]
     if how:
         parts.append(f"explainer={_spelled('torchlime.Explainer', how)}")

@@ -114,8 +114,10 @@ class Explain:
         >>> step = Explain(lambda: (lambda x: x @ weights), modality=torch.arange(6).view(1, 6), column="x",
         ...                call=torchlime.Call(n_samples=64, target="top2"))
         >>> out = step({"id": np.arange(4), "x": np.random.rand(4, 6).astype(np.float32)})
-        >>> sorted(out), out["coef"].shape
-        (['coef', 'id', 'intercept', 'local_pred', 'n_features', 'samples_used', 'score', 'target'], (4, 2, 6))
+        >>> out["coef"].shape, sorted(out)[:5]
+        ((4, 2, 6), ['coef', 'coef_se', 'id', 'intercept', 'local_pred'])
+        >>> sorted(out)[5:]
+        ['n_features', 'samples_used', 'score', 'target']
     """
 
     def __init__(  # noqa: PLR0913

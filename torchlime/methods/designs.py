@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 import torch
 
+from torchlime.stages.features import FeatureMap
 from torchlime.stages.fixed_cost import ShapeCache, columns
 from torchlime.stages.sampling import (
     BernoulliSampler,
@@ -137,6 +138,26 @@ def _shift_words(rows: Rows) -> torch.Tensor:
     return Rows(rows.key, rows.inputs, rows.inputs, rows.n_features, rows.f_max).words(_SHIFT_STREAM, rows.f_max)
 
 
+def sobol_width(n_samples: int) -> int:
+    """The most features whose columns stay distinct (up to complement) in the first S Sobol points at p = 1/2.
+
+    A feature's column is the parity of the sample's bits with its direction numbers' leading bits, so
+    samples 1..S-1 (about log2 S bits) tell at most 2^floor(log2(S - 1)) / 2 features apart: beyond that,
+    features share a column (up to the digital shift) and no fit can tell their effects apart.
+
+    Args:
+        n_samples: S, the samples per input (sample 0 is the unperturbed input).
+
+    Returns:
+        The width, at least 1.
+
+    Example:
+        >>> sobol_width(250), sobol_width(1000), sobol_width(100)
+        (64, 256, 32)
+    """
+    return max(1, (1 << max(int(n_samples) - 1, 1).bit_length() - 1) // 2)
+
+
 @dataclass(frozen=True)
 class SobolSampler(KeepProbability):
     """Quasi-random masks: feature f kept when coordinate f of the shifted Sobol point s is below ``p``.
@@ -147,14 +168,29 @@ class SobolSampler(KeepProbability):
 
     Attributes:
         p: the probability of keeping a feature, in (0, 1).
-        fallback: the sampler of calls with more features than the Sobol tables' 21201 dimensions
-            (None: such a call raises).
+        fallback: the sampler of calls with more features than the first S points tell apart (``sobol_width``)
+            or than the Sobol tables' 21201 dimensions (None: Sobol masks for the first, an error for the
+            second).
 
     Raises:
         ValueError: for more than 21201 features without a ``fallback``.
     """
 
     fallback: Optional[Sampler] = None
+
+    def bind(self, features: Optional[FeatureMap], n_samples: int) -> Sampler:
+        """Itself, or ``fallback`` where the call has more features than its S points tell apart (``sobol_width``).
+
+        Args:
+            features: the call's feature map (None: itself).
+            n_samples: S, the samples per input.
+
+        Returns:
+            The sampler the call draws from.
+        """
+        if self.fallback is not None and features is not None and features.f_max > sobol_width(n_samples):
+            return self.fallback.bind(features, n_samples)
+        return self
 
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): the shifted Sobol points of the rows' samples, below ``p``.
