@@ -12,7 +12,7 @@ import torch
 from torchlime import explain
 from torchlime.engine.config import Config, fill_unset
 from torchlime.engine.presets import ENGINE, PRESETS, defaults
-from torchlime.methods.designs import SobolSampler
+from torchlime.methods.designs import SobolSampler, sobol_width
 from torchlime.stages.sampling import BernoulliSampler
 from torchlime.stages.surrogate import Ridge
 
@@ -38,6 +38,26 @@ def test_wider_calls_than_the_sobol_tables_fall_back_to_bernoulli():
     wide = torch.quasirandom.SobolEngine.MAXDIM + 1
     m = ENGINE["sampler"](torch.tensor([wide]), 3, wide, 0)
     assert torch.equal(m, BernoulliSampler(0.5)(torch.tensor([wide]), 3, wide, 0))
+
+
+def test_more_features_than_the_first_points_tell_apart_draw_bernoulli_masks():
+    net = torch.nn.Linear(400, 2)
+    x, f = torch.randn(1, 400, generator=torch.Generator().manual_seed(0)), torch.arange(400).view(1, 400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fewer samples than features
+        few = explain(net, x, f, n_samples=100, generator=0, return_samples=True)
+        lime = explain(net, x, f, n_samples=100, generator=0, return_samples=True, sampler=BernoulliSampler(0.5))
+        many = explain(net, x, f, n_samples=1000, generator=0, return_samples=True)
+    assert (sobol_width(100), sobol_width(250), sobol_width(1000)) == (32, 64, 256)
+    assert torch.equal(few.samples, lime.samples)  # 400 > sobol_width(100): the fallback's masks
+    columns = many.samples[0, 1:].T.float()  # (F, S - 1) at N = 1000, F = 400 > sobol_width: Bernoulli too
+    assert torch.unique(torch.where(columns[:, :1] > 0, columns, 1 - columns), dim=0).shape[0] == 400
+    narrow, small = torch.arange(64).view(1, 64), torch.nn.Linear(64, 2)  # 64 <= sobol_width(250): Sobol masks
+    sobol = explain(small, x[:, :64], narrow, n_samples=250, generator=0, return_samples=True)
+    kept = sobol.samples[0, 1:].T.float()
+    assert torch.unique(torch.where(kept[:, :1] > 0, kept, 1 - kept), dim=0).shape[0] == 64  # all told apart
+    other = explain(small, x[:, :64], narrow, n_samples=250, generator=0, return_samples=True, sampler="bernoulli")
+    assert not torch.equal(sobol.samples, other.samples)
 
 
 def test_the_default_is_more_accurate_than_bernoulli_at_equal_calls():
