@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from torchlime._util.checks import describe
+from torchlime._util.plain import plain
 from torchlime.amortized import _train
 from torchlime.amortized._options import Training
 from torchlime.amortized._state import Trained
@@ -45,7 +46,7 @@ def save(amort: Trained, path: Path) -> None:
         "distance_mean": cpu(amort.distances.mean),
         "distance_precision": cpu(amort.distances.precision),
         "threshold": amort.distances.threshold,
-        "settings": _plain(amort.settings),
+        "settings": plain(amort.settings),
         "report": None if amort.report is None else amort.report.as_plain(),
         "softmax": bool(amort.call.softmax),
     }
@@ -100,14 +101,3 @@ def load(
         report,
         Call(softmax=bool(data["softmax"])),
     )
-
-
-def _plain(value: Any) -> Any:
-    """Plain data only (str, numbers, bools, None, lists, dicts), for ``weights_only`` loading."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)

@@ -16,7 +16,7 @@ from torchlime.amortized.records import OUT_OF_DISTRIBUTION, AmortizedRecord, Am
 from torchlime.engine.config import Call
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.modality import FeatureMap, Modality
-from torchlime.typing import KernelSpec, Model, SurrogateSpec, TargetSpec
+from torchlime.typing import Model, TargetSpec
 
 #: the label run record's fields an amortized explanation repeats (how its labels hid features)
 LABEL_FIELDS = ("sampler", "kernel", "surrogate", "baseline", "perturbation", "normalize", "preset", "softmax")
@@ -34,14 +34,11 @@ def label_settings(first: Optional[Explanation]) -> dict[str, Any]:
 class AmortizedExplanation(Explanation):
     """An ``Explanation`` made by an amortized explainer: every field and method of one, but ``refit``."""
 
-    def refit(
-        self,
-        *,
-        kernel: Optional[KernelSpec] = None,
-        surrogate: Optional[SurrogateSpec] = None,
-        n_samples: Optional[int] = None,
-    ) -> Explanation:
+    def refit(self, **settings: object) -> Explanation:
         """Refused: an amortized explanation comes from one forward of a network, with no samples to refit.
+
+        Args:
+            **settings: ``Explanation.refit``'s keywords (``kernel``, ``surrogate``, ``n_samples``).
 
         Raises:
             ValueError: always, saying so (explain the inputs with the engine, ``return_samples=True``, to refit).

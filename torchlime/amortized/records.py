@@ -13,9 +13,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional, cast
 
+from torchlime._util.argdocs import with_args
 from torchlime.engine.run_record import RunRecord
 
 __all__ = ["AmortizedRecord", "AmortizedRun", "OUT_OF_DISTRIBUTION"]
+
+#: the arguments of the records' ``select``
+_SLICE = {"start": "the first input kept.", "stop": "one past the last input kept."}
 
 #: the quality flag of inputs far from the training inputs (``RunRecord.quality``)
 OUT_OF_DISTRIBUTION = "out_of_distribution"
@@ -48,12 +52,9 @@ class AmortizedRecord:
     threshold: float
     fallback: list[int] = dataclasses.field(default_factory=list)
 
+    @with_args(_SLICE)
     def select(self, start: int, stop: int) -> AmortizedRecord:
         """The record of inputs ``start:stop``, renumbered from 0.
-
-        Args:
-            start: the first input kept.
-            stop: the input after the last.
 
         Returns:
             The sliced record.
@@ -83,12 +84,9 @@ class AmortizedRun(RunRecord):
             plain["amortized"] = self.amortized.as_plain()
         return plain
 
+    @with_args(_SLICE)
     def select(self, start: int, stop: int) -> AmortizedRun:
         """``RunRecord.select`` and the amortized record's inputs ``start:stop``.
-
-        Args:
-            start: the first input kept.
-            stop: the input after the last.
 
         Returns:
             The sliced record.

@@ -14,6 +14,7 @@ from typing import Any, Optional, Union
 import torch
 
 from torchlime._util.checks import describe
+from torchlime._util.plain import plain
 from torchlime.engine._stored import StoredDataError, check_plain
 from torchlime.engine.config import Call, Config
 from torchlime.engine.info import Info, rebuild
@@ -283,7 +284,7 @@ class Explanation:
             data["coef_se"] = self.coef_se
         data = {k: v.detach().cpu().clone() for k, v in data.items()}  # exp[j]'s views: not the whole batch
         data["input_shape"] = list(self.input_shape)
-        data["meta"] = _plain(dict(self.meta))
+        data["meta"] = plain(dict(self.meta))
         torch.save(data, Path(path))
 
     @classmethod
@@ -387,14 +388,3 @@ class Explanation:
         from torchlime.engine._summary import summary
 
         return summary(self)
-
-
-def _plain(value: Any) -> Any:
-    """Keep only JSON-like data (str, numbers, bools, None, lists, dicts) for safe loading."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
