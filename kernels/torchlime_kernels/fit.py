@@ -165,13 +165,14 @@ def _flags_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0913
     w = tl.load(sw_ptr + b)
     sst = tl.load(sst_ptr + b * t + k, mask=on_t, other=0.0)
     std = tl.sqrt(sst / tl.maximum(w, TINY))
-    saturated = std < MIN_STD
-    poor = (tl.load(score_ptr + b * t + k, mask=on_t, other=1.0) < MIN_R2) & (saturated == 0)
+    saturated = std < tl.full((), MIN_STD, tl.float64)  # the threshold as a float64, not a float32 literal
+    score = tl.load(score_ptr + b * t + k, mask=on_t, other=1.0)
+    poor = (score < tl.full((), MIN_R2, score.dtype)) & (saturated == 0)  # compared in the score's dtype, as torch
     tl.store(sat_ptr + b * t + k, saturated.to(tl.int8), mask=on_t)
     tl.store(poor_ptr + b * t + k, poor.to(tl.int8), mask=on_t)
     if tl.program_id(1) == 0:
         kish = (w * w) / tl.maximum(tl.load(sw2_ptr + b), TINY)
-        few = kish < MIN_KISH * tl.load(nf_ptr + b).to(tl.float64)
+        few = kish < tl.full((), MIN_KISH, tl.float64) * tl.load(nf_ptr + b).to(tl.float64)
         tl.store(few_ptr + b, few.to(tl.int8))
 
 

@@ -96,7 +96,10 @@ def test_summary_scores_constant_outputs_like_sklearn(device):
 def test_flags_equal_the_reference(device):
     """Saturated, poor and few-sample fits flagged exactly as the reference flags them (NaN scores too)."""
     b = 5
-    ss_tot = torch.tensor([[0.0, 1.0, 4.0]] * b, dtype=torch.float64, device=device)
+    # input 4 (Σw = 3): a spread of 9.9999999e-5, between float32(1e-4) and 1e-4: a float32 threshold misses it
+    ss_tot = torch.tensor(
+        [[0.0, 1.0, 4.0]] * (b - 1) + [[3 * 9.9999999e-5**2, 1.0, 4.0]], dtype=torch.float64, device=device
+    )
     score = torch.tensor([[0.5, 0.05, float("nan")], [0.9, 0.2, 0.01]] * 2 + [[0.0, 1.0, 0.09]], device=device)
     weight_sum = torch.tensor([1.0, 2.0, 0.0, 5.0, 3.0], dtype=torch.float64, device=device)
     weight_sq_sum = torch.tensor([1.0, 0.1, 0.0, 20.0, 0.5], dtype=torch.float64, device=device)
@@ -107,7 +110,7 @@ def test_flags_equal_the_reference(device):
     want = flags_torch(*args, quality.THRESHOLDS)
     for a, w in zip(got, want):
         assert a.dtype == torch.bool and torch.equal(a, w)
-    assert got[0].any() and got[1].any() and got[2].any() and not got[2].all()
+    assert got[0].any() and got[1].any() and got[2].any() and not got[2].all() and bool(got[0][4, 0])
 
 
 def test_no_inputs(device):
