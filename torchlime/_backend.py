@@ -26,6 +26,9 @@ M32: int = _hash.M32
 GOLDEN: int = _hash.GOLDEN
 #: ``torch.broadcast_shapes``, typed (torch leaves it unannotated)
 _broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
+_Three = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+_Four = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+_Six = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 class _BlendOptions(TypedDict):
@@ -296,4 +299,98 @@ def hash_words(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, s
             out: torch.Tensor = kernel.hash_words(key, inputs, samples, stream, width)
             return out
     ref: torch.Tensor = _hash.hash_words_torch(key, inputs, samples, stream, width)
+    return ref
+
+
+def normal_centre(sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int) -> _Six:
+    """Centred normal equations of running sums, see ``kernels.reference_fit.centre_torch`` (one launch on CUDA).
+
+    Args:
+        sums: float64 (B, 3 + F + 2T + F(F + T)) ``stages.normal.NormalAccumulator``'s running sums.
+        y_shift: (B, T) the outputs subtracted before the sums.
+        f: F, the number of features.
+        t: T, the number of targets.
+
+    Returns:
+        Float64 ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T), shift (B, T))``.
+    """
+    if use_triton(sums):
+        from torchlime.kernels import fit as kernel
+
+        if kernel.supports("centre", sums, y_shift):
+            out: _Six = kernel.centre(sums, y_shift, f, t)
+            return out
+    from torchlime.kernels.reference_fit import centre_torch
+
+    ref: _Six = centre_torch(sums, y_shift, f, t)
+    return ref
+
+
+def fit_summary(
+    beta: torch.Tensor,
+    valid: Optional[torch.Tensor],
+    gram: torch.Tensor,
+    rhs: torch.Tensor,
+    x_mean: torch.Tensor,
+    y_mean: torch.Tensor,
+    ss_tot: torch.Tensor,
+    dtype: Optional[torch.dtype] = None,
+) -> _Four:
+    """Coefficients, intercept, R² and local prediction of fits, see ``kernels.reference_fit.summary_torch``.
+
+    Args:
+        beta: float64 (B, F, T) the solved coefficients.
+        valid: bool (B, F) the features that exist (the others' coefficients become 0), or None.
+        gram: float64 (B, F, F) the centred Gram matrices.
+        rhs: float64 (B, F, T) the centred right-hand sides.
+        x_mean: float64 (B, F) the masks' weighted means.
+        y_mean: float64 (B, T) the outputs' weighted means.
+        ss_tot: float64 (B, T) Σ w (y - ȳ)².
+        dtype: the results' dtype (None: float64).
+
+    Returns:
+        ``(coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T))``: one launch on CUDA.
+    """
+    args = (beta, valid, gram, rhs, x_mean, y_mean, ss_tot)
+    if use_triton(beta):
+        from torchlime.kernels import fit as kernel
+
+        if kernel.supports("summary", *args):
+            out: _Four = kernel.summary(*args, dtype)
+            return out
+    from torchlime.kernels.reference_fit import summary_torch
+
+    ref: _Four = summary_torch(*args, dtype)
+    return ref
+
+
+def quality_flags(
+    ss_tot: torch.Tensor,
+    weight_sum: torch.Tensor,
+    weight_sq_sum: torch.Tensor,
+    score: torch.Tensor,
+    n_features: torch.Tensor,
+    thresholds: tuple[float, float, float],
+) -> _Three:
+    """Bool ``(saturated (B, T), poor_fit (B, T), few_samples (B,))``, see ``kernels.reference_fit.flags_torch``.
+
+    Args:
+        ss_tot: (B, T) Σ w (y - ȳ)².
+        weight_sum: (B,) Σw.
+        weight_sq_sum: (B,) Σw².
+        score: (B, T) weighted R².
+        n_features: long (B,) F_b.
+        thresholds: ``(min_std, min_r2, min_kish)``: the outputs' least weighted standard deviation, the
+            least R², the least effective samples (Kish) per feature.
+    """
+    args = (ss_tot, weight_sum, weight_sq_sum, score, n_features)
+    if use_triton(ss_tot):
+        from torchlime.kernels import fit as kernel
+
+        if kernel.supports("flags", *args):
+            out: _Three = kernel.flags(*args, thresholds)
+            return out
+    from torchlime.kernels.reference_fit import flags_torch
+
+    ref: _Three = flags_torch(*args, thresholds)
     return ref

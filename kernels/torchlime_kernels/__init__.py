@@ -2,6 +2,8 @@
 
 ``blend`` (the fused mask expansion and baseline blend), ``slic`` (SLIC's assignment and centre
 update), ``hash_words`` (the counter-based hash words every mask and random fill start from),
-``reference`` and ``reference_hash`` (the torch references, with the same signatures). Only
+``fit`` (the fit's epilogue: centred normal equations, the fit's summary, the quality flags),
+``reference``, ``reference_hash`` and ``reference_fit`` (the torch references, with the same
+signatures). Only
 ``torchlime._backend`` imports them.
 """

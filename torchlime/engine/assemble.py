@@ -125,7 +125,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         normal, fit = solve_samples(masks, weights, outputs, s.surrogate, exists)
     else:
         normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, exists, outputs)
-    flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, fmap.n_features)
+    flags = assess(normal, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
     if valid is not None:  # padded targets of a structured target are no fits to judge
         flags = flags._replace(saturated=flags.saturated & valid, poor_fit=flags.poor_fit & valid)

@@ -15,9 +15,13 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import torch
 
+from torchlime.stages.normal import Spread, quality_flags
+
 MIN_OUTPUT_STD = 1e-4
 MIN_R2 = 0.1
 MIN_KISH_PER_FEATURE = 1.0
+#: the three thresholds, in ``_backend.quality_flags``' order
+THRESHOLDS = (MIN_OUTPUT_STD, MIN_R2, MIN_KISH_PER_FEATURE)
 
 
 class UnreliableExplanationWarning(UserWarning):
@@ -73,13 +77,7 @@ class Flags(NamedTuple):
         return values[:n], counts, where
 
 
-def assess(
-    ss_tot: torch.Tensor,
-    weight_sum: torch.Tensor,
-    weight_sq_sum: torch.Tensor,
-    score: torch.Tensor,
-    n_features: torch.Tensor,
-) -> Flags:
+def assess(normal: Spread, score: torch.Tensor, n_features: torch.Tensor) -> Flags:
     """The checks, on the device, from quantities the fit already has.
 
     * ``saturated``: the explained output barely varies under perturbation: its weighted standard
@@ -92,25 +90,15 @@ def assess(
       times the number of features: the kernel leaves too few samples with weight for the fit.
 
     Args:
-        ss_tot: (B, T) Σ w (y - ȳ)².
-        weight_sum: (B,) Σw.
-        weight_sq_sum: (B,) Σw².
+        normal: the fits' data (``Normal`` or a sample-space ``Design``): ``ss_tot`` (B, T) Σ w (y - ȳ)²,
+            ``weight_sum`` and ``weight_sq_sum`` (B,) Σw and Σw².
         score: (B, T) weighted R².
         n_features: long (B,) F_b.
 
     Returns:
         The ``Flags``.
     """
-    sw = weight_sum.clamp_min(torch.finfo(weight_sum.dtype).tiny)
-    std = torch.sqrt(ss_tot / sw.unsqueeze(1))
-    saturated = std < MIN_OUTPUT_STD
-    poor_fit = (score < MIN_R2) > saturated  # a > b of bools is a & ~b
-    kish = weight_sum**2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
-    if MIN_KISH_PER_FEATURE == 1.0:  # 1.0 * F_b is F_b: compared as it is (promoted inside the comparison)
-        few = kish < n_features
-    else:
-        few = kish < MIN_KISH_PER_FEATURE * n_features.to(kish.dtype)
-    return Flags(saturated, poor_fit, few)
+    return Flags(*quality_flags(normal, score, n_features, THRESHOLDS))
 
 
 def _advice(name: str, softmax: bool, n_samples: int, f_max: int) -> str:

@@ -232,7 +232,7 @@ def refit_fields(
         bound = choose_width(bound, masks, scores, ready(dists, "the distances"), valid, fitter, exp.target_valid)
     dists = dists if bound.space == "input" else None  # mask-space kernels weigh the masks themselves
     normal, fit, weights = fit_samples(masks, scores, bound, fitter, valid, dists, scale)
-    flags = assess(normal.ss_tot, normal.weight_sum, normal.weight_sq_sum, fit.score, exp.n_features)
+    flags = assess(normal, fit.score, exp.n_features)
     if exp.target_valid is not None:  # padded targets of a structured target are no fits to judge
         real = exp.target_valid.to(fit.score.device)
         flags = flags._replace(saturated=flags.saturated & real, poor_fit=flags.poor_fit & real)

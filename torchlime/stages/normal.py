@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Callable, Iterator, NamedTuple, Optional
+from typing import Callable, Iterator, NamedTuple, Optional, Protocol
 
 import torch
 
+from torchlime import _backend
 from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, constant, tensor_key
 
 #: the uncentred moments ``(Σw x'xᵀ, Σw x'y', Σw x', Σw y', Σw y'²)``: (B, F, F), (B, F, T), (B, F), (B, T), (B, T)
@@ -194,21 +195,13 @@ class NormalAccumulator:
         Returns:
             ``Normal`` with gram (B, F, F), rhs (B, F, T) and the moments of the fits.
         """
-        f = self.f
         self._zeros()  # nothing added: zero sums
-        sw = self.sw.clamp_min(torch.finfo(torch.float64).tiny)
-        means = self._stats[:, 3 : 3 + f + self.t] / sw.unsqueeze(1)  # (x̄', ȳ') side by side
-        xm, ym = means[:, :f], means[:, f:]
-        swx = sw.view(-1, 1, 1) * xm.unsqueeze(2)  # made once for both (the same products, the same bits)
-        centred = self._pairs - swx * means.unsqueeze(1)  # (gram | rhs) in two operators
-        gram, rhs = centred[:, :, :f], centred[:, :, f:]
-        ss_tot = (self.syy - sw.unsqueeze(1) * ym * ym).clamp_min(0)
-        shift = self.y_shift.double()
+        gram, rhs, x_mean, y_mean, ss_tot, shift = _backend.normal_centre(self.sums, self.y_shift, self.f, self.t)
         return Normal(
-            0.5 * (gram + gram.transpose(1, 2)),
+            gram,
             rhs,
-            xm + 0.5,
-            ym + shift,
+            x_mean,
+            y_mean,
             self.sw,
             ss_tot,
             self.sw2,
@@ -235,29 +228,57 @@ def normal_equations(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, dtype: t
     return acc.normal()
 
 
-def finish(beta: torch.Tensor, ne: Normal) -> Fit:
+def finish(
+    beta: torch.Tensor, ne: Normal, valid: Optional[torch.Tensor] = None, dtype: Optional[torch.dtype] = None
+) -> Fit:
     """Intercept, weighted R² and local prediction of coefficients, all from the normal equations.
 
-    No samples are needed: Σw(y - ŷ)² = ss_tot - 2βᵀ(XᵀWy) + βᵀ(XᵀWX)β.
+    No samples are needed: Σw(y - ŷ)² = ss_tot - 2βᵀ(XᵀWy) + βᵀ(XᵀWX)β. One kernel door
+    (``_backend.fit_summary``, ``kernels.reference_fit.summary_torch``: one launch on CUDA).
 
     Args:
-        beta: (B, F, T) coefficients.
+        beta: float64 (B, F, T) coefficients.
         ne: the normal equations they were solved from.
+        valid: bool (B, F) the features that exist (the others' coefficients become 0), or None (all).
+        dtype: the dtype of the fit (None: float64).
 
     Returns:
         ``Fit`` with coef (B, T, F), intercept, score and local_pred (B, T).
     """
-    intercept = ne.y_mean - (ne.x_mean.unsqueeze(1) @ beta).squeeze(1)  # (B, T)
-    explained = (beta * ne.rhs).sum(1)
-    quad = (beta * (ne.gram @ beta)).sum(1)
-    # a - 2b as one operator: 2b is exact, so a + (-2)·b rounds once, as a - (2b) does
-    ss_res = (torch.sub(ne.ss_tot, explained, alpha=2) + quad).clamp_min(0)
-    # sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0; 1 - q as addcdiv's
-    # 1 + (-1)·(a / b), one operator (the negation is exact); bool -> 1.0 / 0.0 where ss_tot is 0
-    one = constant(1.0, ss_res.dtype, ss_res.device)
-    score = torch.where(ne.ss_tot > 0, torch.addcdiv(one, ss_res, ne.ss_tot.clamp_min(1e-300), value=-1), ss_res == 0)
-    local_pred = intercept + beta.sum(1)  # the row of all ones
-    return Fit(beta.transpose(1, 2), intercept, score, local_pred)
+    return Fit(*_backend.fit_summary(beta, valid, ne.gram, ne.rhs, ne.x_mean, ne.y_mean, ne.ss_tot, dtype))
+
+
+class Spread(Protocol):
+    """What the quality checks read of a fit's data (``Normal``, or a sample-space ``Design``)."""
+
+    @property
+    def ss_tot(self) -> torch.Tensor:
+        """(B, T) Σ w (y - ȳ)²."""
+
+    @property
+    def weight_sum(self) -> torch.Tensor:
+        """(B,) Σw."""
+
+    @property
+    def weight_sq_sum(self) -> torch.Tensor:
+        """(B,) Σw²."""
+
+
+def quality_flags(
+    ne: Spread, score: torch.Tensor, n_features: torch.Tensor, thresholds: tuple[float, float, float]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The quality checks of fits (``engine.quality.assess``): one kernel door (``_backend.quality_flags``).
+
+    Args:
+        ne: the fits' data (their normal equations, or a sample-space design).
+        score: (B, T) their weighted R².
+        n_features: long (B,) F_b.
+        thresholds: ``(min_std, min_r2, min_kish)``, see ``kernels.reference_fit.flags_torch``.
+
+    Returns:
+        Bool ``(saturated (B, T), poor_fit (B, T), few_samples (B,))``.
+    """
+    return _backend.quality_flags(ne.ss_tot, ne.weight_sum, ne.weight_sq_sum, score, n_features, thresholds)
 
 
 def pad_identity(gram: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,6 @@ from typing import Callable, ClassVar, Optional
 import torch
 
 from torchlime._util.checks import check_positive_float, check_positive_int
-from torchlime.stages.fixed_cost import cast_at_once
 from torchlime.stages.normal import Fit as Fit
 from torchlime.stages.normal import Normal as Normal
 from torchlime.stages.normal import NormalAccumulator as NormalAccumulator
@@ -69,9 +68,7 @@ class Surrogate:
         Returns:
             ``Fit`` with coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T).
         """
-        beta = self.solve(ne, valid) * valid.unsqueeze(-1)  # the bools promoted inside the product: no cast
-        fit = finish(beta, ne)  # coef_std None
-        return Fit(*cast_at_once(fit[:4], self.dtype))  # one operator, not four
+        return finish(self.solve(ne, valid), ne, valid, self.dtype)  # coef_std None
 
     def coef_se(self, ne: Normal, fit: Fit, valid: torch.Tensor) -> Optional[torch.Tensor]:
         """Float64 (B, T, F) standard errors of a fit from its normal equations, or None (``stages.standard_error``).

@@ -1,0 +1,136 @@
+"""Torch references of the fit's epilogue: the centred normal equations, the fit's summary, the quality flags.
+
+Each runs as a few dozen small torch operations (one launch each on a GPU); ``fit.py`` fuses each into one
+Triton launch. These are the CPU path and the definition the kernels are tested against: their bits are
+the engine's on the CPU. Only absolute imports of torch and relative imports inside this folder: it
+ships as ``torchlime.kernels``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+__all__ = ["centre_torch", "summary_torch", "flags_torch", "stats_width"]
+
+_TINY = torch.finfo(torch.float64).tiny
+
+
+def stats_width(f: int, t: int) -> int:
+    """The per-fit sums' columns before the products: ``(Σw, Σw², n, Σwx' (F), Σwy' (T), Σwy'² (T))``."""
+    return 3 + f + 2 * t
+
+
+def centre_torch(
+    sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The centred normal equations of running sums (``stages.normal.NormalAccumulator``'s layout).
+
+    With x̄' = Σwx' / Σw and ȳ' = Σwy' / Σw (Σw at least the smallest normal float64): the Gram
+    matrix Σwx'x'ᵀ - Σw x̄'x̄'ᵀ made exactly symmetric, the right-hand sides Σwx'y'ᵀ - Σw x̄'ȳ'ᵀ, and
+    Σw (y - ȳ)² = Σwy'² - Σw ȳ'², at least 0.
+
+    Args:
+        sums: float64 (B, 3 + F + 2T + F(F + T)) the running sums of B fits, one row each.
+        y_shift: (B, T) the outputs subtracted before the sums (y' = y - y_shift).
+        f: F, the number of features.
+        t: T, the number of targets.
+
+    Returns:
+        Float64 ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T), shift (B, T))``:
+        the means of the unshifted masks and outputs, and ``y_shift`` as float64.
+    """
+    lead = stats_width(f, t)
+    stats, pairs = sums[:, :lead], sums[:, lead:].view(sums.shape[0], f, f + t)
+    sw = stats[:, 0].clamp_min(_TINY)
+    means = stats[:, 3 : 3 + f + t] / sw.unsqueeze(1)  # (x̄', ȳ') side by side
+    xm, ym = means[:, :f], means[:, f:]
+    swx = sw.view(-1, 1, 1) * xm.unsqueeze(2)  # made once for both (the same products, the same bits)
+    centred = pairs - swx * means.unsqueeze(1)  # (gram | rhs) in two operators
+    gram, rhs = centred[:, :, :f], centred[:, :, f:]
+    ss_tot = (stats[:, 3 + f + t :] - sw.unsqueeze(1) * ym * ym).clamp_min(0)
+    shift = y_shift.double()
+    return 0.5 * (gram + gram.transpose(1, 2)), rhs, xm + 0.5, ym + shift, ss_tot, shift
+
+
+def summary_torch(
+    beta: torch.Tensor,
+    valid: Optional[torch.Tensor],
+    gram: torch.Tensor,
+    rhs: torch.Tensor,
+    x_mean: torch.Tensor,
+    y_mean: torch.Tensor,
+    ss_tot: torch.Tensor,
+    dtype: Optional[torch.dtype] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Coefficients, intercept, weighted R² and local prediction of B·T fits, from their normal equations.
+
+    No samples are needed: Σw(y - ŷ)² = ss_tot - 2βᵀ(XᵀWy) + βᵀ(XᵀWX)β. The R² is scikit-learn's
+    ``r2_score``: a constant output scores 1 when predicted exactly, else 0.
+
+    Args:
+        beta: float64 (B, F, T) the solved coefficients.
+        valid: bool (B, F) the features that exist (the others' coefficients become 0), or None.
+        gram: float64 (B, F, F) the centred Gram matrices.
+        rhs: float64 (B, F, T) the centred right-hand sides.
+        x_mean: float64 (B, F) the weighted means of the masks.
+        y_mean: float64 (B, T) the weighted means of the outputs.
+        ss_tot: float64 (B, T) Σ w (y - ȳ)².
+        dtype: the dtype of the results (None: float64).
+
+    Returns:
+        ``(coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T))``.
+    """
+    if valid is not None:
+        beta = beta * valid.unsqueeze(-1)  # the bools promoted inside the product: no cast
+    intercept = y_mean - (x_mean.unsqueeze(1) @ beta).squeeze(1)
+    explained = (beta * rhs).sum(1)
+    quad = (beta * (gram @ beta)).sum(1)
+    # a - 2b as one operator: 2b is exact, so a + (-2)·b rounds once, as a - (2b) does
+    ss_res = (torch.sub(ss_tot, explained, alpha=2) + quad).clamp_min(0)
+    # 1 - q as addcdiv's 1 + (-1)·(a / b), one operator (the negation is exact); bool -> 1.0 / 0.0
+    one = torch.ones((), dtype=ss_res.dtype, device=ss_res.device)
+    score = torch.where(ss_tot > 0, torch.addcdiv(one, ss_res, ss_tot.clamp_min(1e-300), value=-1), ss_res == 0)
+    local_pred = intercept + beta.sum(1)  # the row of all ones
+    parts = (beta.transpose(1, 2), intercept, score, local_pred)
+    if dtype is None or dtype == beta.dtype:
+        return parts
+    cast = tuple(p.to(dtype) for p in parts)
+    return cast[0], cast[1], cast[2], cast[3]
+
+
+def flags_torch(
+    ss_tot: torch.Tensor,
+    weight_sum: torch.Tensor,
+    weight_sq_sum: torch.Tensor,
+    score: torch.Tensor,
+    n_features: torch.Tensor,
+    thresholds: tuple[float, float, float],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The quality checks of B·T fits (``engine.quality.assess``).
+
+    Args:
+        ss_tot: (B, T) Σ w (y - ȳ)².
+        weight_sum: (B,) Σw.
+        weight_sq_sum: (B,) Σw².
+        score: (B, T) weighted R².
+        n_features: long (B,) F_b.
+        thresholds: ``(min_std, min_r2, min_kish)``: outputs whose weighted standard deviation is below
+            ``min_std`` are saturated; fits below ``min_r2`` (and not saturated) fit poorly; inputs with
+            fewer than ``min_kish`` · F_b effective samples (Kish) have too few.
+
+    Returns:
+        Bool ``(saturated (B, T), poor_fit (B, T), few_samples (B,))``.
+    """
+    min_std, min_r2, min_kish = thresholds
+    sw = weight_sum.clamp_min(torch.finfo(weight_sum.dtype).tiny)
+    std = torch.sqrt(ss_tot / sw.unsqueeze(1))
+    saturated = std < min_std
+    poor_fit = (score < min_r2) > saturated  # a > b of bools is a & ~b
+    kish = weight_sum**2 / weight_sq_sum.clamp_min(torch.finfo(weight_sq_sum.dtype).tiny)
+    if min_kish == 1.0:  # 1.0 * F_b is F_b: compared as it is (promoted inside the comparison)
+        few = kish < n_features
+    else:
+        few = kish < min_kish * n_features.to(kish.dtype)
+    return saturated, poor_fit, few
