@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import torch
 
@@ -211,3 +211,37 @@ def token_inputs(
     if key is not None and ids.numel() <= CACHED_ELEMENTS:
         _MADE.put(owner, key, (*made, *tensors[1:]))  # the other tensors held: their memory serves no other
     return made
+
+
+def known_inputs(
+    input_ids: object,
+    attention_mask: object,
+    special_ids: SpecialIds,
+    mode: object,
+    mask_id: object,
+    pad_id: object,
+    vocab_size: Optional[int],
+    features: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...], torch.Tensor, torch.Tensor]:
+    """``token_inputs`` of ids whose features the caller knows (a generation call's rows: its prompt fixes them).
+
+    The arguments are checked and packed as ``token_inputs`` does (one feature per token: no word ids);
+    ``features`` is what ``token_features`` would make of them, returned as it is, and nothing is kept.
+
+    Args:
+        input_ids: integer (B, L) token ids.
+        attention_mask: (B, L) 1 = token, 0 = padding, or None.
+        special_ids: ids never perturbed.
+        mode: "replace", "delete" or "infill".
+        mask_id: the id hidden tokens become.
+        pad_id: the padding id written by "delete".
+        vocab_size: checks the ids, or None.
+        features: long (B, L) the token features.
+
+    Returns:
+        As ``token_inputs``: ``(attention_mask, special, special_list, features, packed)``.
+    """
+    attn = check_args(input_ids, attention_mask, None, mode, mask_id, pad_id, vocab_size)
+    ids = cast(torch.Tensor, input_ids)  # check_args refused anything else
+    special = as_id_tensor(special_ids, ids.device)
+    return attn, special, tuple(special.tolist()), features, pack(ids, attn)

@@ -24,7 +24,7 @@ from torchlime.engine.info import check_record, sized
 from torchlime.stages.forward.passes import score
 from torchlime.targets.base import Target
 from torchlime.text._single import Scorer, SingleSampler
-from torchlime.text._token_args import TokenArgs, infer_vocab_size, resolve_infiller, token_inputs
+from torchlime.text._token_args import TokenArgs, infer_vocab_size, known_inputs, resolve_infiller, token_inputs
 from torchlime.text.edits import TokenChunk, TokenModel, make_perturb_fn, resolve_model_inputs
 from torchlime.text.infill import Infiller, joint_fill
 from torchlime.text.proximity import HybridKernel
@@ -205,7 +205,12 @@ class Tokens(TokenArgs, Modality):
         given_mask = from_numpy(self.attention_mask)
         input_ids, word_ids = from_numpy(inputs), from_numpy(self.word_ids)
         settings = (self.mode, self.mask_id, self.pad_id, vocab_size)
-        made = token_inputs(input_ids, given_mask, word_ids, self.special_ids, *settings)  # kept for ids passed again
+        known = self._known_features()
+        made = (
+            token_inputs(input_ids, given_mask, word_ids, self.special_ids, *settings)  # kept for ids passed again
+            if known is None
+            else known_inputs(input_ids, given_mask, self.special_ids, *settings, known)
+        )
         attn, _, special_list, feats, packed = made
         inputs_how = resolve_model_inputs(self.model_inputs, given_mask is not None)
         adapter = functools.partial(TokenModel, how=inputs_how, mask_dtype=attn.dtype, ids_dtype=input_ids.dtype)
@@ -235,6 +240,10 @@ class Tokens(TokenArgs, Modality):
         return TokensPrepared(
             packed, features, how, call, adapter, "text", "input_ids", info=info, tokens=info, run=run
         )
+
+    def _known_features(self) -> Optional[torch.Tensor]:
+        """Long (B, L) the token features when the caller knows them already, else None (made from the ids)."""
+        return None
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
         """The features as (B, L), the rows the run counted, the record (see ``finish_tokens``).

@@ -1,0 +1,256 @@
+"""What a generation call's prompts and settings fix, made once per prompt; and the greedy loop in one buffer.
+
+The prompts' checks, their left padding, the rows' template (a "delete" padding column, the prompt, room
+for the continuation), the rows' attention mask, their token features and where each continuation starts
+depend only on the prompt tensors (their values, known by ``stages.fixed_cost.tensor_key``), the special
+ids, the mode, the padding id and G: prompts passed again unchanged reuse them (``prompt_plan``), and the
+feature map that is the same tensor again is not relabelled again either (``stages.features``). The
+continuation, which the model decides, is generated in every call (``greedy_rows``): into a copy of the
+template, one argmax per token written in place, so the rows explained need no concatenation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional
+
+import torch
+
+from torchlime._util.checks import check_integer, check_tensor, describe, from_numpy
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
+from torchlime.stages.forward.model import eval_mode
+from torchlime.targets.base import tensor_output
+from torchlime.text._token_args import SpecialIds, as_id_tensor, token_features
+from torchlime.text._tokens import Tokens
+from torchlime.text.edits import call_token_model
+
+
+class PromptPlan(NamedTuple):
+    """The rows of a generation call but the continuation's ids (none of them is to be written).
+
+    Attributes:
+        ids: (B, L_p) the left-padded prompts.
+        attn: (B, L_p) their attention mask.
+        rows: (B, L) the rows' template, the prompts' dtype: in "delete" a ``pad_id`` column, then the
+            prompt, then G zeros where the continuation goes (``L = lead + L_p + G``).
+        rows_attention: (B, L) the rows' attention mask: 0 on the padding column, the prompt's, then ones.
+        features: long (B, L) the rows' token features (``token_features``; -1 off the prompt's tokens).
+        start: long (B,) where every continuation starts (``lead + L_p``).
+        lead: 1 in "delete" (the padding column), else 0.
+    """
+
+    ids: torch.Tensor
+    attn: torch.Tensor
+    rows: torch.Tensor
+    rows_attention: torch.Tensor
+    features: torch.Tensor
+    start: torch.Tensor
+    lead: int
+
+
+def left_pad(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, word_ids: Optional[torch.Tensor] = None
+) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """Move every row's padding to its left, the tokens keeping their order (left-padded rows are unchanged).
+
+    Args:
+        input_ids: (B, L) token ids.
+        attention_mask: (B, L) 1 for tokens, 0 for padding.
+        word_ids: (B or 1, L) word of every token, or None.
+
+    Returns:
+        ``(input_ids, attention_mask, word_ids)`` (B, L), re-ordered alike.
+
+    Example:
+        >>> left_pad(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]]))[0].tolist()
+        [[0, 5, 6]]
+    """
+    order = torch.argsort((attention_mask != 0).to(torch.uint8), dim=1, stable=True)
+    if word_ids is not None:
+        word_ids = word_ids.expand_as(input_ids).gather(1, order)
+    return input_ids.gather(1, order), attention_mask.gather(1, order), word_ids
+
+
+def prompt_masks(
+    ids: torch.Tensor, attention_mask: Optional[torch.Tensor], word_ids: Optional[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompts' attention mask and word ids (B, L_p), checked.
+
+    Args:
+        ids: (B, L_p) the prompts.
+        attention_mask: (B, L_p) or None (all ones).
+        word_ids: (B or 1, L_p) or None (one feature per token).
+
+    Returns:
+        ``(attention_mask, word_ids)``: (B, L_p) and long (B or 1, L_p) (positions when none are given).
+
+    Raises:
+        ValueError / TypeError: naming the argument, expected and got value.
+    """
+    batch, length = ids.shape
+    attn = torch.ones_like(ids) if attention_mask is None else attention_mask
+    check_tensor(attn, "attention_mask")
+    if tuple(attn.shape) != (batch, length):
+        raise ValueError(f"`attention_mask` must have shape {(batch, length)}, got {tuple(attn.shape)}")
+    if batch and bool((attn == 0).all(1).any()):
+        raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
+    if word_ids is None:
+        return attn, torch.arange(length, device=ids.device).expand(batch, length)
+    check_tensor(word_ids, "word_ids")
+    check_integer(word_ids, "word_ids")
+    if word_ids.ndim != 2 or word_ids.shape[0] not in (1, batch) or word_ids.shape[1] != length:
+        raise ValueError(
+            f"`word_ids` must have shape ({batch}, {length}) or (1, {length}), got {tuple(word_ids.shape)}"
+        )
+    return attn, word_ids.long().to(ids.device)
+
+
+def _make_plan(
+    ids: torch.Tensor,
+    attention_mask: Optional[torch.Tensor],
+    word_ids: Optional[torch.Tensor],
+    special: torch.Tensor,
+    g: int,
+    mode: str,
+    pad_id: int,
+) -> PromptPlan:
+    """The plan of ``prompt_plan``, made now."""
+    attn, words = prompt_masks(ids, attention_mask, word_ids)
+    ids, attn, moved = left_pad(ids, attn, words)
+    assert moved is not None  # words are always given to left_pad here
+    batch, dev, lead = ids.shape[0], ids.device, int(mode == "delete")
+    shape = (batch, lead + ids.shape[1] + g)
+    rows = torch.zeros(shape, dtype=ids.dtype, device=dev)
+    rows_attention = torch.ones(shape, dtype=attn.dtype, device=dev)
+    features = torch.full(shape, -1, dtype=torch.long, device=dev)
+    if lead:  # the padding column a deleted row re-packs behind
+        rows[:, 0] = pad_id
+        rows_attention[:, 0] = 0
+    prompt = slice(lead, lead + ids.shape[1])
+    rows[:, prompt] = ids
+    rows_attention[:, prompt] = attn
+    features[:, prompt] = token_features(ids, attn, moved, special)  # continuation and padding column: -1
+    start = torch.full((batch,), shape[1] - g, dtype=torch.long, device=dev)
+    return PromptPlan(ids, attn, rows, rows_attention, features, start, lead)
+
+
+#: the plans of the last prompts, by prompt tensor (``stages.fixed_cost.ShapeCache``)
+_PLANS: ShapeCache[tuple[object, ...]] = ShapeCache()
+
+
+def prompt_plan(
+    ids: torch.Tensor,
+    attention_mask: object,
+    word_ids: object,
+    special_ids: SpecialIds,
+    g: int,
+    mode: str,
+    pad_id: int,
+) -> PromptPlan:
+    """Check the prompts, left-pad them and lay out the rows of a call that continues each by G tokens.
+
+    Made once for prompts passed again (the same tensors, unchanged since; ``stages.fixed_cost.tensor_key``)
+    with the same settings: they are not checked again (they passed) nor read, and the rows' features are
+    the same tensor (their relabelled map is kept too). The result equals the one made afresh, bit for bit.
+
+    Args:
+        ids: integer (B, L_p) the prompts, checked.
+        attention_mask: (B, L_p) 1 = token, 0 = padding, or None (all ones).
+        word_ids: (B or 1, L_p) word of every prompt token, or None (one feature per token).
+        special_ids: ids never perturbed.
+        g: G, the continuation's length.
+        mode: "replace", "delete" or "infill" ("delete" lays a padding column first).
+        pad_id: the id of that column.
+
+    Returns:
+        The ``PromptPlan``; none of its tensors is to be written.
+
+    Raises:
+        ValueError / TypeError: naming the argument, expected and got value.
+    """
+    # only tensors (or None) are known by their key: an array's memory may be written without torch seeing it
+    plain = all(t is None or isinstance(t, torch.Tensor) for t in (attention_mask, word_ids))
+    mask, words = from_numpy(attention_mask), from_numpy(word_ids)
+    tensors = [t for t in (ids, mask, words, special_ids) if isinstance(t, torch.Tensor)]
+    keys = tuple(tensor_key(t) for t in tensors)
+    key: Optional[tuple[object, ...]] = None
+    if plain and all(k is not None for k in keys) and ids.numel() <= CACHED_ELEMENTS:
+        try:  # special ids of a wrong kind have no hash: refused below, uncached
+            spec = (
+                None
+                if special_ids is None or isinstance(special_ids, torch.Tensor)
+                else special_ids
+                if isinstance(special_ids, int)
+                else tuple(special_ids)
+            )
+            settings = (spec, g, mode, pad_id)
+            key = (keys, mask is None, words is None, tuple((type(v), v) for v in settings))
+            hash(key)
+        except TypeError:
+            key = None
+    owner = ids if ids._base is None else ids._base
+    found = _PLANS.find(owner, key) if key is not None else None
+    if found is not None:
+        return found[0]  # type: ignore[return-value]
+    special = as_id_tensor(special_ids, ids.device)
+    plan = _make_plan(ids, mask, words, special, g, mode, pad_id)
+    if key is not None:
+        _PLANS.put(owner, key, (plan, *plan[:6], *tensors[1:]))  # the given tensors held: their memory serves no other
+    return plan
+
+
+def greedy_rows(
+    model: Callable[..., object], plan: PromptPlan, max_new_tokens: int, how: str = "keywords"
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The rows of ``plan`` with ``max_new_tokens`` tokens generated greedily after every prompt, all at once.
+
+    Each step calls the model once on the whole batch (B, L_p + g) and writes the argmax of the last
+    position's logits into the rows; no cache, no stopping at an end-of-sequence id. The model sees the
+    rows up to the new token (contiguous: a view for one prompt, a copy for several).
+
+    Args:
+        model: causal LM returning logits (B, L, V) or an object with ``.logits``.
+        plan: the call's ``PromptPlan`` (G = ``max_new_tokens`` columns of room).
+        max_new_tokens: G >= 1.
+        how: how the model takes its inputs ("keywords", "positional", "ids": see ``call_token_model``).
+
+    Returns:
+        ``(rows, rows_attention, V)``: (B, L) the rows with their continuation (new tensors, the
+        plan's dtypes), and the width V of the model's logits.
+
+    Raises:
+        ValueError: the model returns no (B, L, V) logits.
+    """
+    rows, attn = plan.rows.clone(), plan.rows_attention.clone()
+    first = plan.lead + plan.ids.shape[1]
+    width = 0
+    with torch.inference_mode(), eval_mode(model):
+        for at in range(first, first + max_new_tokens):
+            ids, mask = rows[:, plan.lead : at], attn[:, plan.lead : at]
+            if not ids.is_contiguous():  # several prompts: the model gets contiguous rows, as a new tensor
+                ids, mask = ids.contiguous(), mask.contiguous()
+            logits = tensor_output(call_token_model(model, ids, mask, how), "explain_generation", ("logits",))
+            if logits.ndim != 3:
+                raise ValueError(f"`model` must return next-token logits (B, L, V), got {describe(logits)}")
+            width = logits.shape[-1]
+            if rows.dtype == torch.long:  # argmax's own dtype: written straight into the rows
+                torch.argmax(logits[:, -1], -1, out=rows[:, at])
+            else:
+                rows[:, at] = logits[:, -1].argmax(-1)
+    return rows, attn, width
+
+
+@dataclass(frozen=True)
+class RowTokens(Tokens):
+    """``Tokens`` of a generation call's rows, whose token features its ``PromptPlan`` holds already.
+
+    Attributes:
+        features: long (B, L) the rows' token features (the plan's: the same tensor for prompts passed
+            again, so that their relabelled map is kept too).
+    """
+
+    features: Optional[torch.Tensor] = None
+
+    def _known_features(self) -> Optional[torch.Tensor]:
+        """The plan's features (``Tokens`` makes them from the ids otherwise)."""
+        return self.features
