@@ -79,7 +79,8 @@ def padded_as_nan(score: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.T
     Returns:
         (B, T) the scores, NaN where ``valid`` is False.
     """
-    return score if valid is None else score.masked_fill(~valid.to(score.device), float("nan"))
+    # one operator (``where``), not a negation and a fill: the same values
+    return score if valid is None else torch.where(valid.to(score.device), score, float("nan"))
 
 
 def accumulate_blocks(  # noqa: PLR0913

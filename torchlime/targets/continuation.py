@@ -11,7 +11,7 @@ The target must know where the continuation starts in every row and which ids it
 
 from __future__ import annotations
 
-from typing import Optional, cast
+from typing import Optional, Union, cast
 
 import torch
 
@@ -74,6 +74,7 @@ class Continuation(Target):
         self.max_new_tokens = max_new_tokens
         self.per_token = per_token
         self.start: Optional[torch.Tensor] = None
+        self._first: Optional[int] = None  # the start of every input, when one int was given
 
     @property
     def n_tokens(self) -> int:
@@ -92,13 +93,14 @@ class Continuation(Target):
                 f"got {tuple(self.token_ids.shape)}"
             )
 
-    def prepared(self, continuation_ids: torch.Tensor, start: torch.Tensor) -> Continuation:
+    def prepared(self, continuation_ids: torch.Tensor, start: Union[torch.Tensor, int]) -> Continuation:
         """A copy bound to rows that hold each prompt followed by its continuation.
 
         Args:
             continuation_ids: integer (B, G) the continuation of every input.
             start: integer (B,) the position of each input's first continuation token (>= 1: the
-                prompt has a token).
+                prompt has a token), or one int for every input (rows of one layout, as
+                ``explain_generation`` makes them: the target's positions are then host numbers).
 
         Returns:
             A new ``Continuation`` with ``token_ids`` and ``start`` set (this one is left alone).
@@ -110,6 +112,12 @@ class Continuation(Target):
             raise ValueError("`continuation_ids` must be an integer (B, G) tensor, got None")
         out = Continuation(continuation_ids, self.max_new_tokens, self.per_token)
         ids = cast(torch.Tensor, out.token_ids)
+        if isinstance(start, int) and not isinstance(start, bool):  # one start: checked on the host
+            if start < 1:
+                raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {start}")
+            out.start = torch.full((ids.shape[0],), start, dtype=torch.long, device=ids.device)
+            out._first = start
+            return out
         start = from_numpy(start)
         check_tensor(start, "start")
         check_integer(start, "start")
@@ -140,16 +148,17 @@ class Continuation(Target):
             )
         self.check(batch)
         logits = _logits(reference)
-        g = self.token_ids.shape[1]
-        end = int((self.start + g).max())
+        g, first, dev = self.token_ids.shape[1], self._first, logits.device
+        end = first + g if first is not None else int((self.start + g).max())
         if end > logits.shape[1]:
             raise ValueError(
                 f"the continuation ends at position {end} but the model's logits cover {logits.shape[1]} positions"
             )
-        dev = logits.device
-        ids, start = self.token_ids.to(dev), self.start.to(dev)
-        offsets = torch.arange(g, device=dev) - 1
-        positions = start.unsqueeze(1) + offsets  # (B, G): the positions predicting y_g, made once per call
+        ids = self.token_ids.to(dev)
+        if first is not None:  # one start: the positions predicting y_g are one row, every input's
+            positions = torch.arange(first - 1, end - 1, device=dev).expand(batch, g)
+        else:  # (B, G): the positions predicting y_g, made once per call
+            positions = self.start.to(dev).unsqueeze(1) + (torch.arange(g, device=dev) - 1)
         per_token = self.per_token
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
@@ -159,7 +168,8 @@ class Continuation(Target):
                 pos, tok = positions.expand(c, -1).to(lg.device), ids.expand(c, -1).to(lg.device).unsqueeze(2)
             else:
                 r = rows.to(dev)
-                pos, tok = positions[r].to(lg.device), ids[r].to(lg.device).unsqueeze(2)  # (c, G), (c, G, 1)
+                pos = positions[:1].expand(c, -1) if first is not None else positions[r]
+                pos, tok = pos.to(lg.device), ids[r].to(lg.device).unsqueeze(2)  # (c, G), (c, G, 1)
             picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
             if not per_token:
                 return picked.log_softmax(-1).gather(2, tok).squeeze(2).sum(1, keepdim=True)  # (c, 1)
@@ -171,7 +181,7 @@ class Continuation(Target):
 
         t = 1 + g if per_token else 1
         labels = torch.arange(t, device=dev).expand(batch, t)
-        info = ContinuationInfo(ids, start, per_token)
+        info = ContinuationInfo(ids, self.start.to(dev), per_token)
         return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
 
 

@@ -22,7 +22,7 @@ import torch
 from torchlime._util.checks import check_choice, check_integer, check_tensor, describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
 from torchlime.targets.continuation import Continuation
-from torchlime.text._generation_plan import RowTokens, greedy_rows, prompt_plan
+from torchlime.text._generation_plan import RowTokens, fresh_rows, greedy_rows, prompt_plan
 from torchlime.text._generation_plan import left_pad as left_pad  # its home before the plan
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
 from torchlime.text._token_args import TokenArgs, infer_vocab_size
@@ -175,14 +175,15 @@ class Generation(TokenArgs, Modality):
             raise ValueError(f"mode={self.mode!r} needs `mask_id` (the id hidden prompt tokens take), got None")
         vocab_size = self.vocab_size
         if target.token_ids is None:
-            rows, rows_attn, width = greedy_rows(lm, plan, g, how_inputs)
+            rows, rows_attn, packed, width = greedy_rows(lm, plan, g, how_inputs)
             if vocab_size is None:  # checks mask_id before the batched pass: the embedding's size, else the logits'
                 vocab_size = infer_vocab_size(lm) or width
+            # (B, G) the continuation: a view of one prompt's row, a contiguous copy of several
+            cont = rows[:, rows.shape[1] - g :].long().contiguous()
         else:
-            rows, rows_attn = plan.rows.clone(), plan.rows_attention.clone()
-            rows[:, rows.shape[1] - g :] = target.token_ids.to(ids.device)
-        cont = rows[:, rows.shape[1] - g :].long() if target.token_ids is None else target.token_ids.to(ids.device)
-        start = plan.start
+            rows, rows_attn, packed = fresh_rows(plan)
+            cont = target.token_ids.to(ids.device)
+            rows[:, rows.shape[1] - g :] = cont
         tokens = RowTokens(
             rows_attn,
             None,
@@ -194,14 +195,16 @@ class Generation(TokenArgs, Modality):
             how_inputs,
             self.infill,
             features=plan.features,
+            packed=packed,
         )
-        call = dataclasses.replace(call, target=target.prepared(cont, start))
+        call = dataclasses.replace(call, target=target.prepared(cont, rows.shape[1] - g))  # one start: the rows' layout
         prepared = tokens.prepare(lm, rows, how, call)
         adapter = prepared.adapter
         if positions and adapter is not None:
             adapter = functools.partial(_positioned, adapter)
         fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(prepared)}
-        fields.update(adapter=adapter, rows=rows, rows_attention=rows_attn, continuation=cont)
+        tokens_info = prepared.tokens and dataclasses.replace(prepared.tokens, lengths=list(plan.lengths))
+        fields.update(adapter=adapter, rows=rows, rows_attention=rows_attn, continuation=cont, tokens=tokens_info)
         return GenerationPrepared(**fields, per_token=target.per_token)
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:

@@ -1,9 +1,9 @@
 """What a generation call's prompts and settings fix, made once per prompt; and the greedy loop in one buffer.
 
 The prompts' checks, their left padding, the rows' template (a "delete" padding column, the prompt, room
-for the continuation), the rows' attention mask, their token features and where each continuation starts
-depend only on the prompt tensors (their values, known by ``stages.fixed_cost.tensor_key``), the special
-ids, the mode, the padding id and G: prompts passed again unchanged reuse them (``prompt_plan``), and the
+for the continuation), the rows' attention mask and their token features depend only on the prompt
+tensors (their values, known by ``stages.fixed_cost.tensor_key``), the special ids, the mode, the padding
+id and G: prompts passed again unchanged reuse them (``prompt_plan``), and the
 feature map that is the same tensor again is not relabelled again either (``stages.features``). The
 continuation, which the model decides, is generated in every call (``greedy_rows``): into a copy of the
 template, one argmax per token written in place, so the rows explained need no concatenation.
@@ -35,8 +35,10 @@ class PromptPlan(NamedTuple):
             prompt, then G zeros where the continuation goes (``L = lead + L_p + G``).
         rows_attention: (B, L) the rows' attention mask: 0 on the padding column, the prompt's, then ones.
         features: long (B, L) the rows' token features (``token_features``; -1 off the prompt's tokens).
-        start: long (B,) where every continuation starts (``lead + L_p``).
+        packed: long (1, 2, L) ``rows`` and ``rows_attention`` packed (``edits.pack``) for one prompt
+            when both are long, else None.
         lead: 1 in "delete" (the padding column), else 0.
+        lengths: the tokens of every row (its attention mask's sum), host ints.
     """
 
     ids: torch.Tensor
@@ -44,8 +46,9 @@ class PromptPlan(NamedTuple):
     rows: torch.Tensor
     rows_attention: torch.Tensor
     features: torch.Tensor
-    start: torch.Tensor
+    packed: Optional[torch.Tensor]
     lead: int
+    lengths: tuple[int, ...]
 
 
 def left_pad(
@@ -130,8 +133,27 @@ def _make_plan(
     rows[:, prompt] = ids
     rows_attention[:, prompt] = attn
     features[:, prompt] = token_features(ids, attn, moved, special)  # continuation and padding column: -1
-    start = torch.full((batch,), shape[1] - g, dtype=torch.long, device=dev)
-    return PromptPlan(ids, attn, rows, rows_attention, features, start, lead)
+    # one prompt: its rows and mask as views of one packed copy are contiguous still (several would not be)
+    one = batch == 1 and rows.dtype == rows_attention.dtype == torch.long
+    packed = torch.stack([rows, rows_attention], dim=1) if one else None
+    lengths = tuple(rows_attention.sum(-1).tolist())  # what the record of the tokens counts
+    return PromptPlan(ids, attn, rows, rows_attention, features, packed, lead, lengths)
+
+
+def fresh_rows(plan: PromptPlan) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """New rows and attention mask (B, L) from the plan's templates, to write the continuation into.
+
+    Args:
+        plan: the call's ``PromptPlan``.
+
+    Returns:
+        ``(rows, rows_attention, packed)``: with the plan's ``packed``, one copy of it (1, 2, L) and
+        the two as its views (one operator; contiguous, as one row is); else two copies, and None.
+    """
+    if plan.packed is None:
+        return plan.rows.clone(), plan.rows_attention.clone(), None
+    packed = plan.packed.clone()
+    return packed[:, 0], packed[:, 1], packed
 
 
 #: the plans of the last prompts, by prompt tensor (``stages.fixed_cost.ShapeCache``)
@@ -201,7 +223,7 @@ def prompt_plan(
 
 def greedy_rows(
     model: Callable[..., object], plan: PromptPlan, max_new_tokens: int, how: str = "keywords"
-) -> tuple[torch.Tensor, torch.Tensor, int]:
+) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], int]:
     """The rows of ``plan`` with ``max_new_tokens`` tokens generated greedily after every prompt, all at once.
 
     Each step calls the model once on the whole batch (B, L_p + g) and writes the argmax of the last
@@ -215,13 +237,14 @@ def greedy_rows(
         how: how the model takes its inputs ("keywords", "positional", "ids": see ``call_token_model``).
 
     Returns:
-        ``(rows, rows_attention, V)``: (B, L) the rows with their continuation (new tensors, the
-        plan's dtypes), and the width V of the model's logits.
+        ``(rows, rows_attention, packed, V)``: (B, L) the rows with their continuation and their mask
+        (``fresh_rows``: the plan's dtypes; views of ``packed`` (B, 2, L) where the plan packs them,
+        else None), and the width V of the model's logits.
 
     Raises:
         ValueError: the model returns no (B, L, V) logits.
     """
-    rows, attn = plan.rows.clone(), plan.rows_attention.clone()
+    rows, attn, packed = fresh_rows(plan)
     first = plan.lead + plan.ids.shape[1]
     width = 0
     with torch.inference_mode(), eval_mode(model):
@@ -237,7 +260,7 @@ def greedy_rows(
                 torch.argmax(logits[:, -1], -1, out=rows[:, at])
             else:
                 rows[:, at] = logits[:, -1].argmax(-1)
-    return rows, attn, width
+    return rows, attn, packed, width
 
 
 @dataclass(frozen=True)
@@ -247,10 +270,12 @@ class RowTokens(Tokens):
     Attributes:
         features: long (B, L) the rows' token features (the plan's: the same tensor for prompts passed
             again, so that their relabelled map is kept too).
+        packed: long (B, 2, L) the rows and their mask packed already (``fresh_rows``), or None.
     """
 
     features: Optional[torch.Tensor] = None
+    packed: Optional[torch.Tensor] = None
 
-    def _known_features(self) -> Optional[torch.Tensor]:
-        """The plan's features (``Tokens`` makes them from the ids otherwise)."""
-        return self.features
+    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
+        """The plan's features and the packed rows (``Tokens`` makes them from the ids otherwise)."""
+        return None if self.features is None else (self.features, self.packed)

@@ -117,7 +117,7 @@ def check_args(  # noqa: C901
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"`{name}` must be an int token id, got {describe(value)}")
     if vocab_size is not None and ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
+        lo, hi = torch.stack(torch.aminmax(ids)).tolist()  # both read at once: one synchronisation
         if lo < 0 or hi >= vocab_size:
             bad = torch.unique(ids[(ids < 0) | (ids >= vocab_size)])[:10].tolist()
             raise ValueError(
@@ -221,12 +221,13 @@ def known_inputs(
     mask_id: object,
     pad_id: object,
     vocab_size: Optional[int],
-    features: torch.Tensor,
+    known: tuple[torch.Tensor, Optional[torch.Tensor]],
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...], torch.Tensor, torch.Tensor]:
     """``token_inputs`` of ids whose features the caller knows (a generation call's rows: its prompt fixes them).
 
-    The arguments are checked and packed as ``token_inputs`` does (one feature per token: no word ids);
-    ``features`` is what ``token_features`` would make of them, returned as it is, and nothing is kept.
+    The arguments are checked as ``token_inputs`` checks them (one feature per token: no word ids);
+    ``known`` holds what ``token_features`` and ``pack`` would make of them, returned as they are
+    (``pack``'s made now where None), and nothing is kept.
 
     Args:
         input_ids: integer (B, L) token ids.
@@ -236,7 +237,7 @@ def known_inputs(
         mask_id: the id hidden tokens become.
         pad_id: the padding id written by "delete".
         vocab_size: checks the ids, or None.
-        features: long (B, L) the token features.
+        known: long (B, L) the token features, and long (B, 2, L) the ids and mask packed, or None.
 
     Returns:
         As ``token_inputs``: ``(attention_mask, special, special_list, features, packed)``.
@@ -244,4 +245,5 @@ def known_inputs(
     attn = check_args(input_ids, attention_mask, None, mode, mask_id, pad_id, vocab_size)
     ids = cast(torch.Tensor, input_ids)  # check_args refused anything else
     special = as_id_tensor(special_ids, ids.device)
-    return attn, special, tuple(special.tolist()), features, pack(ids, attn)
+    features, packed = known
+    return attn, special, tuple(special.tolist()), features, pack(ids, attn) if packed is None else packed

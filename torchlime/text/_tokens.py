@@ -205,7 +205,7 @@ class Tokens(TokenArgs, Modality):
         given_mask = from_numpy(self.attention_mask)
         input_ids, word_ids = from_numpy(inputs), from_numpy(self.word_ids)
         settings = (self.mode, self.mask_id, self.pad_id, vocab_size)
-        known = self._known_features()
+        known = self._known()
         made = (
             token_inputs(input_ids, given_mask, word_ids, self.special_ids, *settings)  # kept for ids passed again
             if known is None
@@ -241,8 +241,11 @@ class Tokens(TokenArgs, Modality):
             packed, features, how, call, adapter, "text", "input_ids", info=info, tokens=info, run=run
         )
 
-    def _known_features(self) -> Optional[torch.Tensor]:
-        """Long (B, L) the token features when the caller knows them already, else None (made from the ids)."""
+    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
+        """What the caller knows of the ids: their features (B, L) and packed ids (B, 2, L) or None; else None.
+
+        Both are made from the ids where None (``token_inputs``).
+        """
         return None
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
@@ -281,7 +284,8 @@ def finish_tokens(explanation: Explanation, prepared: Prepared) -> tuple[Explana
         info = dataclasses.replace(info, mlm_rows=int(explanation.n_features.sum()))  # one per (input, feature)
     elif info.mode == "infill":
         info = dataclasses.replace(info, mlm_rows=run.mlm_rows)
-    lengths = prepared.inputs[:, 1].sum(-1).tolist()  # the (B, 2, L) ids and mask: tokens per input
+    lengths = info.lengths  # known already (a generation call's rows), else read from the (B, 2, L) ids and mask
+    lengths = prepared.inputs[:, 1].sum(-1).tolist() if lengths is None else list(lengths)
     info = dataclasses.replace(info, scoring_rows=scoring, lengths=lengths)
     batch, length = prepared.inputs.shape[0], prepared.inputs.shape[-1]
     features = explanation.features.reshape(batch, length)
