@@ -75,6 +75,7 @@ class Continuation(Target):
         self.per_token = per_token
         self.start: Optional[torch.Tensor] = None
         self._first: Optional[int] = None  # the start of every input, when one int was given
+        self._steps: Optional[torch.Tensor] = None  # then long 0 .. start + G - 1
 
     @property
     def n_tokens(self) -> int:
@@ -115,7 +116,9 @@ class Continuation(Target):
         if isinstance(start, int) and not isinstance(start, bool):  # one start: checked on the host
             if start < 1:
                 raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {start}")
-            out.start = torch.full((ids.shape[0],), start, dtype=torch.long, device=ids.device)
+            # 0 .. start + G - 1: the start, the targets' labels and the positions read are views of one arange
+            out._steps = torch.arange(start + ids.shape[1], device=ids.device)
+            out.start = out._steps[start : start + 1].expand(ids.shape[0])
             out._first = start
             return out
         start = from_numpy(start)
@@ -148,18 +151,20 @@ class Continuation(Target):
             )
         self.check(batch)
         logits = _logits(reference)
-        g, first, dev = self.token_ids.shape[1], self._first, logits.device
+        g, first, dev, per_token = self.token_ids.shape[1], self._first, logits.device, self.per_token
         end = first + g if first is not None else int((self.start + g).max())
         if end > logits.shape[1]:
             raise ValueError(
                 f"the continuation ends at position {end} but the model's logits cover {logits.shape[1]} positions"
             )
         ids = self.token_ids.to(dev)
-        if first is not None:  # one start: the positions predicting y_g are one row, every input's
-            positions = torch.arange(first - 1, end - 1, device=dev).expand(batch, g)
+        t = 1 + g if per_token else 1
+        if first is not None and self._steps is not None:  # one start: the positions predicting y_g, every input's
+            steps = self._steps.to(dev)
+            positions, labels = steps[first - 1 : end - 1].expand(batch, g), steps[:t].expand(batch, t)
         else:  # (B, G): the positions predicting y_g, made once per call
             positions = self.start.to(dev).unsqueeze(1) + (torch.arange(g, device=dev) - 1)
-        per_token = self.per_token
+            labels = torch.arange(t, device=dev).expand(batch, t)
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             lg = _logits(out, rows.shape[0])
@@ -170,7 +175,11 @@ class Continuation(Target):
                 r = rows.to(dev)
                 pos = positions[:1].expand(c, -1) if first is not None else positions[r]
                 pos, tok = pos.to(lg.device), ids[r].to(lg.device).unsqueeze(2)  # (c, G), (c, G, 1)
-            picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
+            window = None if first is None else lg[:, first - 1 : end - 1]
+            if window is not None and window.is_contiguous():  # one row: the positions read are a view of it
+                picked = window.float()  # (c, G, V)
+            else:
+                picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
             if not per_token:
                 return picked.log_softmax(-1).gather(2, tok).squeeze(2).sum(1, keepdim=True)  # (c, 1)
             # (c, 1 + G): the tokens' log-probabilities written beside the slot of their sum (no concatenation)
@@ -179,8 +188,6 @@ class Continuation(Target):
             torch.sum(both[:, 1:], 1, keepdim=True, out=both[:, :1])
             return both
 
-        t = 1 + g if per_token else 1
-        labels = torch.arange(t, device=dev).expand(batch, t)
         info = ContinuationInfo(ids, self.start.to(dev), per_token)
         return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
 

@@ -22,7 +22,7 @@ import torch
 from torchlime._util.checks import check_choice, check_integer, check_tensor, describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
 from torchlime.targets.continuation import Continuation
-from torchlime.text._generation_plan import RowTokens, fresh_rows, greedy_rows, prompt_plan
+from torchlime.text._generation_plan import RowTokens, fresh_rows, greedy_rows, in_range, prompt_plan
 from torchlime.text._generation_plan import left_pad as left_pad  # its home before the plan
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
 from torchlime.text._token_args import TokenArgs, infer_vocab_size
@@ -180,8 +180,10 @@ class Generation(TokenArgs, Modality):
                 vocab_size = infer_vocab_size(lm) or width
             # (B, G) the continuation: a view of one prompt's row, a contiguous copy of several
             cont = rows[:, rows.shape[1] - g :].long().contiguous()
+            known_range = in_range(plan, vocab_size, width)
         else:
             rows, rows_attn, packed = fresh_rows(plan)
+            known_range = False  # the given continuation is read with the rows
             cont = target.token_ids.to(ids.device)
             rows[:, rows.shape[1] - g :] = cont
         tokens = RowTokens(
@@ -196,6 +198,7 @@ class Generation(TokenArgs, Modality):
             self.infill,
             features=plan.features,
             packed=packed,
+            in_range=known_range,
         )
         call = dataclasses.replace(call, target=target.prepared(cont, rows.shape[1] - g))  # one start: the rows' layout
         prepared = tokens.prepare(lm, rows, how, call)

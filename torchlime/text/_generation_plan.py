@@ -39,6 +39,7 @@ class PromptPlan(NamedTuple):
             when both are long, else None.
         lead: 1 in "delete" (the padding column), else 0.
         lengths: the tokens of every row (its attention mask's sum), host ints.
+        id_range: the least and the largest id of the prompts and the padding column, host ints.
     """
 
     ids: torch.Tensor
@@ -49,6 +50,7 @@ class PromptPlan(NamedTuple):
     packed: Optional[torch.Tensor]
     lead: int
     lengths: tuple[int, ...]
+    id_range: tuple[int, int]
 
 
 def left_pad(
@@ -136,8 +138,24 @@ def _make_plan(
     # one prompt: its rows and mask as views of one packed copy are contiguous still (several would not be)
     one = batch == 1 and rows.dtype == rows_attention.dtype == torch.long
     packed = torch.stack([rows, rows_attention], dim=1) if one else None
-    lengths = tuple(rows_attention.sum(-1).tolist())  # what the record of the tokens counts
-    return PromptPlan(ids, attn, rows, rows_attention, features, packed, lead, lengths)
+    # what the record of the tokens counts, and the range of the ids before the continuation: one read
+    read = [rows_attention.sum(-1)] + ([torch.stack(torch.aminmax(rows[:, : prompt.stop]))] if batch else [])
+    *lengths, lo, hi = torch.cat(read).tolist() if batch else (0, -1)
+    return PromptPlan(ids, attn, rows, rows_attention, features, packed, lead, tuple(lengths), (lo, hi))
+
+
+def in_range(plan: PromptPlan, vocab_size: Optional[int], width: int) -> bool:
+    """Whether the rows of ``plan``, continued by an argmax over ``width`` logits, hold ids in ``[0, vocab_size)``.
+
+    The prompts' range is the plan's (read once); every argmax is below ``width``.
+
+    Args:
+        plan: the call's ``PromptPlan``.
+        vocab_size: the vocabulary the ids are checked against, or None (nothing to check).
+        width: V, the width of the logits the continuation's argmax ran over.
+    """
+    lo, hi = plan.id_range
+    return vocab_size is not None and lo >= 0 and hi < vocab_size and width <= vocab_size
 
 
 def fresh_rows(plan: PromptPlan) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
@@ -271,11 +289,13 @@ class RowTokens(Tokens):
         features: long (B, L) the rows' token features (the plan's: the same tensor for prompts passed
             again, so that their relabelled map is kept too).
         packed: long (B, 2, L) the rows and their mask packed already (``fresh_rows``), or None.
+        in_range: every id is known to be in ``[0, vocab_size)`` (``in_range``): they are not read.
     """
 
     features: Optional[torch.Tensor] = None
     packed: Optional[torch.Tensor] = None
+    in_range: bool = False
 
-    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
-        """The plan's features and the packed rows (``Tokens`` makes them from the ids otherwise)."""
-        return None if self.features is None else (self.features, self.packed)
+    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor], bool]]:
+        """The plan's features, the packed rows and whether the ids are known in range (else None)."""
+        return None if self.features is None else (self.features, self.packed, self.in_range)

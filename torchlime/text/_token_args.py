@@ -87,8 +87,13 @@ def check_args(  # noqa: C901
     mask_id: object,
     pad_id: object,
     vocab_size: Optional[int],
+    in_range: bool = False,
 ) -> torch.Tensor:
-    """Validate the token arguments; return the attention mask (given or all ones)."""
+    """Validate the token arguments; return the attention mask (given or all ones).
+
+    ``in_range``: the caller knows every id to be in ``[0, vocab_size)`` (a generation call's rows: its
+    prompt read once, its continuation an argmax over at most ``vocab_size`` logits), so they are not read.
+    """
     ids = check_tensor(input_ids, "input_ids")
     check_integer(ids, "input_ids")
     if ids.ndim != 2:
@@ -116,7 +121,9 @@ def check_args(  # noqa: C901
     for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"`{name}` must be an int token id, got {describe(value)}")
-    if vocab_size is not None and ids.numel():
+    if vocab_size is None or not ids.numel():
+        return attn
+    if not in_range:
         lo, hi = torch.stack(torch.aminmax(ids)).tolist()  # both read at once: one synchronisation
         if lo < 0 or hi >= vocab_size:
             bad = torch.unique(ids[(ids < 0) | (ids >= vocab_size)])[:10].tolist()
@@ -124,9 +131,9 @@ def check_args(  # noqa: C901
                 f"`input_ids` must be in [0, {vocab_size}) (the model's vocabulary size), "
                 f"got ids {bad} (min {lo}, max {hi})"
             )
-        for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
-            if isinstance(value, int) and not 0 <= value < vocab_size:
-                raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), got {value}")
+    for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
+        if isinstance(value, int) and not 0 <= value < vocab_size:
+            raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), got {value}")
     return attn
 
 
@@ -221,7 +228,7 @@ def known_inputs(
     mask_id: object,
     pad_id: object,
     vocab_size: Optional[int],
-    known: tuple[torch.Tensor, Optional[torch.Tensor]],
+    known: tuple[torch.Tensor, Optional[torch.Tensor], bool],
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...], torch.Tensor, torch.Tensor]:
     """``token_inputs`` of ids whose features the caller knows (a generation call's rows: its prompt fixes them).
 
@@ -237,13 +244,14 @@ def known_inputs(
         mask_id: the id hidden tokens become.
         pad_id: the padding id written by "delete".
         vocab_size: checks the ids, or None.
-        known: long (B, L) the token features, and long (B, 2, L) the ids and mask packed, or None.
+        known: long (B, L) the token features, long (B, 2, L) the ids and mask packed (or None), and
+            whether every id is known to be in ``[0, vocab_size)`` (``check_args``' ``in_range``).
 
     Returns:
         As ``token_inputs``: ``(attention_mask, special, special_list, features, packed)``.
     """
-    attn = check_args(input_ids, attention_mask, None, mode, mask_id, pad_id, vocab_size)
+    features, packed, in_range = known
+    attn = check_args(input_ids, attention_mask, None, mode, mask_id, pad_id, vocab_size, in_range)
     ids = cast(torch.Tensor, input_ids)  # check_args refused anything else
     special = as_id_tensor(special_ids, ids.device)
-    features, packed = known
     return attn, special, tuple(special.tolist()), features, pack(ids, attn) if packed is None else packed

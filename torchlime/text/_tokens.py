@@ -241,10 +241,10 @@ class Tokens(TokenArgs, Modality):
             packed, features, how, call, adapter, "text", "input_ids", info=info, tokens=info, run=run
         )
 
-    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
-        """What the caller knows of the ids: their features (B, L) and packed ids (B, 2, L) or None; else None.
+    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor], bool]]:
+        """What the caller knows of the ids: features (B, L), packed ids (B, 2, L) or None, ids in range; else None.
 
-        Both are made from the ids where None (``token_inputs``).
+        Where None, the features and packed ids are made from the ids and the ids read (``token_inputs``).
         """
         return None
 
