@@ -121,14 +121,13 @@ class Continuation(Target):
             out.start = out._steps[start : start + 1].expand(ids.shape[0])
             out._first = start
             return out
-        start = from_numpy(start)
-        check_tensor(start, "start")
-        check_integer(start, "start")
-        if start.shape != (ids.shape[0],):
-            raise ValueError(f"`start` must have shape ({ids.shape[0]},) (one per input), got {tuple(start.shape)}")
-        if start.numel() and int(start.min()) < 1:
-            raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {start.tolist()}")
-        out.start = start.long().to(ids.device)
+        each = check_tensor(from_numpy(start), "start")
+        check_integer(each, "start")
+        if each.shape != (ids.shape[0],):
+            raise ValueError(f"`start` must have shape ({ids.shape[0]},) (one per input), got {tuple(each.shape)}")
+        if each.numel() and int(each.min()) < 1:
+            raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {each.tolist()}")
+        out.start = each.long().to(ids.device)
         return out
 
     def bind(self, reference: object, batch: int) -> Bound:

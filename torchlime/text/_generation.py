@@ -206,7 +206,10 @@ class Generation(TokenArgs, Modality):
         if positions and adapter is not None:
             adapter = functools.partial(_positioned, adapter)
         fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(prepared)}
-        tokens_info = prepared.tokens and dataclasses.replace(prepared.tokens, lengths=list(plan.lengths))
+        # the tokens of every row, known with the plan: the record need not read them
+        tokens_info = (
+            None if prepared.tokens is None else dataclasses.replace(prepared.tokens, lengths=list(plan.lengths))
+        )
         fields.update(adapter=adapter, rows=rows, rows_attention=rows_attn, continuation=cont, tokens=tokens_info)
         return GenerationPrepared(**fields, per_token=target.per_token)
 
