@@ -63,13 +63,16 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("words", [False, True])
 @pytest.mark.parametrize("mode", ["replace", "delete"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_greedy_rows_equal_the_concatenating_path(case, mode):
+def test_greedy_rows_equal_the_concatenating_path(case, mode, words):
     ids, attn, dtype = CASES[case]
     ids = ids.to(dtype)
     attn_given = torch.ones_like(ids) if attn is None else attn
-    plan = prompt_plan(ids, attn, None, None, 4, mode, 1)
+    special = [9, 6] if words else None  # with words, some ids are special too
+    word_ids = (torch.arange(ids.shape[1]) // 2 - 1).view(1, -1) if words else None  # -1 for the first two
+    plan = prompt_plan(ids, attn, word_ids, special, 4, mode, 1)
     rows, rows_attn, packed, width = greedy_rows(MixLM(), plan, 4)
     want_rows, want_attn, want_cont = slow_rows(MixLM(), ids, attn_given, 4, mode, 1)
     assert width == 32 and rows.dtype == want_rows.dtype and rows_attn.dtype == want_attn.dtype
@@ -79,9 +82,12 @@ def test_greedy_rows_equal_the_concatenating_path(case, mode):
         assert rows.is_contiguous() and torch.equal(packed, torch.stack([want_rows, want_attn.long()], 1))
     assert torch.equal(plan.rows[:, plan.lead + ids.shape[1] :], torch.zeros_like(want_cont, dtype=rows.dtype))
     # the rows' features as the path made them: every prompt token's position (left-padded), -1 elsewhere
-    moved = left_pad(ids, attn_given, torch.arange(ids.shape[1]).expand_as(ids))[2]
-    words = torch.cat([torch.full((ids.shape[0], plan.lead), -1), moved, torch.full((ids.shape[0], 4), -1)], 1)
-    assert torch.equal(plan.features, token_features(want_rows, want_attn, words, torch.empty(0, dtype=torch.long)))
+    given = torch.arange(ids.shape[1]).expand_as(ids) if word_ids is None else word_ids.expand_as(ids)
+    moved = left_pad(ids, attn_given, given)[2]
+    rows_words = torch.cat([torch.full((ids.shape[0], plan.lead), -1), moved, torch.full((ids.shape[0], 4), -1)], 1)
+    specials = torch.tensor(special or [], dtype=torch.long)
+    assert torch.equal(plan.features, token_features(want_rows, want_attn, rows_words, specials))
+    assert (plan.features >= 0).any() and (plan.features == -1).any()
     assert list(plan.lengths) == want_attn.long().sum(-1).tolist()
 
 
@@ -187,3 +193,13 @@ def test_padded_scores_are_nan_where_no_target_exists():
     got = padded_as_nan(score, valid)
     assert torch.equal(got.isnan(), ~valid) and torch.equal(got[valid], score[valid]) and got.dtype == score.dtype
     assert padded_as_nan(score, None) is score
+
+
+def test_an_empty_prompt_and_a_padding_id_out_of_the_vocabulary_are_refused():
+    ids, mask = torch.tensor([[5, 9, 3], [4, 8, 6]]), torch.tensor([[1, 1, 0], [0, 0, 0]])
+    for _ in range(2):
+        with pytest.raises(ValueError, match="at least one token in every prompt"):
+            explain_generation(MixLM(), ids, attention_mask=mask, mask_id=0, n_samples=16)
+    for _ in range(2):  # the padding column holds pad_id: read with the rows, as the prompts' ids are
+        with pytest.raises(ValueError, match=r"`input_ids` must be in \[0, 32\).*40"):
+            explain_generation(MixLM(32), ids, mode="delete", pad_id=40, vocab_size=32, n_samples=16)

@@ -20,7 +20,7 @@ from torchlime._util.checks import check_integer, check_tensor, describe, from_n
 from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, tensor_key
 from torchlime.stages.forward.model import eval_mode
 from torchlime.targets.base import tensor_output
-from torchlime.text._token_args import SpecialIds, as_id_tensor, token_features
+from torchlime.text._token_args import SpecialIds, as_id_tensor
 from torchlime.text._tokens import Tokens
 from torchlime.text.edits import call_token_model
 
@@ -76,38 +76,50 @@ def left_pad(
     return input_ids.gather(1, order), attention_mask.gather(1, order), word_ids
 
 
-def prompt_masks(
+def _checked(
     ids: torch.Tensor, attention_mask: Optional[torch.Tensor], word_ids: Optional[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The prompts' attention mask and word ids (B, L_p), checked.
-
-    Args:
-        ids: (B, L_p) the prompts.
-        attention_mask: (B, L_p) or None (all ones).
-        word_ids: (B or 1, L_p) or None (one feature per token).
-
-    Returns:
-        ``(attention_mask, word_ids)``: (B, L_p) and long (B or 1, L_p) (positions when none are given).
+) -> Optional[torch.Tensor]:
+    """Check the prompts' attention mask and word ids (B, L_p) on the host; return the word ids, long, or None.
 
     Raises:
         ValueError / TypeError: naming the argument, expected and got value.
     """
     batch, length = ids.shape
-    attn = torch.ones_like(ids) if attention_mask is None else attention_mask
-    check_tensor(attn, "attention_mask")
-    if tuple(attn.shape) != (batch, length):
-        raise ValueError(f"`attention_mask` must have shape {(batch, length)}, got {tuple(attn.shape)}")
-    if batch and bool((attn == 0).all(1).any()):
-        raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
+    if attention_mask is not None:
+        check_tensor(attention_mask, "attention_mask")
+        if tuple(attention_mask.shape) != (batch, length):
+            raise ValueError(f"`attention_mask` must have shape {(batch, length)}, got {tuple(attention_mask.shape)}")
     if word_ids is None:
-        return attn, torch.arange(length, device=ids.device).expand(batch, length)
+        return None
     check_tensor(word_ids, "word_ids")
     check_integer(word_ids, "word_ids")
     if word_ids.ndim != 2 or word_ids.shape[0] not in (1, batch) or word_ids.shape[1] != length:
         raise ValueError(
             f"`word_ids` must have shape ({batch}, {length}) or (1, {length}), got {tuple(word_ids.shape)}"
         )
-    return attn, word_ids.long().to(ids.device)
+    return word_ids.long().to(ids.device)
+
+
+def _features(
+    ids: torch.Tensor, present: Optional[torch.Tensor], base: torch.Tensor, positions: bool, special: torch.Tensor
+) -> torch.Tensor:
+    """``token_features`` of the left-padded prompts, leaving out the terms known on the host to be all True.
+
+    Args:
+        ids: (B, L_p) the prompts.
+        present: bool (B, L_p) their tokens, or None (every position is one).
+        base: long (B, L_p) every token's word (its position where no words are given).
+        positions: ``base`` holds positions (never negative).
+        special: long (k,) the special ids (none: no token is special).
+
+    Returns:
+        Long (B, L_p) the feature of every prompt token, -1 where it is never perturbed: the same values.
+    """
+    keep = present
+    for term in (~torch.isin(ids, special) if special.numel() else None, None if positions else base >= 0):
+        if term is not None:
+            keep = term if keep is None else keep & term
+    return base if keep is None else torch.where(keep, base, -1)
 
 
 def _make_plan(
@@ -119,29 +131,51 @@ def _make_plan(
     mode: str,
     pad_id: int,
 ) -> PromptPlan:
-    """The plan of ``prompt_plan``, made now."""
-    attn, words = prompt_masks(ids, attention_mask, word_ids)
-    ids, attn, moved = left_pad(ids, attn, words)
-    assert moved is not None  # words are always given to left_pad here
-    batch, dev, lead = ids.shape[0], ids.device, int(mode == "delete")
-    shape = (batch, lead + ids.shape[1] + g)
-    rows = torch.zeros(shape, dtype=ids.dtype, device=dev)
-    rows_attention = torch.ones(shape, dtype=attn.dtype, device=dev)
-    features = torch.full(shape, -1, dtype=torch.long, device=dev)
+    """The plan of ``prompt_plan``, made now.
+
+    Without an attention mask nothing moves and every row holds L_p tokens: no padding to move, no mask to
+    read. With one, its padding moves to the left (``left_pad``'s order; the positions it moves are that
+    order itself).
+    """
+    words = _checked(ids, attention_mask, word_ids)
+    batch, length, lead, pad = ids.shape[0], ids.shape[1], int(mode == "delete"), torch.nn.functional.pad
+    present: Optional[torch.Tensor] = None
+    if attention_mask is None:
+        base = torch.arange(length, device=ids.device).expand(batch, length) if words is None else words
+        rows_attention = torch.ones((batch, lead + length + g), dtype=ids.dtype, device=ids.device)
+    else:
+        order = torch.argsort((attention_mask != 0).to(torch.uint8), dim=1, stable=True)
+        ids, attn = ids.gather(1, order), attention_mask.gather(1, order)
+        base = order if words is None else words.expand_as(ids).gather(1, order)
+        present = attn != 0
+        rows_attention = pad(attn, (lead, g), value=1)
     if lead:  # the padding column a deleted row re-packs behind
-        rows[:, 0] = pad_id
         rows_attention[:, 0] = 0
-    prompt = slice(lead, lead + ids.shape[1])
-    rows[:, prompt] = ids
-    rows_attention[:, prompt] = attn
-    features[:, prompt] = token_features(ids, attn, moved, special)  # continuation and padding column: -1
+    rows = pad(ids, (lead, g), value=0)
+    if lead:
+        rows[:, 0] = pad_id
+    prompt_features = _features(ids, present, base, words is None, special)
+    features = pad(prompt_features, (lead, g), value=-1)  # continuation and padding column: -1
     # one prompt: its rows and mask as views of one packed copy are contiguous still (several would not be)
     one = batch == 1 and rows.dtype == rows_attention.dtype == torch.long
     packed = torch.stack([rows, rows_attention], dim=1) if one else None
-    # what the record of the tokens counts, and the range of the ids before the continuation: one read
-    read = [rows_attention.sum(-1)] + ([torch.stack(torch.aminmax(rows[:, : prompt.stop]))] if batch else [])
-    *lengths, lo, hi = torch.cat(read).tolist() if batch else (0, -1)
-    return PromptPlan(ids, attn, rows, rows_attention, features, packed, lead, tuple(lengths), (lo, hi))
+    # one read: the tokens of every row (known without a mask), whether each prompt has one (a left-padded
+    # prompt's last position), and the prompts' least and largest id
+    read = [] if present is None else [rows_attention.sum(-1), present[:, -1]]
+    if ids.numel():
+        read += [t.view(1) for t in torch.aminmax(ids)]
+    got = torch.cat(read).tolist() if read else []
+    if present is None:
+        lengths, got = [length + g] * batch, got
+    else:
+        lengths, has, got = got[:batch], got[batch : 2 * batch], got[2 * batch :]
+        if not all(has):
+            raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
+    lo, hi = got if got else (0, -1)
+    if lead:  # the padding column's id is read with the rows
+        lo, hi = min(lo, pad_id), max(hi, pad_id)
+    attn_view = rows_attention[:, lead : lead + length]
+    return PromptPlan(ids, attn_view, rows, rows_attention, features, packed, lead, tuple(lengths), (lo, hi))
 
 
 def in_range(plan: PromptPlan, vocab_size: Optional[int], width: int) -> bool:
