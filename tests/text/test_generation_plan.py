@@ -203,3 +203,11 @@ def test_an_empty_prompt_and_a_padding_id_out_of_the_vocabulary_are_refused():
     for _ in range(2):  # the padding column holds pad_id: read with the rows, as the prompts' ids are
         with pytest.raises(ValueError, match=r"`input_ids` must be in \[0, 32\).*40"):
             explain_generation(MixLM(32), ids, mode="delete", pad_id=40, vocab_size=32, n_samples=16)
+
+
+def test_special_ids_as_an_iterator_are_read_once_for_the_plan_and_the_tokens():
+    ids = torch.tensor([[5, 9, 3, 7, 2]])
+    once = _explain(MixLM(), ids, mask_id=0, special_ids=iter([9]))
+    listed = _explain(MixLM(), ids, mask_id=0, special_ids=[9])
+    assert all(torch.equal(a, b) for a, b in zip(once[0], listed[0]))
+    assert once[0][5].tolist()[0][:5] == [0, -1, 1, 2, 3]  # the features: 9 is special

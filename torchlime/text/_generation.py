@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Optional
 
@@ -167,6 +168,8 @@ class Generation(TokenArgs, Modality):
         how_inputs = "keywords" if positions else how_inputs
         target.check(ids.shape[0])
         g = target.n_tokens
+        if isinstance(special_ids, Iterable) and not isinstance(special_ids, torch.Tensor):
+            special_ids = tuple(special_ids)  # read by the plan and the token call both: an iterator only once
         plan = prompt_plan(ids, attention_mask, self.word_ids, special_ids, g, self.mode, self.pad_id)
         mask_id = self.mask_id
         if self.mode == "replace" and mask_id is None and self.tokenizer is not None:

@@ -248,7 +248,8 @@ def prompt_plan(
     tensors = [t for t in (ids, mask, words, special_ids) if isinstance(t, torch.Tensor)]
     keys = tuple(tensor_key(t) for t in tensors)
     key: Optional[tuple[object, ...]] = None
-    if plain and all(k is not None for k in keys) and ids.numel() <= CACHED_ELEMENTS:
+    small = ids.shape[0] * (ids.shape[1] + g + 1) <= CACHED_ELEMENTS  # the rows' templates the plan holds
+    if plain and small and all(k is not None for k in keys):
         try:  # special ids of a wrong kind have no hash: refused below, uncached
             spec = (
                 None
