@@ -34,7 +34,7 @@ from typing import Callable, Optional, Union
 import torch
 
 from torchlime.engine.sample_fit import check_sample_space, solve_samples
-from torchlime.stages.fixed_cost import record_function
+from torchlime.stages.fixed_cost import constant, record_function
 from torchlime.stages.normal import Fit, Normal, NormalAccumulator
 from torchlime.stages.sample_space import Design
 from torchlime.stages.surrogate import Surrogate
@@ -79,7 +79,10 @@ def padded_as_nan(score: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.T
     Returns:
         (B, T) the scores, NaN where ``valid`` is False.
     """
-    return score if valid is None else score.masked_fill(~valid.to(score.device), float("nan"))
+    if valid is None:
+        return score
+    nan = constant(math.nan, score.dtype, score.device)  # kept (one NaN object: its key matches)
+    return torch.where(valid.to(score.device), score, nan)  # one operator, not a negation and a fill
 
 
 def accumulate_blocks(  # noqa: PLR0913

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from torchlime._util.checks import check_integer, check_positive_int, check_tensor, nonfinite_error
-from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, derived, tensor_key
+from torchlime.stages.fixed_cost import CACHED_ELEMENTS, ShapeCache, columns, derived, tensor_key, zeros
 from torchlime.typing import Device as Device
 
 
@@ -50,13 +50,12 @@ def relabel(features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return flat.reshape(features.shape), torch.zeros(batch, dtype=torch.long, device=flat.device)
     negative = flat < 0
     # negatives sort last (one extra group, removed below)
-    keyed = torch.where(negative, torch.iinfo(torch.long).max, flat)
+    keyed = flat.masked_fill(negative, torch.iinfo(torch.long).max)
     values, order = keyed.sort(dim=1, stable=True)
-    starts = torch.ones_like(values, dtype=torch.long)
-    starts[:, 1:] = (values[:, 1:] != values[:, :-1]).long()
-    ranks = starts.cumsum(1) - 1
+    # the rank of each sorted id: how many times the value changed before it (0 first)
+    ranks = torch.nn.functional.pad((values[:, 1:] != values[:, :-1]).cumsum(1), (1, 0))
     labels = torch.empty_like(ranks).scatter_(1, order, ranks).masked_fill(negative, -1)
-    counts = (labels.amax(1) + 1).clamp_min(0)
+    counts = labels.amax(1) + 1  # labels are -1 at least: never below 0
     return labels.reshape(features.shape), counts
 
 
@@ -247,15 +246,18 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
     nonfinite = (
         (~torch.isfinite(inputs)).sum()
         if inputs.is_floating_point() or inputs.is_complex()
-        else torch.zeros((), dtype=torch.long, device=inputs.device)
+        else zeros((), torch.long, inputs.device)  # a kept 0: integer inputs are finite
     )
     labels, n_feat = relabel(features.expand(batch, *features.shape[1:]))
-    negative = (labels < 0).any()
     starts = row_starts(labels)
-    read = torch.stack((n_feat.max(), n_feat.min(), negative.long(), nonfinite))
+    # the least label: -1 where some elements belong to no feature
+    least = labels.amin() if labels.numel() else zeros((), torch.long, labels.device)
+    f_min_max = torch.aminmax(n_feat)
+    read = torch.stack((f_min_max.max, f_min_max.min, least, nonfinite))  # one read, with the non-finite count
     if starts is not None:  # read along: the gcd on the host, not log2(H) rounds of small device ops
         read = torch.cat((read, starts.long()))
-    f_max, f_min, fixed, n_bad, *row_flags = read.tolist()
+    f_max, f_min, least_label, n_bad, *row_flags = read.tolist()
+    fixed = least_label < 0
     k = 1 if starts is None else block_size(labels.shape[-2], row_flags)
     if n_bad:
         raise nonfinite_error(inputs, name)
@@ -274,7 +276,8 @@ def prepare_features(inputs: torch.Tensor, features: torch.Tensor, name: str = "
             f"every input needs at least 2 features to explain; `{name}` rows {single} have fewer"
             f"{why}: split them finer ({how.get(name, 'a finer feature map')})"
         )
-    index = torch.where(labels < 0, f_max, labels) if fixed else labels
+    # -1 -> f_max, 0..f_max-1 kept: the remainder modulo f_max + 1 (one operator, the same values)
+    index = labels.remainder(f_max + 1) if fixed else labels
     singletons = not fixed and f_min == labels[0].numel()  # F_b elements carry F_b distinct ids
     fmap = FeatureMap(labels, index, n_feat, int(f_max), bool(fixed), int(k), bool(singletons))
     if kept:

@@ -11,7 +11,7 @@ The target must know where the continuation starts in every row and which ids it
 
 from __future__ import annotations
 
-from typing import Optional, cast
+from typing import Optional, Union, cast
 
 import torch
 
@@ -74,6 +74,8 @@ class Continuation(Target):
         self.max_new_tokens = max_new_tokens
         self.per_token = per_token
         self.start: Optional[torch.Tensor] = None
+        self._first: Optional[int] = None  # the start of every input, when one int was given
+        self._steps: Optional[torch.Tensor] = None  # then long 0 .. start + G - 1
 
     @property
     def n_tokens(self) -> int:
@@ -92,13 +94,14 @@ class Continuation(Target):
                 f"got {tuple(self.token_ids.shape)}"
             )
 
-    def prepared(self, continuation_ids: torch.Tensor, start: torch.Tensor) -> Continuation:
+    def prepared(self, continuation_ids: torch.Tensor, start: Union[torch.Tensor, int]) -> Continuation:
         """A copy bound to rows that hold each prompt followed by its continuation.
 
         Args:
             continuation_ids: integer (B, G) the continuation of every input.
             start: integer (B,) the position of each input's first continuation token (>= 1: the
-                prompt has a token).
+                prompt has a token), or one int for every input (rows of one layout, as
+                ``explain_generation`` makes them: the target's positions are then host numbers).
 
         Returns:
             A new ``Continuation`` with ``token_ids`` and ``start`` set (this one is left alone).
@@ -110,14 +113,21 @@ class Continuation(Target):
             raise ValueError("`continuation_ids` must be an integer (B, G) tensor, got None")
         out = Continuation(continuation_ids, self.max_new_tokens, self.per_token)
         ids = cast(torch.Tensor, out.token_ids)
-        start = from_numpy(start)
-        check_tensor(start, "start")
-        check_integer(start, "start")
-        if start.shape != (ids.shape[0],):
-            raise ValueError(f"`start` must have shape ({ids.shape[0]},) (one per input), got {tuple(start.shape)}")
-        if start.numel() and int(start.min()) < 1:
-            raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {start.tolist()}")
-        out.start = start.long().to(ids.device)
+        if isinstance(start, int) and not isinstance(start, bool):  # one start: checked on the host
+            if start < 1:
+                raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {start}")
+            # 0 .. start + G - 1: the start, the targets' labels and the positions read are views of one arange
+            out._steps = torch.arange(start + ids.shape[1], device=ids.device)
+            out.start = out._steps[start : start + 1].expand(ids.shape[0])
+            out._first = start
+            return out
+        each = check_tensor(from_numpy(start), "start")
+        check_integer(each, "start")
+        if each.shape != (ids.shape[0],):
+            raise ValueError(f"`start` must have shape ({ids.shape[0]},) (one per input), got {tuple(each.shape)}")
+        if each.numel() and int(each.min()) < 1:
+            raise ValueError(f"`start` must be >= 1 (a continuation follows a prompt), got {each.tolist()}")
+        out.start = each.long().to(ids.device)
         return out
 
     def bind(self, reference: object, batch: int) -> Bound:
@@ -140,17 +150,20 @@ class Continuation(Target):
             )
         self.check(batch)
         logits = _logits(reference)
-        g = self.token_ids.shape[1]
-        end = int((self.start + g).max())
+        g, first, dev, per_token = self.token_ids.shape[1], self._first, logits.device, self.per_token
+        end = first + g if first is not None else int((self.start + g).max())
         if end > logits.shape[1]:
             raise ValueError(
                 f"the continuation ends at position {end} but the model's logits cover {logits.shape[1]} positions"
             )
-        dev = logits.device
-        ids, start = self.token_ids.to(dev), self.start.to(dev)
-        offsets = torch.arange(g, device=dev) - 1
-        positions = start.unsqueeze(1) + offsets  # (B, G): the positions predicting y_g, made once per call
-        per_token = self.per_token
+        ids = self.token_ids.to(dev)
+        t = 1 + g if per_token else 1
+        if first is not None and self._steps is not None:  # one start: the positions predicting y_g, every input's
+            steps = self._steps.to(dev)
+            positions, labels = steps[first - 1 : end - 1].expand(batch, g), steps[:t].expand(batch, t)
+        else:  # (B, G): the positions predicting y_g, made once per call
+            positions = self.start.to(dev).unsqueeze(1) + (torch.arange(g, device=dev) - 1)
+            labels = torch.arange(t, device=dev).expand(batch, t)
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             lg = _logits(out, rows.shape[0])
@@ -159,8 +172,13 @@ class Continuation(Target):
                 pos, tok = positions.expand(c, -1).to(lg.device), ids.expand(c, -1).to(lg.device).unsqueeze(2)
             else:
                 r = rows.to(dev)
-                pos, tok = positions[r].to(lg.device), ids[r].to(lg.device).unsqueeze(2)  # (c, G), (c, G, 1)
-            picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
+                pos = positions[:1].expand(c, -1) if first is not None else positions[r]
+                pos, tok = pos.to(lg.device), ids[r].to(lg.device).unsqueeze(2)  # (c, G), (c, G, 1)
+            window = None if first is None else lg[:, first - 1 : end - 1]
+            if window is not None and window.is_contiguous():  # one row: the positions read are a view of it
+                picked = window.float()  # (c, G, V)
+            else:
+                picked = lg.gather(1, pos.unsqueeze(2).expand(-1, -1, lg.shape[2])).float()  # (c, G, V)
             if not per_token:
                 return picked.log_softmax(-1).gather(2, tok).squeeze(2).sum(1, keepdim=True)  # (c, 1)
             # (c, 1 + G): the tokens' log-probabilities written beside the slot of their sum (no concatenation)
@@ -169,9 +187,7 @@ class Continuation(Target):
             torch.sum(both[:, 1:], 1, keepdim=True, out=both[:, :1])
             return both
 
-        t = 1 + g if per_token else 1
-        labels = torch.arange(t, device=dev).expand(batch, t)
-        info = ContinuationInfo(ids, start, per_token)
+        info = ContinuationInfo(ids, self.start.to(dev), per_token)
         return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
 
 

@@ -14,21 +14,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Optional, cast
+from typing import Callable, ClassVar, Optional
 
 import torch
 
 from torchlime._util.checks import check_choice, check_integer, check_tensor, describe, from_numpy
 from torchlime.engine import Call, Config, Explanation, Modality, Prepared
-from torchlime.stages.forward.model import eval_mode
-from torchlime.targets.base import tensor_output
 from torchlime.targets.continuation import Continuation
+from torchlime.text._generation_plan import RowTokens, fresh_rows, greedy_rows, in_range, prompt_plan
+from torchlime.text._generation_plan import left_pad as left_pad  # its home before the plan
 from torchlime.text._prompts import Tokenizer, generation_info, is_text, text_prompts
 from torchlime.text._token_args import TokenArgs, infer_vocab_size
 from torchlime.text._tokenized import default_mask_id
-from torchlime.text._tokens import OWNED, Tokens, TokensPrepared, finish_tokens, refuse_owned
-from torchlime.text.edits import MODEL_INPUTS, call_token_model
+from torchlime.text._tokens import OWNED, TokensPrepared, finish_tokens, refuse_owned
+from torchlime.text.edits import MODEL_INPUTS
 from torchlime.typing import UNSET, Model
 
 
@@ -56,69 +57,6 @@ class WithPositions(torch.nn.Module):
         """``model(input_ids=, attention_mask=, position_ids=(attention_mask.cumsum(1) - 1).clamp_min(0))``."""
         positions = (attention_mask.long().cumsum(1) - 1).clamp_min(0)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions)
-
-
-def left_pad(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, word_ids: Optional[torch.Tensor] = None
-) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
-    """Move every row's padding to its left, the tokens keeping their order (left-padded rows are unchanged).
-
-    Args:
-        input_ids: (B, L) token ids.
-        attention_mask: (B, L) 1 for tokens, 0 for padding.
-        word_ids: (B or 1, L) word of every token, or None.
-
-    Returns:
-        ``(input_ids, attention_mask, word_ids)`` (B, L), re-ordered alike.
-
-    Example:
-        >>> left_pad(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]]))[0].tolist()
-        [[0, 5, 6]]
-    """
-    order = torch.argsort((attention_mask != 0).to(torch.uint8), dim=1, stable=True)
-    if word_ids is not None:
-        word_ids = word_ids.expand_as(input_ids).gather(1, order)
-    return input_ids.gather(1, order), attention_mask.gather(1, order), word_ids
-
-
-def greedy_continuation(
-    model: Callable[..., object],
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    max_new_tokens: int,
-    how: str = "keywords",
-) -> tuple[torch.Tensor, int]:
-    """Generate ``max_new_tokens`` tokens greedily for B left-padded prompts, all at once.
-
-    Each step calls the model once on the whole batch (B, L + g) and appends the argmax of the last
-    position's logits; no cache, no stopping at an end-of-sequence id.
-
-    Args:
-        model: causal LM returning logits (B, L, V) or an object with ``.logits``.
-        input_ids: (B, L) left-padded prompts.
-        attention_mask: (B, L) their attention mask.
-        max_new_tokens: G >= 1.
-        how: how the model takes its inputs ("keywords", "positional", "ids": see ``call_token_model``).
-
-    Returns:
-        ``(ids, V)``: long (B, G) the generated ids, and the width V of the model's logits.
-
-    Raises:
-        ValueError: the model returns no (B, L, V) logits.
-    """
-    ids, attn = input_ids, attention_mask
-    ones = torch.ones(ids.shape[0], 1, dtype=attn.dtype, device=attn.device)
-    new, width = [], 0
-    with torch.inference_mode(), eval_mode(model):
-        for _ in range(max_new_tokens):
-            logits = tensor_output(call_token_model(model, ids, attn, how), "explain_generation", ("logits",))
-            if logits.ndim != 3:
-                raise ValueError(f"`model` must return next-token logits (B, L, V), got {describe(logits)}")
-            width = logits.shape[-1]
-            nxt = logits[:, -1].argmax(-1).to(ids.dtype).unsqueeze(1)
-            new.append(nxt)
-            ids, attn = torch.cat([ids, nxt], 1), torch.cat([attn, ones], 1)
-    return torch.cat(new, 1).long(), width
 
 
 def _positioned(adapter: Callable[[Model], Model], model: Model) -> Model:
@@ -228,76 +166,55 @@ class Generation(TokenArgs, Modality):
         positions = takes_positions(model) and how_inputs != "positional"
         lm = WithPositions(model) if positions else model  # positions from the mask: padding moves no token
         how_inputs = "keywords" if positions else how_inputs
-        attn, words = self._prompt_masks(ids, attention_mask, target)
+        target.check(ids.shape[0])
+        g = target.n_tokens
+        if isinstance(special_ids, Iterable) and not isinstance(special_ids, torch.Tensor):
+            special_ids = tuple(special_ids)  # read by the plan and the token call both: an iterator only once
+        plan = prompt_plan(ids, attention_mask, self.word_ids, special_ids, g, self.mode, self.pad_id)
         mask_id = self.mask_id
         if self.mode == "replace" and mask_id is None and self.tokenizer is not None:
             mask_id = default_mask_id(self.tokenizer)
         if self.mode != "delete" and mask_id is None:  # before the continuation is generated
             raise ValueError(f"mode={self.mode!r} needs `mask_id` (the id hidden prompt tokens take), got None")
-        ids, attn, moved = left_pad(ids, attn, words)
         vocab_size = self.vocab_size
         if target.token_ids is None:
-            cont, width = greedy_continuation(lm, ids, attn, target.max_new_tokens, how_inputs)
+            rows, rows_attn, packed, width = greedy_rows(lm, plan, g, how_inputs)
             if vocab_size is None:  # checks mask_id before the batched pass: the embedding's size, else the logits'
                 vocab_size = infer_vocab_size(lm) or width
+            # (B, G) the continuation: a view of one prompt's row, a contiguous copy of several
+            cont = rows[:, rows.shape[1] - g :].long().contiguous()
+            known_range = in_range(plan, vocab_size, width)
         else:
+            rows, rows_attn, packed = fresh_rows(plan)
+            known_range = False  # the given continuation is read with the rows
             cont = target.token_ids.to(ids.device)
-        rows, rows_attn, rows_words, start = self._rows(ids, attn, cast(torch.Tensor, moved), cont)
-        tokens = Tokens(
-            rows_attn, rows_words, special_ids, self.mode, mask_id, self.pad_id, vocab_size, how_inputs, self.infill
+            rows[:, rows.shape[1] - g :] = cont
+        tokens = RowTokens(
+            rows_attn,
+            None,
+            special_ids,
+            self.mode,
+            mask_id,
+            self.pad_id,
+            vocab_size,
+            how_inputs,
+            self.infill,
+            features=plan.features,
+            packed=packed,
+            in_range=known_range,
         )
-        call = dataclasses.replace(call, target=target.prepared(cont, start))
+        call = dataclasses.replace(call, target=target.prepared(cont, rows.shape[1] - g))  # one start: the rows' layout
         prepared = tokens.prepare(lm, rows, how, call)
         adapter = prepared.adapter
         if positions and adapter is not None:
             adapter = functools.partial(_positioned, adapter)
         fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(prepared)}
-        fields.update(adapter=adapter, rows=rows, rows_attention=rows_attn, continuation=cont)
+        # the tokens of every row, known with the plan: the record need not read them
+        tokens_info = (
+            None if prepared.tokens is None else dataclasses.replace(prepared.tokens, lengths=list(plan.lengths))
+        )
+        fields.update(adapter=adapter, rows=rows, rows_attention=rows_attn, continuation=cont, tokens=tokens_info)
         return GenerationPrepared(**fields, per_token=target.per_token)
-
-    def _prompt_masks(
-        self, ids: torch.Tensor, attention_mask: Optional[torch.Tensor], target: Continuation
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The prompts' attention mask and word ids (B, L_p), checked (with the target's batch size)."""
-        batch, length = ids.shape
-        attn = torch.ones_like(ids) if attention_mask is None else attention_mask
-        check_tensor(attn, "attention_mask")
-        if tuple(attn.shape) != (batch, length):
-            raise ValueError(f"`attention_mask` must have shape {(batch, length)}, got {tuple(attn.shape)}")
-        if batch and bool((attn == 0).all(1).any()):
-            raise ValueError("`attention_mask` must mark at least one token in every prompt, got an empty prompt")
-        target.check(batch)
-        word_ids = from_numpy(self.word_ids)
-        if word_ids is None:
-            return attn, torch.arange(length, device=ids.device).expand(batch, length)
-        check_tensor(word_ids, "word_ids")
-        check_integer(word_ids, "word_ids")
-        if word_ids.ndim != 2 or word_ids.shape[0] not in (1, batch) or word_ids.shape[1] != length:
-            raise ValueError(
-                f"`word_ids` must have shape ({batch}, {length}) or (1, {length}), got {tuple(word_ids.shape)}"
-            )
-        return attn, word_ids.long().to(ids.device)
-
-    def _rows(
-        self, ids: torch.Tensor, attn: torch.Tensor, words: torch.Tensor, cont: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The rows (B, L): each left-padded prompt, then its continuation (word -1: never perturbed).
-
-        With "delete", a leading padding column: deleted rows re-pack to the right, the continuation last.
-
-        Returns:
-            ``(ids, attention_mask, word_ids, start)``: (B, L) each, and (B,) where the continuation starts.
-        """
-        batch, g, dev = ids.shape[0], cont.shape[1], ids.device
-        rows = torch.cat([ids, cont.to(ids.dtype)], 1)
-        rows_attn = torch.cat([attn, torch.ones(batch, g, dtype=attn.dtype, device=dev)], 1)
-        rows_words = torch.cat([words, torch.full((batch, g), -1, dtype=torch.long, device=dev)], 1)
-        if self.mode == "delete":
-            rows = torch.cat([torch.full((batch, 1), self.pad_id, dtype=rows.dtype, device=dev), rows], 1)
-            rows_attn = torch.cat([torch.zeros(batch, 1, dtype=rows_attn.dtype, device=dev), rows_attn], 1)
-            rows_words = torch.cat([torch.full((batch, 1), -1, dtype=torch.long, device=dev), rows_words], 1)
-        start = torch.full((batch,), rows.shape[1] - g, dtype=torch.long, device=dev)
-        return rows, rows_attn, rows_words, start
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
         """The token explanation's completion, then the generation record that names prompt and continuation.

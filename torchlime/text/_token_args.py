@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Union, cast
 
 import torch
 
@@ -87,8 +87,13 @@ def check_args(  # noqa: C901
     mask_id: object,
     pad_id: object,
     vocab_size: Optional[int],
+    in_range: bool = False,
 ) -> torch.Tensor:
-    """Validate the token arguments; return the attention mask (given or all ones)."""
+    """Validate the token arguments; return the attention mask (given or all ones).
+
+    ``in_range``: the caller knows every id to be in ``[0, vocab_size)`` (a generation call's rows: its
+    prompt read once, its continuation an argmax over at most ``vocab_size`` logits), so they are not read.
+    """
     ids = check_tensor(input_ids, "input_ids")
     check_integer(ids, "input_ids")
     if ids.ndim != 2:
@@ -116,17 +121,19 @@ def check_args(  # noqa: C901
     for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"`{name}` must be an int token id, got {describe(value)}")
-    if vocab_size is not None and ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
+    if vocab_size is None or not ids.numel():
+        return attn
+    if not in_range:
+        lo, hi = torch.stack(torch.aminmax(ids)).tolist()  # both read at once: one synchronisation
         if lo < 0 or hi >= vocab_size:
             bad = torch.unique(ids[(ids < 0) | (ids >= vocab_size)])[:10].tolist()
             raise ValueError(
                 f"`input_ids` must be in [0, {vocab_size}) (the model's vocabulary size), "
                 f"got ids {bad} (min {lo}, max {hi})"
             )
-        for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
-            if isinstance(value, int) and not 0 <= value < vocab_size:
-                raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), got {value}")
+    for name, value in (("mask_id", mask_id), ("pad_id", pad_id)):
+        if isinstance(value, int) and not 0 <= value < vocab_size:
+            raise ValueError(f"`{name}` must be in [0, {vocab_size}) (the model's vocabulary size), got {value}")
     return attn
 
 
@@ -211,3 +218,40 @@ def token_inputs(
     if key is not None and ids.numel() <= CACHED_ELEMENTS:
         _MADE.put(owner, key, (*made, *tensors[1:]))  # the other tensors held: their memory serves no other
     return made
+
+
+def known_inputs(
+    input_ids: object,
+    attention_mask: object,
+    special_ids: SpecialIds,
+    mode: object,
+    mask_id: object,
+    pad_id: object,
+    vocab_size: Optional[int],
+    known: tuple[torch.Tensor, Optional[torch.Tensor], bool],
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...], torch.Tensor, torch.Tensor]:
+    """``token_inputs`` of ids whose features the caller knows (a generation call's rows: its prompt fixes them).
+
+    The arguments are checked as ``token_inputs`` checks them (one feature per token: no word ids);
+    ``known`` holds what ``token_features`` and ``pack`` would make of them, returned as they are
+    (``pack``'s made now where None), and nothing is kept.
+
+    Args:
+        input_ids: integer (B, L) token ids.
+        attention_mask: (B, L) 1 = token, 0 = padding, or None.
+        special_ids: ids never perturbed.
+        mode: "replace", "delete" or "infill".
+        mask_id: the id hidden tokens become.
+        pad_id: the padding id written by "delete".
+        vocab_size: checks the ids, or None.
+        known: long (B, L) the token features, long (B, 2, L) the ids and mask packed (or None), and
+            whether every id is known to be in ``[0, vocab_size)`` (``check_args``' ``in_range``).
+
+    Returns:
+        As ``token_inputs``: ``(attention_mask, special, special_list, features, packed)``.
+    """
+    features, packed, in_range = known
+    attn = check_args(input_ids, attention_mask, None, mode, mask_id, pad_id, vocab_size, in_range)
+    ids = cast(torch.Tensor, input_ids)  # check_args refused anything else
+    special = as_id_tensor(special_ids, ids.device)
+    return attn, special, tuple(special.tolist()), features, pack(ids, attn) if packed is None else packed

@@ -24,7 +24,7 @@ from torchlime.engine.info import check_record, sized
 from torchlime.stages.forward.passes import score
 from torchlime.targets.base import Target
 from torchlime.text._single import Scorer, SingleSampler
-from torchlime.text._token_args import TokenArgs, infer_vocab_size, resolve_infiller, token_inputs
+from torchlime.text._token_args import TokenArgs, infer_vocab_size, known_inputs, resolve_infiller, token_inputs
 from torchlime.text.edits import TokenChunk, TokenModel, make_perturb_fn, resolve_model_inputs
 from torchlime.text.infill import Infiller, joint_fill
 from torchlime.text.proximity import HybridKernel
@@ -205,7 +205,12 @@ class Tokens(TokenArgs, Modality):
         given_mask = from_numpy(self.attention_mask)
         input_ids, word_ids = from_numpy(inputs), from_numpy(self.word_ids)
         settings = (self.mode, self.mask_id, self.pad_id, vocab_size)
-        made = token_inputs(input_ids, given_mask, word_ids, self.special_ids, *settings)  # kept for ids passed again
+        known = self._known()
+        made = (
+            token_inputs(input_ids, given_mask, word_ids, self.special_ids, *settings)  # kept for ids passed again
+            if known is None
+            else known_inputs(input_ids, given_mask, self.special_ids, *settings, known)
+        )
         attn, _, special_list, feats, packed = made
         inputs_how = resolve_model_inputs(self.model_inputs, given_mask is not None)
         adapter = functools.partial(TokenModel, how=inputs_how, mask_dtype=attn.dtype, ids_dtype=input_ids.dtype)
@@ -235,6 +240,13 @@ class Tokens(TokenArgs, Modality):
         return TokensPrepared(
             packed, features, how, call, adapter, "text", "input_ids", info=info, tokens=info, run=run
         )
+
+    def _known(self) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor], bool]]:
+        """What the caller knows of the ids: features (B, L), packed ids (B, 2, L) or None, ids in range; else None.
+
+        Where None, the features and packed ids are made from the ids and the ids read (``token_inputs``).
+        """
+        return None
 
     def finish(self, explanation: Explanation, prepared: Prepared) -> Explanation:
         """The features as (B, L), the rows the run counted, the record (see ``finish_tokens``).
@@ -272,7 +284,8 @@ def finish_tokens(explanation: Explanation, prepared: Prepared) -> tuple[Explana
         info = dataclasses.replace(info, mlm_rows=int(explanation.n_features.sum()))  # one per (input, feature)
     elif info.mode == "infill":
         info = dataclasses.replace(info, mlm_rows=run.mlm_rows)
-    lengths = prepared.inputs[:, 1].sum(-1).tolist()  # the (B, 2, L) ids and mask: tokens per input
+    lengths = info.lengths  # known already (a generation call's rows), else read from the (B, 2, L) ids and mask
+    lengths = prepared.inputs[:, 1].sum(-1).tolist() if lengths is None else list(lengths)
     info = dataclasses.replace(info, scoring_rows=scoring, lengths=lengths)
     batch, length = prepared.inputs.shape[0], prepared.inputs.shape[-1]
     features = explanation.features.reshape(batch, length)
