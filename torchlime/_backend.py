@@ -302,6 +302,23 @@ def hash_words(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, s
     return ref
 
 
+def mask_weights(masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: float, width: float) -> torch.Tensor:
+    """Float32 (g, r) exponential-kernel weights of bool (g, r, F) masks with (g, F) ``valid``, one launch on CUDA.
+
+    See ``kernels.reference_fit.mask_weights_torch`` (``metric``: "cosine", "hamming" or "euclidean").
+    """
+    if use_triton(masks):
+        from torchlime.kernels import fit as kernel
+
+        if kernel.supports_weights(masks, valid):
+            out: torch.Tensor = kernel.mask_weights(masks, valid, metric, scale, width)
+            return out
+    from torchlime.kernels.reference_fit import mask_weights_torch
+
+    ref: torch.Tensor = mask_weights_torch(masks, valid, metric, scale, width)
+    return ref
+
+
 def normal_centre(sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int) -> _Six:
     """Centred normal equations of running sums, see ``kernels.reference_fit.centre_torch`` (one launch on CUDA).
 

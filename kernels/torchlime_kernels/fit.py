@@ -1,10 +1,11 @@
-"""The fit's epilogue in three launches (Triton): centred normal equations, the fit's summary, quality flags.
+"""The fit's small stages in one launch each (Triton): weights, normal equations, summary, quality flags.
 
-``centre``, ``summary`` and ``flags`` give what ``reference_fit``'s ``centre_torch``, ``summary_torch``
-and ``flags_torch`` give (about 14, 18 and 10 torch operations, each a launch on a GPU): the same
-float64 arithmetic, elementwise in the same order and without fused multiply-adds, so the centring and
-the flags match the references' values; the summary's sums over features run in another order than
-torch's reductions and match them to rounding. Only absolute imports of torch/triton and relative
+``mask_weights``, ``centre``, ``summary`` and ``flags`` give what ``reference_fit``'s ``*_torch``
+functions give (about 8, 14, 18 and 10 torch operations, each a launch on a GPU): the same arithmetic,
+elementwise in the same order, correctly rounded divisions and square roots and no fused multiply-adds,
+so the centring and the flags match the references' values; the weights' exponential is Triton's (to a
+few units in the last place), and the summary's sums over features run in another order than torch's
+reductions and match them to rounding. Only absolute imports of torch/triton and relative
 imports inside this folder: it ships as ``torchlime.kernels``.
 """
 
@@ -17,13 +18,55 @@ import triton
 import triton.language as tl
 
 from .reference import launch_device
+from .reference_fit import METRICS
 
-__all__ = ["supports", "centre", "summary", "flags"]
+__all__ = ["supports", "supports_weights", "mask_weights", "centre", "summary", "flags"]
 
 _MAX_F = 2048  # features: the summary's product with the Gram matrix is O(F²) per fit and program
 _MAX_GRID_Y = 65535  # CUDA limit of grid dims 1 and 2
 _TINY = torch.finfo(torch.float64).tiny
 _EXACT = dict(enable_fp_fusion=False)  # a·b + c rounded twice, as torch's separate operators round it
+
+
+@triton.jit
+def _weights_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0913
+    masks_ptr,
+    valid_ptr,
+    out_ptr,
+    r,
+    f,
+    m_sg,
+    m_sr,
+    m_sf,
+    v_sg,
+    v_sf,
+    scale,
+    neg,
+    METRIC: tl.constexpr,
+    SCALED: tl.constexpr,
+    BR: tl.constexpr,
+    BF: tl.constexpr,
+):
+    g = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(1) * BR + tl.arange(0, BR)
+    kept = tl.zeros((BR,), dtype=tl.float32)
+    total = tl.zeros((BR,), dtype=tl.float32)
+    for f0 in range(0, f, BF):
+        cols = f0 + tl.arange(0, BF)
+        ok = tl.load(valid_ptr + g * v_sg + cols * v_sf, mask=cols < f, other=0) != 0
+        on = (rows < r)[:, None] & ok[None, :]
+        m = tl.load(masks_ptr + g * m_sg + rows.to(tl.int64)[:, None] * m_sr + cols[None, :] * m_sf, mask=on, other=0)
+        kept += tl.sum((m != 0).to(tl.float32), axis=1)
+        total += tl.sum(ok.to(tl.float32), axis=0)
+    if METRIC == 0:
+        d = 1.0 - tl.sqrt_rn(tl.div_rn(kept, total))
+    elif METRIC == 1:
+        d = tl.div_rn(total - kept, total)
+    else:
+        d = tl.sqrt_rn(total - kept)
+    if SCALED:
+        d = d * scale
+    tl.store(out_ptr + g * r + rows, tl.exp(tl.div_rn(d * d, neg)), mask=rows < r)
 
 
 @triton.jit
@@ -179,6 +222,32 @@ def _flags_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0913
 def _on(t: torch.Tensor, dev: torch.device, dtype: Optional[torch.dtype] = None) -> bool:
     """``t`` is contiguous on ``dev`` (of ``dtype`` when given)."""
     return t.device == dev and t.is_contiguous() and (dtype is None or t.dtype == dtype)
+
+
+def supports_weights(masks: torch.Tensor, valid: torch.Tensor) -> bool:
+    """Whether ``mask_weights`` takes these operands: bool (g, r, F) masks and (g, F) valid on one device."""
+    dev = masks.device
+    if not (dev.type == "cuda" or (dev.type == "cpu" and interpreted())):
+        return False
+    shapes = masks.dim() == 3 and valid.dim() == 2 and valid.shape == (masks.shape[0], masks.shape[2])
+    return shapes and masks.dtype == valid.dtype == torch.bool and valid.device == dev
+
+
+def mask_weights(masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: float, width: float) -> torch.Tensor:
+    """``reference_fit.mask_weights_torch(...)`` in one launch (``supports_weights(masks, valid)``)."""
+    g, r, f = masks.shape
+    out = torch.empty(g, r, dtype=torch.float32, device=masks.device)
+    if out.numel() == 0:
+        return out
+    br, bf = 64, _block(f, 64)
+    m, v = masks.view(torch.uint8), valid.view(torch.uint8)
+    grid = (g, triton.cdiv(r, br))
+    with launch_device(masks):
+        _weights_kernel[grid](
+            m, v, out, r, f, *m.stride(), *v.stride(), float(scale), -(2.0 * width * width),
+            METRIC=METRICS.index(metric), SCALED=scale != 1.0, BR=br, BF=bf, **_EXACT,
+        )  # fmt: skip
+    return out
 
 
 def supports(kind: str, *tensors: Optional[torch.Tensor]) -> bool:

@@ -1,4 +1,4 @@
-"""Torch references of the fit's epilogue: the centred normal equations, the fit's summary, the quality flags.
+"""Torch references of the fit's kernels: the samples' weights, the centred normal equations, the summary, the flags.
 
 Each runs as a few dozen small torch operations (one launch each on a GPU); ``fit.py`` fuses each into one
 Triton launch. These are the CPU path and the definition the kernels are tested against: their bits are
@@ -12,9 +12,43 @@ from typing import Optional
 
 import torch
 
-__all__ = ["centre_torch", "summary_torch", "flags_torch", "stats_width"]
+__all__ = ["mask_weights_torch", "centre_torch", "summary_torch", "flags_torch", "stats_width", "METRICS"]
+
+#: the mask distances, in the order the kernel numbers them
+METRICS = ("cosine", "hamming", "euclidean")
 
 _TINY = torch.finfo(torch.float64).tiny
+
+
+def mask_weights_torch(
+    masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: float, width: float
+) -> torch.Tensor:
+    """The exponential kernel's weights of mask rows: ``exp(-(scale·d)² / (2 width²))``, d their distance.
+
+    d is the distance from the all-ones row over the features that exist, k of F_b kept: "cosine"
+    1 - sqrt(k / F_b), "hamming" (F_b - k) / F_b, "euclidean" sqrt(F_b - k); all in float32
+    (``stages.weighting.mask_distance`` and ``ExponentialKernel.weigh``).
+
+    Args:
+        masks: bool (g, r, F) the masks of r samples of g inputs.
+        valid: bool (g, F) the features that exist for each input.
+        metric: "cosine", "hamming" or "euclidean".
+        scale: the multiplier of the distances.
+        width: the kernel width (> 0).
+
+    Returns:
+        Float32 (g, r) weights.
+    """
+    kept = (masks & valid.unsqueeze(1)).sum(-1, dtype=torch.float32)
+    total = valid.unsqueeze(1).sum(-1, dtype=torch.float32)
+    if metric == "cosine":
+        d = 1.0 - torch.sqrt(kept / total)
+    elif metric == "hamming":
+        d = (total - kept) / total
+    else:
+        d = torch.sqrt(total - kept)
+    d = d if scale == 1.0 else d * scale  # d * 1.0 is d: no product needed
+    return torch.exp((d * d) / -(2.0 * width * width))  # (-a) / b is exactly a / (-b)
 
 
 def stats_width(f: int, t: int) -> int:

@@ -54,7 +54,7 @@ METADATA = {
 RANGE_ENTER = torch.ops.profiler._record_function_enter_new.default
 RANGE_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 #: the ``torchlime._backend`` functions that are one Triton launch on CUDA
-KERNEL_DOORS = ("blend", "slic_assign", "slic_update", "hash_words", "normal_centre", "fit_summary", "quality_flags")
+KERNEL_DOORS = ("blend", "slic_assign", "slic_update", "hash_words", "normal_centre", "fit_summary", "quality_flags", "mask_weights")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SKIP = (f"{os.sep}torch{os.sep}", "contextlib.py", f"{os.sep}functools.py")

@@ -17,9 +17,10 @@ pytest.importorskip("triton")
 from torchlime import _backend  # noqa: E402
 from torchlime.engine import quality  # noqa: E402
 from torchlime.kernels import fit as K  # noqa: E402
-from torchlime.kernels.reference_fit import centre_torch, flags_torch, summary_torch  # noqa: E402
+from torchlime.kernels.reference_fit import centre_torch, flags_torch, mask_weights_torch, summary_torch  # noqa: E402
 from torchlime.stages.normal import NormalAccumulator  # noqa: E402
 from torchlime.stages.surrogate import Ridge  # noqa: E402
+from torchlime.stages.weighting import ExponentialKernel, mask_distance  # noqa: E402
 
 from tests.helpers.triton_interp import KERNEL_DEVICES, kernel_device, run_interp_cases_in_child  # noqa: E402
 
@@ -44,6 +45,25 @@ def _sums(device: str, b: int, f: int, t: int, n: int = 64, seed: int = 0):
     acc = NormalAccumulator(b, f, t, y[:, 0])
     acc.add(x, y, w)
     return acc, x, y, w
+
+
+@pytest.mark.parametrize(
+    ("metric", "scale", "g", "r", "f"),
+    [("cosine", 1.0, 2, 70, 5), ("hamming", 1.0, 1, 3, 130), ("euclidean", 2.5, 3, 65, 64), ("cosine", 100.0, 1, 9, 1)],
+)
+def test_weights_equal_the_reference(device, metric, scale, g, r, f):
+    gen = torch.Generator().manual_seed(r + f)
+    wide = torch.rand(g, r, 2 * f, generator=gen) < 0.6
+    masks = wide[:, :, ::2].to(device)  # a strided view, as the engine's blocks may be
+    valid = (torch.arange(f).expand(g, f) < torch.tensor([f, max(1, f - 2), f])[:g].unsqueeze(1)).to(device)
+    assert K.supports_weights(masks, valid)
+    got = K.mask_weights(masks, valid, metric, scale, 0.25 if scale == 1.0 else 25.0)
+    want = mask_weights_torch(masks, valid, metric, scale, 0.25 if scale == 1.0 else 25.0)
+    assert got.shape == want.shape == (g, r) and got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+    # the reference is the kernel's weighing as the stages write it
+    kernel = ExponentialKernel(width=0.25 if scale == 1.0 else 25.0, distance=metric, scale=scale)
+    assert torch.equal(want, kernel.weigh(mask_distance(masks, valid.unsqueeze(1), metric)))
 
 
 @pytest.mark.parametrize(("b", "f", "t"), [(1, 5, 1), (3, 37, 2), (2, 40, 40), (1, 1, 3)])

@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Union
 
 import torch
 
+from torchlime import _backend
 from torchlime._util.checks import check_choice, check_positive_float, describe
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.fixed_cost import derived
@@ -249,6 +250,20 @@ class ExponentialKernel(Kernel):
             )
         d = distances if self.scale == 1.0 else distances * self.scale  # d * 1.0 is d: no product needed
         return torch.exp((d * d) / -(2.0 * self.width * self.width))  # (-a) / b is exactly a / (-b)
+
+    def weigh_masks(self, masks: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """``weigh(mask_distance(...))`` of mask-space samples in one kernel door (``_backend.mask_weights``).
+
+        Args:
+            masks: bool (g, r, F) the masks of r samples of g inputs.
+            valid: bool (g, F) the features that exist for each input.
+
+        Returns:
+            Float32 (g, r) weights.
+        """
+        if isinstance(self.width, str):
+            return super().weigh_masks(masks, valid)  # raises: the width is chosen before any weight
+        return _backend.mask_weights(masks, valid, self.distance, self.scale, self.width)
 
 
 @dataclass(frozen=True)
