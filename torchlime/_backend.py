@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Callable, Optional, Sequence, TypedDict
+from typing import Optional, Sequence, TypedDict
 
 import torch
 
 from torchlime._util.upload import upload
+from torchlime.kernels import reference_boxes as _boxes
 from torchlime.kernels import reference_hash as _hash
 from torchlime.typing import BackendMode, ChannelStats
 
@@ -24,8 +25,6 @@ MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
 #: the hash's constants: the 32-bit mask and the golden-ratio increment between streams and columns
 M32: int = _hash.M32
 GOLDEN: int = _hash.GOLDEN
-#: ``torch.broadcast_shapes``, typed (torch leaves it unannotated)
-_broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
 _Three = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 _Four = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 _Six = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -151,23 +150,10 @@ def blend(  # noqa: PLR0913
         if kernel.supports(x, base, labels, masks, sources):
             out: torch.Tensor = kernel.blend(x, base, labels, masks, **extras, sources=sources)
             return out
-    from torchlime.kernels.reference import blend_torch
+    from torchlime.kernels.reference import blend_spans
 
-    if sources is None or spans is None:
-        ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras, block_rows=block_rows, sources=sources)
-        return ref
-
-    def one(t: torch.Tensor, b: int) -> torch.Tensor:  # source b's row, or every row's when b < 0
-        return t if t.shape[0] == 1 or b < 0 else t[b : b + 1]
-
-    shape = _broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:])
-    fmt = torch.channels_last if channels_last and len(shape) == 3 else torch.contiguous_format
-    into = torch.empty((masks.shape[0], *shape), dtype=out_dtype or x.dtype, device=x.device, memory_format=fmt)
-    for lo, hi, b in spans:  # each span written into its rows of the chunk
-        src = sources[lo:hi] if b < 0 else None
-        part = (one(x, b), one(base, b), one(labels, b), masks[lo:hi])
-        blend_torch(*part, **extras, block_rows=block_rows, sources=src, into=into[lo:hi])
-    return into
+    ref: torch.Tensor = blend_spans(x, base, labels, masks, extras, block_rows, sources, spans)
+    return ref
 
 
 def normalize_stats(mean: ChannelStats, std: ChannelStats, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -394,3 +380,21 @@ def quality_flags(
 
     ref: _Three = flags_torch(*args, thresholds)
     return ref
+
+
+def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(c, T, K) IoU of boxes (c, T, 4) and (c, K, 4): ``kernels.reference_boxes.box_iou_torch`` (torch only)."""
+    out: torch.Tensor = _boxes.box_iou_torch(a, b)
+    return out
+
+
+def rank_boxes(boxes: torch.Tensor, labels: torch.Tensor, scores: torch.Tensor, threshold: float) -> _Three:
+    """A detector's targets among detections (B, K): ``kernels.reference_boxes.rank`` (one launch on CUDA)."""
+    out: _Three = _boxes.rank(boxes, labels, scores, threshold, use_triton(boxes))
+    return out
+
+
+def match_boxes(targets: _Three, rows: Optional[torch.Tensor], found: _Three) -> torch.Tensor:
+    """(c, T) D-RISE scores of rows' detections: ``kernels.reference_boxes.match`` (one launch on CUDA)."""
+    out: torch.Tensor = _boxes.match(targets, rows, found, use_triton(found[0]))
+    return out
