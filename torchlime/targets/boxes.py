@@ -62,7 +62,12 @@ def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _stack(parts: list[torch.Tensor], fill: float) -> torch.Tensor:
-    """Stack per-row tensors of one shape, or pad ragged ones (``pad_ragged``): no host read either way."""
+    """Stack per-row tensors of one shape, or pad ragged ones (``pad_ragged``): no host read either way.
+
+    One row (one image's reference detections) is a view of its tensor: no operator, nothing copied.
+    """
+    if len(parts) == 1:
+        return parts[0].unsqueeze(0)
     first = parts[0].shape
     return torch.stack(parts) if all(p.shape == first for p in parts) else pad_ragged(parts, fill)
 
