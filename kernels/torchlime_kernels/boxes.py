@@ -33,7 +33,7 @@ _TINY = torch.finfo(torch.float32).tiny
 
 
 @triton.jit
-def _rank_kernel(  # noqa: PLR0913
+def _rank_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0913
     boxes_ptr,
     labels_ptr,
     scores_ptr,
@@ -66,7 +66,7 @@ def _rank_kernel(  # noqa: PLR0913
 
 
 @triton.jit
-def _match_kernel(  # noqa: PLR0913
+def _match_kernel(  # type: ignore[no-untyped-def]  # noqa: PLR0913
     boxes_ptr,
     labels_ptr,
     valid_ptr,
