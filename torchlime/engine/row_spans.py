@@ -9,15 +9,12 @@ int64) that cost memory traffic and peak memory on every such chunk.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 import torch
 
 from torchlime._util.upload import upload
 from torchlime.stages.fixed_cost import ShapeCache, columns
-
-if TYPE_CHECKING:
-    from torchlime.engine.rows import RowOrder
 
 #: the most spans a chunk is blended in; a chunk of more (many short inputs) is gathered in one go
 MAX_SPANS = 16
@@ -145,9 +142,21 @@ def active_indices(active: list[int], device: torch.device) -> torch.Tensor:
     return upload(active, torch.long, device)
 
 
-def pass_rows(
-    order: Optional[RowOrder], batch: int, n_samples: int, b: list[torch.Tensor]
-) -> tuple[bool, torch.Tensor]:
+class Pass(Protocol):
+    """What ``pass_rows`` reads of a pass (``rows.RowOrder``)."""
+
+    active: list[int]
+    refs: int
+    s_lo: int
+    width: int
+    n_rows: int
+
+    def coords(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """The inputs and samples of rows ``start:stop`` and their first and last input."""
+        ...
+
+
+def pass_rows(order: Optional[Pass], batch: int, n_samples: int, b: list[torch.Tensor]) -> tuple[bool, torch.Tensor]:
     """Whether rows kept in parts are every sample of every input in a pass's order, and their inputs.
 
     Args:
