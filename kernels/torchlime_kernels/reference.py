@@ -192,15 +192,15 @@ def blend_spans(
     if sources is None or spans is None:
         return blend_torch(x, base, labels, masks, **extras, block_rows=block_rows, sources=sources)
 
-    shape = torch.broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:])
+    shape = torch.broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:])  # type: ignore[no-untyped-call]
     fmt = torch.channels_last if extras["channels_last"] and len(shape) == 3 else torch.contiguous_format
     into = torch.empty(
         (masks.shape[0], *shape), dtype=extras["out_dtype"] or x.dtype, device=x.device, memory_format=fmt
     )
     for lo, hi, b in spans:  # each span written into its rows of the chunk
-        part = [t if t.shape[0] == 1 or b < 0 else t[b : b + 1] for t in (x, base, labels)]  # source b's (b >= 0)
+        xb, bb, lb = (t if t.shape[0] == 1 or b < 0 else t[b : b + 1] for t in (x, base, labels))  # source b's
         src = sources[lo:hi] if b < 0 else None
-        blend_torch(*part, masks[lo:hi], **extras, block_rows=block_rows, sources=src, into=into[lo:hi])
+        blend_torch(xb, bb, lb, masks[lo:hi], **extras, block_rows=block_rows, sources=src, into=into[lo:hi])
     return into
 
 
