@@ -46,7 +46,8 @@ SHARED = (
 )
 MAY_IMPORT = {
     # structured targets reduce raw outputs: beside the forward step, below it, knowing nothing of the rest
-    "torchlime.targets": ("torchlime.targets", *SHARED),
+    # (the kernel doors of their reductions aside: ``_backend`` imports only the kernels and the shared leaves)
+    "torchlime.targets": ("torchlime.targets", "torchlime._backend", *SHARED),
     "torchlime.stages": ("torchlime.stages", "torchlime._backend", "torchlime.targets", *SHARED),
     "torchlime.methods": ("torchlime.stages", "torchlime.methods", *SHARED),
     "torchlime.engine": (

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Callable, Optional, Sequence, TypedDict
+from typing import Optional, Sequence, TypedDict
 
 import torch
 
 from torchlime._util.upload import upload
+from torchlime.kernels import reference_boxes as _boxes
 from torchlime.kernels import reference_hash as _hash
 from torchlime.typing import BackendMode, ChannelStats
 
@@ -24,8 +25,6 @@ MODES: tuple[BackendMode, ...] = ("auto", "torch", "triton")
 #: the hash's constants: the 32-bit mask and the golden-ratio increment between streams and columns
 M32: int = _hash.M32
 GOLDEN: int = _hash.GOLDEN
-#: ``torch.broadcast_shapes``, typed (torch leaves it unannotated)
-_broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
 _Three = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 _Four = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 _Six = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -151,23 +150,10 @@ def blend(  # noqa: PLR0913
         if kernel.supports(x, base, labels, masks, sources):
             out: torch.Tensor = kernel.blend(x, base, labels, masks, **extras, sources=sources)
             return out
-    from torchlime.kernels.reference import blend_torch
+    from torchlime.kernels.reference import blend_spans
 
-    if sources is None or spans is None:
-        ref: torch.Tensor = blend_torch(x, base, labels, masks, **extras, block_rows=block_rows, sources=sources)
-        return ref
-
-    def one(t: torch.Tensor, b: int) -> torch.Tensor:  # source b's row, or every row's when b < 0
-        return t if t.shape[0] == 1 or b < 0 else t[b : b + 1]
-
-    shape = _broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:])
-    fmt = torch.channels_last if channels_last and len(shape) == 3 else torch.contiguous_format
-    into = torch.empty((masks.shape[0], *shape), dtype=out_dtype or x.dtype, device=x.device, memory_format=fmt)
-    for lo, hi, b in spans:  # each span written into its rows of the chunk
-        src = sources[lo:hi] if b < 0 else None
-        part = (one(x, b), one(base, b), one(labels, b), masks[lo:hi])
-        blend_torch(*part, **extras, block_rows=block_rows, sources=src, into=into[lo:hi])
-    return into
+    ref: torch.Tensor = blend_spans(x, base, labels, masks, extras, block_rows, sources, spans)
+    return ref
 
 
 def normalize_stats(mean: ChannelStats, std: ChannelStats, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -320,16 +306,10 @@ def mask_weights(masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: f
 
 
 def normal_centre(sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int) -> _Six:
-    """Centred normal equations of running sums, see ``kernels.reference_fit.centre_torch`` (one launch on CUDA).
+    """The centred normal equations of running sums: ``kernels.reference_fit.centre_torch`` (one launch on CUDA).
 
-    Args:
-        sums: float64 (B, 3 + F + 2T + F(F + T)) ``stages.normal.NormalAccumulator``'s running sums.
-        y_shift: (B, T) the outputs subtracted before the sums.
-        f: F, the number of features.
-        t: T, the number of targets.
-
-    Returns:
-        Float64 ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T), shift (B, T))``.
+    Float64 ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T), shift (B, T))`` of
+    (B, 3 + F + 2T + F(F + T)) ``sums`` and (B, T) ``y_shift``.
     """
     if use_triton(sums):
         from torchlime.kernels import fit as kernel
@@ -353,20 +333,10 @@ def fit_summary(
     ss_tot: torch.Tensor,
     dtype: Optional[torch.dtype] = None,
 ) -> _Four:
-    """Coefficients, intercept, R² and local prediction of fits, see ``kernels.reference_fit.summary_torch``.
+    """A fit's summary: ``kernels.reference_fit.summary_torch`` (one launch on CUDA).
 
-    Args:
-        beta: float64 (B, F, T) the solved coefficients.
-        valid: bool (B, F) the features that exist (the others' coefficients become 0), or None.
-        gram: float64 (B, F, F) the centred Gram matrices.
-        rhs: float64 (B, F, T) the centred right-hand sides.
-        x_mean: float64 (B, F) the masks' weighted means.
-        y_mean: float64 (B, T) the outputs' weighted means.
-        ss_tot: float64 (B, T) Σ w (y - ȳ)².
-        dtype: the results' dtype (None: float64).
-
-    Returns:
-        ``(coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T))``: one launch on CUDA.
+    ``(coef (B, T, F), intercept, score, local_pred (B, T))`` of float64 (B, F, T) ``beta``, ``valid`` (B, F) or
+    None, ``gram`` (B, F, F), ``rhs`` (B, F, T), ``x_mean`` (B, F), ``y_mean`` and ``ss_tot`` (B, T), in ``dtype``.
     """
     args = (beta, valid, gram, rhs, x_mean, y_mean, ss_tot)
     if use_triton(beta):
@@ -389,16 +359,10 @@ def quality_flags(
     n_features: torch.Tensor,
     thresholds: tuple[float, float, float],
 ) -> _Three:
-    """Bool ``(saturated (B, T), poor_fit (B, T), few_samples (B,))``, see ``kernels.reference_fit.flags_torch``.
+    """The quality checks: ``kernels.reference_fit.flags_torch`` (one launch on CUDA).
 
-    Args:
-        ss_tot: (B, T) Σ w (y - ȳ)².
-        weight_sum: (B,) Σw.
-        weight_sq_sum: (B,) Σw².
-        score: (B, T) weighted R².
-        n_features: long (B,) F_b.
-        thresholds: ``(min_std, min_r2, min_kish)``: the outputs' least weighted standard deviation, the
-            least R², the least effective samples (Kish) per feature.
+    Bool ``(saturated (B, T), poor_fit (B, T), few_samples (B,))`` of (B, T) ``ss_tot`` and ``score``, (B,)
+    ``weight_sum``, ``weight_sq_sum`` and ``n_features``.
     """
     args = (ss_tot, weight_sum, weight_sq_sum, score, n_features)
     if use_triton(ss_tot):
@@ -411,3 +375,21 @@ def quality_flags(
 
     ref: _Three = flags_torch(*args, thresholds)
     return ref
+
+
+def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(c, T, K) IoU of boxes (c, T, 4) and (c, K, 4): ``kernels.reference_boxes.box_iou_torch`` (torch only)."""
+    out: torch.Tensor = _boxes.box_iou_torch(a, b)
+    return out
+
+
+def rank_boxes(boxes: torch.Tensor, labels: torch.Tensor, scores: torch.Tensor, threshold: float) -> _Three:
+    """A detector's targets among detections (B, K): ``kernels.reference_boxes.rank`` (one launch on CUDA)."""
+    out: _Three = _boxes.rank(boxes, labels, scores, threshold, use_triton(boxes))
+    return out
+
+
+def match_boxes(targets: _Three, rows: Optional[torch.Tensor], found: _Three) -> torch.Tensor:
+    """(c, T) D-RISE scores of rows' detections: ``kernels.reference_boxes.match`` (one launch on CUDA)."""
+    out: torch.Tensor = _boxes.match(targets, rows, found, use_triton(found[0]))
+    return out

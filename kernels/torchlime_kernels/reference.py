@@ -174,6 +174,36 @@ def blend_torch(  # noqa: PLR0913
 # for cells of ``cell = (sh, sw)`` pixels; a centre's flat index is gy * gw + gx.
 
 
+def blend_spans(
+    x: torch.Tensor,
+    base: torch.Tensor,
+    labels: torch.Tensor,
+    masks: torch.Tensor,
+    extras: Any,
+    block_rows: int,
+    sources: Optional[torch.Tensor],
+    spans: Optional[Sequence[tuple[int, int, int]]],
+) -> torch.Tensor:
+    """``blend_torch`` of rows of several inputs (``sources`` (c,): each row's operand row), read where they are.
+
+    ``spans``: host ``(lo, hi, source)`` stretches of one source each (-1: several, gathered) covering the rows;
+    ``extras``: ``blend_torch``'s keywords. Without ``sources`` or ``spans``: one ``blend_torch``. Returns (c, *shape).
+    """
+    if sources is None or spans is None:
+        return blend_torch(x, base, labels, masks, **extras, block_rows=block_rows, sources=sources)
+
+    shape = torch.broadcast_shapes(x.shape[1:], base.shape[1:], labels.shape[1:])  # type: ignore[no-untyped-call]
+    fmt = torch.channels_last if extras["channels_last"] and len(shape) == 3 else torch.contiguous_format
+    into = torch.empty(
+        (masks.shape[0], *shape), dtype=extras["out_dtype"] or x.dtype, device=x.device, memory_format=fmt
+    )
+    for lo, hi, b in spans:  # each span written into its rows of the chunk
+        xb, bb, lb = (t if t.shape[0] == 1 or b < 0 else t[b : b + 1] for t in (x, base, labels))  # source b's
+        src = sources[lo:hi] if b < 0 else None
+        blend_torch(xb, bb, lb, masks[lo:hi], **extras, block_rows=block_rows, sources=src, into=into[lo:hi])
+    return into
+
+
 def slic_features(colour: torch.Tensor, scale: float) -> torch.Tensor:
     """SLIC features of ``colour`` (B, C, H, W): contiguous float32 (B, C + 2, H, W).
 

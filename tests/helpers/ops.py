@@ -14,7 +14,7 @@ A ``TorchDispatchMode`` counts every operator dispatched inside the block, with 
   and ``tolist`` / ``numpy`` / ``cpu`` calls (``host_reads``: a copy to the host each on CUDA);
 * each ``torchlime._backend`` kernel door (``KERNEL_DOORS``: one Triton launch on CUDA) counts as ONE
   operator named ``door.<name>``, and its CPU torch reference inside is not counted (counting pauses
-  in it). The doors without a kernel (``row_hash``, ``mix32``, ``slic_features``, ``normalize_stats``)
+  in it). The doors without a kernel (``row_hash``, ``mix32``, ``slic_features``, ``normalize_stats``, ``box_iou``)
   are torch code on every device: their operators are counted. SLIC reaches its doors only where
   ``_backend.use_triton`` says so (on CUDA); on the CPU it runs its own torch iterations, so
   ``cuda_path=True`` makes ``use_triton`` answer True outside the doors (False inside, where the
@@ -54,7 +54,18 @@ METADATA = {
 RANGE_ENTER = torch.ops.profiler._record_function_enter_new.default
 RANGE_EXIT = torch.ops.profiler._record_function_exit._RecordFunction
 #: the ``torchlime._backend`` functions that are one Triton launch on CUDA
-KERNEL_DOORS = ("blend", "slic_assign", "slic_update", "hash_words", "normal_centre", "fit_summary", "quality_flags", "mask_weights")
+KERNEL_DOORS = (
+    "blend",
+    "slic_assign",
+    "slic_update",
+    "hash_words",
+    "normal_centre",
+    "fit_summary",
+    "quality_flags",
+    "mask_weights",
+    "rank_boxes",
+    "match_boxes",
+)
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SKIP = (f"{os.sep}torch{os.sep}", "contextlib.py", f"{os.sep}functools.py")

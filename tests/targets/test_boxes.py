@@ -400,19 +400,20 @@ def test_plot_boxes_errors(plt):
 
 
 @QUIET
-@pytest.mark.parametrize("ragged", [True, False])
-def test_a_pass_scored_at_once_has_the_bits_of_chunk_by_chunk_scoring(monkeypatch, ragged):
-    """``Bound.whole_pass``: the detections of a pass are scored after its last chunk, the same bits."""
+@pytest.mark.parametrize(("ragged", "n_images"), [(True, 2), (False, 2), (False, 1)])
+def test_a_pass_scored_at_once_has_the_bits_of_chunk_by_chunk_scoring(monkeypatch, ragged, n_images):
+    """``Bound.whole_pass``: the detections of a pass are scored after its last chunk, the same bits (a pass of
+    every sample of every input becomes the scores without a scatter: one input's as a view, several's cat)."""
     from torchlime.engine import rows
 
-    images = torch.stack([planted((8, 8), seed=1), planted((16, 4), (0, 20), seed=2)])
-    run = dict(segments=CELLS, target=Boxes(), n_samples=48, batch_size=16, generator=3)
+    images = torch.stack([planted((8, 8), seed=1), planted((16, 4), (0, 20), seed=2)])[:n_images]
+    run = dict(segments=CELLS, target=Boxes(), n_samples=48, batch_size=16, generator=3, return_samples=True)
     seen: list[int] = []
     score_kept = rows.Run.score_kept
 
-    def counted(self):
+    def counted(self, order=None):
         seen.append(len(self._kept))
-        score_kept(self)
+        score_kept(self, order)
 
     monkeypatch.setattr(rows.Run, "score_kept", counted)
     once = torchlime.explain_image(WindowDetector(ragged=ragged), images, **run)
@@ -422,5 +423,28 @@ def test_a_pass_scored_at_once_has_the_bits_of_chunk_by_chunk_scoring(monkeypatc
     seen.clear()
     each = torchlime.explain_image(WindowDetector(ragged=ragged), images, **run)
     assert len(seen) > 2 and max(seen) <= 2  # chunk by chunk (the first chunk holds the unperturbed rows too)
-    for name in ("coef", "intercept", "score", "local_pred"):
+    for name in ("coef", "intercept", "score", "local_pred", "outputs", "target_valid"):
         torch.testing.assert_close(getattr(once, name), getattr(each, name), rtol=0, atol=0, equal_nan=True)
+
+
+@QUIET
+def test_targets_known_to_be_all_there_skip_the_padding_masks_with_the_same_explanation(monkeypatch):
+    """``Bound.all_valid`` (no padded target, known on the host): the engine masks no quality flag and no score
+    for padding, and the explanation is the one the masks give."""
+    images = torch.stack([planted((8, 8), (20, 4), seed=1), planted((16, 4), (0, 20), seed=2)])
+    given = Boxes(boxes=torch.tensor([[8.0, 8, 16, 16], [16, 4, 24, 12]]))  # both images' boxes: none padded
+    run = dict(segments=CELLS, target=given, n_samples=48, batch_size=16, generator=3)
+    bind = Boxes.bind
+    bound = []
+    monkeypatch.setattr(Boxes, "bind", lambda self, ref, b: bound.append(bind(self, ref, b)) or bound[-1])
+    fast = torchlime.explain_image(WindowDetector(), images, **run)
+    assert bound[-1].all_valid and bool(bound[-1].valid.all())
+    monkeypatch.setattr(Boxes, "bind", lambda self, ref, b: dataclasses.replace(bind(self, ref, b), all_valid=False))
+    masked = torchlime.explain_image(WindowDetector(), images, **run)
+    for name in ("coef", "intercept", "score", "local_pred", "target", "target_valid"):
+        torch.testing.assert_close(getattr(fast, name), getattr(masked, name), rtol=0, atol=0, equal_nan=True)
+    assert fast.run.quality == masked.run.quality
+    monkeypatch.setattr(Boxes, "bind", lambda self, ref, b: bound.append(bind(self, ref, b)) or bound[-1])
+    ragged = torchlime.explain_image(WindowDetector(), images, **dict(run, target=Boxes(score_threshold=0.3)))
+    assert not bound[-1].all_valid and not ragged.target_valid.all()
+    assert ragged.score[~ragged.target_valid].isnan().all() and not ragged.score[ragged.target_valid].isnan().any()

@@ -127,8 +127,9 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         normal, fit = solve(ready(run.acc, "the normal equations"), s.surrogate, exists, outputs)
     flags = assess(normal, fit.score, fmap.n_features)
     valid = None if run.bound is None else run.bound.valid.to(dev)
-    if valid is not None:  # padded targets of a structured target are no fits to judge
-        flags = flags._replace(saturated=flags.saturated & valid, poor_fit=flags.poor_fit & valid)
+    padded = None if run.bound is None or run.bound.all_valid else valid  # None: no target is padding
+    if padded is not None:  # padded targets of a structured target are no fits to judge
+        flags = flags._replace(saturated=flags.saturated & padded, poor_fit=flags.poor_fit & padded)
     (n_bad,), counts, where = flags.read(nonfinite)  # the call's last host sync
     if n_bad:
         _raise_nonfinite_outputs(outputs.masked_fill(~_drawn(passes.used, n_samples, dev).unsqueeze(-1), 0.0))
@@ -150,7 +151,7 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         perturbation=plan.perturbation,
         coef=fit.coef,
         intercept=fit.intercept,
-        score=padded_as_nan(fit.score, valid),
+        score=padded_as_nan(fit.score, padded),
         local_pred=fit.local_pred,
         coef_std=fit.coef_std,
         target_valid=valid,

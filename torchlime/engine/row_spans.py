@@ -9,7 +9,7 @@ int64) that cost memory traffic and peak memory on every such chunk.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 import torch
 
@@ -140,3 +140,64 @@ def active_indices(active: list[int], device: torch.device) -> torch.Tensor:
     if active == list(range(len(active))):
         return columns(len(active), device)
     return upload(active, torch.long, device)
+
+
+class Pass(Protocol):
+    """What ``pass_rows`` reads of a pass (``rows.RowOrder``)."""
+
+    active: list[int]
+    refs: int
+    s_lo: int
+    width: int
+    n_rows: int
+
+    def coords(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """The inputs and samples of rows ``start:stop`` and their first and last input."""
+        ...
+
+
+def pass_rows(order: Optional[Pass], batch: int, n_samples: int, b: list[torch.Tensor]) -> tuple[bool, torch.Tensor]:
+    """Whether rows kept in parts are every sample of every input in a pass's order, and their inputs.
+
+    Args:
+        order: the pass the rows were kept from in its own order, or None (kept in another order).
+        batch: the inputs of the call.
+        n_samples: the samples of each input.
+        b: long (c_i,) the input of every row of each part.
+
+    Returns:
+        ``(whole, rows)``: long (c,) the inputs of all the rows (a whole pass's cached ``coords``, else one
+        concatenation).
+    """
+    n_rows, every = sum(x.shape[0] for x in b), list(range(batch))
+    if order is None or order.refs != batch or order.active != every or order.s_lo != 1 or n_rows != order.n_rows:
+        return False, torch.cat(b) if len(b) > 1 else b[0]
+    if order.width != n_samples - 1 or n_rows > CACHED_ROWS:  # not every sample, or coordinates not cached
+        return order.width == n_samples - 1, torch.cat(b) if len(b) > 1 else b[0]
+    return True, order.coords(0, n_rows)[0]
+
+
+def into_scores(
+    scores: torch.Tensor, sc: torch.Tensor, rows: torch.Tensor, s: list[torch.Tensor], whole: bool
+) -> torch.Tensor:
+    """The (B, S, T) scores with the rows' scores written in.
+
+    Args:
+        scores: (B, S, T) the call's scores so far.
+        sc: (c, T) the rows' scores.
+        rows: long (c,) the input of every row.
+        s: long (c_i,) the sample of every row of each part.
+        whole: the rows are every sample of every input in a pass's order (``pass_rows``): the unperturbed
+            inputs, then each input's samples 1..S-1. Their scores are then the (B, S, T) scores as they are
+            (a view for one input, one concatenation for several), not scattered into ``scores``.
+
+    Returns:
+        The scores: ``scores`` written in place, or the new tensor of a whole pass.
+    """
+    (batch, n_samples, t), dtype = scores.shape, scores.dtype
+    if whole and sc.dtype == dtype and batch == 1:
+        return sc.view(1, n_samples, t)
+    if whole and sc.dtype == dtype:
+        return torch.cat((sc[:batch].unsqueeze(1), sc[batch:].view(batch, n_samples - 1, t)), 1)
+    scores[rows, torch.cat(s) if len(s) > 1 else s[0]] = sc
+    return scores

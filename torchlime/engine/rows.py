@@ -16,7 +16,7 @@ import torch
 
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
 from torchlime.engine.fit import MaskBlocks, accumulate_blocks
-from torchlime.engine.row_spans import active_indices, input_spans, row_coords, sample_rows
+from torchlime.engine.row_spans import active_indices, input_spans, into_scores, pass_rows, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.fixed_cost import columns, record_function, zeros
@@ -260,7 +260,7 @@ class Run:
         model, progress = self.settings.model, self.settings.config.progress
         with eval_mode(model):
             run_rows(model, build, consume, order.n_rows, self.plan, *self.placement, progress)
-        self.score_kept()
+        self.score_kept(order if perm is None else None)
 
     def _sorted(
         self, order: RowOrder, z: torch.Tensor, b_all: torch.Tensor
@@ -345,13 +345,14 @@ class Run:
         if not ready(self.bound, "the targets").whole_pass:
             self.score_kept()
 
-    def score_kept(self) -> None:
-        """Score the raw outputs of the rows kept (``_kept``) at once: a chunk's, or a whole pass's."""
+    def score_kept(self, order: Optional[RowOrder] = None) -> None:
+        """Score the rows kept (``_kept``) at once: a chunk's, or a pass's (``order``: kept in its order)."""
         if self._kept:
-            parts, b, s = (list(x) for x in zip(*self._kept))
-            self._kept, rows = [], torch.cat(b) if len(b) > 1 else b[0]
-            sc = ready(self.bound, "the targets").score(cat_rows(parts), rows).float().to(self.device)
-            ready(self.scores, "the scores")[rows, torch.cat(s) if len(s) > 1 else s[0]] = sc
+            (parts, b, s), scores = (list(x) for x in zip(*self._kept)), ready(self.scores, "the scores")
+            whole, rows = pass_rows(order, self.batch, scores.shape[1], b)  # every row, in order: no scatter
+            self._kept, bound = [], ready(self.bound, "the targets")
+            sc = bound.score(cat_rows(parts), rows).float().to(self.device)
+            self.scores = into_scores(scores, sc, rows, s, whole)
 
     # ---------------------------------------------------------------- fit
     def accumulate(self, active: Sequence[int], s_lo: int, s_hi: int) -> None:

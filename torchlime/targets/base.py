@@ -124,6 +124,8 @@ class Bound:
             rows of other chunks (``cat_rows`` of their outputs), and a row's raw output is small (a
             detector's boxes, not a language model's logits): the engine then keeps a pass's raw
             outputs and scores them once, after its last chunk, so that a chunk costs no scoring work.
+        all_valid: every target of every input exists (``valid`` is all True, known on the host without a
+            read): the engine then masks nothing for padded targets.
     """
 
     labels: torch.Tensor
@@ -131,6 +133,7 @@ class Bound:
     score: Callable[[object, torch.Tensor], torch.Tensor]
     info: TargetInfo = dataclasses.field(default_factory=TargetInfo)
     whole_pass: bool = False
+    all_valid: bool = False
 
     def rows(self, start: int, stop: int) -> Bound:
         """The target bound to inputs ``start..stop-1`` only, renumbered from 0 (an explanation's slice).
@@ -148,7 +151,7 @@ class Bound:
             return whole(out, rows + start)
 
         info = self.info.select(start, stop)
-        return Bound(self.labels[start:stop], self.valid[start:stop], score, info, self.whole_pass)
+        return Bound(self.labels[start:stop], self.valid[start:stop], score, info, self.whole_pass, self.all_valid)
 
 
 class Target:

@@ -30,11 +30,14 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
+from torchlime import _backend
 from torchlime._util.checks import describe, from_numpy, user_stacklevel
 from torchlime.targets._records import BoxesInfo
 from torchlime.targets.base import Bound, Target, pad_ragged
 
 Detections = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+#: an image's target boxes (B, T, 4), labels (B, T), valid (B, T), the boxes as lists, whether none is padding
+Targets = tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[list[list[float]]], bool]
 #: why a detector may return nothing to match, and the fix (the messages' advice)
 OWN_THRESHOLD = (
     "a detector's own score threshold can filter every box before Boxes sees it: a torchvision detector with "
@@ -55,17 +58,16 @@ def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Returns:
         (c, T, K) intersection over union (0 where a box has no area).
     """
-    lt = torch.maximum(a[:, :, None, :2], b[:, None, :, :2])
-    rb = torch.minimum(a[:, :, None, 2:], b[:, None, :, 2:])
-    inter = (rb - lt).clamp_min(0).prod(-1)
-    area_a = (a[..., 2:] - a[..., :2]).clamp_min(0).prod(-1)
-    area_b = (b[..., 2:] - b[..., :2]).clamp_min(0).prod(-1)
-    union = area_a[:, :, None] + area_b[:, None, :] - inter
-    return torch.where(union > 0, inter / union.clamp_min(torch.finfo(union.dtype).tiny), 0.0)
+    return _backend.box_iou(a, b)
 
 
 def _stack(parts: list[torch.Tensor], fill: float) -> torch.Tensor:
-    """Stack per-row tensors of one shape, or pad ragged ones (``pad_ragged``): no host read either way."""
+    """Stack per-row tensors of one shape, or pad ragged ones (``pad_ragged``): no host read either way.
+
+    One row (one image's reference detections) is a view of its tensor: no operator, nothing copied.
+    """
+    if len(parts) == 1:
+        return parts[0].unsqueeze(0)
     first = parts[0].shape
     return torch.stack(parts) if all(p.shape == first for p in parts) else pad_ragged(parts, fill)
 
@@ -124,26 +126,6 @@ def detections(out: object, decode: Optional[Callable[[Any], object]] = None) ->
         "Boxes needs detections: a list of dicts with 'boxes', 'labels', 'scores' (torchvision) or "
         f"(boxes (c, K, 4), labels (c, K), scores (c, K)); pass decode= for other outputs, got {describe(out)}"
     )
-
-
-def drise(boxes: torch.Tensor, labels: torch.Tensor, det: Detections) -> torch.Tensor:
-    """D-RISE similarity of each row's detections to its target boxes.
-
-    Args:
-        boxes: (c, T, 4) target boxes of each row's input.
-        labels: long (c, T) their labels (-1: any label).
-        det: the rows' padded detections.
-
-    Returns:
-        (c, T) max over detections of IoU x same label x detection score (0 without detections).
-    """
-    d_boxes, d_labels, d_scores = (t.to(boxes.device) for t in det)
-    if d_boxes.shape[1] == 0:
-        return boxes.new_zeros(boxes.shape[:2])
-    iou = box_iou(boxes, d_boxes)
-    same = (labels[:, :, None] == d_labels[:, None, :]) | (labels[:, :, None] < 0)
-    sim = iou * same * d_scores[:, None, :] * (d_labels[:, None, :] >= 0)
-    return sim.amax(-1)
 
 
 def _numbers(value: object) -> object:
@@ -283,10 +265,12 @@ class Boxes(Target):
         if n != batch:
             raise ValueError(f"`boxes` holds boxes of {n} images, not of the {batch} explained")
 
-    def _given(
-        self, batch: int, dev: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[list[list[float]]]]:
-        """The given boxes (B, T, 4), labels (B, T), valid (B, T) on ``dev``, and the boxes as lists."""
+    def _given(self, batch: int, dev: torch.device) -> Targets:
+        """The given targets on ``dev`` (``Targets``: 0 boxes and -1 labels on padding).
+
+        Returns:
+            boxes (B, T, 4), labels (B, T), valid (B, T), the boxes as lists, whether none is padding.
+        """
         boxes, host = (self._parts * batch, self._host * batch) if self._shared else (self._parts, self._host)
         labels = self._labels
         if labels is not None and self._shared:
@@ -300,35 +284,42 @@ class Boxes(Target):
         valid = torch.arange(t_boxes.shape[1], device=dev) < counts.unsqueeze(1)
         width = t_boxes.shape[1]
         info = [[list(box) for box in h] + [[0.0] * 4 for _ in range(width - len(h))] for h in host]
-        return t_boxes, t_labels, valid, info
+        full = all(len(h) == width for h in host)  # no padding
+        return t_boxes * valid.unsqueeze(-1), torch.where(valid, t_labels, -1), valid, info, full
 
-    def _detected(self, det: Detections) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[list[list[float]]]]:
-        """Each image's detections above the threshold, kept first in the model's order, padded to T."""
+    def _detected(self, det: Detections) -> Targets:
+        """Each image's detections above the threshold, kept first in the model's order, padded to T.
+
+        One kernel door ranks them (``_backend.rank_boxes``); the call's one host read brings the counts
+        and the ranked boxes together.
+        """
         boxes, labels, scores = det
         b, k = labels.shape
-        keep = (scores >= self.score_threshold) & (labels >= 0)  # (B, K); padding is never a target
-        order = (~keep).long().argsort(dim=1, stable=True)  # kept detections first, in the model's order
-        ranked = boxes.gather(1, order.unsqueeze(-1).expand(-1, -1, 4))
-        best = scores.masked_fill(labels < 0, float("-inf")).amax().view(1) if k else scores.new_zeros(1)
-        # the call's one host read: the box counts, the best score, the detections and the ranked boxes together
-        found = (labels >= 0).sum().to(ranked.dtype).view(1)
-        values = torch.cat((keep.sum(1).to(ranked.dtype), best.to(ranked.dtype), found, ranked.flatten())).tolist()
-        counts = [int(c) for c in values[:b]]
+        packed, ranked_labels, ranked_valid = _backend.rank_boxes(boxes, labels, scores, self.score_threshold)
+        values = packed.tolist()  # the call's one host read
+        counts = [int(c) for c in values[b * k * 4 :]]
         t = max(counts, default=0)
         if t == 0:
-            raise ValueError(
-                f"Boxes found no detection with a score >= score_threshold={self.score_threshold} on any image "
-                f"(best {values[b] if k else 'none'}); pass boxes= or a lower score_threshold. The detector "
-                f"returned {int(values[b + 1])} detections on the {b} unperturbed images: {OWN_THRESHOLD}"
-            )
-        flat = values[b + 2 :]
+            self._raise_none_found(det)
         info = [
-            [flat[(i * k + j) * 4 : (i * k + j) * 4 + 4] if j < counts[i] else [0.0] * 4 for j in range(t)]
+            [values[(i * k + j) * 4 : (i * k + j) * 4 + 4] if j < counts[i] else [0.0] * 4 for j in range(t)]
             for i in range(b)
         ]
-        order = order[:, :t]
-        valid = keep.gather(1, order)
-        return ranked[:, :t], labels.gather(1, order), valid, info
+        ranked = packed[: b * k * 4].view(b, k, 4)  # views: the first T of every image's row
+        return ranked[:, :t], ranked_labels[:, :t], ranked_valid[:, :t], info, all(c == t for c in counts)
+
+    def _raise_none_found(self, det: Detections) -> None:
+        """The error when no detection reaches the threshold (the best score and the count read here)."""
+        boxes, labels, scores = det
+        b, k = labels.shape
+        best = scores.masked_fill(labels < 0, float("-inf")).amax().view(1) if k else scores.new_zeros(1)
+        found = (labels >= 0).sum().to(boxes.dtype).view(1)
+        top, n = torch.cat((best.to(boxes.dtype), found)).tolist()
+        raise ValueError(
+            f"Boxes found no detection with a score >= score_threshold={self.score_threshold} on any image "
+            f"(best {top if k else 'none'}); pass boxes= or a lower score_threshold. The detector "
+            f"returned {int(n)} detections on the {b} unperturbed images: {OWN_THRESHOLD}"
+        )
 
     def bind(self, reference: object, batch: int) -> Bound:
         """Fix each image's boxes: its own detections above the threshold, or the boxes given.
@@ -341,26 +332,23 @@ class Boxes(Target):
             raise ValueError(f"Boxes got detections of {det[0].shape[0]} images from the model, expected {batch}")
         dev = det[0].device
         if self.boxes is not None:
-            t_boxes, t_labels, valid, info = self._given(batch, dev)
+            t_boxes, t_labels, valid, info, full = self._given(batch, dev)
         else:
-            t_boxes, t_labels, valid, info = self._detected(det)
-        t_labels = torch.where(valid, t_labels, -1)
-        t_boxes = t_boxes * valid.unsqueeze(-1)
+            t_boxes, t_labels, valid, info, full = self._detected(det)
+        targets = (t_boxes, t_labels, valid)
         if self.boxes is not None:  # given boxes: say which the unperturbed detections do not match
-            _warn_unmatched(drise(t_boxes, t_labels, det) > 0, valid, t_labels, det[1], info)
+            _warn_unmatched(_backend.match_boxes(targets, None, det) > 0, valid, t_labels, det[1], info)
 
         def score(out: object, rows: torch.Tensor) -> torch.Tensor:
             found = detections(out, self.decode)
             if found[0].shape[0] != rows.shape[0]:
                 raise ValueError(f"Boxes got detections of {found[0].shape[0]} rows, expected {rows.shape[0]}")
-            if batch == 1:  # every row is image 0: broadcast views, no operator
-                c = rows.shape[0]
-                return drise(t_boxes.expand(c, -1, -1), t_labels.expand(c, -1), found) * valid
-            rows = rows.to(dev)
-            return drise(t_boxes[rows], t_labels[rows], found) * valid[rows]
+            found = (found[0].to(dev), found[1].to(dev), found[2].to(dev))
+            # one input: every row's targets are its own (shared); else each row's input's, read by the door
+            return _backend.match_boxes(targets, None if batch == 1 else rows.to(dev), found)
 
         # a row's score reads its own detections only, and detections are small: scored once per pass
-        return Bound(t_labels, valid, score, BoxesInfo(info), whole_pass=True)
+        return Bound(t_labels, valid, score, BoxesInfo(info), whole_pass=True, all_valid=full)
 
 
 def _warn_unmatched(

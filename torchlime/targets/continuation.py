@@ -188,7 +188,7 @@ class Continuation(Target):
             return both
 
         info = ContinuationInfo(ids, self.start.to(dev), per_token)
-        return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info)
+        return Bound(labels, torch.ones(batch, t, dtype=torch.bool, device=dev), score, info, all_valid=True)
 
 
 def _logits(out: object, rows: int | None = None) -> torch.Tensor:

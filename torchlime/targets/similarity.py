@@ -96,7 +96,8 @@ class Similarity(Target):
             return torch.einsum("cd,crd->cr", e, ref.index_select(0, rows.to(ref.device)))
 
         labels = torch.arange(r, device=emb.device).expand(batch, r)
-        return Bound(labels, torch.ones(batch, r, dtype=torch.bool, device=emb.device), score, SimilarityInfo())
+        valid = torch.ones(batch, r, dtype=torch.bool, device=emb.device)
+        return Bound(labels, valid, score, SimilarityInfo(), all_valid=True)
 
 
 def _embedding(out: object, rows: int | None = None) -> torch.Tensor:
