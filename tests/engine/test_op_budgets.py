@@ -24,8 +24,8 @@ BUDGETS = {
     "explain_image, 1 image, grid": (47, 3),  # goal (60, 8); 255 and 4 at d781044
     "explain_image, 8 images, grid": (47, 4),  # goal (60, 8); 256 and 4 at d781044
     "explain_tokens, 24 tokens": (42, 5),  # goal (60, 8); 219 and 10 at d781044
-    "Boxes, 1 image x 2 boxes (list-of-dicts detector)": (56, 1),  # goal (60, 8); 311 and 35 at d781044
-    "explain_generation, 12 tokens": (58, 8),  # goal (60, 8); 283 and 17 at d781044
+    "Boxes, 1 image x 2 boxes (list-of-dicts detector)": (49, 1),  # goal (60, 8); 311 and 35 at d781044
+    "explain_generation, 12 tokens": (55, 8),  # goal (60, 8); 283 and 17 at d781044
 }
 #: the probe's whole call at N=500 (goal: 100; 222 at d781044)
 PROBE_BUDGET = 50
