@@ -33,7 +33,7 @@ from torchlime.typing import Model, Seed, TargetSpec
 DEFAULT_SAMPLES = 64
 #: N of the labels by default for table rows with the built-in head: a table's labels are cheap, and at 64 the
 #: relative loss follows the noise of saturated rows (deletion AUC 1.07-1.11x LIME at N=4096's on the breast-cancer
-#: MLP over 4 seeds, 1.04-1.05x at 128; ``docs/amortized.md``)
+#: MLP over 4 seeds, 1.03-1.07x at 128; ``docs/amortized.md``)
 TABLE_SAMPLES = 128
 #: N of ``explain(x, fallback=True)``
 FALLBACK_SAMPLES = 1000

@@ -69,7 +69,7 @@ def row_weights(values: torch.Tensor, scale: torch.Tensor, floor: float = ROW_FL
         >>> values = torch.tensor([[[1.0, -1.0, 5.0]], [[0.01, 0.0, 5.0]]])
         >>> row_weights(values, torch.tensor(1.0), floor=0.1)[:, 0]
         tensor([[ 0.9901,  0.9901,  1.0000],
-                [99.0099, 99.0099,  1.0000]])
+                [99.5025, 99.5025,  1.0000]])
     """
     coef = values[..., :-1]
     rms2 = coef.square().mean(-1, keepdim=True)
