@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchlime.amortized import TABLE_SAMPLES, AmortizedExplainer, _train
+from torchlime.amortized import TABLE_SAMPLES, AmortizedExplainer, AmortizedProbe, _train
 from torchlime.amortized._options import ROW_FLOOR, Training
 
 D, K = 4, 2
@@ -80,3 +80,15 @@ def test_tables_default_to_the_relative_loss_at_table_samples():
     assert absolute.settings["head_digest"] != same.settings["head_digest"]
     with pytest.raises(ValueError, match=r"`loss` must be None or one of \['absolute', 'relative'\], got str 'l1'"):
         AmortizedExplainer.fit(net, x, loss="l1", **options)
+
+
+def test_the_probe_keeps_the_tables_n_and_loss_through_its_warm_starts():
+    """Refreshes after the first train the last head on (a given MLPHead): still the relative loss, the first N."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(D, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    x = torch.rand(30, D, generator=torch.Generator().manual_seed(2))
+    probe = AmortizedProbe(net, x[:2], x, FEATS, refresh=1, epochs=1, copies=1)
+    for step in range(2):
+        probe.explain(step)
+    assert probe.refits == [0, 1] and probe.amortized is not None
+    assert probe.amortized.label_samples == TABLE_SAMPLES and probe.amortized.settings["loss"] == "relative"

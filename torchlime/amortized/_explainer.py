@@ -23,6 +23,7 @@ from torchlime.amortized._labels import Labels, batches, engine_labels, from_fol
 from torchlime.amortized._options import JITTER, TABLE_COPIES, FitOptions, Training
 from torchlime.amortized._quality import measure
 from torchlime.amortized._state import Trained
+from torchlime.amortized.heads import MLPHead
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
@@ -161,7 +162,8 @@ class AmortizedExplainer(Trained):
         target, relabel = copying
         if copies and relabel is not None:
             xa, va, ma = _with_copies(lab, train_idx, copies, seed, target, relabel)
-        loss = training.loss or ("relative" if kind == "mlp" else "absolute")
+        # the table head's own loss, also where it is given (the probe's warm start passes the last one)
+        loss = training.loss or ("relative" if isinstance(net, MLPHead) else "absolute")
         losses = _train.train(net, xa, va, ma, training, seed, relative=loss == "relative")
         with torch.no_grad():
             hidden_t = _train.outputs(net, xt)[1]

@@ -39,7 +39,7 @@ class FitOptions(TypedDict, total=False):
         loss: "absolute" (squared errors in the labels' overall scale) or "relative" (each labelled row's
             coefficient errors in that row's own scale, floored at ``ROW_FLOOR`` of the overall one, so
             that rows of small coefficients, such as saturated probabilities, count as much as the others);
-            None (the default): "relative" for table rows with the built-in head, "absolute" otherwise.
+            None (the default): "relative" for the table head (``MLPHead``, built or given), "absolute" otherwise.
     """
 
     epochs: int
