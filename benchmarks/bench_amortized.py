@@ -10,8 +10,9 @@ Two models are trained here on bundled scikit-learn data: a small CNN on the dig
   that N), and the head trained on them (``AmortizedExplainer.fit`` on the training split);
 * the rank correlation (Spearman over the features, median over the inputs) and the deletion AUC
   (``torchlime.metrics.deletion``, lower is better) of each, against the reference's;
-* the time per explanation of the head (batch 256, one forward of the head and one of the model for the
-  top class) against LIME at N = 1000 (batch 256), in the same run, and the whole cost (labels + training)
+* the time per explanation of the head of the default N (``DEFAULT_SAMPLES`` for the digits,
+  ``TABLE_SAMPLES`` for the table; batch 256, one forward of the head and one of the model for the top
+  class) against LIME at N = 1000 (batch 256), in the same run, and the whole cost (labels + training)
   against explaining the training split with LIME at N = 1000 directly.
 
 Goals: median rank correlation >= 0.8 and above LIME at N = 32; deletion AUC at most 1.1x
@@ -37,7 +38,7 @@ import time
 import torch
 
 import torchlime
-from torchlime.amortized import AmortizedExplainer, spearman
+from torchlime.amortized import DEFAULT_SAMPLES, TABLE_SAMPLES, AmortizedExplainer, spearman
 from torchlime.metrics import deletion
 
 from benchmarks.common import common_args, device_arg, goal, header, load_average, sync, write
@@ -122,8 +123,10 @@ def case(name, model, x, feats, device, args) -> dict:
     ref = lime.explain(model, test, feats, target=top, n_samples=args.reference, generator=7)
     out: dict = dict(model=name, eval_inputs=n_eval, train_inputs=trainset.shape[0], features=int(feats.max()) + 1)
     out["reference"] = dict(n_samples=args.reference, deletion_auc=auc(model, test, ref))
+    default_n = args.default_n or (TABLE_SAMPLES if name == "cancer" else DEFAULT_SAMPLES)
+    out["default_label_samples"] = default_n
     rows = []
-    for n in args.label_samples:
+    for n in sorted({*args.label_samples, default_n}):
         labels = lime.explain(model, test, feats, target=top, n_samples=n, generator=3)
         t0 = time.perf_counter()
         amort = AmortizedExplainer.fit(
@@ -150,11 +153,11 @@ def case(name, model, x, feats, device, args) -> dict:
     # time per explanation at batch 256, the head (of the default N) against LIME at N=1000, in this run
     batch = trainset[:256]
     amort = AmortizedExplainer.fit(
-        model, trainset, modality=feats, n_samples=args.default_n, epochs=args.epochs, generator=0, report_samples=None
+        model, trainset, modality=feats, n_samples=default_n, epochs=args.epochs, generator=0, report_samples=None
     )
     head_s = timed_median(lambda: amort.explain(batch), device, args.reps)
     lime_s = timed_median(lambda: lime.explain(model, batch, feats, n_samples=args.lime_n), device, 1)
-    chosen = next(r for r in rows if r["label_samples"] == args.default_n)
+    chosen = next(r for r in rows if r["label_samples"] == default_n)
     direct = lime_s / batch.shape[0] * trainset.shape[0]
     out["speed"] = dict(
         batch=batch.shape[0],
@@ -189,7 +192,7 @@ def main() -> None:
     ap.add_argument(
         "--label-samples", type=int, nargs="+", default=None, help="label N of the heads trained (default 16 64 256)"
     )
-    ap.add_argument("--default-n", type=int, default=64, help="the label N timed (torchlime.amortized.DEFAULT_SAMPLES)")
+    ap.add_argument("--default-n", type=int, default=None, help="the label N timed (default: fit's own by model)")
     ap.add_argument("--epochs", type=int, default=None, help="training epochs of the head (default 30; quick 3)")
     ap.add_argument("--reference", type=int, default=None, help="N of the reference LIME (default 4096; quick 256)")
     ap.add_argument("--lime-n", type=int, default=None, help="N of the timed LIME (default 1000; quick 100)")
@@ -205,8 +208,6 @@ def main() -> None:
     args.epochs = args.epochs or (3 if q else 30)
     args.reference = args.reference or (256 if q else 4096)
     args.lime_n = args.lime_n or (100 if q else 1000)
-    if args.default_n not in args.label_samples:
-        args.label_samples.append(args.default_n)
     result = header(device)
     result.update(
         benchmark="amortized", quick=q, threads=torch.get_num_threads(), load_average_1_5_15_start=load_average()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torchlime
-from torchlime.amortized import AmortizedExplainer, AmortizedRun, ConvHead, MLPHead, TokenHead
+from torchlime.amortized import DEFAULT_SAMPLES, AmortizedExplainer, AmortizedRun, ConvHead, MLPHead, TokenHead
 from torchlime.metrics import deletion
 
 D = 6
@@ -104,6 +104,7 @@ def test_a_users_head_is_trained_on_a_copy_and_reloaded_from_an_instance(tabular
     before = mine.lin.weight.clone()
     amort = _fit(net, x, head=mine)
     assert torch.equal(mine.lin.weight, before) and not torch.equal(amort.head.lin.weight, before)
+    assert amort.settings["loss"] == "absolute"  # the relative loss is the built-in table head's default
     amort.save(tmp_path / "user.pt")
     with pytest.raises(ValueError, match="head=YourHead"):
         AmortizedExplainer.load(tmp_path / "user.pt", model=net)
@@ -151,9 +152,10 @@ def test_heads_follow_the_modality():
     cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.Flatten(), torch.nn.Linear(2 * 64, 4))
     imgs = torch.rand(24, 1, 8, 8)
     images = torchlime.Images(segments="grid", n_segments=4)
-    amort = _fit(cnn, imgs, modality=images)
+    amort = _fit(cnn, imgs, modality=images, n_samples=None)
     exp = amort.explain(imgs[:2])
     assert isinstance(amort.head, ConvHead) and exp.coef.shape == (2, 1, 4)
+    assert amort.label_samples == DEFAULT_SAMPLES and amort.settings["loss"] == "absolute"
     assert type(exp.info).__name__ == "ImagesInfo" and exp.heatmap(0).shape == (2, 1, 8, 8)
     emb = torch.nn.Sequential(torch.nn.Embedding(20, 4), torch.nn.Flatten(), torch.nn.Linear(4 * 5, 2))
     ids = torch.randint(1, 20, (24, 5))
@@ -234,11 +236,11 @@ def test_the_table_head_averages_members_trained_on_their_own_subsets(tabular):
 
     _, x, amort = tabular
     head = amort.head
-    assert isinstance(head, MLPHead) and head.n_members == 5 and head.w1.shape[0] == 5
+    assert isinstance(head, MLPHead) and head.n_members == 10 and head.w1.shape[0] == 10
     with torch.no_grad():
         each = head.member_outputs(x[:4])
         torch.testing.assert_close(head(x[:4])[0], each.mean(0))
-        torch.testing.assert_close(head.member_outputs(x[:4].expand(5, 4, D)), each)
+        torch.testing.assert_close(head.member_outputs(x[:4].expand(10, 4, D)), each)
     assert not torch.equal(each[0], each[1])
     bags = _train._bags(5, 100, torch.Generator().manual_seed(0))
     again = _train._bags(5, 100, torch.Generator().manual_seed(0))

@@ -9,7 +9,7 @@ inputs and, with ``fallback=True``, explains those with the engine instead. ``Am
 up to date in a training loop. ``docs/amortized.md`` says when to trust it.
 """
 
-from torchlime.amortized._explainer import DEFAULT_SAMPLES, AmortizedExplainer
+from torchlime.amortized._explainer import DEFAULT_SAMPLES, TABLE_SAMPLES, AmortizedExplainer
 from torchlime.amortized._options import FitOptions
 from torchlime.amortized._output import AmortizedExplanation
 from torchlime.amortized._report import Report, spearman
@@ -28,6 +28,7 @@ __all__ = [
     "FitOptions",
     "MLPHead",
     "Report",
+    "TABLE_SAMPLES",
     "TokenHead",
     "spearman",
 ]

@@ -19,18 +19,23 @@ from typing_extensions import Unpack
 
 from torchlime._util.checks import check_positive_int, describe
 from torchlime.amortized import _build, _files, _output, _train
-from torchlime.amortized._labels import Labels, engine_labels, from_folder, jittered
+from torchlime.amortized._labels import Labels, batches, engine_labels, from_folder, jittered
 from torchlime.amortized._options import JITTER, TABLE_COPIES, FitOptions, Training
 from torchlime.amortized._quality import measure
 from torchlime.amortized._state import Trained
+from torchlime.amortized.heads import MLPHead
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
 from torchlime.engine.explanation import Explanation
 from torchlime.typing import Model, Seed, TargetSpec
 
 #: N of the labels by default: where the head's rank correlation with LIME at N=4096 flattens (``docs/amortized.md``,
-#: measured by ``benchmarks/bench_amortized.py``: 0.82 / 0.90 / 0.92 at N = 16 / 64 / 256 on a digits CNN)
+#: measured by ``benchmarks/bench_amortized.py``: 0.77 / 0.92 / 0.93 at N = 16 / 64 / 256 on a digits CNN)
 DEFAULT_SAMPLES = 64
+#: N of the labels by default for table rows with the built-in head: a table's labels are cheap, and at 64 the
+#: relative loss follows the noise of saturated rows (deletion AUC 1.07-1.11x LIME at N=4096's on the breast-cancer
+#: MLP over 4 seeds, 1.03-1.07x at 128; ``docs/amortized.md``)
+TABLE_SAMPLES = 128
 #: N of ``explain(x, fallback=True)``
 FALLBACK_SAMPLES = 1000
 
@@ -55,7 +60,7 @@ class AmortizedExplainer(Trained):
         modality: ModalitySpec = None,
         target: TargetSpec = None,
         explainer: Optional[Explainer] = None,
-        n_samples: int = DEFAULT_SAMPLES,
+        n_samples: Optional[int] = None,
         generator: Seed = None,
         labels: object = None,
         **options: Unpack[FitOptions],
@@ -74,13 +79,14 @@ class AmortizedExplainer(Trained):
                 labelled columns.
             explainer: the label settings (any ``Explainer``: ``Explainer(preset="kernel_shap")``...);
                 None: the engine's defaults.
-            n_samples: N of the labels (noisy labels at a small N are the point: see ``docs/amortized.md``).
+            n_samples: N of the labels (noisy labels at a small N are the point: see ``docs/amortized.md``);
+                None: ``TABLE_SAMPLES`` (128) for table rows with the built-in head, else ``DEFAULT_SAMPLES`` (64).
             generator: an int seed (or a ``torch.Generator``: its initial seed); None: 0. The masks, the
                 split, the initial weights and the minibatches derive from it.
             labels: ``load_results(folder)`` of a finished ``explain_dataset`` run (or rows of it): train
                 from its rows instead of making labels.
             **options: how to train (``FitOptions``: ``epochs``, ``head``, ``holdout``, ``batch_size``,
-                ``lr``, ``report_samples``, ``progress``).
+                ``lr``, ``report_samples``, ``progress``, ``copies``, ``loss``).
 
         Returns:
             The trained ``AmortizedExplainer``.
@@ -105,20 +111,24 @@ class AmortizedExplainer(Trained):
             )
         training = Training.of(options)
         seed = _seed(generator)
-        n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+        if n_samples is not None:
+            n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
 
         _build.check_modality(modality)
         if labels is None:
-            lab = engine_labels(model, inputs, modality, explainer, target, n_samples, seed, training.progress)
+            parts = list(batches(inputs))  # read once: the head's kind, and so the default N, follows the inputs
+            n = _label_samples(n_samples, parts[0] if parts else None, modality, training)
+            lab = engine_labels(model, parts, modality, explainer, target, n, seed, training.progress)
         else:
-            lab, n_samples = from_folder(labels, inputs, lambda x: _build.n_outputs(model, x, None), n_samples)
+            default = DEFAULT_SAMPLES if n_samples is None else n_samples
+            lab, n = from_folder(labels, inputs, lambda x: _build.n_outputs(model, x, None), default)
         relabel = None
         if labels is None:  # the engine labels the jittered copies alike, their masks from seed + 1
 
             def relabel(rows: torch.Tensor, tgt: TargetSpec) -> Labels:
-                return engine_labels(model, rows, modality, explainer, tgt, n_samples, seed + 1, False)
+                return engine_labels(model, rows, modality, explainer, tgt, n, seed + 1, False)
 
-        return cls._train(model, modality, explainer, lab, n_samples, seed, training, (target, relabel))
+        return cls._train(model, modality, explainer, lab, n, seed, training, (target, relabel))
 
     @classmethod
     def _train(
@@ -152,7 +162,9 @@ class AmortizedExplainer(Trained):
         target, relabel = copying
         if copies and relabel is not None:
             xa, va, ma = _with_copies(lab, train_idx, copies, seed, target, relabel)
-        losses = _train.train(net, xa, va, ma, training, seed)
+        # the table head's own loss, also where it is given (the probe's warm start passes the last one)
+        loss = training.loss or ("relative" if isinstance(net, MLPHead) else "absolute")
+        losses = _train.train(net, xa, va, ma, training, seed, relative=loss == "relative")
         with torch.no_grad():
             hidden_t = _train.outputs(net, xt)[1]
             hidden_h = _train.outputs(net, x[held_idx])[1]
@@ -163,6 +175,7 @@ class AmortizedExplainer(Trained):
             "seed": seed,
             "trained_inputs": int(train_idx.shape[0]),
             "held_out_inputs": int(held_idx.shape[0]),
+            "loss": loss,
             "losses": losses,
             "jittered_copies": int(xa.shape[0] - xt.shape[0]),
             "head_kind": kind,
@@ -312,6 +325,16 @@ def _with_copies(
         torch.cat([lab.values[train_idx], more.values]),
         torch.cat([lab.labelled[train_idx], more.labelled]),
     )
+
+
+def _label_samples(
+    n_samples: Optional[int], first: Optional[torch.Tensor], modality: ModalitySpec, training: Training
+) -> int:
+    """N of the labels: the given one, else ``TABLE_SAMPLES`` (table rows, built-in head), else ``DEFAULT_SAMPLES``."""
+    if n_samples is not None:
+        return n_samples
+    table = training.head is None and first is not None and _build.head_kind(modality, first) == "mlp"
+    return TABLE_SAMPLES if table else DEFAULT_SAMPLES
 
 
 def _seed(generator: Seed) -> int:

@@ -14,6 +14,10 @@ from torchlime._util.checks import check_positive_int, describe
 REFERENCE_SAMPLES = 4096
 #: the jittered copies of a table row made by default, and their spread in column standard deviations
 TABLE_COPIES, JITTER = 19, 0.3
+#: the losses ``train`` knows: squared errors in the labels' overall scale, or in each row's own scale
+LOSSES = ("absolute", "relative")
+#: the floor of a row's own scale in the relative loss, as a fraction of the labels' overall scale
+ROW_FLOOR = 0.05
 
 
 class FitOptions(TypedDict, total=False):
@@ -32,6 +36,10 @@ class FitOptions(TypedDict, total=False):
             on beside it (each value moved by ``JITTER`` times its column's standard deviation, Gaussian);
             None (the default): 19 for table rows with the built-in head, 0 otherwise. The held-out inputs
             stay the given ones.
+        loss: "absolute" (squared errors in the labels' overall scale) or "relative" (each labelled row's
+            coefficient errors in that row's own scale, floored at ``ROW_FLOOR`` of the overall one, so
+            that rows of small coefficients, such as saturated probabilities, count as much as the others);
+            None (the default): "relative" for the table head (``MLPHead``, built or given), "absolute" otherwise.
     """
 
     epochs: int
@@ -42,6 +50,7 @@ class FitOptions(TypedDict, total=False):
     report_samples: Optional[int]
     progress: bool
     copies: Optional[int]
+    loss: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class Training:
     report_samples: Optional[int] = REFERENCE_SAMPLES
     progress: bool = False
     copies: Optional[int] = None
+    loss: Optional[str] = None
 
     @classmethod
     def of(cls, options: FitOptions) -> Training:
@@ -81,6 +91,8 @@ class Training:
             raise ValueError(f"`lr` must be a positive number, got {describe(got.lr)}")
         if got.copies is not None:
             check_positive_int(got.copies, "copies", minimum=0)
+        if got.loss is not None and got.loss not in LOSSES:
+            raise ValueError(f"`loss` must be None or one of {list(LOSSES)}, got {describe(got.loss)}")
         if not isinstance(got.progress, bool):
             raise TypeError(f"`progress` must be True or False, got {describe(got.progress)}")
         return got

@@ -1,10 +1,11 @@
 """Training the head on its labels, seeded, and the distances that flag inputs far from its training inputs.
 
 ``split`` holds out a seeded fraction of the inputs; ``train`` fits the head by Adam on the masked squared
-error of the labelled (input, column) pairs, in minibatches drawn from a seeded CPU generator, so that a
-second run on the same device gives the same weights bit for bit (a head with ``member_outputs``, the
-tabular ensemble, trains each member on its own seeded subset); ``Distances`` is the Mahalanobis
-distance in the head's penultimate features, fitted on the training inputs.
+error of the labelled (input, column) pairs (in the labels' overall scale, or each row's in its own:
+``row_weights``), in minibatches drawn from a seeded CPU generator, so that a second run on the same
+device gives the same weights bit for bit (a head with ``member_outputs``, the tabular ensemble, trains
+each member on its own seeded subset); ``Distances`` is the Mahalanobis distance in the head's
+penultimate features, fitted on the training inputs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from torchlime.amortized._options import Training
+from torchlime.amortized._options import ROW_FLOOR, Training
 from torchlime.amortized.heads import HeadOutput
 
 #: the held-out percentile above which an input is flagged
@@ -48,8 +49,42 @@ def outputs(head: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return got, got.flatten(1)
 
 
+def row_weights(values: torch.Tensor, scale: torch.Tensor, floor: float = ROW_FLOOR) -> torch.Tensor:
+    """The relative loss's weights: each row's coefficient errors in that row's own scale.
+
+    ``w_ik = s² / (r_ik² + (floor s)²)`` on the coefficients of row (i, k), whose root mean square is
+    ``r_ik``, with ``s`` the labels' overall scale; 1 on the intercept. A row of tiny coefficients (a
+    saturated probability) then counts as much as any other, which is what its features' order needs;
+    the floor bounds the weight of rows whose coefficients are all about 0.
+
+    Args:
+        values: (n, K, F + 1) labels (coefficients and intercept).
+        scale: 0-d, the labels' overall root mean square.
+        floor: the floor of a row's scale, as a fraction of ``scale``.
+
+    Returns:
+        (n, K, F + 1) weights of the squared errors.
+
+    Example:
+        >>> values = torch.tensor([[[1.0, -1.0, 5.0]], [[0.01, 0.0, 5.0]]])
+        >>> row_weights(values, torch.tensor(1.0), floor=0.1)[:, 0]
+        tensor([[ 0.9901,  0.9901,  1.0000],
+                [99.5025, 99.5025,  1.0000]])
+    """
+    coef = values[..., :-1]
+    rms2 = coef.square().mean(-1, keepdim=True)
+    w = scale.square() / (rms2 + (floor * scale).square())
+    return torch.cat([w.expand_as(coef), torch.ones_like(values[..., -1:])], dim=-1)
+
+
 def train(
-    head: nn.Module, x: torch.Tensor, values: torch.Tensor, labelled: torch.Tensor, training: Training, seed: int
+    head: nn.Module,
+    x: torch.Tensor,
+    values: torch.Tensor,
+    labelled: torch.Tensor,
+    training: Training,
+    seed: int,
+    relative: bool = False,
 ) -> list[float]:
     """Fit ``head`` to the labels by Adam on the masked mean squared error, in place on the head.
 
@@ -60,6 +95,7 @@ def train(
         labelled: bool (n, K) the labelled pairs.
         training: the epochs, the inputs per step, the learning rate and whether to show a bar.
         seed: the minibatch order's seed.
+        relative: weigh each row's coefficient errors by ``row_weights`` (its own scale) instead of 1.
 
     Returns:
         The mean loss of every epoch (in units of the labels' scale squared).
@@ -67,6 +103,7 @@ def train(
     from tqdm.auto import tqdm
 
     scale = values[labelled].square().mean().sqrt().clamp_min(1e-12)
+    weights = row_weights(values, scale) if relative else None
     optim = Adam([p for p in head.parameters() if p.requires_grad], training.lr)
     gen = torch.Generator().manual_seed(seed)
     n, losses = x.shape[0], []
@@ -86,6 +123,7 @@ def train(
             mask = labelled[idx].unsqueeze(-1).float()
             out = members(x[idx]) if m and members is not None else outputs(head, x[idx[0]])[0].unsqueeze(0)
             err = ((out - values[idx]) / scale).square() * mask
+            err = err if weights is None else err * weights[idx]
             per = err.flatten(-3).sum(-1) / (mask.flatten(-3).sum(-1) * values.shape[-1]).clamp_min(1.0)
             loss = per.sum()
             optim.step(loss)

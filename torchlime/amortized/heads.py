@@ -187,10 +187,10 @@ class MLPHead(_Head):
         >>> head = MLPHead(6, 6, n_outputs=2)
         >>> out, hidden = head(torch.rand(3, 6))
         >>> out.shape, hidden.shape, head.member_outputs(torch.rand(3, 6)).shape
-        (torch.Size([3, 2, 7]), torch.Size([3, 320]), torch.Size([5, 3, 2, 7]))
+        (torch.Size([3, 2, 7]), torch.Size([3, 640]), torch.Size([10, 3, 2, 7]))
     """
 
-    def __init__(self, n_inputs: int, n_features: int, n_outputs: int, hidden: int = 64, members: int = 5) -> None:
+    def __init__(self, n_inputs: int, n_features: int, n_outputs: int, hidden: int = 64, members: int = 10) -> None:
         super().__init__(n_inputs, n_features, n_outputs, n_inputs)
         if isinstance(members, bool) or not isinstance(members, int) or members < 1:
             raise ValueError(f"`members` must be a positive int, got {describe(members)}")

@@ -16,7 +16,7 @@ import torch
 from typing_extensions import Unpack
 
 from torchlime._util.checks import check_positive_int, check_tensor
-from torchlime.amortized._explainer import DEFAULT_SAMPLES, AmortizedExplainer
+from torchlime.amortized._explainer import AmortizedExplainer
 from torchlime.amortized._options import FitOptions
 from torchlime.engine.config import Call
 from torchlime.engine.explainer import Explainer, ModalitySpec
@@ -36,8 +36,9 @@ class AmortizedProbe:
         train_inputs: (n, ...) the inputs the head is trained on at each refresh (copied once).
         modality: the input kind or feature map (features fixed across inputs).
         explainer: the label settings; None: the engine's defaults.
-        call: the labels' ``target``, ``n_samples`` (N; unset: ``DEFAULT_SAMPLES``) and ``generator`` (the int
-            seed of the labels, the split and the head's training; None: 0), as ``ProbeExplainer`` takes them.
+        call: the labels' ``target``, ``n_samples`` (N; unset: ``fit``'s default for the inputs, kept for
+            every refresh) and ``generator`` (the int seed of the labels, the split and the head's training;
+            None: 0), as ``ProbeExplainer`` takes them.
         refresh: refit the head at steps 0, refresh, 2 * refresh, ...
         max_history: the most explanations ``history`` keeps (the oldest go first); None keeps all.
         **options: ``AmortizedExplainer.fit``'s training options (``FitOptions``); by default 5 epochs per
@@ -77,7 +78,7 @@ class AmortizedProbe:
         self.refresh = check_positive_int(refresh, "refresh")
         call = Call() if call is None else call
         self.target: TargetSpec = None if isinstance(call.target, Unset) else call.target
-        self.n_samples = DEFAULT_SAMPLES if isinstance(call.n_samples, Unset) else call.n_samples
+        self.n_samples = None if isinstance(call.n_samples, Unset) else call.n_samples
         self.generator = call.generator
         self.max_history = None if max_history is None else check_positive_int(max_history, "max_history")
         self.options: dict[str, Any] = {"epochs": 5, "report_samples": None, **options}
@@ -109,6 +110,7 @@ class AmortizedProbe:
                     generator=self.generator,
                     **options,
                 )
+                self.n_samples = self.amortized.label_samples  # the first fit's N for every refresh
                 self.refits.append(step)
             exp = self.amortized.explain(self.probe_inputs).to("cpu")
         self.history.append((step, exp))
