@@ -27,6 +27,7 @@ M32: int = _hash.M32
 GOLDEN: int = _hash.GOLDEN
 _Three = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 _Four = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+_Five = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 _Six = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
@@ -324,30 +325,22 @@ def normal_centre(sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int) -> 
 
 
 def fit_summary(
-    beta: torch.Tensor,
-    valid: Optional[torch.Tensor],
-    gram: torch.Tensor,
-    rhs: torch.Tensor,
-    x_mean: torch.Tensor,
-    y_mean: torch.Tensor,
-    ss_tot: torch.Tensor,
-    dtype: Optional[torch.dtype] = None,
+    beta: torch.Tensor, valid: Optional[torch.Tensor], moments: _Five, dtype: Optional[torch.dtype]
 ) -> _Four:
     """A fit's summary: ``kernels.reference_fit.summary_torch`` (one launch on CUDA).
 
     ``(coef (B, T, F), intercept, score, local_pred (B, T))`` of float64 (B, F, T) ``beta``, ``valid`` (B, F) or
-    None, ``gram`` (B, F, F), ``rhs`` (B, F, T), ``x_mean`` (B, F), ``y_mean`` and ``ss_tot`` (B, T), in ``dtype``.
+    None and the float64 ``moments`` ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean, ss_tot (B, T))``.
     """
-    args = (beta, valid, gram, rhs, x_mean, y_mean, ss_tot)
     if use_triton(beta):
         from torchlime.kernels import fit as kernel
 
-        if kernel.supports("summary", *args):
-            out: _Four = kernel.summary(*args, dtype)
+        if kernel.supports("summary", beta, valid, *moments):
+            out: _Four = kernel.summary(beta, valid, moments, dtype)
             return out
     from torchlime.kernels.reference_fit import summary_torch
 
-    ref: _Four = summary_torch(*args, dtype)
+    ref: _Four = summary_torch(beta, valid, moments, dtype)
     return ref
 
 

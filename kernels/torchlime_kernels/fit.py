@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from .reference import launch_device
-from .reference_fit import METRICS
+from .reference_fit import METRICS, Moments
 
 __all__ = ["supports", "supports_weights", "mask_weights", "centre", "summary", "flags"]
 
@@ -307,16 +307,9 @@ def centre(
 
 
 def summary(
-    beta: torch.Tensor,
-    valid: Optional[torch.Tensor],
-    gram: torch.Tensor,
-    rhs: torch.Tensor,
-    x_mean: torch.Tensor,
-    y_mean: torch.Tensor,
-    ss_tot: torch.Tensor,
-    dtype: Optional[torch.dtype] = None,
+    beta: torch.Tensor, valid: Optional[torch.Tensor], moments: Moments, dtype: Optional[torch.dtype] = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``reference_fit.summary_torch(...)`` in one launch (``supports("summary", beta, valid, gram, ...)``)."""
+    """``reference_fit.summary_torch(...)`` in one launch (``supports("summary", beta, valid, *moments)``)."""
     batch, f, t = beta.shape
     out = dtype or beta.dtype
     coef = torch.empty_strided((batch, t, f), (f * t, 1, t), dtype=out, device=beta.device)
@@ -328,7 +321,7 @@ def summary(
     grid = (batch, triton.cdiv(t, bt))
     with launch_device(beta):
         _summary_kernel[grid](
-            beta, ok if ok is not None else beta, gram, rhs, x_mean, y_mean, ss_tot, coef, icpt, score, local,
+            beta, ok if ok is not None else beta, *moments, coef, icpt, score, local,
             f, t, HAS_VALID=ok is not None, BF=16, BT=bt, **_EXACT,
         )  # fmt: skip
     return coef, icpt, score, local

@@ -12,12 +12,14 @@ from typing import Optional
 
 import torch
 
-__all__ = ["mask_weights_torch", "centre_torch", "summary_torch", "flags_torch", "stats_width", "METRICS"]
+__all__ = ["mask_weights_torch", "centre_torch", "summary_torch", "flags_torch", "stats_width", "METRICS", "Moments"]
 
 #: the mask distances, in the order the kernel numbers them
 METRICS = ("cosine", "hamming", "euclidean")
 
 _TINY = torch.finfo(torch.float64).tiny
+#: ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T))`` of fits' normal equations
+Moments = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def mask_weights_torch(
@@ -89,14 +91,7 @@ def centre_torch(
 
 
 def summary_torch(
-    beta: torch.Tensor,
-    valid: Optional[torch.Tensor],
-    gram: torch.Tensor,
-    rhs: torch.Tensor,
-    x_mean: torch.Tensor,
-    y_mean: torch.Tensor,
-    ss_tot: torch.Tensor,
-    dtype: Optional[torch.dtype] = None,
+    beta: torch.Tensor, valid: Optional[torch.Tensor], moments: Moments, dtype: Optional[torch.dtype] = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Coefficients, intercept, weighted R² and local prediction of B·T fits, from their normal equations.
 
@@ -106,16 +101,14 @@ def summary_torch(
     Args:
         beta: float64 (B, F, T) the solved coefficients.
         valid: bool (B, F) the features that exist (the others' coefficients become 0), or None.
-        gram: float64 (B, F, F) the centred Gram matrices.
-        rhs: float64 (B, F, T) the centred right-hand sides.
-        x_mean: float64 (B, F) the weighted means of the masks.
-        y_mean: float64 (B, T) the weighted means of the outputs.
-        ss_tot: float64 (B, T) Σ w (y - ȳ)².
+        moments: float64 ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T))``: the
+            centred Gram matrices and right-hand sides, the weighted means of the masks and outputs, Σ w (y - ȳ)².
         dtype: the dtype of the results (None: float64).
 
     Returns:
         ``(coef (B, T, F), intercept (B, T), score (B, T), local_pred (B, T))``.
     """
+    gram, rhs, x_mean, y_mean, ss_tot = moments
     if valid is not None:
         beta = beta * valid.unsqueeze(-1)  # the bools promoted inside the product: no cast
     intercept = y_mean - (x_mean.unsqueeze(1) @ beta).squeeze(1)

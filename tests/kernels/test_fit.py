@@ -88,9 +88,9 @@ def test_summary_equals_the_reference(device, b, f, t, dtype, masked):
     beta = torch.linalg.solve(ne.gram + torch.eye(f, dtype=torch.float64, device=device), ne.rhs).contiguous()
     valid = torch.arange(f, device=device).expand(b, f) < torch.arange(f - b, f, device=device).unsqueeze(1)
     valid = valid.contiguous() if masked else None
-    args = (beta, valid, ne.gram, ne.rhs.contiguous(), ne.x_mean, ne.y_mean, ne.ss_tot)
-    assert K.supports("summary", *args)
-    got, want = K.summary(*args, dtype), summary_torch(*args, dtype)
+    moments = (ne.gram, ne.rhs.contiguous(), ne.x_mean, ne.y_mean, ne.ss_tot)
+    assert K.supports("summary", beta, valid, *moments)
+    got, want = K.summary(beta, valid, moments, dtype), summary_torch(beta, valid, moments, dtype)
     for a, w in zip(got, want):
         assert a.shape == w.shape and a.dtype == w.dtype
         assert a.dim() == 2 or a.transpose(1, 2).is_contiguous() == w.transpose(1, 2).is_contiguous()  # the layout
@@ -108,7 +108,7 @@ def test_summary_scores_constant_outputs_like_sklearn(device):
     beta[0, 0, 1] = 1.0  # the second target's fit is not exact: ss_res = 1 > 0 = ss_tot
     ss_tot = torch.zeros(1, t, dtype=torch.float64, device=device)
     x_mean, y_mean = torch.zeros(1, f, dtype=torch.float64, device=device), ss_tot.clone()
-    coef, icpt, score, local = K.summary(beta, None, gram, zeros, x_mean, y_mean, ss_tot)
+    coef, icpt, score, local = K.summary(beta, None, (gram, zeros, x_mean, y_mean, ss_tot))
     assert score.tolist() == [[1.0, 0.0]] and local.tolist() == [[0.0, 1.0]]
 
 

@@ -245,7 +245,7 @@ def finish(
     Returns:
         ``Fit`` with coef (B, T, F), intercept, score and local_pred (B, T).
     """
-    return Fit(*_backend.fit_summary(beta, valid, ne.gram, ne.rhs, ne.x_mean, ne.y_mean, ne.ss_tot, dtype))
+    return Fit(*_backend.fit_summary(beta, valid, (ne.gram, ne.rhs, ne.x_mean, ne.y_mean, ne.ss_tot), dtype))
 
 
 class Spread(Protocol):
