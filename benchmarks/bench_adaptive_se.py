@@ -14,15 +14,18 @@ samples are fitted as the engine fits them (``engine.fit.fit_samples``) and ``Ad
 each rule stops there: the se rule for every s of ``SE_GRID`` and the top-k rule of ``n_samples="auto"``
 (``Adaptive()``: start 256, cap 8192). An input not settled by the run's cap is censored (counted as more calls
 than any figure; a median that falls on one is None). On the cheapest models the engine's own adaptive calls are
-run beside and compared (``engine_check``: the same samples per input and coefficients).
+run beside and compared (``engine_check``: the same samples per input, and the coefficients' largest
+relative gap).
 
 Per model the JSON holds the reference's and lime's errors, the default design at N = 250, 500, 1000 with the
-coverage of its 95 % intervals at N = 1000, the top-k rule's calls and error, and per (start, s) the se rule's
+coverage of its 95 % intervals at N = 1000 (against the reference refitted with the default's penalty, and
+against the reference itself), the top-k rule's calls and error, and per (start, s) the se rule's
 median calls and error; ``decision`` says whether one (start, s) reaches the target on every model within
 ``GOAL_CALLS`` median calls, where the top-k rule does not.
 
     python benchmarks/bench_adaptive_se.py                    # about an hour on 2 CPU cores
     python benchmarks/bench_adaptive_se.py --models digits_mlp --resume
+    python benchmarks/bench_adaptive_se.py --cache DIR    # keep the model calls; a rerun with DIR calls nothing
     python benchmarks/bench_adaptive_se.py --quick --out /tmp/quick
 """
 
@@ -55,7 +58,7 @@ from benchmarks.bench_lime_designs import coefficients, digits_case, relative_er
 from benchmarks.common import common_args, header, write
 
 FIXED = [250, 500, 1000]
-SE_GRID = [0.5, 0.35, 0.25, 0.18, 0.12, 0.08, 0.05, 0.035, 0.025]
+SE_GRID = [0.5, 0.25, 0.12, 0.08, 0.05, 0.035, 0.025, 0.018, 0.012, 0.008]
 STARTS = [125, 250, 256]
 ADAPTIVE_CAP = 8192
 GOAL_CALLS = 500  # the goal for n_samples="auto" at lime's N=1000 error
@@ -65,8 +68,8 @@ PLAN = {
     "digits_mlp": (16, 16384, 8192, [1, 2, 3]),
     "text_cnn": (16, 16384, 8192, [1, 2]),
     "planted_linear": (16, 16384, 4096, [1]),
-    "spectrogram_cnn": (8, 16384, 4096, [1]),
-    "demo_cnn": (8, 16384, 4096, [1]),
+    "spectrogram_cnn": (8, 16384, 8192, [1]),
+    "demo_cnn": (8, 16384, 8192, [1]),
     "mobilenet_v3_small_64px": (4, 8192, 2048, [1]),
 }
 QUICK = (3, 2048, 1024, [1])
@@ -103,7 +106,7 @@ def censored_median(values: list) -> float | None:
     return None if lo is None or hi is None else (lo + hi) / 2
 
 
-def rule_figures(rule: Adaptive, runs: list, ref: torch.Tensor, run_cap: int) -> dict:
+def rule_figures(rule: Adaptive, runs: list, run_cap: int) -> dict:
     """Calls per input and the median calls and error of ``rule`` over the runs (seeds)."""
     calls: list = []
     errs: list = []
@@ -115,73 +118,107 @@ def rule_figures(rule: Adaptive, runs: list, ref: torch.Tensor, run_cap: int) ->
     return dict(median_calls=censored_median(calls), median_error=censored_median(errs), calls=calls)
 
 
-def default_run(model, x, f, kw, seed: int, run_cap: int, ref: torch.Tensor) -> dict:
-    """The default design at N = run_cap, fitted at every round's m as the engine fits the first m samples."""
-    exp = explain(model, x, f, n_samples=run_cap, generator=seed, return_samples=True, **kw)
-    sizes = sorted({m for s in [*STARTS, 256] for m in rounds(s, ADAPTIVE_CAP) if m <= run_cap} | set(FIXED))
-    prefix: dict = dict(batch=x.shape[0], errors={})
+def rules_checked() -> list[Adaptive]:
+    """The adaptive calls the engine runs beside the simulation (``CHECKED`` models)."""
+    return [Adaptive(), Adaptive(start=250, se=0.05), Adaptive(start=125, se=0.25)]
+
+
+def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check: bool) -> dict:
+    """Every model call of one model: the reference (refitted with the default's penalty too), lime's design at
+    N = 1000 and the default design at N = run_cap per seed (samples kept), the engine's adaptive calls."""
+    lime_design = dict(sampler=BernoulliSampler(), surrogate=Ridge(alpha=1.0))
+    t0 = time.perf_counter()
+    ref = explain(model, x, f, n_samples=n_ref, generator=12345, return_samples=True, **lime_design, **kw)
+    data: dict = dict(ref=coefficients(ref), lime={}, default={}, engine={})
+    data["ref_default_alpha"] = coefficients(ref.refit(surrogate=ENGINE["surrogate"]))
+    data["reference_seconds"] = time.perf_counter() - t0
+    del ref
+    for seed in seeds:
+        full = explain(model, x, f, n_samples=max(FIXED), generator=seed, return_samples=True, **lime_design, **kw)
+        data["lime"][seed] = {n: coefficients(full.refit(n_samples=n)) for n in FIXED}
+        exp = explain(model, x, f, n_samples=run_cap, generator=seed, return_samples=True, **kw)
+        at_1000 = exp.refit(n_samples=1000)
+        data["default"][seed] = dict(
+            samples=exp.samples,
+            outputs=exp.outputs,
+            valid=exp.valid,
+            coef_1000=at_1000.coef,
+            coef_se_1000=at_1000.coef_se,
+            score_1000=at_1000.score[:, 0],
+        )
+    if check:
+        for rule in rules_checked():
+            exp = explain(model, x, f, n_samples=rule, generator=seeds[0], **kw)
+            data["engine"][repr(rule)] = dict(samples_used=exp.run.samples_used, coef=exp.coef)
+    data["seconds"] = time.perf_counter() - t0
+    return data
+
+
+def prefixes(run: dict, ref: torch.Tensor, run_cap: int) -> dict:
+    """The default design's first m samples fitted as the engine fits them, for every round's m and FIXED."""
+    sizes = sorted({m for s in STARTS for m in rounds(s, ADAPTIVE_CAP) if m <= run_cap} | set(FIXED))
+    prefix: dict = dict(batch=run["samples"].shape[0], errors={})
     kernel, surrogate = ENGINE["kernel"], ENGINE["surrogate"]
     for m in sizes:
-        normal, fit, _ = fit_samples(exp.samples[:, :m], exp.outputs[:, :m], kernel, surrogate, exp.valid)
-        prefix[m] = (normal, fit, exp.valid)
+        normal, fit, _ = fit_samples(run["samples"][:, :m], run["outputs"][:, :m], kernel, surrogate, run["valid"])
+        prefix[m] = (normal, fit, run["valid"])
         prefix["errors"][m] = relative_errors(fit.coef[:, 0].double().nan_to_num(0.0), ref)
-    at_1000 = exp.refit(n_samples=1000)
-    same = torch.equal(at_1000.coef, prefix[1000][1].coef.to(at_1000.coef.dtype))
-    hit = (at_1000.coef.double() - ref.unsqueeze(1)).abs() <= 1.96 * at_1000.coef_se.double()
-    keep = at_1000.valid.unsqueeze(1).expand_as(hit)
-    prefix["coverage_1000"] = (int(hit[keep].sum()), int(keep.sum()))
-    prefix["refit_matches_fit"] = same
-    prefix["score_1000"] = at_1000.score[:, 0].tolist()
+    prefix["refit_matches_fit"] = torch.equal(run["coef_1000"], prefix[1000][1].coef.to(run["coef_1000"].dtype))
     return prefix
 
 
-def engine_check(model, x, f, kw, seed: int, runs_prefix: dict, run_cap: int) -> dict:
-    """The engine's own adaptive calls against the simulation: samples per input equal, coefficients equal."""
+def coverage(run: dict, ref: torch.Tensor) -> tuple[int, int]:
+    """Valid coefficients at N = 1000 whose ``coef ± 1.96 coef_se`` holds ``ref``'s, and how many there are."""
+    coef, se = run["coef_1000"][:, 0].double(), run["coef_se_1000"][:, 0].double()
+    hit = (coef - ref).abs() <= 1.96 * se
+    return int(hit[run["valid"]].sum()), int(run["valid"].sum())
+
+
+def engine_check(data: dict, first: dict, run_cap: int) -> dict:
+    """The engine's adaptive calls against the simulation: the same samples per input, and the largest relative
+    gap of coefficients (float32 sums over rounds against one pass)."""
     out = {}
-    for rule in (Adaptive(), Adaptive(start=250, se=0.12), Adaptive(start=125, se=0.25)):
-        exp = explain(model, x, f, n_samples=rule, generator=seed, **kw)
-        sim = stops(rule, runs_prefix, run_cap)
-        coef_ok = all(
-            m is not None and torch.allclose(exp.coef[b].double(), runs_prefix[m][1].coef[b].double(), atol=1e-6)
+    for rule in rules_checked():
+        engine, sim = data["engine"][repr(rule)], stops(rule, first, run_cap)
+        gaps = [
+            float((engine["coef"][b].double() - first[m][1].coef[b].double()).norm() / first[m][1].coef[b].norm())
             for b, m in enumerate(sim)
+            if m is not None
+        ]
+        out[repr(rule)] = dict(
+            same_samples=engine["samples_used"] == sim,
+            max_relative_coef_gap=max(gaps) if gaps else None,
+            engine=engine["samples_used"],
         )
-        out[repr(rule)] = dict(engine=exp.run.samples_used, simulated=sim, coef_equal=coef_ok)
     return out
 
 
-def run(name, model, x, f, kw, n_ref: int, run_cap: int, seeds: list, check: bool) -> dict:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnreliableExplanationWarning)
-        t0 = time.perf_counter()
-        lime_design = dict(sampler=BernoulliSampler(), surrogate=Ridge(alpha=1.0))
-        ref = coefficients(explain(model, x, f, n_samples=n_ref, generator=12345, **lime_design, **kw))
-        out: dict = dict(model=name, inputs=x.shape[0], n_reference=n_ref, run_cap=run_cap, seeds=seeds)
-        out["reference_seconds"] = time.perf_counter() - t0
-        lime_errs: dict = {str(n): [] for n in FIXED}
-        runs = []
-        for seed in seeds:
-            full = explain(model, x, f, n_samples=max(FIXED), generator=seed, return_samples=True, **lime_design, **kw)
-            for n in FIXED:
-                lime_errs[str(n)] += relative_errors(coefficients(full.refit(n_samples=n)), ref)
-            runs.append(default_run(model, x, f, kw, seed, run_cap, ref))
-        out["lime_design"] = {n: statistics.median(e) for n, e in lime_errs.items()}
-        out["target_error"] = out["lime_design"][str(max(FIXED))]
-        out["default_fixed"] = {str(n): statistics.median([e for p in runs for e in p["errors"][n]]) for n in FIXED}
-        hits, total = (sum(p["coverage_1000"][i] for p in runs) for i in (0, 1))
-        out["default_coverage_95_at_1000"] = hits / total
-        out["default_median_score_at_1000"] = statistics.median([s for p in runs for s in p["score_1000"]])
-        out["refit_matches_fit"] = all(p["refit_matches_fit"] for p in runs)
-        out["auto"] = rule_figures(Adaptive(), runs, ref, run_cap)
-        out["se_rule"] = {
-            f"start={start} se={s}": dict(
-                start=start, se=s, **rule_figures(Adaptive(start=start, cap=ADAPTIVE_CAP, se=s), runs, ref, run_cap)
-            )
-            for start in STARTS
-            for s in SE_GRID
-        }
-        if check:
-            out["engine_check"] = engine_check(model, x, f, kw, seeds[0], runs[0], run_cap)
-        out["seconds"] = time.perf_counter() - t0
+def analyse(name: str, data: dict, n_ref: int, run_cap: int, seeds: list) -> dict:
+    """The figures of one model from its model calls (``measure``); no model calls."""
+    ref = data["ref"]
+    out: dict = dict(model=name, inputs=ref.shape[0], n_reference=n_ref, run_cap=run_cap, seeds=seeds)
+    out["reference_seconds"], out["seconds"] = data["reference_seconds"], data["seconds"]
+    lime = {n: [e for seed in seeds for e in relative_errors(data["lime"][seed][n], ref)] for n in FIXED}
+    out["lime_design"] = {str(n): statistics.median(e) for n, e in lime.items()}
+    out["target_error"] = out["lime_design"][str(max(FIXED))]
+    runs = [prefixes(data["default"][seed], ref, run_cap) for seed in seeds]
+    out["default_fixed"] = {str(n): statistics.median([e for p in runs for e in p["errors"][n]]) for n in FIXED}
+    for key, against in (("", data["ref_default_alpha"]), ("_alpha1_reference", ref)):
+        hits, total = (sum(coverage(data["default"][seed], against)[i] for seed in seeds) for i in (0, 1))
+        out[f"default_coverage_95_at_1000{key}"] = hits / total
+    scores = [v for seed in seeds for v in data["default"][seed]["score_1000"].tolist()]
+    out["default_median_score_at_1000"] = statistics.median(scores)
+    out["refit_matches_fit"] = all(p["refit_matches_fit"] for p in runs)
+    out["auto"] = rule_figures(Adaptive(), runs, run_cap)
+    out["se_rule"] = {
+        f"start={start} se={s}": dict(
+            start=start, se=s, **rule_figures(Adaptive(start=start, cap=ADAPTIVE_CAP, se=s), runs, run_cap)
+        )
+        for start in STARTS
+        for s in SE_GRID
+    }
+    if data["engine"]:
+        out["engine_check"] = engine_check(data, runs[0], run_cap)
     return summarise(out)
 
 
@@ -240,6 +277,9 @@ def main() -> None:
     ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--models", nargs="+", default=None, choices=list(PLAN))
     ap.add_argument("--resume", action="store_true", help="keep the models already in the JSON and run the others")
+    ap.add_argument(
+        "--cache", type=_Path, default=None, help="keep each model's calls here (torch.save) and reuse them"
+    )
     args = ap.parse_args()
     names = args.models or (["digits_mlp", "text_cnn"] if args.quick else list(PLAN))
     file = "adaptive_se_cpu_quick.json" if args.quick else "adaptive_se_cpu.json"
@@ -272,8 +312,18 @@ def main() -> None:
             print(f"{name}: already in {path}, kept")
             continue
         n_inputs, n_ref, run_cap, seeds = QUICK if args.quick else PLAN[name]
-        model, x, f, kw = load(name, n_inputs)
-        result = run(name, model, x, f, kw, n_ref, run_cap, seeds, name in CHECKED)
+        cached = None if args.cache is None else args.cache / f"{name}{'_quick' if args.quick else ''}.pt"
+        if cached is not None and cached.exists():
+            data = torch.load(cached, weights_only=True)
+        else:
+            model, x, f, kw = load(name, n_inputs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UnreliableExplanationWarning)
+                data = measure(model, x, f, kw, n_ref, run_cap, seeds, name in CHECKED)
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                torch.save(data, cached)
+        result = analyse(name, data, n_ref, run_cap, seeds)
         print(
             f"{name}: target {result['target_error']:.4f}; default {result['default_fixed']}; se rule "
             f"{result['se_rule_at_target']}; auto {result['auto']['median_calls']} calls, error "
