@@ -26,6 +26,7 @@ median calls and error; ``decision`` says whether one (start, s) reaches the tar
     python benchmarks/bench_adaptive_se.py                    # 15-60 minutes on 2 shared CPU cores
     python benchmarks/bench_adaptive_se.py --models digits_mlp --resume
     python benchmarks/bench_adaptive_se.py --cache DIR    # keep the model calls; a rerun with DIR calls nothing
+    python benchmarks/bench_adaptive_se.py --table        # the docs table of the JSON
     python benchmarks/bench_adaptive_se.py --quick --out /tmp/quick
 """
 
@@ -73,6 +74,8 @@ PLAN = {
     "mobilenet_v3_small_64px": (8, 16384, 8192, [1, 2]),
 }
 QUICK = (3, 2048, 1024, [1])
+#: the columns of the docs table: the se rule at this start and these s
+TABLE_START, TABLE_SE = 250, [0.05, 0.025, 0.018, 0.012]
 CHECKED = {"digits_mlp", "text_cnn"}  # the engine's own adaptive calls run beside the simulation
 
 
@@ -265,6 +268,76 @@ def decide(results: list) -> dict:
     )
 
 
+def table(payload: dict) -> str:
+    """The markdown table of docs/choosing-n.md and benchmarks/README.md, from the JSON."""
+
+    def cell(fig: dict) -> str:
+        calls, err = fig["median_calls"], fig["median_error"]
+        return "censored" if calls is None or err is None else f"{calls:.0f}, {err:.4f}"
+
+    head = [
+        "model (inputs x seeds)",
+        "lime N=1000 (target)",
+        "default N=250 / 500 / 1000",
+        "`auto` (top-5): calls, error",
+        *[f"se={s}: calls, error" for s in TABLE_SE],
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in payload["results"]:
+        cells = [
+            f"{r['model']} ({r['inputs']} x {len(r['seeds'])})",
+            f"{r['target_error']:.4f}",
+            " / ".join(f"{r['default_fixed'][str(n)]:.4f}" for n in FIXED),
+            cell(r["auto"]),
+            *[cell(r["se_rule"][f"start={TABLE_START} se={s}"]) for s in TABLE_SE],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(results: list, folder: _Path) -> str:
+    """One panel per model: median error against median calls of the se rule (start ``TABLE_START``, every s),
+    the default design and lime's at fixed N, ``n_samples="auto"``, the target and the goal. Returns the file name."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    cols = 3
+    rows = -(-len(results) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.7 * rows), squeeze=False)
+    for ax, r in zip(axes.flat, results):
+        figs = [r["se_rule"][f"start={TABLE_START} se={s}"] for s in SE_GRID]
+        pts = sorted((v["median_calls"], v["median_error"]) for v in figs if v["median_calls"] and v["median_error"])
+        ax.plot(*zip(*pts), marker="o", ms=3, label=f"Adaptive(start={TABLE_START}, se=s)")
+        ax.plot(FIXED, [r["default_fixed"][str(n)] for n in FIXED], marker="s", ms=3, label="default, fixed N")
+        ax.plot(FIXED, [r["lime_design"][str(n)] for n in FIXED], "k--", marker="x", ms=3, label="lime, fixed N")
+        if r["auto"]["median_calls"] and r["auto"]["median_error"]:
+            ax.plot([r["auto"]["median_calls"]], [r["auto"]["median_error"]], "r*", ms=8, label='"auto" (top-5)')
+        ax.axhline(r["target_error"], color="grey", lw=0.8, label="target: lime at N=1000")
+        ax.axvline(GOAL_CALLS, color="grey", lw=0.8, ls=":", label=f"goal: {GOAL_CALLS} calls")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ticks = [n for n in (250, 500, 1000, 2000, 4000, 8000) if n <= 1.5 * ax.get_xlim()[1]]
+        ax.set_xticks(ticks, [str(n) for n in ticks])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_title(r["model"], fontsize=9)
+        ax.set_xlabel("median model calls per input", fontsize=8)
+        ax.set_ylabel("median relative error", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(results) :]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "adaptive_se.png"
+    fig.savefig(folder / name, dpi=80)
+    plt.close(fig)
+    return name
+
+
 def load(name: str, n_inputs: int) -> tuple:
     if name == "digits_mlp":
         return digits_case(n_inputs)[:4]
@@ -280,7 +353,12 @@ def main() -> None:
     ap.add_argument(
         "--cache", type=_Path, default=None, help="keep each model's calls here (torch.save) and reuse them"
     )
+    ap.add_argument("--figures", type=_Path, default=_Path(__file__).resolve().parents[1] / "docs/_static/figures")
+    ap.add_argument("--table", action="store_true", help="print the docs table of the JSON under --out, run nothing")
     args = ap.parse_args()
+    if args.table:
+        print(table(json.loads((args.out / "adaptive_se_cpu.json").read_text())))
+        return
     names = args.models or (["digits_mlp", "text_cnn"] if args.quick else list(PLAN))
     file = "adaptive_se_cpu_quick.json" if args.quick else "adaptive_se_cpu.json"
     path = args.out / file
@@ -333,8 +411,11 @@ def main() -> None:
         out["results"].sort(key=lambda r: list(PLAN).index(r["model"]))
         out["decision"] = decide(out["results"])
         path = write(file, out, args.out)  # after every model: a cut run keeps its models
+    figures = args.out if args.quick else args.figures  # a smoke run's plot stays beside its JSON
+    out["figures"] = [plot(out["results"], figures)]
+    path = write(file, out, args.out)
     print(json.dumps(out.get("decision"), indent=1))
-    print(f"wrote {path}")
+    print(f"wrote {path} and {figures / out['figures'][0]}")
 
 
 if __name__ == "__main__":
