@@ -157,9 +157,10 @@ def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check:
     return data
 
 
-def prefixes(run: dict, ref: torch.Tensor, run_cap: int) -> dict:
-    """The default design's first m samples fitted as the engine fits them, for every round's m and FIXED."""
-    sizes = sorted({m for s in STARTS for m in rounds(s, ADAPTIVE_CAP) if m <= run_cap} | set(FIXED))
+def prefixes(run: dict, ref: torch.Tensor, run_cap: int, starts: tuple = (*STARTS, 256)) -> dict:
+    """The default design's first m samples fitted as the engine fits them, for every round's m of ``starts``
+    (the top-k rule's 256 included) and FIXED."""
+    sizes = sorted({m for s in starts for m in rounds(s, ADAPTIVE_CAP) if m <= run_cap} | set(FIXED))
     prefix: dict = dict(batch=run["samples"].shape[0], errors={})
     kernel, surrogate = ENGINE["kernel"], ENGINE["surrogate"]
     for m in sizes:
