@@ -19,7 +19,8 @@ relative gap).
 
 Per model the JSON holds the reference's and lime's errors, the default design at N = 250, 500, 1000 with the
 coverage of its 95 % intervals at N = 1000 (against the reference refitted with the default's penalty, and
-against the reference itself), the top-k rule's calls and error, and per (start, s) the se rule's
+against the reference itself; for the digits MLP also a lasso's bootstrap intervals against the lasso's N = n_ref
+answer, reported, not required), the top-k rule's calls and error, and per (start, s) the se rule's
 median calls and error; ``decision`` says whether one (start, s) reaches the target on every model within
 ``GOAL_CALLS`` median calls, where the top-k rule does not.
 
@@ -126,9 +127,10 @@ def rules_checked() -> list[Adaptive]:
     return [Adaptive(), Adaptive(start=250, se=0.05), Adaptive(start=125, se=0.25)]
 
 
-def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check: bool) -> dict:
+def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check: bool, lasso: bool) -> dict:
     """Every model call of one model: the reference (refitted with the default's penalty too), lime's design at
-    N = 1000 and the default design at N = run_cap per seed (samples kept), the engine's adaptive calls."""
+    N = 1000 and the default design at N = run_cap per seed (samples kept), the engine's adaptive calls
+    (``check``) and a lasso's bootstrap intervals (``lasso``)."""
     lime_design = dict(sampler=BernoulliSampler(), surrogate=Ridge(alpha=1.0))
     t0 = time.perf_counter()
     ref = explain(model, x, f, n_samples=n_ref, generator=12345, return_samples=True, **lime_design, **kw)
@@ -153,6 +155,11 @@ def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check:
         for rule in rules_checked():
             exp = explain(model, x, f, n_samples=rule, generator=seeds[0], **kw)
             data["engine"][repr(rule)] = dict(samples_used=exp.run.samples_used, coef=exp.coef)
+    if lasso:  # the lasso's bootstrap intervals at N = 1000 against the lasso's N = n_ref answer
+        lasso_ref = explain(model, x, f, n_samples=n_ref, generator=12345, surrogate="lasso", **kw)
+        exp = explain(model, x, f, n_samples=1000, generator=seeds[0], surrogate="lasso", return_samples=True, **kw)
+        run = dict(coef_1000=exp.coef, coef_se_1000=exp.coef_se, valid=exp.valid)
+        data["lasso_bootstrap_coverage"] = coverage(run, coefficients(lasso_ref))
     data["seconds"] = time.perf_counter() - t0
     return data
 
@@ -223,6 +230,9 @@ def analyse(name: str, data: dict, n_ref: int, run_cap: int, seeds: list) -> dic
     }
     if data["engine"]:
         out["engine_check"] = engine_check(data, runs[0], run_cap)
+    if "lasso_bootstrap_coverage" in data:
+        hits, total = data["lasso_bootstrap_coverage"]
+        out["lasso_bootstrap_coverage_95_at_1000"] = hits / total
     return summarise(out)
 
 
@@ -397,7 +407,7 @@ def main() -> None:
             model, x, f, kw = load(name, n_inputs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UnreliableExplanationWarning)
-                data = measure(model, x, f, kw, n_ref, run_cap, seeds, name in CHECKED)
+                data = measure(model, x, f, kw, n_ref, run_cap, seeds, name in CHECKED, name == "digits_mlp")
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 torch.save(data, cached)
