@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Optional, Sequence, TypedDict
+import warnings
+from typing import Any, Optional, Sequence, TypedDict
 
 import torch
 
@@ -289,21 +290,41 @@ def hash_words(key: torch.Tensor, inputs: torch.Tensor, samples: torch.Tensor, s
     return ref
 
 
+#: the fit's kernels that raised once (a compile error on an untested device, say): their references from then on
+_FAILED: set[str] = set()
+
+
+def _fit(kind: str, probe: torch.Tensor, operands: tuple[Optional[torch.Tensor], ...], *args: object) -> Any:
+    """One of the fit's kernels, or its reference: ``kernels.fit.<kind>`` or ``reference_fit.<kind>_torch``.
+
+    The kernel runs where ``use_triton(probe)`` and ``supports(kind, *operands)`` hold. A kernel that raises
+    is reported once (a ``RuntimeWarning`` naming it) and its reference serves from then on: the call still
+    gets its explanation.
+    """
+    if use_triton(probe) and kind not in _FAILED:
+        from torchlime.kernels import fit as kernel
+
+        if kernel.supports(kind, *operands):
+            try:
+                return getattr(kernel, kind)(*args)
+            except torch.cuda.OutOfMemoryError:
+                raise
+            except Exception as error:  # noqa: BLE001 - any failure of the kernel: its reference instead
+                _FAILED.add(kind)
+                warnings.warn(f"torchlime's Triton kernel {kind!r} failed ({error!r}); its torch reference serves "
+                              f"instead from now on", RuntimeWarning, stacklevel=3)  # fmt: skip
+    from torchlime.kernels import reference_fit
+
+    return getattr(reference_fit, f"{kind}_torch")(*args)
+
+
 def mask_weights(masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: float, width: float) -> torch.Tensor:
     """Float32 (g, r) exponential-kernel weights of bool (g, r, F) masks with (g, F) ``valid``, one launch on CUDA.
 
     See ``kernels.reference_fit.mask_weights_torch`` (``metric``: "cosine", "hamming" or "euclidean").
     """
-    if use_triton(masks):
-        from torchlime.kernels import fit as kernel
-
-        if kernel.supports_weights(masks, valid):
-            out: torch.Tensor = kernel.mask_weights(masks, valid, metric, scale, width)
-            return out
-    from torchlime.kernels.reference_fit import mask_weights_torch
-
-    ref: torch.Tensor = mask_weights_torch(masks, valid, metric, scale, width)
-    return ref
+    out: torch.Tensor = _fit("mask_weights", masks, (masks, valid), masks, valid, metric, scale, width)
+    return out
 
 
 def normal_centre(sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int) -> _Six:
@@ -312,16 +333,8 @@ def normal_centre(sums: torch.Tensor, y_shift: torch.Tensor, f: int, t: int) -> 
     Float64 ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean (B, T), ss_tot (B, T), shift (B, T))`` of
     (B, 3 + F + 2T + F(F + T)) ``sums`` and (B, T) ``y_shift``.
     """
-    if use_triton(sums):
-        from torchlime.kernels import fit as kernel
-
-        if kernel.supports("centre", sums, y_shift):
-            out: _Six = kernel.centre(sums, y_shift, f, t)
-            return out
-    from torchlime.kernels.reference_fit import centre_torch
-
-    ref: _Six = centre_torch(sums, y_shift, f, t)
-    return ref
+    out: _Six = _fit("centre", sums, (sums, y_shift), sums, y_shift, f, t)
+    return out
 
 
 def fit_summary(
@@ -332,16 +345,8 @@ def fit_summary(
     ``(coef (B, T, F), intercept, score, local_pred (B, T))`` of float64 (B, F, T) ``beta``, ``valid`` (B, F) or
     None and the float64 ``moments`` ``(gram (B, F, F), rhs (B, F, T), x_mean (B, F), y_mean, ss_tot (B, T))``.
     """
-    if use_triton(beta):
-        from torchlime.kernels import fit as kernel
-
-        if kernel.supports("summary", beta, valid, *moments):
-            out: _Four = kernel.summary(beta, valid, moments, dtype)
-            return out
-    from torchlime.kernels.reference_fit import summary_torch
-
-    ref: _Four = summary_torch(beta, valid, moments, dtype)
-    return ref
+    out: _Four = _fit("summary", beta, (beta, valid, *moments), beta, valid, moments, dtype)
+    return out
 
 
 def quality_flags(
@@ -358,16 +363,8 @@ def quality_flags(
     ``weight_sum``, ``weight_sq_sum`` and ``n_features``.
     """
     args = (ss_tot, weight_sum, weight_sq_sum, score, n_features)
-    if use_triton(ss_tot):
-        from torchlime.kernels import fit as kernel
-
-        if kernel.supports("flags", *args):
-            out: _Three = kernel.flags(*args, thresholds)
-            return out
-    from torchlime.kernels.reference_fit import flags_torch
-
-    ref: _Three = flags_torch(*args, thresholds)
-    return ref
+    out: _Three = _fit("flags", ss_tot, args, *args, thresholds)
+    return out
 
 
 def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

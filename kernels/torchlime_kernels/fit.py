@@ -20,7 +20,7 @@ import triton.language as tl
 from .reference import launch_device
 from .reference_fit import METRICS, Moments
 
-__all__ = ["supports", "supports_weights", "mask_weights", "centre", "summary", "flags"]
+__all__ = ["supports", "mask_weights", "centre", "summary", "flags"]
 
 _MAX_F = 2048  # features: the summary's product with the Gram matrix is O(F²) per fit and program
 _MAX_GRID_Y = 65535  # CUDA limit of grid dims 1 and 2
@@ -224,8 +224,10 @@ def _on(t: torch.Tensor, dev: torch.device, dtype: Optional[torch.dtype] = None)
     return t.device == dev and t.is_contiguous() and (dtype is None or t.dtype == dtype)
 
 
-def supports_weights(masks: torch.Tensor, valid: torch.Tensor) -> bool:
-    """Whether ``mask_weights`` takes these operands: bool (g, r, F) masks and (g, F) valid on one device."""
+def _weights_take(masks: Optional[torch.Tensor], valid: Optional[torch.Tensor]) -> bool:
+    """Whether ``mask_weights`` takes bool (g, r, F) ``masks`` and (g, F) ``valid`` on one device."""
+    if masks is None or valid is None:
+        return False
     dev = masks.device
     if not (dev.type == "cuda" or (dev.type == "cpu" and interpreted())):
         return False
@@ -234,7 +236,7 @@ def supports_weights(masks: torch.Tensor, valid: torch.Tensor) -> bool:
 
 
 def mask_weights(masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: float, width: float) -> torch.Tensor:
-    """``reference_fit.mask_weights_torch(...)`` in one launch (``supports_weights(masks, valid)``)."""
+    """``reference_fit.mask_weights_torch(...)`` in one launch (``supports("mask_weights", masks, valid)``)."""
     g, r, f = masks.shape
     out = torch.empty(g, r, dtype=torch.float32, device=masks.device)
     if out.numel() == 0:
@@ -251,13 +253,16 @@ def mask_weights(masks: torch.Tensor, valid: torch.Tensor, metric: str, scale: f
 
 
 def supports(kind: str, *tensors: Optional[torch.Tensor]) -> bool:
-    """Whether the kernel ``kind`` ("centre", "summary", "flags") takes these operands (else its reference).
+    """Whether the kernel ``kind`` ("mask_weights", "centre", "summary", "flags") takes these operands.
 
     Args:
         kind: which kernel.
-        tensors: its tensor operands, in order (None for an absent optional one); the first is float64.
-            Every operand is contiguous, but ``centre``'s ``y_shift`` (any strides).
+        tensors: its tensor operands, in order (None for an absent optional one): for "mask_weights" bool (g, r, F)
+            masks of any strides and (g, F) valid; else the first is float64 and every operand is contiguous, but
+            ``centre``'s ``y_shift`` (any strides).
     """
+    if kind == "mask_weights":
+        return _weights_take(*tensors)
     first = tensors[0]
     if first is None:
         return False

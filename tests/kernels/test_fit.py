@@ -56,7 +56,7 @@ def test_weights_equal_the_reference(device, metric, scale, g, r, f):
     wide = torch.rand(g, r, 2 * f, generator=gen) < 0.6
     masks = wide[:, :, ::2].to(device)  # a strided view, as the engine's blocks may be
     valid = (torch.arange(f).expand(g, f) < torch.tensor([f, max(1, f - 2), f])[:g].unsqueeze(1)).to(device)
-    assert K.supports_weights(masks, valid)
+    assert K.supports("mask_weights", masks, valid)
     got = K.mask_weights(masks, valid, metric, scale, 0.25 if scale == 1.0 else 25.0)
     want = mask_weights_torch(masks, valid, metric, scale, 0.25 if scale == 1.0 else 25.0)
     assert got.shape == want.shape == (g, r) and got.dtype == want.dtype == torch.float32
@@ -156,6 +156,27 @@ def test_the_engine_through_the_kernels_matches_the_torch_path(device, monkeypat
             assert torch.equal(a, b)
         else:
             torch.testing.assert_close(a, b)
+
+
+def test_a_failing_kernel_warns_once_and_its_reference_serves(device, monkeypatch):
+    """A kernel that raises (say, it does not compile on a device) is named in one warning; the call still
+    gets the reference's result, and that kernel is not tried again."""
+    monkeypatch.setenv("TORCHLIME_BACKEND", "triton")
+    monkeypatch.setattr(_backend, "_FAILED", set())
+    calls = []
+
+    def broken(*args):
+        calls.append(1)
+        raise RuntimeError("no such instruction")
+
+    monkeypatch.setattr(K, "centre", broken)
+    acc, *_ = _sums(device, 2, 4, 1)
+    with pytest.warns(RuntimeWarning, match="'centre' failed"):
+        got = _backend.normal_centre(acc.sums, acc.y_shift, 4, 1)
+    again = _backend.normal_centre(acc.sums, acc.y_shift, 4, 1)
+    for a, b, w in zip(got, again, centre_torch(acc.sums, acc.y_shift, 4, 1)):
+        assert torch.equal(a, w) and torch.equal(b, w)
+    assert calls == [1]
 
 
 def test_supports_rejects_what_it_cannot_take(device):
