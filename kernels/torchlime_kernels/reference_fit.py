@@ -12,7 +12,16 @@ from typing import Optional
 
 import torch
 
-__all__ = ["mask_weights_torch", "centre_torch", "summary_torch", "flags_torch", "stats_width", "METRICS", "Moments"]
+__all__ = [
+    "cast_at_once",
+    "mask_weights_torch",
+    "centre_torch",
+    "summary_torch",
+    "flags_torch",
+    "stats_width",
+    "METRICS",
+    "Moments",
+]
 
 #: the mask distances, in the order the kernel numbers them
 METRICS = ("cosine", "hamming", "euclidean")
@@ -51,6 +60,37 @@ def mask_weights_torch(
         d = torch.sqrt(total - kept)
     d = d if scale == 1.0 else d * scale  # d * 1.0 is d: no product needed
     return torch.exp((d * d) / -(2.0 * width * width))  # (-a) / b is exactly a / (-b)
+
+
+def cast_at_once(parts: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """``t.to(dtype)`` of every tensor of ``parts`` in one operator (one per tensor otherwise).
+
+    The tensors' memory is concatenated into one buffer of ``dtype`` (a cast on the way, as ``to`` casts);
+    each result is a view of it with its tensor's shape and strides: the same values, bit for bit, and
+    the same layout. Parts already of ``dtype``, or one that is not dense (it has no memory of its own
+    to copy at once), are cast one by one as ``to`` would.
+
+    Args:
+        parts: tensors on one device.
+        dtype: the dtype of the results.
+
+    Returns:
+        The cast tensors, in order.
+
+    Example:
+        >>> a, b = cast_at_once((torch.ones(2, 3, dtype=torch.float64).t(), torch.zeros(2)), torch.float32)
+        >>> a.dtype, a.shape, a.stride(), b.tolist()
+        (torch.float32, torch.Size([3, 2]), (1, 3), [0.0, 0.0])
+    """
+    dense = all(torch.empty_like(t).stride() == t.stride() for t in parts)  # empty_like keeps a dense layout
+    if all(t.dtype == dtype for t in parts) or not dense or len(parts) < 2:
+        return tuple(t.to(dtype) for t in parts)
+    out = torch.empty(sum(t.numel() for t in parts), dtype=dtype, device=parts[0].device)
+    torch.cat([t.as_strided((t.numel(),), (1,), t.storage_offset()) for t in parts], out=out)
+    starts = [0]
+    for t in parts:
+        starts.append(starts[-1] + t.numel())
+    return tuple(out.as_strided(t.shape, t.stride(), at) for t, at in zip(parts, starts))
 
 
 def stats_width(f: int, t: int) -> int:
@@ -123,7 +163,7 @@ def summary_torch(
     parts = (beta.transpose(1, 2), intercept, score, local_pred)
     if dtype is None or dtype == beta.dtype:
         return parts
-    cast = tuple(p.to(dtype) for p in parts)
+    cast = cast_at_once(parts, dtype)
     return cast[0], cast[1], cast[2], cast[3]
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("triton")
 from torchlime import _backend  # noqa: E402
 from torchlime.engine import quality  # noqa: E402
 from torchlime.kernels import fit as K  # noqa: E402
-from torchlime.kernels.reference_fit import centre_torch, flags_torch, mask_weights_torch, summary_torch  # noqa: E402
+from torchlime.kernels.reference_fit import cast_at_once, centre_torch, flags_torch, mask_weights_torch, summary_torch  # noqa: E402
 from torchlime.stages.normal import NormalAccumulator  # noqa: E402
 from torchlime.stages.surrogate import Ridge  # noqa: E402
 from torchlime.stages.weighting import ExponentialKernel, mask_distance  # noqa: E402
@@ -186,6 +186,23 @@ def test_supports_rejects_what_it_cannot_take(device):
     beta = torch.zeros(2, 3, 3, dtype=torch.float64, device=device)
     assert not K.supports("summary", beta.transpose(1, 2), None)  # not contiguous
     assert not K.supports("summary", None)
+
+
+def test_cast_at_once_gives_the_bits_and_strides_of_to():
+    g = torch.Generator().manual_seed(0)
+    parts = (
+        torch.randn(2, 5, 3, dtype=torch.float64, generator=g).transpose(1, 2),
+        torch.randn(2, 3).double(),
+        torch.randn(4),
+    )
+    cast = cast_at_once(parts, torch.float32)
+    for a, b in zip(cast, parts):
+        assert (
+            torch.equal(a, b.to(torch.float32))
+            and a.stride() == b.to(torch.float32).stride()
+            and a.dtype == torch.float32
+        )
+    assert cast_at_once(parts[2:], torch.float32)[0] is parts[2]  # nothing to cast: the tensor itself, as ``to`` gives
 
 
 def test_cpu_tensors_need_the_interpreter():

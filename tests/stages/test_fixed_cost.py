@@ -10,7 +10,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from torchlime.image import explain_image
-from torchlime.stages.fixed_cost import ShapeCache, cast_at_once, derived, profiling, record_function
+from torchlime.stages.fixed_cost import ShapeCache, derived, profiling, record_function
 
 from tests.helpers import grid_labels
 from tests.helpers.ops import count_ops
@@ -199,20 +199,3 @@ def test_derived_results_are_kept_while_their_tensors_live_unchanged():
     with torch.inference_mode():
         frozen = torch.tensor([1, 2])
     assert derived("test-take", lambda: frozen * 2, frozen) is not derived("test-take", lambda: frozen * 2, frozen)
-
-
-def test_cast_at_once_gives_the_bits_and_strides_of_to():
-    g = torch.Generator().manual_seed(0)
-    parts = (
-        torch.randn(2, 5, 3, dtype=torch.float64, generator=g).transpose(1, 2),
-        torch.randn(2, 3).double(),
-        torch.randn(4),
-    )
-    cast = cast_at_once(parts, torch.float32)
-    for a, b in zip(cast, parts):
-        assert (
-            torch.equal(a, b.to(torch.float32))
-            and a.stride() == b.to(torch.float32).stride()
-            and a.dtype == torch.float32
-        )
-    assert cast_at_once(parts[2:], torch.float32)[0] is parts[2]  # nothing to cast: the tensor itself, as ``to`` gives

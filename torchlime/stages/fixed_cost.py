@@ -36,7 +36,6 @@ __all__ = [
     "CACHED_ELEMENTS",
     "MAX_ENTRIES",
     "ShapeCache",
-    "cast_at_once",
     "clear_caches",
     "columns",
     "constant",
@@ -270,37 +269,6 @@ def constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Te
     return _COLUMNS.get(
         None, ("constant", value, dtype, str(device)), lambda: torch.full((), value, dtype=dtype, device=device)
     )
-
-
-def cast_at_once(parts: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    """``t.to(dtype)`` of every tensor of ``parts`` in one operator (one per tensor otherwise).
-
-    The tensors' memory is concatenated into one buffer of ``dtype`` (a cast on the way, as ``to`` casts);
-    each result is a view of it with its tensor's shape and strides: the same values, bit for bit, and
-    the same layout. Parts already of ``dtype``, or one that is not dense (it has no memory of its own
-    to copy at once), are cast one by one as ``to`` would.
-
-    Args:
-        parts: tensors on one device.
-        dtype: the dtype of the results.
-
-    Returns:
-        The cast tensors, in order.
-
-    Example:
-        >>> a, b = cast_at_once((torch.ones(2, 3, dtype=torch.float64).t(), torch.zeros(2)), torch.float32)
-        >>> a.dtype, a.shape, a.stride(), b.tolist()
-        (torch.float32, torch.Size([3, 2]), (1, 3), [0.0, 0.0])
-    """
-    dense = all(torch.empty_like(t).stride() == t.stride() for t in parts)  # empty_like keeps a dense layout
-    if all(t.dtype == dtype for t in parts) or not dense or len(parts) < 2:
-        return tuple(t.to(dtype) for t in parts)
-    out = torch.empty(sum(t.numel() for t in parts), dtype=dtype, device=parts[0].device)
-    torch.cat([t.as_strided((t.numel(),), (1,), t.storage_offset()) for t in parts], out=out)
-    starts = [0]
-    for t in parts:
-        starts.append(starts[-1] + t.numel())
-    return tuple(out.as_strided(t.shape, t.stride(), at) for t, at in zip(parts, starts))
 
 
 def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
