@@ -55,7 +55,7 @@ def test_the_loss_weighs_each_rows_coefficient_errors_in_its_own_scale(relative)
         out = head(x)
     training = Training(epochs=1, batch_size=12, lr=1e-30)
     loss = _train.train(head, x, values, labelled, training, 0, relative=relative)[0]
-    assert loss == pytest.approx(_reference_loss(out, values, labelled, relative), rel=1e-5)
+    assert loss == pytest.approx(float(_reference_loss(out, values, labelled, relative)), rel=1e-5)
 
 
 def test_row_weights_are_floored_and_leave_the_intercept_alone():
