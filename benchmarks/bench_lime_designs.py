@@ -36,7 +36,7 @@ import torch
 
 from torchlime import explain
 from torchlime.engine.quality import UnreliableExplanationWarning
-from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler
+from torchlime.methods.designs import AntitheticSampler, FactorialSampler, SobolSampler, StratifiedSampler
 from torchlime.stages.features import cell_ids
 from torchlime.stages.sampling import BernoulliSampler
 from torchlime.stages.surrogate import Ridge
@@ -49,6 +49,7 @@ DESIGNS = {
     "sobol": SobolSampler(),
     "antithetic": AntitheticSampler(),
     "stratified": StratifiedSampler(),
+    "factorial": FactorialSampler(),
 }
 SIZES = [250, 500, 1000]
 ALPHAS = [0.0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0]
@@ -96,8 +97,9 @@ def relative_errors(coef: torch.Tensor, ref: torch.Tensor) -> list[float]:
     return ((coef - ref).norm(dim=1) / ref.norm(dim=1).clamp_min(1e-12)).tolist()
 
 
-def run(name, model, x, f, kw, n_ref, seeds, log) -> dict:
-    """One model: the reference, then every design and seed at the largest N, refitted at each N and alpha."""
+def run(name, model, x, f, kw, n_ref, seeds, log, designs: tuple = tuple(DESIGNS)) -> dict:
+    """One model: the reference, then every design (of ``designs``) and seed at the largest N, refitted at each N
+    and alpha."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreliableExplanationWarning)
         t0 = time.perf_counter()
@@ -115,7 +117,8 @@ def run(name, model, x, f, kw, n_ref, seeds, log) -> dict:
         )
         out = dict(model=name, inputs=x.shape[0], n_reference=n_ref, seeds=seeds, errors={})
         out["reference_seconds"] = time.perf_counter() - t0
-        for design, sampler in DESIGNS.items():
+        for design in designs:
+            sampler = DESIGNS[design]
             errs = {str(n): {str(a): [] for a in ALPHAS} for n in SIZES}
             for seed in seeds:
                 full = explain(
@@ -129,7 +132,7 @@ def run(name, model, x, f, kw, n_ref, seeds, log) -> dict:
             med = {n: statistics.median(errs[n]["1.0"]) for n in errs}
             log(f"{name} {design}: median error at alpha=1 {med}")
         out["seconds"] = time.perf_counter() - t0
-    return summarise(out)
+    return summarise(out) if set(designs) == set(DESIGNS) else out
 
 
 def summarise(result: dict) -> dict:
@@ -230,6 +233,28 @@ def plot(results: list[dict], rule: str, folder: _Path) -> list[str]:
     return [name]
 
 
+def add_design(design: str, path: _Path, models, rule: str, figures: _Path) -> None:
+    """Measure ``design`` on the models of the JSON at ``path`` (all, or ``models``) and write it back."""
+    payload = json.loads(path.read_text())
+    for r in payload["results"]:
+        if models and r["model"] not in models:
+            continue
+        if r["model"] == "digits_mlp":
+            model, x, f, kw, _ = digits_case(r["inputs"])
+        else:
+            model, x, f, kw = cases(r["inputs"])[r["model"]]
+        added = run(r["model"], model, x, f, kw, r["n_reference"], r["seeds"], print, (design,))
+        r["errors"][design] = added["errors"][design]
+        r.setdefault("added", {})[design] = dict(seconds=added["seconds"], **header(torch.device("cpu")))
+        summarise(r)
+        path = write(path.name, payload, path.parent)
+        print(f"added {design} to {r['model']} in {path}", flush=True)
+    if all(design in r["errors"] for r in payload["results"]):
+        payload["verdict"] = verdict(payload["results"])
+        payload["figures"] = plot(payload["results"], rule, figures)
+        write(path.name, payload, path.parent)
+
+
 def main() -> None:
     ap = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--inputs", type=int, default=16)
@@ -240,11 +265,21 @@ def main() -> None:
     ap.add_argument("--figures", type=_Path, default=_Path(__file__).resolve().parents[1] / "docs/_static/figures")
     ap.add_argument("--resume", action="store_true", help="keep the models already in the JSON; run the others")
     ap.add_argument("--table", action="store_true", help="print the docs table of the JSON under --out, run nothing")
+    ap.add_argument(
+        "--add",
+        choices=list(DESIGNS),
+        default=None,
+        help="measure this design on the models of the JSON under --out (their inputs and seeds) and add it; the "
+        "reference is made again (the same seed makes the same one)",
+    )
     args = ap.parse_args()
     if args.table:
         print(table(json.loads((args.out / "lime_designs_cpu.json").read_text()), args.rule))
         return
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.add is not None:
+        add_design(args.add, args.out / "lime_designs_cpu.json", args.models, args.rule, args.figures)
+        return
     n_inputs, n_ref, seeds = (
         (3, 2048, [1]) if args.quick else (args.inputs, args.reference, list(range(1, 1 + args.seeds)))
     )

@@ -167,7 +167,7 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------- names
 #: sampler names of ``engine.registry.SAMPLERS``
-SamplerName = Literal["bernoulli", "uniform_count", "shapley", "stratified", "antithetic", "sobol"]
+SamplerName = Literal["bernoulli", "uniform_count", "shapley", "stratified", "antithetic", "sobol", "factorial"]
 #: SMILE's two-sample statistics (``methods.smile.STATISTICS``), also kernel names
 SmileStatistic = Literal["wasserstein", "ks", "kuiper", "cvm", "anderson"]
 #: kernel names of ``engine.registry.KERNELS``

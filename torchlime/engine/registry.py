@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, TypeVar
 
 from torchlime.methods.baylime import BayesianRidge
-from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler
+from torchlime.methods.designs import AntitheticSampler, FactorialSampler, SobolSampler, StratifiedSampler
 from torchlime.methods.smile import STATISTICS, SmileKernel
 from torchlime.stages.sampling import BernoulliSampler, Sampler, ShapleySampler, UniformCountSampler
 from torchlime.stages.surrogate import KLasso, Lasso, Ridge, Surrogate
@@ -27,6 +27,7 @@ SAMPLERS: dict[str, Callable[[], Sampler]] = {
     "stratified": StratifiedSampler,
     "antithetic": AntitheticSampler,
     "sobol": SobolSampler,
+    "factorial": FactorialSampler,
 }
 
 

@@ -1,12 +1,33 @@
 """The method zoo of the LIME literature, each a plug-in of the engine's stage hooks.
 
-``designs`` (stratified, antithetic, Sobol masks), ``adaptive`` (``n_samples="auto"``),
+``designs`` (stratified, antithetic, Sobol and factorial masks) with ``aberration`` (the factorial masks'
+columns), ``adaptive`` (``n_samples="auto"``),
 ``kernel_shap`` (KernelSHAP) with ``shap_designs`` (its paired and Leverage SHAP designs), ``baylime``
 (BayLIME's Bayesian ridge), ``smile`` (SMILE's statistical-distance kernels), ``feature_selection``
 (lime's feature selection, with the LARS-lasso path of ``stages.lars``) and ``sp_lime`` (SP-LIME's
 submodular pick). Methods import only the stages, never the engine.
 """
 
-from torchlime.methods import adaptive, baylime, designs, feature_selection, kernel_shap, shap_designs, smile, sp_lime
+from torchlime.methods import (
+    aberration,
+    adaptive,
+    baylime,
+    designs,
+    feature_selection,
+    kernel_shap,
+    shap_designs,
+    smile,
+    sp_lime,
+)
 
-__all__ = ["designs", "adaptive", "kernel_shap", "shap_designs", "baylime", "smile", "feature_selection", "sp_lime"]
+__all__ = [
+    "designs",
+    "aberration",
+    "adaptive",
+    "kernel_shap",
+    "shap_designs",
+    "baylime",
+    "smile",
+    "feature_selection",
+    "sp_lime",
+]

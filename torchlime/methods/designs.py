@@ -14,6 +14,8 @@ from typing import Callable, Optional
 
 import torch
 
+from torchlime.methods.aberration import BITS, MAX_FEATURES
+from torchlime.methods.aberration import columns as factorial_columns
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.fixed_cost import ShapeCache, columns
 from torchlime.stages.sampling import (
@@ -130,6 +132,28 @@ def _leading_bits(f_max: int, device: torch.device) -> torch.Tensor:
     return _LEADING.get(None, (f_max, str(device)), make)
 
 
+#: per (F, device): the factorial design's table, as ``_LEADING``
+_FACTORIAL: ShapeCache[torch.Tensor] = ShapeCache()
+
+
+def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
+    """Float (30, F): bit b of feature f's column over 2^b, made once per F and device.
+
+    ``aberration.columns(F)`` in bits 0..12 and Sobol's leading bits above; Sobol's table (``_leading_bits``)
+    beyond 64 features.
+    """
+    if not 1 <= f_max <= MAX_FEATURES:
+        return _leading_bits(f_max, device)
+
+    def make() -> torch.Tensor:
+        sobol = _directions(f_max)[:f_max] >> (_SOBOL_BITS - 1)  # (F, 30): 0 or 1
+        low = torch.tensor(factorial_columns(f_max)).unsqueeze(1) >> torch.arange(BITS)  # (F, 13)
+        bits = torch.cat((low & 1, sobol[:, BITS:]), 1).t().double()  # (30, F)
+        return (bits / 2.0 ** torch.arange(_SOBOL_BITS, dtype=torch.float64).unsqueeze(1)).float().to(device)
+
+    return _FACTORIAL.get(None, (f_max, str(device)), make)
+
+
 def _shift_words(rows: Rows) -> torch.Tensor:
     """Long (c, F) 32-bit hash words of each row's input and feature, the same for every sample of an input.
 
@@ -208,7 +232,7 @@ class SobolSampler(KeepProbability):
         dev = rows.samples.device
         if self.p == 0.5:  # u < 1/2: bit 29 of (point ^ shift) is 0, i.e. the two leading bits agree
             powers = (rows.samples.unsqueeze(1) & columns(_SOBOL_BITS, dev, shift=True)).float()  # (c, 30): 2^b or 0
-            leading = torch.fmod(powers @ _leading_bits(rows.f_max, dev), 2.0)  # (c, F) the parity: 0. or 1.
+            leading = torch.fmod(powers @ self._columns(rows.f_max, dev), 2.0)  # (c, F) the parity: 0. or 1.
             return leading == _shift_words(rows) >> 31
         v = _directions(max(rows.f_max, 1)).to(dev)[: rows.f_max]  # (F, 30)
         x = torch.zeros(rows.samples.shape[0], rows.f_max, dtype=torch.long, device=dev)
@@ -218,3 +242,36 @@ class SobolSampler(KeepProbability):
         shift = _shift_words(rows) >> (32 - _SOBOL_BITS)  # a random digital shift per input and feature
         u = (x ^ shift).double() / (1 << _SOBOL_BITS)
         return u < self.p
+
+    def _columns(self, f_max: int, device: torch.device) -> torch.Tensor:
+        """Float (30, F): the columns' bits over 2^b (``_leading_bits``), the table of the p = 1/2 path."""
+        return _leading_bits(f_max, device)
+
+
+@dataclass(frozen=True)
+class FactorialSampler(SobolSampler):
+    """Two-level fractional factorial masks of small aberration (``methods.aberration``), at p = 1/2.
+
+    ``SobolSampler``'s masks at p = 1/2 (feature f kept by the parity of the sample's bits with its column,
+    a random digital shift per input) with other columns: a fold-over whose first 2^k samples alias no main
+    effect with a two-factor interaction at any N and far fewer with three-factor ones than Sobol's leading
+    bits (``aberration.word_lengths``), so additive-plus-low-order models are fitted closer at equal N. Nested:
+    any prefix of samples is the design a call at that N draws. Calls with more than 64 features draw
+    Sobol's columns.
+
+    Attributes:
+        p: 0.5 (a two-level design keeps each feature half of the time).
+        fallback: as ``SobolSampler``'s.
+
+    Raises:
+        ValueError: for p other than 0.5.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.p != 0.5:
+            raise ValueError(f"`p` must be 0.5 for FactorialSampler (a two-level design), got {self.p}")
+
+    def _columns(self, f_max: int, device: torch.device) -> torch.Tensor:
+        """Float (30, F): the factorial design's columns' bits over 2^b (``_factorial_bits``)."""
+        return _factorial_bits(f_max, device)
