@@ -86,3 +86,30 @@ def test_a_nonlinear_model_is_fitted_closer_than_with_sobol_masks():
                 errs += ((coef - truth).norm(dim=1) / truth.norm(dim=1)).tolist()
             errors[sampler] = statistics.median(errs)
     assert errors["factorial"] <= 0.5 * errors["sobol"], errors
+
+
+def test_every_input_of_a_batch_draws_the_design_of_its_own_width():
+    x = torch.rand(3, 10)
+    f = torch.stack([torch.arange(10), torch.arange(10) // 2, torch.arange(10) % 7])  # 10, 5 and 7 features
+    model = torch.nn.Linear(10, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batch = explain(model, x, f, n_samples=300, generator=5, sampler="factorial", return_samples=True)
+        for i, width in enumerate((10, 5, 7)):
+            alone = explain(
+                model,
+                x[i : i + 1],
+                f[i : i + 1],
+                n_samples=300,
+                generator=5,
+                sampler="factorial",
+                return_samples=True,
+                index=torch.tensor([i]),
+            )
+            assert torch.equal(batch.samples[i, :, :width], alone.samples[0, :, :width])
+            s = torch.arange(1, 256).unsqueeze(1)  # the design's rows: parity(s & c_j), up to the shift's complement
+            parity = torch.tensor(
+                [[bin(int(v)).count("1") % 2 for v in row] for row in s & torch.tensor(columns(width))]
+            )
+            drawn = batch.samples[i, 1:256, :width].long()
+            assert bool(((drawn == parity).all(0) | (drawn == 1 - parity).all(0)).all())  # per column

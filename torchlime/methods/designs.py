@@ -132,24 +132,26 @@ def _leading_bits(f_max: int, device: torch.device) -> torch.Tensor:
     return _LEADING.get(None, (f_max, str(device)), make)
 
 
-#: per (F, device): the factorial design's table, as ``_LEADING``
+#: per (F, device): the factorial design's columns of every input width up to F
 _FACTORIAL: ShapeCache[torch.Tensor] = ShapeCache()
 
 
-def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
-    """Float (30, F): bit b of feature f's column over 2^b, made once per F and device.
+def _factorial_columns(f_max: int, device: torch.device) -> torch.Tensor:
+    """Long (F + 1, F): row F_b the 30-bit columns of an input of F_b features, made once per F and device.
 
-    ``aberration.columns(F)`` in bits 0..12 and Sobol's leading bits above; Sobol's table (``_leading_bits``)
-    beyond 64 features.
+    Bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j; Sobol's columns
+    entirely for F_b beyond 64 (and in the padding past F_b, which no fit reads).
     """
-    if not 1 <= f_max <= MAX_FEATURES:
-        return _leading_bits(f_max, device)
 
     def make() -> torch.Tensor:
-        sobol = _directions(f_max)[:f_max] >> (_SOBOL_BITS - 1)  # (F, 30): 0 or 1
-        low = torch.tensor(factorial_columns(f_max)).unsqueeze(1) >> torch.arange(BITS)  # (F, 13)
-        bits = torch.cat((low & 1, sobol[:, BITS:]), 1).t().double()  # (30, F)
-        return (bits / 2.0 ** torch.arange(_SOBOL_BITS, dtype=torch.float64).unsqueeze(1)).float().to(device)
+        lead = _directions(max(f_max, 1))[:f_max] >> (_SOBOL_BITS - 1)  # (F, 30): 0 or 1
+        sobol = (lead << torch.arange(_SOBOL_BITS)).sum(1)  # (F,) Sobol's columns as ints
+        table = sobol.repeat(f_max + 1, 1)
+        low = (1 << BITS) - 1
+        for f_b in range(1, min(f_max, MAX_FEATURES) + 1):  # a loop over widths, once per F
+            own = torch.tensor(factorial_columns(f_b), dtype=torch.long)
+            table[f_b, :f_b] = (sobol[:f_b] & ~low) | own
+        return table.to(device)
 
     return _FACTORIAL.get(None, (f_max, str(device)), make)
 
@@ -232,7 +234,7 @@ class SobolSampler(KeepProbability):
         dev = rows.samples.device
         if self.p == 0.5:  # u < 1/2: bit 29 of (point ^ shift) is 0, i.e. the two leading bits agree
             powers = (rows.samples.unsqueeze(1) & columns(_SOBOL_BITS, dev, shift=True)).float()  # (c, 30): 2^b or 0
-            leading = torch.fmod(powers @ self._columns(rows.f_max, dev), 2.0)  # (c, F) the parity: 0. or 1.
+            leading = torch.fmod(powers @ _leading_bits(rows.f_max, dev), 2.0)  # (c, F) the parity: 0. or 1.
             return leading == _shift_words(rows) >> 31
         v = _directions(max(rows.f_max, 1)).to(dev)[: rows.f_max]  # (F, 30)
         x = torch.zeros(rows.samples.shape[0], rows.f_max, dtype=torch.long, device=dev)
@@ -242,10 +244,6 @@ class SobolSampler(KeepProbability):
         shift = _shift_words(rows) >> (32 - _SOBOL_BITS)  # a random digital shift per input and feature
         u = (x ^ shift).double() / (1 << _SOBOL_BITS)
         return u < self.p
-
-    def _columns(self, f_max: int, device: torch.device) -> torch.Tensor:
-        """Float (30, F): the columns' bits over 2^b (``_leading_bits``), the table of the p = 1/2 path."""
-        return _leading_bits(f_max, device)
 
 
 @dataclass(frozen=True)
@@ -272,6 +270,19 @@ class FactorialSampler(SobolSampler):
         if self.p != 0.5:
             raise ValueError(f"`p` must be 0.5 for FactorialSampler (a two-level design), got {self.p}")
 
-    def _columns(self, f_max: int, device: torch.device) -> torch.Tensor:
-        """Float (30, F): the factorial design's columns' bits over 2^b (``_factorial_bits``)."""
-        return _factorial_bits(f_max, device)
+    def sample(self, rows: Rows) -> torch.Tensor:
+        """Bool (c, F): the parity of each row's sample bits with its input's columns, against the shift.
+
+        Every input draws the columns of its own width F_b (``_factorial_columns``), so the inputs of a
+        batch get the designs they would get alone.
+
+        Args:
+            rows: the block's coordinates and random numbers.
+        """
+        if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:  # the Sobol tables' width: SobolSampler's answer
+            return super().sample(rows)
+        table = _factorial_columns(rows.f_max, rows.samples.device)
+        x = rows.samples.unsqueeze(1) & table[rows.n_features.clamp(0, rows.f_max)]  # (c, F)
+        for shift in (16, 8, 4, 2, 1):  # the parity of the set bits (30-bit values)
+            x = x ^ (x >> shift)
+        return (x & 1) == _shift_words(rows) >> 31
