@@ -136,22 +136,25 @@ def _leading_bits(f_max: int, device: torch.device) -> torch.Tensor:
 _FACTORIAL: ShapeCache[torch.Tensor] = ShapeCache()
 
 
-def _factorial_columns(f_max: int, device: torch.device) -> torch.Tensor:
-    """Long (F + 1, F): row F_b the 30-bit columns of an input of F_b features, made once per F and device.
+def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
+    """Float (F + 1, 30, F): entry [F_b, b, j] bit b of column j of an input of F_b features over 2^b, made once.
 
-    Bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j; Sobol's columns
-    entirely for F_b beyond 64 (and in the padding past F_b, which no fit reads).
+    The columns: bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j;
+    Sobol's columns entirely for F_b beyond 64 (and in the padding past F_b, which no fit reads). A row of
+    sample bits weighted 2^b times one width's table counts the set bits of ``s & column`` exactly.
     """
 
     def make() -> torch.Tensor:
         lead = _directions(max(f_max, 1))[:f_max] >> (_SOBOL_BITS - 1)  # (F, 30): 0 or 1
         sobol = (lead << torch.arange(_SOBOL_BITS)).sum(1)  # (F,) Sobol's columns as ints
-        table = sobol.repeat(f_max + 1, 1)
+        table = sobol.repeat(f_max + 1, 1)  # (F + 1, F)
         low = (1 << BITS) - 1
         for f_b in range(1, min(f_max, MAX_FEATURES) + 1):  # a loop over widths, once per F
             own = torch.tensor(factorial_columns(f_b), dtype=torch.long)
             table[f_b, :f_b] = (sobol[:f_b] & ~low) | own
-        return table.to(device)
+        bits = (table.unsqueeze(1) >> torch.arange(_SOBOL_BITS).view(1, -1, 1)) & 1  # (F + 1, 30, F)
+        scale = 2.0 ** torch.arange(_SOBOL_BITS, dtype=torch.float64).view(1, -1, 1)
+        return (bits.double() / scale).float().to(device)
 
     return _FACTORIAL.get(None, (f_max, str(device)), make)
 
@@ -273,16 +276,16 @@ class FactorialSampler(SobolSampler):
     def sample(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F): the parity of each row's sample bits with its input's columns, against the shift.
 
-        Every input draws the columns of its own width F_b (``_factorial_columns``), so the inputs of a
-        batch get the designs they would get alone.
+        Every input draws the columns of its own width F_b (``_factorial_bits``), so the inputs of a batch
+        get the designs they would get alone.
 
         Args:
             rows: the block's coordinates and random numbers.
         """
-        if rows.f_max > torch.quasirandom.SobolEngine.MAXDIM:  # the Sobol tables' width: SobolSampler's answer
+        if rows.f_max > MAX_FEATURES:  # Sobol's columns for every width: SobolSampler's masks
             return super().sample(rows)
-        table = _factorial_columns(rows.f_max, rows.samples.device)
-        x = rows.samples.unsqueeze(1) & table[rows.n_features.clamp(0, rows.f_max)]  # (c, F)
-        for shift in (16, 8, 4, 2, 1):  # the parity of the set bits (30-bit values)
-            x = x ^ (x >> shift)
-        return (x & 1) == _shift_words(rows) >> 31
+        dev = rows.samples.device
+        powers = (rows.samples.unsqueeze(1) & columns(_SOBOL_BITS, dev, shift=True)).float()  # (c, 30): 2^b or 0
+        table = _factorial_bits(rows.f_max, dev)[rows.n_features.clamp(0, rows.f_max)]  # (c, 30, F)
+        count = torch.bmm(powers.unsqueeze(1), table).squeeze(1)  # (c, F): the set bits of s & column
+        return torch.fmod(count, 2.0) == _shift_words(rows) >> 31
