@@ -21,8 +21,9 @@ Per model the JSON holds the reference's and lime's errors, the default design a
 coverage of its 95 % intervals at N = 1000 (against the reference refitted with the default's penalty, and
 against the reference itself; for the digits MLP also a lasso's bootstrap intervals against the lasso's N = n_ref
 answer, reported, not required), the top-k rule's calls and error, and per (start, s) the se rule's
-median calls and error; ``decision`` says whether one (start, s) reaches the target on every model within
-``GOAL_CALLS`` median calls, where the top-k rule does not.
+median calls and error; ``decision`` says on which models the top-k rule meets the goal (the target within
+``GOAL_CALLS`` median calls) and which (start, s) meet it on every model (``decide``). ``--redo-default`` with a
+cache calls the model again for the default design's runs only, after the default changed.
 
     python benchmarks/bench_adaptive_se.py                    # 15-60 minutes on 2 shared CPU cores
     python benchmarks/bench_adaptive_se.py --models digits_mlp --resume
@@ -141,6 +142,18 @@ def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check:
     for seed in seeds:
         full = explain(model, x, f, n_samples=max(FIXED), generator=seed, return_samples=True, **lime_design, **kw)
         data["lime"][seed] = {n: coefficients(full.refit(n_samples=n)) for n in FIXED}
+    default_runs(model, x, f, kw, (n_ref, run_cap), seeds, (check, lasso), data)
+    data["seconds"] = time.perf_counter() - t0
+    return data
+
+
+def default_runs(model, x, f, kw: dict, sizes: tuple, seeds: list, which: tuple, data: dict) -> None:
+    """What depends on the default design, into ``data`` (the reference and lime's calls do not): its call at
+    N = run_cap per seed (samples kept; ``sizes`` = (n_ref, run_cap)), and with ``which`` = (check, lasso) the
+    engine's adaptive calls and a lasso's bootstrap intervals at N = 1000 against the lasso's N = n_ref answer."""
+    (n_ref, run_cap), (check, lasso) = sizes, which
+    data["default"], data["engine"] = {}, {}
+    for seed in seeds:
         exp = explain(model, x, f, n_samples=run_cap, generator=seed, return_samples=True, **kw)
         at_1000 = exp.refit(n_samples=1000)
         data["default"][seed] = dict(
@@ -155,13 +168,11 @@ def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check:
         for rule in rules_checked():
             exp = explain(model, x, f, n_samples=rule, generator=seeds[0], **kw)
             data["engine"][repr(rule)] = dict(samples_used=exp.run.samples_used, coef=exp.coef)
-    if lasso:  # the lasso's bootstrap intervals at N = 1000 against the lasso's N = n_ref answer
+    if lasso:
         lasso_ref = explain(model, x, f, n_samples=n_ref, generator=12345, surrogate="lasso", **kw)
         exp = explain(model, x, f, n_samples=1000, generator=seeds[0], surrogate="lasso", return_samples=True, **kw)
         run = dict(coef_1000=exp.coef, coef_se_1000=exp.coef_se, valid=exp.valid)
         data["lasso_bootstrap_coverage"] = coverage(run, coefficients(lasso_ref))
-    data["seconds"] = time.perf_counter() - t0
-    return data
 
 
 def prefixes(run: dict, ref: torch.Tensor, run_cap: int, starts: tuple = (*STARTS, 256)) -> dict:
@@ -251,31 +262,32 @@ def summarise(out: dict) -> dict:
 
 
 def decide(results: list) -> dict:
-    """Whether ``n_samples="auto"`` should become an se rule: one (start, s) that reaches the target on every
-    model within ``GOAL_CALLS`` median calls (the fewest median calls on the worst model, then the largest s,
-    then the smallest start), where the top-k rule does not meet the goal on every model."""
+    """The facts a switch of ``n_samples="auto"`` would rest on: whether the top-k rule meets the goal (the target
+    within ``GOAL_CALLS`` median calls) on every model, and which (start, s) of the se rule do. A rule that stops
+    every input of every model at its first round is a fixed N (the default at N = start), not a stopping rule,
+    and is left out; the rest are listed by the fewest median calls on the worst model, then the smallest s."""
     candidates = []
     for key in results[0]["se_rule"]:
         figs = [r["se_rule"][key] for r in results]
-        if all(reaches(v, r["target_error"]) for v, r in zip(figs, results)):
-            calls = [v["median_calls"] for v in figs]
-            if all(c is not None for c in calls):
-                candidates.append(dict(rule=key, median_calls_per_model=calls, max_median_calls=max(calls)))
-    order = [(r["se_rule"][c["rule"]]["se"], r["se_rule"][c["rule"]]["start"]) for c in candidates for r in results[:1]]
-    ranked = sorted(zip(candidates, order), key=lambda co: (co[0]["max_median_calls"], -co[1][0], co[1][1]))
-    best = ranked[0][0] if ranked else None
+        calls = [v["median_calls"] for v in figs]
+        if not all(reaches(v, r["target_error"]) for v, r in zip(figs, results)) or None in calls:
+            continue
+        start = figs[0]["start"]
+        if all(c == start for v in figs for c in v["calls"]):
+            continue  # a fixed N
+        if max(calls) <= GOAL_CALLS:
+            candidates.append(dict(rule=key, se=figs[0]["se"], start=start, median_calls_per_model=calls))
+    candidates.sort(key=lambda c: (max(c["median_calls_per_model"]), c["se"], c["start"]))
     auto_ok = {
         r["model"]: r["auto_reaches_target"]
         and r["auto"]["median_calls"] is not None
         and r["auto"]["median_calls"] <= GOAL_CALLS
         for r in results
     }
-    switch = best is not None and best["max_median_calls"] <= GOAL_CALLS and not all(auto_ok.values())
     return dict(
         models=[r["model"] for r in results],
-        best_common_se_rule=best,
         auto_meets_goal_per_model=auto_ok,
-        switch_auto_to_se_rule=switch,
+        se_rules_meeting_goal=candidates,
     )
 
 
@@ -366,6 +378,11 @@ def main() -> None:
     )
     ap.add_argument("--figures", type=_Path, default=_Path(__file__).resolve().parents[1] / "docs/_static/figures")
     ap.add_argument("--table", action="store_true", help="print the docs table of the JSON under --out, run nothing")
+    ap.add_argument(
+        "--redo-default",
+        action="store_true",
+        help="with --cache: call the model again for the default design's runs only (the reference and lime's kept)",
+    )
     args = ap.parse_args()
     if args.table:
         print(table(json.loads((args.out / "adaptive_se_cpu.json").read_text())))
@@ -403,6 +420,12 @@ def main() -> None:
         cached = None if args.cache is None else args.cache / f"{name}{'_quick' if args.quick else ''}.pt"
         if cached is not None and cached.exists():
             data = torch.load(cached, weights_only=True)
+            if args.redo_default:  # the default design changed: its calls again, the reference's kept
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UnreliableExplanationWarning)
+                    which = (name in CHECKED, name == "digits_mlp")
+                    default_runs(*load(name, n_inputs), (n_ref, run_cap), seeds, which, data)
+                torch.save(data, cached)
         else:
             model, x, f, kw = load(name, n_inputs)
             with warnings.catch_warnings():

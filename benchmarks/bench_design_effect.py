@@ -1,25 +1,26 @@
-"""Where the default design gains less, and what design-aware standard errors and stopping would give there.
+"""Where the mask designs gain less, and what design-aware standard errors and stopping would give there.
 
-The default design (Sobol masks, ``Ridge(alpha=0.01)``) is 1.8-2.8x more accurate than lime's Bernoulli
-masks at equal N on ``bench_lime_designs``' trained and real models. This benchmark measures it on a second
-family, random tanh MLPs (F = 12, 16, 24, 40 features, two weight seeds each, 16 inputs in [0, 2]^F, one
-output; a feature hidden is 0), and asks whether the standard errors and ``n_samples="auto"`` should read
-the design's own error from nested prefixes of one call (``design_effect_lib``) instead of the i.i.d.
-formula:
+The engine's mask designs (Sobol's, and the factorial one that is the default, with ``Ridge(alpha=0.01)``) are
+much more accurate than lime's Bernoulli masks at equal N on ``bench_lime_designs``' trained and real models.
+This benchmark measures them on a second family, random tanh MLPs (F = 12, 16, 24, 40 features, two weight
+seeds each, 16 inputs in [0, 2]^F, one output; a feature hidden is 0), and asks whether the standard errors
+and ``n_samples="auto"`` should read the default design's own error from nested prefixes of one call
+(``design_effect_lib``) instead of the i.i.d. formula:
+
+For each of ``DESIGNS`` (Sobol's and the factorial masks):
 
 1. accuracy: median relative error ||β - β_ref|| / ||β_ref|| against lime's design at N = 16384 (Bernoulli,
-   ``Ridge(alpha=1)``, generator 12345) of the default and of ``FactorialSampler`` masks at N = 250, 500, 1000
-   and of lime's design at N = 1000, over inputs and ``SEEDS``; ``ratio_250`` (``factorial_ratio_250``) is the
-   default's (the factorial masks') at 250 over lime's at 1000 (the goal of 4x fewer calls is <= 1);
-2. coverage: the share of 95 % intervals at N = 250 ... 2000 that hold the default design's own answer at
-   N = 65536 (generator 999): the library's ``coef ± 1.96 coef_se`` (i.i.d.) and the pooled design effect's
+   ``Ridge(alpha=1)``, generator 12345) at N = 250, 500, 1000, beside lime's design at N = 1000, over inputs and
+   ``SEEDS``; ``ratio_250`` is the design's at 250 over lime's at 1000 (the goal of 4x fewer calls is <= 1);
+2. coverage: the share of 95 % intervals at N = 250 ... 2000 that hold the design's own answer at N = 65536
+   (generator 999): the library's ``coef ± 1.96 coef_se`` (i.i.d.) and the pooled design effect's
    t intervals (90-98 % is calibrated);
 3. stopping: an "as precise as lime at 1000" rule (rounds 250, 500, ..., ``RUN``) with the design effect of
    the last round's movement (``levels=1``) or pooled over three halvings: median calls and median error
    against the reference, beside lime's N = 1000 error (the target).
 
 With ``--cache DIR`` (the model calls ``bench_adaptive_se.py --cache DIR`` keeps) the same coverage and
-stopping figures are added for its six models; their intervals are checked against its N = 16384 reference
+stopping figures are added for its six models, with the default design; their intervals are checked against its N = 16384 reference
 with the reference's own i.i.d. variance added (half that of the N = 8192 default fit), since no long default
 run is kept there.
 
@@ -57,6 +58,8 @@ N_REF, N_EXACT, RUN = 16384, 65536, 2048
 FIXED, COVER, START = [250, 500, 1000], [250, 500, 1000, 2000], 250
 QUICK = dict(features=[12], model_seeds=[0], inputs=4, seeds=[1, 2], n_ref=2048, n_exact=4096, run=1024)
 LIME = dict(sampler=BernoulliSampler(), surrogate=Ridge(alpha=1.0))
+#: the designs measured on the MLPs (the default is the factorial one; the six models of --cache: the default)
+DESIGNS = ("sobol", "factorial")
 
 
 def mlp(f: int, seed: int, inputs: int) -> tuple:
@@ -114,29 +117,29 @@ def rules(runs: list[dict], ref: torch.Tensor, cap: int, lime: list[list[float]]
 
 
 def run_mlp(f: int, seed: int, cfg: dict) -> dict:
-    """Every figure of one random MLP."""
+    """Every figure of one random MLP, for each of ``DESIGNS``."""
     model, x, feats = mlp(f, seed, cfg["inputs"])
     ref = explain(model, x, feats, n_samples=cfg["n_ref"], generator=12345, **LIME).coef[:, 0].double()
-    truth = explain(model, x, feats, n_samples=cfg["n_exact"], generator=999).coef[:, 0].double()
-    runs, lime_err, default_err, factorial_err = [], [], {n: [] for n in FIXED}, {n: [] for n in FIXED}
-    for s in cfg["seeds"]:
-        lime_err.append(relative_errors(explain(model, x, feats, n_samples=1000, generator=s, **LIME).coef[:, 0], ref))
-        exp = explain(model, x, feats, n_samples=cfg["run"], generator=s, return_samples=True)
-        runs.append(dict(samples=exp.samples, outputs=exp.outputs, valid=exp.valid))
-        for n in FIXED:
-            default_err[n] += relative_errors(exp.refit(n_samples=n).coef[:, 0], ref)
-        fact = explain(model, x, feats, n_samples=max(FIXED), generator=s, sampler="factorial", return_samples=True)
-        for n in FIXED:
-            factorial_err[n] += relative_errors(fact.refit(n_samples=n).coef[:, 0], ref)
-    zeros = [torch.zeros(()) for _ in runs]
+    lime_err = [
+        relative_errors(explain(model, x, feats, n_samples=1000, generator=s, **LIME).coef[:, 0], ref)
+        for s in cfg["seeds"]
+    ]
     out = dict(model=f"mlp_f{f}_seed{seed}", features=f, inputs=cfg["inputs"], seeds=cfg["seeds"])
     out["lime_1000"] = statistics.median([e for run in lime_err for e in run])
-    out["default"] = {str(n): statistics.median(e) for n, e in default_err.items()}
-    out["ratio_250"] = out["default"]["250"] / out["lime_1000"]
-    out["factorial"] = {str(n): statistics.median(e) for n, e in factorial_err.items()}
-    out["factorial_ratio_250"] = out["factorial"]["250"] / out["lime_1000"]
-    out["coverage"] = coverage(runs, truth, zeros, [n for n in COVER if n <= cfg["run"]])
-    out["rules"] = rules(runs, ref, cfg["run"], lime_err)
+    out["designs"] = {}
+    for design in DESIGNS:
+        truth = explain(model, x, feats, n_samples=cfg["n_exact"], generator=999, sampler=design).coef[:, 0].double()
+        runs, errors = [], {n: [] for n in FIXED}
+        for s in cfg["seeds"]:
+            exp = explain(model, x, feats, n_samples=cfg["run"], generator=s, sampler=design, return_samples=True)
+            runs.append(dict(samples=exp.samples, outputs=exp.outputs, valid=exp.valid))
+            for n in FIXED:
+                errors[n] += relative_errors(exp.refit(n_samples=n).coef[:, 0], ref)
+        fig: dict = dict(errors={str(n): statistics.median(e) for n, e in errors.items()})
+        fig["ratio_250"] = fig["errors"]["250"] / out["lime_1000"]
+        fig["coverage"] = coverage(runs, truth, [torch.zeros(()) for _ in runs], [n for n in COVER if n <= cfg["run"]])
+        fig["rules"] = rules(runs, ref, cfg["run"], lime_err)
+        out["designs"][design] = fig
     return out
 
 
@@ -156,18 +159,19 @@ def run_cached(name: str, path: _Path) -> dict:
 
 
 def table(payload: dict) -> str:
-    """The markdown table of docs/choosing-n.md, from the JSON."""
+    """The markdown table of docs/choosing-n.md, from the JSON: one row per model and design."""
 
-    def cov(r: dict, kind: str) -> str:
-        return " / ".join(f"{r['coverage'][str(n)][kind]:.2f}" for n in COVER if str(n) in r["coverage"])
+    def cov(fig: dict, kind: str) -> str:
+        return " / ".join(f"{fig['coverage'][str(n)][kind]:.2f}" for n in COVER if str(n) in fig["coverage"])
 
-    def rule(r: dict, name: str) -> str:
-        fig = r["rules"][name]
-        return f"{fig['median_calls']:.0f}, {fig['median_error']:.4f}, {100 * fig['inputs_as_precise_as_lime']:.0f} %"
+    def rule(fig: dict, name: str) -> str:
+        r = fig["rules"][name]
+        return f"{r['median_calls']:.0f}, {r['median_error']:.4f}, {100 * r['inputs_as_precise_as_lime']:.0f} %"
 
     head = [
         "model",
-        "N=250 over lime N=1000 error: default / factorial",
+        "masks",
+        "N=250 error over lime's at N=1000",
         "95 % intervals, i.i.d. (N=250 / 500 / 1000 / 2000)",
         "pooled design effect",
         "lime N=1000 error (target)",
@@ -175,18 +179,12 @@ def table(payload: dict) -> str:
         "rule, pooled: calls, error, inputs as precise as lime",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in payload["mlp"] + payload["cached"]:
-        ratio = f"{r['ratio_250']:.2f} / {r['factorial_ratio_250']:.2f}" if "ratio_250" in r else "-"
-        cells = [
-            r["model"],
-            ratio,
-            cov(r, "iid"),
-            cov(r, "pooled"),
-            f"{r['lime_1000']:.4f}",
-            rule(r, "last_round"),
-            rule(r, "pooled"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    rows = [(r, d, fig) for r in payload["mlp"] for d, fig in r["designs"].items()]
+    rows += [(r, "factorial (default)", r) for r in payload["cached"]]
+    for r, design, fig in rows:
+        ratio = f"{fig['ratio_250']:.2f}" if "ratio_250" in fig else "-"
+        cells = [r["model"], design, ratio, cov(fig, "iid"), cov(fig, "pooled"), f"{r['lime_1000']:.4f}"]
+        lines.append("| " + " | ".join([*cells, rule(fig, "last_round"), rule(fig, "pooled")]) + " |")
     return "\n".join(lines)
 
 
@@ -223,7 +221,7 @@ def main() -> None:
                 r = run_mlp(f, seed, cfg)
                 out["mlp"].append(r)
                 print(
-                    f"{r['model']}: ratio_250 {r['ratio_250']:.2f} coverage {r['coverage']} rules {r['rules']}",
+                    f"{r['model']}: {r['designs']}",
                     flush=True,
                 )
                 write(file, out, args.out)

@@ -57,6 +57,7 @@ def test_the_rule_stops_an_exact_fit_in_the_first_round_and_a_noisy_one_later():
 def test_the_table_is_the_json_and_the_json_is_a_full_run():
     payload = json.loads(RESULT.read_text())
     assert not payload["quick"]
+    assert all(set(r["designs"]) == set(bench.DESIGNS) for r in payload["mlp"])
     assert [r["model"] for r in payload["mlp"]] == [
         f"mlp_f{f}_seed{s}" for f in bench.FEATURES for s in bench.MODEL_SEEDS
     ]

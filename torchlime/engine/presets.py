@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional, cast
 
 from torchlime._util.checks import check_choice
-from torchlime.methods.designs import SobolSampler
+from torchlime.methods.designs import FactorialSampler
 from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
 from torchlime.methods.shap_designs import ShapDesign
 from torchlime.stages.sampling import BernoulliSampler, UniformCountSampler
@@ -31,12 +31,18 @@ def _bundle(*values: Any) -> dict[str, Any]:
     return dict(zip(_BUNDLE, values, strict=True))
 
 
-#: torchlime's own defaults, as a bundle (target, N, fill, sampler, kernel, surrogate). Masks: the Sobol design
-#: (Bernoulli(1/2) beyond its 21201 features) and a small ridge penalty: at equal model calls their coefficients
-#: were closer to an N = 16384 reference than Bernoulli(1/2) with Ridge(alpha=1)'s on every model of
-#: ``benchmarks/bench_lime_designs.py`` (``results/lime_designs_cpu.json``)
+#: torchlime's own defaults, as a bundle (target, N, fill, sampler, kernel, surrogate). Masks: the factorial
+#: design (Sobol's columns beyond 64 features, Bernoulli(1/2) beyond what the first samples tell apart) and a
+#: small ridge penalty: at equal model calls their coefficients were closer to an N = 16384 reference than
+#: Bernoulli(1/2) with Ridge(alpha=1)'s on every model of ``benchmarks/bench_lime_designs.py``, and closer than
+#: the Sobol design's (``results/lime_designs_cpu.json``)
 ENGINE = _bundle(
-    None, 1000, 0.0, SobolSampler(0.5, fallback=BernoulliSampler(0.5)), ExponentialKernel(width=0.25), Ridge(alpha=0.01)
+    None,
+    1000,
+    0.0,
+    FactorialSampler(0.5, fallback=BernoulliSampler(0.5)),
+    ExponentialKernel(width=0.25),
+    Ridge(alpha=0.01),
 )
 
 #: the engine's own settings for one input kind, under every preset (images: lime's per-segment mean

@@ -286,6 +286,6 @@ class FactorialSampler(SobolSampler):
             return super().sample(rows)
         dev = rows.samples.device
         powers = (rows.samples.unsqueeze(1) & columns(_SOBOL_BITS, dev, shift=True)).float()  # (c, 30): 2^b or 0
-        table = _factorial_bits(rows.f_max, dev)[rows.n_features.clamp(0, rows.f_max)]  # (c, 30, F)
+        table = _factorial_bits(rows.f_max, dev)[rows.n_features]  # (c, 30, F): each row its width's
         count = torch.bmm(powers.unsqueeze(1), table).squeeze(1)  # (c, F): the set bits of s & column
         return torch.fmod(count, 2.0) == _shift_words(rows) >> 31
