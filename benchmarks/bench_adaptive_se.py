@@ -6,24 +6,25 @@ error is ||beta - beta_ref|| / ||beta_ref|| over the explained class's coefficie
 the median error and the median model calls per input over inputs and seeds. The target is the median error of
 lime's design (Bernoulli masks, ``Ridge(alpha=1)``) at N = 1000.
 
-Every rule is measured on the engine's default design (Sobol masks, ``Ridge(alpha=0.01)``): one call per seed at
+Every rule is measured on the engine's default design (factorial masks, ``Ridge(alpha=0.01)``): one call per seed at
 N = the run's cap with ``return_samples=True``; the masks of sample s do not depend on N (counter-based), so the
-first m samples are the samples any call at N >= m draws, and an adaptive call that stopped an input after m
-samples fitted exactly those. For every start of ``STARTS`` and every round m = start, 2 start, ... the first m
-samples are fitted as the engine fits them (``engine.fit.fit_samples``) and ``Adaptive.stable`` says which inputs
-each rule stops there: the se rule for every s of ``SE_GRID`` and the top-k rule of ``n_samples="auto"``
-(``Adaptive()``: start 256, cap 8192). An input not settled by the run's cap is censored (counted as more calls
-than any figure; a median that falls on one is None). On the cheapest models the engine's own adaptive calls are
-run beside and compared (``engine_check``: the same samples per input, and the coefficients' largest
-relative gap).
+first m samples are the samples any call at N >= m draws, and an adaptive call that stopped an input after m samples
+fitted exactly those. For every start of ``STARTS`` and every round m = start, 2 start, ... the first m samples are
+fitted as the engine fits them (``engine.fit.fit_samples``; and the first start // 2, which the "lime" rule compares
+its first round with) and ``Adaptive.stable`` says which inputs each rule stops there: the "lime" rule of
+``n_samples="auto"`` (``Adaptive()``: start 250, cap 8192, as precise as lime's design at N = 1000), the former
+top-k rule (``TOP_K``) and the se rule for every s of ``SE_GRID``. An input not settled by the run's cap is censored
+(counted as more calls than any figure; a median that falls on one is None). On the cheapest models the engine's own
+adaptive calls are run beside and compared (``engine_check``: the same samples per input, and the coefficients'
+largest relative gap).
 
 Per model the JSON holds the reference's and lime's errors, the default design at N = 250, 500, 1000 with the
-coverage of its 95 % intervals at N = 1000 (against the reference refitted with the default's penalty, and
-against the reference itself; for the digits MLP also a lasso's bootstrap intervals against the lasso's N = n_ref
-answer, reported, not required), the top-k rule's calls and error, and per (start, s) the se rule's
-median calls and error; ``decision`` says on which models the top-k rule meets the goal (the target within
-``GOAL_CALLS`` median calls) and which (start, s) meet it on every model (``decide``). ``--redo-default`` with a
-cache calls the model again for the default design's runs only, after the default changed.
+coverage of its 95 % intervals at N = 1000 (against the reference refitted with the default's penalty, and against
+the reference itself; for the digits MLP also a lasso's bootstrap intervals against the lasso's N = n_ref answer,
+reported, not required), the calls and error of ``n_samples="auto"`` and of the top-k rule, and per (start, s) the
+se rule's median calls and error; ``decision`` says on which models ``n_samples="auto"`` and the top-k rule meet the
+goal (the target within ``GOAL_CALLS`` median calls) and which (start, s) meet it on every model (``decide``).
+``--redo-default`` with a cache calls the model again for the default design's runs only, after the default changed.
 
     python benchmarks/bench_adaptive_se.py                    # 15-60 minutes on 2 shared CPU cores
     python benchmarks/bench_adaptive_se.py --models digits_mlp --resume
@@ -54,6 +55,7 @@ from torchlime.engine.fit import fit_samples
 from torchlime.engine.presets import ENGINE
 from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.methods.adaptive import Adaptive
+from torchlime.methods.lime_precision import Earlier
 from torchlime.stages.sampling import BernoulliSampler
 from torchlime.stages.surrogate import Ridge
 
@@ -63,6 +65,8 @@ from benchmarks.common import common_args, header, write
 FIXED = [250, 500, 1000]
 SE_GRID = [0.5, 0.25, 0.12, 0.08, 0.05, 0.035, 0.025, 0.018, 0.012, 0.008]
 STARTS = [125, 250, 256]
+#: the former rule of n_samples="auto", measured beside it
+TOP_K = Adaptive(start=256, rule="top_k")
 ADAPTIVE_CAP = 8192
 GOAL_CALLS = 500  # the goal for n_samples="auto" at lime's N=1000 error
 #: the models, cheapest first, and per model: inputs, reference N, the default run's cap, seeds (bench_lime_designs'
@@ -92,11 +96,14 @@ def rounds(start: int, cap: int) -> list[int]:
 def stops(rule: Adaptive, prefix, run_cap: int) -> list:
     """Per input, the samples ``rule`` gives it (None: not settled by ``run_cap``, censored)."""
     used: list = [None] * prefix["batch"]
+    before = max(1, rule.start // 2)  # the "lime" rule's first round compares with the first half
     for m in rounds(rule.start, rule.cap):
         if m > run_cap:
             break
         normal, fit, valid = prefix[m]
-        settled = rule.stable(normal, fit, valid, ENGINE["surrogate"].alpha).tolist()
+        earlier = Earlier(prefix[before][1].coef, before) if rule.needs_earlier else None
+        settled = rule.stable(normal, fit, valid, ENGINE["surrogate"].alpha, earlier, m).tolist()
+        before = m
         for b in range(prefix["batch"]):
             if used[b] is None and (settled[b] or m == rule.cap):
                 used[b] = m
@@ -125,7 +132,7 @@ def rule_figures(rule: Adaptive, runs: list, run_cap: int) -> dict:
 
 def rules_checked() -> list[Adaptive]:
     """The adaptive calls the engine runs beside the simulation (``CHECKED`` models)."""
-    return [Adaptive(), Adaptive(start=250, se=0.05), Adaptive(start=125, se=0.25)]
+    return [Adaptive(), TOP_K, Adaptive(start=250, se=0.05), Adaptive(start=125, se=0.25)]
 
 
 def measure(model, x, f, kw: dict, n_ref: int, run_cap: int, seeds: list, check: bool, lasso: bool) -> dict:
@@ -177,8 +184,10 @@ def default_runs(model, x, f, kw: dict, sizes: tuple, seeds: list, which: tuple,
 
 def prefixes(run: dict, ref: torch.Tensor, run_cap: int, starts: tuple = (*STARTS, 256)) -> dict:
     """The default design's first m samples fitted as the engine fits them, for every round's m of ``starts``
-    (the top-k rule's 256 included) and FIXED."""
-    sizes = sorted({m for s in starts for m in rounds(s, ADAPTIVE_CAP) if m <= run_cap} | set(FIXED))
+    (the top-k rule's 256 included), every start's half (the "lime" rule's first comparison) and FIXED."""
+    sizes = sorted(
+        {m for s in starts for m in rounds(s, ADAPTIVE_CAP) if m <= run_cap} | {s // 2 for s in starts} | set(FIXED)
+    )
     prefix: dict = dict(batch=run["samples"].shape[0], errors={})
     kernel, surrogate = ENGINE["kernel"], ENGINE["surrogate"]
     for m in sizes:
@@ -232,6 +241,7 @@ def analyse(name: str, data: dict, n_ref: int, run_cap: int, seeds: list) -> dic
     out["default_median_score_at_1000"] = statistics.median(scores)
     out["refit_matches_fit"] = all(p["refit_matches_fit"] for p in runs)
     out["auto"] = rule_figures(Adaptive(), runs, run_cap)
+    out["top_k"] = rule_figures(TOP_K, runs, run_cap)
     out["se_rule"] = {
         f"start={start} se={s}": dict(
             start=start, se=s, **rule_figures(Adaptive(start=start, cap=ADAPTIVE_CAP, se=s), runs, run_cap)
@@ -258,12 +268,13 @@ def summarise(out: dict) -> dict:
     best = min(ok, key=lambda v: (v["median_calls"], -v["se"])) if ok else None
     out["se_rule_at_target"] = None if best is None else {k: best[k] for k in ("start", "se", "median_calls")}
     out["auto_reaches_target"] = reaches(out["auto"], target)
+    out["top_k_reaches_target"] = reaches(out["top_k"], target)
     return out
 
 
 def decide(results: list) -> dict:
-    """The facts a switch of ``n_samples="auto"`` would rest on: whether the top-k rule meets the goal (the target
-    within ``GOAL_CALLS`` median calls) on every model, and which (start, s) of the se rule do. A rule that stops
+    """Whether ``n_samples="auto"`` meets the goal (the target within ``GOAL_CALLS`` median calls) on each model,
+    whether the former top-k rule does, and which (start, s) of the se rule do on every model. A rule that stops
     every input of every model at its first round is a fixed N (the default at N = start), not a stopping rule,
     and is left out; the rest are listed by the fewest median calls on the worst model, then the smallest s."""
     candidates = []
@@ -278,15 +289,17 @@ def decide(results: list) -> dict:
         if max(calls) <= GOAL_CALLS:
             candidates.append(dict(rule=key, se=figs[0]["se"], start=start, median_calls_per_model=calls))
     candidates.sort(key=lambda c: (max(c["median_calls_per_model"]), c["se"], c["start"]))
-    auto_ok = {
-        r["model"]: r["auto_reaches_target"]
-        and r["auto"]["median_calls"] is not None
-        and r["auto"]["median_calls"] <= GOAL_CALLS
-        for r in results
-    }
+
+    def meets(r: dict, key: str) -> bool:
+        calls = r[key]["median_calls"]
+        return bool(r[f"{key}_reaches_target"] and calls is not None and calls <= GOAL_CALLS)
+
+    auto_ok = {r["model"]: meets(r, "auto") for r in results}
     return dict(
         models=[r["model"] for r in results],
         auto_meets_goal_per_model=auto_ok,
+        auto_meets_goal=all(auto_ok.values()),
+        top_k_meets_goal_per_model={r["model"]: meets(r, "top_k") for r in results},
         se_rules_meeting_goal=candidates,
     )
 
@@ -302,7 +315,8 @@ def table(payload: dict) -> str:
         "model (inputs x seeds)",
         "lime N=1000 (target)",
         "default N=250 / 500 / 1000",
-        "`auto` (top-5): calls, error",
+        "`auto`: calls, error",
+        "top-5 rule: calls, error",
         *[f"se={s}: calls, error" for s in TABLE_SE],
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -312,6 +326,7 @@ def table(payload: dict) -> str:
             f"{r['target_error']:.4f}",
             " / ".join(f"{r['default_fixed'][str(n)]:.4f}" for n in FIXED),
             cell(r["auto"]),
+            cell(r["top_k"]),
             *[cell(r["se_rule"][f"start={TABLE_START} se={s}"]) for s in TABLE_SE],
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -337,7 +352,9 @@ def plot(results: list, folder: _Path) -> str:
         ax.plot(FIXED, [r["default_fixed"][str(n)] for n in FIXED], marker="s", ms=3, label="default, fixed N")
         ax.plot(FIXED, [r["lime_design"][str(n)] for n in FIXED], "k--", marker="x", ms=3, label="lime, fixed N")
         if r["auto"]["median_calls"] and r["auto"]["median_error"]:
-            ax.plot([r["auto"]["median_calls"]], [r["auto"]["median_error"]], "r*", ms=8, label='"auto" (top-5)')
+            ax.plot([r["auto"]["median_calls"]], [r["auto"]["median_error"]], "r*", ms=8, label='"auto"')
+        if r["top_k"]["median_calls"] and r["top_k"]["median_error"]:
+            ax.plot([r["top_k"]["median_calls"]], [r["top_k"]["median_error"]], "mv", ms=6, label="top-5 rule")
         ax.axhline(r["target_error"], color="grey", lw=0.8, label="target: lime at N=1000")
         ax.axvline(GOAL_CALLS, color="grey", lw=0.8, ls=":", label=f"goal: {GOAL_CALLS} calls")
         ax.set_xscale("log")

@@ -19,10 +19,10 @@ For each of ``DESIGNS`` (Sobol's and the factorial masks):
    the last round's movement (``levels=1``) or pooled over three halvings: median calls and median error
    against the reference, beside lime's N = 1000 error (the target).
 
-With ``--cache DIR`` (the model calls ``bench_adaptive_se.py --cache DIR`` keeps) the same coverage and
-stopping figures are added for its six models, with the default design; their intervals are checked against its N = 16384 reference
-with the reference's own i.i.d. variance added (half that of the N = 8192 default fit), since no long default
-run is kept there.
+With ``--cache DIR`` (the model calls ``bench_adaptive_se.py --cache DIR`` keeps) the same coverage and stopping
+figures are added for its six models, with the default design; their intervals are checked against its N = 16384
+reference with the reference's own i.i.d. variance added (half that of the N = 8192 default fit), since no long
+default run is kept there.
 
     python benchmarks/bench_design_effect.py                  # about 10 minutes on 2 cores
     python benchmarks/bench_design_effect.py --cache DIR      # plus bench_adaptive_se's six models

@@ -1,18 +1,18 @@
-"""Design-aware error estimates measured by ``bench_design_effect``: candidates, not the library's defaults.
+"""Design-aware error estimates measured by ``bench_design_effect``: a candidate for ``coef_se`` and the stopping rule.
 
 The library's standard errors (``stages.standard_error.ridge_se``) assume independent samples. For the
-Sobol design two candidates read the design's own error from nested prefixes of one call's samples, as
-randomised quasi-Monte Carlo practice does with replicates:
+quasi-random designs the estimates below read a design's own error from nested prefixes of one call's samples,
+as randomised quasi-Monte Carlo practice does with replicates:
 
-- ``pooled_design_effect``: with fits at n_0 = N > n_1 > n_2 > n_3 (halvings, kept while
+- ``pooled_design_effect`` (not in the library): with fits at n_0 = N > n_1 > n_2 > n_3 (halvings, kept while
   ``sobol_width(n_l) >= F_b``), ``deff = Σ_l Σ_j (β_l - β_(l+1))² / Σ_l Σ_j max(v_(l+1) - v_l, 0)`` (v the
   i.i.d. variances; for independent samples each numerator term has its denominator term's expectation),
   ``se = se_iid · sqrt(deff)`` with Satterthwaite's degrees of freedom ν = (Σ d)² / Σ d² for a t interval;
   the i.i.d. se where no halving is usable.
 - ``lime_rule_stops``: ``n_samples="auto"`` rounds (start, 2 start, ...) that stop an input once the upper
-  95 % bound of its squared error, ``deff · Σ_j v_j`` (or the last round's movement alone, ``levels=1``),
-  is at most the squared error of lime's design (Bernoulli masks, ``Ridge(alpha=1)``) at 1000 samples:
-  ``ridge_se`` of the same normal equations scaled to 1000 samples with α = 1.
+  95 % bound of its estimated squared error is at most that of lime's design (Bernoulli masks,
+  ``Ridge(alpha=1)``) at 1000 samples (``methods.lime_precision``): with ``levels=1`` the library's rule (the
+  last round's movement), else ``deff · Σ_j v_j`` pooled over the halvings.
 """
 
 from __future__ import annotations
@@ -24,24 +24,27 @@ import torch
 from torchlime.engine.fit import fit_samples
 from torchlime.engine.presets import ENGINE
 from torchlime.methods.designs import sobol_width
-from torchlime.stages.normal import Normal
+from torchlime.methods.lime_precision import Earlier, as_precise_as_lime, lime_error2
+from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.standard_error import residual_ss, ridge_se
 
 #: the most halvings pooled
 LEVELS = 3
-#: lime's design's samples and ridge penalty, the rule's yardstick
-LIME_SAMPLES, LIME_ALPHA = 1000, 1.0
+#: lime's design's samples, the rule's yardstick
+LIME_SAMPLES = 1000
 
 
 class Prefix(NamedTuple):
-    """The default fit of the first n samples: coefficients, i.i.d. variances and coef_se (B, F), its normal
-    equations, and lime's squared error at 1000 samples (B,), for the explained class."""
+    """The default fit of the first n samples: coefficients, i.i.d. variances and coef_se (B, F), lime's squared
+    error at 1000 samples (B,), for the explained class, and the normal equations and fit themselves."""
 
     n: int
     coef: torch.Tensor
     var: torch.Tensor
     se: torch.Tensor
     lime_err2: torch.Tensor
+    normal: Normal
+    fit: Fit
 
 
 def prefix_fit(x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, n: int) -> Prefix:
@@ -52,12 +55,8 @@ def prefix_fit(x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, n: int) ->
     ss_res = residual_ss(normal, fit.coef)
     var = ridge_se(normal, ss_res, valid, surrogate.alpha) ** 2
     se = ridge_se(normal, ss_res, valid, surrogate.alpha, fit.coef)
-    c = LIME_SAMPLES / n
-    scaled = normal._replace(
-        gram=normal.gram * c, weight_sum=normal.weight_sum * c, weight_sq_sum=normal.weight_sq_sum * c
-    )
-    lime = ridge_se(scaled, ss_res * c, valid, LIME_ALPHA, fit.coef).pow(2).sum(-1)
-    return Prefix(n, fit.coef[:, 0].double(), var[:, 0], se[:, 0], lime[:, 0])
+    lime = lime_error2(normal, fit, valid, n, LIME_SAMPLES)
+    return Prefix(n, fit.coef[:, 0].double(), var[:, 0], se[:, 0], lime[:, 0], normal, fit)
 
 
 def pooled_design_effect(chain: list[Prefix], valid: torch.Tensor, levels: int = LEVELS) -> tuple[torch.Tensor, ...]:
@@ -104,16 +103,16 @@ def lime_rule_stops(
     while True:
         chain.append(prefix_fit(x, y, valid, m))
         recent = chain[::-1]  # most samples first
-        if levels == 1:
-            ratio = recent[0].n / recent[1].n - 1.0
-            err2 = ((recent[0].coef - recent[1].coef) * valid).pow(2).sum(1) / ratio
-            v = recent[0].var
-            dof = (v.sum(1) ** 2 / v.pow(2).sum(1).clamp_min(1e-300)).clamp_min(1.0)
-            dof = torch.where(v.sum(1) > 0, dof, valid.sum(1).double())
+        now = recent[0]
+        if levels == 1:  # the library's rule (n_samples="auto")
+            earlier = Earlier(recent[1].fit.coef, recent[1].n)
+            settings = (LIME_SAMPLES, confidence)
+            alpha = ENGINE["surrogate"].alpha
+            ok = as_precise_as_lime(now.normal, now.fit, valid, alpha, earlier, now.n, settings).tolist()
         else:
             deff, dof, _ = pooled_design_effect(recent, valid, levels)
-            err2 = deff * recent[0].var.sum(1)
-        ok = (err2 * dof / quantile("chi2", dof, 1.0 - confidence) <= recent[0].lime_err2).tolist()
+            err2 = deff * now.var.sum(1)
+            ok = (err2 * dof / quantile("chi2", dof, 1.0 - confidence) <= now.lime_err2).tolist()
         for b, settled in enumerate(ok):
             if used[b] is None and settled:
                 used[b] = m

@@ -52,6 +52,9 @@ from torchlime.engine.explanation import Explanation  # noqa: E402
 from torchlime.engine.presets import PRESETS  # noqa: E402
 from torchlime.engine.quality import UnreliableExplanationWarning  # noqa: E402
 from torchlime.methods.adaptive import Adaptive  # noqa: E402
+
+#: the adaptive rule its "auto" method ran (n_samples="auto" before its "lime" rule)
+TOP_K = Adaptive(start=256, rule="top_k")
 from torchlime.methods.baylime import BayesianRidge  # noqa: E402
 from torchlime.methods.designs import AntitheticSampler, SobolSampler, StratifiedSampler  # noqa: E402
 from torchlime.methods.smile import SmileKernel  # noqa: E402
@@ -412,7 +415,7 @@ def method_keywords(name: str, task: Task, budget: int, quick: bool) -> Optional
     if name == "smile":  # an input-space kernel: token ids are not numbers to compare (the front door refuses)
         return None if task.name == "text" else dict(lime, kernel=SmileKernel("wasserstein"))
     if name == "auto":
-        return dict(lime, n_samples=Adaptive(start=16, cap=64) if quick else "auto")
+        return dict(lime, n_samples=Adaptive(start=16, cap=64, rule="top_k") if quick else TOP_K)
     if name == "kernel_shap":
         return dict(preset="kernel_shap", n_samples=budget) if "kernel_shap" in PRESETS else None
     raise ValueError(name)
@@ -593,7 +596,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
             top_k_recall=TOP_K_RECALL,
             lasso_alpha=LASSO_ALPHA,
             klasso_k=KLASSO_K,
-            adaptive=repr(Adaptive(start=16, cap=64) if args.quick else Adaptive()),
+            adaptive=repr(Adaptive(start=16, cap=64, rule="top_k") if args.quick else TOP_K),
         ),
         kernel_shap=dict(
             available="kernel_shap" in PRESETS,

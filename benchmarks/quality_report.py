@@ -37,7 +37,7 @@ METHOD_NAMES = dict(
     bayes="BayLIME",
     uniform="uniform kernel",
     smile="SMILE (Wasserstein)",
-    auto='n_samples="auto"',
+    auto="top-5 rule (Adaptive(rule='top_k'))",
     kernel_shap="KernelSHAP preset",
 )
 BLOCK = re.compile(r"<!-- begin: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end: (?P=name) -->", re.S)
@@ -320,7 +320,7 @@ def auto_samples(payload: dict[str, Any]) -> str:
                 f"{payload['budget']}",
             ]
         )
-    return _md(['n_samples="auto"', "mean samples / input", "median [q1, q3]", "fixed budget of the others"], rows)
+    return _md(["top-5 rule", "mean samples / input", "median [q1, q3]", "fixed budget of the others"], rows)
 
 
 def flags(payload: dict[str, Any]) -> str:

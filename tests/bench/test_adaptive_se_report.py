@@ -35,9 +35,10 @@ def test_the_simulated_rules_stop_where_the_engine_stops():
         exp = explain(model, x, f, n_samples=1024, generator=3, return_samples=True)
         at_1000 = exp.refit(n_samples=1000)
         run = dict(samples=exp.samples, outputs=exp.outputs, valid=exp.valid, coef_1000=at_1000.coef)
-        prefix = bench.prefixes(run, ref, 1024, starts=(64, 32, 256))
+        prefix = bench.prefixes(run, ref, 1024, starts=(64, 32, 250))
         assert prefix["refit_matches_fit"]
-        for rule in (Adaptive(start=64, cap=1024), Adaptive(start=32, cap=1024, se=0.02), Adaptive(cap=1024)):
+        rules = (Adaptive(start=64, cap=1024, rule="top_k"), Adaptive(start=32, cap=1024, se=0.02), Adaptive(cap=1024))
+        for rule in rules:
             engine = explain(model, x, f, n_samples=rule, generator=3)
             used = bench.stops(rule, prefix, 1024)
             assert engine.run.samples_used == used

@@ -146,7 +146,7 @@ class Call:
         target: None (top class), an int, a (B,) or (B, T) tensor, a list, "all", "topK", or a
             structured target (``torchlime.targets``).
         n_samples: S samples per input (the input itself included), or "auto" (rounds of doubling
-            until each input's top features are stable; ``methods.adaptive``).
+            until each input's explanation is as precise as lime's at 1000 samples; ``methods.adaptive``).
         generator: an int seed or a ``torch.Generator`` (one number is drawn from it); None: seed 0.
         index: long (B,) index of every input in a larger data set: masks and random fills depend
             only on (seed, index), not on the batch (default 0..B-1).

@@ -2,7 +2,7 @@
 
 The B unperturbed inputs and every input's samples go through the model once each, in chunks
 (``rows.Run``); with ``n_samples="auto"`` further rounds double the samples of the inputs whose
-top features are not stable yet (``methods.adaptive``), reusing every earlier sample. An
+explanation is not settled yet (``methods.adaptive``), reusing every earlier sample. An
 ``ExponentialKernel(width="auto")`` gets its width from the pass's samples before they are fitted
 (``fit.choose_width``: one more host synchronisation).
 """
@@ -14,10 +14,11 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from torchlime.engine.fit import choose_width
+from torchlime.engine.fit import choose_width, fit_samples
 from torchlime.engine.plan import Plan
 from torchlime.engine.rows import RowOrder, Run, ready
 from torchlime.engine.sample_fit import check_sample_space
+from torchlime.methods.lime_precision import Earlier
 from torchlime.stages.surrogate import Ridge, Surrogate
 from torchlime.stages.weighting import ExponentialKernel, mask_distance
 
@@ -73,13 +74,15 @@ def run_passes(plan: Plan) -> Passes:
         run.kernel = _choose_width(run, auto, s.surrogate, first)
     run.accumulate(everyone, 0, first)
     used = [first] * batch  # samples per input (host ints)
-    if adaptive:  # rounds: double the samples of the inputs whose top-k is not stable yet
+    if adaptive:  # rounds: double the samples of the inputs not settled yet
         active, s_cur = list(everyone), first
         alpha = getattr(s.surrogate, "alpha", 0.0) if isinstance(s.surrogate, Ridge) else 0.0
+        earlier = _first_half(run, s.surrogate, first) if adaptive.needs_earlier else None
         while s_cur < n_samples:
             normal = ready(run.acc, "the normal equations").normal()
             fit = s.surrogate.fit_normal(normal, plan.fmap.valid, anchors=ready(run.scores, "the scores")[:, :2])
-            settled = adaptive.stable(normal, fit, plan.fmap.valid, alpha).tolist()
+            settled = adaptive.stable(normal, fit, plan.fmap.valid, alpha, earlier, s_cur).tolist()
+            earlier = None if earlier is None else Earlier(fit.coef, s_cur)  # the next round compares with this one
             active = [a for a in active if not settled[a]]
             if not active:
                 break
@@ -90,6 +93,20 @@ def run_passes(plan: Plan) -> Passes:
                 used[a] = s_next
             s_cur = s_next
     return Passes(used, time.perf_counter())
+
+
+def _first_half(run: Run, surrogate: Surrogate, n: int) -> Earlier:
+    """The fit of every input's first n // 2 samples, which the "lime" rule compares the first round's fit with.
+
+    Fitted from the pass's masks and scores as ``Explanation.refit`` fits kept samples (``fit.fit_samples``).
+    """
+    every = torch.arange(run.batch, device=run.device)
+    half = max(1, n // 2)
+    masks = run.mask_blocks(range(run.batch), 0, half)(every, 0, 0, half)  # (B, n/2, F)
+    dists = None if run.dists is None else run.dists[:, :half]
+    scores = ready(run.scores, "the scores")[:, :half]
+    _, fit, _ = fit_samples(masks, scores, run.kernel, surrogate, run.fmap.valid, dists, run.scale)
+    return Earlier(fit.coef, half)
 
 
 def _choose_width(run: Run, kernel: ExponentialKernel, surrogate: Surrogate, n: int) -> ExponentialKernel:

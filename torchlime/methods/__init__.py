@@ -1,7 +1,7 @@
 """The method zoo of the LIME literature, each a plug-in of the engine's stage hooks.
 
 ``designs`` (stratified, antithetic, Sobol and factorial masks) with ``aberration`` (the factorial masks'
-columns), ``adaptive`` (``n_samples="auto"``),
+columns), ``adaptive`` (``n_samples="auto"``) with ``lime_precision`` (its default rule),
 ``kernel_shap`` (KernelSHAP) with ``shap_designs`` (its paired and Leverage SHAP designs), ``baylime``
 (BayLIME's Bayesian ridge), ``smile`` (SMILE's statistical-distance kernels), ``feature_selection``
 (lime's feature selection, with the LARS-lasso path of ``stages.lars``) and ``sp_lime`` (SP-LIME's
@@ -15,6 +15,7 @@ from torchlime.methods import (
     designs,
     feature_selection,
     kernel_shap,
+    lime_precision,
     shap_designs,
     smile,
     sp_lime,
@@ -24,6 +25,7 @@ __all__ = [
     "designs",
     "aberration",
     "adaptive",
+    "lime_precision",
     "kernel_shap",
     "shap_designs",
     "baylime",

@@ -15,7 +15,9 @@ quadrature (a root mean squared error about the large-N answer; 0 at α = 0): ``
 + (α [(G + αI)⁻¹ β]_j)²)``, (B, T, F); padded features get 0. Without the shrinkage term, 95 % intervals
 of the default fit (α = 1, N = 1000) covered the N = 16384 answer 88 % of the time on a random MLP of
 16 features; with it, 94-97 % from N = 250 to 2000 (``tests/stages/test_standard_error.py`` holds
-90-98 %).
+90-98 % with independent masks). The estimator assumes independent samples: with the default factorial
+masks, whose error is far smaller, the intervals are conservative (99-100 % on the models of
+``benchmarks/bench_design_effect.py``).
 
 KernelSHAP's constrained regression (``kernel_shap_se``) uses the same estimator on the subspace its
 efficiency constraint leaves free: ``Var(φ) = σ² (P Gu P)⁺``, Gu the uncentred Gram matrix of u = z - 1
