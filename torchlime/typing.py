@@ -115,17 +115,12 @@ class _Adaptive(Protocol):
         ...
 
     @property
-    def top_k(self) -> int:
-        """How many top features must be stable."""
-        ...
-
-    @property
     def confidence(self) -> float:
-        """The one-sided confidence of the stability test."""
+        """The one-sided confidence of the stopping test."""
         ...
 
     def stable(self, normal: Any, fit: Any, valid: torch.Tensor, alpha: float, /) -> torch.Tensor:
-        """Bool (B,): the inputs whose top features are stable."""
+        """Bool (B,): the inputs settled under the rule (``Adaptive.stable``)."""
         ...
 
 
