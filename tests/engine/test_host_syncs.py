@@ -26,6 +26,7 @@ from torchlime import explain
 from torchlime.demo.image_data import make_images
 from torchlime.demo.image_models import load_demo_model
 from torchlime.image import explain_image
+from torchlime.methods.adaptive import Adaptive
 
 from tests.helpers import grid_labels
 from tests.helpers.syncs import count_syncs
@@ -153,3 +154,18 @@ def test_cuda_synchronisations_per_call_within_the_cpu_budget(cuda, segments):
     said = [(f"{w.filename}:{w.lineno}", str(w.message)) for w in caught]
     syncs = [at for at, m in said if "synchroniz" in m and "prototype" not in m]  # not the mode's own notice
     assert len(syncs) <= (5 if segments == "slic" else 2), syncs
+
+
+def test_the_lime_rule_of_auto_adds_no_host_sync_to_the_rounds():
+    """``n_samples="auto"``'s rule (the first round's half fitted again, the movement read each round) synchronises
+    as often as the top-k rule over the same rounds: once per round for the host's decision."""
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    x, feats = torch.rand(3, 1, 4, 4), torch.arange(16).view(1, 1, 4, 4) // 2
+    counts = {}
+    for rule in ("lime", "top_k"):
+        settings = Adaptive(start=250, cap=1000, rule=rule)
+        explain(model, x, feats, n_samples=settings)
+        with count_syncs() as ops:
+            explain(model, x, feats, n_samples=settings)
+        counts[rule] = len(ops)
+    assert counts["lime"] <= counts["top_k"], counts
