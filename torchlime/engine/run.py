@@ -100,19 +100,23 @@ def _first_half(run: Run, surrogate: Surrogate, n: int) -> Earlier:
 
     Fitted from the pass's masks and scores as ``Explanation.refit`` fits kept samples (``fit.fit_samples``).
     """
-    every = torch.arange(run.batch, device=run.device)
     half = max(1, n // 2)
-    masks = run.mask_blocks(range(run.batch), 0, half)(every, 0, 0, half)  # (B, n/2, F)
+    masks = _first_masks(run, half)
     dists = None if run.dists is None else run.dists[:, :half]
     scores = ready(run.scores, "the scores")[:, :half]
     _, fit, _ = fit_samples(masks, scores, run.kernel, surrogate, run.fmap.valid, dists, run.scale)
     return Earlier(fit.coef, half)
 
 
+def _first_masks(run: Run, n: int) -> torch.Tensor:
+    """Bool (B, n, F): every input's first n masks, the pass's own (``Run.mask_blocks``)."""
+    every = torch.arange(run.batch, device=run.device)
+    return run.mask_blocks(range(run.batch), 0, n)(every, 0, 0, n)
+
+
 def _choose_width(run: Run, kernel: ExponentialKernel, surrogate: Surrogate, n: int) -> ExponentialKernel:
     """``width="auto"``: the kernel with the width chosen from the call's n samples (``fit.choose_width``)."""
-    every = torch.arange(run.batch, device=run.device)
-    masks = run.mask_blocks(range(run.batch), 0, n)(every, 0, 0, n)  # (B, S, F)
+    masks = _first_masks(run, n)
     valid = run.fmap.valid
     dists = mask_distance(masks, valid.unsqueeze(1), kernel.distance) if run.dists is None else run.dists
     scores = ready(run.scores, "the scores")

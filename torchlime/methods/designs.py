@@ -139,9 +139,9 @@ _FACTORIAL: ShapeCache[torch.Tensor] = ShapeCache()
 def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
     """Float (F + 1, 30, F): entry [F_b, b, j] bit b of column j of an input of F_b features over 2^b, made once.
 
-    The columns: bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j;
-    Sobol's columns entirely for F_b beyond 64 (and in the padding past F_b, which no fit reads). A row of
-    sample bits weighted 2^b times one width's table counts the set bits of ``s & column`` exactly.
+    The columns: bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j
+    (Sobol's columns in the padding past F_b, which no fit reads); F <= 64 (``FactorialSampler.sample``). A row
+    of sample bits weighted 2^b times one width's table counts the set bits of ``s & column`` exactly.
     """
 
     def make() -> torch.Tensor:
@@ -149,7 +149,7 @@ def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
         sobol = (lead << torch.arange(_SOBOL_BITS)).sum(1)  # (F,) Sobol's columns as ints
         table = sobol.repeat(f_max + 1, 1)  # (F + 1, F)
         low = (1 << BITS) - 1
-        for f_b in range(1, min(f_max, MAX_FEATURES) + 1):  # a loop over widths, once per F
+        for f_b in range(1, f_max + 1):  # a loop over widths, once per F
             own = torch.tensor(factorial_columns(f_b), dtype=torch.long)
             table[f_b, :f_b] = (sobol[:f_b] & ~low) | own
         bits = (table.unsqueeze(1) >> torch.arange(_SOBOL_BITS).view(1, -1, 1)) & 1  # (F + 1, 30, F)
