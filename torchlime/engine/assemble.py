@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 
 from torchlime._util.checks import user_stacklevel
 from torchlime._util.upload import upload
+from torchlime.engine.design_se import Prefixes, design_scale
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.fit import padded_as_nan, solve
 from torchlime.engine.plan import Plan
@@ -30,6 +31,7 @@ from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import UnpackArgs
 from torchlime.stages.sample_space import Design
 from torchlime.stages.standard_error import se_record
+from torchlime.stages.surrogate import Ridge
 
 
 def _raise_nonfinite_outputs(outputs: torch.Tensor) -> None:
@@ -98,6 +100,21 @@ def _count_nonfinite(outputs: torch.Tensor, used: list[int], n_samples: int) -> 
     return ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()
 
 
+def _design(plan: Plan, passes: Passes, normal: object) -> Optional[Callable[[], torch.Tensor]]:
+    """What scales a designed call's standard errors to its own error (``engine.design_se``), or None.
+
+    None for masks the user gave, samplers of independent masks, and surrogates other than ridge.
+    """
+    s, run = plan.settings, plan.run
+    if s.call.masks is not None or not isinstance(s.surrogate, Ridge) or not isinstance(normal, Normal):
+        return None
+    if not plan.sampler.nested_error(plan.fmap.f_max):
+        return None
+    surrogate, scores = s.surrogate, ready(run.scores, "the scores")
+    prefixes = Prefixes(run.draw, scores, run.kernel, plan.fmap.valid, passes.used, run.dists, run.scale)
+    return lambda: design_scale(prefixes, surrogate, normal)
+
+
 def assemble(plan: Plan, passes: Passes) -> Explanation:
     """Fit the surrogates, check the outputs and the fits, and build the ``Explanation``.
 
@@ -163,6 +180,6 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         samples=kept_masks,
         outputs=outputs if keep else None,
         weights=kept_weights,
-        coef_se_record=se_record(s.surrogate, normal, fit, exists, kept),
+        coef_se_record=se_record(s.surrogate, normal, fit, exists, kept, _design(plan, passes, normal)),
         run=record,
     )

@@ -69,6 +69,26 @@ TOP_K = 5
 MaskBlocks = Callable[[torch.Tensor, int, int, int], torch.Tensor]
 
 
+def drawn_blocks(
+    draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], f_max: int, device: torch.device
+) -> MaskBlocks:
+    """``MaskBlocks`` that draw the masks of every block again (the call's draw: the same bits).
+
+    Args:
+        draw: bool (c, F) masks of rows (input b, sample s), two long (c,) tensors (``engine.plan``).
+        f_max: F, the widest input's features.
+        device: where the rows' coordinates are made.
+    """
+
+    def masks(b: torch.Tensor, g0: int, s0: int, s1: int) -> torch.Tensor:
+        n = b.shape[0]
+        with record_function("torchlime::masks"):
+            s = torch.arange(s0, s1, device=device)
+            return draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+
+    return masks
+
+
 def padded_as_nan(score: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
     """The weighted R² with NaN on padded targets: they are no fits to judge (the metrics' NaN too).
 

@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence, TypeVar, Union, cast
 import torch
 
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
-from torchlime.engine.fit import MaskBlocks, accumulate_blocks
+from torchlime.engine.fit import MaskBlocks, accumulate_blocks, drawn_blocks
 from torchlime.engine.row_spans import active_indices, input_spans, into_scores, pass_rows, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
@@ -386,15 +386,13 @@ class Run:
         Returns:
             ``masks(b, g0, s0, s1)`` (``fit.MaskBlocks``): the same bits either way.
         """
-        f_max, dev = self.fmap.f_max, self.device
         drawn = self.drawn if self.drawn is not None and self.drawn[0].covers(active, s_lo, s_hi) else None
+        if drawn is None:
+            return drawn_blocks(self.draw, self.fmap.f_max, self.device)
+        order, kept = drawn
 
         def masks(b: torch.Tensor, g0: int, s0: int, s1: int) -> torch.Tensor:
-            n = b.shape[0]
-            with record_function("torchlime::masks"):
-                if drawn is not None:  # the forward pass's masks of these rows: the same bits
-                    return drawn[1][drawn[0].rows_of(g0, n, s0, s1)]
-                s = torch.arange(s0, s1, device=dev)
-                return self.draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+            with record_function("torchlime::masks"):  # the forward pass's masks of these rows: the same bits
+                return kept[order.rows_of(g0, b.shape[0], s0, s1)]
 
         return masks

@@ -23,7 +23,8 @@ from typing import Optional
 import torch
 
 from torchlime._util.checks import check_choice, check_positive_float, check_positive_int, describe
-from torchlime.methods.lime_precision import Earlier, as_precise_as_lime, normal_quantile
+from torchlime.methods.lime_precision import Earlier, as_precise_as_lime
+from torchlime.stages.design_error import normal_quantile
 from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.standard_error import ridge_se
 from torchlime.typing import NSamples as NSamples

@@ -17,10 +17,11 @@ squared error for every target, ν Satterthwaite's ``(Σ_j v_j)² / Σ_j v_j²``
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 
+from torchlime.stages.design_error import normal_quantile
 from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.standard_error import ridge_se
 
@@ -104,13 +105,3 @@ def chi2_quantile(dof: torch.Tensor, p: float) -> torch.Tensor:
     """
     c = 2.0 / (9.0 * dof)
     return (dof * (1.0 - c + normal_quantile(p) * c.sqrt()).clamp_min(0.0) ** 3).clamp_min(1e-12)
-
-
-def normal_quantile(p: float) -> float:
-    """The p-quantile of the standard normal distribution.
-
-    Args:
-        p: the probability, in (0, 1).
-    """
-    icdf: Callable[[torch.Tensor], torch.Tensor] = torch.distributions.Normal(0.0, 1.0).icdf  # untyped in torch
-    return float(icdf(torch.tensor(p, dtype=torch.float64)))

@@ -181,6 +181,18 @@ class Sampler:
         """
         return self
 
+    def nested_error(self, f_max: int) -> bool:
+        """Whether ``Explanation.coef_se`` reads this design's own error from nested prefixes of a call's samples.
+
+        False here: independent masks, whose error the i.i.d. formula gives (``stages.standard_error``); a design
+        whose every prefix is the design of a call at that N, and whose error that formula overstates, says True
+        (``stages.design_error``).
+
+        Args:
+            f_max: F, the call's widest input's features.
+        """
+        return False
+
     def masks(self, rows: Rows) -> torch.Tensor:
         """Bool (c, F) masks of ``rows``: row s = 0 all ones, features f >= F_b kept.
 

@@ -15,9 +15,10 @@ quadrature (a root mean squared error about the large-N answer; 0 at α = 0): ``
 + (α [(G + αI)⁻¹ β]_j)²)``, (B, T, F); padded features get 0. Without the shrinkage term, 95 % intervals
 of the default fit (α = 1, N = 1000) covered the N = 16384 answer 88 % of the time on a random MLP of
 16 features; with it, 94-97 % from N = 250 to 2000 (``tests/stages/test_standard_error.py`` holds
-90-98 % with independent masks). The estimator assumes independent samples: with the default factorial
-masks, whose error is far smaller, the intervals are conservative (99-100 % on the models of
-``benchmarks/bench_design_effect.py``).
+90-98 % with independent masks). The estimator assumes independent samples: the default factorial
+masks err far less (their intervals would hold the answer 99-100 % of the time), so a designed call scales
+these standard errors to its own error, read from nested prefixes of its samples (``stages.design_error``,
+method "design").
 
 KernelSHAP's constrained regression (``kernel_shap_se``) uses the same estimator on the subspace its
 efficiency constraint leaves free: ``Var(φ) = σ² (P Gu P)⁺``, Gu the uncentred Gram matrix of u = z - 1
@@ -152,7 +153,8 @@ class CoefSE:
     """The record of ``Explanation.coef_se``: how it is computed, and its value or what computes it.
 
     ``get`` computes a pending value once (the first access) and keeps it; ``select`` and ``to`` stay
-    lazy. ``method`` names the estimator: "sandwich" (ridge and least squares), "kernel_shap",
+    lazy. ``method`` names the estimator: "sandwich" (ridge and least squares), "design" (the sandwich scaled
+    to a designed call's own error, ``stages.design_error``), "kernel_shap",
     "bootstrap" (lasso, K-lasso), "posterior" (Bayesian surrogates), "stored" (read from a file).
 
     Attributes:
@@ -273,6 +275,7 @@ def se_record(
     fit: Fit,
     valid: torch.Tensor,
     kept: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None,
+    design: Optional[Callable[[], torch.Tensor]] = None,
 ) -> Optional[CoefSE]:
     """``Explanation.coef_se_record``: the standard errors of a fit, pending until first read.
 
@@ -287,6 +290,8 @@ def se_record(
         fit: the fit, coef (B, T, F).
         valid: bool (B, F) the features that exist.
         kept: the kept masks (B, S, F), outputs (B, S, T) and weights (B, S), or None.
+        design: for a designed call's sandwich estimator, what computes the factor (B, T, 1) of its standard
+            errors (``engine.design_se``): the record's method becomes "design".
     """
     method = surrogate.se_method
     if fit.coef_std is not None or not isinstance(normal, Normal) or method == "none":
@@ -299,8 +304,12 @@ def se_record(
         return CoefSE(method, compute=lambda: bootstrap_se(surrogate.solve, x, y, w, valid).to(dtype))
     ne = normal if method == "kernel_shap" else normal._replace(raw=None)
 
+    scale = design if method == "sandwich" else None
+
     def compute() -> Optional[torch.Tensor]:
         se = surrogate.coef_se(ne, fit, valid)
+        if se is not None and scale is not None:
+            se = se * scale()
         return None if se is None else se.to(dtype)
 
-    return CoefSE(method, compute=compute)
+    return CoefSE("design" if scale is not None else method, compute=compute)

@@ -1,0 +1,92 @@
+"""``Explanation.coef_se`` of a designed call: the fits of nested prefixes of its samples, made when first read.
+
+A call whose sampler reads its own error from nested prefixes (``Sampler.nested_error``: the default factorial
+masks) and whose surrogate is a ridge or least-squares fit gets standard errors scaled to the design's own
+error (``stages.design_error``). On the first read of ``coef_se`` the first n_b / 2, n_b / 4 and n_b / 8
+samples of every input (n_b its samples: the inputs of an adaptive call differ) are accumulated again, their
+masks drawn again (the same bits) with the scores the call kept, and fitted. The call itself adds no
+operator; until that read the record keeps the draw, the scores (B, S, T) and the kernel, not the model.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+from torchlime.engine.fit import accumulate_blocks, drawn_blocks
+from torchlime.methods.designs import sobol_width
+from torchlime.stages.design_error import LEVELS, Level, design_factor
+from torchlime.stages.normal import Normal, NormalAccumulator
+from torchlime.stages.standard_error import residual_ss, ridge_se
+from torchlime.stages.surrogate import Ridge
+from torchlime.stages.weighting import Kernel
+
+
+class Prefixes:
+    """What refitting prefixes of a call's samples needs, kept by its ``coef_se`` record until first read.
+
+    Args:
+        draw: bool (c, F) masks of rows (input b, sample s), two long (c,) tensors (``engine.plan``).
+        scores: (B, S, T) the scores of every sample.
+        kernel: the kernel bound to the call.
+        valid: bool (B, F) the features that exist.
+        used: the samples each input got.
+        dists: (B, S) distances of the samples for an input-space kernel, else None; ``scale`` (B,) their
+            per-input divisors, or None.
+    """
+
+    def __init__(
+        self,
+        draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        scores: torch.Tensor,
+        kernel: Kernel,
+        valid: torch.Tensor,
+        used: list[int],
+        dists: Optional[torch.Tensor] = None,
+        scale: Optional[torch.Tensor] = None,
+    ) -> None:
+        self.draw, self.scores, self.kernel, self.valid, self.used = draw, scores, kernel, valid, list(used)
+        self.dists, self.scale = dists, scale
+
+    def normal(self, level: int, dtype: torch.dtype) -> tuple[Normal, torch.Tensor]:
+        """The normal equations of every input's first ``n_b >> level`` samples, and whether each is usable.
+
+        Args:
+            level: the halvings.
+            dtype: the dtype of the accumulated products (the surrogate's).
+
+        Returns:
+            ``(normal, usable)``: gram (B, F, F) ..., and bool (B,) ``sobol_width(n_b >> level) >= F_b``.
+        """
+        b, f = self.valid.shape
+        dev = self.valid.device
+        acc = NormalAccumulator(b, f, self.scores.shape[2], self.scores[:, 0], dtype)
+        masks = drawn_blocks(self.draw, f, dev)
+        sizes = [max(2, n >> level) for n in self.used]
+        for n in sorted(set(sizes)):  # the inputs that got as many samples, together
+            active = torch.tensor([i for i, m in enumerate(sizes) if m == n], dtype=torch.long, device=dev)
+            accumulate_blocks(acc, masks, self.scores, self.kernel, self.valid, active, 0, n, self.dists, self.scale)
+        widths = torch.tensor([sobol_width(n) for n in sizes], device=dev)
+        return acc.normal(), widths >= self.valid.sum(1)
+
+
+def design_scale(prefixes: Prefixes, surrogate: Ridge, normal: Normal) -> torch.Tensor:
+    """Float64 (B, T, 1): the factor of the i.i.d. standard errors of a designed fit (``design_factor``).
+
+    Args:
+        prefixes: the call's samples, to refit their prefixes.
+        surrogate: the call's ridge (or least-squares) surrogate.
+        normal: the normal equations of the call's fit.
+    """
+    valid = prefixes.valid
+
+    def level(ne: Normal, coef: torch.Tensor, usable: torch.Tensor) -> Level:
+        var = ridge_se(ne, residual_ss(ne, coef), valid, surrogate.alpha) ** 2
+        return Level(coef, var, usable)
+
+    chain = [level(normal, surrogate.solve(normal, valid).transpose(1, 2), torch.ones_like(valid[:, 0]))]
+    for lv in range(1, LEVELS + 1):  # every coefficient in float64, the fit of N's too
+        ne, usable = prefixes.normal(lv, surrogate.dtype)
+        chain.append(level(ne, surrogate.solve(ne, valid).transpose(1, 2), usable))
+    return design_factor(chain, valid)
