@@ -47,28 +47,38 @@ class Prefixes:
         scale: Optional[torch.Tensor] = None,
     ) -> None:
         self.draw, self.scores, self.kernel, self.valid, self.used = draw, scores, kernel, valid, list(used)
-        self.dists, self.scale = dists, scale
+        self.space = (dists, scale)
 
-    def normal(self, level: int, dtype: torch.dtype) -> tuple[Normal, torch.Tensor]:
-        """The normal equations of every input's first ``n_b >> level`` samples, and whether each is usable.
+    def normals(self, dtype: torch.dtype) -> list[tuple[Normal, torch.Tensor]]:
+        """The normal equations of every input's first ``n_b >> l`` samples (l = 1 .. ``LEVELS``), and their use.
+
+        One pass over the first half of the samples, the smallest prefix first: each larger one adds its rows to
+        a copy of the last.
 
         Args:
-            level: the halvings.
             dtype: the dtype of the accumulated products (the surrogate's).
 
         Returns:
-            ``(normal, usable)``: gram (B, F, F) ..., and bool (B,) ``sobol_width(n_b >> level) >= F_b``.
+            Per level l = 1 .. ``LEVELS``: ``(normal, usable)``, gram (B, F, F) ..., and bool (B,)
+            ``sobol_width(n_b >> l) >= F_b``.
         """
         b, f = self.valid.shape
         dev = self.valid.device
         acc = NormalAccumulator(b, f, self.scores.shape[2], self.scores[:, 0], dtype)
         masks = drawn_blocks(self.draw, f, dev)
-        sizes = [max(2, n >> level) for n in self.used]
-        for n in sorted(set(sizes)):  # the inputs that got as many samples, together
-            active = torch.tensor([i for i, m in enumerate(sizes) if m == n], dtype=torch.long, device=dev)
-            accumulate_blocks(acc, masks, self.scores, self.kernel, self.valid, active, 0, n, self.dists, self.scale)
-        widths = torch.tensor([sobol_width(n) for n in sizes], device=dev)
-        return acc.normal(), widths >= self.valid.sum(1)
+        done, out = [0] * b, []
+        for level in range(LEVELS, 0, -1):
+            sizes = [max(2, n >> level) for n in self.used]
+            for lo, hi in sorted(set(zip(done, sizes))):  # the inputs with the same rows to add, together
+                rows = [i for i in range(b) if (done[i], sizes[i]) == (lo, hi)]
+                active = torch.tensor(rows, dtype=torch.long, device=dev)
+                accumulate_blocks(acc, masks, self.scores, self.kernel, self.valid, active, lo, hi, *self.space)
+            snapshot = NormalAccumulator(b, f, self.scores.shape[2], self.scores[:, 0], dtype)
+            snapshot.set_sums(acc.sums.clone())
+            widths = torch.tensor([sobol_width(n) for n in sizes], device=dev)
+            out.append((snapshot.normal(), widths >= self.valid.sum(1)))
+            done = sizes
+        return out[::-1]
 
 
 def design_scale(prefixes: Prefixes, surrogate: Ridge, normal: Normal) -> torch.Tensor:
@@ -86,7 +96,6 @@ def design_scale(prefixes: Prefixes, surrogate: Ridge, normal: Normal) -> torch.
         return Level(coef, var, usable)
 
     chain = [level(normal, surrogate.solve(normal, valid).transpose(1, 2), torch.ones_like(valid[:, 0]))]
-    for lv in range(1, LEVELS + 1):  # every coefficient in float64, the fit of N's too
-        ne, usable = prefixes.normal(lv, surrogate.dtype)
+    for ne, usable in prefixes.normals(surrogate.dtype):  # every coefficient in float64, the fit of N's too
         chain.append(level(ne, surrogate.solve(ne, valid).transpose(1, 2), usable))
     return design_factor(chain, valid)
