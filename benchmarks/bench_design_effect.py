@@ -74,7 +74,8 @@ def mlp(f: int, seed: int, inputs: int) -> tuple:
 def coverage(
     runs: list[dict], truth: torch.Tensor, extra_var: list[torch.Tensor], sizes: list[int], designed: bool = True
 ) -> dict:
-    """Per N: the share of valid coefficients whose i.i.d., pooled and library 95 % intervals hold ``truth`` (B, F).
+    """Per N: the share of valid coefficients whose i.i.d., pooled and library 95 % intervals hold ``truth`` (B, F),
+    and the library's over the i.i.d. width (median over inputs and seeds).
 
     ``library``: ``coef ± 1.96 coef_se`` as the library gives it: scaled by ``design_factor`` for a ``designed``
     call (the factorial masks), the i.i.d. one otherwise.
@@ -82,7 +83,7 @@ def coverage(
     out = {}
     for n in sizes:
         hits = dict(iid=0, pooled=0, library=0)
-        total = 0
+        total, factors = 0, []
         for run, extra in zip(runs, extra_var):
             x, y, valid = run["samples"], run["outputs"], run["valid"]
             chain = lib.halvings(x, y, valid, n)
@@ -92,13 +93,15 @@ def coverage(
             iid = gap <= 1.96 * (now.se**2 + extra).sqrt()
             t = lib.quantile("t", dof, 0.975).unsqueeze(1)
             pooled = gap <= t * (deff.unsqueeze(1) * now.se**2 + extra).sqrt()
-            factor = lib.library_factor(chain, valid).unsqueeze(1) if designed else torch.ones(())
+            factor = lib.library_factor(chain, valid).unsqueeze(1) if designed else torch.ones(valid.shape[0], 1)
+            factors.append(factor.flatten())
             library = gap <= 1.96 * (factor**2 * now.se**2 + extra).sqrt()
             hits["library"] += int(library[valid].sum())
             hits["iid"] += int(iid[valid].sum())
             hits["pooled"] += int(pooled[valid].sum())
             total += int(valid.sum())
         out[str(n)] = {k: v / total for k, v in hits.items()}
+        out[str(n)]["library_width"] = float(torch.cat(factors).median())  # over the i.i.d. one, median input
     return out
 
 
