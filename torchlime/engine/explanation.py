@@ -136,7 +136,8 @@ class Explanation:
 
     @property
     def se_method(self) -> str:
-        """How ``coef_se`` is computed: "sandwich", "kernel_shap", "posterior", "bootstrap", "stored" or "none"."""
+        """How ``coef_se`` is computed: "sandwich", "design", "kernel_shap", "posterior", "bootstrap", "stored" or
+        "none" (``stages.standard_error.CoefSE``)."""
         if self.coef_std is not None:
             return "posterior"
         return "none" if self.coef_se_record is None else self.coef_se_record.method
