@@ -130,3 +130,12 @@ def test_which_calls_read_the_design():
         torch.nn.Linear(wide, 1), torch.randn(1, wide), torch.arange(wide).view(1, wide), n_samples=300
     )
     assert many.se_method == "sandwich"
+
+
+def test_the_design_estimate_on_every_device(device):
+    """The same masks and prefixes on every device: the standard errors agree with the CPU's."""
+    net, x, feats = _net_and_inputs()
+    cpu = torchlime.explain(net, x, feats, n_samples=500, generator=0)
+    here = torchlime.explain(_mlp(10).to(device), x.to(device), feats.to(device), n_samples=500, generator=0)
+    assert here.se_method == "design" and here.coef_se.device.type == device.type
+    torch.testing.assert_close(here.coef_se.cpu(), cpu.coef_se, rtol=1e-2, atol=1e-7)

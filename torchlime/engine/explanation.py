@@ -136,8 +136,10 @@ class Explanation:
 
     @property
     def se_method(self) -> str:
-        """How ``coef_se`` is computed: "sandwich", "design", "kernel_shap", "posterior", "bootstrap", "stored" or
-        "none" (``stages.standard_error.CoefSE``)."""
+        """How ``coef_se`` is computed (``stages.standard_error.CoefSE.method``).
+
+        One of "sandwich", "design", "kernel_shap", "posterior", "bootstrap", "stored" or "none".
+        """
         if self.coef_std is not None:
             return "posterior"
         return "none" if self.coef_se_record is None else self.coef_se_record.method
