@@ -138,3 +138,22 @@ def test_a_slice_saves_only_its_own_rows(exp_and_images, tmp_path):
     exp[0].save(tmp_path / "one.pt")
     exp.save(tmp_path / "all.pt")
     assert (tmp_path / "one.pt").stat().st_size < (tmp_path / "all.pt").stat().st_size
+
+
+def test_an_explanation_pickles_and_deep_copies(tmp_path):
+    """Pickled and deep-copied with its pending standard errors computed, a file's extra entries kept read-only."""
+    import copy
+    import pickle
+
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    exp = explain(net, torch.randn(3, 6), torch.arange(6).view(1, 6), n_samples=200)
+    assert exp.coef_se_record.value is None  # pending
+    for other in (pickle.loads(pickle.dumps(exp)), copy.deepcopy(exp)):
+        assert torch.equal(other.coef, exp.coef) and torch.equal(other.coef_se, exp.coef_se)
+        assert other.se_method == exp.se_method == "design" and other.meta == exp.meta
+    exp.save(tmp_path / "e.pt")
+    loaded = Explanation.load(tmp_path / "e.pt")
+    again = pickle.loads(pickle.dumps(loaded))
+    assert dict(again.stored) == dict(loaded.stored) and again.meta == loaded.meta
+    with pytest.raises(TypeError):
+        loaded.stored["x"] = 1  # read-only

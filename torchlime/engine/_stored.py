@@ -13,11 +13,35 @@ import dataclasses
 import functools
 import typing
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal, Optional, Union
 
 import torch
 
 from torchlime._util.checks import describe
+
+
+class Entries(Mapping[str, object]):
+    """A file's entries, read-only, that pickle and deep-copy (``types.MappingProxyType`` does neither).
+
+    Args:
+        data: the entries (copied).
+    """
+
+    def __init__(self, data: Mapping[str, object] = MappingProxyType({})) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> object:
+        return self._data[key]
+
+    def __iter__(self) -> typing.Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"Entries({self._data!r})"
 
 
 class StoredDataError(ValueError):

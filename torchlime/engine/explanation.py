@@ -15,7 +15,7 @@ import torch
 
 from torchlime._util.checks import describe
 from torchlime._util.plain import plain
-from torchlime.engine._stored import StoredDataError, check_plain
+from torchlime.engine._stored import Entries, StoredDataError, check_plain
 from torchlime.engine.config import Call, Config
 from torchlime.engine.info import Info, rebuild
 from torchlime.engine.run_record import RunRecord
@@ -109,7 +109,7 @@ class Explanation:
     run: Optional[RunRecord] = field(default=None, repr=False, compare=False)
     config: Optional[Config] = field(default=None, repr=False, compare=False)
     call: Optional[Call] = field(default=None, repr=False, compare=False)
-    stored: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), repr=False, compare=False)
+    stored: Mapping[str, object] = field(default_factory=Entries, repr=False, compare=False)
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -332,7 +332,7 @@ class Explanation:
                 method = meta.get("coef_se_method", "stored")
                 loaded.coef_se_record = CoefSE(method if isinstance(method, str) else "stored", data["coef_se"])
             shown = loaded.meta  # the records' rendering: the file's other entries stay as read
-            loaded.stored = MappingProxyType({k: v for k, v in meta.items() if k not in shown})
+            loaded.stored = Entries({k: v for k, v in meta.items() if k not in shown})
         except StoredDataError as err:
             raise StoredDataError(f"{path} is not a valid Explanation file: {err}") from None
         return loaded

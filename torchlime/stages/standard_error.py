@@ -173,6 +173,10 @@ class CoefSE:
             self.value, self.compute = self.compute(), None
         return self.value
 
+    def __getstate__(self) -> dict[str, object]:
+        """The state pickled and deep-copied: the value, a pending one computed first (what computes it stays)."""
+        return {"method": self.method, "value": self.get(), "compute": None}
+
     def select(self, start: int, stop: int) -> CoefSE:
         """The record of inputs ``start .. stop - 1`` (lazy while this one is).
 
