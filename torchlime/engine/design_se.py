@@ -10,11 +10,11 @@ operator; until that read the record keeps the draw, the scores (B, S, T) and th
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
-from torchlime.engine.fit import accumulate_blocks, drawn_blocks
+from torchlime.engine.fit import Draw, accumulate_blocks, drawn_blocks
 from torchlime.methods.designs import sobol_width
 from torchlime.stages.design_error import LEVELS, Level, design_factor
 from torchlime.stages.normal import Normal, NormalAccumulator
@@ -27,7 +27,7 @@ class Prefixes:
     """What refitting prefixes of a call's samples needs, kept by its ``coef_se`` record until first read.
 
     Args:
-        draw: bool (c, F) masks of rows (input b, sample s), two long (c,) tensors (``engine.plan``).
+        draw: the call's draw of masks (``fit.Draw``).
         scores: (B, S, T) the scores of every sample.
         kernel: the kernel bound to the call.
         valid: bool (B, F) the features that exist.
@@ -38,7 +38,7 @@ class Prefixes:
 
     def __init__(
         self,
-        draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        draw: Draw,
         scores: torch.Tensor,
         kernel: Kernel,
         valid: torch.Tensor,

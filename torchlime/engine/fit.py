@@ -67,24 +67,23 @@ TOP_K = 5
 #: ``masks(b, g0, s0, s1)``: bool (n, s1 - s0, F) masks of samples s0..s1-1 of the inputs b (long (n,)),
 #: which stand at positions g0..g0+n-1 of the inputs being accumulated
 MaskBlocks = Callable[[torch.Tensor, int, int, int], torch.Tensor]
+#: ``draw(b, s)``: bool (c, F) masks of rows (input b, sample s), two long (c,) tensors (``engine.plan``)
+Draw = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def drawn_blocks(
-    draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], f_max: int, device: torch.device
-) -> MaskBlocks:
+def drawn_blocks(draw: Draw, f_max: int, device: torch.device) -> MaskBlocks:
     """``MaskBlocks`` that draw the masks of every block again (the call's draw: the same bits).
 
     Args:
-        draw: bool (c, F) masks of rows (input b, sample s), two long (c,) tensors (``engine.plan``).
+        draw: the call's draw (``Draw``).
         f_max: F, the widest input's features.
         device: where the rows' coordinates are made.
     """
 
     def masks(b: torch.Tensor, g0: int, s0: int, s1: int) -> torch.Tensor:
-        n = b.shape[0]
         with record_function("torchlime::masks"):
             s = torch.arange(s0, s1, device=device)
-            return draw(b.repeat_interleave(s1 - s0), s.repeat(n)).view(n, s1 - s0, f_max)
+            return draw(b.repeat_interleave(s1 - s0), s.repeat(b.shape[0])).view(b.shape[0], s1 - s0, f_max)
 
     return masks
 

@@ -10,12 +10,12 @@ and keeps them (no (F, F) sums are formed). The model sees each row exactly once
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, TypeVar, Union, cast
+from typing import Optional, Sequence, TypeVar, Union, cast
 
 import torch
 
 from torchlime.engine.fit import FIT_BLOCK as FIT_BLOCK
-from torchlime.engine.fit import MaskBlocks, accumulate_blocks, drawn_blocks
+from torchlime.engine.fit import Draw, MaskBlocks, accumulate_blocks, drawn_blocks
 from torchlime.engine.row_spans import active_indices, input_spans, into_scores, pass_rows, row_coords, sample_rows
 from torchlime.engine.settings import Settings
 from torchlime.stages.features import FeatureMap
@@ -165,7 +165,7 @@ class Run:
         settings: Settings,
         *,
         fmap: FeatureMap,
-        draw: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        draw: Draw,
         perturbation: Perturbation,
         kernel: Kernel,
         plan: ChunkPlan,
