@@ -75,7 +75,7 @@ def coverage(
     runs: list[dict], truth: torch.Tensor, extra_var: list[torch.Tensor], sizes: list[int], designed: bool = True
 ) -> dict:
     """Per N: the share of valid coefficients whose i.i.d., pooled and library 95 % intervals hold ``truth`` (B, F),
-    and the library's over the i.i.d. width (median over inputs and seeds).
+    and the library's over the i.i.d. width (median over coefficients, inputs and seeds).
 
     ``library``: ``coef ± 1.96 coef_se`` as the library gives it: scaled by ``design_factor`` for a ``designed``
     call (the factorial masks), the i.i.d. one otherwise.
@@ -93,15 +93,15 @@ def coverage(
             iid = gap <= 1.96 * (now.se**2 + extra).sqrt()
             t = lib.quantile("t", dof, 0.975).unsqueeze(1)
             pooled = gap <= t * (deff.unsqueeze(1) * now.se**2 + extra).sqrt()
-            factor = lib.library_factor(chain, valid).unsqueeze(1) if designed else torch.ones(valid.shape[0], 1)
-            factors.append(factor.flatten())
-            library = gap <= 1.96 * (factor**2 * now.se**2 + extra).sqrt()
+            se = lib.library_se(chain, valid) if designed else now.se
+            factors.append((se / now.se)[valid & (now.se > 0)])
+            library = gap <= 1.96 * (se**2 + extra).sqrt()
             hits["library"] += int(library[valid].sum())
             hits["iid"] += int(iid[valid].sum())
             hits["pooled"] += int(pooled[valid].sum())
             total += int(valid.sum())
         out[str(n)] = {k: v / total for k, v in hits.items()}
-        out[str(n)]["library_width"] = float(torch.cat(factors).median())  # over the i.i.d. one, median input
+        out[str(n)]["library_width"] = float(torch.cat(factors).median())  # over the i.i.d. one, median coefficient
     return out
 
 

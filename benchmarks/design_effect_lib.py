@@ -4,8 +4,7 @@ The library's standard errors (``stages.standard_error.ridge_se``) assume indepe
 quasi-random designs the estimates below read a design's own error from nested prefixes of one call's samples,
 as randomised quasi-Monte Carlo practice does with replicates:
 
-- ``library_factor``: the library's estimate (``stages.design_error``), which ``coef_se`` applies to a designed
-  call's i.i.d. standard errors.
+- ``library_se``: the library's estimate (``stages.design_error``), a designed call's ``coef_se``.
 - ``pooled_design_effect`` (not in the library): with fits at n_0 = N > n_1 > n_2 > n_3 (halvings, kept while
   ``sobol_width(n_l) >= F_b``), ``deff = Σ_l Σ_j (β_l - β_(l+1))² / Σ_l Σ_j max(v_(l+1) - v_l, 0)`` (v the
   i.i.d. variances; for independent samples each numerator term has its denominator term's expectation),
@@ -27,7 +26,7 @@ from torchlime.engine.fit import fit_samples
 from torchlime.engine.presets import ENGINE
 from torchlime.methods.designs import sobol_width
 from torchlime.methods.lime_precision import Earlier, as_precise_as_lime, lime_error2
-from torchlime.stages.design_error import Level, design_factor
+from torchlime.stages.design_error import Level, design_factor, scaled_se
 from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.standard_error import residual_ss, ridge_se
 
@@ -83,12 +82,13 @@ def pooled_design_effect(chain: list[Prefix], valid: torch.Tensor, levels: int =
     return deff, dof, pooled
 
 
-def library_factor(chain: list[Prefix], valid: torch.Tensor) -> torch.Tensor:
-    """(B,) the library's factor of the i.i.d. standard errors (``stages.design_error.design_factor``, which a
-    designed call's ``coef_se`` applies) of a chain of nested fits, most samples first."""
+def library_se(chain: list[Prefix], valid: torch.Tensor) -> torch.Tensor:
+    """(B, F) the library's standard errors (``stages.design_error``: ``design_factor`` and ``scaled_se``, what a
+    designed call's ``coef_se`` gives) of a chain of nested fits, most samples first."""
     n_features = valid.sum(1)
     levels = [Level(p.coef.unsqueeze(1), p.var.unsqueeze(1), sobol_width(p.n) >= n_features) for p in chain]
-    return design_factor(levels[: LEVELS + 1], valid)[:, 0, 0]
+    factor = design_factor(levels[: LEVELS + 1], valid)
+    return scaled_se(chain[0].se.unsqueeze(1), chain[0].var.unsqueeze(1), factor)[:, 0]
 
 
 def halvings(x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, n: int, levels: int = LEVELS) -> list[Prefix]:

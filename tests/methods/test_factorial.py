@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from torchlime import explain
-from torchlime.methods.aberration import MAX_FEATURES, build_columns, columns, word_lengths
-from torchlime.methods.designs import FactorialSampler, SobolSampler, _directions
+from torchlime.methods.aberration import MAX_FEATURES, build_columns, columns, rank, word_lengths
+from torchlime.methods.designs import FactorialSampler, SobolSampler, _directions, _factorial_bits
 
 
 def _sobol_columns(f: int) -> list[int]:
@@ -22,7 +22,7 @@ def _sobol_columns(f: int) -> list[int]:
     return [int(v) for v in (lead << torch.arange(13)).sum(1)]
 
 
-@pytest.mark.parametrize("f", [1, 2, 5, 12, 16])
+@pytest.mark.parametrize("f", [1, 2, 5, 8, 11, 12, 16])
 def test_the_shipped_columns_are_the_construction(f):
     assert columns(f) == build_columns(f)
 
@@ -38,6 +38,31 @@ def test_word_lengths_beat_sobols_at_every_level():
         assert sum(word_lengths(ours, k)[3] for k in range(8, 14)) <= sum(
             word_lengths(sobol, k)[3] for k in range(8, 14)
         ), f
+
+
+def test_no_mask_repeats_before_all_are_drawn():
+    """The first 2^k samples of F features hold 2^min(k, F) distinct masks, for every width and bit: no model call
+    goes to a mask drawn already while others are missing, and a call reaches lime's answer over all 2^F masks.
+    Before, 4 widths of the table (8, 11, 13, 14) and 10 more past its 13 bits repeated the first half's masks
+    at some level (F = 11: only 2^10 distinct masks until 2^16 samples)."""
+    weights = 2.0 ** torch.arange(30).view(1, -1, 1)
+    table = (_factorial_bits(MAX_FEATURES, torch.device("cpu")).double() * weights).long()  # (F + 1, 30, F) bits
+    for f in range(1, MAX_FEATURES + 1):
+        rows = [int((table[f, b, :f] << torch.arange(f)).sum()) for b in range(30)]
+        assert [rank(rows[:k]) for k in range(1, 31)] == [min(k, f) for k in range(1, 31)], f
+    for f, k in ((8, 8), (11, 11)):  # the masks themselves: all 2^F (sample 0, the input itself, stands for one)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exp = explain(
+                torch.nn.Linear(f, 1),
+                torch.rand(2, f),
+                torch.arange(f).view(1, f),
+                n_samples=2**k,
+                generator=0,
+                sampler="factorial",
+                return_samples=True,
+            )
+        assert [torch.unique(m[1:], dim=0).shape[0] for m in exp.samples] == [2**k - 1] * 2
 
 
 def test_masks_are_balanced_nested_and_repeatable():

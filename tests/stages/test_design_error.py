@@ -11,7 +11,7 @@ import torchlime
 from torchlime.engine.fit import fit_samples
 from torchlime.engine.presets import ENGINE
 from torchlime.methods.designs import sobol_width
-from torchlime.stages.design_error import DECAY, Z95, Level, design_factor, t_quantile
+from torchlime.stages.design_error import DECAY, Z95, Level, design_factor, scaled_se, t_quantile
 from torchlime.stages.standard_error import residual_ss, ridge_se
 from torchlime.stages.surrogate import Ridge
 
@@ -43,6 +43,8 @@ def test_the_factor_on_planted_movements():
     for moves, r in (([0.01, 0.04, 0.08], 5 / 12), ([0.04, 0.04, 0.04], 0.5), ([0.001, 0.04, 0.5], DECAY[0])):
         expected = (moves[0] * r / (1 - r) / 0.04) ** 0.5 * t4 / Z95  # Σ v = 4 · 0.01
         assert float(design_factor(_chain(moves), valid)) == pytest.approx(expected, rel=1e-12)
+    no_m3 = design_factor(_chain([0.02, 0.05, 0.08], usable=(True, True, True, False)), valid)  # r = m1 / m2
+    assert float(no_m3) == pytest.approx((0.02 * 0.4 / 0.6 / 0.04) ** 0.5 * t4 / Z95, rel=1e-12)
     no_m2 = design_factor(_chain([0.01, 0.04, 0.08], usable=(True, True, False, False)), valid)
     assert float(no_m2) == pytest.approx((0.01 / 0.04) ** 0.5 * t4 / Z95, rel=1e-12)  # r = 1/2
     assert float(design_factor(_chain([0.01, 0.04, 0.08], usable=(True, False, False, False)), valid)) == 1.0
@@ -51,6 +53,13 @@ def test_the_factor_on_planted_movements():
     half = design_factor(_chain([0.04, 0.04, 0.04]), padded)
     t2 = float(t_quantile(torch.tensor(2.0, dtype=F64), 0.975))
     assert float(half) == pytest.approx(t2 / Z95, rel=1e-12)
+
+
+def test_the_shrinkage_is_kept_and_the_variance_scaled():
+    var, shrink = torch.tensor([[[4.0, 1.0, 0.0]]], dtype=F64), torch.tensor([[[0.0, 2.0, 3.0]]], dtype=F64)
+    se = (var + shrink**2).sqrt()  # the sandwich: variance and shrinkage in quadrature
+    got = scaled_se(se, var, torch.full((1, 1, 1), 0.5, dtype=F64))
+    torch.testing.assert_close(got, (0.25 * var + shrink**2).sqrt(), rtol=1e-12, atol=0.0)
 
 
 def test_t_quantile_against_scipy():
@@ -66,10 +75,11 @@ def test_t_quantile_against_scipy():
             assert exact <= got <= 1.13 * exact, v
 
 
-def _slow_factor(exp: torchlime.Explanation) -> torch.Tensor:
-    """The factor from refits of every input's kept samples, one input at a time (``fit_samples``)."""
+def _slow_factor(exp: torchlime.Explanation) -> tuple[torch.Tensor, torch.Tensor]:
+    """The factor and the i.i.d. variances of the fit of N from refits of every input's kept samples, one input at
+    a time (``fit_samples``)."""
     kernel, surrogate = ENGINE["kernel"], ENGINE["surrogate"]
-    out = []
+    out, first = [], []
     for b in range(exp.coef.shape[0]):
         n, valid = exp.run.samples_used[b], exp.valid[b : b + 1]
         chain = []
@@ -81,7 +91,8 @@ def _slow_factor(exp: torchlime.Explanation) -> torch.Tensor:
             var = ridge_se(normal, residual_ss(normal, coef), valid, surrogate.alpha) ** 2
             chain.append(Level(coef, var, torch.tensor([sobol_width(m) >= int(valid.sum())])))
         out.append(design_factor(chain, valid))
-    return torch.cat(out)
+        first.append(chain[0].var)
+    return torch.cat(out), torch.cat(first)
 
 
 def _net_and_inputs(f: int = 10) -> tuple:
@@ -94,8 +105,8 @@ def test_the_engine_refits_the_prefixes_of_each_input():
     assert exp.coef_se_record.value is None and exp.se_method == "design"  # pending: the call computed nothing
     surrogate = ENGINE["surrogate"]
     normal, fit, _ = fit_samples(exp.samples, exp.outputs, ENGINE["kernel"], surrogate, exp.valid)
-    factor = _slow_factor(exp)
-    expected = surrogate.coef_se(normal, fit, exp.valid) * factor
+    factor, var = _slow_factor(exp)
+    expected = scaled_se(surrogate.coef_se(normal, fit, exp.valid), var, factor)
     torch.testing.assert_close(exp.coef_se.double(), expected.float().double(), rtol=1e-4, atol=1e-9)
     assert ((factor > 0) & (factor < 1)).all()  # the design errs less than independent masks would
 

@@ -16,7 +16,7 @@ import torch
 
 from torchlime._util.checks import user_stacklevel
 from torchlime._util.upload import upload
-from torchlime.engine.design_se import Prefixes, design_scale
+from torchlime.engine.design_se import Prefixes, design_se
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.fit import padded_as_nan, solve
 from torchlime.engine.plan import Plan
@@ -100,8 +100,8 @@ def _count_nonfinite(outputs: torch.Tensor, used: list[int], n_samples: int) -> 
     return ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()
 
 
-def _design(plan: Plan, passes: Passes, normal: object) -> Optional[Callable[[], torch.Tensor]]:
-    """What scales a designed call's standard errors to its own error (``engine.design_se``), or None.
+def _design(plan: Plan, passes: Passes, normal: object) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
+    """What turns a designed call's sandwich standard errors into its own error's (``engine.design_se``), or None.
 
     None for masks the user gave, samplers of independent masks, and surrogates other than ridge.
     """
@@ -112,7 +112,8 @@ def _design(plan: Plan, passes: Passes, normal: object) -> Optional[Callable[[],
         return None
     surrogate, scores = s.surrogate, ready(run.scores, "the scores")
     prefixes = Prefixes(run.draw, scores, run.kernel, plan.fmap.valid, passes.used, run.dists, run.scale)
-    return lambda: design_scale(prefixes, surrogate, normal)
+    slim = normal._replace(raw=None)  # the uncentred moments are not read: not kept
+    return lambda sandwich: design_se(prefixes, surrogate, slim, sandwich)
 
 
 def assemble(plan: Plan, passes: Passes) -> Explanation:

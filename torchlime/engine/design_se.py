@@ -2,7 +2,7 @@
 
 A call whose sampler reads its own error from nested prefixes (``Sampler.nested_error``: the default factorial
 masks) and whose surrogate is a ridge or least-squares fit gets standard errors scaled to the design's own
-error (``stages.design_error``). On the first read of ``coef_se`` the first n_b / 2, n_b / 4 and n_b / 8
+error (``stages.design_error``, ``design_se``). On the first read of ``coef_se`` the first n_b / 2, n_b / 4 and n_b / 8
 samples of every input (n_b its samples: the inputs of an adaptive call differ) are accumulated again, their
 masks drawn again (the same bits) with the scores the call kept, and fitted. The call itself adds no
 operator; until that read the record keeps the draw, the scores (B, S, T) and the kernel, not the model.
@@ -16,7 +16,7 @@ import torch
 
 from torchlime.engine.fit import Draw, accumulate_blocks, drawn_blocks
 from torchlime.methods.designs import sobol_width
-from torchlime.stages.design_error import LEVELS, Level, design_factor
+from torchlime.stages.design_error import LEVELS, Level, design_factor, scaled_se
 from torchlime.stages.normal import Normal, NormalAccumulator
 from torchlime.stages.standard_error import residual_ss, ridge_se
 from torchlime.stages.surrogate import Ridge
@@ -81,13 +81,14 @@ class Prefixes:
         return out[::-1]
 
 
-def design_scale(prefixes: Prefixes, surrogate: Ridge, normal: Normal) -> torch.Tensor:
-    """Float64 (B, T, 1): the factor of the i.i.d. standard errors of a designed fit (``design_factor``).
+def design_se(prefixes: Prefixes, surrogate: Ridge, normal: Normal, sandwich: torch.Tensor) -> torch.Tensor:
+    """Float64 (B, T, F): the standard errors of a designed fit (``stages.design_error``).
 
     Args:
         prefixes: the call's samples, to refit their prefixes.
         surrogate: the call's ridge (or least-squares) surrogate.
         normal: the normal equations of the call's fit.
+        sandwich: (B, T, F) its sandwich standard errors (``Ridge.coef_se``).
     """
     valid = prefixes.valid
 
@@ -98,4 +99,4 @@ def design_scale(prefixes: Prefixes, surrogate: Ridge, normal: Normal) -> torch.
     chain = [level(normal, surrogate.solve(normal, valid).transpose(1, 2), torch.ones_like(valid[:, 0]))]
     for ne, usable in prefixes.normals(surrogate.dtype):  # every coefficient in float64, the fit of N's too
         chain.append(level(ne, surrogate.solve(ne, valid).transpose(1, 2), usable))
-    return design_factor(chain, valid)
+    return scaled_se(sandwich, chain[0].var, design_factor(chain, valid))

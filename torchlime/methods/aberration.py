@@ -11,8 +11,11 @@ columns, chosen for uniformity rather than for short words.
 main effect is aliased with a two-factor interaction), then chooses bits 1, 2, ... one row at a time: row
 b by a single-flip local search from random rows (``RESTARTS``) that minimises ``Σ_w λ_w A_w(b + 1)`` over
 w <= ``WMAX``, with ``λ_w = w ρ^(w-1) + (F - w) ρ^(w+1)`` (the aliased interactions' weight when an effect
-of order r shrinks like ρ^r) and repeated columns forbidden. The columns do not depend on N, so any prefix
-of samples is the design a call at that N draws. A_w(k) of all levels at once comes from H[r][x], the number
+of order r shrinks like ρ^r) and repeated columns forbidden. A row that adds no direction to the rows before
+it while they span fewer than F features (the search counts no word longer than ``WMAX``, so it can pick
+one) is replaced by its cheapest single flip that does (``rank``): the first 2^k samples hold 2^min(k, F)
+distinct masks, none drawn twice before all 2^F are. The columns do not depend on N, so any prefix of
+samples is the design a call at that N draws. A_w(k) of all levels at once comes from H[r][x], the number
 of r-subsets of columns whose XOR is x: adding column c adds H[r - 1][x ^ c] to H[r][x].
 
 ``columns(F)`` reads the output for F = 1 .. ``MAX_FEATURES`` from ``aberration_columns.txt`` (made by
@@ -42,7 +45,7 @@ MAX_FEATURES = 64
 #: the shipped table
 TABLE = Path(__file__).with_name("aberration_columns.txt")
 
-__all__ = ["BITS", "MAX_FEATURES", "TABLE", "build_columns", "columns", "word_lengths"]
+__all__ = ["BITS", "MAX_FEATURES", "TABLE", "build_columns", "columns", "rank", "raises_rank", "row_of", "word_lengths"]
 
 
 def _weights(n_features: int) -> list[float]:
@@ -112,6 +115,62 @@ def _best_row(cols: np.ndarray, b: int, lam: list[float], rng: random.Random) ->
     return best
 
 
+def rank(rows: Sequence[int]) -> int:
+    """The rank over GF(2) of bit vectors (ints): 2^rank distinct masks are in the samples these rows index.
+
+    Args:
+        rows: the vectors, e.g. bit b of every column as one int (feature j at bit j).
+
+    Example:
+        >>> rank([0b011, 0b101, 0b110])  # the third is the XOR of the first two
+        2
+    """
+    basis: list[int] = []
+    for r in rows:
+        for v in basis:
+            r = min(r, r ^ v)
+        if r:
+            basis.append(r)
+    return len(basis)
+
+
+def row_of(cols: Sequence[int], b: int) -> int:
+    """Bit b of every column, as one int (column j at bit j).
+
+    Args:
+        cols: the columns (ints).
+        b: the bit.
+    """
+    return sum(((int(c) >> b) & 1) << j for j, c in enumerate(cols))
+
+
+def raises_rank(rows: Sequence[int], row: int, n_features: int) -> bool:
+    """Whether ``row`` adds a new direction to ``rows``, or they span all F features already.
+
+    A row that adds none gives the next 2^b samples the masks of the first 2^b again (a design that stalls).
+    """
+    return rank([*rows, row]) > rank(rows) or rank(rows) >= n_features
+
+
+def _independent(cols: np.ndarray, b: int, lam: list[float]) -> np.ndarray:
+    """The columns with a bit b that raises the rank: the cheapest single flip of it that does, if it does not."""
+    below = [row_of(cols.tolist(), i) for i in range(b)]
+    f = cols.shape[0]
+    if raises_rank(below, row_of(cols.tolist(), b), f):
+        return cols
+    best_cost, best = float("inf"), cols
+    for j in range(f):  # one flip per feature (one of them raises it: the rows do not span every feature)
+        cv = cols.copy()
+        cv[j] ^= 1 << b
+        if not raises_rank(below, row_of(cv.tolist(), b), f):
+            continue
+        h = _histogram(cv, b + 1)
+        cost = float(sum(lam[w] * h[w, 0] for w in range(1, WMAX + 1)))
+        if cost < best_cost:
+            best_cost, best = cost, cv
+    return best
+
+
 def build_columns(n_features: int, seed: int = 0) -> tuple[int, ...]:
     """The ``BITS``-bit columns of F features (module docstring); deterministic for a seed.
 
@@ -126,7 +185,7 @@ def build_columns(n_features: int, seed: int = 0) -> tuple[int, ...]:
     lam = _weights(n_features)
     cols = np.ones(n_features, dtype=np.int64)  # bit 0: the fold-over
     for b in range(1, BITS):
-        cols = _best_row(cols, b, lam, rng)
+        cols = _independent(_best_row(cols, b, lam, rng), b, lam)
     return tuple(int(c) for c in cols)
 
 

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import torch
 
-from torchlime.methods.aberration import BITS, MAX_FEATURES
+from torchlime.methods.aberration import BITS, MAX_FEATURES, raises_rank, row_of
 from torchlime.methods.aberration import columns as factorial_columns
 from torchlime.stages.features import FeatureMap
 from torchlime.stages.fixed_cost import ShapeCache, columns
@@ -139,8 +139,9 @@ _FACTORIAL: ShapeCache[torch.Tensor] = ShapeCache()
 def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
     """Float (F + 1, 30, F): entry [F_b, b, j] bit b of column j of an input of F_b features over 2^b, made once.
 
-    The columns: bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j
-    (Sobol's columns in the padding past F_b, which no fit reads); F <= 64 (``FactorialSampler.sample``). A row
+    The columns: bits 0..12 ``aberration.columns(F_b)``, bits 13..29 Sobol's leading bits of dimension j, one
+    flipped where a bit would repeat earlier masks (``_raising``; Sobol's columns in the padding past F_b, which
+    no fit reads); F <= 64 (``FactorialSampler.sample``). A row
     of sample bits weighted 2^b times one width's table counts the set bits of ``s & column`` exactly.
     """
 
@@ -150,13 +151,30 @@ def _factorial_bits(f_max: int, device: torch.device) -> torch.Tensor:
         table = sobol.repeat(f_max + 1, 1)  # (F + 1, F)
         low = (1 << BITS) - 1
         for f_b in range(1, f_max + 1):  # a loop over widths, once per F
-            own = torch.tensor(factorial_columns(f_b), dtype=torch.long)
-            table[f_b, :f_b] = (sobol[:f_b] & ~low) | own
+            own = [(int(c) & ~low) | o for c, o in zip(sobol[:f_b].tolist(), factorial_columns(f_b))]
+            table[f_b, :f_b] = torch.tensor(_raising(own, f_b), dtype=torch.long)
         bits = (table.unsqueeze(1) >> torch.arange(_SOBOL_BITS).view(1, -1, 1)) & 1  # (F + 1, 30, F)
         scale = 2.0 ** torch.arange(_SOBOL_BITS, dtype=torch.float64).view(1, -1, 1)
         return (bits.double() / scale).float().to(device)
 
     return _FACTORIAL.get(None, (f_max, str(device)), make)
+
+
+def _raising(cols: list[int], n_features: int) -> list[int]:
+    """The columns with every bit past ``BITS`` raising the rank until it is F: Sobol's, or its first flip that does.
+
+    No prefix of 2^b samples repeats the masks of the first half before all 2^F are drawn
+    (``aberration.raises_rank``).
+    """
+    rows = [row_of(cols, b) for b in range(BITS)]
+    for b in range(BITS, _SOBOL_BITS):
+        row = row_of(cols, b)
+        if not raises_rank(rows, row, n_features):
+            j = next(j for j in range(n_features) if raises_rank(rows, row ^ (1 << j), n_features))
+            cols[j] ^= 1 << b
+            row ^= 1 << j
+        rows.append(row)
+    return cols
 
 
 def _shift_words(rows: Rows) -> torch.Tensor:

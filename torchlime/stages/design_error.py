@@ -12,17 +12,18 @@ from the prefixes, ``r = (m_1 + m_2) / (m_2 + m_3)``, and held in [1/3, 1/2]: at
 an error falling at most as N^-1.58 (= 1/3 per doubling; the decay between prefixes is uneven: a larger fit
 resolves at once interactions that the smaller ones aliased, and a faster fall read there undercovers). Then
 
-    se_j = se_iid,j · sqrt(deff) · t_ν(0.975) / z(0.975),   deff = m_1 r / (1 - r) / Σ_j v_j,
+    se_j² = v_j · deff · (t_ν(0.975) / z(0.975))² + s_j²,   deff = m_1 r / (1 - r) / Σ_j v_j,
 
-with v the i.i.d. variances of the fit of N, and ν Satterthwaite's degrees of freedom
+with v the i.i.d. variances of the fit of N, s the ridge's shrinkage against the large-N fit (no sampling
+error: kept as it is, ``scaled_se``), and ν Satterthwaite's degrees of freedom
 ``(Σ_j d_j)² / Σ_j d_j²`` of the i.i.d. increments d = v_1 - v (the movement is a sum of F_b squares), the
 t-quantile folded in so that ``coef ± 1.96 coef_se`` is the 95 % interval. A prefix with fewer samples than
-its design needs to tell the features apart (``methods.designs.sobol_width``) is not used: without m_2, r = 1/2;
-without m_1, the i.i.d. standard error is kept. On the 14 models of ``benchmarks/bench_design_effect.py``
-(random MLPs of 12-40 features and six trained or planted vision, audio, text and tabular models) these
-intervals held the large-N answer 94-99 % of the time at N = 1000, where the i.i.d. ones held 98-100 %, and
-89-100 % from N = 250 to 2000 (``benchmarks/results/design_effect_cpu.json``; the bounds of r were chosen on
-these runs).
+its design needs to tell the features apart (``methods.designs.sobol_width``) is not used: without m_3,
+r = m_1 / m_2; without m_2, r = 1/2; without m_1, the i.i.d. standard error is kept. On the 14 models of
+``benchmarks/bench_design_effect.py`` (random MLPs of 12-40 features and six trained or planted vision,
+audio, text and tabular models) these intervals held the large-N answer 94-99 % of the time at N = 1000,
+where the i.i.d. ones held 98-100 %, and 89-100 % from N = 250 to 2000
+(``benchmarks/results/design_effect_cpu.json``; the bounds of r were chosen on these runs).
 """
 
 from __future__ import annotations
@@ -84,14 +85,30 @@ def design_factor(chain: list[Level], valid: torch.Tensor) -> torch.Tensor:
         moves.append(zero)
         usable.append(torch.zeros_like(zero, dtype=torch.bool))
     m1, m2, m3 = (torch.where(u, m, zero) for m, u in zip(moves, usable))
-    ratio = (m1 + m2) / (m2 + m3).clamp_min(torch.finfo(torch.float64).tiny)
+    tiny = torch.finfo(torch.float64).tiny
+    ratio = torch.where(usable[2], (m1 + m2) / (m2 + m3).clamp_min(tiny), m1 / m2.clamp_min(tiny))
     r = torch.where(usable[1], ratio.clamp(*DECAY), torch.full_like(ratio, DECAY[1]))
     total = (now.var.double() * keep).sum(-1)  # (B, T): Σ_j v_j of the fit of N
-    deff = m1 * r / (1.0 - r) / total.clamp_min(torch.finfo(torch.float64).tiny)
+    deff = m1 * r / (1.0 - r) / total.clamp_min(tiny)
     d = ((chain[1].var.double() - now.var.double()).clamp_min(0.0) * keep) if len(chain) > 1 else keep
-    dof = (d.sum(-1) ** 2 / d.pow(2).sum(-1).clamp_min(torch.finfo(torch.float64).tiny)).clamp_min(1.0)
+    dof = (d.sum(-1) ** 2 / d.pow(2).sum(-1).clamp_min(tiny)).clamp_min(1.0)
     factor = deff.sqrt() * t_quantile(dof, 0.975) / Z95
     return torch.where(usable[0] & (total > 0), factor, torch.ones_like(factor)).unsqueeze(-1)
+
+
+def scaled_se(se: torch.Tensor, var: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """(B, T, F) ``sqrt(factor² v + (se² - v)⁺)``: the i.i.d. variance scaled, the ridge's shrinkage kept.
+
+    The sandwich ``se`` holds the sampling variance v and the shrinkage against the large-N fit in quadrature
+    (``standard_error.ridge_se``); the shrinkage is no sampling error, so no design lessens it.
+
+    Args:
+        se: (B, T, F) the sandwich standard errors.
+        var: (B, T, F) their i.i.d. variances v (without the shrinkage).
+        factor: (B, T, 1) ``design_factor``.
+    """
+    shrink2 = (se.double() ** 2 - var.double()).clamp_min(0.0)
+    return (factor.double() ** 2 * var.double() + shrink2).sqrt()
 
 
 def t_quantile(dof: torch.Tensor, p: float) -> torch.Tensor:

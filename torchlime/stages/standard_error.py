@@ -279,7 +279,7 @@ def se_record(
     fit: Fit,
     valid: torch.Tensor,
     kept: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None,
-    design: Optional[Callable[[], torch.Tensor]] = None,
+    design: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
 ) -> Optional[CoefSE]:
     """``Explanation.coef_se_record``: the standard errors of a fit, pending until first read.
 
@@ -294,8 +294,8 @@ def se_record(
         fit: the fit, coef (B, T, F).
         valid: bool (B, F) the features that exist.
         kept: the kept masks (B, S, F), outputs (B, S, T) and weights (B, S), or None.
-        design: for a designed call's sandwich estimator, what computes the factor (B, T, 1) of its standard
-            errors (``engine.design_se``): the record's method becomes "design".
+        design: for a designed call's sandwich estimator, what turns its standard errors (B, T, F) into the
+            design's own (``engine.design_se``): the record's method becomes "design".
     """
     method = surrogate.se_method
     if fit.coef_std is not None or not isinstance(normal, Normal) or method == "none":
@@ -308,12 +308,12 @@ def se_record(
         return CoefSE(method, compute=lambda: bootstrap_se(surrogate.solve, x, y, w, valid).to(dtype))
     ne = normal if method == "kernel_shap" else normal._replace(raw=None)
 
-    scale = design if method == "sandwich" else None
+    designed = design if method == "sandwich" else None
 
     def compute() -> Optional[torch.Tensor]:
         se = surrogate.coef_se(ne, fit, valid)
-        if se is not None and scale is not None:
-            se = se * scale()
+        if se is not None and designed is not None:
+            se = designed(se)
         return None if se is None else se.to(dtype)
 
-    return CoefSE("design" if scale is not None else method, compute=compute)
+    return CoefSE("design" if designed is not None else method, compute=compute)
