@@ -411,7 +411,7 @@ def main() -> None:
         header(torch.device("cpu")),
         benchmark="bench_adaptive_se",
         quick=args.quick,
-        design="the engine's default: Sobol masks (Bernoulli beyond sobol_width), Ridge(alpha=0.01)",
+        design="the engine's default: factorial masks (Bernoulli beyond sobol_width), Ridge(alpha=0.01)",
         target="lime's design (Bernoulli masks, Ridge(alpha=1)) at N=1000, median error",
         fixed=FIXED,
         se_grid=SE_GRID,
