@@ -427,7 +427,8 @@ def main() -> None:
         results=[],
     )
     if args.resume and path.exists():
-        out["results"] = json.loads(path.read_text())["results"]
+        before = json.loads(path.read_text())
+        out["results"] = [{"commit": before["commit"], **r} for r in before["results"]]  # kept: measured there
     done = {r["model"] for r in out["results"]}
     for name in names:
         if name in done:
@@ -458,7 +459,7 @@ def main() -> None:
             f"{result['auto']['median_error']}; {result['seconds']:.0f} s",
             flush=True,
         )
-        out["results"].append(result)
+        out["results"].append({"commit": out["commit"], **result})
         out["results"].sort(key=lambda r: list(PLAN).index(r["model"]))
         out["decision"] = decide(out["results"])
         path = write(file, out, args.out)  # after every model: a cut run keeps its models
