@@ -26,7 +26,7 @@ from torchlime.engine.fit import fit_samples
 from torchlime.engine.presets import ENGINE
 from torchlime.methods.designs import sobol_width
 from torchlime.methods.lime_precision import Earlier, as_precise_as_lime, lime_error2
-from torchlime.stages.design_error import Level, design_factor, scaled_se
+from torchlime.stages.design_error import design_factor, least_squares_level, scaled_se
 from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.standard_error import residual_ss, ridge_se
 
@@ -83,11 +83,12 @@ def pooled_design_effect(chain: list[Prefix], valid: torch.Tensor, levels: int =
 
 
 def library_se(chain: list[Prefix], valid: torch.Tensor) -> torch.Tensor:
-    """(B, F) the library's standard errors (``stages.design_error``: ``design_factor`` and ``scaled_se``, what a
-    designed call's ``coef_se`` gives) of a chain of nested fits, most samples first."""
+    """(B, F) the library's standard errors (``stages.design_error``: ``design_factor`` of the prefixes'
+    least-squares fits and ``scaled_se``, what a designed call's ``coef_se`` gives) of a chain of nested fits,
+    most samples first."""
     n_features = valid.sum(1)
-    levels = [Level(p.coef.unsqueeze(1), p.var.unsqueeze(1), sobol_width(p.n) >= n_features) for p in chain]
-    factor = design_factor(levels[: LEVELS + 1], valid)
+    levels = [least_squares_level(p.normal, valid, sobol_width(p.n) >= n_features) for p in chain[: LEVELS + 1]]
+    factor = design_factor(levels, valid)[:, :1]
     return scaled_se(chain[0].se.unsqueeze(1), chain[0].var.unsqueeze(1), factor)[:, 0]
 
 

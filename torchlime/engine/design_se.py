@@ -16,7 +16,7 @@ import torch
 
 from torchlime.engine.fit import Draw, accumulate_blocks, drawn_blocks
 from torchlime.methods.designs import sobol_width
-from torchlime.stages.design_error import LEVELS, Level, design_factor, scaled_se
+from torchlime.stages.design_error import LEVELS, design_factor, least_squares_level, scaled_se
 from torchlime.stages.normal import Normal, NormalAccumulator
 from torchlime.stages.standard_error import residual_ss, ridge_se
 from torchlime.stages.surrogate import Ridge
@@ -91,12 +91,8 @@ def design_se(prefixes: Prefixes, surrogate: Ridge, normal: Normal, sandwich: to
         sandwich: (B, T, F) its sandwich standard errors (``Ridge.coef_se``).
     """
     valid = prefixes.valid
-
-    def level(ne: Normal, coef: torch.Tensor, usable: torch.Tensor) -> Level:
-        var = ridge_se(ne, residual_ss(ne, coef), valid, surrogate.alpha) ** 2
-        return Level(coef, var, usable)
-
-    chain = [level(normal, surrogate.solve(normal, valid).transpose(1, 2), torch.ones_like(valid[:, 0]))]
-    for ne, usable in prefixes.normals(surrogate.dtype):  # every coefficient in float64, the fit of N's too
-        chain.append(level(ne, surrogate.solve(ne, valid).transpose(1, 2), usable))
-    return scaled_se(sandwich, chain[0].var, design_factor(chain, valid))
+    chain = [least_squares_level(normal, valid, torch.ones_like(valid[:, 0]))]
+    chain += [least_squares_level(ne, valid, usable) for ne, usable in prefixes.normals(surrogate.dtype)]
+    coef = surrogate.solve(normal, valid).transpose(1, 2)
+    var = ridge_se(normal, residual_ss(normal, coef), valid, surrogate.alpha) ** 2  # the sandwich's variance part
+    return scaled_se(sandwich, var, design_factor(chain, valid))

@@ -4,7 +4,8 @@
 (``methods.designs.FactorialSampler``) err far less than independent ones at equal N (their 95 % intervals held
 the large-N answer 99-100 % of the time), and which interactions alias the coefficients is fixed by the design,
 so no formula of one fit sees that error. Nested prefixes do: any prefix of the design is the design of a call
-at that N, and the fits of the first n_l = N / 2^l samples (l = 1, 2, 3) move by ``m_l = ||β_(l-1) - β_l||²``.
+at that N, and the least-squares fits of the first n_l = N / 2^l samples (l = 1, 2, 3) move by
+``m_l = ||β_(l-1) - β_l||²`` (least squares: a ridge's shrinkage grows as 1 / n and would move them by itself).
 Each halving drops what the larger fit resolved and the smaller aliased, so the error of the fit of N is the sum
 of the movements still to come, m_1 r + m_1 r² + ... = m_1 r / (1 - r) with r the ratio of one halving's
 movement to the one before it; independent samples have r = 1/2 (``E m_1 = Var(β_N)``). The ratio is read
@@ -14,9 +15,9 @@ resolves at once interactions that the smaller ones aliased, and a faster fall r
 
     se_j² = v_j · deff · (t_ν(0.975) / z(0.975))² + s_j²,   deff = m_1 r / (1 - r) / Σ_j v_j,
 
-with v the i.i.d. variances of the fit of N, s the ridge's shrinkage against the large-N fit (no sampling
-error: kept as it is, ``scaled_se``), and ν Satterthwaite's degrees of freedom
-``(Σ_j d_j)² / Σ_j d_j²`` of the i.i.d. increments d = v_1 - v (the movement is a sum of F_b squares), the
+with v the i.i.d. variances of the fit of N (of its least-squares fit in deff), s the ridge's shrinkage
+against the large-N fit (no sampling error: kept as it is, ``scaled_se``), and ν Satterthwaite's degrees of
+freedom ``(Σ_j d_j)² / Σ_j d_j²`` of the i.i.d. increments d = v_1 - v (the movement is a sum of F_b squares), the
 t-quantile folded in so that ``coef ± 1.96 coef_se`` is the 95 % interval. A prefix with fewer samples than
 its design needs to tell the features apart (``methods.designs.sobol_width``) is not used: without m_3,
 r = m_1 / m_2; without m_2, r = 1/2; without m_1, the i.i.d. standard error is kept. On the 14 models of
@@ -32,6 +33,9 @@ import math
 from typing import Any, Callable, NamedTuple
 
 import torch
+
+from torchlime.stages.normal import Normal, pad_identity, solve_spd
+from torchlime.stages.standard_error import residual_ss, ridge_se
 
 #: the halvings read: fits of N/2, N/4 and N/8 samples
 LEVELS = 3
@@ -55,6 +59,21 @@ class Level(NamedTuple):
     usable: torch.Tensor
 
 
+def least_squares_level(ne: Normal, valid: torch.Tensor, usable: torch.Tensor) -> Level:
+    """The ``Level`` of normal equations: their least-squares coefficients and those coefficients' i.i.d. variances.
+
+    The movements are read without the ridge's penalty: its shrinkage grows as 1 / n, and would move the fits of
+    nested prefixes by itself, with no sampling error (``scaled_se`` keeps it apart).
+
+    Args:
+        ne: the normal equations of a fit's samples, gram (B, F, F) and rhs (B, F, T).
+        valid: bool (B, F) the features that exist.
+        usable: bool (B,) whether the samples told each input's features apart.
+    """
+    coef = solve_spd(pad_identity(ne.gram, valid), ne.rhs, 0.0).transpose(1, 2) * valid.unsqueeze(1)
+    return Level(coef, ridge_se(ne, residual_ss(ne, coef), valid, 0.0) ** 2, usable)
+
+
 def design_factor(chain: list[Level], valid: torch.Tensor) -> torch.Tensor:
     """Float64 (B, T, 1): the factor ``sqrt(deff) · t_ν(0.975) / z(0.975)`` of the i.i.d. standard errors.
 
@@ -76,6 +95,8 @@ def design_factor(chain: list[Level], valid: torch.Tensor) -> torch.Tensor:
     """
     keep = valid.unsqueeze(1).double()
     now = chain[0]
+    if len(chain) == 1:  # no prefix: the i.i.d. standard errors
+        return torch.ones_like(now.var.double()[..., :1])
     moves, usable = [], []
     for larger, smaller in zip(chain[:LEVELS], chain[1 : LEVELS + 1]):
         moves.append(((larger.coef.double() - smaller.coef.double()) * keep).pow(2).sum(-1))  # (B, T)
@@ -90,7 +111,7 @@ def design_factor(chain: list[Level], valid: torch.Tensor) -> torch.Tensor:
     r = torch.where(usable[1], ratio.clamp(*DECAY), torch.full_like(ratio, DECAY[1]))
     total = (now.var.double() * keep).sum(-1)  # (B, T): Σ_j v_j of the fit of N
     deff = m1 * r / (1.0 - r) / total.clamp_min(tiny)
-    d = ((chain[1].var.double() - now.var.double()).clamp_min(0.0) * keep) if len(chain) > 1 else keep
+    d = (chain[1].var.double() - now.var.double()).clamp_min(0.0) * keep
     dof = (d.sum(-1) ** 2 / d.pow(2).sum(-1).clamp_min(tiny)).clamp_min(1.0)
     factor = deff.sqrt() * t_quantile(dof, 0.975) / Z95
     return torch.where(usable[0] & (total > 0), factor, torch.ones_like(factor)).unsqueeze(-1)
@@ -108,7 +129,8 @@ def scaled_se(se: torch.Tensor, var: torch.Tensor, factor: torch.Tensor) -> torc
         factor: (B, T, 1) ``design_factor``.
     """
     shrink2 = (se.double() ** 2 - var.double()).clamp_min(0.0)
-    return (factor.double() ** 2 * var.double() + shrink2).sqrt()
+    scaled = (factor.double() ** 2 * var.double() + shrink2).sqrt()
+    return torch.where(scaled.isnan() | se.isinf(), se.double(), scaled)  # an infinite sandwich stays as it is
 
 
 def t_quantile(dof: torch.Tensor, p: float) -> torch.Tensor:
