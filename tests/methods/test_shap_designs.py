@@ -16,6 +16,8 @@ from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler, ShapleyKernel
 from torchlime.methods.shap_designs import class_counts, class_sizes, design_weights, unrank
 
+from tests.helpers.shap import kernel_shap
+
 F64 = torch.float64
 DESIGNS = ["leverage", "paired"]
 
@@ -111,19 +113,7 @@ class Interactions(torch.nn.Module):
 
 
 def _shap(model, x, feats, n_samples, design, seed, index=None):
-    kw = dict(index=index) if index is not None else {}
-    return quiet_explain(
-        model,
-        x,
-        feats,
-        preset="kernel_shap",
-        n_samples=n_samples,
-        sampler=KernelShapSampler(design=design),
-        kernel=ShapleyKernel(design=design),
-        surrogate=KernelShapRegression(dtype=F64),
-        generator=seed,
-        **kw,
-    )
+    return kernel_shap(model, x, feats, n_samples, design, seed, **({} if index is None else dict(index=index)))
 
 
 def test_new_designs_beat_the_plain_design_on_small_games():

@@ -96,7 +96,11 @@ def top_features(exp: Explanation, k: int, by: str) -> tuple[torch.Tensor, torch
         key = exp.coef.abs() if by == "abs" else exp.coef
     key = key.masked_fill(~exp.valid.unsqueeze(1), float("-inf"))
     k = min(k, exp.coef.shape[-1])
-    _, idx = key.topk(k, dim=-1)
+    if by == "t":  # ties (standard errors of 0: an enumerated KernelSHAP input) rank by |coef|
+        order = exp.coef.abs().argsort(dim=-1, descending=True, stable=True)
+        idx = order.gather(-1, key.gather(-1, order).argsort(dim=-1, descending=True, stable=True)[..., :k])
+    else:
+        _, idx = key.topk(k, dim=-1)
     values = exp.coef.gather(-1, idx)
     if exp.target_valid is not None:
         real = exp.target_valid.to(idx.device).unsqueeze(-1)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 
 from torchlime._util.checks import user_stacklevel
 from torchlime._util.upload import upload
-from torchlime.engine.design_se import Prefixes, design_se
+from torchlime.engine.design_se import Prefixes, design_se, paired_se
 from torchlime.engine.explanation import Explanation
 from torchlime.engine.fit import padded_as_nan, solve
 from torchlime.engine.plan import Plan
@@ -25,12 +25,13 @@ from torchlime.engine.rows import ready
 from torchlime.engine.run import Passes
 from torchlime.engine.run_record import RunRecord
 from torchlime.engine.sample_fit import solve_samples
+from torchlime.methods.kernel_shap import KernelShapRegression, KernelShapSampler
 from torchlime.stages.fixed_cost import columns
-from torchlime.stages.normal import Normal
+from torchlime.stages.normal import Fit, Normal
 from torchlime.stages.perturb.fills import describe_baseline
 from torchlime.stages.perturb.packing import UnpackArgs
 from torchlime.stages.sample_space import Design
-from torchlime.stages.standard_error import se_record
+from torchlime.stages.standard_error import DesignError, se_record
 from torchlime.stages.surrogate import Ridge
 
 
@@ -100,20 +101,31 @@ def _count_nonfinite(outputs: torch.Tensor, used: list[int], n_samples: int) -> 
     return ((~torch.isfinite(outputs)) & drawn.unsqueeze(-1)).sum()
 
 
-def _design(plan: Plan, passes: Passes, normal: object) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
-    """What turns a designed call's sandwich standard errors into its own error's (``engine.design_se``), or None.
+def _design(plan: Plan, passes: Passes, normal: object, fit: Fit) -> Optional[DesignError]:
+    """What turns a designed call's standard errors into its own error's (``engine.design_se``), or None.
 
-    None for masks the user gave, samplers of independent masks, and surrogates other than ridge.
+    The factorial masks' ridge fits (nested prefixes) and KernelSHAP's paired designs (the pairs' strata);
+    None for masks the user gave, samplers of independent masks and other surrogates.
     """
-    s, run = plan.settings, plan.run
-    if s.call.masks is not None or not isinstance(s.surrogate, Ridge) or not isinstance(normal, Normal):
+    s, run, sampler = plan.settings, plan.run, plan.sampler
+    if s.call.masks is not None or not isinstance(normal, Normal):
         return None
-    if not plan.sampler.nested_error(plan.fmap.f_max):
-        return None
-    surrogate, scores = s.surrogate, ready(run.scores, "the scores")
-    prefixes = Prefixes(run.draw, scores, run.kernel, plan.fmap.valid, passes.used, run.dists, run.scale)
-    slim = normal._replace(raw=None)  # the uncentred moments are not read: not kept
-    return lambda sandwich: design_se(prefixes, surrogate, slim, sandwich)
+    surrogate = s.surrogate
+
+    def samples() -> Prefixes:
+        scores = ready(run.scores, "the scores")
+        return Prefixes(run.draw, scores, run.kernel, plan.fmap.valid, passes.used, run.dists, run.scale)
+
+    if isinstance(surrogate, Ridge) and sampler.nested_error(plan.fmap.f_max):
+        prefixes = samples()
+        slim = normal._replace(raw=None)  # the uncentred moments are not read: not kept
+        return DesignError("sandwich", "design", lambda sandwich: design_se(prefixes, surrogate, slim, sandwich))
+    if isinstance(surrogate, KernelShapRegression) and isinstance(sampler, KernelShapSampler):
+        design = sampler.design
+        if design != "plain":  # plain: independent draws, the estimator's own assumption
+            kept = samples()
+            return DesignError("kernel_shap", "pairs", lambda se: paired_se(kept, fit, normal, design, se))
+    return None
 
 
 def assemble(plan: Plan, passes: Passes) -> Explanation:
@@ -181,6 +193,6 @@ def assemble(plan: Plan, passes: Passes) -> Explanation:
         samples=kept_masks,
         outputs=outputs if keep else None,
         weights=kept_weights,
-        coef_se_record=se_record(s.surrogate, normal, fit, exists, kept, _design(plan, passes, normal)),
+        coef_se_record=se_record(s.surrogate, normal, fit, exists, kept, _design(plan, passes, normal, fit)),
         run=record,
     )

@@ -1,4 +1,4 @@
-"""``Explanation.coef_se`` of a designed call: the fits of nested prefixes of its samples, made when first read.
+"""``Explanation.coef_se`` of a designed call: its samples drawn again, refitted or summed, when first read.
 
 A call whose sampler reads its own error from nested prefixes (``Sampler.nested_error``: the default factorial
 masks) and whose surrogate is a ridge or least-squares fit gets standard errors scaled to the design's own
@@ -6,6 +6,8 @@ error (``stages.design_error``, ``design_se``). On the first read of ``coef_se``
 samples of every input (n_b its samples: the inputs of an adaptive call differ) are accumulated again, their
 masks drawn again (the same bits) with the scores the call kept, and fitted. The call itself adds no
 operator; until that read the record keeps the draw, the scores (B, S, T) and the kernel, not the model.
+KernelSHAP's paired designs ("leverage", "paired") get the stratified variance of their pairs
+(``methods.shap_error``, ``paired_se``), from the same rows drawn again.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import torch
 
 from torchlime.engine.fit import Draw, accumulate_blocks, drawn_blocks
 from torchlime.methods.designs import sobol_width
+from torchlime.methods.shap_designs import ShapDesign
+from torchlime.methods.shap_error import PairVariance
 from torchlime.stages.design_error import LEVELS, design_factor, least_squares_level, scaled_se
-from torchlime.stages.normal import Normal, NormalAccumulator
-from torchlime.stages.standard_error import residual_ss, ridge_se
+from torchlime.stages.normal import Fit, Normal, NormalAccumulator
+from torchlime.stages.standard_error import constrained_eigen, residual_ss, ridge_se
 from torchlime.stages.surrogate import Ridge
 from torchlime.stages.weighting import Kernel
 
@@ -96,3 +100,32 @@ def design_se(prefixes: Prefixes, surrogate: Ridge, normal: Normal, sandwich: to
     coef = surrogate.solve(normal, valid).transpose(1, 2)
     var = ridge_se(normal, residual_ss(normal, coef), valid, surrogate.alpha) ** 2  # the sandwich's variance part
     return scaled_se(sandwich, var, design_factor(chain, valid))
+
+
+def paired_se(
+    prefixes: Prefixes, fit: Fit, normal: Normal, design: ShapDesign, independent: torch.Tensor
+) -> torch.Tensor:
+    """Float64 (B, T, F): the standard errors of KernelSHAP under a paired design (``methods.shap_error``).
+
+    The pairs' rows are drawn again (the same bits) and weighed by the call's kernel, in blocks.
+
+    Args:
+        prefixes: the call's samples (every input got S = ``prefixes.used[0]``).
+        fit: the call's constrained fit, coef (B, T, F) and intercept (B, T).
+        normal: its normal equations, with the uncentred moments.
+        design: "leverage" or "paired".
+        independent: (B, T, F) the independent-draws estimate (``KernelShapRegression.coef_se``).
+    """
+    valid = prefixes.valid
+    (b, f), n = valid.shape, prefixes.used[0]
+    evecs, inv = constrained_eigen(normal, valid)
+    acc = PairVariance(fit.coef, fit.intercept, evecs, inv, valid, n, design)
+    every = torch.arange(b, device=valid.device)
+    blocks = drawn_blocks(prefixes.draw, f, valid.device)
+    end = 2 + 2 * ((n - 2) // 2)  # rows 2 .. end - 1: the pairs (FIT_BLOCK is even: every block holds whole pairs)
+    masks, weights = accumulate_blocks(None, blocks, prefixes.scores, prefixes.kernel, valid, every, 2, end, keep=True)
+    s0 = 2
+    for z, w in zip(masks, weights):
+        acc.add(z, w, prefixes.scores[:, s0 : s0 + z.shape[1]])
+        s0 += z.shape[1]
+    return acc.se(independent)

@@ -138,7 +138,8 @@ class Explanation:
     def se_method(self) -> str:
         """How ``coef_se`` is computed (``stages.standard_error.CoefSE.method``).
 
-        One of "sandwich", "design", "kernel_shap", "posterior", "bootstrap", "stored" or "none".
+        One of "sandwich", "design", "kernel_shap", "pairs", "posterior", "bootstrap", "stored" or "none"
+        ("pairs": KernelSHAP's paired designs, ``methods.shap_error``).
         """
         if self.coef_std is not None:
             return "posterior"
@@ -202,7 +203,7 @@ class Explanation:
         their sign, so ``values > 0`` picks the supporting ones. ``by="value"`` ranks by signed
         coefficient instead (the features that support the target most; lime's ``positive_only``);
         ``by="t"`` by |coefficient| / ``coef_se`` (the most certain first; a standard error of 0 ranks
-        its nonzero coefficient first).
+        its nonzero coefficient first, such ties by |coefficient|).
 
         Args:
             k: how many features (at most F are returned).

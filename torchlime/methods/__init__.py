@@ -2,7 +2,8 @@
 
 ``designs`` (stratified, antithetic, Sobol and factorial masks) with ``aberration`` (the factorial masks'
 columns), ``adaptive`` (``n_samples="auto"``) with ``lime_precision`` (its default rule),
-``kernel_shap`` (KernelSHAP) with ``shap_designs`` (its paired and Leverage SHAP designs), ``baylime``
+``kernel_shap`` (KernelSHAP) with ``shap_designs`` (its paired and Leverage SHAP designs) and ``shap_error``
+(their standard errors), ``baylime``
 (BayLIME's Bayesian ridge), ``smile`` (SMILE's statistical-distance kernels), ``feature_selection``
 (lime's feature selection, with the LARS-lasso path of ``stages.lars``) and ``sp_lime`` (SP-LIME's
 submodular pick). Methods import only the stages, never the engine.
@@ -17,6 +18,7 @@ from torchlime.methods import (
     kernel_shap,
     lime_precision,
     shap_designs,
+    shap_error,
     smile,
     sp_lime,
 )
@@ -28,6 +30,7 @@ __all__ = [
     "lime_precision",
     "kernel_shap",
     "shap_designs",
+    "shap_error",
     "baylime",
     "smile",
     "feature_selection",

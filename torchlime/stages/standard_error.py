@@ -30,7 +30,7 @@ record an explanation keeps: the value, or what computes it on first access (the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol, Union
+from typing import Callable, NamedTuple, Optional, Protocol, Union
 
 import torch
 
@@ -112,6 +112,32 @@ def ridge_se(
     return var.sqrt() * valid.unsqueeze(1)
 
 
+def constrained_eigen(normal: Normal, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The eigenvectors (B, F, F) and pseudo-inverted eigenvalues (B, F) of KernelSHAP's ``P Gu P``.
+
+    Gu = Σ w u uᵀ (u = z - 1) from the uncentred moments ``normal.raw``, P the projector orthogonal to 1 over
+    the input's features; eigenvalues at rounding level invert to 0, so ``V diag(inv) Vᵀ = (P Gu P)⁺``.
+
+    Args:
+        normal: the normal equations, with the uncentred moments ``raw`` (not None).
+        valid: bool (B, F) the features that exist for each input.
+    """
+    if normal.raw is None:
+        raise ValueError("`normal` must hold the uncentred moments `raw` (KernelSHAP's fit keeps them), got None")
+    f = valid.shape[1]
+    sxx, _, sx, _, _ = normal.raw  # of x' = z - 1/2
+    sw, one = normal.weight_sum.double(), valid.double()
+    guu = sxx - 0.5 * (sx.unsqueeze(2) + sx.unsqueeze(1)) + 0.25 * sw.view(-1, 1, 1)  # Σ w u uᵀ, u = x' - 1/2
+    nf = one.sum(1).clamp_min(1)
+    proj = torch.diag_embed(one) - one.unsqueeze(2) * one.unsqueeze(1) / nf.view(-1, 1, 1)
+    pgp = proj @ (guu * one.unsqueeze(2) * one.unsqueeze(1)) @ proj
+    evals: torch.Tensor
+    evecs: torch.Tensor
+    evals, evecs = torch.linalg.eigh(0.5 * (pgp + pgp.transpose(1, 2)))  # torch.linalg is untyped
+    tol = evals.amax(-1, keepdim=True).clamp_min(0) * f * torch.finfo(torch.float64).eps
+    return evecs, torch.where(evals > tol, 1.0 / evals.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+
+
 def kernel_shap_se(normal: Normal, score: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Float64 (B, T, F): the standard errors of KernelSHAP's constrained regression.
 
@@ -131,17 +157,7 @@ def kernel_shap_se(normal: Normal, score: torch.Tensor, valid: torch.Tensor) -> 
     b, f = valid.shape
     if normal.raw is None:
         return torch.full((b, score.shape[1], f), float("nan"), dtype=torch.float64, device=valid.device)
-    sxx, _, sx, _, _ = normal.raw  # of x' = z - 1/2
-    sw, one = normal.weight_sum.double(), valid.double()
-    guu = sxx - 0.5 * (sx.unsqueeze(2) + sx.unsqueeze(1)) + 0.25 * sw.view(-1, 1, 1)  # Σ w u uᵀ, u = x' - 1/2
-    nf = one.sum(1).clamp_min(1)
-    proj = torch.diag_embed(one) - one.unsqueeze(2) * one.unsqueeze(1) / nf.view(-1, 1, 1)
-    pgp = proj @ (guu * one.unsqueeze(2) * one.unsqueeze(1)) @ proj
-    evals: torch.Tensor
-    evecs: torch.Tensor
-    evals, evecs = torch.linalg.eigh(0.5 * (pgp + pgp.transpose(1, 2)))  # torch.linalg is untyped
-    tol = evals.amax(-1, keepdim=True).clamp_min(0) * f * torch.finfo(torch.float64).eps
-    inv = torch.where(evals > tol, 1.0 / evals.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+    evecs, inv = constrained_eigen(normal, valid)
     diag = (evecs * evecs * inv.unsqueeze(-2)).sum(-1)  # (B, F): [(P Gu P)⁺]_jj
     ss_res = (1.0 - score.double()).clamp_min(0) * normal.ss_tot
     sigma2 = _noise(ss_res, effective_size(normal), valid.sum(1) - 1)
@@ -154,7 +170,8 @@ class CoefSE:
 
     ``get`` computes a pending value once (the first access) and keeps it; ``select`` and ``to`` stay
     lazy. ``method`` names the estimator: "sandwich" (ridge and least squares), "design" (the sandwich scaled
-    to a designed call's own error, ``stages.design_error``), "kernel_shap",
+    to a designed call's own error, ``stages.design_error``), "kernel_shap" (independent draws), "pairs"
+    (KernelSHAP's paired designs, ``methods.shap_error``),
     "bootstrap" (lasso, K-lasso), "posterior" (Bayesian surrogates), "stored" (read from a file).
 
     Attributes:
@@ -273,13 +290,27 @@ class Estimates(Protocol):
         ...
 
 
+class DesignError(NamedTuple):
+    """What a designed call's ``coef_se`` is: an estimator's standard errors turned into the design's own.
+
+    Attributes:
+        of: the surrogate's estimator it applies to ("sandwich", "kernel_shap").
+        method: the record's method then ("design", "pairs").
+        apply: (B, T, F) the estimator's standard errors -> (B, T, F) the design's.
+    """
+
+    of: str
+    method: str
+    apply: Callable[[torch.Tensor], torch.Tensor]
+
+
 def se_record(
     surrogate: Estimates,
     normal: object,
     fit: Fit,
     valid: torch.Tensor,
     kept: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None,
-    design: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+    design: Optional[DesignError] = None,
 ) -> Optional[CoefSE]:
     """``Explanation.coef_se_record``: the standard errors of a fit, pending until first read.
 
@@ -294,8 +325,8 @@ def se_record(
         fit: the fit, coef (B, T, F).
         valid: bool (B, F) the features that exist.
         kept: the kept masks (B, S, F), outputs (B, S, T) and weights (B, S), or None.
-        design: for a designed call's sandwich estimator, what turns its standard errors (B, T, F) into the
-            design's own (``engine.design_se``): the record's method becomes "design".
+        design: for a designed call, what turns the surrogate's standard errors (B, T, F) into the design's
+            own (``engine.design_se``), and the record's method then; it applies to the estimator it names.
     """
     method = surrogate.se_method
     if fit.coef_std is not None or not isinstance(normal, Normal) or method == "none":
@@ -308,12 +339,12 @@ def se_record(
         return CoefSE(method, compute=lambda: bootstrap_se(surrogate.solve, x, y, w, valid).to(dtype))
     ne = normal if method == "kernel_shap" else normal._replace(raw=None)
 
-    designed = design if method == "sandwich" else None
+    designed = design if design is not None and design.of == method else None
 
     def compute() -> Optional[torch.Tensor]:
         se = surrogate.coef_se(ne, fit, valid)
         if se is not None and designed is not None:
-            se = designed(se)
+            se = designed.apply(se)
         return None if se is None else se.to(dtype)
 
-    return CoefSE("design" if designed is not None else method, compute=compute)
+    return CoefSE(method if designed is None else designed.method, compute=compute)
