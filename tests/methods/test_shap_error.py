@@ -14,6 +14,7 @@ import torch
 from torchlime import explain
 from torchlime.engine.quality import UnreliableExplanationWarning
 from torchlime.methods.shap_error import ROUNDING
+from torchlime.stages.design_error import Z95, t_quantile
 
 from tests.helpers.shap import kernel_shap
 
@@ -29,7 +30,8 @@ def _rounding(exp):
 
 
 def _reference(exp, n_samples):
-    """NumPy, loops over inputs, pairs and classes: sqrt(Σ_t (1 - p/N) p/(p-1) Σ_q (h_q - h̄_t)²)."""
+    """NumPy, loops over inputs, pairs and classes: sqrt(Σ_t (1 - p/N) p/(p-1) Σ_q (h_q - h̄_t)²), as a t
+    interval's (Satterthwaite's degrees of freedom), and the rounding."""
     out = np.zeros(tuple(exp.coef.shape))
     for b in range(exp.coef.shape[0]):
         nf = int(exp.valid[b].sum())
@@ -49,12 +51,16 @@ def _reference(exp, n_samples):
             h = sum(w[r] * np.outer(resid[r], m @ u[r]) for r in rows)  # (T, F_b)
             k = int(z[rows[0]].sum())
             terms.setdefault(min(k, nf - k), []).append(h)
-        var = np.zeros((coef.shape[0], nf))
+        parts, dofs = [], []
         for t, hs in terms.items():
             p, size = len(hs), math.comb(nf - 1, t) if 2 * t == nf else math.comb(nf, t)
             hs = np.stack(hs)
-            var += (1 - p / size) * p / (p - 1) * ((hs - hs.mean(0)) ** 2).sum(0)
-        out[b, :, :nf] = np.sqrt(var + _rounding(exp)[b].numpy() ** 2)
+            parts.append((1 - p / size) * p / (p - 1) * ((hs - hs.mean(0)) ** 2).sum(0))
+            dofs.append(p - 1)
+        var = sum(parts)
+        dof = var**2 / sum(v**2 / d for v, d in zip(parts, dofs))  # Satterthwaite's
+        quantile = t_quantile(torch.from_numpy(np.maximum(dof, 1.0)), 0.975).numpy()  # checked against scipy
+        out[b, :, :nf] = np.sqrt(var * (quantile / Z95) ** 2 + _rounding(exp)[b].numpy() ** 2)
     return out
 
 
