@@ -18,6 +18,7 @@ import torch
 
 from torchlime.engine.fit import Draw, accumulate_blocks, drawn_blocks
 from torchlime.methods.designs import sobol_width
+from torchlime.methods.kernel_shap import max_enumerated
 from torchlime.methods.shap_designs import ShapDesign
 from torchlime.methods.shap_error import PairVariance
 from torchlime.stages.design_error import LEVELS, design_factor, least_squares_level, scaled_se
@@ -122,7 +123,9 @@ def paired_se(
     acc = PairVariance(fit.coef, fit.intercept, evecs, inv, valid, n, design)
     every = torch.arange(b, device=valid.device)
     blocks = drawn_blocks(prefixes.draw, f, valid.device)
-    end = 2 + 2 * ((n - 2) // 2)  # rows 2 .. end - 1: the pairs (FIT_BLOCK is even: every block holds whole pairs)
+    # rows 2 .. end - 1: the pairs (FIT_BLOCK is even: every block holds whole pairs); none to draw again when
+    # every input was enumerated (all it has is the rounding)
+    end = 2 + 2 * ((n - 2) // 2) if f > max_enumerated(n) else 2
     masks, weights = accumulate_blocks(None, blocks, prefixes.scores, prefixes.kernel, valid, every, 2, end, keep=True)
     s0 = 2
     for z, w in zip(masks, weights):
